@@ -1,0 +1,147 @@
+"""Typed SDK exceptions, built from the server's rich status (``google.rpc.ErrorInfo``).
+
+Every RPC failure reaches SDK users as a :class:`WorkplaceEnvError` subclass chosen by the
+``ErrorInfo.reason`` (or the status code when the server sent none, e.g. a deadline), never as
+a bare ``grpc.RpcError``. The original error stays available as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    """One offending request field reported by the server (``google.rpc.BadRequest``)."""
+
+    field: str
+    description: str
+
+
+class WorkplaceEnvError(Exception):
+    """Base of every SDK error: status ``code``, ``reason``, ``session_id``, ``violations``."""
+
+    def __init__(
+        self,
+        message: str,
+        code: grpc.StatusCode,
+        reason: str = "",
+        session_id: str = "",
+        violations: tuple[FieldViolation, ...] = (),
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(
+            f"{code.name} {reason}: {message}" if reason else f"{code.name}: {message}"
+        )
+        self.message = message
+        self.code = code
+        self.reason = reason
+        self.session_id = session_id
+        self.violations = violations
+        self.retry_after_s = retry_after_s
+
+
+class InvalidRequestError(WorkplaceEnvError):
+    """INVALID_ARGUMENT: a malformed identity, task, arguments or verify request."""
+
+
+class SessionConflictError(WorkplaceEnvError):
+    """ALREADY_EXISTS SESSION_CONFLICT: the id is bound to another episode or task."""
+
+
+class SessionClosedError(WorkplaceEnvError):
+    """SESSION_CLOSED: the id was closed (seed: ALREADY_EXISTS; calls: NOT_FOUND)."""
+
+
+class SessionLostError(WorkplaceEnvError):
+    """NOT_FOUND SESSION_LOST / SESSION_EXPIRED: the server does not hold the session."""
+
+
+class CallIdReusedError(WorkplaceEnvError):
+    """ALREADY_EXISTS CALL_ID_REUSED: a call_id was reused for another call."""
+
+
+class EpisodeMismatchError(WorkplaceEnvError):
+    """FAILED_PRECONDITION EPISODE_MISMATCH: closing with another episode than the binding."""
+
+
+class UnavailableError(WorkplaceEnvError):
+    """UNAVAILABLE: tables could not be built, the server is draining, or it is unreachable."""
+
+
+class CapacityError(WorkplaceEnvError):
+    """RESOURCE_EXHAUSTED: the server is full; retry after ``retry_after_s``."""
+
+
+class DeadlineError(WorkplaceEnvError):
+    """DEADLINE_EXCEEDED: the call did not finish within its deadline."""
+
+
+_BY_REASON: dict[str, type[WorkplaceEnvError]] = {
+    "SESSION_CONFLICT": SessionConflictError,
+    "SESSION_CLOSED": SessionClosedError,
+    "SESSION_LOST": SessionLostError,
+    "SESSION_EXPIRED": SessionLostError,
+    "CALL_ID_REUSED": CallIdReusedError,
+    "EPISODE_MISMATCH": EpisodeMismatchError,
+}
+_BY_CODE: dict[grpc.StatusCode, type[WorkplaceEnvError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
+    grpc.StatusCode.NOT_FOUND: SessionLostError,
+    grpc.StatusCode.UNAVAILABLE: UnavailableError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: CapacityError,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineError,
+}
+
+
+@dataclass
+class _Details:
+    reason: str = ""
+    session_id: str = ""
+    violations: list[FieldViolation] = field(default_factory=list)
+    retry_after_s: float | None = None
+
+
+def _details(error: grpc.RpcError) -> _Details:
+    out = _Details()
+    try:
+        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    except (ValueError, AttributeError):
+        return out
+    if status is None:
+        return out
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            out.reason = info.reason
+            out.session_id = info.metadata.get("resources_session_id", "")
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            out.violations = [FieldViolation(v.field, v.description) for v in bad.field_violations]
+        elif detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            retry = error_details_pb2.RetryInfo()
+            detail.Unpack(retry)
+            out.retry_after_s = retry.retry_delay.ToNanoseconds() / 1e9
+    return out
+
+
+def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
+    """The typed SDK exception for a failed RPC."""
+    code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN  # type: ignore[attr-defined]
+    message = error.details() if hasattr(error, "details") else str(error)  # type: ignore[attr-defined]
+    info = _details(error)
+    cls = _BY_REASON.get(info.reason) or _BY_CODE.get(code, WorkplaceEnvError)
+    return cls(
+        message or "",
+        code,
+        reason=info.reason,
+        session_id=info.session_id,
+        violations=tuple(info.violations),
+        retry_after_s=info.retry_after_s,
+    )

@@ -1,0 +1,109 @@
+"""Domain errors: one type per CONTRACT.md reason. The gRPC layer maps each to its status code.
+
+Each error carries the CONTRACT ``reason`` (the ``google.rpc.ErrorInfo.reason`` on the wire), the
+session it concerns, and a message for people. Nothing here imports gRPC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    """One offending request field: its path (e.g. ``episode_id.rollout_id``) and what is wrong."""
+
+    field: str
+    description: str
+
+
+class SessionError(Exception):
+    """Base of the domain's errors; ``reason`` is the CONTRACT reason string."""
+
+    reason: str = "INTERNAL"
+
+    def __init__(self, message: str, session_id: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.session_id = session_id
+
+
+class InvalidRequest(SessionError):
+    """A malformed identity, task or request (S5, V5). Carries the field violations."""
+
+    reason = "INVALID_REQUEST"
+
+    def __init__(self, violations: list[FieldViolation], session_id: str = "") -> None:
+        summary = "; ".join(f"{v.field}: {v.description}" for v in violations)
+        super().__init__(f"invalid request: {summary}", session_id)
+        self.violations = violations
+
+
+class InvalidToolArguments(SessionError):
+    """CallTool ``arguments`` is not the JSON text of an object (T3)."""
+
+    reason = "INVALID_TOOL_ARGUMENTS"
+
+
+class SessionConflict(SessionError):
+    """The id is bound to another episode or task (S3)."""
+
+    reason = "SESSION_CONFLICT"
+
+
+class SessionClosed(SessionError):
+    """The id was closed; a fence refuses seeds (S4) and tool calls (T5)."""
+
+    reason = "SESSION_CLOSED"
+
+
+class SessionLost(SessionError):
+    """The server does not hold the id: never seeded, released, or lost in a restart (T4)."""
+
+    reason = "SESSION_LOST"
+
+
+class SessionExpired(SessionError):
+    """The session was evicted after its idle TTL (X1)."""
+
+    reason = "SESSION_EXPIRED"
+
+
+class TablesUnavailable(SessionError):
+    """Building the session's tables failed; nothing was bound and a retry may succeed (S6)."""
+
+    reason = "TABLES_UNAVAILABLE"
+
+
+class CapacityExhausted(SessionError):
+    """The server holds its maximum of live sessions (S7); retry after ``retry_after_s``."""
+
+    reason = "CAPACITY_EXHAUSTED"
+
+    def __init__(self, message: str, session_id: str = "", retry_after_s: float = 1.0) -> None:
+        super().__init__(message, session_id)
+        self.retry_after_s = retry_after_s
+
+
+class CallIdReused(SessionError):
+    """A ``call_id`` was reused with another tool or other arguments (T7)."""
+
+    reason = "CALL_ID_REUSED"
+
+
+class EpisodeMismatch(SessionError):
+    """A close names another episode than the session's binding (C4)."""
+
+    reason = "EPISODE_MISMATCH"
+
+
+class ReleaseFailed(SessionError):
+    """Releasing a session's tables failed; it is not recorded as closed (C5)."""
+
+    reason = "RELEASE_FAILED"
+
+
+class Draining(SessionError):
+    """The server is shutting down and takes no new seeds (X2)."""
+
+    reason = "DRAINING"

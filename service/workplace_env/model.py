@@ -1,0 +1,128 @@
+"""Identities and task data of the domain, and their validation (CONTRACT.md "Identities", S5).
+
+Plain frozen dataclasses; the gRPC layer converts messages into these and the session store
+works only with them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from workplace_env.errors import FieldViolation, InvalidRequest
+
+SESSION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,256}")
+ROLLOUT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+ENVIRONMENT_NAME = "workplace_assistant"
+
+
+@dataclass(frozen=True)
+class EpisodeId:
+    """One attempt of one rollout: ``rollout_id`` (ROLLOUT_ID_RE) and ``attempt >= 0``."""
+
+    rollout_id: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class TaskId:
+    """One task of one task set; both parts non-empty."""
+
+    taskset: str
+    task_id: str
+
+
+@dataclass(frozen=True)
+class FunctionCall:
+    """A tool name and its arguments as JSON text (as the model produced them)."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Task:
+    """A workplace task: dataset id, category, ground-truth calls (``()``: change nothing)."""
+
+    id: str
+    category: str = ""
+    environment_name: str = ENVIRONMENT_NAME
+    ground_truth: tuple[FunctionCall, ...] = ()
+    prompt: str = field(default="", compare=False)
+    system: str = field(default="", compare=False)
+
+
+def session_id_violations(
+    session_id: str, path: str = "resources_session_id"
+) -> list[FieldViolation]:
+    """Violations of the session-id rule: 1..256 characters of ``[A-Za-z0-9._:-]``."""
+    if not session_id:
+        return [FieldViolation(path, "required")]
+    if not SESSION_ID_RE.fullmatch(session_id):
+        return [FieldViolation(path, "must be 1..256 characters of [A-Za-z0-9._:-]")]
+    return []
+
+
+def episode_violations(episode: EpisodeId | None, path: str = "episode_id") -> list[FieldViolation]:
+    """Violations of the episode rule (CONTRACT "Identities")."""
+    if episode is None:
+        return [FieldViolation(path, "required")]
+    out = []
+    if not ROLLOUT_ID_RE.fullmatch(episode.rollout_id):
+        out.append(FieldViolation(f"{path}.rollout_id", "must match ^[A-Za-z0-9][A-Za-z0-9._-]*$"))
+    if episode.attempt < 0:
+        out.append(FieldViolation(f"{path}.attempt", "must be >= 0"))
+    return out
+
+
+def task_id_violations(task_id: TaskId | None, path: str = "task_id") -> list[FieldViolation]:
+    """Violations of the task-id rule: ``taskset`` and ``task_id`` non-empty."""
+    if task_id is None:
+        return [FieldViolation(path, "required")]
+    out = []
+    if not task_id.taskset:
+        out.append(FieldViolation(f"{path}.taskset", "required"))
+    if not task_id.task_id:
+        out.append(FieldViolation(f"{path}.task_id", "required"))
+    return out
+
+
+def calls_violations(calls: tuple[FunctionCall, ...], path: str) -> list[FieldViolation]:
+    """Violations in a list of calls: each needs a name and JSON-text arguments."""
+    out = []
+    for i, call in enumerate(calls):
+        if not call.name:
+            out.append(FieldViolation(f"{path}[{i}].name", "required"))
+        try:
+            json.loads(call.arguments)
+        except (json.JSONDecodeError, RecursionError):
+            out.append(FieldViolation(f"{path}[{i}].arguments", "must be JSON text"))
+    return out
+
+
+def task_violations(task: Task | None, path: str = "task") -> list[FieldViolation]:
+    """Violations of the task data: present, for this environment, with well-formed calls."""
+    if task is None:
+        return [FieldViolation(path, "required")]
+    out = []
+    if task.environment_name and task.environment_name != ENVIRONMENT_NAME:
+        out.append(
+            FieldViolation(f"{path}.environment_name", f"must be {ENVIRONMENT_NAME!r} when set")
+        )
+    out.extend(calls_violations(task.ground_truth, f"{path}.ground_truth"))
+    return out
+
+
+def check_seed(
+    session_id: str, episode: EpisodeId | None, task_id: TaskId | None, task: Task | None
+) -> None:
+    """Raise :class:`InvalidRequest` with every violation of a seed request (CONTRACT S5)."""
+    violations = [
+        *session_id_violations(session_id),
+        *episode_violations(episode),
+        *task_id_violations(task_id),
+        *task_violations(task),
+    ]
+    if violations:
+        raise InvalidRequest(violations, session_id)

@@ -1,0 +1,254 @@
+"""The main job: push JSONL episodes through the gRPC API and check them against recordings.
+
+One episode per JSONL line, all through the SDK: seed the line's task, make the policy's calls
+with ``CallTool``, ``Verify`` those calls, ``CloseSession``. Accepts every file of the shared
+data as it is:
+
+* tasks (``tasks_public.jsonl``, ``workbench_original_tasks_public.jsonl``, generated tasks):
+  ``id``, ``ground_truth``;
+* rollouts and verify cases: ``function_calls``, ``ground_truth``, ``reward``;
+* tool-call goldens: ``calls`` with each recorded ``output`` (``http_status`` marks a body the
+  reference refused, which must get INVALID_ARGUMENT here; ``unstable_ties`` marks pages whose
+  tied items may come in either order).
+
+Policies: ``recorded`` makes the line's ``function_calls`` (or ``calls``); ``oracle`` makes its
+``ground_truth``; ``perturbed`` drops or alters one ground-truth call (a policy that should
+score below 1.0).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from workplace_env.parity import outputs_match
+from workplace_env_client import EnvironmentClient, InvalidRequestError
+
+POLICIES = ("recorded", "oracle", "perturbed")
+_UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """One disagreement with a recording: the line's case id, what, expected and actual."""
+
+    case_id: str
+    kind: str  # "output" | "reward" | "error"
+    detail: str
+    expected: Any = None
+    actual: Any = None
+
+
+@dataclass
+class EpisodeResult:
+    """What one episode gave: its reward, category, and any mismatches."""
+
+    case_id: str
+    category: str
+    reward: float
+    mismatches: list[Mismatch] = field(default_factory=list)
+    output_mismatches: int = 0
+    reward_mismatch: bool = False
+
+
+@dataclass
+class RunSummary:
+    """Totals of a run (the ``--json-out`` document)."""
+
+    episodes: int
+    mean_reward: float
+    output_mismatches: int
+    reward_mismatches: int
+    episodes_per_s: float
+    mismatches: list[Mismatch]
+    by_category: dict[str, tuple[int, float]]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json-out`` document: totals and the first 20 mismatches."""
+        return {
+            "episodes": self.episodes,
+            "mean_reward": self.mean_reward,
+            "output_mismatches": self.output_mismatches,
+            "reward_mismatches": self.reward_mismatches,
+            "episodes_per_s": self.episodes_per_s,
+            "mismatches": [
+                {
+                    "case_id": m.case_id,
+                    "kind": m.kind,
+                    "detail": m.detail,
+                    "expected": m.expected,
+                    "actual": m.actual,
+                }
+                for m in self.mismatches[:20]
+            ],
+        }
+
+
+def case_id_of(line: Mapping[str, Any], lineno: int) -> str:
+    """The line's case id: ``case_id``, else ``id``, else ``line-<n>``."""
+    for key in ("case_id", "id"):
+        if line.get(key) not in (None, ""):
+            return str(line[key])
+    return f"line-{lineno}"
+
+
+def _calls_of(raw: Any) -> list[dict[str, Any]]:
+    return [c for c in raw if isinstance(c, dict)] if isinstance(raw, list) else []
+
+
+def perturb(calls: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
+    """One call dropped, or (for a task with no calls) a spurious write added."""
+    if not calls:
+        return [
+            {
+                "name": "email_send_email",
+                "arguments": json.dumps(
+                    {"recipient": "someone@example.com", "subject": "Hi", "body": "Hello"}
+                ),
+            }
+        ]
+    out = list(calls)
+    del out[rng.randrange(len(out))]
+    return out
+
+
+def policy_calls(line: Mapping[str, Any], policy: str, rng: random.Random) -> list[dict[str, Any]]:
+    """The calls the ``policy`` makes for this line (see the module docstring)."""
+    if policy == "oracle":
+        return _calls_of(line.get("ground_truth"))
+    if policy == "perturbed":
+        return perturb(_calls_of(line.get("ground_truth")), rng)
+    if "function_calls" in line:
+        return _calls_of(line["function_calls"])
+    return _calls_of(line.get("calls"))
+
+
+def _call_mismatch(
+    client: EnvironmentClient, session_id: str, i: int, call: Mapping[str, Any], check: bool
+) -> tuple[str, Any, Any] | None:
+    """Make one call; return ``(detail, expected, actual)`` if it disagrees with its recording.
+
+    A call the reference refused (``http_status``) must get INVALID_ARGUMENT; other calls with a
+    recorded ``output`` must reproduce it when ``check`` is set.
+    """
+    arguments = call.get("arguments")
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    name = str(call.get("name", ""))
+    refused = bool(call.get("http_status"))
+    try:
+        output = client.call_tool(session_id, name, text)
+    except InvalidRequestError as exc:
+        if check and "output" in call and not refused:
+            return f"call {i} {name}: {exc}", call["output"], None
+        return None
+    if refused:
+        return f"call {i} {name}: expected INVALID_ARGUMENT", None, output
+    unstable = bool(call.get("unstable_ties"))
+    if check and "output" in call and not outputs_match(call["output"], output, unstable):
+        return f"call {i} {name}", call["output"], output
+    return None
+
+
+def run_episode(
+    client: EnvironmentClient, line: Mapping[str, Any], lineno: int, policy: str, seed: int = 0
+) -> EpisodeResult:
+    """Run one line as one episode through the gRPC API; compare with its recordings."""
+    case_id = case_id_of(line, lineno)
+    rng = random.Random(f"{seed}:{case_id}")
+    calls = policy_calls(line, policy, rng)
+    truth = line.get("ground_truth", [])
+    task_row = {**line, "id": case_id, "ground_truth": truth if isinstance(truth, list) else []}
+    rollout_id = "r" + _UNSAFE_ID_CHARS.sub("-", case_id)[:200]
+    episode = (rollout_id, 0)
+    session_id = f"run-{uuid.uuid4().hex}"
+    result = EpisodeResult(case_id, str(line.get("category") or "uncategorised"), 0.0)
+    client.seed(session_id, episode, ("run", case_id), task_row)
+    try:
+        for i, call in enumerate(calls):
+            problem = _call_mismatch(client, session_id, i, call, check=policy == "recorded")
+            if problem is not None:
+                result.mismatches.append(Mismatch(case_id, "output", *problem))
+                result.output_mismatches += 1
+        verify_kwargs: dict[str, Any] = {}
+        if not isinstance(truth, list):
+            verify_kwargs["ground_truth_json"] = json.dumps(truth)
+        verified = client.verify(session_id, calls, **verify_kwargs)
+        result.reward = verified.reward
+        if policy == "recorded" and "reward" in line and verified.reward != line["reward"]:
+            result.reward_mismatch = True
+            result.mismatches.append(
+                Mismatch(case_id, "reward", "reward differs", line["reward"], verified.reward)
+            )
+    finally:
+        client.close_session(session_id, episode)
+    return result
+
+
+def run_lines(
+    client: EnvironmentClient,
+    lines: Iterable[Mapping[str, Any]],
+    policy: str = "recorded",
+    concurrency: int = 1,
+    seed: int = 0,
+    on_done: Callable[[EpisodeResult], None] | None = None,
+) -> RunSummary:
+    """Run every line as an episode with ``concurrency`` in flight; summarise.
+
+    ``on_done`` is called once per finished episode (progress bars).
+    """
+    items = list(lines)
+    started = time.perf_counter()
+    results: list[EpisodeResult] = []
+
+    def one(pair: tuple[int, Mapping[str, Any]]) -> EpisodeResult:
+        lineno, line = pair
+        try:
+            res = run_episode(client, line, lineno, policy, seed)
+        except Exception as exc:  # one broken episode is a reported mismatch, not a crash
+            case_id = case_id_of(line, lineno)
+            res = EpisodeResult(case_id, str(line.get("category") or "uncategorised"), 0.0)
+            res.mismatches.append(Mismatch(case_id, "error", f"{type(exc).__name__}: {exc}"))
+            res.reward_mismatch = True
+        if on_done is not None:
+            on_done(res)
+        return res
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        results = list(pool.map(one, enumerate(items, start=1)))
+    elapsed = time.perf_counter() - started
+    by_category: dict[str, list[float]] = {}
+    for r in results:
+        by_category.setdefault(r.category, []).append(r.reward)
+    return RunSummary(
+        episodes=len(results),
+        mean_reward=sum(r.reward for r in results) / len(results) if results else 0.0,
+        output_mismatches=sum(r.output_mismatches for r in results),
+        reward_mismatches=sum(1 for r in results if r.reward_mismatch),
+        episodes_per_s=len(results) / elapsed if elapsed > 0 else 0.0,
+        mismatches=[m for r in results for m in r.mismatches],
+        by_category={k: (len(v), sum(v) / len(v)) for k, v in sorted(by_category.items())},
+    )
+
+
+def read_jsonl(path: str) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file (blank lines skipped). Raises ValueError naming the line."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for n, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{n}: not JSON: {exc}") from exc
+            if not isinstance(value, dict):
+                raise ValueError(f"{path}:{n}: not a JSON object")
+            out.append(value)
+    return out

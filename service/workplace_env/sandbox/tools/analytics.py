@@ -1,0 +1,263 @@
+"""Analytics tools (REFERENCE.md f.13-f.18): ``analytics._analytics_data`` and ``_plots_data``.
+
+The visit table is object dtype except the boolean ``user_engaged``. Date bounds are compared
+as **strings** against ``date_of_visit`` (``"2023-11"`` works as a prefix bound, ``"bad"``
+excludes everything, an int raises ``'>=' not supported between instances of 'str' and 'int'``,
+a list raises pandas' ``('Lengths must match to compare', (n,), (1,))`` where ``n`` is the
+length of the data being filtered). The per-date results are ``groupby("date_of_visit")``
+aggregates, as ``{date: value}``.
+
+Quirk kept on purpose (REFERENCE.md c.7): ``analytics_get_average_session_duration`` with no
+(truthy) bound converts the session's ``session_duration_seconds`` column to float in place;
+later visitor lookups then show ``4.0`` instead of ``"4"``. With a bound it works on a filtered
+copy and changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workplace_env.sandbox.tables import ANALYTICS, PLOTS
+from workplace_env.sandbox.tools.registry import tool
+
+_DATE = "date_of_visit"
+
+_PLOT_VALUES = (
+    "total_visits",
+    "session_duration_seconds",
+    "user_engaged",
+    "visits_direct",
+    "visits_referral",
+    "visits_search_engine",
+    "visits_social_media",
+)
+_PLOT_TYPES = ("bar", "line", "scatter", "histogram")
+
+_RANGE_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "time_min": {
+            "type": "string",
+            "description": "Start date of the time range. Date format is YYYY-MM-DD",
+        },
+        "time_max": {
+            "type": "string",
+            "description": "End date of the time range. Date format is YYYY-MM-DD",
+        },
+    },
+    "required": [],
+    "additionalProperties": False,
+}
+
+
+def _in_range(frame: pd.DataFrame, time_min: Any, time_max: Any) -> np.ndarray | None:
+    """Positions of the rows within the bounds, or None for "all rows" (no truthy bound).
+
+    The lower bound is compared on the whole column and the upper bound on the rows that are
+    left, as the reference filters in two steps (so comparison errors name those lengths).
+    """
+    if not time_min and not time_max:
+        return None
+    dates = frame[_DATE]
+    positions = np.arange(len(dates))
+    if time_min:
+        keep = np.asarray(dates >= time_min, dtype=bool)
+        positions = positions[keep]
+        dates = dates.iloc[positions]
+    if time_max:
+        keep = np.asarray(dates <= time_max, dtype=bool)
+        positions = positions[keep]
+    return positions
+
+
+def _column(frame: pd.DataFrame, name: str, positions: np.ndarray | None) -> pd.Series:
+    """Column ``name`` restricted to ``positions`` (all rows when None)."""
+    column = frame[name]
+    return column if positions is None else column.iloc[positions]
+
+
+def _per_date(values: pd.Series, dates: pd.Series, how: str) -> dict[Any, Any]:
+    """``{date: aggregate}`` of ``values`` grouped by ``dates`` (sorted dates, native numbers)."""
+    grouped = values.groupby(dates.to_numpy(), sort=True)
+    result = grouped.sum() if how == "sum" else grouped.mean()
+    return result.to_dict()
+
+
+@tool(
+    name="analytics_get_visitor_information_by_id",
+    qualname="AnalyticsTool.get_visitor_information_by_id",
+    description="Returns the analytics data for a given visitor ID.",
+    parameters={
+        "type": "object",
+        "properties": {"visitor_id": {"type": "string", "description": "ID of the visitor"}},
+        "required": ["visitor_id"],
+        "additionalProperties": False,
+    },
+)
+def get_visitor_information_by_id(tables, visitor_id=None):
+    """Every visit row of the visitor as a list of dicts (REFERENCE.md f.13).
+
+    Strings: "Visitor ID not provided." (falsy id), "Visitor not found." (no row equals the id;
+    an int id never equals the str ids).
+    """
+    if not visitor_id:
+        return "Visitor ID not provided."
+    frame = tables[ANALYTICS]
+    hit = np.asarray(frame["visitor_id"] == visitor_id, dtype=bool)
+    positions = np.flatnonzero(hit)
+    if len(positions) == 0:
+        return "Visitor not found."
+    return frame.iloc[positions].to_dict(orient="records")
+
+
+@tool(
+    name="analytics_create_plot",
+    qualname="AnalyticsTool.create_plot",
+    description="Plots the analytics data for a given time range and value.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "time_min": {
+                "type": "string",
+                "description": "Start date of the time range. Date format is YYYY-MM-DD",
+            },
+            "time_max": {
+                "type": "string",
+                "description": "End date of the time range. Date format is YYYY-MM-DD",
+            },
+            "value_to_plot": {
+                "type": "string",
+                "description": "Value to plot. Available values are: 'total_visits', "
+                "'session_duration_seconds', 'user_engaged', 'visits_direct', "
+                "'visits_referral', 'visits_search_engine', 'visits_social_media'",
+            },
+            "plot_type": {
+                "type": "string",
+                "description": "Type of plot. Can be 'bar', 'line', 'scatter' or 'histogram'",
+            },
+        },
+        "required": ["time_min", "time_max", "value_to_plot", "plot_type"],
+        "additionalProperties": False,
+    },
+    writes=(PLOTS,),
+)
+def create_plot(tables, time_min=None, time_max=None, value_to_plot=None, plot_type=None):
+    """``"plots/<time_min>_<time_max>_<value>_<type>.png"``, appended to the plots table.
+
+    Strings: "Start date not provided.", "End date not provided.", "Value to plot must be one
+    of ...", "Plot type must be one of ..." (exact-case values; REFERENCE.md f.14). The dates
+    are not validated, only formatted into the path.
+    """
+    if not time_min:
+        return "Start date not provided."
+    if not time_max:
+        return "End date not provided."
+    if value_to_plot not in _PLOT_VALUES:
+        return (
+            "Value to plot must be one of 'total_visits', 'session_duration_seconds', "
+            "'user_engaged', 'visits_direct', 'visits_referral', 'visits_search_engine', "
+            "'visits_social_media'"
+        )
+    if plot_type not in _PLOT_TYPES:
+        return "Plot type must be one of 'bar', 'line', 'scatter', or 'histogram'"
+    file_path = f"plots/{time_min}_{time_max}_{value_to_plot}_{plot_type}.png"
+    plots = tables[PLOTS]
+    # Enlargement at label len(plots), as the reference appends (the index becomes Int64).
+    plots.loc[len(plots)] = [file_path]
+    return file_path
+
+
+@tool(
+    name="analytics_total_visits_count",
+    qualname="AnalyticsTool.total_visits_count",
+    description="Returns the total number of visits within a specified time range.",
+    parameters=_RANGE_PARAMETERS,
+)
+def total_visits_count(tables, time_min=None, time_max=None):
+    """``{date: number of visits}`` for the dates within the string bounds (REFERENCE.md f.15)."""
+    frame = tables[ANALYTICS]
+    dates = _column(frame, _DATE, _in_range(frame, time_min, time_max))
+    return dates.groupby(dates.to_numpy(), sort=True).size().to_dict()
+
+
+@tool(
+    name="analytics_engaged_users_count",
+    qualname="AnalyticsTool.engaged_users_count",
+    description="Returns the number of engaged users within a specified time range.",
+    parameters=_RANGE_PARAMETERS,
+)
+def engaged_users_count(tables, time_min=None, time_max=None):
+    """``{date: number of engaged visits}`` (0 for dates without one; REFERENCE.md f.16)."""
+    frame = tables[ANALYTICS]
+    positions = _in_range(frame, time_min, time_max)
+    engaged = _column(frame, "user_engaged", positions).astype(bool).astype(int)
+    return _per_date(engaged, _column(frame, _DATE, positions), "sum")
+
+
+@tool(
+    name="analytics_traffic_source_count",
+    qualname="AnalyticsTool.traffic_source_count",
+    description="Returns the number of visits from a specific traffic source within a specified "
+    "time range.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "time_min": {
+                "type": "string",
+                "description": "Start date of the time range. Date format is YYYY-MM-DD",
+            },
+            "time_max": {
+                "type": "string",
+                "description": "End date of the time range. Date format is YYYY-MM-DD",
+            },
+            "traffic_source": {
+                "type": "string",
+                "description": "Traffic source to filter the visits. Available values are: "
+                "'direct', 'referral', 'search engine', 'social media'",
+            },
+        },
+        "required": [],
+        "additionalProperties": False,
+    },
+)
+def traffic_source_count(tables, time_min=None, time_max=None, traffic_source=None):
+    """``{date: visits from the source}`` (REFERENCE.md f.17).
+
+    Every date in range appears, with 0 when no visit matches (exact, case-sensitive equality,
+    so ``"Direct"`` or ``5`` give all zeros). A falsy source counts all visits.
+    """
+    frame = tables[ANALYTICS]
+    positions = _in_range(frame, time_min, time_max)
+    dates = _column(frame, _DATE, positions)
+    if not traffic_source:
+        return dates.groupby(dates.to_numpy(), sort=True).size().to_dict()
+    sources = _column(frame, "traffic_source", positions)
+    from_source = (sources == traffic_source).astype(int)
+    return _per_date(from_source, dates, "sum")
+
+
+@tool(
+    name="analytics_get_average_session_duration",
+    qualname="AnalyticsTool.get_average_session_duration",
+    description="Returns the average session duration within a specified time range.",
+    parameters=_RANGE_PARAMETERS,
+    # Declared a writer because of the in-place float conversion (module docstring).
+    writes=(ANALYTICS,),
+)
+def get_average_session_duration(tables, time_min=None, time_max=None):
+    """``{date: mean session seconds}`` as floats, e.g. ``20.0`` (REFERENCE.md f.18, c.7).
+
+    Without a truthy bound the table's ``session_duration_seconds`` becomes float64 in place.
+    """
+    frame = tables[ANALYTICS]
+    positions = _in_range(frame, time_min, time_max)
+    if positions is None:
+        # The reference converts the column of the table itself when it did not filter.
+        frame["session_duration_seconds"] = frame["session_duration_seconds"].astype(float)
+        durations = frame["session_duration_seconds"]
+    else:
+        durations = frame["session_duration_seconds"].iloc[positions].astype(float)
+    return _per_date(durations, _column(frame, _DATE, positions), "mean")

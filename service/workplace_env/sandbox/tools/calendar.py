@@ -1,0 +1,380 @@
+"""Calendar tools (REFERENCE.md f.8-f.12): the ``calendar._calendar_events`` table.
+
+Five tools over one object-dtype table (``event_id, event_name, participant_email, event_start,
+duration``). Behaviour mirrors the reference's pandas code, including how it fails on odd argument
+types, because those failures are model-visible text (``"Error executing tool ..."``, added by
+the registry):
+
+* ids must be ``str`` of length 8 with ``str.isdigit()`` true (so fullwidth digits and ``"²"``
+  pass the format check and then are simply not found);
+* dates are validated with ``pd.Timestamp`` and only its ``ValueError`` becomes the "Invalid ...
+  format" text (a list raises ``TypeError``, which surfaces as a tool error);
+* durations are validated with ``int()`` (``30.5`` and ``True`` pass, ``"30.5"`` does not) and
+  stored exactly as sent;
+* the search filters are case-insensitive regular expressions (``Series.str.contains``), the
+  order is newest first by ``pd.Timestamp(event_start)`` with a stable sort (ties keep table
+  order), and paging is plain Python arithmetic and list slicing;
+* a create appends with ``pd.concat`` and does not renumber the index (the new label is ``0``).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from workplace_env.sandbox.tables import CALENDAR
+from workplace_env.sandbox.tools.registry import tool
+
+# pandas warns when a search pattern has capture groups ("(s)ync"); the reference ignores it too,
+# and the warning is noise in a server's log.
+warnings.filterwarnings(
+    "ignore",
+    message="This pattern is interpreted as a regular expression",
+    category=UserWarning,
+    module=__name__,
+)
+
+_ID_FORMAT_ERROR = "Invalid event ID format. Expected 8-digit ID."
+_START_FORMAT_ERROR = "Invalid event_start format. Expected YYYY-MM-DD HH:MM:SS."
+_DURATION_POSITIVE_ERROR = "Duration must be a positive number of minutes."
+_DURATION_FORMAT_ERROR = "Invalid duration format. Expected a number of minutes."
+
+_GET_FIELDS = ("event_id", "event_name", "participant_email", "event_start", "duration")
+_UPDATE_FIELDS = ("event_name", "participant_email", "event_start", "duration")
+
+# pd.Timestamp is slow (~µs per string) and the search parses every candidate's start; strings
+# in the canonical date/datetime forms parse the same way every time, so their results are
+# memoised. Anything else (e.g. "now", "10:00", which depend on the clock) is parsed afresh.
+_CANONICAL = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?: [0-9]{2}:[0-9]{2}(?::[0-9]{2})?)?")
+_TIMESTAMPS: dict[str, pd.Timestamp] = {}
+_TIMESTAMP_CACHE_LIMIT = 65536
+
+
+def _timestamp(value: Any) -> pd.Timestamp:
+    """``pd.Timestamp(value)``, memoised for canonical date strings (same result, same errors)."""
+    if type(value) is str:
+        cached = _TIMESTAMPS.get(value)
+        if cached is not None:
+            return cached
+        parsed = pd.Timestamp(value)
+        if _CANONICAL.fullmatch(value):
+            if len(_TIMESTAMPS) >= _TIMESTAMP_CACHE_LIMIT:
+                _TIMESTAMPS.clear()
+            _TIMESTAMPS[value] = parsed
+        return parsed
+    return pd.Timestamp(value)
+
+
+def _valid_id(event_id: Any) -> bool:
+    """The reference's id check: a str of 8 characters that ``str.isdigit`` accepts."""
+    return isinstance(event_id, str) and len(event_id) == 8 and event_id.isdigit()
+
+
+def _duration_problem(duration: Any) -> str | None:
+    """The duration check shared by create and update: ``int()`` must give a positive number.
+
+    Only ``ValueError`` is a format message; ``int([...])`` raises ``TypeError`` to the caller.
+    """
+    try:
+        if int(duration) <= 0:
+            return _DURATION_POSITIVE_ERROR
+    except ValueError:
+        return _DURATION_FORMAT_ERROR
+    return None
+
+
+def _start_is_valid(event_start: Any) -> bool:
+    """``pd.Timestamp`` accepts ``event_start``; its ``TypeError`` propagates (a tool error)."""
+    try:
+        _timestamp(event_start)
+    except ValueError:
+        return False
+    return True
+
+
+def _matches(frame: pd.DataFrame, event_id: str) -> np.ndarray:
+    """Boolean mask of the rows whose ``event_id`` equals ``event_id`` (a valid 8-digit str)."""
+    return np.asarray(frame["event_id"].to_numpy() == event_id, dtype=bool)
+
+
+@tool(
+    name="calendar_get_event_information_by_id",
+    qualname="CalendarTool.get_event_information_by_id",
+    description="Returns the event for a given ID.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "event_id": {"type": "string", "description": "8-digit ID of the event"},
+            "field": {
+                "type": "string",
+                "description": "Field to return. Available fields are: 'event_id', "
+                "'event_name', 'participant_email', 'event_start', 'duration'",
+            },
+        },
+        "required": ["event_id", "field"],
+        "additionalProperties": False,
+    },
+)
+def get_event_information_by_id(tables, event_id=None, field=None):
+    """``{field: value}`` of the event (the value as stored, e.g. an int duration stays an int).
+
+    Strings, in check order: "Event ID not provided.", "Field not provided.", the 8-digit
+    message, "Invalid field. Available fields are: ...", "Event not found." (REFERENCE.md f.8).
+    """
+    if not event_id:
+        return "Event ID not provided."
+    if not field:
+        return "Field not provided."
+    if not _valid_id(event_id):
+        return _ID_FORMAT_ERROR
+    if field not in _GET_FIELDS:
+        return f"Invalid field. Available fields are: {', '.join(_GET_FIELDS)}"
+    frame = tables[CALENDAR]
+    hits = np.flatnonzero(_matches(frame, event_id))
+    if len(hits) == 0:
+        return "Event not found."
+    if (
+        field not in frame.columns
+    ):  # unreachable with the fixed columns; kept as the reference has it
+        return "Field not found."
+    return {field: frame[field].to_numpy()[hits[0]]}
+
+
+@tool(
+    name="calendar_search_events",
+    qualname="CalendarTool.search_events",
+    description="Returns the events for a given query with pagination support.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "description": "Query to search for. Terms will be matched in the event_name "
+                "and participant_email fields",
+            },
+            "time_min": {
+                "type": "string",
+                "description": "Lower bound (inclusive) for an event's end time to filter by. "
+                "Format: YYYY-MM-DD HH:MM:SS",
+            },
+            "time_max": {
+                "type": "string",
+                "description": "Upper bound (inclusive) for an event's start time to filter by. "
+                "Format: YYYY-MM-DD HH:MM:SS",
+            },
+            "page": {"type": "integer", "description": "Page number of results to return"},
+            "page_size": {"type": "integer", "description": "Number of events per page"},
+        },
+        "required": [],
+        "additionalProperties": False,
+    },
+)
+def search_events(tables, query="", time_min=None, time_max=None, page=1, page_size=5):
+    """``{"events": [...], "pagination": {...}}`` newest first, or "No events found.".
+
+    ``query`` is a case-insensitive regex over event_name or participant_email (non-string cells
+    never match); both time bounds apply to ``event_start`` (despite the schema's wording) and
+    are inclusive. Strings: "Invalid time_min format. Expected YYYY-MM-DD HH:MM:SS." (and
+    time_max). Paging errors are Python's (division by zero, slice indices, str/int operands)
+    (REFERENCE.md f.9).
+    """
+    # The bounds are validated before the query runs, so a bad bound wins over a bad regex.
+    if time_min:
+        try:
+            time_min = _timestamp(time_min)
+        except ValueError:
+            return "Invalid time_min format. Expected YYYY-MM-DD HH:MM:SS."
+    if time_max:
+        try:
+            time_max = _timestamp(time_max)
+        except ValueError:
+            return "Invalid time_max format. Expected YYYY-MM-DD HH:MM:SS."
+
+    frame = tables[CALENDAR]
+    mask = frame["event_name"].str.contains(query, case=False, na=False) | frame[
+        "participant_email"
+    ].str.contains(query, case=False, na=False)
+    rows: list[int] = np.flatnonzero(np.asarray(mask, dtype=bool)).tolist()
+
+    starts = frame["event_start"].to_numpy()
+    if time_min:
+        rows = [r for r in rows if _timestamp(starts[r]) >= time_min]
+    if time_max:
+        rows = [r for r in rows if _timestamp(starts[r]) <= time_max]
+    if not rows:
+        return "No events found."
+
+    # list.sort is stable, also with reverse=True: equal starts keep table order.
+    rows.sort(key=lambda r: _timestamp(starts[r]), reverse=True)
+
+    # The reference's paging arithmetic, kept verbatim in effect: its Python errors for
+    # page_size 0, float pages and string arguments are part of the golden outputs.
+    total_events = len(rows)
+    total_pages = (total_events + page_size - 1) // page_size
+    page = max(1, min(page, total_pages)) if total_pages > 0 else 1
+    start = (page - 1) * page_size
+    end = min(start + page_size, total_events)
+    page_rows = rows[start:end]
+
+    columns = list(frame.columns)
+    arrays = [frame[c].to_numpy() for c in columns]
+    events = [{c: a[r] for c, a in zip(columns, arrays, strict=True)} for r in page_rows]
+    return {
+        "events": events,
+        "pagination": {
+            "total_events": total_events,
+            "page": page,
+            "page_size": page_size,
+            "total_pages": total_pages,
+        },
+    }
+
+
+@tool(
+    name="calendar_create_event",
+    qualname="CalendarTool.create_event",
+    description="Creates a new event.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "event_name": {"type": "string", "description": "Name of the event"},
+            "participant_email": {"type": "string", "description": "Email of the participant"},
+            "event_start": {
+                "type": "string",
+                "description": "Start time of the event. Format: YYYY-MM-DD HH:MM:SS",
+            },
+            "duration": {"type": "string", "description": "Duration of the event in minutes"},
+        },
+        "required": ["event_name", "participant_email", "event_start", "duration"],
+        "additionalProperties": False,
+    },
+    writes=(CALENDAR,),
+)
+def create_event(tables, event_name=None, participant_email=None, event_start=None, duration=None):
+    """The new event id: ``str(int(max id) + 1)`` zero-padded to 8 (REFERENCE.md f.10).
+
+    Strings: "Event name not provided.", "Participant email not provided.", "Event start not
+    provided.", "Event duration not provided." (falsy values, so a duration of 0 too), the
+    event_start format message, "Duration must be a positive number of minutes.", "Invalid
+    duration format. Expected a number of minutes.". The participant is lower-cased (a non-str
+    raises ``'int' object has no attribute 'lower'``); other values are stored as sent.
+    """
+    if not event_name:
+        return "Event name not provided."
+    if not participant_email:
+        return "Participant email not provided."
+    if not event_start:
+        return "Event start not provided."
+    if not duration:
+        return "Event duration not provided."
+    if not _start_is_valid(event_start):
+        return _START_FORMAT_ERROR
+    problem = _duration_problem(duration)
+    if problem is not None:
+        return problem
+
+    participant_email = participant_email.lower()
+    frame = tables[CALENDAR]
+    # Lexicographic max of the zero-padded ids; an empty table raises like the reference.
+    event_id = str(int(frame["event_id"].max()) + 1).zfill(8)
+    new_row = pd.DataFrame(
+        {
+            "event_id": [event_id],
+            "event_name": [event_name],
+            "participant_email": [participant_email],
+            "event_start": [event_start],
+            "duration": [duration],
+        }
+    )
+    # concat without ignore_index: the new row keeps its label 0 (labels become ..., 299, 0),
+    # and the one-row frame's dtypes (e.g. int64 for duration=30) merge exactly as pandas does.
+    tables[CALENDAR] = pd.concat([frame, new_row])
+    return event_id
+
+
+@tool(
+    name="calendar_delete_event",
+    qualname="CalendarTool.delete_event",
+    description="Deletes an event.",
+    parameters={
+        "type": "object",
+        "properties": {"event_id": {"type": "string", "description": "8-digit ID of the event"}},
+        "required": ["event_id"],
+        "additionalProperties": False,
+    },
+    writes=(CALENDAR,),
+)
+def delete_event(tables, event_id=None):
+    """ "Event deleted successfully." or "Event not found." (REFERENCE.md f.11).
+
+    Also "Event ID not provided." and the 8-digit message (an int id is invalid). The remaining
+    rows keep their index labels.
+    """
+    if not event_id:
+        return "Event ID not provided."
+    if not _valid_id(event_id):
+        return _ID_FORMAT_ERROR
+    frame = tables[CALENDAR]
+    hit = _matches(frame, event_id)
+    if not hit.any():
+        return "Event not found."
+    # take() keeps labels and dtypes like boolean indexing, without a SettingWithCopy link.
+    tables[CALENDAR] = frame.take(np.flatnonzero(~hit))
+    return "Event deleted successfully."
+
+
+@tool(
+    name="calendar_update_event",
+    qualname="CalendarTool.update_event",
+    description="Updates an event.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "event_id": {"type": "string", "description": "8-digit ID of the event"},
+            "field": {
+                "type": "string",
+                "description": "Field to update. Available fields are: 'event_name', "
+                "'participant_email', 'event_start', 'duration'",
+            },
+            "new_value": {"type": "string", "description": "New value for the field"},
+        },
+        "required": ["event_id", "field", "new_value"],
+        "additionalProperties": False,
+    },
+    writes=(CALENDAR,),
+)
+def update_event(tables, event_id=None, field=None, new_value=None):
+    """ "Event updated successfully." or "Event not found." (REFERENCE.md f.12).
+
+    Checks, in order: any argument falsy -> "Event ID, field, or new value not provided.";
+    the 8-digit message; "Invalid field. Available fields are: event_name, participant_email,
+    event_start, duration"; the event_start / duration messages of create (validated before the
+    event is looked up); then the lookup. participant_email is lower-cased; the value is stored
+    as sent otherwise (an int stays an int).
+    """
+    if not event_id or not field or not new_value:
+        return "Event ID, field, or new value not provided."
+    if not _valid_id(event_id):
+        return _ID_FORMAT_ERROR
+    if field not in _UPDATE_FIELDS:
+        return f"Invalid field. Available fields are: {', '.join(_UPDATE_FIELDS)}"
+    if field == "event_start":
+        if not _start_is_valid(new_value):
+            return _START_FORMAT_ERROR
+    elif field == "duration":
+        problem = _duration_problem(new_value)
+        if problem is not None:
+            return problem
+
+    frame = tables[CALENDAR]
+    hit = _matches(frame, event_id)
+    if not hit.any():
+        return "Event not found."
+    if field == "participant_email":
+        new_value = new_value.lower()
+    frame.loc[hit, field] = new_value
+    return "Event updated successfully."

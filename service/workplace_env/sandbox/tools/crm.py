@@ -1,0 +1,359 @@
+"""Customer relationship manager tools (4) over the CRM table (``..._crm_data``).
+
+Behaviour, texts and argument defaults are the reference's (REFERENCE.md f.24-27, goldens README).
+Odd inputs must fail the way the reference's pandas code fails, so the filters, lookups and writes
+use the same pandas operations (``.str.contains(pat, case=False)``, ``column >= bound`` on the date
+strings, ``value in column.values``, ``.loc[mask, field] = value``, ``pd.concat``) and the same
+pagination arithmetic: their exception texts are golden outputs (``integer division or modulo by
+zero`` for ``page_size`` 0, ``'<' not supported between instances of 'int' and 'str'`` for a string
+``page``, ...). Missing CSV cells (phone, notes) are NaN and come out as JSON null.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import infer_dtype
+
+from workplace_env.sandbox.tables import CRM, SessionTables
+from workplace_env.sandbox.tools.registry import tool
+
+# pandas warns when a search pattern has capture groups; the reference only printed it to stderr.
+warnings.filterwarnings(
+    "ignore", message="This pattern is interpreted as a regular expression", category=UserWarning
+)
+
+_STATUSES = ["Qualified", "Won", "Lost", "Lead", "Proposal"]
+_PRODUCTS = ["Software", "Hardware", "Services", "Consulting", "Training"]
+
+_BAD_STATUS = "Status not valid. Please choose from: 'Qualified', 'Won', 'Lost', 'Lead', 'Proposal'"
+_BAD_PRODUCT = (
+    "Product interest not valid. Please choose from: 'Software', 'Hardware', 'Services', "
+    "'Consulting', 'Training'"
+)
+_BAD_FIELD = (
+    "Field not valid. Please choose from: 'customer_name', 'assigned_to_email', 'customer_email', "
+    "'customer_phone', 'last_contact_date', 'product_interest', 'status', 'notes', 'follow_up_by'"
+)
+
+_ID = {"type": "string", "description": "ID of the customer"}
+_NAME = {"type": "string", "description": "Name of the customer"}
+_EMAIL = {"type": "string", "description": "Email address of the customer"}
+_ASSIGNEE = {
+    "type": "string",
+    "description": "Email address of the person assigned to the customer",
+}
+
+
+def _string(description: str) -> dict[str, str]:
+    return {"type": "string", "description": description}
+
+
+def _all_text(frame: pd.DataFrame, column: str) -> bool:
+    """True when every cell of ``column`` is a ``str`` (no missing or non-string values)."""
+    return infer_dtype(frame[column].to_numpy(), skipna=False) == "string"
+
+
+def _regex_keep(values: np.ndarray, pattern: str) -> np.ndarray:
+    """``Series(values).str.contains(pattern, case=False)`` for string ``values``, as a bool array.
+
+    pandas compiles the pattern twice, first without flags (its match-group warning), then with
+    IGNORECASE; a bad pattern raises the same ``re.error`` here, even when no row is left.
+    """
+    re.compile(pattern)
+    search = re.compile(pattern, re.IGNORECASE).search
+    return np.array([search(v) is not None for v in values.tolist()], dtype=bool)
+
+
+def _matching_rows(crm: pd.DataFrame, texts: list[tuple[str, Any]], bounds: list) -> np.ndarray:
+    """Positions of the rows passing every filter, or the pandas exception the reference raises.
+
+    ``texts`` are (column, pattern) regex filters, ``bounds`` (column, ">="/"<=", value) string
+    comparisons, both in the reference's order. String patterns and bounds over all-string
+    columns take a fast path with the same result (no pandas NA-mask or comparison errors can
+    arise there); anything else runs the reference's pandas operations on the narrowed frame.
+    """
+    columns = {column for column, _ in texts} | {column for column, _, _ in bounds}
+    values = [value for _, value in texts] + [value for _, _, value in bounds]
+    if all(isinstance(v, str) for v in values) and all(_all_text(crm, c) for c in columns):
+        rows = np.arange(len(crm))
+        for column, pattern in texts:
+            rows = rows[_regex_keep(crm[column].to_numpy()[rows], pattern)]
+        for column, op, bound in bounds:
+            cells = crm[column].to_numpy()[rows].tolist()
+            if op == ">=":
+                keep = [cell >= bound for cell in cells]
+            else:
+                keep = [cell <= bound for cell in cells]
+            rows = rows[np.array(keep, dtype=bool)]
+        return rows
+    # Filters narrow the frame one after another, as the reference does: a later filter only sees
+    # the rows left (which decides whether a missing or non-string cell makes the mask NaN).
+    narrowed = crm.assign(_row=np.arange(len(crm)))
+    for column, pattern in texts:
+        narrowed = narrowed[narrowed[column].str.contains(pattern, case=False)]
+    for column, op, bound in bounds:
+        if op == ">=":
+            narrowed = narrowed[narrowed[column] >= bound]
+        else:
+            narrowed = narrowed[narrowed[column] <= bound]
+    return narrowed["_row"].to_numpy()
+
+
+@tool(
+    name="customer_relationship_manager_search_customers",
+    qualname="CustomerRelationshipManagerTool.search_customers",
+    description="Searches for customers based on the given parameters with pagination support.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "customer_name": _NAME,
+            "customer_email": _EMAIL,
+            "product_interest": _string("Product interest of the customer"),
+            "status": _string("Current status of the customer"),
+            "assigned_to_email": _ASSIGNEE,
+            "last_contact_date_min": _string("Minimum last contact date. Format: YYYY-MM-DD"),
+            "last_contact_date_max": _string("Maximum last contact date. Format: YYYY-MM-DD"),
+            "follow_up_by_min": _string("Minimum follow up date. Format: YYYY-MM-DD"),
+            "follow_up_by_max": _string("Maximum follow up date. Format: YYYY-MM-DD"),
+            "page": {"type": "integer", "description": "Page number of results to return"},
+            "page_size": {"type": "integer", "description": "Number of customers per page"},
+        },
+        "required": [],
+        "additionalProperties": False,
+    },
+)
+def search_customers(
+    tables: SessionTables,
+    customer_name: Any = None,
+    customer_email: Any = None,
+    product_interest: Any = None,
+    status: Any = None,
+    assigned_to_email: Any = None,
+    last_contact_date_min: Any = None,
+    last_contact_date_max: Any = None,
+    follow_up_by_min: Any = None,
+    follow_up_by_max: Any = None,
+    page: Any = 1,
+    page_size: Any = 5,
+) -> dict[str, Any] | str:
+    """One page of the matching customers, in table order (REFERENCE.md f.24).
+
+    Text filters are case-insensitive regular expressions (Python ``re``); date bounds compare the
+    stored strings (``"2023-11-30 23:59:00" >= "2023-11-30"``), inclusive; a missing cell never
+    passes a bound. Returns ``{customers: [...], pagination: {total_customers, page, page_size,
+    total_pages}}`` with ``page`` clamped to ``[1, total_pages]``. Strings: ``"No search parameters
+    provided. Please provide at least one parameter."``, ``"No customers found."``.
+    """
+    if not any(
+        [
+            customer_name,
+            customer_email,
+            product_interest,
+            status,
+            assigned_to_email,
+            last_contact_date_min,
+            last_contact_date_max,
+            follow_up_by_min,
+            follow_up_by_max,
+        ]
+    ):
+        return "No search parameters provided. Please provide at least one parameter."
+    crm = tables[CRM]
+    texts = [
+        (column, pattern)
+        for column, pattern in (
+            ("customer_name", customer_name),
+            ("customer_email", customer_email),
+            ("product_interest", product_interest),
+            ("status", status),
+            ("assigned_to_email", assigned_to_email),
+        )
+        if pattern
+    ]
+    bounds = [
+        (column, op, bound)
+        for column, op, bound in (
+            ("last_contact_date", ">=", last_contact_date_min),
+            ("last_contact_date", "<=", last_contact_date_max),
+            ("follow_up_by", ">=", follow_up_by_min),
+            ("follow_up_by", "<=", follow_up_by_max),
+        )
+        if bound
+    ]
+    rows = _matching_rows(crm, texts, bounds)
+
+    # The reference's pagination, operation for operation: odd page/page_size values (0, negative,
+    # bool, float, string) give its results or its exception texts.
+    total = len(rows)
+    total_pages = (total + page_size - 1) // page_size
+    page = max(1, min(page, total_pages)) if total_pages > 0 else 1
+    start = (page - 1) * page_size
+    end = min(start + page_size, total)
+    if total <= 0:
+        return "No customers found."
+    # The reference slices its list of records; slicing the positions list behaves the same.
+    values = crm.to_numpy(dtype=object)[rows.tolist()[start:end]].tolist()
+    return {
+        "customers": list(map(dict, map(zip, repeat(crm.columns.tolist()), values))),
+        "pagination": {
+            "total_customers": total,
+            "page": page,
+            "page_size": page_size,
+            "total_pages": total_pages,
+        },
+    }
+
+
+@tool(
+    name="customer_relationship_manager_update_customer",
+    qualname="CustomerRelationshipManagerTool.update_customer",
+    description="Updates a customer record by ID.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "customer_id": _ID,
+            "field": _string(
+                "Field to update. Available fields are: 'customer_name', 'assigned_to_email', "
+                "'customer_email', 'customer_phone', 'last_contact_date', 'product_interest', "
+                "'status', 'notes', 'follow_up_by'"
+            ),
+            "new_value": _string("New value for the field"),
+        },
+        "required": ["customer_id", "field", "new_value"],
+        "additionalProperties": False,
+    },
+    writes=(CRM,),
+)
+def update_customer(
+    tables: SessionTables, customer_id: Any = None, field: Any = None, new_value: Any = None
+) -> str:
+    """Set ``field`` of every customer with id ``customer_id`` (REFERENCE.md f.25).
+
+    Value checks come before the id lookup, the id before the field: ``"Customer ID, field, or new
+    value not provided."``, the status/product messages (exact case), ``"Customer not found."``,
+    the field message (any column is accepted, ``customer_id`` included), ``"Customer updated
+    successfully."``. Both email fields are lower-cased; other values are stored as sent.
+    """
+    if not customer_id or not field or not new_value:
+        return "Customer ID, field, or new value not provided."
+    if field == "status" and new_value not in _STATUSES:
+        return _BAD_STATUS
+    if field == "product_interest" and new_value not in _PRODUCTS:
+        return _BAD_PRODUCT
+    if field in ["customer_email", "assigned_to_email"]:
+        new_value = new_value.lower()
+    crm = tables[CRM]
+    # ndarray containment: an int id matches nothing, a list id broadcasts.
+    if customer_id not in crm["customer_id"].values:
+        return "Customer not found."
+    if field not in crm.columns:
+        return _BAD_FIELD
+    crm.loc[crm["customer_id"] == customer_id, field] = new_value
+    return "Customer updated successfully."
+
+
+@tool(
+    name="customer_relationship_manager_add_customer",
+    qualname="CustomerRelationshipManagerTool.add_customer",
+    description="Adds a new customer record.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "customer_name": _NAME,
+            "assigned_to_email": _ASSIGNEE,
+            "status": _string(
+                "Current status of the customer. One of: 'Qualified', 'Won', 'Lost', 'Lead', "
+                "'Proposal'"
+            ),
+            "customer_email": _EMAIL,
+            "customer_phone": _string("Phone number of the customer"),
+            "last_contact_date": _string(
+                "The last date the customer was contacted. Format: YYYY-MM-DD"
+            ),
+            "product_interest": _string(
+                "Product interest of the customer. One of: 'Software', 'Hardware', 'Services', "
+                "'Consulting', 'Training'"
+            ),
+            "notes": _string("Notes about the customer"),
+            "follow_up_by": _string("Date for the next follow up. Format: YYYY-MM-DD"),
+        },
+        "required": ["customer_name", "assigned_to_email", "status"],
+        "additionalProperties": False,
+    },
+    writes=(CRM,),
+)
+def add_customer(
+    tables: SessionTables,
+    customer_name: Any = None,
+    assigned_to_email: Any = None,
+    status: Any = None,
+    customer_email: Any = None,
+    customer_phone: Any = None,
+    last_contact_date: Any = None,
+    product_interest: Any = None,
+    notes: Any = "",
+    follow_up_by: Any = None,
+) -> str:
+    """Append a customer; return its id, ``str(int(max id) + 1)`` padded to 8 (REFERENCE.md f.26).
+
+    No validation of status or product; omitted optionals are stored as None (``notes`` defaults
+    to ``""``); the assignee and a truthy customer email are lower-cased; other values are stored as
+    sent. The table is renumbered 0..n-1 (REFERENCE.md c.7). String: ``"Please provide all
+    required fields: customer_name, assigned_to_email, status."``.
+    """
+    if not all([customer_name, assigned_to_email, status]):
+        return "Please provide all required fields: customer_name, assigned_to_email, status."
+    assigned_to_email = assigned_to_email.lower()
+    if customer_email:
+        customer_email = customer_email.lower()
+    crm = tables[CRM]
+    # Max of the id strings (lexicographic), so deleting the max id first makes it reused.
+    customer_id = str(int(crm["customer_id"].max()) + 1).zfill(8)
+    row = {
+        "customer_id": [customer_id],
+        "assigned_to_email": [assigned_to_email],
+        "customer_name": [customer_name],
+        "customer_email": [customer_email],
+        "customer_phone": [customer_phone],
+        "last_contact_date": [last_contact_date],
+        "product_interest": [product_interest],
+        "status": [status],
+        "follow_up_by": [follow_up_by],
+        "notes": [notes],
+    }
+    tables[CRM] = pd.concat([crm, pd.DataFrame(row)], ignore_index=True)
+    return customer_id
+
+
+@tool(
+    name="customer_relationship_manager_delete_customer",
+    qualname="CustomerRelationshipManagerTool.delete_customer",
+    description="Deletes a customer record by ID.",
+    parameters={
+        "type": "object",
+        "properties": {"customer_id": _ID},
+        "required": ["customer_id"],
+        "additionalProperties": False,
+    },
+    writes=(CRM,),
+)
+def delete_customer(tables: SessionTables, customer_id: Any = None) -> str:
+    """Remove every customer with id ``customer_id``; others keep their labels (REFERENCE.md f.27).
+
+    Strings: ``"Customer ID not provided."``, ``"Customer not found."``, ``"Customer deleted
+    successfully."``.
+    """
+    if not customer_id:
+        return "Customer ID not provided."
+    crm = tables[CRM]
+    # ndarray containment (numpy broadcasting for a list id), then pandas' != as the filter.
+    if customer_id not in crm["customer_id"].values:
+        return "Customer not found."
+    tables[CRM] = crm[crm["customer_id"] != customer_id]
+    return "Customer deleted successfully."

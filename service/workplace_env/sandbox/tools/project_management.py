@@ -1,0 +1,337 @@
+"""Project management tools (5) over the ``project_management._project_tasks`` table.
+
+Behaviour, texts and argument defaults are the reference's (REFERENCE.md f.19-23, goldens README).
+Odd inputs must fail the way the reference's pandas code fails, so the filters, lookups and writes
+below use the same pandas operations (``Series == value``, ``.str.contains(pat, case=False)``,
+``value in column.values``, ``.loc[mask, field] = value``, ``pd.concat``): their exception texts are
+part of the golden outputs (e.g. ``('Lengths must match to compare', (300,), (1,))`` for a list id,
+``Cannot mask with non-boolean array containing NA / NaN values`` once a cell holds a non-string).
+Every cell of this table is an object (a value a tool stored keeps the type it was sent with).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from itertools import repeat
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import infer_dtype
+
+from workplace_env.sandbox.tables import TASKS, SessionTables
+from workplace_env.sandbox.tools.registry import tool
+
+# pandas warns when a search pattern has capture groups; the reference only printed it to stderr.
+warnings.filterwarnings(
+    "ignore", message="This pattern is interpreted as a regular expression", category=UserWarning
+)
+
+_LISTS = ["Backlog", "In Progress", "In Review", "Completed"]
+_BOARDS = ["Back end", "Front end", "Design"]
+# The search's assignee must look like an address before it is matched (exactly, any case).
+_EMAIL_FORMAT = r"^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$"
+
+_BAD_LIST = (
+    "List not valid. Please choose from: 'Backlog', 'In Progress', 'In Review', 'Completed'."
+)
+_BAD_BOARD = "Board not valid. Please choose from: 'Back end', 'Front end', 'Design'."
+_BAD_ASSIGNEE = "Assignee email not valid. Please choose from the list of team members."
+
+_ID = {"type": "string", "description": "8-digit ID of the task"}
+_NAME = {"type": "string", "description": "Name of the task"}
+_ASSIGNEE = {"type": "string", "description": "Email address of the person assigned to the task"}
+_DUE = {"type": "string", "description": "Due date of the task in YYYY-MM-DD format"}
+
+
+def _records(frame: pd.DataFrame, rows: Any = slice(None)) -> list[dict[str, Any]]:
+    """``frame.to_dict(orient="records")`` of the rows at positions ``rows`` (all by default).
+
+    Every column is object dtype, so pandas would only box numpy scalars, which the caller turns
+    into plain values anyway: the JSON is the same, at a fraction of the cost.
+    """
+    values = frame.to_numpy(dtype=object)[rows].tolist()
+    return list(map(dict, map(zip, repeat(frame.columns.tolist()), values)))
+
+
+def _all_text(frame: pd.DataFrame, column: str) -> bool:
+    """True when every cell of ``column`` is a ``str`` (no missing or non-string values)."""
+    return infer_dtype(frame[column].to_numpy(), skipna=False) == "string"
+
+
+def _regex_keep(values: np.ndarray, pattern: str) -> np.ndarray:
+    """``Series(values).str.contains(pattern, case=False)`` for string ``values``, as a bool array.
+
+    pandas compiles the pattern twice, first without flags (its match-group warning), then with
+    IGNORECASE; a bad pattern raises the same ``re.error`` here, even when no row is left.
+    """
+    re.compile(pattern)
+    search = re.compile(pattern, re.IGNORECASE).search
+    return np.array([search(v) is not None for v in values.tolist()], dtype=bool)
+
+
+@tool(
+    name="project_management_get_task_information_by_id",
+    qualname="ProjectManagementTool.get_task_information_by_id",
+    description="Returns the task information for a given ID.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "task_id": _ID,
+            "field": {
+                "type": "string",
+                "description": "Field to return. Available fields are: 'task_id', 'task_name', "
+                "'assigned_to_email', 'list_name', 'due_date', 'board'",
+            },
+        },
+        "required": ["task_id", "field"],
+        "additionalProperties": False,
+    },
+)
+def get_task_information_by_id(
+    tables: SessionTables, task_id: Any = None, field: Any = None
+) -> dict[str, Any] | str:
+    """``{field: value}`` of the first task whose id equals ``task_id`` (REFERENCE.md f.19).
+
+    Strings: ``"Task ID not provided."``, ``"Field not provided."`` (falsy arguments),
+    ``"Task not found."`` (checked before the field), ``"Field not found."``.
+    """
+    if not task_id:
+        return "Task ID not provided."
+    if not field:
+        return "Field not provided."
+    tasks = tables[TASKS]
+    if isinstance(task_id, str):
+        hits = np.flatnonzero(tasks["task_id"].to_numpy() == task_id)
+    else:
+        # pandas' Series == value: a list id raises its "Lengths must match" error, an int misses.
+        hits = np.flatnonzero((tasks["task_id"] == task_id).to_numpy())
+    if not len(hits):
+        return "Task not found."
+    row = _records(tasks, [hits[0]])[0]
+    # Dict membership: an unhashable field raises "unhashable type", a non-string misses.
+    if field in row:
+        return {field: row[field]}
+    return "Field not found."
+
+
+@tool(
+    name="project_management_search_tasks",
+    qualname="ProjectManagementTool.search_tasks",
+    description="Searches for tasks based on the given parameters.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "task_name": _NAME,
+            "assigned_to_email": _ASSIGNEE,
+            "list_name": {"type": "string", "description": "Name of the list the task belongs to"},
+            "due_date": _DUE,
+            "board": {"type": "string", "description": "Name of the board the task belongs to"},
+        },
+        "required": [],
+        "additionalProperties": False,
+    },
+)
+def search_tasks(
+    tables: SessionTables,
+    task_name: Any = None,
+    assigned_to_email: Any = None,
+    list_name: Any = None,
+    due_date: Any = None,
+    board: Any = None,
+) -> list[dict[str, Any]] | str:
+    """Tasks matching every given filter, in table order, as row dicts (REFERENCE.md f.20).
+
+    Name, list, due date and board are case-insensitive regular-expression searches (Python
+    ``re``; a bad pattern is an error); the assignee is an exact case-insensitive match. Strings:
+    ``"No search parameters provided."``, ``"Invalid email format for assigned_to_email."``.
+    An empty match is ``[]``.
+    """
+    if not any([task_name, assigned_to_email, list_name, due_date, board]):
+        return "No search parameters provided."
+    if assigned_to_email and not re.match(_EMAIL_FORMAT, assigned_to_email):
+        return "Invalid email format for assigned_to_email."
+    tasks = tables[TASKS]
+    filters = [
+        (column, value)
+        for column, value in (
+            ("task_name", task_name),
+            ("assigned_to_email", assigned_to_email),
+            ("list_name", list_name),
+            ("due_date", due_date),
+            ("board", board),
+        )
+        if value
+    ]
+    if all(isinstance(value, str) and _all_text(tasks, column) for column, value in filters):
+        # Fast path, same result: string patterns over all-string columns cannot hit pandas'
+        # NA-mask or .str-accessor errors, so positions are narrowed instead of frames.
+        rows = np.arange(len(tasks))
+        for column, value in filters:
+            values = tasks[column].to_numpy()[rows]
+            if column == "assigned_to_email":
+                target = value.lower()
+                keep = np.array([v.lower() == target for v in values.tolist()], dtype=bool)
+            else:
+                keep = _regex_keep(values, value)
+            rows = rows[keep]
+        return _records(tasks, rows)
+
+    # The reference's pandas operations, for odd patterns or cells (their errors are golden).
+    # Filters narrow the frame one after another: a later filter only sees the rows left, which
+    # decides whether a non-string cell makes its mask NaN ("Cannot mask with non-boolean array").
+    if task_name:
+        tasks = tasks[tasks["task_name"].str.contains(task_name, case=False)]
+    if assigned_to_email:
+        tasks = tasks[tasks["assigned_to_email"].str.lower() == assigned_to_email.lower()]
+    if list_name:
+        tasks = tasks[tasks["list_name"].str.contains(list_name, case=False)]
+    if due_date:
+        tasks = tasks[tasks["due_date"].str.contains(due_date, case=False)]
+    if board:
+        tasks = tasks[tasks["board"].str.contains(board, case=False)]
+    return _records(tasks)
+
+
+@tool(
+    name="project_management_create_task",
+    qualname="ProjectManagementTool.create_task",
+    description="Creates a new task.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "task_name": _NAME,
+            "assigned_to_email": _ASSIGNEE,
+            "list_name": {
+                "type": "string",
+                "description": "Name of the list the task belongs to. One of: 'Backlog', "
+                "'In Progress', 'In Review', 'Completed'",
+            },
+            "due_date": _DUE,
+            "board": {
+                "type": "string",
+                "description": "Name of the board the task belongs to. One of: 'Back end', "
+                "'Front end', 'Design'",
+            },
+        },
+        "required": ["task_name", "assigned_to_email", "list_name", "due_date", "board"],
+        "additionalProperties": False,
+    },
+    writes=(TASKS,),
+)
+def create_task(
+    tables: SessionTables,
+    task_name: Any = None,
+    assigned_to_email: Any = None,
+    list_name: Any = None,
+    due_date: Any = None,
+    board: Any = None,
+) -> str:
+    """Append a task; return its id, ``str(int(max id) + 1)`` zero-padded to 8 (REFERENCE.md f.21).
+
+    The assignee is lower-cased and must already be assigned some task; list and board are
+    exact-case enums. The table is renumbered 0..n-1 (REFERENCE.md c.7). Strings, in check order:
+    ``"Missing task details."``, the assignee, list and board messages.
+    """
+    if not all([task_name, assigned_to_email, list_name, due_date, board]):
+        return "Missing task details."
+    assigned_to_email = assigned_to_email.lower()
+    tasks = tables[TASKS]
+    if assigned_to_email not in tasks["assigned_to_email"].str.lower().values:
+        return _BAD_ASSIGNEE
+    if list_name not in _LISTS:
+        return _BAD_LIST
+    if board not in _BOARDS:
+        return _BAD_BOARD
+    # Max of the id strings (lexicographic), so deleting the max id first makes it reused.
+    task_id = str(int(tasks["task_id"].max()) + 1).zfill(8)
+    row = {
+        "task_id": [task_id],
+        "task_name": [task_name],
+        "assigned_to_email": [assigned_to_email],
+        "list_name": [list_name],
+        "due_date": [due_date],
+        "board": [board],
+    }
+    tables[TASKS] = pd.concat([tasks, pd.DataFrame(row)], ignore_index=True)
+    return task_id
+
+
+@tool(
+    name="project_management_delete_task",
+    qualname="ProjectManagementTool.delete_task",
+    description="Deletes a task by ID.",
+    parameters={
+        "type": "object",
+        "properties": {"task_id": _ID},
+        "required": ["task_id"],
+        "additionalProperties": False,
+    },
+    writes=(TASKS,),
+)
+def delete_task(tables: SessionTables, task_id: Any = None) -> str:
+    """Remove every task with id ``task_id``; the other rows keep their labels (REFERENCE.md f.22).
+
+    Strings: ``"Task ID not provided."``, ``"Task deleted successfully."``, ``"Task not found."``.
+    """
+    if not task_id:
+        return "Task ID not provided."
+    tasks = tables[TASKS]
+    # ndarray containment (numpy broadcasting for a list id), then pandas' != as the filter.
+    if task_id in tasks["task_id"].values:
+        tables[TASKS] = tasks[tasks["task_id"] != task_id]
+        return "Task deleted successfully."
+    return "Task not found."
+
+
+@tool(
+    name="project_management_update_task",
+    qualname="ProjectManagementTool.update_task",
+    description="Updates a task by ID.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "task_id": _ID,
+            "field": {
+                "type": "string",
+                "description": "Field to update. Available fields are: 'task_name', "
+                "'assigned_to_email', 'list_name', 'due_date', 'board'",
+            },
+            "new_value": {"type": "string", "description": "New value for the field"},
+        },
+        "required": ["task_id", "field", "new_value"],
+        "additionalProperties": False,
+    },
+    writes=(TASKS,),
+)
+def update_task(
+    tables: SessionTables, task_id: Any = None, field: Any = None, new_value: Any = None
+) -> str:
+    """Set ``field`` of every task with id ``task_id`` to ``new_value`` (REFERENCE.md f.23).
+
+    Value checks come before the id lookup, the id before the field: ``"Task ID, field, or new
+    value not provided."``, the board/list/assignee messages (the assignee is lower-cased first),
+    ``"Task not found."``, ``"Field not valid."`` (any column is accepted, ``task_id`` included),
+    ``"Task updated successfully."``. The value is stored as sent (an int stays an int).
+    """
+    if not task_id or not field or not new_value:
+        return "Task ID, field, or new value not provided."
+    tasks = tables[TASKS]
+    if field == "assigned_to_email":
+        new_value = new_value.lower()
+    if field == "board" and new_value not in _BOARDS:
+        return _BAD_BOARD
+    if field == "list_name" and new_value not in _LISTS:
+        return _BAD_LIST
+    if (
+        field == "assigned_to_email"
+        and new_value not in tasks["assigned_to_email"].str.lower().values
+    ):
+        return _BAD_ASSIGNEE
+    if task_id not in tasks["task_id"].values:
+        return "Task not found."
+    if field not in tasks.columns:
+        return "Field not valid."
+    tasks.loc[tasks["task_id"] == task_id, field] = new_value
+    return "Task updated successfully."

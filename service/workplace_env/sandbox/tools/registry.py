@@ -1,0 +1,239 @@
+"""Tool registry and dispatch: name -> tool, argument binding with the reference's exact texts.
+
+Each toolkit module declares its tools with :func:`tool`. A tool is a plain function
+``func(tables, **arguments) -> output`` over a :class:`~workplace_env.sandbox.tables.SessionTables`;
+it knows nothing of sessions or transports.
+
+:func:`execute` is the one way a tool runs, on the live route and in verification replay alike
+(DESIGN.md: they differ only in argument rules, which their callers apply). It reproduces how the
+reference turns failures into model-visible text (REFERENCE.md f, goldens README):
+
+* unknown tool -> ``"Error executing tool '<name>': '<name>'"`` (the reference's KeyError);
+* an argument the tool does not take -> CPython 3.13's text,
+  ``"<Class>.<method>() got an unexpected keyword argument 'x'"``, with ``". Did you mean 'y'?"``
+  when a parameter name is close enough;
+* any exception raised inside the tool -> ``"Error executing tool '<name>': <exception text>"``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from workplace_env.sandbox.tables import SessionTables
+
+ToolFunc = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One of the 27 tools.
+
+    ``name`` is the model-visible name (``email_search_emails``); ``qualname`` is the reference's
+    method (``EmailTool.search_emails``), used in CPython's argument error texts; ``params`` are
+    the keyword parameters in declaration order; ``writes`` are the table keys the tool may
+    mutate (copied before it runs); ``schema`` is the JSON schema advertised to the model.
+    """
+
+    name: str
+    qualname: str
+    func: ToolFunc
+    params: tuple[str, ...]
+    writes: frozenset[str]
+    schema: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def read_only(self) -> bool:
+        """True when the tool can change no compared table (its calls are neutral in replay)."""
+        return not self.writes
+
+
+#: name -> tool, filled by the toolkit modules' :func:`tool` decorators.
+TOOLS: dict[str, Tool] = {}
+
+
+def tool(
+    name: str,
+    qualname: str,
+    description: str,
+    parameters: Mapping[str, Any],
+    writes: tuple[str, ...] = (),
+) -> Callable[[ToolFunc], ToolFunc]:
+    """Register ``func(tables, **kwargs)`` as tool ``name`` with its advertised JSON schema.
+
+    ``parameters`` is the schema's ``parameters`` object verbatim; its ``properties`` order gives
+    the keyword parameters' declaration order (used for "Did you mean" suggestions).
+    """
+
+    def register(func: ToolFunc) -> ToolFunc:
+        if name in TOOLS:
+            raise ValueError(f"tool {name} registered twice")
+        schema = {
+            "type": "function",
+            "name": name,
+            "description": description,
+            "parameters": parameters,
+            "strict": False,
+        }
+        TOOLS[name] = Tool(
+            name=name,
+            qualname=qualname,
+            func=func,
+            params=tuple(parameters.get("properties", {})),
+            writes=frozenset(writes),
+            schema=schema,
+        )
+        return func
+
+    return register
+
+
+_MOVE_COST = 2  # insert, delete or substitute one character
+_CASE_COST = 1  # substitute a character by itself in another case
+_MAX_STRING_SIZE = 40  # CPython gives up on longer names
+
+
+def _edit_distance(a: str, b: str, max_cost: int) -> int:
+    """Weighted Levenshtein distance as CPython's suggestion machinery defines it.
+
+    Returns ``max_cost + 1`` when the strings are too long to consider or the distance exceeds
+    ``max_cost``.
+    """
+    if a == b:
+        return 0
+    if len(a) > _MAX_STRING_SIZE or len(b) > _MAX_STRING_SIZE:
+        return max_cost + 1
+    previous = [j * _MOVE_COST for j in range(len(b) + 1)]
+    for i, ca in enumerate(a, start=1):
+        current = [i * _MOVE_COST]
+        for j, cb in enumerate(b, start=1):
+            if ca == cb:
+                substitute = 0
+            elif ca.lower() == cb.lower():
+                substitute = _CASE_COST
+            else:
+                substitute = _MOVE_COST
+            current.append(
+                min(
+                    previous[j - 1] + substitute,
+                    previous[j] + _MOVE_COST,
+                    current[j - 1] + _MOVE_COST,
+                )
+            )
+        previous = current
+    result = previous[-1]
+    return result if result <= max_cost else max_cost + 1
+
+
+def _suggest(wrong: str, candidates: tuple[str, ...]) -> str | None:
+    """CPython 3.13's keyword suggestion: the closest candidate within about a third of the length.
+
+    The interpreter applies it to an unexpected keyword argument over the function's
+    keyword-capable parameter names (``self`` included); ties keep the first candidate.
+    """
+    best: str | None = None
+    best_distance = 1 << 30
+    for candidate in candidates:
+        if candidate == wrong:
+            continue
+        max_distance = (len(candidate) + len(wrong) + 3) * _MOVE_COST // 6
+        max_distance = min(max_distance, best_distance - 1)
+        current = _edit_distance(wrong, candidate, max_distance)
+        if current > max_distance:
+            continue
+        if best is None or current < best_distance:
+            best, best_distance = candidate, current
+    return best
+
+
+def binding_error(spec: Tool, arguments: Mapping[str, Any]) -> str | None:
+    """The TypeError text Python would raise calling the reference's bound method, or None."""
+    for key in arguments:
+        if key == "self":
+            return f"{spec.qualname}() got multiple values for argument 'self'"
+        if key not in spec.params:
+            text = f"{spec.qualname}() got an unexpected keyword argument '{key}'"
+            suggestion = _suggest(key, ("self", *spec.params))
+            if suggestion is not None:
+                text += f". Did you mean '{suggestion}'?"
+            return text
+    return None
+
+
+def execute(tables: SessionTables, name: str, arguments: Mapping[str, Any]) -> Any:
+    """Run tool ``name`` with keyword ``arguments`` on ``tables``; return its output value.
+
+    Never raises for anything a model can send: failures become the reference's error texts
+    (module docstring). The tables a tool may write are made private first, so shared base
+    frames are never mutated. The output is a plain Python value (str, list, dict, numbers,
+    None); :func:`encode_output` turns it into the wire JSON.
+    """
+    spec = TOOLS.get(name)
+    if spec is None:
+        return f"Error executing tool '{name}': {KeyError(name)}"
+    problem = binding_error(spec, arguments)
+    if problem is not None:
+        return f"Error executing tool '{name}': {problem}"
+    if spec.writes:
+        tables.own(spec.writes)
+    try:
+        return spec.func(tables, **arguments)
+    except Exception as exc:  # the reference's blanket handler: any failure is model-visible text
+        return f"Error executing tool '{name}': {exc}"
+
+
+def _plain(value: Any) -> Any:
+    """Turn numpy scalars/arrays and NaN into JSON-ready Python values (NaN -> None)."""
+    if isinstance(value, dict):
+        return {str(k) if not isinstance(k, str) else k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
+        return value
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else value
+    item = getattr(value, "item", None)  # numpy scalar
+    if callable(item):
+        return _plain(item())
+    tolist = getattr(value, "tolist", None)  # numpy array
+    if callable(tolist):
+        return _plain(tolist())
+    return str(value)
+
+
+def encode_output(value: Any) -> str:
+    """The JSON text of a tool's output as the reference's HTTP route writes its ``output``.
+
+    Compact separators, UTF-8 (not ASCII-escaped), NaN as ``null``: the body the reference's
+    web stack renders for ``{"output": value}``, minus the envelope.
+    """
+    return json.dumps(_plain(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def drop_nulls(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The live route's argument rule: top-level JSON ``null`` values are dropped (CONTRACT)."""
+    return {k: v for k, v in arguments.items() if v is not None}
+
+
+class InvalidToolArgumentsError(ValueError):
+    """``arguments`` is not the JSON text of an object (CONTRACT T3; the reference's HTTP 422)."""
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    """Parse a call's ``arguments`` JSON text into keyword arguments.
+
+    Raises :class:`InvalidToolArgumentsError` when the text is not JSON or not a JSON object.
+    Integers stay integers; duplicate keys keep the last value (Python's JSON parser).
+    """
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise InvalidToolArgumentsError(f"arguments are not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise InvalidToolArgumentsError(
+            f"arguments must be a JSON object, got {type(value).__name__}"
+        )
+    return value

@@ -1,0 +1,1 @@
+"""The gRPC transport: servicer, status mapping, and server wiring (health, reflection)."""

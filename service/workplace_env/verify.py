@@ -1,0 +1,175 @@
+"""Scoring: replay the prediction and the ground truth on fresh sandboxes, compare end states.
+
+Implements REFERENCE.md (c) exactly, with no file reads:
+
+1. the prediction's calls and the ground truth's calls are each replayed, in order, on a fresh
+   copy of the base tables (copy-on-write views of the parsed tables);
+2. a call runs only if its name is a tool, its ``arguments`` parse as JSON and give an object;
+   otherwise it is skipped (the reference catches the exception). JSON ``null`` arguments are
+   **kept** in replay, unlike the live route;
+3. the five compared tables are normalised (every column ``.str.lower()`` except ``status``,
+   ``list_name`` and ``board``; a non-string cell becomes NaN) and compared with
+   ``DataFrame.equals``; the reward is 1.0 iff all five are equal.
+
+Speed without changing the answer:
+
+* a call whose tool can write no compared table cannot change the outcome and is not replayed
+  (read tools, and the average-session-duration side effect on the uncompared analytics table);
+* end states are memoised by the sequence of replayed writes (same writes from the same base,
+  same state), so a task's ground truth is replayed once per process;
+* a table no replayed call wrote is still the base frame; its normalised form is computed once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from workplace_env.model import FunctionCall
+from workplace_env.sandbox.tables import COMPARED_TABLES, BaseTables, SessionTables
+from workplace_env.sandbox.tools import TOOLS, execute
+
+#: Columns the verifier leaves as they are (REFERENCE.md c.5): matched by name in every table.
+CASE_SENSITIVE_COLUMNS = frozenset({"status", "list_name", "board"})
+
+_COMPARED = frozenset(COMPARED_TABLES)
+
+# A replayable write: (tool name, canonical JSON of the parsed arguments).
+WriteKey = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class TableResult:
+    """One compared table: equal or not, with the row counts of both end states."""
+
+    table: str
+    equal: bool
+    predicted_rows: int
+    expected_rows: int
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """A score: ``reward`` in {0.0, 1.0} and the per-table comparison behind it."""
+
+    reward: float
+    tables: tuple[TableResult, ...]
+
+
+def normalise(frame: pd.DataFrame) -> pd.DataFrame:
+    """The verifier's normal form of a table: lower-case every column but the exempt ones.
+
+    Raises AttributeError for a non-string column, as the reference does (REFERENCE.md c.6).
+    """
+    out = frame.copy(deep=False)
+    for column in frame.columns:
+        if column not in CASE_SENSITIVE_COLUMNS:
+            out[column] = frame[column].str.lower()
+    return out
+
+
+def _replayable(calls: Iterable[Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The calls of a prediction or ground truth that can change a compared table, parsed.
+
+    ``calls`` holds :class:`FunctionCall` or raw JSON values (the wire form of a ground truth
+    may be anything; a string yields characters). Anything that would raise in the reference's
+    replay loop is skipped here, as it is there.
+    """
+    out: list[tuple[str, dict[str, Any]]] = []
+    for call in calls:
+        if isinstance(call, FunctionCall):
+            name, arguments = call.name, call.arguments
+        elif isinstance(call, dict):
+            name, arguments = call.get("name"), call.get("arguments")
+        else:
+            continue
+        spec = TOOLS.get(name) if isinstance(name, str) else None
+        if spec is None or not (spec.writes & _COMPARED) or not isinstance(arguments, str):
+            continue
+        try:
+            parsed = json.loads(arguments)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if isinstance(parsed, dict):
+            out.append((spec.name, parsed))
+    return out
+
+
+def _write_key(writes: Sequence[tuple[str, dict[str, Any]]]) -> WriteKey:
+    # Canonical JSON keeps 1, 1.0 and true apart (they can store different cells).
+    return tuple((name, json.dumps(args, sort_keys=True)) for name, args in writes)
+
+
+class Verifier:
+    """Scores predictions against ground truths over one sandbox (REFERENCE.md (c)).
+
+    Thread-safe. ``cache_size`` bounds the memoised end states (each holds the normalised form of
+    only the tables its writes touched).
+    """
+
+    def __init__(self, base: BaseTables, cache_size: int = 2048) -> None:
+        self._base = base
+        self._cache_size = cache_size
+        self._states: OrderedDict[WriteKey, Mapping[str, pd.DataFrame]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._base_normal = {key: normalise(base.frames[key]) for key in COMPARED_TABLES}
+
+    def end_state(self, calls: Iterable[Any]) -> Mapping[str, pd.DataFrame]:
+        """The normalised compared tables after replaying ``calls`` on a fresh sandbox.
+
+        Only the tables a replayed call wrote are present; the others are the base tables.
+        """
+        writes = _replayable(calls)
+        key = _write_key(writes)
+        with self._lock:
+            cached = self._states.get(key)
+            if cached is not None:
+                self._states.move_to_end(key)
+                return cached
+        tables = SessionTables(self._base)
+        for name, arguments in writes:
+            execute(tables, name, arguments)
+        state = {k: normalise(tables[k]) for k in COMPARED_TABLES if not tables.is_shared(k)}
+        with self._lock:
+            self._states[key] = state
+            while len(self._states) > self._cache_size:
+                self._states.popitem(last=False)
+        return state
+
+    def score(self, predicted: Iterable[Any], ground_truth: Iterable[Any]) -> VerifyResult:
+        """Reward of ``predicted`` calls against ``ground_truth`` calls, with per-table results.
+
+        Both are iterables of :class:`FunctionCall` or raw JSON values (see :func:`_replayable`).
+        """
+        got = self.end_state(predicted)
+        want = self.end_state(ground_truth)
+        results = []
+        for key in COMPARED_TABLES:
+            p, e = got.get(key), want.get(key)
+            if p is None and e is None:
+                results.append(TableResult(key, True, *(len(self._base_normal[key]),) * 2))
+                continue
+            p = self._base_normal[key] if p is None else p
+            e = self._base_normal[key] if e is None else e
+            results.append(TableResult(key, bool(p.equals(e)), len(p), len(e)))
+        reward = 1.0 if all(r.equal for r in results) else 0.0
+        return VerifyResult(reward=reward, tables=tuple(results))
+
+
+def function_calls_from_response_output(output: Any) -> list[Any]:
+    """The top-level ``function_call`` items of a Responses-API ``output`` array, in order.
+
+    Items of other types (messages, reasoning, ``function_call_output``) are ignored
+    (REFERENCE.md c.1). Raises ValueError when ``output`` is not a list.
+    """
+    if not isinstance(output, list):
+        raise ValueError("response output must be a JSON array")
+    return [
+        item for item in output if isinstance(item, dict) and item.get("type") == "function_call"
+    ]

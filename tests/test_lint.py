@@ -1,0 +1,40 @@
+"""Static checks as tests, so the one test command also lints: ruff on Python, buf on protos."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _tool(name: str) -> str:
+    path = BIN / name
+    if path.exists():
+        return str(path)
+    found = shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed (it is a test extra: ./build.sh installs it)")
+    return found
+
+
+def _run(*args: str) -> None:
+    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_check():
+    _run(_tool("ruff"), "check", ".")
+
+
+def test_ruff_format():
+    _run(_tool("ruff"), "format", "--check", ".")
+
+
+def test_buf_lint_standard():
+    _run(_tool("buf"), "lint")
