@@ -76,6 +76,7 @@ import importlib
 import io
 import itertools
 import math
+import numbers
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -500,8 +501,9 @@ def generate_csv_texts(seed: int = 0, scale: float = 1.0) -> dict[str, str]:
     Faker version). Raises :class:`ValueError` when ``scale`` is not in ``(0, MAX_SCALE]`` or
     ``seed`` is not an int.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise ValueError(f"seed must be an int, got {seed!r}")
+    seed = int(seed)
     counts = row_counts(scale)
     scale = float(scale)
 

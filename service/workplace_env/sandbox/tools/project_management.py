@@ -71,6 +71,13 @@ def _regex_keep(values: np.ndarray, pattern: str) -> np.ndarray:
     return np.array([search(v) is not None for v in values.tolist()], dtype=bool)
 
 
+def _is_assignee(tasks: pd.DataFrame, email: str) -> bool:
+    """``email in tasks["assigned_to_email"].str.lower().values`` (``email`` is lower-cased)."""
+    if _all_text(tasks, "assigned_to_email"):
+        return email in {value.lower() for value in tasks["assigned_to_email"].tolist()}
+    return email in tasks["assigned_to_email"].str.lower().values
+
+
 @tool(
     name="project_management_get_task_information_by_id",
     qualname="ProjectManagementTool.get_task_information_by_id",
@@ -238,7 +245,7 @@ def create_task(
         return "Missing task details."
     assigned_to_email = assigned_to_email.lower()
     tasks = tables[TASKS]
-    if assigned_to_email not in tasks["assigned_to_email"].str.lower().values:
+    if not _is_assignee(tasks, assigned_to_email):
         return _BAD_ASSIGNEE
     if list_name not in _LISTS:
         return _BAD_LIST
@@ -324,10 +331,7 @@ def update_task(
         return _BAD_BOARD
     if field == "list_name" and new_value not in _LISTS:
         return _BAD_LIST
-    if (
-        field == "assigned_to_email"
-        and new_value not in tasks["assigned_to_email"].str.lower().values
-    ):
+    if field == "assigned_to_email" and not _is_assignee(tasks, new_value):
         return _BAD_ASSIGNEE
     if task_id not in tasks["task_id"].values:
         return "Task not found."

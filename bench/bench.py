@@ -1,0 +1,331 @@
+"""Benchmark: episodes through the gRPC API from separate client processes; server CPU and RSS.
+
+Usage (README): ``.venv/bin/python bench/bench.py [--data-dir DIR] [--episodes N] [--out FILE]``
+
+Starts ``workplace-env serve`` as a subprocess, then for each concurrency (1, 8, 32, 128) runs
+episodes (seed, the recorded calls, verify, close) from client processes and reports:
+episodes/s, p50/p99 latency per RPC and per episode (client side, ms), **server CPU ms per
+episode** (from ``/proc/<server>/stat``, so it holds on a noisy machine) and server RSS.
+Then RSS with 1,000 and 10,000 live seeded sessions (untouched, then after one write each),
+and the in-process cost of each operation without transport (the "server time" per RPC).
+
+The episode mix is ``../shared/data/bench/episode_mix.jsonl`` when present (with ``--data-dir``
+defaulting to ``../shared/data/workbench``), else oracle episodes of generated tasks on the
+embedded default sandbox. Results go to ``bench/results/latest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+console = Console()
+
+
+# -- the server process ------------------------------------------------------------------------
+
+
+class ServerProcess:
+    """``workplace-env serve`` in a subprocess on a free loopback port."""
+
+    def __init__(self, data_dir: str | None, workers: int = 16) -> None:
+        cmd = [sys.executable, "-m", "workplace_env.cli", "serve", "--address", "127.0.0.1:0"]
+        cmd += ["--workers", str(workers)]
+        if data_dir:
+            cmd += ["--data-dir", data_dir]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stderr.readline() if self.proc.stderr else ""
+        if "serving on" not in line:
+            self.proc.kill()
+            raise RuntimeError(f"server did not start: {line!r}")
+        self.port = int(line.rsplit(":", 1)[1])
+        self.target = f"127.0.0.1:{self.port}"
+
+    def cpu_s(self) -> float:
+        """User + system CPU seconds of the server process so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def rss_mb(self) -> float:
+        """Resident set size of the server process, in MB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+# -- client processes --------------------------------------------------------------------------
+
+
+def _client_worker(target: str, episodes: list[dict[str, Any]], threads: int) -> dict[str, list]:
+    """Run ``episodes`` on ``threads`` threads of this process; return latency samples (s)."""
+    from workplace_env_client import EnvironmentClient
+
+    samples: dict[str, list[float]] = {}
+    lock = threading.Lock()
+    queue = list(reversed(episodes))
+
+    def record(name: str, seconds: float) -> None:
+        with lock:
+            samples.setdefault(name, []).append(seconds)
+
+    def timed(name: str, fn, *args, **kwargs):
+        start = time.perf_counter()
+        out = fn(*args, **kwargs)
+        record(name, time.perf_counter() - start)
+        return out
+
+    def loop(client: EnvironmentClient) -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                line = queue.pop()
+            sid = f"bench-{uuid.uuid4().hex}"
+            episode = (f"r{uuid.uuid4().hex[:12]}", 0)
+            calls = line["calls"]
+            start = time.perf_counter()
+            timed("SeedSession", client.seed, sid, episode, ("bench", str(line["id"])), line)
+            for call in calls:
+                timed("CallTool", client.call_tool_raw, sid, call["name"], call["arguments"])
+            timed("Verify", client.verify, sid, calls)
+            timed("CloseSession", client.close_session, sid, episode)
+            record("episode", time.perf_counter() - start)
+
+    with EnvironmentClient(target, timeout_s=120) as client:
+        pool = [threading.Thread(target=loop, args=(client,)) for _ in range(threads)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join()
+    return samples
+
+
+def run_level(
+    server: ServerProcess, episodes: list[dict[str, Any]], concurrency: int
+) -> dict[str, Any]:
+    """Run ``episodes`` at ``concurrency`` from client processes; measure server CPU."""
+    processes = 1 if concurrency == 1 else 2
+    threads = max(1, concurrency // processes)
+    shards = [episodes[i::processes] for i in range(processes)]
+    cpu0, wall0 = server.cpu_s(), time.perf_counter()
+    with ProcessPoolExecutor(max_workers=processes) as pool:
+        parts = list(pool.map(_client_worker, [server.target] * processes, shards, [threads] * processes))
+    wall, cpu = time.perf_counter() - wall0, server.cpu_s() - cpu0
+    samples: dict[str, list[float]] = {}
+    for part in parts:
+        for name, values in part.items():
+            samples.setdefault(name, []).extend(values)
+
+    def pct(name: str, q: float) -> float:
+        values = sorted(samples.get(name, [0.0]))
+        return values[min(len(values) - 1, int(q * len(values)))] * 1e3
+
+    return {
+        "concurrency": concurrency,
+        "episodes": len(episodes),
+        "episodes_per_s": len(episodes) / wall,
+        "server_cpu_ms_per_episode": cpu / len(episodes) * 1e3,
+        "server_rss_mb": server.rss_mb(),
+        "latency_ms": {
+            name: {"p50": pct(name, 0.5), "p99": pct(name, 0.99)}
+            for name in ("SeedSession", "CallTool", "Verify", "CloseSession", "episode")
+        },
+    }
+
+
+# -- memory with many live sessions --------------------------------------------------------------
+
+
+def _seed_many(target: str, count: int, write: bool) -> None:
+    from workplace_env_client import EnvironmentClient
+
+    task = {"id": "mem", "ground_truth": []}
+    with EnvironmentClient(target, timeout_s=120) as client:
+        for i in range(count):
+            sid = f"mem-{i}"
+            client.seed(sid, (f"mem{i}", 0), ("bench", "mem"), task)
+            if write:
+                client.call_tool_raw(
+                    sid, "email_send_email", '{"recipient": "a@b.com", "subject": "s", "body": "b"}'
+                )
+
+
+def memory_levels(data_dir: str | None) -> list[dict[str, Any]]:
+    """RSS of a fresh server holding N untouched sessions, then after one write in each."""
+    out = []
+    for count in (1_000, 10_000):
+        server = ServerProcess(data_dir)
+        try:
+            idle = server.rss_mb()
+            _seed_many(server.target, count, write=False)
+            seeded = server.rss_mb()
+            # One write each on fresh sessions of a second server, so the two figures are apart.
+        finally:
+            server.stop()
+        server = ServerProcess(data_dir)
+        try:
+            idle_w = server.rss_mb()
+            _seed_many(server.target, count, write=True)
+            written = server.rss_mb()
+        finally:
+            server.stop()
+        out.append(
+            {
+                "sessions": count,
+                "rss_idle_mb": idle,
+                "rss_untouched_mb": seeded,
+                "kb_per_untouched_session": (seeded - idle) * 1024 / count,
+                "rss_after_one_write_mb": written,
+                "kb_per_written_session": (written - idle_w) * 1024 / count,
+            }
+        )
+    return out
+
+
+# -- in-process operation costs ------------------------------------------------------------------
+
+
+def operation_costs(data_dir: str | None, episodes: list[dict[str, Any]], reps: int) -> dict:
+    """p50 of each store operation without transport (ms): seed, each tool, verify, close."""
+    from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
+    from workplace_env.sandbox.load import load_sandbox
+    from workplace_env.sessions import SessionStore
+
+    store = SessionStore(load_sandbox(data_dir))
+    times: dict[str, list[float]] = {}
+
+    def timed(name: str, fn, *args):
+        start = time.perf_counter()
+        fn(*args)
+        times.setdefault(name, []).append(time.perf_counter() - start)
+
+    n = 0
+    for _ in range(reps):
+        for line in episodes:
+            n += 1
+            sid, ep = f"op{n}", EpisodeId("r", 0)
+            truth = tuple(FunctionCall(c["name"], c["arguments"]) for c in line["ground_truth"])
+            task = Task(id=str(line["id"]), ground_truth=truth)
+            timed("seed", store.seed, sid, ep, TaskId("bench", str(line["id"])), task)
+            for c in line["calls"]:
+                timed(c["name"], store.call_tool, sid, c["name"], c["arguments"])
+            calls = [FunctionCall(c["name"], c["arguments"]) for c in line["calls"]]
+            timed("verify", store.verify, sid, calls)
+            timed("close", store.close, sid, ep)
+    return {k: statistics.median(v) * 1e3 for k, v in sorted(times.items())}
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+
+def load_episodes(data_dir: str | None, count: int) -> tuple[list[dict[str, Any]], str]:
+    """The episodes to run (each with ``calls``), repeated to ``count``; and their source."""
+    mix = SHARED / "bench" / "episode_mix.jsonl"
+    if data_dir is not None and mix.exists():
+        lines = [json.loads(t) for t in mix.read_text().splitlines() if t.strip()]
+        for line in lines:
+            line["calls"] = line["function_calls"]
+        source = str(mix)
+    else:
+        from workplace_env.sandbox.load import load_sandbox
+        from workplace_env.taskgen import generate_tasks
+
+        lines = generate_tasks(load_sandbox(data_dir), count=200, seed=0)
+        for line in lines:
+            line["calls"] = line["ground_truth"]
+        source = "generated tasks (oracle), embedded default sandbox"
+    return [dict(lines[i % len(lines)]) for i in range(count)], source
+
+
+def print_report(report: dict[str, Any]) -> None:
+    table = Table(title=f"episodes: {report['source']}")
+    for col in ("conc.", "ep/s", "CPU ms/ep", "RSS MB", "episode p50/p99", "seed p50/p99",
+                "tool p50/p99", "verify p50/p99", "close p50/p99"):
+        table.add_column(col, justify="right")
+    for lv in report["levels"]:
+        lat = lv["latency_ms"]
+        cells = [f"{lat[k]['p50']:.2f}/{lat[k]['p99']:.2f}" for k in
+                 ("episode", "SeedSession", "CallTool", "Verify", "CloseSession")]
+        table.add_row(str(lv["concurrency"]), f"{lv['episodes_per_s']:.0f}",
+                      f"{lv['server_cpu_ms_per_episode']:.2f}", f"{lv['server_rss_mb']:.0f}", *cells)
+    console.print(table)
+    if report.get("memory"):
+        mem = Table(title="server RSS with live sessions")
+        for col in ("sessions", "idle MB", "untouched MB", "KB/untouched", "after 1 write MB", "KB/written"):
+            mem.add_column(col, justify="right")
+        for m in report["memory"]:
+            mem.add_row(str(m["sessions"]), f"{m['rss_idle_mb']:.0f}", f"{m['rss_untouched_mb']:.0f}",
+                        f"{m['kb_per_untouched_session']:.1f}", f"{m['rss_after_one_write_mb']:.0f}",
+                        f"{m['kb_per_written_session']:.1f}")
+        console.print(mem)
+    ops = Table(title="in-process operation cost, p50 ms (no transport)")
+    ops.add_column("operation")
+    ops.add_column("p50 ms", justify="right")
+    for name, ms in report["operations_p50_ms"].items():
+        ops.add_row(name, f"{ms:.3f}")
+    console.print(ops)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=None, help="WorkBench CSVs (default: ../shared's, if present)")
+    parser.add_argument("--episodes", type=int, default=1000, help="episodes per concurrency level")
+    parser.add_argument("--levels", default="1,8,32,128", help="concurrency levels")
+    parser.add_argument("--no-memory", action="store_true", help="skip the live-session RSS runs")
+    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "latest.json"))
+    args = parser.parse_args()
+    data_dir = args.data_dir
+    if data_dir is None and (SHARED / "workbench" / "emails.csv").exists():
+        data_dir = str(SHARED / "workbench")
+    episodes, source = load_episodes(data_dir, args.episodes)
+    report: dict[str, Any] = {
+        "source": source,
+        "data_dir": data_dir,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "platform": platform.platform()},
+        "levels": [],
+    }
+    server = ServerProcess(data_dir)
+    try:
+        run_level(server, episodes[: min(50, len(episodes))], 4)  # warm-up
+        for level in (int(x) for x in args.levels.split(",")):
+            report["levels"].append(run_level(server, episodes, level))
+            console.print(f"concurrency {level}: done")
+    finally:
+        server.stop()
+    report["memory"] = [] if args.no_memory else memory_levels(data_dir)
+    report["operations_p50_ms"] = operation_costs(data_dir, episodes[:200], reps=3)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print_report(report)
+    console.print(f"results: {out}")
+
+
+if __name__ == "__main__":
+    main()
