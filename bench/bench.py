@@ -134,7 +134,9 @@ def run_level(
     shards = [episodes[i::processes] for i in range(processes)]
     cpu0, wall0 = server.cpu_s(), time.perf_counter()
     with ProcessPoolExecutor(max_workers=processes) as pool:
-        parts = list(pool.map(_client_worker, [server.target] * processes, shards, [threads] * processes))
+        parts = list(
+            pool.map(_client_worker, [server.target] * processes, shards, [threads] * processes)
+        )
     wall, cpu = time.perf_counter() - wall0, server.cpu_s() - cpu0
     samples: dict[str, list[float]] = {}
     for part in parts:
@@ -264,24 +266,52 @@ def load_episodes(data_dir: str | None, count: int) -> tuple[list[dict[str, Any]
 
 def print_report(report: dict[str, Any]) -> None:
     table = Table(title=f"episodes: {report['source']}")
-    for col in ("conc.", "ep/s", "CPU ms/ep", "RSS MB", "episode p50/p99", "seed p50/p99",
-                "tool p50/p99", "verify p50/p99", "close p50/p99"):
+    for col in (
+        "conc.",
+        "ep/s",
+        "CPU ms/ep",
+        "RSS MB",
+        "episode p50/p99",
+        "seed p50/p99",
+        "tool p50/p99",
+        "verify p50/p99",
+        "close p50/p99",
+    ):
         table.add_column(col, justify="right")
     for lv in report["levels"]:
         lat = lv["latency_ms"]
-        cells = [f"{lat[k]['p50']:.2f}/{lat[k]['p99']:.2f}" for k in
-                 ("episode", "SeedSession", "CallTool", "Verify", "CloseSession")]
-        table.add_row(str(lv["concurrency"]), f"{lv['episodes_per_s']:.0f}",
-                      f"{lv['server_cpu_ms_per_episode']:.2f}", f"{lv['server_rss_mb']:.0f}", *cells)
+        cells = [
+            f"{lat[k]['p50']:.2f}/{lat[k]['p99']:.2f}"
+            for k in ("episode", "SeedSession", "CallTool", "Verify", "CloseSession")
+        ]
+        table.add_row(
+            str(lv["concurrency"]),
+            f"{lv['episodes_per_s']:.0f}",
+            f"{lv['server_cpu_ms_per_episode']:.2f}",
+            f"{lv['server_rss_mb']:.0f}",
+            *cells,
+        )
     console.print(table)
     if report.get("memory"):
         mem = Table(title="server RSS with live sessions")
-        for col in ("sessions", "idle MB", "untouched MB", "KB/untouched", "after 1 write MB", "KB/written"):
+        for col in (
+            "sessions",
+            "idle MB",
+            "untouched MB",
+            "KB/untouched",
+            "after 1 write MB",
+            "KB/written",
+        ):
             mem.add_column(col, justify="right")
         for m in report["memory"]:
-            mem.add_row(str(m["sessions"]), f"{m['rss_idle_mb']:.0f}", f"{m['rss_untouched_mb']:.0f}",
-                        f"{m['kb_per_untouched_session']:.1f}", f"{m['rss_after_one_write_mb']:.0f}",
-                        f"{m['kb_per_written_session']:.1f}")
+            mem.add_row(
+                str(m["sessions"]),
+                f"{m['rss_idle_mb']:.0f}",
+                f"{m['rss_untouched_mb']:.0f}",
+                f"{m['kb_per_untouched_session']:.1f}",
+                f"{m['rss_after_one_write_mb']:.0f}",
+                f"{m['kb_per_written_session']:.1f}",
+            )
         console.print(mem)
     ops = Table(title="in-process operation cost, p50 ms (no transport)")
     ops.add_column("operation")
@@ -293,7 +323,9 @@ def print_report(report: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=None, help="WorkBench CSVs (default: ../shared's, if present)")
+    parser.add_argument(
+        "--data-dir", default=None, help="WorkBench CSVs (default: ../shared's, if present)"
+    )
     parser.add_argument("--episodes", type=int, default=1000, help="episodes per concurrency level")
     parser.add_argument("--levels", default="1,8,32,128", help="concurrency levels")
     parser.add_argument("--no-memory", action="store_true", help="skip the live-session RSS runs")
@@ -306,8 +338,11 @@ def main() -> None:
     report: dict[str, Any] = {
         "source": source,
         "data_dir": data_dir,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "platform": platform.platform()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
         "levels": [],
     }
     server = ServerProcess(data_dir)

@@ -389,3 +389,40 @@ def test_list_tools_gives_27_schemas(env):
     assert len(tools) == 27
     assert tools[0]["name"] == "company_directory_find_email_address"
     assert all(t["type"] == "function" and "parameters" in t for t in tools)
+
+
+def test_V2_legacy_verify_releases_tables(env):
+    env.client.seed_legacy("cookie-1", TASK)
+    env.client.call_tool("cookie-1", *WRITE)
+    assert env.client.verify("cookie-1", [WRITE]).reward == 1.0
+    assert env.store.live_count() == 0
+    with pytest.raises(SessionLostError):
+        env.client.call_tool("cookie-1", *WRITE)
+
+
+def test_V3_legacy_verify_resent_inside_window_scores_the_same(make_env):
+    env = make_env(retry_window_s=30)
+    env.client.seed_legacy("cookie-2", TASK)
+    first = env.client.verify("cookie-2", [WRITE])
+    env.clock.now += 29
+    again = env.client.verify("cookie-2", [WRITE])
+    assert (again.reward, again.mask_sample) == (first.reward, False) == (1.0, False)
+    env.clock.now += 2  # past the window: the id is forgotten
+    assert env.client.verify("cookie-2", [WRITE]).failure_kind == "session_lost"
+
+
+def test_legacy_reseed_rebuilds_fresh_tables(env):
+    env.client.seed_legacy("cookie-3", TASK)
+    env.client.call_tool("cookie-3", *WRITE)
+    assert env.client.seed_legacy("cookie-3", TASK).rebuilt
+    assert _emails(env.client, "cookie-3") == 0
+    assert env.store.live_count() == 1
+
+
+def test_legacy_and_typed_ids_do_not_mix(env):
+    env.client.seed("typed-1", EP, TID, TASK)
+    with pytest.raises(SessionConflictError):
+        env.client.seed_legacy("typed-1", TASK)
+    env.client.seed_legacy("cookie-4", TASK)
+    with pytest.raises(SessionConflictError):
+        env.client.seed("cookie-4", EP, TID, TASK)

@@ -154,6 +154,21 @@ class EnvironmentClient:
             ),
         )
 
+    def seed_legacy(
+        self, session_id: str, task: Mapping[str, Any] | pb.WorkplaceTask
+    ) -> pb.SeedSessionResponse:
+        """Seed a legacy (cookie) session: no episode or task id; a re-seed rebuilds fresh
+        tables, and verify releases them (CONTRACT V2). Raises SessionConflictError when the id
+        is a typed session, SessionClosedError, InvalidRequestError."""
+        return self._invoke(
+            "SeedSession",
+            pb.SeedSessionRequest(
+                resources_session_id=session_id,
+                task=task if isinstance(task, pb.WorkplaceTask) else task_from_row(task),
+                legacy=True,
+            ),
+        )
+
     def call_tool_raw(
         self,
         session_id: str,

@@ -29,6 +29,9 @@ from workplace_env.verify import Verifier, VerifyResult
 
 Clock = Callable[[], float]
 
+#: The placeholder identity of legacy (cookie) sessions, which have no episode of their own.
+LEGACY_EPISODE = EpisodeId("legacy", 0)
+
 
 class SessionState(Enum):
     """CONTRACT.md "Session states" (CLOSED sessions live on only as fences)."""
@@ -55,6 +58,9 @@ class SessionConfig:
     ``max_fences`` / ``fence_ttl_s``: closed ids remembered (S4, C2), by count and age.
     ``max_call_ids``: idempotency records kept per session (T6), oldest dropped first.
     ``retry_after_s``: the RetryInfo delay suggested when at capacity.
+    ``retry_window_s``: how long a verified legacy session's outcome is remembered, so a
+    resent verify scores the same (``session_close_retry_window_seconds``, V2-V3).
+    ``max_markers``: verified legacy ids remembered at most (oldest dropped first).
     """
 
     max_sessions: int = 50_000
@@ -63,6 +69,8 @@ class SessionConfig:
     fence_ttl_s: float = 6 * 3600.0
     max_call_ids: int = 1024
     retry_after_s: float = 1.0
+    retry_window_s: float = 300.0
+    max_markers: int = 100_000
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,7 @@ class SeedResult:
 
     state: SessionState
     already_seeded: bool
+    rebuilt: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,7 @@ class Session:
     tables: SessionTables | None
     last_used: float
     state: SessionState = SessionState.SEEDED
+    legacy: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # call_id -> (tool name, arguments text, result); bounded by SessionConfig.max_call_ids.
     calls: OrderedDict[str, tuple[str, str, ToolResult]] = field(
@@ -134,6 +144,8 @@ class SessionStore:
         self._sessions: dict[str, Session] = {}
         self._fences: OrderedDict[str, float] = OrderedDict()  # closed id -> closed at
         self._expired: OrderedDict[str, float] = OrderedDict()  # evicted id -> evicted at
+        # verified legacy id -> (verified at, outcome): resent verifies score the same (V3)
+        self._markers: OrderedDict[str, tuple[float, VerifyOutcome]] = OrderedDict()
         self._draining = False
 
     # -- queries -----------------------------------------------------------------------------
@@ -154,20 +166,32 @@ class SessionStore:
         episode: EpisodeId | None,
         task_id: TaskId | None,
         task: Task | None,
+        legacy: bool = False,
     ) -> SeedResult:
         """Seed ``session_id`` for ``episode`` and ``task_id`` with ``task`` (S1-S8).
 
-        Raises InvalidRequest (S5), SessionConflict (S3), SessionClosed (S4),
-        TablesUnavailable (S6), CapacityExhausted (S7), Draining (X2).
+        A ``legacy`` (cookie) seed needs no episode or task id; re-seeding a legacy session
+        rebuilds fresh tables, as the reference does. Raises InvalidRequest (S5),
+        SessionConflict (S3), SessionClosed (S4), TablesUnavailable (S6), CapacityExhausted
+        (S7), Draining (X2).
         """
+        if legacy:
+            episode = LEGACY_EPISODE
+            task_id = TaskId("legacy", (task.id if task is not None else "") or "row")
         check_seed(session_id, episode, task_id, task)
         assert episode is not None and task_id is not None and task is not None
         now = self.clock()
         with self._lock:
             self._forget_old(now)
             existing = self._sessions.get(session_id)
+            if existing is not None and legacy and existing.legacy:
+                return self._rebuild(existing, task, now)
             if existing is not None:
-                if existing.episode == episode and existing.task_id == task_id:
+                if (
+                    not legacy
+                    and not existing.legacy
+                    and (existing.episode == episode and existing.task_id == task_id)
+                ):
                     existing.last_used = now
                     return SeedResult(existing.state, already_seeded=True)
                 raise errors.SessionConflict(
@@ -193,6 +217,7 @@ class SessionStore:
                     f"could not build the tables: {exc}", session_id
                 ) from exc
             self._expired.pop(session_id, None)
+            self._markers.pop(session_id, None)
             self._sessions[session_id] = Session(  # ... then bind (S1)
                 session_id=session_id,
                 episode=episode,
@@ -200,8 +225,25 @@ class SessionStore:
                 task=task,
                 tables=tables,
                 last_used=now,
+                legacy=legacy,
             )
             return SeedResult(SessionState.SEEDED, already_seeded=False)
+
+    def _rebuild(self, session: Session, task: Task, now: float) -> SeedResult:
+        """A legacy re-seed: fresh tables for the same cookie (caller holds the store lock)."""
+        try:
+            tables = self.table_factory()
+        except (TablesUnavailableError, OSError) as exc:
+            raise errors.TablesUnavailable(
+                f"could not build the tables: {exc}", session.session_id
+            ) from exc
+        with session.lock:
+            session.tables = tables
+            session.task = task
+            session.state = SessionState.SEEDED
+            session.calls.clear()
+            session.last_used = now
+        return SeedResult(SessionState.SEEDED, already_seeded=False, rebuilt=True)
 
     # -- tool calls --------------------------------------------------------------------------
 
@@ -253,6 +295,9 @@ class SessionStore:
         """
         session = self._sessions.get(session_id)
         if session is None:
+            marker = self._markers.get(session_id)
+            if marker is not None and self.clock() - marker[0] <= self.config.retry_window_s:
+                return marker[1]  # a resent legacy verify inside the window (V3)
             return VerifyOutcome(
                 reward=0.0,
                 mask_sample=True,
@@ -261,11 +306,30 @@ class SessionStore:
             )
         truth: Any = session.task.ground_truth if ground_truth is None else ground_truth
         result = self.verifier.score(predicted, truth)
+        outcome = VerifyOutcome(reward=result.reward, result=result)
+        if session.legacy:
+            self._release_legacy(session, outcome)
+            return outcome
         with session.lock:
             if session.tables is not None:
                 session.state = SessionState.VERIFIED
                 session.last_used = self.clock()
-        return VerifyOutcome(reward=result.reward, result=result)
+        return outcome
+
+    def _release_legacy(self, session: Session, outcome: VerifyOutcome) -> None:
+        """V2: a verified legacy session's tables are released; its outcome is remembered."""
+        now = self.clock()
+        with self._lock:
+            if self._sessions.get(session.session_id) is session:
+                del self._sessions[session.session_id]
+            self._markers[session.session_id] = (now, outcome)
+            self._markers.move_to_end(session.session_id)
+            while len(self._markers) > self.config.max_markers:
+                self._markers.popitem(last=False)
+        with session.lock:
+            session.tables = None
+            session.state = SessionState.VERIFIED
+            session.calls.clear()
 
     # -- close -------------------------------------------------------------------------------
 
@@ -282,7 +346,7 @@ class SessionStore:
                     return CloseOutcome.ALREADY_CLOSED
                 self._fence(session_id, now)
                 return CloseOutcome.NOT_SEEDED
-            if session.episode != episode:
+            if not session.legacy and session.episode != episode:
                 raise errors.EpisodeMismatch(
                     f"session {session_id} belongs to episode "
                     f"{session.episode.rollout_id}/{session.episode.attempt}",
@@ -341,10 +405,15 @@ class SessionStore:
             self._fences.popitem(last=False)
 
     def _forget_old(self, now: float) -> None:
-        """Drop fences and expiry markers past their age bound (caller holds the lock)."""
+        """Drop fences and markers past their age bounds (caller holds the lock)."""
         for marks in (self._fences, self._expired):
             while marks:
                 _, at = next(iter(marks.items()))
                 if now - at <= self.config.fence_ttl_s:
                     break
                 marks.popitem(last=False)
+        while self._markers:
+            _, (at, _) = next(iter(self._markers.items()))
+            if now - at <= self.config.retry_window_s:
+                break
+            self._markers.popitem(last=False)

@@ -110,11 +110,13 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
             if request.HasField("task_id")
             else None,
             task,
+            legacy=request.legacy,
         )
         return pb.SeedSessionResponse(
             resources_session_id=request.resources_session_id,
             state=_STATES[result.state],
             already_seeded=result.already_seeded,
+            rebuilt=result.rebuilt,
         )
 
     @_rpc

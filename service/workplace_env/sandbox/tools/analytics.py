@@ -15,6 +15,9 @@ copy and changes nothing.
 
 from __future__ import annotations
 
+import contextlib
+import operator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -53,23 +56,38 @@ _RANGE_PARAMETERS: dict[str, Any] = {
 }
 
 
+def _compare(column: pd.Series, op: Callable[[Any, Any], Any], other: Any) -> np.ndarray:
+    """``op(column, other)`` as a bool array: pandas' result and pandas' errors.
+
+    A str operand is compared by numpy on the object array first (the same per-cell Python
+    comparisons, without pandas' overhead); when that cannot answer (a missing cell, an
+    unusual operand) pandas does it, and its errors (``'>=' not supported between instances
+    of 'str' and 'int'``, ``('Lengths must match to compare', (n,), (1,))``) are the output.
+    """
+    if type(other) is str:
+        values = column.to_numpy()
+        if values.dtype == object:
+            # On failure, pandas below gives the exact answer or error.
+            with contextlib.suppress(Exception):
+                return np.asarray(op(values, other), dtype=bool)
+    return np.asarray(op(column, other), dtype=bool)
+
+
 def _in_range(frame: pd.DataFrame, time_min: Any, time_max: Any) -> np.ndarray | None:
     """Positions of the rows within the bounds, or None for "all rows" (no truthy bound).
 
     The lower bound is compared on the whole column and the upper bound on the rows that are
-    left, as the reference filters in two steps (so comparison errors name those lengths).
+    left, as the reference filters in two steps (so a length error names the filtered length).
     """
     if not time_min and not time_max:
         return None
     dates = frame[_DATE]
     positions = np.arange(len(dates))
     if time_min:
-        keep = np.asarray(dates >= time_min, dtype=bool)
-        positions = positions[keep]
+        positions = positions[_compare(dates, operator.ge, time_min)]
         dates = dates.iloc[positions]
     if time_max:
-        keep = np.asarray(dates <= time_max, dtype=bool)
-        positions = positions[keep]
+        positions = positions[_compare(dates, operator.le, time_max)]
     return positions
 
 
@@ -79,11 +97,47 @@ def _column(frame: pd.DataFrame, name: str, positions: np.ndarray | None) -> pd.
     return column if positions is None else column.iloc[positions]
 
 
-def _per_date(values: pd.Series, dates: pd.Series, how: str) -> dict[Any, Any]:
-    """``{date: aggregate}`` of ``values`` grouped by ``dates`` (sorted dates, native numbers)."""
-    grouped = values.groupby(dates.to_numpy(), sort=True)
-    result = grouped.sum() if how == "sum" else grouped.mean()
-    return result.to_dict()
+class _Dates:
+    """``groupby("date_of_visit")`` of the selected rows, done with factorize + bincount.
+
+    Keys are the sorted distinct dates present (missing dates are dropped, as groupby does).
+    """
+
+    def __init__(self, dates: pd.Series) -> None:
+        self.dates = dates.to_numpy()
+        codes, uniques = pd.factorize(self.dates, sort=True)
+        self.present = codes >= 0
+        self.codes = codes[self.present]
+        self.keys = uniques.tolist()
+
+    def _bincount(self, weights: np.ndarray | None = None) -> np.ndarray:
+        if weights is not None:
+            weights = weights[self.present]
+        return np.bincount(self.codes, weights=weights, minlength=len(self.keys))
+
+    def size(self) -> dict[Any, int]:
+        """``groupby(...).size()``: visits per date."""
+        return dict(zip(self.keys, self._bincount().tolist(), strict=True))
+
+    def count_true(self, flags: pd.Series) -> dict[Any, int]:
+        """``groupby(...).sum()`` of a 0/1 int column: an int per date (0 when none)."""
+        sums = self._bincount(flags.to_numpy(dtype=np.float64)).astype(np.int64)
+        return dict(zip(self.keys, sums.tolist(), strict=True))
+
+    def mean(self, values: pd.Series) -> dict[Any, float]:
+        """``groupby(...).mean()`` of a float column.
+
+        With integer-valued data every partial sum is exact, so sum / count equals pandas'
+        compensated mean bit for bit; anything else (fractions, NaN) goes through pandas.
+        """
+        floats = values.to_numpy(dtype=np.float64)
+        if len(floats) and not (
+            np.array_equal(floats, np.rint(floats)) and np.abs(floats).sum() < 2.0**52
+        ):
+            return values.groupby(self.dates, sort=True).mean().to_dict()
+        sums = self._bincount(floats)
+        counts = self._bincount()
+        return dict(zip(self.keys, (sums / counts).tolist(), strict=True))
 
 
 @tool(
@@ -106,11 +160,14 @@ def get_visitor_information_by_id(tables, visitor_id=None):
     if not visitor_id:
         return "Visitor ID not provided."
     frame = tables[ANALYTICS]
-    hit = np.asarray(frame["visitor_id"] == visitor_id, dtype=bool)
-    positions = np.flatnonzero(hit)
+    positions = np.flatnonzero(_compare(frame["visitor_id"], operator.eq, visitor_id))
     if len(positions) == 0:
         return "Visitor not found."
-    return frame.iloc[positions].to_dict(orient="records")
+    # to_dict(orient="records") of those rows, built directly: tolist() gives the same native
+    # values (str cells as stored, bool for user_engaged, float after the in-place conversion).
+    columns = list(frame.columns)
+    cells = [frame[c].to_numpy()[positions].tolist() for c in columns]
+    return [dict(zip(columns, row, strict=True)) for row in zip(*cells, strict=True)]
 
 
 @tool(
@@ -180,7 +237,7 @@ def total_visits_count(tables, time_min=None, time_max=None):
     """``{date: number of visits}`` for the dates within the string bounds (REFERENCE.md f.15)."""
     frame = tables[ANALYTICS]
     dates = _column(frame, _DATE, _in_range(frame, time_min, time_max))
-    return dates.groupby(dates.to_numpy(), sort=True).size().to_dict()
+    return _Dates(dates).size()
 
 
 @tool(
@@ -194,7 +251,7 @@ def engaged_users_count(tables, time_min=None, time_max=None):
     frame = tables[ANALYTICS]
     positions = _in_range(frame, time_min, time_max)
     engaged = _column(frame, "user_engaged", positions).astype(bool).astype(int)
-    return _per_date(engaged, _column(frame, _DATE, positions), "sum")
+    return _Dates(_column(frame, _DATE, positions)).count_true(engaged)
 
 
 @tool(
@@ -233,10 +290,10 @@ def traffic_source_count(tables, time_min=None, time_max=None, traffic_source=No
     positions = _in_range(frame, time_min, time_max)
     dates = _column(frame, _DATE, positions)
     if not traffic_source:
-        return dates.groupby(dates.to_numpy(), sort=True).size().to_dict()
+        return _Dates(dates).size()
     sources = _column(frame, "traffic_source", positions)
-    from_source = (sources == traffic_source).astype(int)
-    return _per_date(from_source, dates, "sum")
+    from_source = pd.Series(_compare(sources, operator.eq, traffic_source))
+    return _Dates(dates).count_true(from_source)
 
 
 @tool(
@@ -260,4 +317,4 @@ def get_average_session_duration(tables, time_min=None, time_max=None):
         durations = frame["session_duration_seconds"]
     else:
         durations = frame["session_duration_seconds"].iloc[positions].astype(float)
-    return _per_date(durations, _column(frame, _DATE, positions), "mean")
+    return _Dates(_column(frame, _DATE, positions)).mean(durations)

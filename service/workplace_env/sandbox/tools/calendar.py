@@ -20,23 +20,15 @@ the registry):
 from __future__ import annotations
 
 import re
-import warnings
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import infer_dtype
 
 from workplace_env.sandbox.tables import CALENDAR
 from workplace_env.sandbox.tools.registry import tool
-
-# pandas warns when a search pattern has capture groups ("(s)ync"); the reference ignores it too,
-# and the warning is noise in a server's log.
-warnings.filterwarnings(
-    "ignore",
-    message="This pattern is interpreted as a regular expression",
-    category=UserWarning,
-    module=__name__,
-)
 
 _ID_FORMAT_ERROR = "Invalid event ID format. Expected 8-digit ID."
 _START_FORMAT_ERROR = "Invalid event_start format. Expected YYYY-MM-DD HH:MM:SS."
@@ -99,6 +91,31 @@ def _start_is_valid(event_start: Any) -> bool:
 def _matches(frame: pd.DataFrame, event_id: str) -> np.ndarray:
     """Boolean mask of the rows whose ``event_id`` equals ``event_id`` (a valid 8-digit str)."""
     return np.asarray(frame["event_id"].to_numpy() == event_id, dtype=bool)
+
+
+# The inferred dtypes for which pandas allows the .str accessor (StringMethods._validate).
+_STR_ACCESSOR_TYPES = frozenset({"string", "empty", "mixed", "mixed-integer"})
+
+
+def _contains(column: pd.Series, query: Any) -> np.ndarray:
+    """``column.str.contains(query, case=False, na=False)`` as a numpy bool array.
+
+    Same checks in the same order as pandas 2.3.2 (the ``.str`` accessor's dtype check, then
+    ``re.compile(query)``, whose errors are golden outputs), then a plain loop instead of
+    pandas' generic mapping: a str cell matches when the case-insensitive pattern is found in
+    it, any other cell (number, None, list) is False. Unusual columns go through pandas itself.
+    """
+    values = column.to_numpy()
+    if values.dtype != object or infer_dtype(values, skipna=True) not in _STR_ACCESSOR_TYPES:
+        # Non-object columns, bytes, all-number columns: let pandas raise or answer.
+        return np.asarray(column.str.contains(query, case=False, na=False), dtype=bool)
+    re.compile(query)  # pandas compiles without flags first (its match-group warning check)
+    search = re.compile(query, re.IGNORECASE).search
+    return np.fromiter(
+        (isinstance(v, str) and search(v) is not None for v in values),
+        dtype=bool,
+        count=len(values),
+    )
 
 
 @tool(
@@ -195,21 +212,25 @@ def search_events(tables, query="", time_min=None, time_max=None, page=1, page_s
             return "Invalid time_max format. Expected YYYY-MM-DD HH:MM:SS."
 
     frame = tables[CALENDAR]
-    mask = frame["event_name"].str.contains(query, case=False, na=False) | frame[
-        "participant_email"
-    ].str.contains(query, case=False, na=False)
-    rows: list[int] = np.flatnonzero(np.asarray(mask, dtype=bool)).tolist()
+    # Both columns are searched before either result is used, as `a | b` of two masks does.
+    in_name = _contains(frame["event_name"], query)
+    in_email = _contains(frame["participant_email"], query)
+    rows = np.flatnonzero(in_name | in_email).tolist()
 
+    # Each candidate's start is parsed once (the reference re-parses per pass, same values).
     starts = frame["event_start"].to_numpy()
+    dated = [(r, _timestamp(starts[r])) for r in rows]
     if time_min:
-        rows = [r for r in rows if _timestamp(starts[r]) >= time_min]
+        dated = [item for item in dated if item[1] >= time_min]
     if time_max:
-        rows = [r for r in rows if _timestamp(starts[r]) <= time_max]
-    if not rows:
+        dated = [item for item in dated if item[1] <= time_max]
+    if not dated:
         return "No events found."
 
-    # list.sort is stable, also with reverse=True: equal starts keep table order.
-    rows.sort(key=lambda r: _timestamp(starts[r]), reverse=True)
+    # list.sort is stable, also with reverse=True: equal starts keep table order. Comparing
+    # Timestamps (not strings) also reproduces the tz-naive/aware TypeError.
+    dated.sort(key=itemgetter(1), reverse=True)
+    rows = [r for r, _ in dated]
 
     # The reference's paging arithmetic, kept verbatim in effect: its Python errors for
     # page_size 0, float pages and string arguments are part of the golden outputs.

@@ -7,6 +7,11 @@ strings, ``value in column.values``, ``.loc[mask, field] = value``, ``pd.concat`
 pagination arithmetic: their exception texts are golden outputs (``integer division or modulo by
 zero`` for ``page_size`` 0, ``'<' not supported between instances of 'int' and 'str'`` for a string
 ``page``, ...). Missing CSV cells (phone, notes) are NaN and come out as JSON null.
+
+Speed: the search takes a fast path (plain Python over the column values, narrowing row positions
+instead of frames, records built for the returned page only) when every filter value and every
+cell it is applied to is a string, where the pandas operations cannot fail and give the same rows;
+otherwise the pandas operations run as in the reference.
 """
 
 from __future__ import annotations

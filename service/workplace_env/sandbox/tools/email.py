@@ -12,7 +12,6 @@ whole table is renumbered ``0..n-1``), a delete keeps the remaining rows' labels
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import numpy as np
@@ -35,24 +34,37 @@ _ID = "email_id"
 #: objects, whose hashes Python caches, so a lookup costs far less than recomputing.
 _TEXT_CACHE: dict[tuple[str, str, str], str] = {}
 _STAMP_CACHE: dict[str, int] = {}
-_CACHE_LIMIT = 200_000
+_CACHE_LIMIT = 50_000  # entries per cache; cleared when full (bounds memory)
+
+
+def _cached_text(key: tuple[Any, Any, Any]) -> str | None:
+    """The cached search text of one row, or None (also for an unhashable row)."""
+    try:
+        return _TEXT_CACHE.get(key)
+    except TypeError:
+        return None
 
 
 def _search_texts(subjects: list[Any], bodies: list[Any], parties: list[Any]) -> list[str]:
-    """Per row, the lower-cased ``"<subject> <body> <sender/recipient>"`` query words must be in."""
+    """Per row, the lower-cased ``"<subject> <body> <sender/recipient>"`` query words must be in.
+
+    Only all-string rows are cached: numbers that compare equal (``1``, ``1.0``, ``True``) format
+    differently, so they must not share an entry. A lookup with a non-string cell therefore
+    misses (or raises TypeError for an unhashable list), and the row is formatted afresh.
+    """
     keys = list(zip(subjects, bodies, parties, strict=True))
     try:
         texts = list(map(_TEXT_CACHE.get, keys))
-    except TypeError:  # an unhashable cell (a list sent as the body): look rows up one by one
-        texts = [None] * len(keys)
+    except TypeError:  # an unhashable cell somewhere: look the rows up one by one
+        texts = list(map(_cached_text, keys))
     for i, text in enumerate(texts):
         if text is None:
-            subject, body, party = keys[i]
+            subject, body, party = key = keys[i]
             texts[i] = text = f"{subject} {body} {party}".lower()
-            if len(_TEXT_CACHE) >= _CACHE_LIMIT:
-                _TEXT_CACHE.clear()
-            with contextlib.suppress(TypeError):  # unhashable rows are just not cached
-                _TEXT_CACHE[keys[i]] = text
+            if type(subject) is str and type(body) is str and type(party) is str:
+                if len(_TEXT_CACHE) >= _CACHE_LIMIT:
+                    _TEXT_CACHE.clear()
+                _TEXT_CACHE[key] = text
     return texts
 
 
@@ -65,7 +77,7 @@ def _timestamps(values: list[Any]) -> np.ndarray:
         if len(_STAMP_CACHE) + len(values) >= _CACHE_LIMIT:
             _STAMP_CACHE.clear()
         for value, stamp in zip(values, parsed.view("int64").tolist(), strict=True):
-            if isinstance(value, str):
+            if type(value) is str:
                 _STAMP_CACHE[value] = stamp
         return parsed
     return np.array(stamps, dtype="int64").view("datetime64[ns]")
@@ -93,6 +105,24 @@ def _records(frame: pd.DataFrame, positions: list[int]) -> list[dict[str, Any]]:
     columns = list(frame.columns)
     rows = frame.to_numpy(dtype=object)[positions].tolist()
     return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def _id_mask(frame: pd.DataFrame, email_id: Any) -> np.ndarray:
+    """``frame["email_id"] == email_id`` as a bool array, with pandas' errors for odd types.
+
+    A string is compared on the numpy array directly (the same element-wise ``==``, without
+    pandas' overhead); anything else goes through pandas, so a list raises ``('Lengths must match
+    to compare', (500,), (1,))`` and a number or bool simply matches nothing.
+    """
+    if type(email_id) is str:
+        return frame[_ID].to_numpy() == email_id
+    return (frame[_ID] == email_id).to_numpy()
+
+
+def _find(frame: pd.DataFrame, email_id: Any) -> int | None:
+    """Position of the first row whose id equals ``email_id``, or None."""
+    matches = np.flatnonzero(_id_mask(frame, email_id))
+    return int(matches[0]) if len(matches) else None
 
 
 @tool(
@@ -128,14 +158,14 @@ def get_email_information_by_id(
         return "Field not provided."
     try:
         frame = tables[EMAILS]
-        matches = np.flatnonzero((frame[_ID] == email_id).to_numpy())
-        if not len(matches):
+        position = _find(frame, email_id)
+        if position is None:
             return "Email not found."
         columns = list(frame.columns)
         # A hashed lookup like the reference's: an unhashable field (a list) raises TypeError.
         if field not in dict.fromkeys(columns):
             return f"Field '{field}' not found. Available fields: {', '.join(columns)}"
-        return {field: frame[field].to_numpy(dtype=object)[matches[0]]}
+        return {field: frame[field].to_numpy(dtype=object)[position]}
     except Exception as exc:
         return f"Error retrieving email information: {exc}"
 
@@ -251,7 +281,7 @@ def _append(frame: pd.DataFrame, row: list[Any]) -> pd.DataFrame:
     object dtype the result is built directly (same values, dtypes and labels, a third of the
     cost); otherwise pandas' own concat decides the dtypes.
     """
-    if len(frame) and all(dtype.kind == "O" for dtype in frame.dtypes):
+    if len(frame) and all(frame[c].dtype.kind == "O" for c in frame.columns):
         values = np.empty((len(frame) + 1, len(frame.columns)), dtype=object)
         values[:-1] = frame.to_numpy(dtype=object)
         for j, value in enumerate(row):
@@ -327,19 +357,13 @@ def delete_email(tables: SessionTables, email_id: Any = None) -> str:
         return "Email ID not provided."
     try:
         frame = tables[EMAILS]
-        mask = (frame[_ID] == email_id).to_numpy()
+        mask = _id_mask(frame, email_id)
         if not mask.any():
             return "Email not found."
         tables[EMAILS] = frame[~mask]
         return "Email deleted successfully."
     except Exception as exc:
         return f"Error deleting email: {exc}"
-
-
-def _find(frame: pd.DataFrame, email_id: Any) -> int | None:
-    """Position of the first row whose id equals ``email_id`` (pandas ``==``), or None."""
-    matches = np.flatnonzero((frame[_ID] == email_id).to_numpy())
-    return int(matches[0]) if len(matches) else None
 
 
 def _relay(result: str, success: str) -> str:

@@ -7,6 +7,11 @@ below use the same pandas operations (``Series == value``, ``.str.contains(pat, 
 part of the golden outputs (e.g. ``('Lengths must match to compare', (300,), (1,))`` for a list id,
 ``Cannot mask with non-boolean array containing NA / NaN values`` once a cell holds a non-string).
 Every cell of this table is an object (a value a tool stored keeps the type it was sent with).
+
+Speed: searches and id lookups take a fast path (plain Python over the column values, narrowing
+row positions instead of frames, no ``to_dict``) when every argument and every cell involved is a
+string, where the pandas operations cannot fail and give the same rows; otherwise the pandas
+operations run as in the reference.
 """
 
 from __future__ import annotations

@@ -204,13 +204,29 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def _default(value: Any) -> Any:
+    """JSON fallback for numpy scalars and arrays (anything else: its ``str``)."""
+    item = getattr(value, "item", None)
+    if callable(item):
+        return item()
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        return tolist()
+    return str(value)
+
+
 def encode_output(value: Any) -> str:
     """The JSON text of a tool's output as the reference's HTTP route writes its ``output``.
 
     Compact separators, UTF-8 (not ASCII-escaped), NaN as ``null``: the body the reference's
     web stack renders for ``{"output": value}``, minus the envelope.
     """
-    return json.dumps(_plain(value), ensure_ascii=False, separators=(",", ":"))
+    try:
+        return json.dumps(
+            value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
+        )
+    except ValueError:  # a NaN or infinity somewhere: walk the value and turn them into null
+        return json.dumps(_plain(value), ensure_ascii=False, separators=(",", ":"))
 
 
 def drop_nulls(arguments: Mapping[str, Any]) -> dict[str, Any]:

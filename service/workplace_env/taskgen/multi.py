@@ -1,0 +1,339 @@
+"""Multi-domain templates: read one toolkit, act in another (WorkBench's largest category).
+
+Most are conditional: the condition is read off the sandbox, and when it is false the right
+answer is to change nothing (or, for "otherwise" templates, the other branch).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from random import Random
+
+from workplace_env.taskgen.analytics import metric_condition, since_day
+from workplace_env.taskgen.base import MULTI, Call, Draft, call, pick, quoted, template
+from workplace_env.taskgen.crm import delete, rep_name
+from workplace_env.taskgen.project import BOARD_WORDS, create, overdue, tasks_of
+from workplace_env.taskgen.world import (
+    BOARDS,
+    CORE_METRICS,
+    METRIC_NAMES,
+    TODAY,
+    TOMORROW,
+    Person,
+    World,
+    nl_date,
+    nl_minutes,
+    nl_time,
+    stamp,
+    ymd,
+)
+
+
+def send(person: str, subject: str, body: str) -> Call:
+    """The ``email_send_email`` call."""
+    return call("email_send_email", recipient=person, subject=subject, body=body)
+
+
+def meeting_tomorrow(world: World, name: str, who: str) -> Call | None:
+    """A half-hour ``name`` meeting with ``who`` at my first free slot tomorrow, or None."""
+    start = world.first_free(TOMORROW, 30)
+    if start is None:
+        return None
+    return call(
+        "calendar_create_event",
+        event_name=name,
+        participant_email=who,
+        event_start=stamp(start),
+        duration="30",
+    )
+
+
+def _overdue_counts(world: World, strict: bool) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for t in world.tasks:
+        if t.list_name != "Completed" and (t.due < TODAY if strict else t.due <= TODAY):
+            counts[t.assignee] = counts.get(t.assignee, 0) + 1
+    return counts
+
+
+def _top(counts: dict[str, int]) -> str | None:
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    if not ranked or (len(ranked) > 1 and ranked[0][1] == ranked[1][1]):
+        return None
+    return ranked[0][0]
+
+
+@template("multi_email_most_overdue", MULTI)
+def email_most_overdue(world: World, rng: Random) -> Draft | None:
+    """Email the person with the most overdue tasks."""
+    top = _top(_overdue_counts(world, strict=True))
+    if top is None or top != _top(_overdue_counts(world, strict=False)):
+        return None  # the answer must not depend on whether today's due dates count
+    subject = rng.choice(("Overdue tasks", "Catching up on your tasks"))
+    body = rng.choice(
+        (
+            "You have a few overdue tasks - can you update me on them?",
+            "Let me know if you need help getting your overdue tasks done.",
+        )
+    )
+    prompt = (
+        f"Send an email to the person with the most overdue tasks. Title it {quoted(subject)} "
+        f"and say {quoted(body)}"
+    )
+    return Draft(prompt, [send(top, subject, body)])
+
+
+@template("multi_meeting_tomorrow_email", MULTI)
+def meeting_tomorrow_email(world: World, rng: Random) -> Draft | None:
+    """If a colleague has a meeting with me tomorrow, email them; otherwise do nothing."""
+    person = pick(rng, world.participants)
+    if person is None:
+        return None
+    meets = any(e.participant == person.email for e in world.events_on(TOMORROW))
+    subject, body = "Tomorrow's meeting", "Looking forward to our meeting tomorrow."
+    prompt = rng.choice(
+        (
+            f"If {person.name} has a meeting with me tomorrow, send them an email titled "
+            f"{quoted(subject)} saying {quoted(body)}",
+            f"Do I have a meeting with {person.name} tomorrow? If so, email them with the subject "
+            f"{quoted(subject)} and the body {quoted(body)}",
+        )
+    )
+    return Draft(prompt, [send(person.email, subject, body)] if meets else [])
+
+
+@template("multi_overdue_email_else", MULTI)
+def overdue_email_else(world: World, rng: Random) -> Draft | None:
+    """Email a colleague about their overdue tasks, or praise them if they have none."""
+    person = pick(rng, world.task_people)
+    if person is None:
+        return None
+    late = overdue(tasks_of(world, person))
+    if late is None:
+        return None
+    prompt = (
+        f"If {person.name} has any overdue tasks, send them an email titled 'Overdue tasks' "
+        "saying 'You have a few overdue tasks - can you update me on them?'. Otherwise email "
+        "them with 'Nice work keeping on top of your tasks this sprint!' titled 'Good work this "
+        "sprint'"
+    )
+    if late:
+        mail = send(
+            person.email,
+            "Overdue tasks",
+            "You have a few overdue tasks - can you update me on them?",
+        )
+    else:
+        mail = send(
+            person.email,
+            "Good work this sprint",
+            "Nice work keeping on top of your tasks this sprint!",
+        )
+    return Draft(prompt, [mail])
+
+
+@template("multi_overdue_meeting", MULTI)
+def overdue_meeting(world: World, rng: Random) -> Draft | None:
+    """If a colleague has overdue tasks, book a catch-up at my first free slot tomorrow."""
+    person = pick(rng, world.task_people)
+    if person is None:
+        return None
+    late = overdue(tasks_of(world, person))
+    meeting = meeting_tomorrow(world, "Catch up on overdue tasks", person.email)
+    if late is None or meeting is None:
+        return None
+    prompt = (
+        f"can you check if {person.name} has any overdue tasks? If so, book a 30-minute meeting "
+        "with them called 'Catch up on overdue tasks' at the earliest time I'm free tomorrow"
+    )
+    return Draft(prompt, [meeting] if late else [])
+
+
+@template("multi_metric_task", MULTI)
+def metric_task(world: World, rng: Random) -> Draft | None:
+    """If a metric crossed a threshold since a date, create a backlog task for a colleague."""
+    since, person = since_day(world, rng), pick(rng, world.task_people)
+    if since is None or person is None:
+        return None
+    metric = rng.choice(CORE_METRICS)
+    condition = metric_condition(world, rng, since, metric)
+    if condition is None:
+        return None
+    side, n, holds = condition
+    name, board = METRIC_NAMES[metric], rng.choice(BOARDS)
+    due = TODAY + timedelta(days=rng.randint(1, 14))
+    prompt = (
+        f"If {name} was {side} than {n} at any time since {nl_date(since)}, make a backlog task "
+        f"called 'Improve {name}' for {person.name} on the {BOARD_WORDS[board]} board with a "
+        f"deadline of {nl_date(due)}"
+    )
+    task = create(f"Improve {name}", person.email, "Backlog", ymd(due), board)
+    return Draft(prompt, [task] if holds else [])
+
+
+@template("multi_metric_meeting", MULTI)
+def metric_meeting(world: World, rng: Random) -> Draft | None:
+    """If a metric crossed a threshold since a date, book a meeting about it tomorrow."""
+    since, person = since_day(world, rng), pick(rng, world.people)
+    if since is None or person is None:
+        return None
+    metric = rng.choice(CORE_METRICS)
+    condition = metric_condition(world, rng, since, metric)
+    if condition is None:
+        return None
+    side, n, holds = condition
+    name = METRIC_NAMES[metric]
+    meeting = meeting_tomorrow(world, f"Discuss {name}", person.email)
+    if meeting is None:
+        return None
+    prompt = (
+        f"If {name} was {side} than {n} at any time since {nl_date(since)}, schedule a "
+        f"half-hour meeting called 'Discuss {name}' with {person.name} at the earliest time I'm "
+        "free tomorrow"
+    )
+    return Draft(prompt, [meeting] if holds else [])
+
+
+@template("multi_metric_delete_leads", MULTI)
+def metric_delete_leads(world: World, rng: Random) -> Draft | None:
+    """If a metric crossed a threshold since a date, delete a sales rep's leads."""
+    since, rep = since_day(world, rng), pick(rng, world.reps)
+    if since is None or rep is None:
+        return None
+    metric = rng.choice(CORE_METRICS)
+    condition = metric_condition(world, rng, since, metric)
+    if condition is None:
+        return None
+    side, n, holds = condition
+    leads = [c for c in world.customers if c.rep == rep.email and c.status == "Lead"]
+    prompt = (
+        f"If {METRIC_NAMES[metric]} was {side} than {n} at any time since {nl_date(since)}, "
+        f"delete all {rep_name(rep)}'s leads in the CRM"
+    )
+    return Draft(prompt, [delete(c) for c in leads] if holds else [])
+
+
+@template("multi_customer_not_contacted", MULTI)
+def customer_not_contacted(world: World, rng: Random) -> Draft | None:
+    """If we haven't spoken to a customer in N days, book a meeting with their rep tomorrow."""
+    customer = pick(rng, world.named_customers)
+    if customer is None:
+        return None
+    days = rng.choice((7, 10, 14, 21, 30))
+    boundary = TODAY - timedelta(days=days)
+    if customer.last_contact == boundary:
+        return None
+    name = f"Update on {customer.name}"
+    meeting = meeting_tomorrow(world, name, customer.rep)
+    if meeting is None:
+        return None
+    prompt = (
+        f"If we haven't spoken to {customer.name} in the past {days} days, book a 30-minute "
+        f"meeting with whoever is assigned to them called {quoted(name)} at the first time I'm "
+        "free tomorrow"
+    )
+    return Draft(prompt, [meeting] if customer.last_contact < boundary else [])
+
+
+@template("multi_first_event_email", MULTI)
+def first_event_email(world: World, rng: Random) -> Draft | None:
+    """Email the attendee of the first event on a day, titled with the event's name."""
+    day = pick(rng, [d for d in world.future_days() if (d - TODAY).days <= 21])
+    if day is None:
+        return None
+    event = world.events_on(day)[0]
+    body = "Remember to attend this event."
+    prompt = (
+        f"Send an email to the attendee of the first event on {nl_date(day)}. Title it with the "
+        f"event name and tell them {quoted(body)}"
+    )
+    return Draft(prompt, [send(event.participant, event.name, body)])
+
+
+@template("multi_email_sender_meeting", MULTI)
+def email_sender_meeting(world: World, rng: Random) -> Draft | None:
+    """Find an email by date and subject and book a meeting with its sender."""
+    mail = pick(rng, world.mails)
+    if mail is None:
+        return None
+    same = [
+        m
+        for m in world.mails
+        if m.sent.date() == mail.sent.date() and m.subject.lower() == mail.subject.lower()
+    ]
+    if len(same) != 1:
+        return None
+    day = TOMORROW + timedelta(days=rng.randint(0, 20))
+    minutes = rng.choice((30, 60, 90))
+    start = pick(rng, world.free_starts(day, minutes)) if day.weekday() < 5 else None
+    if start is None:
+        return None
+    prompt = (
+        f"Find the email from {nl_date(mail.sent.date())} about {quoted(mail.subject)} and "
+        f"schedule a {nl_minutes(minutes)} meeting called {quoted(mail.subject)} at "
+        f"{nl_time(start)} with the sender for {nl_date(day)}."
+    )
+    return Draft(
+        prompt,
+        [
+            call(
+                "calendar_create_event",
+                event_name=mail.subject,
+                participant_email=mail.sender,
+                event_start=stamp(start),
+                duration=str(minutes),
+            )
+        ],
+    )
+
+
+def _met_within(world: World, person: Person, days: int) -> bool | None:
+    """Whether I met ``person`` in the last ``days`` days; None when the boundary day decides."""
+    boundary = TODAY - timedelta(days=days)
+    met_days = [e.start.date() for e in world.events if e.participant == person.email]
+    if boundary in met_days:
+        return None
+    return any(boundary < d <= TODAY for d in met_days)
+
+
+@template("multi_not_met_email", MULTI)
+def not_met_email(world: World, rng: Random) -> Draft | None:
+    """If I haven't met a colleague in the past N days, email them to catch up."""
+    person = pick(rng, world.people)
+    if person is None:
+        return None
+    days = rng.randint(3, 20)
+    met = _met_within(world, person, days)
+    if met is None:
+        return None
+    subject = "Catch up soon?"
+    body = "We haven't caught up in a while - can you send some availability over next week?"
+    prompt = (
+        f"If I haven't met with {person.name} in the past {days} days, send them an email titled "
+        f"{quoted(subject)} saying {quoted(body)}"
+    )
+    return Draft(prompt, [] if met else [send(person.email, subject, body)])
+
+
+@template("multi_no_upcoming_email", MULTI)
+def no_upcoming_email(world: World, rng: Random) -> Draft | None:
+    """If I have no meetings with a colleague in the next N days, email them."""
+    person = pick(rng, world.people)
+    if person is None:
+        return None
+    days = rng.randint(2, 14)
+    upcoming = [
+        e.start.date()
+        for e in world.events
+        if e.participant == person.email and e.start.date() > TODAY
+    ]
+    if TODAY + timedelta(days=days) in upcoming:
+        return None  # whether that day is within "the next N days" depends on reading
+    scheduled = any(d < TODAY + timedelta(days=days) for d in upcoming)
+    subject = "Catch up soon?"
+    body = "We have not caught up in a while - can you send some availability over next week?"
+    prompt = (
+        f"If I don't have any meetings scheduled with {person.name} in the next {days} days, "
+        f"send them an email titled {quoted(subject)} saying {quoted(body)}"
+    )
+    return Draft(prompt, [] if scheduled else [send(person.email, subject, body)])
