@@ -1,25 +1,31 @@
 """CONTRACT.md cases over gRPC: one test per case, named after it, against a real server.
 
 Runs on the embedded default sandbox, so it needs nothing from ../shared. Each test would fail
-on the reference's behaviour (which resets state on a repeated seed, answers lost sessions with
-400, and has no fences).
+on the reference's behaviour (which resets state on a repeated seed, leaks abandoned sessions,
+answers lost sessions with 400, and has no fences). Every error case checks the status code and
+the ``ErrorInfo`` (reason, domain, ``resources_session_id``). Races are staged with the store's
+test-only :class:`~workplace_env.sessions.Faults` hooks and ``threading.Event``; no sleeps.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import TablesUnavailableError
-from workplace_env.server.app import start_server
+from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env_client import (
@@ -28,10 +34,13 @@ from workplace_env_client import (
     EnvironmentClient,
     EpisodeMismatchError,
     InvalidRequestError,
+    ReleaseFailedError,
     SessionClosedError,
     SessionConflictError,
+    SessionExpiredError,
     SessionLostError,
     UnavailableError,
+    WorkplaceEnvError,
 )
 
 EP = ("rollout-1", 0)
@@ -42,6 +51,8 @@ TASK = {
     "category": "email",
     "ground_truth": [{"name": WRITE[0], "arguments": json.dumps(WRITE[1])}],
 }
+#: Upper bound for a wait that only guards against a hang (a deadlock fails, not blocks CI).
+HANG_S = 30.0
 
 
 class FakeClock:
@@ -56,9 +67,14 @@ class FakeClock:
 
 @dataclass
 class Env:
+    """A server over a fresh store: ``client`` retries like any SDK user; ``raw`` never retries,
+    so a test sees each attempt's answer."""
+
     client: EnvironmentClient
+    raw: EnvironmentClient
     store: SessionStore
     clock: FakeClock
+    server: RunningServer
 
 
 @pytest.fixture(scope="module")
@@ -67,21 +83,31 @@ def sandbox():
 
 
 @pytest.fixture
-def make_env(sandbox) -> Iterator:
-    servers = []
+def make_env(sandbox) -> Iterator[Callable[..., Env]]:
+    servers: list[Env] = []
 
-    def make(**config) -> Env:
+    def make(**config: Any) -> Env:
         clock = FakeClock()
         store = SessionStore(sandbox, SessionConfig(**config), clock=clock)
-        server = start_server(store, "127.0.0.1:0")
-        client = EnvironmentClient(f"127.0.0.1:{server.port}", timeout_s=10)
-        servers.append((server, client))
-        return Env(client, store, clock)
+        # The tests drive eviction themselves (fake clock); keep the sweep thread out of it.
+        server = start_server(store, "127.0.0.1:0", evict_interval_s=3600)
+        target = f"127.0.0.1:{server.port}"
+        env = Env(
+            EnvironmentClient(target, timeout_s=HANG_S),
+            EnvironmentClient(target, timeout_s=HANG_S, max_attempts=1),
+            store,
+            clock,
+            server,
+        )
+        servers.append(env)
+        return env
 
     yield make
-    for server, client in servers:
-        client.close()
-        server.stop(grace_s=0.2)
+    for env in servers:
+        env.store.faults.clear()
+        env.client.close()
+        env.raw.close()
+        env.server.stop(grace_s=0.2)
 
 
 @pytest.fixture
@@ -104,18 +130,50 @@ def _error_info(exc: grpc.RpcError) -> error_details_pb2.ErrorInfo:
     raise AssertionError("no ErrorInfo in the status")
 
 
+def assert_refused(
+    error: WorkplaceEnvError, code: grpc.StatusCode, reason: str | None, session_id: str
+) -> None:
+    """The error's status code, and its ErrorInfo: reason, domain, the session it names."""
+    assert error.code == code, error
+    if reason is not None:
+        assert error.reason == reason, error
+    assert error.domain == DOMAIN, error
+    assert error.session_id == session_id, error
+
+
+def _wait(event: threading.Event) -> None:
+    assert event.wait(HANG_S), "hang guard: the awaited step never happened"
+
+
+# -- SeedSession ------------------------------------------------------------------------------
+
+
 def test_S1_seed_new_id_builds_tables_then_binds(env):
+    during_build: list[Any] = []
+
+    def probe(sid: str) -> None:  # while the tables are being built, nothing is bound yet
+        during_build.append(env.store.live_count())
+        try:
+            env.store.call_tool(sid, "email_search_emails", "{}")
+        except Exception as exc:
+            during_build.append(exc.reason)
+
+    env.store.faults.on("build", probe)
     response = env.client.seed("s1", EP, TID, TASK)
     assert response.state == pb.SESSION_STATE_SEEDED and not response.already_seeded
+    assert during_build == [0, "SESSION_LOST"]
     assert env.store.live_count() == 1
     assert _emails(env.client, "s1") == 0
 
 
 def test_S2_repeated_seed_keeps_mutations(env):
-    env.client.seed("s2", EP, TID, TASK)
+    first = env.client.seed("s2", EP, TID, TASK)
     env.client.call_tool("s2", *WRITE)
+    builds = []
+    env.store.faults.on("build", builds.append)
     again = env.client.seed("s2", EP, TID, TASK)
-    assert again.already_seeded
+    assert again.already_seeded and again.state == first.state
+    assert builds == []  # nothing rebuilt
     assert _emails(env.client, "s2") == 1  # the reference would have reset the tables
     assert env.store.live_count() == 1
 
@@ -128,9 +186,9 @@ def test_S3_seed_bound_to_other_episode_or_task_conflicts(env, episode, task_id)
     env.client.call_tool("s3", *WRITE)
     with pytest.raises(SessionConflictError) as err:
         env.client.seed("s3", episode, task_id, TASK)
-    assert err.value.code == grpc.StatusCode.ALREADY_EXISTS
-    assert err.value.reason == "SESSION_CONFLICT" and err.value.session_id == "s3"
+    assert_refused(err.value, grpc.StatusCode.ALREADY_EXISTS, "SESSION_CONFLICT", "s3")
     assert _emails(env.client, "s3") == 1  # unchanged
+    assert env.client.close_session("s3", EP) == "CLOSED"  # still bound to the first episode
 
 
 def test_S4_seed_after_close_is_refused(env):
@@ -138,7 +196,7 @@ def test_S4_seed_after_close_is_refused(env):
     env.client.close_session("s4", EP)
     with pytest.raises(SessionClosedError) as err:
         env.client.seed("s4", EP, TID, TASK)
-    assert err.value.code == grpc.StatusCode.ALREADY_EXISTS
+    assert_refused(err.value, grpc.StatusCode.ALREADY_EXISTS, "SESSION_CLOSED", "s4")
     assert env.store.live_count() == 0
 
 
@@ -173,7 +231,7 @@ def test_S5_invalid_seed_names_the_field_and_leaves_nothing(
 ):
     with pytest.raises(InvalidRequestError) as err:
         env.client.seed(sid, episode, task_id, task)
-    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert_refused(err.value, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", sid)
     assert field in [v.field for v in err.value.violations]
     assert env.store.live_count() == 0
     if sid == "s5":  # no binding and no fence: a later valid seed succeeds
@@ -183,8 +241,9 @@ def test_S5_invalid_seed_names_the_field_and_leaves_nothing(
 def test_S5_missing_messages_are_required(env):
     stub = env.client.stub
     with pytest.raises(grpc.RpcError) as err:
-        stub.SeedSession(pb.SeedSessionRequest(resources_session_id="s5b"), timeout=5)
+        stub.SeedSession(pb.SeedSessionRequest(resources_session_id="s5b"), timeout=HANG_S)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert _error_info(err.value).metadata["resources_session_id"] == "s5b"
     status = rpc_status.from_call(err.value)
     bad = error_details_pb2.BadRequest()
     assert any(d.Unpack(bad) for d in status.details if d.Is(bad.DESCRIPTOR))
@@ -192,18 +251,48 @@ def test_S5_missing_messages_are_required(env):
 
 
 def test_S6_table_build_failure_is_unavailable_and_retryable(env):
+    env.store.faults.fail_next_build()
+    with pytest.raises(UnavailableError) as err:
+        env.raw.seed("s6", EP, TID, TASK)  # one attempt, no SDK retry
+    assert_refused(err.value, grpc.StatusCode.UNAVAILABLE, "TABLES_UNAVAILABLE", "s6")
+    assert env.store.live_count() == 0
+    with pytest.raises(SessionLostError):  # no binding
+        env.raw.call_tool("s6", *WRITE)
+    assert not env.raw.seed("s6", EP, TID, TASK).already_seeded  # the retry builds and binds
+    assert env.store.live_count() == 1
+
+
+def test_S6_os_error_in_build_is_unavailable(env):
     real = env.store.table_factory
 
     def failing():
         env.store.table_factory = real
-        raise TablesUnavailableError("EMFILE: too many open files")
+        raise OSError(24, "Too many open files")  # EMFILE
 
     env.store.table_factory = failing
     with pytest.raises(UnavailableError) as err:
-        env.client.seed("s6", EP, TID, TASK)
-    assert err.value.reason == "TABLES_UNAVAILABLE"
-    assert env.store.live_count() == 0
-    assert not env.client.seed("s6", EP, TID, TASK).already_seeded
+        env.raw.seed("s6b", EP, TID, TASK)
+    assert_refused(err.value, grpc.StatusCode.UNAVAILABLE, "TABLES_UNAVAILABLE", "s6b")
+    assert not env.raw.seed("s6b", EP, TID, TASK).already_seeded
+
+
+def test_S6_sdk_retries_a_failed_build_transparently(env):
+    builds: list[str] = []
+    env.store.faults.on("build", builds.append)
+    env.store.faults.fail_next_build()
+    response = env.client.seed("s6c", EP, TID, TASK)  # the retry policy's second attempt wins
+    assert not response.already_seeded
+    assert builds == ["s6c", "s6c"] and env.store.live_count() == 1
+
+
+def test_S6_failed_legacy_rebuild_keeps_the_old_tables(env):
+    env.client.seed_legacy("cookie-s6", TASK)
+    env.client.call_tool("cookie-s6", *WRITE)
+    env.store.faults.fail_next_build()
+    with pytest.raises(UnavailableError) as err:
+        env.raw.seed_legacy("cookie-s6", TASK)
+    assert_refused(err.value, grpc.StatusCode.UNAVAILABLE, "TABLES_UNAVAILABLE", "cookie-s6")
+    assert _emails(env.client, "cookie-s6") == 1
 
 
 def test_S7_capacity_is_resource_exhausted_with_retry_info(make_env):
@@ -212,9 +301,65 @@ def test_S7_capacity_is_resource_exhausted_with_retry_info(make_env):
     env.client.seed("b", ("rollout-b", 0), TID, TASK)
     with pytest.raises(CapacityError) as err:
         env.client.seed("c", ("rollout-c", 0), TID, TASK)
-    assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert_refused(err.value, grpc.StatusCode.RESOURCE_EXHAUSTED, "CAPACITY_EXHAUSTED", "c")
     assert err.value.retry_after_s == 2.5
     assert env.store.live_count() == 2
+    with pytest.raises(SessionLostError):  # nothing created
+        env.client.call_tool("c", *WRITE)
+    env.client.close_session("a", EP)
+    assert not env.client.seed("c", ("rollout-c", 0), TID, TASK).already_seeded
+
+
+def test_S8_racing_identical_seeds_build_one_table_set(env):
+    builds: list[str] = []
+    building, second_waiting, go = threading.Event(), threading.Event(), threading.Event()
+
+    def hold_build(sid: str) -> None:
+        builds.append(sid)
+        building.set()
+        _wait(go)
+
+    env.store.faults.on("build", hold_build)
+    env.store.faults.on("seed_wait", lambda sid: second_waiting.set())
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(env.client.seed, "s8", EP, TID, TASK)
+        _wait(building)  # the first seed is inside its build ...
+        second = pool.submit(env.client.seed, "s8", EP, TID, TASK)
+        _wait(second_waiting)  # ... and the second waits for it rather than building
+        go.set()
+        responses = [first.result(HANG_S), second.result(HANG_S)]
+    assert builds == ["s8"]
+    assert sorted(r.already_seeded for r in responses) == [False, True]
+    assert all(r.state == pb.SESSION_STATE_SEEDED for r in responses)
+    assert env.store.live_count() == 1
+
+
+def test_S8_second_seed_builds_when_the_racing_build_fails(env):
+    building, second_waiting, go = threading.Event(), threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def hold_first_build(sid: str) -> None:
+        calls.append(sid)
+        if len(calls) == 1:
+            building.set()
+            _wait(go)
+
+    env.store.faults.on("build", hold_first_build)
+    env.store.faults.on("seed_wait", lambda sid: second_waiting.set())
+    env.store.faults.fail_next_build()
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(env.raw.seed, "s8b", EP, TID, TASK)
+        _wait(building)
+        second = pool.submit(env.raw.seed, "s8b", EP, TID, TASK)
+        _wait(second_waiting)
+        go.set()
+        with pytest.raises(UnavailableError):
+            first.result(HANG_S)
+        assert not second.result(HANG_S).already_seeded
+    assert calls == ["s8b", "s8b"] and env.store.live_count() == 1
+
+
+# -- CallTool ---------------------------------------------------------------------------------
 
 
 def test_T1_tool_call_mutates_only_its_session(env):
@@ -249,20 +394,26 @@ def test_T3_arguments_not_a_json_object_is_invalid_argument(env, arguments):
     env.client.seed("t3", EP, TID, TASK)
     with pytest.raises(InvalidRequestError) as err:
         env.client.call_tool("t3", "email_search_emails", arguments)
-    assert err.value.reason == "INVALID_TOOL_ARGUMENTS"
+    assert_refused(err.value, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_TOOL_ARGUMENTS", "t3")
+    assert _emails(env.client, "t3") == 0
 
 
-@pytest.mark.parametrize("how", ["never_seeded", "evicted"])
+@pytest.mark.parametrize("how", ["never_seeded", "released", "lost_in_restart", "failed_seed"])
 def test_T4_call_on_unheld_session_is_not_found(make_env, how):
-    env = make_env(idle_ttl_s=60)
-    if how == "evicted":
-        env.client.seed("t4", EP, TID, TASK)
-        env.clock.now += 61
-        assert env.store.evict_idle() == 1
+    env = make_env()
+    if how == "released":  # a verified legacy session's tables are released (V2)
+        env.client.seed_legacy("t4", TASK)
+        env.client.verify("t4", [])
+    elif how == "lost_in_restart":  # held by another server process, not by this one
+        make_env().client.seed("t4", EP, TID, TASK)
+    elif how == "failed_seed":
+        env.store.faults.fail_next_build()
+        with pytest.raises(UnavailableError):
+            env.raw.seed("t4", EP, TID, TASK)
     with pytest.raises(SessionLostError) as err:
         env.client.call_tool("t4", *WRITE)
-    assert err.value.code == grpc.StatusCode.NOT_FOUND
-    assert err.value.reason == ("SESSION_LOST" if how == "never_seeded" else "SESSION_EXPIRED")
+    # NOT_FOUND, not the reference's 400 (INVALID_ARGUMENT): the request was fine
+    assert_refused(err.value, grpc.StatusCode.NOT_FOUND, "SESSION_LOST", "t4")
     assert env.store.live_count() == 0
 
 
@@ -271,7 +422,8 @@ def test_T5_call_on_closed_session_is_not_found_closed(env):
     env.client.close_session("t5", EP)
     with pytest.raises(SessionClosedError) as err:
         env.client.call_tool("t5", *WRITE)
-    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    assert_refused(err.value, grpc.StatusCode.NOT_FOUND, "SESSION_CLOSED", "t5")
+    assert env.store.live_count() == 0
 
 
 def test_T6_repeated_call_id_is_not_executed_twice(env):
@@ -280,6 +432,28 @@ def test_T6_repeated_call_id_is_not_executed_twice(env):
     second = env.client.call_tool("t6", *WRITE, call_id="c-1")
     assert first == second == "Email sent successfully."
     assert _emails(env.client, "t6") == 1
+    replay = env.client.stub.CallTool(
+        pb.CallToolRequest(
+            resources_session_id="t6",
+            tool_name=WRITE[0],
+            arguments=json.dumps(WRITE[1], ensure_ascii=False),
+            call_id="c-1",
+        ),
+        timeout=HANG_S,
+    )
+    assert replay.replayed and json.loads(replay.output) == first
+    assert _emails(env.client, "t6") == 1
+
+
+def test_T6_lost_response_is_retried_by_the_sdk_without_running_twice(env):
+    env.client.seed("t6b", EP, TID, TASK)
+    ran: list[str] = []
+    env.store.faults.on("tool", ran.append)
+    env.store.faults.lose_next_response()
+    # No call_id given: the SDK generates one, so gRPC's retry replays instead of re-running.
+    assert env.client.call_tool("t6b", *WRITE) == "Email sent successfully."
+    assert ran == ["t6b"]
+    assert _emails(env.client, "t6b") == 1
 
 
 def test_T7_call_id_reused_with_other_arguments(env):
@@ -287,8 +461,13 @@ def test_T7_call_id_reused_with_other_arguments(env):
     env.client.call_tool("t7", *WRITE, call_id="c-1")
     with pytest.raises(CallIdReusedError) as err:
         env.client.call_tool("t7", WRITE[0], {**WRITE[1], "subject": "other"}, call_id="c-1")
-    assert err.value.code == grpc.StatusCode.ALREADY_EXISTS
+    assert_refused(err.value, grpc.StatusCode.ALREADY_EXISTS, "CALL_ID_REUSED", "t7")
+    with pytest.raises(CallIdReusedError):
+        env.client.call_tool("t7", "email_search_emails", WRITE[1], call_id="c-1")
     assert _emails(env.client, "t7") == 1
+
+
+# -- Verify -----------------------------------------------------------------------------------
 
 
 def test_V1_verify_scores_from_the_request_not_the_live_tables(env):
@@ -299,6 +478,7 @@ def test_V1_verify_scores_from_the_request_not_the_live_tables(env):
     assert result.reward == 1.0 and not result.mask_sample
     assert {t.table for t in result.tables} >= {"email._emails"}
     assert _emails(env.client, "v1") == 1  # tables kept until close
+    assert env.client.seed("v1", EP, TID, TASK).state == pb.SESSION_STATE_VERIFIED
 
 
 def test_V1_verify_reports_which_table_differs(env):
@@ -325,9 +505,32 @@ def test_V1_verify_accepts_raw_response_output(env):
     assert env.client.verify("v1c", response_output=output).reward == 1.0
 
 
+def test_V2_legacy_verify_releases_tables(env):
+    env.client.seed_legacy("cookie-1", TASK)
+    env.client.call_tool("cookie-1", *WRITE)
+    assert env.client.verify("cookie-1", [WRITE]).reward == 1.0
+    assert env.store.live_count() == 0
+    with pytest.raises(SessionLostError) as err:
+        env.client.call_tool("cookie-1", *WRITE)
+    assert_refused(err.value, grpc.StatusCode.NOT_FOUND, "SESSION_LOST", "cookie-1")
+
+
+def test_V3_legacy_verify_resent_inside_window_scores_the_same(make_env):
+    env = make_env(retry_window_s=30)
+    env.client.seed_legacy("cookie-2", TASK)
+    first = env.client.verify("cookie-2", [WRITE])
+    env.clock.now += 29
+    again = env.client.verify("cookie-2", [WRITE])
+    assert (again.reward, again.mask_sample) == (first.reward, False) == (1.0, False)
+    assert env.store.live_count() == 0  # unchanged: nothing rebuilt to answer
+    env.clock.now += 2  # past the window: the id is forgotten
+    assert env.client.verify("cookie-2", [WRITE]).failure_kind == "session_lost"
+
+
 def test_V4_verify_unheld_session_is_masked_session_lost(env):
     result = env.client.verify("never-seeded", [WRITE])
     assert (result.reward, result.mask_sample, result.failure_kind) == (0.0, True, "session_lost")
+    assert result.tables == ()
     assert env.store.live_count() == 0
 
 
@@ -341,8 +544,14 @@ def test_V5_malformed_verify_is_invalid_argument(env, field):
         request.function_calls.SetInParent()
         request.ground_truth_json = "{bad"
     with pytest.raises(grpc.RpcError) as err:
-        env.client.stub.Verify(request, timeout=5)
+        env.client.stub.Verify(request, timeout=HANG_S)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info = _error_info(err.value)
+    assert (info.domain, info.metadata["resources_session_id"]) == (DOMAIN, "v5")
+    assert env.client.seed("v5", EP, TID, TASK).state == pb.SESSION_STATE_SEEDED  # unchanged
+
+
+# -- CloseSession -----------------------------------------------------------------------------
 
 
 def test_C1_close_releases_tables_and_fences(env):
@@ -357,27 +566,136 @@ def test_C2_repeated_close_is_already_closed(env):
     env.client.seed("c2", EP, TID, TASK)
     env.client.close_session("c2", EP)
     assert env.client.close_session("c2", EP) == "ALREADY_CLOSED"
+    assert env.store.live_count() == 0
 
 
 def test_C3_close_never_seeded_records_fence(env):
     assert env.client.close_session("c3", EP) == "NOT_SEEDED"
-    with pytest.raises(SessionClosedError):  # a late seed gets S4
+    with pytest.raises(SessionClosedError) as err:  # a late seed gets S4
         env.client.seed("c3", EP, TID, TASK)
+    assert_refused(err.value, grpc.StatusCode.ALREADY_EXISTS, "SESSION_CLOSED", "c3")
+    assert env.store.live_count() == 0
 
 
 def test_C4_close_with_other_episode_is_failed_precondition(env):
     env.client.seed("c4", EP, TID, TASK)
+    env.client.call_tool("c4", *WRITE)
     with pytest.raises(EpisodeMismatchError) as err:
         env.client.close_session("c4", ("rollout-other", 0))
-    assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert_refused(err.value, grpc.StatusCode.FAILED_PRECONDITION, "EPISODE_MISMATCH", "c4")
     assert env.store.live_count() == 1
+    assert _emails(env.client, "c4") == 1  # unchanged
+
+
+def test_C5_failed_release_is_internal_and_not_recorded(env):
+    env.client.seed("c5", EP, TID, TASK)
+    env.client.call_tool("c5", *WRITE)
+    env.store.faults.fail_next_release()
+    with pytest.raises(ReleaseFailedError) as err:
+        env.client.close_session("c5", EP)
+    assert_refused(err.value, grpc.StatusCode.INTERNAL, "RELEASE_FAILED", "c5")
+    # not recorded as closed: the session still works and a seed retry is still S2
+    assert env.store.live_count() == 1
+    assert _emails(env.client, "c5") == 1
+    assert env.client.seed("c5", EP, TID, TASK).already_seeded
+    assert env.client.close_session("c5", EP) == "CLOSED"  # the retry succeeds
+    with pytest.raises(SessionClosedError):
+        env.client.call_tool("c5", *WRITE)
+
+
+# -- Eviction and draining --------------------------------------------------------------------
+
+
+def test_X1_idle_session_is_evicted_and_answers_expired(make_env):
+    env = make_env(idle_ttl_s=60)
+    env.client.seed("x1", EP, TID, TASK)
+    env.client.call_tool("x1", *WRITE)
+    env.client.seed("x1-busy", ("rollout-2", 0), TID, TASK)
+    env.clock.now += 45
+    env.client.call_tool("x1-busy", *WRITE)  # used 15 s before the sweep: not idle
+    env.clock.now += 16
+    assert env.store.evict_idle() == 1  # the reference would keep it forever
+    assert env.store.live_count() == 1
+    with pytest.raises(SessionExpiredError) as err:
+        env.client.call_tool("x1", *WRITE)
+    assert_refused(err.value, grpc.StatusCode.NOT_FOUND, "SESSION_EXPIRED", "x1")
+    result = env.client.verify("x1", [WRITE])
+    assert (result.mask_sample, result.failure_kind) == (True, "session_lost")
+    assert _emails(env.client, "x1-busy") == 1
+    with pytest.raises(SessionConflictError):  # the evicted id keeps its binding
+        env.client.seed("x1", ("rollout-other", 0), TID, TASK)
+    assert env.client.close_session("x1", EP) == "CLOSED"
+    with pytest.raises(SessionClosedError):
+        env.client.seed("x1", EP, TID, TASK)
+
+
+def test_X1_evicted_id_can_be_seeded_again_by_its_binding(make_env):
+    env = make_env(idle_ttl_s=60)
+    env.client.seed("x1b", EP, TID, TASK)
+    env.client.call_tool("x1b", *WRITE)
+    env.clock.now += 61
+    assert env.store.evict_idle() == 1
+    again = env.client.seed("x1b", EP, TID, TASK)
+    assert not again.already_seeded  # fresh tables, and the answer says so
+    assert _emails(env.client, "x1b") == 0
+
+
+def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(sandbox):
+    store = SessionStore(sandbox)
+    running = start_server(store, "127.0.0.1:0", evict_interval_s=3600)
+    target = f"127.0.0.1:{running.port}"
+    client = EnvironmentClient(target, timeout_s=HANG_S)
+    channel = grpc.insecure_channel(target)
+    health = health_pb2_grpc.HealthStub(channel)
+    in_tool, release_tool = threading.Event(), threading.Event()
+    draining, stop_now = threading.Event(), threading.Event()
+
+    def hold_tool(sid: str) -> None:
+        if sid == "x2-busy":
+            in_tool.set()
+            _wait(release_tool)
+
+    def hold_drain(_: str) -> None:
+        draining.set()
+        _wait(stop_now)
+
+    store.faults.on("tool", hold_tool)
+    store.faults.on("drain", hold_drain)
+    try:
+        client.seed("x2-busy", EP, TID, TASK)
+        client.seed("x2-idle", ("rollout-2", 0), TID, TASK)
+        with ThreadPoolExecutor(2) as pool:
+            in_flight: Future = pool.submit(client.call_tool, "x2-busy", *WRITE)
+            _wait(in_tool)
+            stopping = pool.submit(running.stop, HANG_S)
+            _wait(draining)  # health is already NOT_SERVING; the gRPC server still runs
+            check = health.Check(health_pb2.HealthCheckRequest(), timeout=HANG_S)
+            assert check.status == health_pb2.HealthCheckResponse.NOT_SERVING
+            with pytest.raises(UnavailableError) as err:
+                client.seed("x2-new", ("rollout-3", 0), TID, TASK)
+            assert_refused(err.value, grpc.StatusCode.UNAVAILABLE, "DRAINING", "x2-new")
+            assert client.call_tool("x2-idle", *WRITE) == "Email sent successfully."
+            stop_now.set()  # the server stops taking RPCs and waits for the one in flight
+            release_tool.set()
+            assert in_flight.result(HANG_S) == "Email sent successfully."
+            stopping.result(HANG_S)
+    finally:
+        store.faults.clear()
+        release_tool.set()
+        stop_now.set()
+        channel.close()
+        client.close()
+        running.stop(0)
+
+
+# -- Error details ----------------------------------------------------------------------------
 
 
 def test_errors_carry_error_info_with_domain_and_session(env):
     with pytest.raises(grpc.RpcError) as err:
         env.client.stub.CallTool(
             pb.CallToolRequest(resources_session_id="ghost", tool_name="x", arguments="{}"),
-            timeout=5,
+            timeout=HANG_S,
         )
     info = _error_info(err.value)
     assert (info.reason, info.domain) == ("SESSION_LOST", DOMAIN)
@@ -391,24 +709,7 @@ def test_list_tools_gives_27_schemas(env):
     assert all(t["type"] == "function" and "parameters" in t for t in tools)
 
 
-def test_V2_legacy_verify_releases_tables(env):
-    env.client.seed_legacy("cookie-1", TASK)
-    env.client.call_tool("cookie-1", *WRITE)
-    assert env.client.verify("cookie-1", [WRITE]).reward == 1.0
-    assert env.store.live_count() == 0
-    with pytest.raises(SessionLostError):
-        env.client.call_tool("cookie-1", *WRITE)
-
-
-def test_V3_legacy_verify_resent_inside_window_scores_the_same(make_env):
-    env = make_env(retry_window_s=30)
-    env.client.seed_legacy("cookie-2", TASK)
-    first = env.client.verify("cookie-2", [WRITE])
-    env.clock.now += 29
-    again = env.client.verify("cookie-2", [WRITE])
-    assert (again.reward, again.mask_sample) == (first.reward, False) == (1.0, False)
-    env.clock.now += 2  # past the window: the id is forgotten
-    assert env.client.verify("cookie-2", [WRITE]).failure_kind == "session_lost"
+# -- Legacy (cookie) sessions -----------------------------------------------------------------
 
 
 def test_legacy_reseed_rebuilds_fresh_tables(env):
@@ -426,3 +727,28 @@ def test_legacy_and_typed_ids_do_not_mix(env):
     env.client.seed_legacy("cookie-4", TASK)
     with pytest.raises(SessionConflictError):
         env.client.seed("cookie-4", EP, TID, TASK)
+
+
+def test_legacy_session_is_seeded_again_after_verify(env):
+    env.client.seed_legacy("cookie-5", TASK)
+    env.client.verify("cookie-5", [])
+    assert not env.client.seed_legacy("cookie-5", TASK).rebuilt  # a new session, fresh tables
+    assert env.store.live_count() == 1
+    assert env.client.verify("cookie-5", [WRITE]).reward == 1.0  # scored anew, not the marker
+
+
+def test_legacy_close_after_verify_is_closed_and_fenced(env):
+    env.client.seed_legacy("cookie-6", TASK)
+    env.client.verify("cookie-6", [])
+    assert env.client.close_session("cookie-6", EP) == "CLOSED"
+    with pytest.raises(SessionClosedError):
+        env.client.seed_legacy("cookie-6", TASK)
+
+
+def test_legacy_verify_keeps_the_session_when_the_release_fails(env):
+    env.client.seed_legacy("cookie-7", TASK)
+    env.store.faults.fail_next_release()
+    assert env.client.verify("cookie-7", [WRITE]).reward == 1.0
+    assert env.store.live_count() == 1  # still held: a resent verify scores it again
+    assert env.client.verify("cookie-7", [WRITE]).reward == 1.0
+    assert env.store.live_count() == 0

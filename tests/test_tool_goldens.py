@@ -42,6 +42,6 @@ def test_tool_calls_match_reference(case, workbench_tables):
             f"actual:   {json.dumps(output)[:600]}"
         )
     for key, expected in case["tables_after"].items():
-        frame = tables[key]
+        frame = tables.frame(key)
         assert len(frame) == expected["rows"], key
         assert table_hash(frame) == expected["sha256"], f"table {key} differs after the case"

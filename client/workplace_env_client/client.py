@@ -7,6 +7,12 @@
 
 Every RPC has a deadline (``timeout_s``); failures raise the typed exceptions of
 :mod:`workplace_env_client.errors`, never a bare ``grpc.RpcError``.
+
+Retries: only idempotent RPCs are retried, by gRPC itself (the channel's service config,
+:func:`retry_service_config`), on UNAVAILABLE, within the call's deadline: SeedSession (S2),
+CloseSession (C2), Verify (V1, V3), ListTools, and CallTool, which the SDK always sends with a
+``call_id`` (generated when the caller gives none) so a retry replays instead of running the
+tool twice (T6).
 """
 
 from __future__ import annotations
@@ -29,6 +35,50 @@ from workplace_env_client.errors import WorkplaceEnvError, from_rpc_error
 CallLike = tuple[str, str | Mapping[str, Any]] | Mapping[str, Any]
 
 DEFAULT_TIMEOUT_S = 30.0
+#: Attempts per RPC (the first one included) when the server answers UNAVAILABLE; gRPC caps it at 5.
+DEFAULT_MAX_ATTEMPTS = 4
+SERVICE = pb.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
+#: The RPCs safe to retry: each is idempotent (CallTool through the SDK's call_id).
+RETRIED_METHODS = ("SeedSession", "CloseSession", "Verify", "CallTool", "ListTools")
+#: Largest message the SDK accepts, in bytes (the server's limit).
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+def retry_service_config(max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> str:
+    """The gRPC service config (JSON text) retrying :data:`RETRIED_METHODS` on UNAVAILABLE.
+
+    Backoff: 50 ms, doubling, at most 1 s, randomised by gRPC. Pass it as channel option
+    ``("grpc.service_config", ...)`` when you bring your own channel.
+    """
+    return json.dumps(
+        {
+            "methodConfig": [
+                {
+                    "name": [{"service": SERVICE, "method": m} for m in RETRIED_METHODS],
+                    "retryPolicy": {
+                        "maxAttempts": max_attempts,
+                        "initialBackoff": "0.05s",
+                        "maxBackoff": "1s",
+                        "backoffMultiplier": 2,
+                        "retryableStatusCodes": ["UNAVAILABLE"],
+                    },
+                }
+            ]
+        }
+    )
+
+
+def channel_options(max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> list[tuple[str, Any]]:
+    """Channel options of the SDK: message size and, for ``max_attempts > 1``, retries."""
+    options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+    if max_attempts > 1:
+        options += [
+            ("grpc.enable_retries", 1),
+            ("grpc.service_config", retry_service_config(max_attempts)),
+        ]
+    else:
+        options.append(("grpc.enable_retries", 0))
+    return options
 
 
 @dataclass(frozen=True)
@@ -98,8 +148,11 @@ def _episode(episode: tuple[str, int] | pb.EpisodeId) -> pb.EpisodeId:
 class EnvironmentClient:
     """A client over a ``target`` (``host:port``) or an existing ``channel``.
 
-    ``timeout_s`` is the deadline of every RPC, in seconds. Use as a context manager, or call
-    :meth:`close` to release a channel the client created (a passed-in channel is the caller's).
+    ``timeout_s`` is the deadline of every RPC (retries included), in seconds. ``max_attempts``
+    bounds the attempts of a retried RPC on UNAVAILABLE (1: no retries); it applies to the
+    channel the client creates (for your own channel, see :func:`channel_options`). Use as a
+    context manager, or call :meth:`close` to release a channel the client created (a
+    passed-in channel is the caller's).
     """
 
     def __init__(
@@ -108,11 +161,18 @@ class EnvironmentClient:
         *,
         channel: grpc.Channel | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
+        if not 1 <= max_attempts <= 5:
+            raise ValueError("max_attempts must be 1..5 (gRPC's limit)")
         self._own_channel = channel is None
-        self.channel = channel if channel is not None else grpc.insecure_channel(target)
+        self.channel = (
+            channel
+            if channel is not None
+            else grpc.insecure_channel(target, options=channel_options(max_attempts))
+        )
         self.stub = pb_grpc.EnvironmentServiceStub(self.channel)
         self.timeout_s = timeout_s
 
@@ -176,14 +236,18 @@ class EnvironmentClient:
         arguments: str | Mapping[str, Any] | None = None,
         call_id: str = "",
     ) -> str:
-        """Call a tool; return its output as JSON text (byte-exact to the reference)."""
+        """Call a tool; return its output as JSON text (byte-exact to the reference).
+
+        ``call_id`` is the idempotency key (T6); when empty the SDK generates one, so the
+        call can be retried safely (a retry replays the first output).
+        """
         response = self._invoke(
             "CallTool",
             pb.CallToolRequest(
                 resources_session_id=session_id,
                 tool_name=name,
                 arguments=_arguments_text(arguments),
-                call_id=call_id,
+                call_id=call_id or f"sdk-{uuid.uuid4().hex}",
             ),
         )
         return response.output
@@ -198,8 +262,8 @@ class EnvironmentClient:
         """Call a tool; return its decoded output (str, list, dict, ...).
 
         Tool failures are outputs (the reference's error texts), not exceptions. Raises
-        InvalidRequestError (arguments not a JSON object), SessionLostError,
-        SessionClosedError, CallIdReusedError.
+        InvalidRequestError (arguments not a JSON object), SessionLostError (SessionExpiredError
+        after eviction), SessionClosedError, CallIdReusedError.
         """
         return json.loads(self.call_tool_raw(session_id, name, arguments, call_id))
 
@@ -248,7 +312,8 @@ class EnvironmentClient:
 
     def close_session(self, session_id: str, episode: tuple[str, int] | pb.EpisodeId) -> str:
         """Close a session; return the outcome ``"CLOSED"``, ``"ALREADY_CLOSED"`` or
-        ``"NOT_SEEDED"``. Raises EpisodeMismatchError."""
+        ``"NOT_SEEDED"``. Raises EpisodeMismatchError (C4), ReleaseFailedError (C5: not closed,
+        retry)."""
         response = self._invoke(
             "CloseSession",
             pb.CloseSessionRequest(resources_session_id=session_id, episode_id=_episode(episode)),
@@ -274,14 +339,23 @@ class EnvironmentClient:
         """Seed a session for ``task``, yield it, and always close it on exit.
 
         Defaults: a fresh random session id, episode ``(<uuid>, 0)``, task id
-        ``("default", <task id>)``. A close that fails after an error inside the block does
-        not hide that error.
+        ``("default", <task id>)``. The block's exit closes the session whatever the exit
+        (normal, exception, ``KeyboardInterrupt``); a close that fails after an error inside
+        the block does not hide that error. When the seed itself fails and the id was
+        generated here, the id is closed too (a seed that did land, e.g. past a deadline, is
+        not leaked; the fence refuses a late one), and the seed's error is raised.
         """
         sid = session_id or f"s-{uuid.uuid4().hex}"
         ep = episode or (f"r-{uuid.uuid4().hex}", 0)
         task_msg = task if isinstance(task, pb.WorkplaceTask) else task_from_row(task)
         tid = task_id or ("default", task_msg.id or "task")
-        self.seed(sid, ep, tid, task_msg)
+        try:
+            self.seed(sid, ep, tid, task_msg)
+        except BaseException:
+            if session_id is None:  # our own id: nobody retries it, so fencing it is safe
+                with suppress(WorkplaceEnvError):
+                    self.close_session(sid, ep)
+            raise
         handle = Session(self, sid, ep)
         try:
             yield handle

@@ -23,7 +23,9 @@ class FieldViolation:
 
 
 class WorkplaceEnvError(Exception):
-    """Base of every SDK error: status ``code``, ``reason``, ``session_id``, ``violations``."""
+    """Base of every SDK error: status ``code``, and from the rich status the ``reason`` and
+    ``domain`` (``google.rpc.ErrorInfo``), ``session_id`` (its ``resources_session_id``),
+    ``violations`` (``BadRequest``) and ``retry_after_s`` (``RetryInfo``, seconds)."""
 
     def __init__(
         self,
@@ -33,6 +35,7 @@ class WorkplaceEnvError(Exception):
         session_id: str = "",
         violations: tuple[FieldViolation, ...] = (),
         retry_after_s: float | None = None,
+        domain: str = "",
     ) -> None:
         super().__init__(
             f"{code.name} {reason}: {message}" if reason else f"{code.name}: {message}"
@@ -43,6 +46,7 @@ class WorkplaceEnvError(Exception):
         self.session_id = session_id
         self.violations = violations
         self.retry_after_s = retry_after_s
+        self.domain = domain
 
 
 class InvalidRequestError(WorkplaceEnvError):
@@ -61,6 +65,10 @@ class SessionLostError(WorkplaceEnvError):
     """NOT_FOUND SESSION_LOST / SESSION_EXPIRED: the server does not hold the session."""
 
 
+class SessionExpiredError(SessionLostError):
+    """NOT_FOUND SESSION_EXPIRED: the session was evicted after its idle TTL (CONTRACT X1)."""
+
+
 class CallIdReusedError(WorkplaceEnvError):
     """ALREADY_EXISTS CALL_ID_REUSED: a call_id was reused for another call."""
 
@@ -77,6 +85,11 @@ class CapacityError(WorkplaceEnvError):
     """RESOURCE_EXHAUSTED: the server is full; retry after ``retry_after_s``."""
 
 
+class ReleaseFailedError(WorkplaceEnvError):
+    """INTERNAL RELEASE_FAILED: a close could not release the session; it is not closed and a
+    retry can succeed (CONTRACT C5)."""
+
+
 class DeadlineError(WorkplaceEnvError):
     """DEADLINE_EXCEEDED: the call did not finish within its deadline."""
 
@@ -85,9 +98,10 @@ _BY_REASON: dict[str, type[WorkplaceEnvError]] = {
     "SESSION_CONFLICT": SessionConflictError,
     "SESSION_CLOSED": SessionClosedError,
     "SESSION_LOST": SessionLostError,
-    "SESSION_EXPIRED": SessionLostError,
+    "SESSION_EXPIRED": SessionExpiredError,
     "CALL_ID_REUSED": CallIdReusedError,
     "EPISODE_MISMATCH": EpisodeMismatchError,
+    "RELEASE_FAILED": ReleaseFailedError,
 }
 _BY_CODE: dict[grpc.StatusCode, type[WorkplaceEnvError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
@@ -101,6 +115,7 @@ _BY_CODE: dict[grpc.StatusCode, type[WorkplaceEnvError]] = {
 @dataclass
 class _Details:
     reason: str = ""
+    domain: str = ""
     session_id: str = ""
     violations: list[FieldViolation] = field(default_factory=list)
     retry_after_s: float | None = None
@@ -119,6 +134,7 @@ def _details(error: grpc.RpcError) -> _Details:
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
             out.reason = info.reason
+            out.domain = info.domain
             out.session_id = info.metadata.get("resources_session_id", "")
         elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
             bad = error_details_pb2.BadRequest()
@@ -144,4 +160,5 @@ def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
         session_id=info.session_id,
         violations=tuple(info.violations),
         retry_after_s=info.retry_after_s,
+        domain=info.domain,
     )

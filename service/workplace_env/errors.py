@@ -98,9 +98,18 @@ class EpisodeMismatch(SessionError):
 
 
 class ReleaseFailed(SessionError):
-    """Releasing a session's tables failed; it is not recorded as closed (C5)."""
+    """Releasing a session's tables failed; it is not recorded as closed (C5, INTERNAL)."""
 
     reason = "RELEASE_FAILED"
+
+
+class InjectedFault(SessionError):
+    """A test-injected transient failure (UNAVAILABLE), e.g. a tool call's lost response.
+
+    Only :class:`workplace_env.sessions.Faults` raises it; clients see a retryable status.
+    """
+
+    reason = "INJECTED_FAULT"
 
 
 class Draining(SessionError):

@@ -1,13 +1,29 @@
-"""The session life cycle of CONTRACT.md: seed, tool calls, verify, close, fences, bounds.
+"""The session life cycle of CONTRACT.md: seed, tool calls, verify, close, eviction, bounds.
 
 No gRPC types here: the servicer converts messages to these calls and maps the errors of
 :mod:`workplace_env.errors` to status codes.
 
-Concurrency: one short global lock guards the id -> session maps (never held across tool work);
-each session has its own lock, so calls on one session are serialised and different sessions
-never wait for each other. Building a session's tables is a copy of seven references to the
-shared base frames, so it happens under the global lock and racing identical seeds yield one
-table set (S8).
+Concurrency. One store lock guards the maps (live sessions, pending builds, fences, eviction
+records, legacy markers) and is held only for dictionary work: never across a table build, a
+tool call, a verify, or a wait for a session. Each session has its own lock, held across its
+tool calls, verifies and release, so calls on one session are serialised and different sessions
+never wait for each other. Lock order: a session lock may be held while taking the store lock,
+never the reverse (the idle sweep only try-locks sessions and skips busy ones).
+
+Removal. A session's tables are released under its lock, then it is unmapped and its fence,
+eviction record or marker is recorded under the store lock. A call that found the session
+earlier sees ``tables is None`` once it holds the session lock, and answers from those records
+(closed, expired, lost). So a close racing a tool call either lets the call finish first or
+makes it NOT_FOUND.
+
+Seeds build outside the store lock. The first seed of an id registers a pending build, builds
+the tables, then binds (S1). A racing seed of the same id waits for that build and decides
+again (S8: one table set, and the S2 answer). A failed build leaves nothing behind (S6).
+
+Bounds (:class:`SessionConfig`): live sessions by count; idle sessions by age (the sweep,
+:meth:`SessionStore.evict_idle`); fences, eviction records, legacy markers and per-session
+``call_id`` records by count and age. A record is valid while younger than its age bound, so
+when the store prunes old records never changes an answer.
 """
 
 from __future__ import annotations
@@ -18,7 +34,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from workplace_env import errors
 from workplace_env.model import EpisodeId, Task, TaskId, check_seed
@@ -28,6 +44,7 @@ from workplace_env.sandbox.tools.registry import InvalidToolArgumentsError, pars
 from workplace_env.verify import Verifier, VerifyResult
 
 Clock = Callable[[], float]
+_V = TypeVar("_V")
 
 #: The placeholder identity of legacy (cookie) sessions, which have no episode of their own.
 LEGACY_EPISODE = EpisodeId("legacy", 0)
@@ -53,10 +70,12 @@ class CloseOutcome(Enum):
 class SessionConfig:
     """Bounds of the store; every one is configurable (defaults documented in the README).
 
-    ``max_sessions``: live sessions before seeds get RESOURCE_EXHAUSTED (S7).
-    ``idle_ttl_s``: seconds without a request before a session is evicted (X1).
-    ``max_fences`` / ``fence_ttl_s``: closed ids remembered (S4, C2), by count and age.
-    ``max_call_ids``: idempotency records kept per session (T6), oldest dropped first.
+    ``max_sessions``: live sessions (and pending builds) before seeds get RESOURCE_EXHAUSTED (S7).
+    ``idle_ttl_s``: seconds without a request before the sweep evicts a session (X1).
+    ``max_fences`` / ``fence_ttl_s``: closed ids remembered (S4, T5, C2), by count and age; the
+    same bounds apply to the records of evicted ids (which answer SESSION_EXPIRED).
+    ``max_call_ids`` / ``call_id_ttl_s``: idempotency records per session (T6), by count and
+    age, oldest dropped first; all released with the session.
     ``retry_after_s``: the RetryInfo delay suggested when at capacity.
     ``retry_window_s``: how long a verified legacy session's outcome is remembered, so a
     resent verify scores the same (``session_close_retry_window_seconds``, V2-V3).
@@ -68,6 +87,7 @@ class SessionConfig:
     max_fences: int = 200_000
     fence_ttl_s: float = 6 * 3600.0
     max_call_ids: int = 1024
+    call_id_ttl_s: float = 3600.0
     retry_after_s: float = 1.0
     retry_window_s: float = 300.0
     max_markers: int = 100_000
@@ -101,6 +121,16 @@ class VerifyOutcome:
     result: VerifyResult | None = None
 
 
+@dataclass(frozen=True)
+class CallRecord:
+    """One remembered tool call of a session: when, what, and the output it gave (T6, T7)."""
+
+    at: float
+    tool_name: str
+    arguments: str
+    output: str
+
+
 @dataclass
 class Session:
     """One live session: its binding, tables and bookkeeping."""
@@ -114,18 +144,112 @@ class Session:
     state: SessionState = SessionState.SEEDED
     legacy: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    # call_id -> (tool name, arguments text, result); bounded by SessionConfig.max_call_ids.
-    calls: OrderedDict[str, tuple[str, str, ToolResult]] = field(
-        default_factory=OrderedDict, repr=False
-    )
+    # call_id -> record, oldest first; bounded by SessionConfig.max_call_ids / call_id_ttl_s.
+    calls: OrderedDict[str, CallRecord] = field(default_factory=OrderedDict, repr=False)
+
+
+@dataclass
+class _Build:
+    """A seed building an id's tables; racing seeds and closes wait for ``done``."""
+
+    episode: EpisodeId
+    task_id: TaskId
+    legacy: bool
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class _Eviction:
+    """An id evicted after its idle TTL, with its binding (later calls: SESSION_EXPIRED)."""
+
+    at: float
+    episode: EpisodeId
+    task_id: TaskId
+    legacy: bool
+
+
+class Faults:
+    """Fault injection and sync points for tests; inert unless a test arms it.
+
+    Only code holding the store object can reach it; nothing on the network sets it.
+
+    * :meth:`fail_next_build`: the next ``times`` table builds fail as TablesUnavailableError
+      (a seed answers TABLES_UNAVAILABLE and leaves no binding, S6).
+    * :meth:`fail_next_release`: the next ``times`` releases fail (a close answers
+      RELEASE_FAILED / INTERNAL and is not recorded, C5; the sweep and a legacy verify leave the
+      session live).
+    * :meth:`lose_next_response`: the next ``times`` tool calls run and record their call_id,
+      then answer INJECTED_FAULT (UNAVAILABLE), as if the response were lost on the way.
+    * :meth:`on`: call ``hook(session_id)`` whenever the store reaches ``point``:
+
+      - ``"build"``: a seed is about to build tables (outside the store lock);
+      - ``"seed_wait"``: a seed or close is about to wait for a racing seed's build;
+      - ``"tool_wait"``: a tool call is about to take its session's lock;
+      - ``"tool"``: a tool is about to run (the session's lock held);
+      - ``"release_wait"``: a close is about to take its session's lock to release it;
+      - ``"drain"``: :meth:`SessionStore.start_draining` has refused new seeds.
+    """
+
+    POINTS = frozenset({"build", "seed_wait", "tool_wait", "tool", "release_wait", "drain"})
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._armed = {"build": 0, "release": 0, "response": 0}
+        self._hooks: dict[str, Callable[[str], None]] = {}
+
+    def fail_next_build(self, times: int = 1) -> None:
+        """Make the next ``times`` table builds fail (S6)."""
+        self._arm("build", times)
+
+    def fail_next_release(self, times: int = 1) -> None:
+        """Make the next ``times`` releases of a session's tables fail (C5)."""
+        self._arm("release", times)
+
+    def lose_next_response(self, times: int = 1) -> None:
+        """Make the next ``times`` tool calls run, then answer UNAVAILABLE (a lost response)."""
+        self._arm("response", times)
+
+    def on(self, point: str, hook: Callable[[str], None] | None) -> None:
+        """Call ``hook(session_id)`` at ``point`` (one of :attr:`POINTS`); None removes it."""
+        if point not in self.POINTS:
+            raise ValueError(f"unknown fault point {point!r}")
+        with self._lock:
+            if hook is None:
+                self._hooks.pop(point, None)
+            else:
+                self._hooks[point] = hook
+
+    def clear(self) -> None:
+        """Disarm everything and remove every hook."""
+        with self._lock:
+            self._armed = dict.fromkeys(self._armed, 0)
+            self._hooks.clear()
+
+    def _arm(self, kind: str, times: int) -> None:
+        with self._lock:
+            self._armed[kind] += times
+
+    def take(self, kind: str) -> bool:
+        """Consume one armed fault of ``kind``; True when one was armed."""
+        with self._lock:
+            if self._armed[kind] <= 0:
+                return False
+            self._armed[kind] -= 1
+            return True
+
+    def hit(self, point: str, session_id: str) -> None:
+        """Run the hook registered for ``point``, if any."""
+        hook = self._hooks.get(point)
+        if hook is not None:
+            hook(session_id)
 
 
 class SessionStore:
     """All sessions of one server process over one sandbox.
 
     ``base`` is the parsed sandbox every session starts from; ``clock`` returns seconds
-    (injectable so tests need no sleeps); ``table_factory`` builds a session's tables (tests
-    replace it to inject build failures, S6).
+    (injectable so tests need no sleeps); ``table_factory`` builds a session's tables;
+    ``faults`` is the test-only :class:`Faults` hook (inert by default).
     """
 
     def __init__(
@@ -140,10 +264,12 @@ class SessionStore:
         self.clock = clock
         self.verifier = verifier or Verifier(base)
         self.table_factory: Callable[[], SessionTables] = lambda: SessionTables(self.base)
+        self.faults = Faults()
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
+        self._building: dict[str, _Build] = {}
         self._fences: OrderedDict[str, float] = OrderedDict()  # closed id -> closed at
-        self._expired: OrderedDict[str, float] = OrderedDict()  # evicted id -> evicted at
+        self._evictions: OrderedDict[str, _Eviction] = OrderedDict()
         # verified legacy id -> (verified at, outcome): resent verifies score the same (V3)
         self._markers: OrderedDict[str, tuple[float, VerifyOutcome]] = OrderedDict()
         self._draining = False
@@ -155,8 +281,9 @@ class SessionStore:
         return len(self._sessions)
 
     def start_draining(self) -> None:
-        """Refuse new seeds from now on (X2); calls on live sessions still run."""
+        """Refuse new seeds from now on (X2: UNAVAILABLE ``DRAINING``); live sessions still work."""
         self._draining = True
+        self.faults.hit("drain", "")
 
     # -- seed --------------------------------------------------------------------------------
 
@@ -170,74 +297,102 @@ class SessionStore:
     ) -> SeedResult:
         """Seed ``session_id`` for ``episode`` and ``task_id`` with ``task`` (S1-S8).
 
-        A ``legacy`` (cookie) seed needs no episode or task id; re-seeding a legacy session
-        rebuilds fresh tables, as the reference does. Raises InvalidRequest (S5),
-        SessionConflict (S3), SessionClosed (S4), TablesUnavailable (S6), CapacityExhausted
-        (S7), Draining (X2).
+        Builds the tables, then records the binding (S1); an identical retry answers the same
+        and rebuilds nothing (S2); racing identical seeds build one table set (S8). A ``legacy``
+        (cookie) seed needs no episode or task id, and re-seeding a legacy session rebuilds
+        fresh tables, as the reference does. An id evicted after its TTL may be seeded again by
+        its own binding (fresh tables). Raises InvalidRequest (S5), SessionConflict (S3),
+        SessionClosed (S4), TablesUnavailable (S6), CapacityExhausted (S7), Draining (X2).
         """
         if legacy:
             episode = LEGACY_EPISODE
             task_id = TaskId("legacy", (task.id if task is not None else "") or "row")
         check_seed(session_id, episode, task_id, task)
         assert episode is not None and task_id is not None and task is not None
-        now = self.clock()
+        while True:
+            now = self.clock()
+            build: _Build | None = None
+            with self._lock:
+                self._prune(now)
+                existing = self._sessions.get(session_id)
+                pending = None if existing is not None else self._building.get(session_id)
+                if existing is not None:
+                    if not _same_binding(existing, episode, task_id, legacy):
+                        raise _conflict(session_id, existing)
+                    if not legacy:
+                        existing.last_used = now
+                        return SeedResult(existing.state, already_seeded=True)
+                elif pending is None:
+                    self._admit(session_id, episode, task_id, legacy, now)
+                    build = self._building[session_id] = _Build(episode, task_id, legacy)
+            if pending is not None:
+                self.faults.hit("seed_wait", session_id)
+                pending.done.wait()
+                continue  # the racing build finished or failed: decide again
+            if build is not None:
+                return self._build_and_bind(session_id, build, task, now)
+            assert existing is not None
+            rebuilt = self._rebuild(existing, task, now)
+            if rebuilt is not None:
+                return rebuilt
+            # the legacy session was released while we built: decide again
+
+    def _admit(
+        self, session_id: str, episode: EpisodeId, task_id: TaskId, legacy: bool, now: float
+    ) -> None:
+        """Checks of a seed for an id with no live session (caller holds the store lock)."""
+        if self._valid(self._fences.get(session_id), self.config.fence_ttl_s, now):
+            raise errors.SessionClosed(f"session {session_id} was closed", session_id)
+        evicted = self._evictions.get(session_id)
+        if (
+            evicted is not None
+            and now - evicted.at <= self.config.fence_ttl_s
+            and not _same_binding(evicted, episode, task_id, legacy)
+        ):
+            raise _conflict(session_id, evicted)
+        if self._draining:
+            raise errors.Draining("the server is shutting down", session_id)
+        if len(self._sessions) + len(self._building) >= self.config.max_sessions:
+            raise errors.CapacityExhausted(
+                f"the server holds its maximum of {self.config.max_sessions} sessions",
+                session_id,
+                retry_after_s=self.config.retry_after_s,
+            )
+
+    def _build_and_bind(self, session_id: str, build: _Build, task: Task, now: float) -> SeedResult:
+        """S1: build the tables outside the store lock, then bind; on failure leave nothing."""
+        try:
+            tables = self._build_tables(session_id)
+        except BaseException:
+            with self._lock:
+                del self._building[session_id]
+            build.done.set()
+            raise
         with self._lock:
-            self._forget_old(now)
-            existing = self._sessions.get(session_id)
-            if existing is not None and legacy and existing.legacy:
-                return self._rebuild(existing, task, now)
-            if existing is not None:
-                if (
-                    not legacy
-                    and not existing.legacy
-                    and (existing.episode == episode and existing.task_id == task_id)
-                ):
-                    existing.last_used = now
-                    return SeedResult(existing.state, already_seeded=True)
-                raise errors.SessionConflict(
-                    f"session {session_id} is bound to episode "
-                    f"{existing.episode.rollout_id}/{existing.episode.attempt} and task "
-                    f"{existing.task_id.taskset}/{existing.task_id.task_id}",
-                    session_id,
-                )
-            if session_id in self._fences:
-                raise errors.SessionClosed(f"session {session_id} was closed", session_id)
-            if self._draining:
-                raise errors.Draining("the server is shutting down", session_id)
-            if len(self._sessions) >= self.config.max_sessions:
-                raise errors.CapacityExhausted(
-                    f"the server holds its maximum of {self.config.max_sessions} sessions",
-                    session_id,
-                    retry_after_s=self.config.retry_after_s,
-                )
-            try:
-                tables = self.table_factory()  # build first ...
-            except (TablesUnavailableError, OSError) as exc:
-                raise errors.TablesUnavailable(
-                    f"could not build the tables: {exc}", session_id
-                ) from exc
-            self._expired.pop(session_id, None)
+            del self._building[session_id]
+            self._evictions.pop(session_id, None)
             self._markers.pop(session_id, None)
-            self._sessions[session_id] = Session(  # ... then bind (S1)
+            self._sessions[session_id] = Session(
                 session_id=session_id,
-                episode=episode,
-                task_id=task_id,
+                episode=build.episode,
+                task_id=build.task_id,
                 task=task,
                 tables=tables,
                 last_used=now,
-                legacy=legacy,
+                legacy=build.legacy,
             )
-            return SeedResult(SessionState.SEEDED, already_seeded=False)
+        build.done.set()
+        return SeedResult(SessionState.SEEDED, already_seeded=False)
 
-    def _rebuild(self, session: Session, task: Task, now: float) -> SeedResult:
-        """A legacy re-seed: fresh tables for the same cookie (caller holds the store lock)."""
-        try:
-            tables = self.table_factory()
-        except (TablesUnavailableError, OSError) as exc:
-            raise errors.TablesUnavailable(
-                f"could not build the tables: {exc}", session.session_id
-            ) from exc
+    def _rebuild(self, session: Session, task: Task, now: float) -> SeedResult | None:
+        """A legacy re-seed: fresh tables for the same cookie; None if it was released meanwhile.
+
+        A failed build raises TablesUnavailable and leaves the old tables in place.
+        """
+        tables = self._build_tables(session.session_id)
         with session.lock:
+            if session.tables is None:
+                return None
             session.tables = tables
             session.task = task
             session.state = SessionState.SEEDED
@@ -245,39 +400,74 @@ class SessionStore:
             session.last_used = now
         return SeedResult(SessionState.SEEDED, already_seeded=False, rebuilt=True)
 
+    def _build_tables(self, session_id: str) -> SessionTables:
+        """A fresh table set, or TablesUnavailable (S6)."""
+        self.faults.hit("build", session_id)
+        try:
+            if self.faults.take("build"):
+                raise TablesUnavailableError("injected fault: the table build failed")
+            return self.table_factory()
+        except (TablesUnavailableError, OSError) as exc:
+            raise errors.TablesUnavailable(
+                f"could not build the tables: {exc}", session_id
+            ) from exc
+
     # -- tool calls --------------------------------------------------------------------------
 
     def call_tool(
         self, session_id: str, tool_name: str, arguments: str, call_id: str = ""
     ) -> ToolResult:
-        """Run one tool on the session's tables (T1-T7); return the output JSON text.
+        """Run one tool on the session's tables (T1, T2); return the output JSON text.
 
-        Raises InvalidToolArguments (T3), SessionLost (T4), SessionClosed (T5),
-        SessionExpired (X1), CallIdReused (T7).
+        With a ``call_id``, a repeat with the same tool and arguments returns the first output
+        without running the tool again (T6). Raises InvalidToolArguments (T3), SessionLost (T4),
+        SessionClosed (T5), CallIdReused (T7), SessionExpired (X1).
         """
         try:
             kwargs = drop_nulls(parse_arguments(arguments))
         except InvalidToolArgumentsError as exc:
             raise errors.InvalidToolArguments(str(exc), session_id) from exc
-        session = self._live(session_id)
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise self._gone(session_id)
+        self.faults.hit("tool_wait", session_id)
         with session.lock:
-            if session.tables is None:  # closed while we waited for the lock
+            if session.tables is None:  # released while we waited for the lock
                 raise self._gone(session_id)
+            now = self.clock()
+            session.last_used = now
             if call_id:
+                self._prune_calls(session, now)
                 seen = session.calls.get(call_id)
                 if seen is not None:
-                    if seen[0] == tool_name and seen[1] == arguments:
-                        return ToolResult(seen[2].output, replayed=True)
+                    if seen.tool_name == tool_name and seen.arguments == arguments:
+                        return ToolResult(seen.output, replayed=True)
                     raise errors.CallIdReused(
                         f"call_id {call_id!r} was used for another call", session_id
                     )
-            result = ToolResult(encode_output(execute(session.tables, tool_name, kwargs)))
+            self.faults.hit("tool", session_id)
+            output = encode_output(execute(session.tables, tool_name, kwargs))
+            done = self.clock()
+            session.last_used = done
             if call_id:
-                session.calls[call_id] = (tool_name, arguments, result)
-                while len(session.calls) > self.config.max_call_ids:
-                    session.calls.popitem(last=False)
-            session.last_used = self.clock()
-            return result
+                _remember(
+                    session.calls,
+                    call_id,
+                    CallRecord(done, tool_name, arguments, output),
+                    self.config.max_call_ids,
+                )
+            if self.faults.take("response"):
+                raise errors.InjectedFault("injected fault: the response was lost", session_id)
+            return ToolResult(output)
+
+    def _prune_calls(self, session: Session, now: float) -> None:
+        """Drop call_id records older than ``call_id_ttl_s`` (caller holds the session lock)."""
+        calls = session.calls
+        while calls:
+            record = next(iter(calls.values()))
+            if now - record.at <= self.config.call_id_ttl_s:
+                break
+            calls.popitem(last=False)
 
     # -- verify ------------------------------------------------------------------------------
 
@@ -290,130 +480,227 @@ class SessionStore:
         """Score ``predicted`` calls against ``ground_truth`` (default: the seeded task's).
 
         ``predicted`` and ``ground_truth`` hold :class:`FunctionCall` or raw JSON values (see
-        :mod:`workplace_env.verify`). A session the server does not hold scores a masked 0 with
-        ``failure_kind="session_lost"`` (V4); the live tables are never used (V1).
+        :mod:`workplace_env.verify`); the live tables are never used (V1). A legacy session is
+        then released and its outcome remembered for ``retry_window_s`` (V2), so a resent
+        verify answers the same (V3). A session the server does not hold scores a masked 0 with
+        ``failure_kind="session_lost"`` (V4). Raises nothing of its own (V5 is the servicer's).
         """
         session = self._sessions.get(session_id)
-        if session is None:
-            marker = self._markers.get(session_id)
-            if marker is not None and self.clock() - marker[0] <= self.config.retry_window_s:
-                return marker[1]  # a resent legacy verify inside the window (V3)
-            return VerifyOutcome(
-                reward=0.0,
-                mask_sample=True,
-                failure_kind="session_lost",
-                failure_reason=self._gone(session_id).message,
-            )
-        truth: Any = session.task.ground_truth if ground_truth is None else ground_truth
-        result = self.verifier.score(predicted, truth)
-        outcome = VerifyOutcome(reward=result.reward, result=result)
-        if session.legacy:
-            self._release_legacy(session, outcome)
-            return outcome
-        with session.lock:
-            if session.tables is not None:
-                session.state = SessionState.VERIFIED
-                session.last_used = self.clock()
-        return outcome
-
-    def _release_legacy(self, session: Session, outcome: VerifyOutcome) -> None:
-        """V2: a verified legacy session's tables are released; its outcome is remembered."""
+        if session is not None:
+            with session.lock:
+                if session.tables is not None:
+                    truth: Any = session.task.ground_truth if ground_truth is None else ground_truth
+                    result = self.verifier.score(predicted, truth)
+                    outcome = VerifyOutcome(reward=result.reward, result=result)
+                    if session.legacy:
+                        self._release_legacy(session, outcome)
+                    else:
+                        session.state = SessionState.VERIFIED
+                        session.last_used = self.clock()
+                    return outcome
         now = self.clock()
         with self._lock:
-            if self._sessions.get(session.session_id) is session:
-                del self._sessions[session.session_id]
-            self._markers[session.session_id] = (now, outcome)
-            self._markers.move_to_end(session.session_id)
-            while len(self._markers) > self.config.max_markers:
-                self._markers.popitem(last=False)
-        with session.lock:
-            session.tables = None
-            session.state = SessionState.VERIFIED
-            session.calls.clear()
+            marker = self._markers.get(session_id)
+            if marker is not None and now - marker[0] <= self.config.retry_window_s:
+                return marker[1]
+        return VerifyOutcome(
+            reward=0.0,
+            mask_sample=True,
+            failure_kind="session_lost",
+            failure_reason=self._gone(session_id).message,
+        )
+
+    def _release_legacy(self, session: Session, outcome: VerifyOutcome) -> None:
+        """V2: release a verified legacy session and remember its outcome (session lock held).
+
+        If the release fails the session stays live (a resent verify scores it again, and the
+        sweep or a close releases it later).
+        """
+        try:
+            self._release(session)
+        except errors.ReleaseFailed:
+            return
+        now = self.clock()
+        with self._lock:
+            self._unmap(session)
+            _remember(self._markers, session.session_id, (now, outcome), self.config.max_markers)
 
     # -- close -------------------------------------------------------------------------------
 
     def close(self, session_id: str, episode: EpisodeId) -> CloseOutcome:
         """Close ``session_id`` for ``episode`` (C1-C5): release its tables, record a fence.
 
-        Raises EpisodeMismatch (C4).
+        Returns CLOSED (C1; also for an id whose tables the sweep or a legacy verify already
+        released), ALREADY_CLOSED (C2) or NOT_SEEDED (C3: the fence refuses a late seed). Waits
+        for an in-flight call on the session, never for other sessions. Raises EpisodeMismatch
+        (C4), ReleaseFailed (C5: nothing recorded, a retry can succeed).
         """
-        now = self.clock()
-        with self._lock:
-            session = self._sessions.get(session_id)
-            if session is None:
-                if session_id in self._fences:
-                    return CloseOutcome.ALREADY_CLOSED
-                self._fence(session_id, now)
-                return CloseOutcome.NOT_SEEDED
-            if not session.legacy and session.episode != episode:
-                raise errors.EpisodeMismatch(
-                    f"session {session_id} belongs to episode "
-                    f"{session.episode.rollout_id}/{session.episode.attempt}",
-                    session_id,
-                )
-            del self._sessions[session_id]
-            self._fence(session_id, now)
-        with session.lock:  # wait for an in-flight call, then release (T4 for later ones)
-            session.tables = None
-            session.state = SessionState.CLOSED
-            session.calls.clear()
-        return CloseOutcome.CLOSED
+        while True:
+            now = self.clock()
+            with self._lock:
+                self._prune(now)
+                session = self._sessions.get(session_id)
+                pending = None if session is not None else self._building.get(session_id)
+                if session is None and pending is None:
+                    return self._close_unheld(session_id, episode, now)
+                if session is not None and not session.legacy and session.episode != episode:
+                    raise _mismatch(session_id, session.episode)
+            if pending is not None:
+                self.faults.hit("seed_wait", session_id)
+                pending.done.wait()
+                continue
+            assert session is not None
+            self.faults.hit("release_wait", session_id)
+            with session.lock:  # waits for an in-flight call on this session only
+                if session.tables is None:
+                    continue  # released by a racing close, sweep or verify: decide again
+                self._release(session)
+                with self._lock:
+                    self._unmap(session)
+                    self._fence(session_id, self.clock())
+            return CloseOutcome.CLOSED
+
+    def _close_unheld(self, session_id: str, episode: EpisodeId, now: float) -> CloseOutcome:
+        """Close an id with no live session (caller holds the store lock)."""
+        if self._valid(self._fences.get(session_id), self.config.fence_ttl_s, now):
+            return CloseOutcome.ALREADY_CLOSED
+        evicted = self._evictions.get(session_id)
+        if evicted is not None and now - evicted.at > self.config.fence_ttl_s:
+            evicted = None
+        if evicted is not None and not evicted.legacy and evicted.episode != episode:
+            raise _mismatch(session_id, evicted.episode)
+        self._evictions.pop(session_id, None)
+        marker = self._markers.pop(session_id, None)
+        verified = marker is not None and now - marker[0] <= self.config.retry_window_s
+        self._fence(session_id, now)
+        return CloseOutcome.CLOSED if evicted is not None or verified else CloseOutcome.NOT_SEEDED
 
     # -- eviction ----------------------------------------------------------------------------
 
     def evict_idle(self) -> int:
-        """Evict sessions idle longer than ``idle_ttl_s`` (X1); return how many were evicted."""
+        """Evict sessions idle longer than ``idle_ttl_s`` (X1); return how many were evicted.
+
+        Later calls on an evicted id answer SESSION_EXPIRED. A session with a call in flight is
+        in use, not idle: it is skipped without waiting.
+        """
         now = self.clock()
         cutoff = now - self.config.idle_ttl_s
-        evicted: list[Session] = []
         with self._lock:
-            for sid, session in list(self._sessions.items()):
-                if session.last_used < cutoff:
-                    del self._sessions[sid]
-                    self._expired[sid] = now
-                    evicted.append(session)
-            self._forget_old(now)
-        for session in evicted:
-            with session.lock:
-                session.tables = None
-        return len(evicted)
+            self._prune(now)
+            idle = [s for s in self._sessions.values() if s.last_used < cutoff]
+        evicted = 0
+        for session in idle:
+            if not session.lock.acquire(blocking=False):
+                continue
+            try:
+                if session.tables is None or session.last_used >= cutoff:
+                    continue
+                try:
+                    self._release(session)
+                except errors.ReleaseFailed:
+                    continue  # stays live; the next sweep tries again
+                with self._lock:
+                    self._unmap(session)
+                    _remember(
+                        self._evictions,
+                        session.session_id,
+                        _Eviction(now, session.episode, session.task_id, session.legacy),
+                        self.config.max_fences,
+                    )
+                evicted += 1
+            finally:
+                session.lock.release()
+        return evicted
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _live(self, session_id: str) -> Session:
-        session = self._sessions.get(session_id)
-        if session is None:
-            raise self._gone(session_id)
-        return session
+    def _release(self, session: Session) -> None:
+        """Drop the session's tables and call records (caller holds the session lock).
+
+        Raises ReleaseFailed when a fault is injected (C5); nothing changes then.
+        """
+        if self.faults.take("release"):
+            raise errors.ReleaseFailed(
+                f"injected fault: releasing session {session.session_id} failed",
+                session.session_id,
+            )
+        session.tables = None
+        session.state = SessionState.CLOSED
+        session.calls.clear()
+
+    def _unmap(self, session: Session) -> None:
+        """Remove a released session from the live map (caller holds the store lock)."""
+        if self._sessions.get(session.session_id) is session:
+            del self._sessions[session.session_id]
 
     def _gone(self, session_id: str) -> errors.SessionError:
-        """The error for an id with no live session: closed, expired, or lost."""
-        if session_id in self._fences:
-            return errors.SessionClosed(f"session {session_id} was closed", session_id)
-        if session_id in self._expired:
-            return errors.SessionExpired(
-                f"session {session_id} was evicted after {self.config.idle_ttl_s:g} s idle",
-                session_id,
-            )
+        """The error for an id with no live session: closed (T5), expired (X1) or lost (T4)."""
+        now = self.clock()
+        with self._lock:
+            if self._valid(self._fences.get(session_id), self.config.fence_ttl_s, now):
+                return errors.SessionClosed(f"session {session_id} was closed", session_id)
+            evicted = self._evictions.get(session_id)
+            if evicted is not None and now - evicted.at <= self.config.fence_ttl_s:
+                return errors.SessionExpired(
+                    f"session {session_id} was evicted after {self.config.idle_ttl_s:g} s idle",
+                    session_id,
+                )
         return errors.SessionLost(f"the server holds no session {session_id}", session_id)
 
     def _fence(self, session_id: str, now: float) -> None:
-        self._fences[session_id] = now
-        self._fences.move_to_end(session_id)
-        while len(self._fences) > self.config.max_fences:
-            self._fences.popitem(last=False)
+        _remember(self._fences, session_id, now, self.config.max_fences)
 
-    def _forget_old(self, now: float) -> None:
-        """Drop fences and markers past their age bounds (caller holds the lock)."""
-        for marks in (self._fences, self._expired):
-            while marks:
-                _, at = next(iter(marks.items()))
-                if now - at <= self.config.fence_ttl_s:
-                    break
-                marks.popitem(last=False)
-        while self._markers:
-            _, (at, _) = next(iter(self._markers.items()))
-            if now - at <= self.config.retry_window_s:
-                break
-            self._markers.popitem(last=False)
+    @staticmethod
+    def _valid(at: float | None, ttl_s: float, now: float) -> bool:
+        return at is not None and now - at <= ttl_s
+
+    def _prune(self, now: float) -> None:
+        """Drop records past their age bounds, oldest first (caller holds the store lock)."""
+        _drop_older(self._fences, lambda at: at, now - self.config.fence_ttl_s)
+        _drop_older(self._evictions, lambda e: e.at, now - self.config.fence_ttl_s)
+        _drop_older(self._markers, lambda m: m[0], now - self.config.retry_window_s)
+
+
+def _same_binding(
+    bound: Session | _Eviction, episode: EpisodeId, task_id: TaskId, legacy: bool
+) -> bool:
+    """Whether a seed names the binding ``bound`` (any legacy seed names a legacy binding)."""
+    if bound.legacy or legacy:
+        return bound.legacy and legacy
+    return bound.episode == episode and bound.task_id == task_id
+
+
+def _conflict(session_id: str, bound: Session | _Eviction) -> errors.SessionConflict:
+    if bound.legacy:
+        return errors.SessionConflict(
+            f"session {session_id} is a legacy (cookie) session", session_id
+        )
+    return errors.SessionConflict(
+        f"session {session_id} is bound to episode "
+        f"{bound.episode.rollout_id}/{bound.episode.attempt} and task "
+        f"{bound.task_id.taskset}/{bound.task_id.task_id}",
+        session_id,
+    )
+
+
+def _mismatch(session_id: str, episode: EpisodeId) -> errors.EpisodeMismatch:
+    return errors.EpisodeMismatch(
+        f"session {session_id} belongs to episode {episode.rollout_id}/{episode.attempt}",
+        session_id,
+    )
+
+
+def _remember(records: OrderedDict[str, _V], key: str, value: _V, max_count: int) -> None:
+    """Record ``key`` as the newest entry; drop the oldest beyond ``max_count``."""
+    records[key] = value
+    records.move_to_end(key)
+    while len(records) > max_count:
+        records.popitem(last=False)
+
+
+def _drop_older(records: OrderedDict[str, _V], at: Callable[[_V], float], cutoff: float) -> None:
+    """Drop entries recorded before ``cutoff`` from the front (entries are in time order)."""
+    while records:
+        if at(next(iter(records.values()))) >= cutoff:
+            break
+        records.popitem(last=False)

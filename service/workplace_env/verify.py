@@ -11,6 +11,12 @@ Implements REFERENCE.md (c) exactly, with no file reads:
    ``list_name`` and ``board``; a non-string cell becomes NaN) and compared with
    ``DataFrame.equals``; the reward is 1.0 iff all five are equal.
 
+Normalisation and comparison run on the plain-Python tables: :func:`normal_form` is the
+``.str.lower()`` rule cell by cell, and two normal forms are equal exactly when pandas'
+``DataFrame.equals`` would be: same columns in order, same dtypes, same index labels in order
+(the index type does not matter), and equal cells, where None and NaN are the same missing
+value and numbers compare by value (``1 == 1.0``) as in an object array.
+
 Speed without changing the answer:
 
 * a call whose tool can write no compared table cannot change the outcome and is not replayed
@@ -29,9 +35,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 from workplace_env.model import FunctionCall
+from workplace_env.sandbox.table import Table, is_missing
 from workplace_env.sandbox.tables import COMPARED_TABLES, BaseTables, SessionTables
 from workplace_env.sandbox.tools import TOOLS, execute
 
@@ -42,6 +47,8 @@ _COMPARED = frozenset(COMPARED_TABLES)
 
 # A replayable write: (tool name, canonical JSON of the parsed arguments).
 WriteKey = tuple[tuple[str, str], ...]
+# A table's normal form: (columns, dtypes, index labels, cells per column).
+NormalForm = tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...], tuple[tuple[Any, ...], ...]]
 
 
 @dataclass(frozen=True)
@@ -62,16 +69,24 @@ class VerifyResult:
     tables: tuple[TableResult, ...]
 
 
-def normalise(frame: pd.DataFrame) -> pd.DataFrame:
-    """The verifier's normal form of a table: lower-case every column but the exempt ones.
+def normal_form(table: Table) -> NormalForm:
+    """The verifier's normal form of a table: every column lower-cased but the exempt ones.
 
-    Raises AttributeError for a non-string column, as the reference does (REFERENCE.md c.6).
+    A non-string cell of a lower-cased column becomes missing (None), as ``.str.lower()``
+    makes it NaN; missing cells of exempt columns become None too, since ``equals`` counts
+    None and NaN alike. Raises AttributeError for a non-object column, as the reference does
+    (REFERENCE.md c.6).
     """
-    out = frame.copy(deep=False)
-    for column in frame.columns:
-        if column not in CASE_SENSITIVE_COLUMNS:
-            out[column] = frame[column].str.lower()
-    return out
+    if any(d != "object" for d in table.dtypes):
+        raise AttributeError("Can only use .str accessor with string values!")
+    cells = []
+    for name in table.columns:
+        column = table.data[name]
+        if name in CASE_SENSITIVE_COLUMNS:
+            cells.append(tuple(None if is_missing(v) else v for v in column))
+        else:
+            cells.append(tuple(v.lower() if isinstance(v, str) else None for v in column))
+    return table.columns, table.dtypes, tuple(table.index), tuple(cells)
 
 
 def _replayable(calls: Iterable[Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -116,11 +131,11 @@ class Verifier:
     def __init__(self, base: BaseTables, cache_size: int = 2048) -> None:
         self._base = base
         self._cache_size = cache_size
-        self._states: OrderedDict[WriteKey, Mapping[str, pd.DataFrame]] = OrderedDict()
+        self._states: OrderedDict[WriteKey, Mapping[str, NormalForm]] = OrderedDict()
         self._lock = threading.Lock()
-        self._base_normal = {key: normalise(base.frames[key]) for key in COMPARED_TABLES}
+        self._base_normal = {key: normal_form(base.tables[key]) for key in COMPARED_TABLES}
 
-    def end_state(self, calls: Iterable[Any]) -> Mapping[str, pd.DataFrame]:
+    def end_state(self, calls: Iterable[Any]) -> Mapping[str, NormalForm]:
         """The normalised compared tables after replaying ``calls`` on a fresh sandbox.
 
         Only the tables a replayed call wrote are present; the others are the base tables.
@@ -135,7 +150,9 @@ class Verifier:
         tables = SessionTables(self._base)
         for name, arguments in writes:
             execute(tables, name, arguments)
-        state = {k: normalise(tables[k]) for k in COMPARED_TABLES if not tables.is_shared(k)}
+        state = {
+            k: normal_form(tables.table(k)) for k in COMPARED_TABLES if not tables.is_shared(k)
+        }
         with self._lock:
             self._states[key] = state
             while len(self._states) > self._cache_size:
@@ -153,11 +170,12 @@ class Verifier:
         for key in COMPARED_TABLES:
             p, e = got.get(key), want.get(key)
             if p is None and e is None:
-                results.append(TableResult(key, True, *(len(self._base_normal[key]),) * 2))
+                rows = len(self._base_normal[key][2])
+                results.append(TableResult(key, True, rows, rows))
                 continue
             p = self._base_normal[key] if p is None else p
             e = self._base_normal[key] if e is None else e
-            results.append(TableResult(key, bool(p.equals(e)), len(p), len(e)))
+            results.append(TableResult(key, p == e, len(p[2]), len(e[2])))
         reward = 1.0 if all(r.equal for r in results) else 0.0
         return VerifyResult(reward=reward, tables=tuple(results))
 

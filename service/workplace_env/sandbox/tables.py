@@ -15,18 +15,20 @@ key                                         source
 ==========================================  ==================================================
 
 :class:`BaseTables` is parsed once and never mutated. :class:`SessionTables` is one session's view:
-it starts as references to the base frames (a seed costs microseconds and no disk access) and
-copies a table only when a tool that may write it runs (:meth:`SessionTables.own`).
+it starts as references to the base tables (a seed costs microseconds and no disk access) and
+copies a table only when a tool writes it (:meth:`SessionTables.writable`).
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+
+from workplace_env.sandbox.table import Table
 
 DIRECTORY = "company_directory._emails"
 EMAILS = "email._emails"
@@ -110,13 +112,20 @@ def empty_plots() -> pd.DataFrame:
 class BaseTables:
     """The parsed, immutable tables of one sandbox, shared by every session of the process.
 
-    ``frames`` maps each key of :data:`TABLE_KEYS` to its DataFrame. Nothing may mutate them:
-    sessions copy a table before a tool that may write it runs.
+    ``frames`` maps each key of :data:`TABLE_KEYS` to its DataFrame (the pandas fallback's
+    view) and ``tables`` to the same data as a :class:`Table` (what sessions hold). Nothing may
+    mutate either: a session copies a table before a tool writes it.
     """
 
     frames: Mapping[str, pd.DataFrame]
     #: Where the tables came from, for logs and ``config`` output (a path or ``generated:...``).
     origin: str = ""
+    tables: Mapping[str, Table] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.tables:
+            converted = {key: Table.from_frame(frame) for key, frame in self.frames.items()}
+            object.__setattr__(self, "tables", converted)
 
     @classmethod
     def from_csv_texts(cls, texts: Mapping[str, str], origin: str = "") -> BaseTables:
@@ -168,34 +177,21 @@ class BaseTables:
         return out
 
 
-class SessionTables(Mapping[str, pd.DataFrame]):
-    """One session's tables: the base frames until a tool writes, then private copies.
+class SessionTables:
+    """One session's tables: the shared base tables until a tool writes, then private copies.
 
-    Read with ``tables[key]``; a tool that may write a table runs only after :meth:`own` made
-    that table private, and may then mutate it in place or rebind it with ``tables[key] = df``.
+    Fast tool paths read with :meth:`table` and get a private, mutable copy with
+    :meth:`writable`; the pandas fallback reads DataFrames with :meth:`frame` and hands back
+    what it wrote with :meth:`set`.
     """
 
-    __slots__ = ("_base", "_frames", "_owned")
+    __slots__ = ("_base", "_frames", "_owned", "_tables")
 
     def __init__(self, base: BaseTables) -> None:
         self._base = base
-        self._frames: dict[str, pd.DataFrame] = dict(base.frames)
+        self._tables: dict[str, Table] = dict(base.tables)
         self._owned: set[str] = set()
-
-    def __getitem__(self, key: str) -> pd.DataFrame:
-        return self._frames[key]
-
-    def __setitem__(self, key: str, frame: pd.DataFrame) -> None:
-        if key not in self._frames:
-            raise KeyError(key)
-        self._frames[key] = frame
-        self._owned.add(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._frames)
-
-    def __len__(self) -> int:
-        return len(self._frames)
+        self._frames: dict[str, pd.DataFrame] = {}  # materialised views of owned tables
 
     @property
     def base(self) -> BaseTables:
@@ -207,13 +203,39 @@ class SessionTables(Mapping[str, pd.DataFrame]):
         """Keys of the tables this session has privately copied (may differ from the base)."""
         return frozenset(self._owned)
 
-    def own(self, keys: Iterable[str]) -> None:
-        """Make the tables ``keys`` private deep copies, once each, before a tool may write them."""
-        for key in keys:
-            if key not in self._owned:
-                self._frames[key] = self._frames[key].copy(deep=True)
-                self._owned.add(key)
+    def keys(self) -> Iterator[str]:
+        """The table keys, in :data:`TABLE_KEYS` order."""
+        return iter(self._tables)
+
+    def table(self, key: str) -> Table:
+        """The current table ``key``, for reading only."""
+        return self._tables[key]
+
+    def writable(self, key: str) -> Table:
+        """The table ``key`` as a private copy the caller may mutate in place."""
+        if key not in self._owned:
+            self._tables[key] = self._tables[key].copy()
+            self._owned.add(key)
+        self._frames.pop(key, None)
+        return self._tables[key]
+
+    def set(self, key: str, table: Table) -> None:
+        """Replace table ``key`` (the pandas fallback's result)."""
+        if key not in self._tables:
+            raise KeyError(key)
+        self._tables[key] = table
+        self._owned.add(key)
+        self._frames.pop(key, None)
+
+    def frame(self, key: str) -> pd.DataFrame:
+        """The table ``key`` as a DataFrame, for reading only (materialised once per change)."""
+        if key not in self._owned:
+            return self._base.frames[key]
+        frame = self._frames.get(key)
+        if frame is None:
+            frame = self._frames[key] = self._tables[key].to_frame()
+        return frame
 
     def is_shared(self, key: str) -> bool:
-        """True while ``key`` is still the base frame itself (never written by this session)."""
-        return self._frames[key] is self._base.frames[key]
+        """True while ``key`` is still the base table itself (never written by this session)."""
+        return self._tables[key] is self._base.tables[key]

@@ -26,6 +26,7 @@ _CODES: dict[type[errors.SessionError], grpc.StatusCode] = {
     errors.SessionExpired: grpc.StatusCode.NOT_FOUND,
     errors.TablesUnavailable: grpc.StatusCode.UNAVAILABLE,
     errors.Draining: grpc.StatusCode.UNAVAILABLE,
+    errors.InjectedFault: grpc.StatusCode.UNAVAILABLE,
     errors.CapacityExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.EpisodeMismatch: grpc.StatusCode.FAILED_PRECONDITION,
     errors.ReleaseFailed: grpc.StatusCode.INTERNAL,

@@ -67,8 +67,8 @@ def create_at_time(world: World, rng: Random) -> Draft | None:
         (
             f"Schedule a {nl_minutes(minutes)} meeting called {quoted(name)} with {person.name} on "
             f"{nl_date(day)} at {nl_time(start)}",
-            f"I need to catch up with {person.name}. Can you schedule a {nl_minutes(minutes)} event "
-            f"called {quoted(name)} on {nl_date(day)} at {nl_time(start)}?",
+            f"I need to catch up with {person.name}. Can you schedule a {nl_minutes(minutes)} "
+            f"event called {quoted(name)} on {nl_date(day)} at {nl_time(start)}?",
         )
     )
     return Draft(
@@ -87,14 +87,16 @@ def create_at_time(world: World, rng: Random) -> Draft | None:
 
 @template("calendar_create_outside_hours", CALENDAR)
 def create_outside_hours(world: World, rng: Random) -> Draft | None:
-    """Ask for a meeting that would end after 6pm: the right answer is to create nothing."""
+    """Ask for a meeting outside 9am-6pm: the right answer is to create nothing."""
     person = pick(rng, world.people)
     if person is None:
         return None
     day = TOMORROW + timedelta(days=rng.randint(0, 20))
     minutes = rng.choice((60, 90, 120))
-    latest_start = 18 * 60 - minutes
-    begin = rng.choice([m for m in range(latest_start + 30, 18 * 60 + 1, 30)])
+    if rng.random() < 0.7:  # ends after 6pm
+        begin = rng.randrange(18 * 60 - minutes + 30, 18 * 60 + 1, 30)
+    else:  # starts before 9am
+        begin = rng.randrange(7 * 60, 9 * 60, 30)
     start = datetime.combine(day, time(begin // 60, begin % 60))
     name = rng.choice(NEW_EVENT_NAMES)
     prompt = (
@@ -308,8 +310,8 @@ def clear_before_after(world: World, rng: Random) -> Draft | None:
         return None
     events = world.events_on(day)
     cut = datetime.combine(day, time(rng.randint(10, 16), rng.choice((0, 30))))
-    if any(e.start < cut < e.end for e in events):
-        return None  # a meeting across the cut would make "before" ambiguous
+    if any(e.start <= cut < e.end for e in events):
+        return None  # a meeting across (or starting at) the cut is on both sides on some reading
     before = rng.random() < 0.5
     chosen = [e for e in events if (e.start < cut) == before]
     if not chosen:

@@ -186,7 +186,8 @@ def reassign_customer(world: World, rng: Random) -> Draft | None:
         return None
     prompt = rng.choice(
         (
-            f"We're moving {customer.name} to {rep_name(rep)}. Can you make that change in the crm?",
+            f"We're moving {customer.name} to {rep_name(rep)}. Can you make that change in the "
+            "crm?",
             f"Reassign customer {customer.name} to employee {rep_name(rep)} in the crm",
         )
     )

@@ -183,7 +183,8 @@ def delete_about_subject(world: World, rng: Random) -> Draft | None:
     prompt = rng.choice(
         (
             f"Delete all emails with the subject {quoted(subject)}",
-            f"I don't need the emails titled {quoted(subject)} anymore. Can you delete all of them?",
+            f"I don't need the emails titled {quoted(subject)} anymore. Can you delete all of "
+            "them?",
         )
     )
     return Draft(prompt, [call("email_delete_email", email_id=m.id) for m in hits])

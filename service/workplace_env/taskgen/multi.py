@@ -48,10 +48,16 @@ def meeting_tomorrow(world: World, name: str, who: str) -> Call | None:
     )
 
 
-def _overdue_counts(world: World, strict: bool) -> dict[str, int]:
+def _counts(world: World, rule: str, due_today_overdue: bool = False) -> dict[str, int]:
+    """Tasks per assignee: ``rule`` is ``"overdue"`` or a list name."""
     counts: dict[str, int] = {}
     for t in world.tasks:
-        if t.list_name != "Completed" and (t.due < TODAY if strict else t.due <= TODAY):
+        if rule == "overdue":
+            due = t.due <= TODAY if due_today_overdue else t.due < TODAY
+            hit = t.list_name != "Completed" and due
+        else:
+            hit = t.list_name == rule
+        if hit:
             counts[t.assignee] = counts.get(t.assignee, 0) + 1
     return counts
 
@@ -63,22 +69,53 @@ def _top(counts: dict[str, int]) -> str | None:
     return ranked[0][0]
 
 
-@template("multi_email_most_overdue", MULTI)
-def email_most_overdue(world: World, rng: Random) -> Draft | None:
-    """Email the person with the most overdue tasks."""
-    top = _top(_overdue_counts(world, strict=True))
-    if top is None or top != _top(_overdue_counts(world, strict=False)):
-        return None  # the answer must not depend on whether today's due dates count
-    subject = rng.choice(("Overdue tasks", "Catching up on your tasks"))
-    body = rng.choice(
+_TOP_RULES = {
+    "overdue": "overdue tasks",
+    "In Review": "tasks in review",
+    "In Progress": "tasks in progress",
+    "Completed": "completed tasks",
+    "Backlog": "tasks in the backlog",
+}
+_TOP_MAILS = {
+    "overdue": (
+        ("Overdue tasks", "You have a few overdue tasks - can you update me on them?"),
+        ("Catching up on your tasks", "Let me know if you need help with your overdue tasks."),
+    ),
+    "In Review": (
+        ("Reviews", "You have a lot waiting for review - shall I find you a reviewer?"),
+        ("Review queue", "Let me know if your review queue needs attention."),
+    ),
+    "In Progress": (
+        ("Work in progress", "You have a lot in progress - let me know if you need help."),
+        ("Workload", "Can we talk about your workload this week?"),
+    ),
+    "Completed": (
+        ("Great work", "Thanks for getting so much done this sprint!"),
+        ("Thank you", "Nice work on all the tasks you completed."),
+    ),
+    "Backlog": (
+        ("Your backlog", "Let's go through your backlog together this week."),
+        ("Planning", "Can you pick the top items from your backlog for next sprint?"),
+    ),
+}
+
+
+@template("multi_email_top_assignee", MULTI)
+def email_top_assignee(world: World, rng: Random) -> Draft | None:
+    """Email the person with the most overdue (or in review, completed, ...) tasks."""
+    rule = rng.choice(tuple(_TOP_RULES))
+    top = _top(_counts(world, rule))
+    if top is None or (rule == "overdue" and top != _top(_counts(world, rule, True))):
+        return None  # a tie, or an answer that depends on whether today's due dates count
+    subject, body = rng.choice(_TOP_MAILS[rule])
+    what = _TOP_RULES[rule]
+    prompt = rng.choice(
         (
-            "You have a few overdue tasks - can you update me on them?",
-            "Let me know if you need help getting your overdue tasks done.",
+            f"Send an email to the person with the most {what}. Title it {quoted(subject)} and "
+            f"say {quoted(body)}",
+            f"Can you find who has the most {what} and email them {quoted(body)} with the "
+            f"subject {quoted(subject)}?",
         )
-    )
-    prompt = (
-        f"Send an email to the person with the most overdue tasks. Title it {quoted(subject)} "
-        f"and say {quoted(body)}"
     )
     return Draft(prompt, [send(top, subject, body)])
 
@@ -111,11 +148,17 @@ def overdue_email_else(world: World, rng: Random) -> Draft | None:
     late = overdue(tasks_of(world, person))
     if late is None:
         return None
-    prompt = (
-        f"If {person.name} has any overdue tasks, send them an email titled 'Overdue tasks' "
-        "saying 'You have a few overdue tasks - can you update me on them?'. Otherwise email "
-        "them with 'Nice work keeping on top of your tasks this sprint!' titled 'Good work this "
-        "sprint'"
+    prompt = rng.choice(
+        (
+            f"If {person.name} has any overdue tasks, send them an email titled 'Overdue tasks' "
+            "saying 'You have a few overdue tasks - can you update me on them?'. Otherwise email "
+            "them with 'Nice work keeping on top of your tasks this sprint!' titled 'Good work "
+            "this sprint'",
+            f"I think {person.name} might have some overdue tasks. Can you check and if so, send "
+            "them an email titled 'Overdue tasks' saying 'You have a few overdue tasks - can you "
+            "update me on them?'. Otherwise email them with 'Nice work keeping on top of your "
+            "tasks this sprint!' titled 'Good work this sprint'",
+        )
     )
     if late:
         mail = send(
@@ -142,9 +185,14 @@ def overdue_meeting(world: World, rng: Random) -> Draft | None:
     meeting = meeting_tomorrow(world, "Catch up on overdue tasks", person.email)
     if late is None or meeting is None:
         return None
-    prompt = (
-        f"can you check if {person.name} has any overdue tasks? If so, book a 30-minute meeting "
-        "with them called 'Catch up on overdue tasks' at the earliest time I'm free tomorrow"
+    prompt = rng.choice(
+        (
+            f"can you check if {person.name} has any overdue tasks? If so, book a 30-minute "
+            "meeting with them called 'Catch up on overdue tasks' at the earliest time I'm free "
+            "tomorrow",
+            f"If {person.name} has any overdue tasks, book a half-hour meeting with them called "
+            "'Catch up on overdue tasks' at my first free slot tomorrow",
+        )
     )
     return Draft(prompt, [meeting] if late else [])
 

@@ -170,6 +170,8 @@ def overdue_backlog_to_progress(world: World, rng: Random) -> Draft | None:
             f"Move all of {person.name}'s overdue tasks in the backlog to in progress",
             f"{person.name} has a bunch of overdue tasks in the backlog. Can you move them to in "
             "progress?",
+            f"Any overdue tasks {person.name} still has in the backlog should be in progress now. "
+            "Can you move them?",
         )
     )
     return Draft(prompt, [update(t, "list_name", "In Progress") for t in tasks])

@@ -67,7 +67,7 @@ _DATE = "%Y-%m-%d"
 
 @dataclass(frozen=True)
 class Person:
-    """An employee a prompt can name: ``name`` is the lower-case first name, unique in the directory."""
+    """An employee prompts can name by ``name``, a lower-case first name unique in the directory."""
 
     email: str
     name: str
@@ -207,9 +207,9 @@ class World:
             ("task_id", "task_name", "assigned_to_email", "list_name", "due_date", "board"),
         ):
             day = _parse(due, _DATE)
-            if _text(tid) and _text(name) and _text(who) and day and list_name in LIST_NAMES:
-                if board in BOARDS:
-                    self.tasks.append(PmTask(tid, name, who.lower(), list_name, day.date(), board))
+            known = list_name in LIST_NAMES and board in BOARDS
+            if _text(tid) and _text(name) and _text(who) and day and known:
+                self.tasks.append(PmTask(tid, name, who.lower(), list_name, day.date(), board))
 
         self.customers: list[Customer] = []
         for cid, rep, name, status, product, contact in _rows(
@@ -224,11 +224,9 @@ class World:
             ),
         ):
             day = _parse(_text(contact) and contact[:10], _DATE)
-            if _text(cid) and _text(rep) and _text(name) and day and status in STATUSES:
-                if product in PRODUCTS:
-                    self.customers.append(
-                        Customer(cid, rep.lower(), name, status, product, day.date())
-                    )
+            known = status in STATUSES and product in PRODUCTS
+            if _text(cid) and _text(rep) and _text(name) and day and known:
+                self.customers.append(Customer(cid, rep.lower(), name, status, product, day.date()))
 
         self.days: dict[date, DayStats] = self._analytics(frames[ANALYTICS])
 

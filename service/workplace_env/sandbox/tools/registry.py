@@ -1,8 +1,14 @@
 """Tool registry and dispatch: name -> tool, argument binding with the reference's exact texts.
 
-Each toolkit module declares its tools with :func:`tool`. A tool is a plain function
-``func(tables, **arguments) -> output`` over a :class:`~workplace_env.sandbox.tables.SessionTables`;
-it knows nothing of sessions or transports.
+Each toolkit module declares its tools with :func:`tool`: a pandas function
+``func(frames, **arguments) -> output`` written to behave as the reference's pandas code does
+(``frames[key]`` is a DataFrame; a write tool mutates or rebinds the frames it declares). That
+implementation is the exact one. A tool may also register a fast path with :func:`fast_path`:
+``fast(tables, **arguments) -> output | FALLBACK`` over the session's plain-Python tables
+(:class:`~workplace_env.sandbox.tables.SessionTables`). It handles the common, well-typed
+inputs and returns :data:`FALLBACK` for anything else *before* changing a table, so the pandas
+implementation decides every unusual case (odd argument types, non-text cells). Tools know
+nothing of sessions or transports.
 
 :func:`execute` is the one way a tool runs, on the live route and in verification replay alike
 (DESIGN.md: they differ only in argument rules, which their callers apply). It reproduces how the
@@ -18,14 +24,28 @@ reference turns failures into model-visible text (REFERENCE.md f, goldens README
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pandas as pd
+
+from workplace_env.sandbox.table import Table
 from workplace_env.sandbox.tables import SessionTables
 
 ToolFunc = Callable[..., Any]
+log = logging.getLogger(__name__)
+
+
+class _Fallback:
+    def __repr__(self) -> str:
+        return "FALLBACK"
+
+
+#: What a fast path returns to hand the call to the pandas implementation.
+FALLBACK: Any = _Fallback()
 
 
 @dataclass(frozen=True)
@@ -44,6 +64,7 @@ class Tool:
     params: tuple[str, ...]
     writes: frozenset[str]
     schema: Mapping[str, Any] = field(repr=False)
+    fast: ToolFunc | None = field(default=None, repr=False)
 
     @property
     def read_only(self) -> bool:
@@ -128,6 +149,52 @@ def _edit_distance(a: str, b: str, max_cost: int) -> int:
     return result if result <= max_cost else max_cost + 1
 
 
+def fast_path(name: str) -> Callable[[ToolFunc], ToolFunc]:
+    """Register ``fast(tables, **kwargs)`` as the fast path of the already registered tool."""
+
+    def register(func: ToolFunc) -> ToolFunc:
+        TOOLS[name] = replace(TOOLS[name], fast=func)
+        return func
+
+    return register
+
+
+class FrameView:
+    """What a pandas implementation sees: ``view[key]`` is a DataFrame of the session's table.
+
+    Tables the tool may write are handed out as private frames and written back to the
+    session by :meth:`commit` (even after an exception: the reference keeps a partial
+    mutation too); the others are shared read-only frames.
+    """
+
+    __slots__ = ("_frames", "_tables", "_writes")
+
+    def __init__(self, tables: SessionTables, writes: frozenset[str]) -> None:
+        self._tables = tables
+        self._writes = writes
+        self._frames: dict[str, pd.DataFrame] = {}
+
+    def __getitem__(self, key: str) -> pd.DataFrame:
+        frame = self._frames.get(key)
+        if frame is None:
+            if key in self._writes:
+                frame = self._frames[key] = self._tables.table(key).to_frame()
+            else:
+                frame = self._tables.frame(key)
+        return frame
+
+    def __setitem__(self, key: str, frame: pd.DataFrame) -> None:
+        if key not in self._writes:
+            raise KeyError(f"tool may not write {key}")
+        self._frames[key] = frame
+
+    def commit(self) -> None:
+        """Store every written frame back into the session as a table."""
+        for key, frame in self._frames.items():
+            if key in self._writes:
+                self._tables.set(key, Table.from_frame(frame))
+
+
 def _suggest(wrong: str, candidates: tuple[str, ...]) -> str | None:
     """CPython 3.13's keyword suggestion: the closest candidate within about a third of the length.
 
@@ -163,12 +230,14 @@ def binding_error(spec: Tool, arguments: Mapping[str, Any]) -> str | None:
     return None
 
 
-def execute(tables: SessionTables, name: str, arguments: Mapping[str, Any]) -> Any:
+def execute(
+    tables: SessionTables, name: str, arguments: Mapping[str, Any], *, fast: bool = True
+) -> Any:
     """Run tool ``name`` with keyword ``arguments`` on ``tables``; return its output value.
 
     Never raises for anything a model can send: failures become the reference's error texts
-    (module docstring). The tables a tool may write are made private first, so shared base
-    frames are never mutated. The output is a plain Python value (str, list, dict, numbers,
+    (module docstring). Shared base tables are never mutated. ``fast=False`` skips fast paths
+    (tests compare both). The output is a plain Python value (str, list, dict, numbers,
     None); :func:`encode_output` turns it into the wire JSON.
     """
     spec = TOOLS.get(name)
@@ -177,12 +246,21 @@ def execute(tables: SessionTables, name: str, arguments: Mapping[str, Any]) -> A
     problem = binding_error(spec, arguments)
     if problem is not None:
         return f"Error executing tool '{name}': {problem}"
-    if spec.writes:
-        tables.own(spec.writes)
+    if fast and spec.fast is not None:
+        try:
+            output = spec.fast(tables, **arguments)
+        except Exception:  # a fast-path bug: it changed nothing yet, so pandas decides
+            log.exception("fast path of %s failed; using the pandas implementation", name)
+            output = FALLBACK
+        if output is not FALLBACK:
+            return output
+    view = FrameView(tables, spec.writes)
     try:
-        return spec.func(tables, **arguments)
+        return spec.func(view, **arguments)
     except Exception as exc:  # the reference's blanket handler: any failure is model-visible text
         return f"Error executing tool '{name}': {exc}"
+    finally:
+        view.commit()
 
 
 def _plain(value: Any) -> Any:

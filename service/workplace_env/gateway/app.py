@@ -1,0 +1,609 @@
+"""The legacy cookie HTTP path of the reference, over the gRPC service (CONTRACT "The legacy
+HTTP path").
+
+Every route is a thin client of the gRPC service through the SDK: sessions, tools, scoring and
+their errors all live in the service; this module only translates HTTP bodies, cookies and
+status codes. Routes:
+
+=========================  =====================================================================
+``POST /seed_session``     body: a dataset row -> ``200 {}``, sets the session cookie, and the
+                           ``x-workplace-session-token`` header (an MCP token for the session).
+                           A legacy row (scalar ``task_id`` or none) seeds a legacy session
+                           (SDK ``seed_legacy``): its id is the cookie's, or a new uuid4; a
+                           re-seed on the same cookie rebuilds fresh tables, as the reference
+                           does. A typed body (names ``resources_session_id``, or carries
+                           ``episode_id`` and ``task_id`` as objects) is a typed ``SeedSession``
+                           (S1-S8): ``{resources_session_id, episode_id: {rollout_id, attempt},
+                           task_id: {taskset, task_id}, task: <row>}`` (without ``task`` the
+                           body's other fields are the row); the cookie then names that id.
+``POST /<tool_name>``      body: the arguments object -> ``200 {"output": ...}``, the bytes
+                           ``{"output":`` + the gRPC output JSON text + ``}`` (byte-exact to
+                           the reference, error texts included).
+``POST /verify``           body: the row plus a Responses-API ``response`` -> ``{
+                           responses_create_params, response, reward, mask_sample, failure_kind,
+                           failure_reason}``; predicted calls are ``response.output``'s
+                           ``function_call`` items, the ground truth is the body's
+                           ``ground_truth`` (any JSON, as the reference takes it; absent: the
+                           seeded task's). Legacy sessions are released (V2), resends inside
+                           the retry window score the same (V3), an unknown session is a masked
+                           ``session_lost`` sample (V4).
+``POST /close_session``    body: ``{resources_session_id, episode_id}`` (both default to the
+                           cookie's session / the legacy placeholder) -> ``{"outcome": ...}``.
+``POST /session_token``    body: ``{}`` or ``{resources_session_id}`` -> an MCP session token.
+``GET /reverify_mode``     ``"unsupported"``.
+``GET /``, ``GET /health`` ``{"status": "ok"}``.
+=========================  =====================================================================
+
+Errors (JSON bodies with ``failure_kind``; 422s in FastAPI's ``detail`` shape, with ``loc``
+naming the offending field): body not JSON / not an object, or a malformed typed seed, close or
+verify -> 422; a tool call without a live session -> 404 ``failure_kind "session_lost"``
+(``reason`` SESSION_LOST, SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed
+id, a reused ``x-workplace-call-id``, a close for another episode -> 409; capacity -> 429 with
+``Retry-After``; the service unavailable -> 503, its deadline -> 504, anything else it refuses
+-> 502.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from importlib import metadata
+from typing import Any
+
+import grpc
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route
+
+from workplace_env.gateway.cookies import (
+    SESSION_ID_KEY,
+    CookieCodec,
+    SessionCookieMiddleware,
+    SessionTokens,
+)
+from workplace_env.gateway.mcp_tools import TOKEN_HEADER, McpGateway
+from workplace_env.gateway.settings import GatewaySettings
+from workplace_env_client import (
+    CapacityError,
+    DeadlineError,
+    EnvironmentClient,
+    InvalidRequestError,
+    SessionClosedError,
+    SessionConflictError,
+    SessionLostError,
+    UnavailableError,
+    WorkplaceEnvError,
+)
+
+#: Optional request header: the CallTool idempotency key (CONTRACT T6/T7).
+CALL_ID_HEADER = "x-workplace-call-id"
+#: The episode a close names when the body gives none; the service ignores the episode of a
+#: legacy session (it has none of its own), and a typed one answers EPISODE_MISMATCH.
+LEGACY_EPISODE = ("legacy", 0)
+_INT32_MAX = 2**31 - 1
+_TYPED_KEYS = ("resources_session_id", "episode_id", "task_id", "task")
+
+Loc = tuple[str | int, ...]
+
+
+class HttpProblem(Exception):
+    """A request the gateway answers with an error body before or after asking the service."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def _json(content: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse(content, status_code=status_code, headers=headers)
+
+
+def invalid(problems: list[tuple[Loc, str]]) -> HttpProblem:
+    """A 422 in FastAPI's shape: ``{"detail": [{type, loc, msg}], "failure_kind"}``."""
+    return HttpProblem(
+        _json(
+            {
+                "detail": [
+                    {"type": "value_error", "loc": ["body", *loc], "msg": msg}
+                    for loc, msg in problems
+                ],
+                "failure_kind": "invalid_request",
+            },
+            422,
+        )
+    )
+
+
+_INDEXED = re.compile(r"^(.*)\[(\d+)\]$")
+
+
+def _field_loc(field: str) -> Loc:
+    """``task.ground_truth[0].arguments`` -> ``("task", "ground_truth", 0, "arguments")``."""
+    loc: list[str | int] = []
+    for part in field.split("."):
+        match = _INDEXED.match(part)
+        if match:
+            loc.extend((match.group(1), int(match.group(2))))
+        elif part:
+            loc.append(part)
+    return tuple(loc)
+
+
+def service_error(exc: WorkplaceEnvError, seeding: bool = False) -> HttpProblem:
+    """The HTTP answer to an SDK error (see the module docstring's error table).
+
+    ``seeding``: a closed id is a 409 conflict for a seed, a lost session (404) otherwise.
+    """
+    if isinstance(exc, InvalidRequestError):
+        if exc.violations:
+            return invalid([(_field_loc(v.field), v.description) for v in exc.violations])
+        return invalid([((), exc.message)])
+    body: dict[str, Any] = {"reason": exc.reason or exc.code.name, "detail": exc.message}
+    headers: dict[str, str] = {}
+    if isinstance(exc, SessionLostError) or (isinstance(exc, SessionClosedError) and not seeding):
+        status, kind = 404, "session_lost"
+    elif isinstance(exc, SessionClosedError | SessionConflictError) or exc.reason in (
+        "CALL_ID_REUSED",
+        "EPISODE_MISMATCH",
+    ):
+        status, kind = 409, exc.reason.lower()
+    elif isinstance(exc, CapacityError):
+        status, kind = 429, "capacity_exhausted"
+        headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s or 1.0)))
+    elif isinstance(exc, UnavailableError):
+        status, kind = 503, "unavailable"
+    elif isinstance(exc, DeadlineError):
+        status, kind = 504, "deadline_exceeded"
+    else:
+        status, kind = 502, "service_error"
+    return HttpProblem(_json({"failure_kind": kind, **body}, status, headers))
+
+
+async def body_text(request: Request) -> str:
+    """The request body as text, in the encoding ``json.loads`` detects (UTF-8/16/32, BOM).
+
+    Raises 422 when the bytes are not text.
+    """
+    raw = await request.body()
+    try:
+        return raw.decode(json.detect_encoding(raw))
+    except UnicodeDecodeError as exc:
+        raise invalid([((), f"body is not text: {exc}")]) from exc
+
+
+async def object_body(request: Request) -> dict[str, Any]:
+    """The body as a JSON object. Raises 422 when it is not JSON or not an object."""
+    text = await body_text(request)
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise invalid([((), f"body is not valid JSON: {exc}")]) from exc
+    if not isinstance(value, dict):
+        raise invalid([((), f"body must be a JSON object, got {_json_type(value)}")])
+    return value
+
+
+def _json_type(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def cookie_session(request: Request) -> str | None:
+    """The session id the request's cookie names, if any."""
+    sid = request.session.get(SESSION_ID_KEY)
+    return sid if isinstance(sid, str) and sid else None
+
+
+def is_typed_seed(body: dict[str, Any]) -> bool:
+    """CONTRACT: a typed seed names ``resources_session_id`` or has ``episode_id`` and
+    ``task_id`` as JSON objects; anything else (a scalar ``task_id``, none) is a legacy row."""
+    return "resources_session_id" in body or (
+        isinstance(body.get("episode_id"), dict) and isinstance(body.get("task_id"), dict)
+    )
+
+
+def _ground_truth_problems(row: dict[str, Any], path: Loc) -> list[tuple[Loc, str]]:
+    """Shape checks the SDK needs before it can build a task (the service checks the rest)."""
+    truth = row.get("ground_truth")
+    if not isinstance(truth, list):
+        return []  # absent, or a JSON string: kept out of the task (verify takes it from the body)
+    problems: list[tuple[Loc, str]] = []
+    for i, call in enumerate(truth):
+        if not isinstance(call, dict):
+            problems.append(((*path, "ground_truth", i), "must be an object {name, arguments}"))
+        elif not isinstance(call.get("name"), str):
+            problems.append(((*path, "ground_truth", i, "name"), "must be a string"))
+    return problems
+
+
+def _episode(value: Any, problems: list[tuple[Loc, str]]) -> tuple[str, int] | None:
+    if not isinstance(value, dict):
+        problems.append((("episode_id",), "required: an object {rollout_id, attempt}"))
+        return None
+    rollout_id, attempt = value.get("rollout_id", ""), value.get("attempt", 0)
+    ok = True
+    if not isinstance(rollout_id, str):
+        problems.append((("episode_id", "rollout_id"), "must be a string"))
+        ok = False
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt > _INT32_MAX:
+        problems.append((("episode_id", "attempt"), "must be an integer in 0..2147483647"))
+        ok = False
+    return (rollout_id, max(attempt, -1)) if ok else None  # the service rejects attempt < 0
+
+
+def parse_typed_seed(
+    body: dict[str, Any],
+) -> tuple[str, tuple[str, int], tuple[str, str], dict[str, Any]]:
+    """``(session_id, (rollout_id, attempt), (taskset, task_id), row)`` of a typed seed body.
+
+    Raises 422 naming every offending field whose type is wrong; the service validates the
+    values (S5) and its violations come back as 422s too.
+    """
+    problems: list[tuple[Loc, str]] = []
+    sid = body.get("resources_session_id")
+    if not isinstance(sid, str):
+        problems.append((("resources_session_id",), "required: a string"))
+    episode = _episode(body.get("episode_id"), problems)
+    task_id = body.get("task_id")
+    taskset = tid = ""
+    if not isinstance(task_id, dict):
+        problems.append((("task_id",), "required: an object {taskset, task_id}"))
+    else:
+        taskset, tid = task_id.get("taskset", ""), task_id.get("task_id", "")
+        for key, value in (("taskset", taskset), ("task_id", tid)):
+            if not isinstance(value, str):
+                problems.append((("task_id", key), "must be a string"))
+    if "task" in body:
+        row, path = body["task"], ("task",)
+    else:
+        row, path = {k: v for k, v in body.items() if k not in _TYPED_KEYS}, ()
+    if not isinstance(row, dict):
+        problems.append((path, "must be an object (a dataset row)"))
+    else:
+        problems.extend(_ground_truth_problems(row, path))
+    if problems:
+        raise invalid(problems)
+    assert isinstance(sid, str) and episode is not None and isinstance(row, dict)
+    return sid, episode, (taskset, tid), row
+
+
+def _legacy_task(row: dict[str, Any]) -> dict[str, Any]:
+    """The task a legacy row seeds: the reference accepts any row, so parts the service would
+    reject (another environment, malformed ground-truth calls) are left out rather than
+    refused; verify scores the ground truth of its own body anyway."""
+    task = {k: row[k] for k in ("id", "category", "prompt", "system") if k in row}
+    if row.get("environment_name") in (None, "", "workplace_assistant"):
+        task["environment_name"] = row.get("environment_name") or ""
+    if isinstance(row.get("ground_truth"), list) and not _ground_truth_problems(row, ()):
+        task["ground_truth"] = row["ground_truth"]
+    return task
+
+
+def seed_legacy(client: EnvironmentClient, cookie_sid: str | None, row: dict[str, Any]) -> str:
+    """Seed a legacy session for ``row``; return its id (blocking; SDK ``seed_legacy``).
+
+    Reuses the cookie's id (a re-seed rebuilds fresh tables, as the reference does); when that
+    id cannot be a legacy session any more (closed, or a typed session), starts a new one.
+    """
+    task = _legacy_task(row)
+    sid = cookie_sid or str(uuid.uuid4())
+    try:
+        try:
+            client.seed_legacy(sid, task)
+        except InvalidRequestError:
+            if not task.get("ground_truth"):
+                raise
+            client.seed_legacy(sid, {k: v for k, v in task.items() if k != "ground_truth"})
+    except (SessionClosedError, SessionConflictError):
+        if cookie_sid is None:
+            raise
+        return seed_legacy(client, None, row)
+    return sid
+
+
+# -- OpenAPI -----------------------------------------------------------------------------------
+
+
+def _body_doc(description: str, examples: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "description": description,
+            "content": {
+                "application/json": {
+                    "schema": {"type": "object", "additionalProperties": True},
+                    "examples": {k: {"value": v} for k, v in examples.items()},
+                }
+            },
+        }
+    }
+
+
+def _problem(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    }
+
+
+_ROW_EXAMPLE = {
+    "id": "nemo-example-2",
+    "category": "workplace_assistant_email",
+    "ground_truth": [
+        {"name": "email_delete_email", "arguments": '{"email_id": "00000057"}'},
+    ],
+}
+
+
+def _version() -> str:
+    try:
+        return metadata.version("workplace-env")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0"
+
+
+# -- the app -----------------------------------------------------------------------------------
+
+
+def create_app(client: EnvironmentClient, settings: GatewaySettings | None = None) -> FastAPI:
+    """The gateway app over ``client`` (a connected SDK client, owned by the caller).
+
+    ``settings`` default to :class:`GatewaySettings` (random per-process secret, the
+    reference's cookie, MCP at ``/mcp``). Serve it with uvicorn (``lifespan`` on: MCP runs in
+    it); see :func:`workplace_env.gateway.serve.start_gateway` and ``run_gateway``.
+    """
+    settings = settings or GatewaySettings()
+    tokens = SessionTokens(settings.secret_key, settings.token_max_age_s)
+    mcp = McpGateway(client, tokens, _version()) if settings.mcp_path else None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if mcp is None:
+            yield
+            return
+        async with mcp.lifespan():
+            yield
+
+    app = FastAPI(
+        title="workplace-env HTTP gateway",
+        version=_version(),
+        description=(
+            "The reference's legacy cookie HTTP path (NeMo Gym `workplace_assistant`), "
+            "byte-compatible, over the gRPC service; plus the 27 tools over MCP at "
+            f"`{settings.mcp_path or '(off)'}`. Send JSON bodies; keep the "
+            f"`{settings.cookie_name}` cookie between requests."
+        ),
+        lifespan=lifespan,
+    )
+    app.add_middleware(
+        SessionCookieMiddleware,
+        codec=CookieCodec(settings.secret_key, settings.cookie_max_age_s),
+        cookie_name=settings.cookie_name,
+        https_only=settings.https_only,
+    )
+    app.state.client = client
+    app.state.tokens = tokens
+    app.state.mcp = mcp
+
+    @app.exception_handler(HttpProblem)
+    async def _problem_handler(request: Request, exc: HttpProblem) -> Response:
+        return exc.response
+
+    async def call(fn: Callable[..., Any], *args: Any, seeding: bool = False, **kw: Any) -> Any:
+        try:
+            return await run_in_threadpool(fn, *args, **kw)
+        except WorkplaceEnvError as exc:
+            raise service_error(exc, seeding=seeding) from exc
+
+    @app.get("/", summary="Health", tags=["health"])
+    @app.get("/health", summary="Health", tags=["health"])
+    async def health() -> dict[str, str]:
+        """Always ``{"status": "ok"}`` while the gateway serves."""
+        return {"status": "ok"}
+
+    @app.get("/reverify_mode", summary="Re-verify mode", tags=["legacy"])
+    async def reverify_mode() -> str:
+        """``"unsupported"``: scoring is request-based, there is nothing to re-verify."""
+        return "unsupported"
+
+    @app.post(
+        "/seed_session",
+        summary="Seed a session (legacy row or typed)",
+        tags=["legacy"],
+        openapi_extra=_body_doc(
+            "A dataset row (legacy), or a typed seed.",
+            {
+                "legacy row": _ROW_EXAMPLE,
+                "typed": {
+                    "resources_session_id": "s1",
+                    "episode_id": {"rollout_id": "r1", "attempt": 0},
+                    "task_id": {"taskset": "nemo", "task_id": "nemo-example-2"},
+                    "task": _ROW_EXAMPLE,
+                },
+            },
+        ),
+        responses={
+            200: {
+                "description": "`{}`; `Set-Cookie` names the session, "
+                f"`{TOKEN_HEADER}` is an MCP token for it.",
+            },
+            409: _problem("Typed seed: the id is bound to another episode/task, or closed."),
+            422: _problem("Not a JSON object, or a malformed typed seed (`loc` names the field)."),
+            429: _problem("The service is at capacity (`Retry-After`)."),
+            503: _problem("The service is unavailable (tables, draining, unreachable)."),
+        },
+    )
+    async def seed_session(request: Request) -> Response:
+        body = await object_body(request)
+        if is_typed_seed(body):
+            sid, episode, task_id, row = parse_typed_seed(body)
+            await call(client.seed, sid, episode, task_id, row, seeding=True)
+        else:
+            sid = await call(seed_legacy, client, cookie_session(request), body, seeding=True)
+        request.session[SESSION_ID_KEY] = sid
+        return Response(
+            b"{}", media_type="application/json", headers={TOKEN_HEADER: tokens.mint(sid)}
+        )
+
+    @app.post(
+        "/verify",
+        summary="Score the episode",
+        tags=["legacy"],
+        openapi_extra=_body_doc(
+            "The dataset row plus the model's Responses-API `response`.",
+            {
+                "verify": {
+                    **_ROW_EXAMPLE,
+                    "responses_create_params": {"input": "Delete email 00000057"},
+                    "response": {
+                        "output": [
+                            {
+                                "type": "function_call",
+                                "name": "email_delete_email",
+                                "arguments": '{"email_id": "00000057"}',
+                                "call_id": "call_1",
+                            }
+                        ]
+                    },
+                }
+            },
+        ),
+        responses={422: _problem("Not a JSON object, or `response.output` is not an array.")},
+    )
+    async def verify(request: Request) -> Response:
+        body = await object_body(request)
+        response = body.get("response")
+        if not isinstance(response, dict):
+            raise invalid([(("response",), "required: the Responses-API response object")])
+        output = response.get("output")
+        if not isinstance(output, list):
+            raise invalid([(("response", "output"), "required: an array of output items")])
+        sid = cookie_session(request)
+        if sid is None:  # V4 without even an id to ask about
+            reward, mask, kind, reason = 0.0, True, "session_lost", "no session cookie"
+        else:
+            kwargs: dict[str, Any] = {"response_output": json.dumps(output, ensure_ascii=False)}
+            if "ground_truth" in body:
+                kwargs["ground_truth_json"] = json.dumps(body["ground_truth"], ensure_ascii=False)
+            result = await call(client.verify, sid, **kwargs)
+            reward, mask = result.reward, result.mask_sample
+            kind, reason = result.failure_kind, result.failure_reason
+        return _json(
+            {
+                "responses_create_params": body.get("responses_create_params"),
+                "response": response,
+                "reward": reward,
+                "mask_sample": mask,
+                "failure_kind": kind or None,
+                "failure_reason": reason or None,
+            }
+        )
+
+    @app.post(
+        "/close_session",
+        summary="Close a session",
+        tags=["legacy"],
+        openapi_extra=_body_doc(
+            "The typed close body; `resources_session_id` defaults to the cookie's session.",
+            {"typed": {"resources_session_id": "s1", "episode_id": {"rollout_id": "r1"}}},
+        ),
+        responses={
+            409: _problem("The session is bound to another episode."),
+            422: _problem("Malformed body (`loc` names the field)."),
+        },
+    )
+    async def close_session(request: Request) -> Response:
+        body = await object_body(request)
+        sid = body.get("resources_session_id", cookie_session(request))
+        problems: list[tuple[Loc, str]] = []
+        if not isinstance(sid, str):
+            problems.append(
+                (("resources_session_id",), "required (a string) when there is no cookie")
+            )
+        episode = _episode(body["episode_id"], problems) if "episode_id" in body else LEGACY_EPISODE
+        if problems:
+            raise invalid(problems)
+        outcome = await call(client.close_session, sid, episode)
+        return _json({"outcome": outcome})
+
+    @app.post(
+        "/session_token",
+        summary="Mint an MCP session token",
+        tags=["mcp"],
+        openapi_extra=_body_doc(
+            "`{}` for the cookie's session, or `{resources_session_id}` for a session seeded "
+            "over gRPC (the id is the capability there; the token grants no more).",
+            {"cookie": {}, "grpc session": {"resources_session_id": "s1"}},
+        ),
+        responses={
+            404: _problem("No session named (no cookie, no id)."),
+            422: _problem("Malformed body."),
+        },
+    )
+    async def session_token(request: Request) -> Response:
+        raw = await request.body()
+        body = await object_body(request) if raw.strip() else {}
+        sid = body.get("resources_session_id", cookie_session(request))
+        if sid is None:
+            return _json(
+                {"failure_kind": "session_lost", "reason": "SESSION_LOST", "detail": "no session"},
+                404,
+            )
+        if not isinstance(sid, str) or not sid:
+            raise invalid([(("resources_session_id",), "must be a non-empty string")])
+        token = tokens.mint(sid)
+        return _json(
+            {
+                "resources_session_id": sid,
+                "token": token,
+                "token_type": "bearer",
+                "expires_in": tokens.max_age_s,
+            },
+            headers={TOKEN_HEADER: token},
+        )
+
+    if mcp is not None:  # before the tool route, which would also match POST <mcp_path>
+        app.router.routes.append(Route(settings.mcp_path, endpoint=mcp, include_in_schema=False))
+
+    @app.post(
+        "/{tool_name}",
+        summary="Call a tool",
+        tags=["tools"],
+        openapi_extra=_body_doc(
+            "The tool's arguments (null values are dropped). Optional header "
+            f"`{CALL_ID_HEADER}`: an idempotency key.",
+            {"email_search_emails": {"query": "budget", "page": 1}},
+        ),
+        responses={
+            200: {
+                "description": '`{"output": ...}`: the tool\'s return value, or the '
+                "reference's error text for an unknown tool or bad arguments.",
+            },
+            404: _problem("No live session (`failure_kind` `session_lost`)."),
+            409: _problem("The call id was used for another call."),
+            422: _problem("The body is not a JSON object."),
+        },
+    )
+    async def call_tool(tool_name: str, request: Request) -> Response:
+        text = await body_text(request)
+        sid = cookie_session(request)
+        if sid is None:
+            await object_body(request)  # a bad body is 422 before a missing session is 404
+            raise service_error(
+                SessionLostError(
+                    "no session cookie", grpc.StatusCode.NOT_FOUND, reason="SESSION_LOST"
+                )
+            )
+        call_id = request.headers.get(CALL_ID_HEADER, "")
+        output = await call(client.call_tool_raw, sid, tool_name, text, call_id)
+        return Response(
+            b'{"output":' + output.encode("utf-8") + b"}", media_type="application/json"
+        )
+
+    return app

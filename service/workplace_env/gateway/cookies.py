@@ -1,0 +1,118 @@
+"""The signed session cookie of the legacy HTTP path, and the MCP session tokens.
+
+Cookie format (CONTRACT "The legacy HTTP path"): the one the reference's web stack writes
+(Starlette's ``SessionMiddleware``): ``base64(json.dumps(session))`` signed with an
+``itsdangerous.TimestampSigner`` over the secret, in
+``<name>=<value>; path=/; Max-Age=1209600; httponly; samesite=lax``. With the same secret a
+cookie issued by the reference is read here and the other way round. Like the reference's
+Starlette, the cookie is re-sent (and re-stamped) on every response while the session holds
+anything; current Starlette only re-sends it when the session changed, so the middleware is
+written out here rather than imported.
+
+Session tokens scope an MCP client to one session (it has no cookie jar): a URL-safe, signed,
+timestamped ``{"sid": <resources_session_id>}`` (``itsdangerous.URLSafeTimedSerializer``, its
+own salt, so a cookie value is never a valid token and vice versa).
+"""
+
+from __future__ import annotations
+
+import json
+from base64 import b64decode, b64encode
+from typing import Any
+
+import itsdangerous
+from starlette.datastructures import MutableHeaders
+from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+#: The key of the session dict that names the session (the reference's key).
+SESSION_ID_KEY = "session_id"
+_TOKEN_SALT = "workplace-env.mcp-session-token"
+
+
+class CookieCodec:
+    """Encodes and decodes the session cookie's value (see the module docstring)."""
+
+    def __init__(self, secret_key: str, max_age_s: int) -> None:
+        self._signer = itsdangerous.TimestampSigner(secret_key)
+        self.max_age_s = max_age_s
+
+    def encode(self, session: dict[str, Any]) -> str:
+        """The signed cookie value of ``session``."""
+        return self._signer.sign(b64encode(json.dumps(session).encode("utf-8"))).decode("utf-8")
+
+    def decode(self, value: str) -> dict[str, Any]:
+        """The session in a cookie value; ``{}`` when it is forged, expired or malformed."""
+        try:
+            data = self._signer.unsign(value.encode("utf-8"), max_age=self.max_age_s)
+            session = json.loads(b64decode(data))
+        except (itsdangerous.BadSignature, ValueError):  # binascii/JSON/Unicode errors
+            return {}
+        return session if isinstance(session, dict) else {}
+
+
+class SessionCookieMiddleware:
+    """ASGI middleware: ``scope["session"]`` from the cookie, ``Set-Cookie`` on every response.
+
+    The session is a plain dict; endpoints read and write it through ``request.session``.
+    An invalid or expired cookie reads as an empty session (no error: the route then answers
+    as for a client without a session).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        codec: CookieCodec,
+        cookie_name: str,
+        https_only: bool = False,
+    ) -> None:
+        self.app = app
+        self.codec = codec
+        self.cookie_name = cookie_name
+        self._attributes = f"path=/; Max-Age={codec.max_age_s}; httponly; samesite=lax"
+        if https_only:
+            self._attributes += "; secure"
+
+    def set_cookie_value(self, session: dict[str, Any]) -> str:
+        """The ``Set-Cookie`` header value for ``session``."""
+        return f"{self.cookie_name}={self.codec.encode(session)}; {self._attributes}"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        raw = HTTPConnection(scope).cookies.get(self.cookie_name)
+        scope["session"] = self.codec.decode(raw) if raw else {}
+
+        async def send_with_cookie(message: Message) -> None:
+            if message["type"] == "http.response.start" and scope["session"]:
+                headers = MutableHeaders(scope=message)
+                headers.append("set-cookie", self.set_cookie_value(scope["session"]))
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+
+class SessionTokens:
+    """Mints and checks the signed session tokens of the MCP endpoint.
+
+    A token names one ``resources_session_id`` and is valid for ``max_age_s`` seconds; it grants
+    exactly what knowing the id grants over gRPC (the id is the capability there).
+    """
+
+    def __init__(self, secret_key: str, max_age_s: int) -> None:
+        self._serializer = itsdangerous.URLSafeTimedSerializer(secret_key, salt=_TOKEN_SALT)
+        self.max_age_s = max_age_s
+
+    def mint(self, session_id: str) -> str:
+        """A token for ``session_id``."""
+        return self._serializer.dumps({"sid": session_id})
+
+    def session_of(self, token: str) -> str | None:
+        """The session a token names, or None when it is forged, expired or malformed."""
+        try:
+            payload = self._serializer.loads(token, max_age=self.max_age_s)
+        except (itsdangerous.BadData, ValueError):
+            return None
+        sid = payload.get("sid") if isinstance(payload, dict) else None
+        return sid if isinstance(sid, str) and sid else None

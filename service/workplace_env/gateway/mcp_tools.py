@@ -1,0 +1,170 @@
+"""The 27 tools as an MCP server (streamable HTTP), each call scoped to one session by a token.
+
+* ``tools/list`` answers the schemas of gRPC ``ListTools``: ``name``, ``description`` and
+  ``inputSchema`` = the schema's ``parameters``, verbatim (REFERENCE.md (f): MCP advertises the
+  schemas unchanged). It needs no token.
+* ``tools/call`` needs a session token (minted by ``POST /seed_session`` in its
+  ``x-workplace-session-token`` header, or by ``POST /session_token``), sent as
+  ``Authorization: Bearer <token>`` or ``x-workplace-session-token: <token>``. It runs gRPC
+  ``CallTool`` for the token's session and answers one text content block: the output JSON
+  text, byte-for-byte the gRPC ``output``. Tool failures are outputs (``isError`` false), as on
+  the other transports.
+* Rejections are JSON-RPC errors and never reach a session: no or invalid token
+  (:data:`TOKEN_REQUIRED`), a session the service does not hold (:data:`SESSION_LOST`, data
+  ``{"failure_kind": "session_lost", "reason": ...}``), other service errors
+  (:data:`SERVICE_ERROR`); a malformed envelope gets the SDK's own parse/invalid-request/
+  invalid-params errors (-32700, -32600, -32602).
+
+The transport is stateless with JSON responses: every POST carries its own token, and the
+gateway keeps no MCP state between requests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import McpError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from workplace_env.gateway.cookies import SessionTokens
+from workplace_env_client import (
+    EnvironmentClient,
+    SessionClosedError,
+    SessionLostError,
+    WorkplaceEnvError,
+)
+
+#: JSON-RPC error codes of this server (the implementation-defined range -32000..-32099).
+TOKEN_REQUIRED = -32001
+SESSION_LOST = -32004
+SERVICE_ERROR = -32000
+
+#: Header that carries a session token (``Authorization: Bearer`` works too).
+TOKEN_HEADER = "x-workplace-session-token"
+
+
+def token_from_headers(headers: Any) -> str | None:
+    """The session token of a request: ``x-workplace-session-token``, else a Bearer token."""
+    token = headers.get(TOKEN_HEADER)
+    if token:
+        return token.strip()
+    scheme, _, credentials = (headers.get("authorization") or "").partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return None
+
+
+class McpGateway:
+    """The MCP server over one SDK client; an ASGI app for ``<mcp_path>``.
+
+    Run :meth:`lifespan` around serving (the app's lifespan does it); requests outside it get
+    HTTP 503.
+    """
+
+    def __init__(
+        self, client: EnvironmentClient, tokens: SessionTokens, version: str | None = None
+    ) -> None:
+        self.client = client
+        self.tokens = tokens
+        self.server: Server[Any, Request] = Server("workplace-env", version=version)
+        # Raw handlers rather than the decorators: the call_tool decorator turns every
+        # exception into an isError result, and validates arguments against the schema
+        # (the reference does not; its own error texts must come back instead).
+        self.server.request_handlers[types.ListToolsRequest] = self._list_tools
+        self.server.request_handlers[types.CallToolRequest] = self._call_tool
+        self._tools: list[types.Tool] | None = None
+        self._manager: StreamableHTTPSessionManager | None = None
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Serve MCP requests inside this context (a fresh session manager each time)."""
+        manager = StreamableHTTPSessionManager(self.server, json_response=True, stateless=True)
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        manager = self._manager
+        if manager is None:
+            response = JSONResponse(
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {"code": SERVICE_ERROR, "message": "MCP is not running"},
+                },
+                status_code=503,
+            )
+            await response(scope, receive, send)
+            return
+        await manager.handle_request(scope, receive, send)
+
+    async def tools(self) -> list[types.Tool]:
+        """The tools as MCP advertises them (from gRPC ListTools, fetched once)."""
+        if self._tools is None:
+            schemas = await anyio.to_thread.run_sync(self.client.list_tools)
+            self._tools = [
+                types.Tool(
+                    name=s["name"], description=s.get("description"), inputSchema=s["parameters"]
+                )
+                for s in schemas
+            ]
+        return self._tools
+
+    async def _list_tools(self, request: types.ListToolsRequest) -> types.ServerResult:
+        return types.ServerResult(types.ListToolsResult(tools=await self.tools()))
+
+    def _session_id(self) -> str:
+        http_request = self.server.request_context.request
+        token = token_from_headers(http_request.headers) if http_request is not None else None
+        session_id = self.tokens.session_of(token) if token else None
+        if session_id is None:
+            raise McpError(
+                types.ErrorData(
+                    code=TOKEN_REQUIRED,
+                    message="tools/call needs a valid session token (header "
+                    f"'{TOKEN_HEADER}' or 'Authorization: Bearer'); get one from "
+                    "POST /seed_session or POST /session_token",
+                )
+            )
+        return session_id
+
+    async def _call_tool(self, request: types.CallToolRequest) -> types.ServerResult:
+        session_id = self._session_id()
+        arguments = json.dumps(request.params.arguments or {}, ensure_ascii=False)
+        try:
+            output = await anyio.to_thread.run_sync(
+                self.client.call_tool_raw, session_id, request.params.name, arguments
+            )
+        except (SessionLostError, SessionClosedError) as exc:
+            raise McpError(
+                types.ErrorData(
+                    code=SESSION_LOST,
+                    message=exc.message,
+                    data={"failure_kind": "session_lost", "reason": exc.reason},
+                )
+            ) from exc
+        except WorkplaceEnvError as exc:
+            raise McpError(
+                types.ErrorData(
+                    code=SERVICE_ERROR,
+                    message=exc.message,
+                    data={"reason": exc.reason or exc.code.name},
+                )
+            ) from exc
+        return types.ServerResult(
+            types.CallToolResult(
+                content=[types.TextContent(type="text", text=output)], isError=False
+            )
+        )

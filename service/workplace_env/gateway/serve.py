@@ -1,0 +1,173 @@
+"""Running the gateway: blocking (``workplace-env gateway``) or in a background thread next to
+the gRPC server (``workplace-env serve --http-address``).
+
+Both bind the HTTP socket themselves before serving, so a bad address fails at once (like
+``start_server``), port 0 picks a free port, and the bound port is known before the first
+request.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import uvicorn
+
+from workplace_env.gateway.app import create_app
+from workplace_env.gateway.settings import GatewaySettings
+from workplace_env_client import EnvironmentClient
+
+_WILDCARD_HOSTS = {"", "0.0.0.0", "::", "[::]"}
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for IPv6) as ``(host, port)``. Raises ValueError."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"address must be HOST:PORT, got {address!r}")
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def local_target(address: str, port: int) -> str:
+    """The gRPC target for reaching a server bound to ``address`` on ``port`` from this host
+    (a wildcard host becomes the loopback address)."""
+    host, _ = parse_address(address)
+    if host in _WILDCARD_HOSTS:
+        host = "127.0.0.1"
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def bind_socket(address: str, backlog: int = 2048) -> socket.socket:
+    """A listening TCP socket on ``address``. Raises RuntimeError when it cannot be bound."""
+    host, port = parse_address(address)
+    try:
+        family, kind, proto, _, sockaddr = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise RuntimeError(f"cannot bind {address}: {exc}") from exc
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(sockaddr)
+        sock.listen(backlog)  # connections queue from now on, before uvicorn accepts
+    except OSError as exc:
+        sock.close()
+        raise RuntimeError(f"cannot bind {address}: {exc}") from exc
+    sock.set_inheritable(True)
+    return sock
+
+
+def _config(app: object, log_level: str, grace_s: float) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        lifespan="on",
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=max(1, round(grace_s)),
+    )
+
+
+@dataclass
+class RunningGateway:
+    """A gateway serving in a background thread: its ``host``, bound ``port`` and ``url``."""
+
+    server: uvicorn.Server
+    thread: threading.Thread
+    host: str
+    port: int
+    client: EnvironmentClient
+    _own_client: bool = field(default=False, repr=False)
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` (a wildcard host shown as the loopback address)."""
+        host = "127.0.0.1" if self.host in _WILDCARD_HOSTS else self.host
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop accepting, let in-flight requests finish (bounded by ``timeout_s``), join the
+        thread, and close the SDK client if the gateway created it."""
+        self.server.should_exit = True
+        self.thread.join(timeout_s)
+        if self.thread.is_alive():
+            self.server.force_exit = True
+            self.thread.join(timeout_s)
+        if self._own_client:
+            self.client.close()
+
+
+def start_gateway(
+    grpc_target: str | None = None,
+    address: str = "127.0.0.1:0",
+    settings: GatewaySettings | None = None,
+    *,
+    client: EnvironmentClient | None = None,
+    log_level: str = "warning",
+    grace_s: float = 5.0,
+    startup_timeout_s: float = 30.0,
+    rpc_timeout_s: float = 30.0,
+) -> RunningGateway:
+    """Serve the gateway on ``address`` in a daemon thread; return once it accepts requests.
+
+    Pass the service's ``grpc_target`` (``HOST:PORT``; see :func:`local_target`) or a connected
+    ``client`` (then the caller closes it). ``rpc_timeout_s`` is the deadline of each RPC of a
+    client created here. Raises RuntimeError when the address cannot be bound or the app does
+    not start within ``startup_timeout_s`` seconds.
+    """
+    if (grpc_target is None) == (client is None):
+        raise ValueError("pass exactly one of grpc_target or client")
+    sock = bind_socket(address)
+    own = client is None
+    sdk = client or EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s)
+    server = uvicorn.Server(_config(create_app(sdk, settings), log_level, grace_s))
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="http-gateway", daemon=True
+    )
+    thread.start()
+    deadline = time.monotonic() + startup_timeout_s
+    while not server.started:  # uvicorn sets it once the lifespan ran and it accepts
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            thread.join(5.0)
+            sock.close()
+            if own:
+                sdk.close()
+            raise RuntimeError(f"the HTTP gateway did not start on {address}")
+        thread.join(0.01)
+    host, port = sock.getsockname()[:2]
+    return RunningGateway(server, thread, str(host), int(port), sdk, own)
+
+
+def run_gateway(
+    grpc_target: str,
+    address: str = "127.0.0.1:8000",
+    settings: GatewaySettings | None = None,
+    *,
+    log_level: str = "info",
+    grace_s: float = 5.0,
+    rpc_timeout_s: float = 30.0,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Serve the gateway for the gRPC service at ``grpc_target`` on ``address`` until SIGTERM
+    or SIGINT (in-flight requests get ``grace_s`` seconds). Blocking; call it from the main
+    thread so uvicorn can handle the signals.
+
+    ``on_listening`` is called with the URL once the socket is bound (default: print it to
+    stderr). Raises RuntimeError when the address cannot be bound.
+    """
+    sock = bind_socket(address)
+    host, port = sock.getsockname()[:2]
+    shown = "127.0.0.1" if host in _WILDCARD_HOSTS else host
+    url = f"http://[{shown}]:{port}" if ":" in str(shown) else f"http://{shown}:{port}"
+    with EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s) as client:
+        server = uvicorn.Server(_config(create_app(client, settings), log_level, grace_s))
+        (on_listening or (lambda u: print(f"workplace-env gateway on {u}", file=sys.stderr)))(url)
+        try:
+            server.run(sockets=[sock])
+        finally:
+            sock.close()

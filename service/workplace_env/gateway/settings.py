@@ -1,0 +1,57 @@
+"""Settings of the HTTP gateway (the legacy cookie path and MCP), with their defaults."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+
+#: The reference's session cookie name (NeMo Gym names it ``<ServerClass>___<server name>``).
+COOKIE_NAME = "WorkbenchResourcesServer___workplace_assistant"
+#: The reference's cookie lifetime: 14 days, in seconds (Starlette's SessionMiddleware default).
+COOKIE_MAX_AGE_S = 14 * 24 * 60 * 60
+#: Environment variable :meth:`GatewaySettings.from_env` reads the signing secret from.
+SECRET_ENV = "WORKPLACE_ENV_GATEWAY_SECRET"
+
+
+def _random_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """How the gateway signs and scopes sessions.
+
+    ``secret_key`` signs the session cookie and the MCP session tokens. The default is a random
+    secret per process, so cookies die with the process and nobody can forge one; pass the
+    reference's key only for drop-in compatibility with cookies it issued (that key is public,
+    so anyone can then forge a cookie naming any session id).
+    ``cookie_name`` / ``cookie_max_age_s`` / ``https_only`` shape the ``Set-Cookie`` header
+    (defaults: the reference's name, 1,209,600 s, no ``secure`` flag).
+    ``token_max_age_s``: seconds an MCP session token stays valid.
+    ``mcp_path``: where the MCP streamable-HTTP endpoint is mounted; ``""`` turns MCP off.
+    """
+
+    secret_key: str = field(default_factory=_random_secret, repr=False)
+    cookie_name: str = COOKIE_NAME
+    cookie_max_age_s: int = COOKIE_MAX_AGE_S
+    https_only: bool = False
+    token_max_age_s: int = COOKIE_MAX_AGE_S
+    mcp_path: str = "/mcp"
+
+    def __post_init__(self) -> None:
+        if not self.secret_key:
+            raise ValueError("secret_key must be non-empty")
+        if self.cookie_max_age_s <= 0 or self.token_max_age_s <= 0:
+            raise ValueError("cookie_max_age_s and token_max_age_s must be positive")
+        if self.mcp_path and (not self.mcp_path.startswith("/") or self.mcp_path.endswith("/")):
+            raise ValueError("mcp_path must start with '/' and not end with '/' (or be '')")
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> GatewaySettings:
+        """Settings whose secret comes from ``$WORKPLACE_ENV_GATEWAY_SECRET`` when it is set
+        (else random per process); ``overrides`` are passed through."""
+        secret = os.environ.get(SECRET_ENV)
+        if secret and "secret_key" not in overrides:
+            overrides["secret_key"] = secret
+        return cls(**overrides)  # type: ignore[arg-type]

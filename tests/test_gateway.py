@@ -1,0 +1,675 @@
+"""The HTTP gateway (CONTRACT "The legacy HTTP path"): every route and status case, over a real
+socket (uvicorn in a thread) with a real HTTP client holding a cookie jar, the way the
+reference's agent talks to it. The gRPC server behind it runs on the embedded default sandbox,
+so nothing here needs ../shared (the goldens run in test_gateway_congruence.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from base64 import b64decode, b64encode
+from collections.abc import Iterator
+
+import anyio
+import httpx
+import itsdangerous
+import pytest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from workplace_env.gateway import (
+    CALL_ID_HEADER,
+    COOKIE_NAME,
+    TOKEN_HEADER,
+    CookieCodec,
+    GatewaySettings,
+    RunningGateway,
+    SessionTokens,
+    parse_address,
+    start_gateway,
+)
+from workplace_env.gateway.serve import local_target
+from workplace_env.sandbox.load import load_sandbox
+from workplace_env.server.app import RunningServer, start_server
+from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env_client import EnvironmentClient
+
+SECRET = "gateway-test-secret"
+SETTINGS = GatewaySettings(secret_key=SECRET)
+CODEC = CookieCodec(SECRET, SETTINGS.cookie_max_age_s)
+COOKIE_RE = re.compile(rf"^{COOKIE_NAME}=([^;]+); path=/; Max-Age=1209600; httponly; samesite=lax$")
+SEND = {"recipient": "someone@example.com", "subject": "Gateway hello", "body": "hi"}
+SEND_CALL = {"name": "email_send_email", "arguments": json.dumps(SEND)}
+SEARCH = {"query": "Gateway hello", "page_size": 50}
+ROW = {
+    "id": "gw-task-1",
+    "category": "workplace_assistant_email",
+    "environment_name": "workplace_assistant",
+    "task_id": None,
+    "ground_truth": [SEND_CALL],
+}
+
+
+@pytest.fixture(scope="module")
+def grpc_server() -> Iterator[RunningServer]:
+    server = start_server(
+        SessionStore(load_sandbox(None), SessionConfig(retry_window_s=3600.0)), "127.0.0.1:0"
+    )
+    yield server
+    server.stop(grace_s=0.5)
+
+
+@pytest.fixture(scope="module")
+def sdk(grpc_server) -> Iterator[EnvironmentClient]:
+    with EnvironmentClient(f"127.0.0.1:{grpc_server.port}", timeout_s=20) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def gateway(sdk) -> Iterator[RunningGateway]:
+    gw = start_gateway(client=sdk, settings=SETTINGS)
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture
+def http(gateway) -> Iterator[httpx.Client]:
+    """A fresh client with its own cookie jar (one agent)."""
+    with httpx.Client(base_url=gateway.url, timeout=30) as client:
+        yield client
+
+
+@pytest.fixture
+def other_http(gateway) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gateway.url, timeout=30) as client:
+        yield client
+
+
+def cookie_sid(response: httpx.Response) -> str:
+    """The session id in a response's Set-Cookie (asserting the reference's cookie shape)."""
+    match = COOKIE_RE.match(response.headers["set-cookie"])
+    assert match, response.headers.get("set-cookie")
+    return CODEC.decode(match.group(1))["session_id"]
+
+
+def seed(client: httpx.Client, row: dict | None = None) -> str:
+    response = client.post("/seed_session", json=ROW if row is None else row)
+    assert response.status_code == 200, response.text
+    assert response.content == b"{}"
+    return cookie_sid(response)
+
+
+def sent_count(client: httpx.Client) -> int:
+    out = client.post("/email_search_emails", json=SEARCH).json()["output"]
+    return 0 if isinstance(out, str) else out["pagination"]["total_emails"]
+
+
+def response_of(calls: list[dict]) -> dict:
+    """A Responses-API response whose output interleaves calls, their outputs and a message."""
+    items: list[dict] = [{"type": "reasoning", "id": "rs_1", "summary": []}]
+    for i, call in enumerate(calls):
+        items.append({"type": "function_call", "call_id": f"call_{i}", "id": f"fc_{i}", **call})
+        items.append({"type": "function_call_output", "call_id": f"call_{i}", "output": "x"})
+    items.append({"type": "message", "role": "assistant", "content": [], "id": "msg_1"})
+    return {"id": "resp_1", "object": "response", "output": items}
+
+
+def verify_body(calls: list[dict], **extra) -> dict:
+    return {
+        **ROW,
+        "responses_create_params": {"input": [{"role": "user", "content": "send it"}]},
+        "response": response_of(calls),
+        **extra,
+    }
+
+
+# -- health, docs ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/", "/health"])
+def test_health_routes_answer_ok(http, path):
+    response = http.get(path)
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def test_reverify_mode_is_unsupported(http):
+    response = http.get("/reverify_mode")
+    assert response.status_code == 200 and response.json() == "unsupported"
+
+
+def test_openapi_documents_every_route(http):
+    spec = http.get("/openapi.json").json()
+    assert {"/seed_session", "/verify", "/close_session", "/session_token", "/{tool_name}"} <= set(
+        spec["paths"]
+    )
+    assert "requestBody" in spec["paths"]["/seed_session"]["post"]
+    assert http.get("/docs").status_code == 200
+
+
+# -- seed and the cookie ---------------------------------------------------------------------
+
+
+def test_legacy_seed_answers_empty_object_and_reference_cookie(http):
+    response = http.post("/seed_session", json=ROW)
+    assert response.status_code == 200 and response.content == b"{}"
+    sid = cookie_sid(response)
+    assert uuid.UUID(sid).version == 4
+
+
+def test_cookie_value_is_starlette_session_format(http):
+    value = COOKIE_RE.match(http.post("/seed_session", json=ROW).headers["set-cookie"]).group(1)
+    data = itsdangerous.TimestampSigner(SECRET).unsign(value.encode())
+    assert list(json.loads(b64decode(data))) == ["session_id"]
+
+
+def test_cookie_is_resent_on_every_response(http):
+    sid = seed(http)
+    for response in (
+        http.post("/company_directory_find_email_address", json={"name": "a"}),
+        http.get("/health"),
+        http.post("/email_search_emails", content=b"[1]"),  # a 422
+    ):
+        assert cookie_sid(response) == sid
+
+
+def test_no_cookie_before_a_seed(http):
+    assert "set-cookie" not in http.get("/health").headers
+
+
+def test_cookie_from_starlette_session_middleware_is_accepted(http, sdk):
+    """With the reference's secret, a cookie its web stack (Starlette's SessionMiddleware)
+    issued names the same session here: drop-in compatibility."""
+
+    async def issue(request: Request) -> PlainTextResponse:
+        request.session["session_id"] = request.path_params["sid"]
+        return PlainTextResponse("ok")
+
+    reference_like = Starlette(
+        routes=[Route("/issue/{sid}", issue, methods=["POST"])],
+        middleware=[Middleware(SessionMiddleware, secret_key=SECRET, session_cookie=COOKIE_NAME)],
+    )
+    sid = f"compat-{uuid.uuid4().hex}"
+    sdk.seed_legacy(sid, {"id": "compat"})
+
+    async def issued_cookie() -> str:
+        transport = httpx.ASGITransport(app=reference_like)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ref") as client:
+            return (await client.post(f"/issue/{sid}")).cookies[COOKIE_NAME]
+
+    http.cookies.set(COOKIE_NAME, anyio.run(issued_cookie))
+    response = http.post("/company_directory_find_email_address", json={"name": "a"})
+    assert response.status_code == 200
+    assert (
+        response.content
+        == b'{"output":'
+        + sdk.call_tool_raw(sid, "company_directory_find_email_address", {"name": "a"}).encode()
+        + b"}"
+    )
+
+
+def test_forged_cookie_names_no_session(http, sdk):
+    sid = f"forged-{uuid.uuid4().hex}"
+    sdk.seed_legacy(sid, {"id": "forged"})
+    forged = itsdangerous.TimestampSigner("not-the-secret").sign(
+        b64encode(json.dumps({"session_id": sid}).encode())
+    )
+    http.cookies.set(COOKIE_NAME, forged.decode())
+    response = http.post("/company_directory_find_email_address", json={"name": "a"})
+    assert response.status_code == 404 and response.json()["failure_kind"] == "session_lost"
+
+
+def test_default_secret_is_random_per_process():
+    assert GatewaySettings().secret_key != GatewaySettings().secret_key
+    assert GatewaySettings().cookie_name == COOKIE_NAME
+
+
+def test_gateway_with_default_settings_refuses_cookies_of_another_secret(sdk):
+    gw = start_gateway(client=sdk)  # random secret
+    try:
+        with httpx.Client(base_url=gw.url) as client:
+            sid = f"other-{uuid.uuid4().hex}"
+            sdk.seed_legacy(sid, {"id": "x"})
+            client.cookies.set(COOKIE_NAME, CODEC.encode({"session_id": sid}))
+            response = client.post("/company_directory_find_email_address", json={"name": "a"})
+            assert response.status_code == 404
+            seeded = client.post("/seed_session", json=ROW)
+            assert seeded.status_code == 200 and COOKIE_NAME in seeded.headers["set-cookie"]
+            assert client.post("/company_directory_find_email_address", json={}).status_code == 200
+    finally:
+        gw.stop()
+
+
+def test_legacy_reseed_on_same_cookie_rebuilds_fresh_tables(http):
+    sid = seed(http)
+    http.post("/email_send_email", json=SEND)
+    assert sent_count(http) == 1
+    assert seed(http) == sid  # same cookie, same session ...
+    assert sent_count(http) == 0  # ... fresh tables, as the reference does
+
+
+def test_two_cookies_never_see_each_others_state(http, other_http):
+    a, b = seed(http), seed(other_http)
+    assert a != b
+    http.post("/email_send_email", json=SEND)
+    assert sent_count(http) == 1
+    assert sent_count(other_http) == 0
+    other_http.post("/email_send_email", json=SEND)
+    other_http.post("/email_send_email", json=SEND)
+    assert (sent_count(http), sent_count(other_http)) == (1, 2)
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"id": "t", "task_id": "scalar-task"},
+        {"id": "t", "task_id": 7, "episode_id": {"rollout_id": "r"}},
+        {"id": "t", "task_id": {"taskset": "a", "task_id": "b"}},  # no episode object
+        {},
+        {"environment_name": "another_env", "ground_truth": [{"name": "x", "arguments": "{"}]},
+        {"ground_truth": "not a list"},
+        {"ground_truth": [1, 2, 3]},
+    ],
+    ids=[
+        "scalar_task_id",
+        "scalar_task_id_with_episode",
+        "task_id_only",
+        "empty",
+        "foreign",
+        "gt_string",
+        "gt_junk",
+    ],
+)
+def test_any_row_without_typed_identity_is_a_legacy_seed(http, row):
+    seed(http, row)
+    assert http.post("/email_send_email", json=SEND).json() == {
+        "output": "Email sent successfully."
+    }
+
+
+@pytest.mark.parametrize("body", [b"[]", b"5", b'"row"', b"null", b"{", b"", b"\xff\xfe\xfa"])
+def test_seed_body_not_a_json_object_is_422(http, body):
+    response = http.post("/seed_session", content=body)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body"]
+    assert "set-cookie" not in response.headers
+
+
+# -- typed seeds -----------------------------------------------------------------------------
+
+
+def typed(sid: str, **over) -> dict:
+    body = {
+        "resources_session_id": sid,
+        "episode_id": {"rollout_id": f"r-{sid}", "attempt": 0},
+        "task_id": {"taskset": "gw", "task_id": "t1"},
+        "task": ROW,
+    }
+    body.update(over)
+    return body
+
+
+def test_typed_seed_binds_the_id_and_the_cookie_carries_it(http, sdk):
+    sid = f"typed-{uuid.uuid4().hex}"
+    response = http.post("/seed_session", json=typed(sid))
+    assert response.status_code == 200 and response.content == b"{}"
+    assert cookie_sid(response) == sid
+    http.post("/email_send_email", json=SEND)
+    # the same session over gRPC: the HTTP call mutated it
+    out = json.loads(sdk.call_tool_raw(sid, "email_search_emails", SEARCH))
+    assert out["pagination"]["total_emails"] == 1
+    # S2: an identical retry is OK and keeps the mutation
+    assert http.post("/seed_session", json=typed(sid)).status_code == 200
+    assert sent_count(http) == 1
+
+
+def test_typed_seed_without_task_takes_the_body_as_row(http):
+    sid = f"typed-{uuid.uuid4().hex}"
+    body = {**ROW, **typed(sid)}
+    del body["task"]
+    assert http.post("/seed_session", json=body).status_code == 200
+    result = http.post("/verify", json=verify_body([]) | {"ground_truth": ROW["ground_truth"]})
+    assert result.json()["reward"] == 0.0  # the ground truth sends, the empty prediction not
+
+
+def test_typed_seed_on_another_episode_is_409_conflict(http):
+    sid = f"typed-{uuid.uuid4().hex}"
+    assert http.post("/seed_session", json=typed(sid)).status_code == 200
+    http.post("/email_send_email", json=SEND)
+    clash = http.post(
+        "/seed_session", json=typed(sid, episode_id={"rollout_id": "someone-else", "attempt": 0})
+    )
+    assert clash.status_code == 409 and clash.json()["failure_kind"] == "session_conflict"
+    assert sent_count(http) == 1  # unchanged
+
+
+def test_typed_seed_of_a_closed_id_is_409_closed(http):
+    sid = f"typed-{uuid.uuid4().hex}"
+    http.post("/seed_session", json=typed(sid))
+    close = http.post(
+        "/close_session",
+        json={"resources_session_id": sid, "episode_id": {"rollout_id": f"r-{sid}"}},
+    )
+    assert close.json() == {"outcome": "CLOSED"}
+    again = http.post("/seed_session", json=typed(sid))
+    assert again.status_code == 409 and again.json()["failure_kind"] == "session_closed"
+
+
+@pytest.mark.parametrize(
+    "over,loc",
+    [
+        ({"resources_session_id": 5}, ["body", "resources_session_id"]),
+        ({"resources_session_id": "bad id with spaces"}, ["body", "resources_session_id"]),
+        ({"episode_id": None}, ["body", "episode_id"]),
+        ({"episode_id": {"rollout_id": "-starts-with-dash"}}, ["body", "episode_id", "rollout_id"]),
+        ({"episode_id": {"rollout_id": "r", "attempt": -1}}, ["body", "episode_id", "attempt"]),
+        ({"episode_id": {"rollout_id": "r", "attempt": "0"}}, ["body", "episode_id", "attempt"]),
+        ({"task_id": "scalar"}, ["body", "task_id"]),
+        ({"task_id": {"taskset": "", "task_id": "t"}}, ["body", "task_id", "taskset"]),
+        ({"task": [1]}, ["body", "task"]),
+        ({"task": {"ground_truth": [5]}}, ["body", "task", "ground_truth", 0]),
+        (
+            {"task": {"ground_truth": [{"name": "x", "arguments": "{"}]}},
+            ["body", "task", "ground_truth", 0, "arguments"],
+        ),
+        ({"task": {"environment_name": "other"}}, ["body", "task", "environment_name"]),
+    ],
+)
+def test_malformed_typed_seed_is_422_naming_the_field_and_binds_nothing(http, over, loc):
+    sid = f"typed-{uuid.uuid4().hex}"
+    body = typed(sid, **over)
+    response = http.post("/seed_session", json=body)
+    assert response.status_code == 422, response.text
+    assert loc in [d["loc"] for d in response.json()["detail"]]
+    assert "set-cookie" not in response.headers
+    # S5: no binding and no fence: a valid seed of the same id (when the id is valid) succeeds
+    if isinstance(body["resources_session_id"], str) and " " not in body["resources_session_id"]:
+        assert http.post("/seed_session", json=typed(sid)).status_code == 200
+
+
+# -- tool calls ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name,body",
+    [
+        ("company_directory_find_email_address", b'{"name": "a"}'),
+        ("email_search_emails", b'{"query": "Update", "page": 2, "page_size": 3}'),
+        (
+            "email_send_email",
+            '{"recipient": "x@y.com", "subject": "Grüße ☃", "body": "é"}'.encode(),
+        ),
+        ("email_send_email", b'{"recipient": "x@y.com", "subject": "\\u00e9", "body": "b"}'),
+        ("email_send_email", b'{"recipient": "x@y.com", "subject": null, "body": "b"}'),
+        ("no_such_tool", b"{}"),
+        ("email_send_email", b'{"recipient": "x@y.com", "locatoin": 1}'),
+        (
+            "calendar_create_event",
+            b'{"event_name": 5, "participant_email": [], "event_start": {}, "duration": 1.5}',
+        ),
+        ("email_search_emails", b'{"query": "a", "query": "Update"}'),
+    ],
+)
+def test_tool_body_is_the_grpc_output_in_the_reference_envelope(http, sdk, name, body):
+    sid = seed(http)
+    response = http.post(f"/{name}", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    # the same call on a twin gRPC session gives the same output bytes
+    twin = f"twin-{uuid.uuid4().hex}"
+    sdk.seed_legacy(twin, ROW)
+    expected = sdk.call_tool_raw(twin, name, body.decode())
+    assert response.content == b'{"output":' + expected.encode() + b"}"
+    assert sid != twin
+
+
+def test_null_arguments_are_dropped(http):
+    seed(http)
+    with_null = http.post("/email_search_emails", json={"query": "Update", "page": None})
+    without = http.post("/email_search_emails", json={"query": "Update"})
+    assert with_null.content == without.content
+
+
+def test_unknown_tool_and_bad_kwargs_are_reference_texts(http):
+    seed(http)
+    assert http.post("/no_such_tool", json={}).json() == {
+        "output": "Error executing tool 'no_such_tool': 'no_such_tool'"
+    }
+    out = http.post("/calendar_create_event", json={"location": "x"}).json()["output"]
+    assert out.startswith("Error executing tool 'calendar_create_event': ")
+    assert "unexpected keyword argument 'location'" in out
+
+
+def test_tool_call_without_cookie_is_404_session_lost(http):
+    response = http.post("/company_directory_find_email_address", json={"name": "a"})
+    assert response.status_code == 404
+    assert response.json()["failure_kind"] == "session_lost"
+
+
+def test_tool_call_on_a_cookie_the_service_does_not_hold_is_404_session_lost(http):
+    http.cookies.set(COOKIE_NAME, CODEC.encode({"session_id": f"never-{uuid.uuid4().hex}"}))
+    response = http.post("/company_directory_find_email_address", json={"name": "a"})
+    assert response.status_code == 404
+    assert response.json()["failure_kind"] == "session_lost"
+    assert response.json()["reason"] == "SESSION_LOST"
+
+
+@pytest.mark.parametrize(
+    "body", [b"[1, 2]", b'"x"', b"5", b"null", b"{not json", b"", b"\xff\xfe\xfa"]
+)
+@pytest.mark.parametrize("with_session", [True, False])
+def test_tool_body_not_a_json_object_is_422(http, body, with_session):
+    if with_session:
+        seed(http)
+    response = http.post("/email_send_email", content=body)
+    assert response.status_code == 422
+    assert response.json()["failure_kind"] == "invalid_request"
+    if with_session:
+        assert sent_count(http) == 0
+
+
+def test_call_id_header_makes_a_call_idempotent(http):
+    seed(http)
+    first = http.post("/email_send_email", json=SEND, headers={CALL_ID_HEADER: "c-1"})
+    again = http.post("/email_send_email", json=SEND, headers={CALL_ID_HEADER: "c-1"})
+    assert first.content == again.content
+    assert sent_count(http) == 1  # executed once (T6)
+    other = {**SEND, "subject": "different"}
+    reused = http.post("/email_send_email", json=other, headers={CALL_ID_HEADER: "c-1"})
+    assert reused.status_code == 409 and reused.json()["failure_kind"] == "call_id_reused"
+
+
+# -- verify ----------------------------------------------------------------------------------
+
+
+def test_verify_scores_the_response_and_echoes_the_request(http):
+    seed(http)
+    http.post("/email_send_email", json=SEND)
+    body = verify_body([SEND_CALL])
+    response = http.post("/verify", json=body)
+    assert response.status_code == 200
+    assert response.json() == {
+        "responses_create_params": body["responses_create_params"],
+        "response": body["response"],
+        "reward": 1.0,
+        "mask_sample": False,
+        "failure_kind": None,
+        "failure_reason": None,
+    }
+
+
+def test_verify_is_request_based(http):
+    seed(http)
+    http.post("/email_send_email", json=SEND)  # the live tables play no part
+    assert http.post("/verify", json=verify_body([])).json()["reward"] == 0.0
+
+
+def test_verify_releases_a_legacy_session_and_a_resend_scores_the_same(http):
+    seed(http)
+    body = verify_body([SEND_CALL])
+    first = http.post("/verify", json=body)
+    assert first.json()["reward"] == 1.0
+    lost = http.post("/company_directory_find_email_address", json={"name": "a"})
+    assert lost.status_code == 404 and lost.json()["failure_kind"] == "session_lost"  # V2
+    again = http.post("/verify", json=body)
+    assert again.status_code == 200 and again.json() == first.json()  # V3
+    seed(http)  # the cookie can seed again after a verify
+    assert http.post("/company_directory_find_email_address", json={}).status_code == 200
+
+
+def test_verify_keeps_a_typed_session(http):
+    sid = f"typed-{uuid.uuid4().hex}"
+    http.post("/seed_session", json=typed(sid))
+    assert http.post("/verify", json=verify_body([SEND_CALL])).json()["reward"] == 1.0
+    assert http.post("/company_directory_find_email_address", json={}).status_code == 200
+
+
+def test_verify_without_a_session_is_a_masked_session_lost_sample(http):
+    response = http.post("/verify", json=verify_body([SEND_CALL]))
+    assert response.status_code == 200
+    out = response.json()
+    assert (out["reward"], out["mask_sample"], out["failure_kind"]) == (0.0, True, "session_lost")
+
+
+def test_verify_for_a_session_the_service_does_not_hold_is_masked(http):
+    http.cookies.set(COOKIE_NAME, CODEC.encode({"session_id": f"never-{uuid.uuid4().hex}"}))
+    out = http.post("/verify", json=verify_body([SEND_CALL])).json()
+    assert (out["reward"], out["mask_sample"], out["failure_kind"]) == (0.0, True, "session_lost")
+
+
+@pytest.mark.parametrize(
+    "calls,reward", [([], 1.0), ([SEND_CALL], 0.0)], ids=["no_write", "a_write"]
+)
+def test_verify_with_a_json_string_ground_truth_means_change_nothing(http, calls, reward):
+    seed(http)
+    body = verify_body(calls, ground_truth=json.dumps([SEND_CALL]))
+    assert http.post("/verify", json=body).json()["reward"] == reward
+
+
+def test_verify_takes_the_ground_truth_from_the_request(http):
+    seed(http)  # the seeded row's ground truth sends an email
+    body = verify_body([], ground_truth=[])
+    assert http.post("/verify", json=body).json()["reward"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "body,loc",
+    [
+        ({"ground_truth": []}, ["body", "response"]),
+        ({"response": []}, ["body", "response"]),
+        ({"response": {"id": "r"}}, ["body", "response", "output"]),
+        ({"response": {"output": {}}}, ["body", "response", "output"]),
+    ],
+)
+def test_malformed_verify_is_422(http, body, loc):
+    seed(http)
+    response = http.post("/verify", json=body)
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == loc
+    assert http.post("/company_directory_find_email_address", json={}).status_code == 200
+
+
+def test_verify_body_not_an_object_is_422(http):
+    assert http.post("/verify", content=b"[]").status_code == 422
+
+
+# -- close -----------------------------------------------------------------------------------
+
+
+def test_close_session_outcomes(http):
+    sid = f"typed-{uuid.uuid4().hex}"
+    episode = {"rollout_id": f"r-{sid}", "attempt": 0}
+    http.post("/seed_session", json=typed(sid))
+    body = {"resources_session_id": sid, "episode_id": episode}
+    wrong = http.post("/close_session", json={**body, "episode_id": {"rollout_id": "other"}})
+    assert wrong.status_code == 409 and wrong.json()["failure_kind"] == "episode_mismatch"
+    assert http.post("/close_session", json=body).json() == {"outcome": "CLOSED"}
+    assert http.post("/close_session", json=body).json() == {"outcome": "ALREADY_CLOSED"}
+    lost = http.post("/company_directory_find_email_address", json={})
+    assert lost.status_code == 404
+    assert (lost.json()["failure_kind"], lost.json()["reason"]) == (
+        "session_lost",
+        "SESSION_CLOSED",
+    )
+    never = {"resources_session_id": f"n-{uuid.uuid4().hex}", "episode_id": episode}
+    assert http.post("/close_session", json=never).json() == {"outcome": "NOT_SEEDED"}
+
+
+def test_close_of_the_cookie_legacy_session(http):
+    seed(http)
+    assert http.post("/close_session", json={}).json() == {"outcome": "CLOSED"}
+    assert http.post("/company_directory_find_email_address", json={}).status_code == 404
+    seed(http)  # a closed legacy cookie starts a new session on its next seed
+    assert http.post("/company_directory_find_email_address", json={}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "body,loc",
+    [
+        ({}, ["body", "resources_session_id"]),
+        ({"resources_session_id": 3}, ["body", "resources_session_id"]),
+        ({"resources_session_id": "s", "episode_id": "r"}, ["body", "episode_id"]),
+        (
+            {"resources_session_id": "s", "episode_id": {"rollout_id": "!"}},
+            ["body", "episode_id", "rollout_id"],
+        ),
+    ],
+)
+def test_malformed_close_is_422(http, body, loc):
+    response = http.post("/close_session", json=body)
+    assert response.status_code == 422
+    assert loc in [d["loc"] for d in response.json()["detail"]]
+
+
+# -- session tokens --------------------------------------------------------------------------
+
+
+def test_seed_returns_a_session_token_for_its_session(http):
+    response = http.post("/seed_session", json=ROW)
+    tokens = SessionTokens(SECRET, SETTINGS.token_max_age_s)
+    assert tokens.session_of(response.headers[TOKEN_HEADER]) == cookie_sid(response)
+
+
+def test_session_token_route(http):
+    tokens = SessionTokens(SECRET, SETTINGS.token_max_age_s)
+    missing = http.post("/session_token")
+    assert missing.status_code == 404 and missing.json()["failure_kind"] == "session_lost"
+    sid = seed(http)
+    mine = http.post("/session_token").json()
+    assert mine["resources_session_id"] == sid and tokens.session_of(mine["token"]) == sid
+    named = http.post("/session_token", json={"resources_session_id": "grpc-1"}).json()
+    assert tokens.session_of(named["token"]) == "grpc-1"
+    assert http.post("/session_token", json={"resources_session_id": 1}).status_code == 422
+    assert http.post("/session_token", content=b"[").status_code == 422
+
+
+def test_tokens_and_cookies_are_not_interchangeable():
+    tokens = SessionTokens(SECRET, 60)
+    token = tokens.mint("s1")
+    assert tokens.session_of(token) == "s1"
+    assert CODEC.decode(token) == {}
+    assert tokens.session_of(CODEC.encode({"sid": "s1"})) is None
+    assert SessionTokens("another-secret", 60).session_of(token) is None
+    assert tokens.session_of(token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]) is None
+
+
+# -- running it ------------------------------------------------------------------------------
+
+
+def test_addresses():
+    assert parse_address("127.0.0.1:8080") == ("127.0.0.1", 8080)
+    assert parse_address("[::1]:0") == ("::1", 0)
+    assert local_target("0.0.0.0:9", 50051) == "127.0.0.1:50051"
+    assert local_target("[::1]:9", 5) == "[::1]:5"
+    for bad in ("8080", "host:", "host:http", "h:70000"):
+        with pytest.raises(ValueError):
+            parse_address(bad)
+
+
+def test_start_gateway_on_a_taken_port_raises(gateway, sdk):
+    with pytest.raises(RuntimeError, match="cannot bind"):
+        start_gateway(client=sdk, address=f"127.0.0.1:{gateway.port}")
