@@ -3,9 +3,9 @@
 Every call runs on two sessions that started equal, once with fast paths and once with the pandas
 implementation only (``execute(..., fast=False)``); the output JSON texts must be identical and,
 after every call, every table the tool may write must be identical (cells with their Python types,
-dtypes, index labels and index type), and all tables at the end of a sequence. The calls come from the goldens (all of them, on the WorkBench sandbox)
-and from random sequences of generated arguments (tests/fastpath/), on the WorkBench and the
-generated sandboxes.
+dtypes, index labels and index type), and all tables at the end of a sequence. The calls come
+from the goldens (all of them, on the WorkBench sandbox) and from random sequences of generated
+arguments (tests/fastpath/), on the WorkBench and the generated sandboxes.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from random import Random
 
 import pytest
 
-from tests.conftest import GOLDENS, WORKBENCH, needs_shared, read_jsonl
+from tests.conftest import GOLDENS, needs_shared, read_jsonl
 from tests.fastpath import all_arguments
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import TABLE_KEYS, SessionTables
