@@ -1,0 +1,1 @@
+"""Checkpoint and restore: the table codec, session snapshots, and their files."""
