@@ -84,7 +84,8 @@ def test_round_trip_keeps_nan_none_duplicates_and_floats(base):
     assert phones[-1] is None  # stored by the tool
     assert any(type(v) is float for v in phones[:-1])  # NaN from empty CSV cells
     analytics = decoded["analytics._analytics_data"]
-    assert dict(zip(analytics.columns, analytics.dtypes, strict=True))["session_duration_seconds"] == "float64"
+    dtypes = dict(zip(analytics.columns, analytics.dtypes, strict=True))
+    assert dtypes["session_duration_seconds"] == "float64"
     assert decoded["analytics._plots_data"].range_index is None
 
 

@@ -24,7 +24,6 @@ from grpc_status import rpc_status
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.sandbox.load import load_sandbox
-from workplace_env.sandbox.tables import TablesUnavailableError
 from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionConfig, SessionStore

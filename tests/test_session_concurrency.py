@@ -22,7 +22,7 @@ from workplace_env import errors
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.server.app import start_server
 from workplace_env.sessions import CloseOutcome, SessionConfig, SessionStore
-from workplace_env_client import EnvironmentClient, SessionClosedError
+from workplace_env_client import EnvironmentClient
 
 EPISODE = EpisodeId(*EP)
 TASK_ID = TaskId(*TID)
@@ -34,14 +34,21 @@ def _wait(event: threading.Event) -> None:
     assert event.wait(HANG_S), "hang guard: the awaited step never happened"
 
 
+_HOLDS: list[Hold] = []
+
+
 class Hold:
-    """Holds the first tool call on ``session_id`` inside its session lock until released."""
+    """Holds the first thread reaching fault point ``point`` for ``session_id`` until ``go``.
+
+    At ``"tool"`` (the default) that is a tool call inside its session's lock.
+    """
 
     def __init__(self, store: SessionStore, session_id: str, point: str = "tool") -> None:
         self.entered = threading.Event()
         self.go = threading.Event()
         self.session_id = session_id
         store.faults.on(point, self)
+        _HOLDS.append(self)
 
     def __call__(self, sid: str) -> None:
         if sid == self.session_id and not self.entered.is_set():
@@ -49,17 +56,25 @@ class Hold:
             _wait(self.go)
 
 
+def _release_holds() -> None:
+    """Let every held thread go (a failed test must not leave threads parked)."""
+    while _HOLDS:
+        _HOLDS.pop().go.set()
+
+
 @pytest.fixture
 def store(sandbox) -> Iterator[SessionStore]:  # noqa: F811
     store = SessionStore(sandbox, SessionConfig(idle_ttl_s=60), clock=FakeClock())
     yield store
     store.faults.clear()
+    _release_holds()
 
 
 @pytest.fixture
 def pool() -> Iterator[ThreadPoolExecutor]:
     with ThreadPoolExecutor(4) as pool:
         yield pool
+        _release_holds()
 
 
 def _seed(store: SessionStore, sid: str, rollout: str = "rollout-1") -> None:
@@ -113,7 +128,13 @@ def test_other_sessions_never_wait_for_a_held_session(store, pool):
     closing = pool.submit(store.close, "held", EPISODE)
     _wait(closing_started)
     result = pool.submit(_other_sessions_work, store, clock, "b").result(HANG_S)
-    assert result == [["zqb"], 1.0, CloseOutcome.CLOSED, CloseOutcome.NOT_SEEDED, "session_lost"]
+    assert result[:5] == [
+        ["zqb"],
+        1.0,
+        CloseOutcome.CLOSED,
+        CloseOutcome.NOT_SEEDED,
+        "session_lost",
+    ]
     assert result[-1] is True  # a legacy re-seed (a rebuild) does not wait either
     assert not held_call.done() and not closing.done()
     hold.go.set()
@@ -296,4 +317,3 @@ def test_legacy_rebuild_waits_for_its_own_session_only(store, pool):
     assert call.result(HANG_S) == '"Email sent successfully."'
     assert reseed.result(HANG_S).rebuilt
     assert _subjects(store, "cookie") == []  # rebuilt after the call: fresh tables
-

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from workplace_env.sandbox.tables import ANALYTICS, PLOTS
-from workplace_env.sandbox.tools.registry import tool
+from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
 _DATE = "date_of_visit"
 
@@ -95,6 +96,85 @@ def _column(frame: pd.DataFrame, name: str, positions: np.ndarray | None) -> pd.
     """Column ``name`` restricted to ``positions`` (all rows when None)."""
     column = frame[name]
     return column if positions is None else column.iloc[positions]
+
+
+def _plot_problem(time_min: Any, time_max: Any, value_to_plot: Any, plot_type: Any) -> str | None:
+    """create_plot's argument messages, in the reference's order (pure Python checks)."""
+    if not time_min:
+        return "Start date not provided."
+    if not time_max:
+        return "End date not provided."
+    if value_to_plot not in _PLOT_VALUES:
+        return (
+            "Value to plot must be one of 'total_visits', 'session_duration_seconds', "
+            "'user_engaged', 'visits_direct', 'visits_referral', 'visits_search_engine', "
+            "'visits_social_media'"
+        )
+    if plot_type not in _PLOT_TYPES:
+        return "Plot type must be one of 'bar', 'line', 'scatter', or 'histogram'"
+    return None
+
+
+# -- fast-path helpers over the session's plain-list tables ------------------------------------
+
+
+def _dtype(table: Any, column: str) -> str:
+    return table.dtypes[table.columns.index(column)]
+
+
+def _selected_rows(table: Any, time_min: Any, time_max: Any) -> Any:
+    """Positions of the rows within str bounds (all rows without a truthy bound), or FALLBACK.
+
+    On str cells, ``date >= time_min`` is the same comparison pandas makes cell by cell.
+    """
+    if (time_min and type(time_min) is not str) or (time_max and type(time_max) is not str):
+        return FALLBACK
+    dates = table.data[_DATE]
+    if _dtype(table, _DATE) != "object" or not set(map(type, dates)) <= {str}:
+        return FALLBACK
+    if time_min and time_max:
+        return [i for i, d in enumerate(dates) if d >= time_min and d <= time_max]
+    if time_min:
+        return [i for i, d in enumerate(dates) if d >= time_min]
+    if time_max:
+        return [i for i, d in enumerate(dates) if d <= time_max]
+    return range(len(dates))
+
+
+def _sorted(counts: dict[str, Any]) -> dict[str, Any]:
+    """The per-date dict in groupby's key order (sorted dates)."""
+    return {d: counts[d] for d in sorted(counts)}
+
+
+def _visits_per_date(dates: list[str], rows: Any) -> dict[str, int]:
+    if isinstance(rows, range):
+        return _sorted(Counter(dates))
+    return _sorted(Counter([dates[i] for i in rows]))
+
+
+def _hits_per_date(dates: list[str], rows: Any, hits: list[int]) -> dict[str, int]:
+    """Sum of 0/1 ``hits`` per date; every selected date appears (0 when none)."""
+    totals: dict[str, int] = {}
+    for i in rows:
+        totals[dates[i]] = totals.get(dates[i], 0) + hits[i]
+    return _sorted(totals)
+
+
+def _durations(table: Any) -> list[float] | None:
+    """``session_duration_seconds`` as floats when all are whole numbers, else None.
+
+    Digit strings convert as ``astype(float)`` does; whole numbers keep every per-date sum
+    exact, so sum / count equals pandas' compensated mean bit for bit.
+    """
+    cells = table.data["session_duration_seconds"]
+    dtype = _dtype(table, "session_duration_seconds")
+    if dtype == "object":
+        if not all(type(v) is str and v.isascii() and v.isdigit() and len(v) < 15 for v in cells):
+            return None
+        return [float(v) for v in cells]
+    if dtype == "float64" and all(v.is_integer() and abs(v) < 2.0**40 for v in cells):
+        return cells
+    return None
 
 
 class _Dates:
@@ -170,6 +250,19 @@ def get_visitor_information_by_id(tables, visitor_id=None):
     return [dict(zip(columns, row, strict=True)) for row in zip(*cells, strict=True)]
 
 
+@fast_path("analytics_get_visitor_information_by_id")
+def _get_visitor_information_by_id_fast(tables, visitor_id=None):
+    if not visitor_id:
+        return "Visitor ID not provided."
+    if type(visitor_id) is not str:
+        return FALLBACK
+    table = tables.table(ANALYTICS)
+    rows = [i for i, v in enumerate(table.data["visitor_id"]) if v == visitor_id]
+    if not rows:
+        return "Visitor not found."
+    return [table.row(i) for i in rows]
+
+
 @tool(
     name="analytics_create_plot",
     qualname="AnalyticsTool.create_plot",
@@ -208,22 +301,34 @@ def create_plot(tables, time_min=None, time_max=None, value_to_plot=None, plot_t
     of ...", "Plot type must be one of ..." (exact-case values; REFERENCE.md f.14). The dates
     are not validated, only formatted into the path.
     """
-    if not time_min:
-        return "Start date not provided."
-    if not time_max:
-        return "End date not provided."
-    if value_to_plot not in _PLOT_VALUES:
-        return (
-            "Value to plot must be one of 'total_visits', 'session_duration_seconds', "
-            "'user_engaged', 'visits_direct', 'visits_referral', 'visits_search_engine', "
-            "'visits_social_media'"
-        )
-    if plot_type not in _PLOT_TYPES:
-        return "Plot type must be one of 'bar', 'line', 'scatter', or 'histogram'"
+    problem = _plot_problem(time_min, time_max, value_to_plot, plot_type)
+    if problem is not None:
+        return problem
     file_path = f"plots/{time_min}_{time_max}_{value_to_plot}_{plot_type}.png"
     plots = tables[PLOTS]
     # Enlargement at label len(plots), as the reference appends (the index becomes Int64).
     plots.loc[len(plots)] = [file_path]
+    return file_path
+
+
+@fast_path("analytics_create_plot")
+def _create_plot_fast(tables, time_min=None, time_max=None, value_to_plot=None, plot_type=None):
+    problem = _plot_problem(time_min, time_max, value_to_plot, plot_type)
+    if problem is not None:
+        return problem
+    table = tables.table(PLOTS)
+    label = len(table)
+    # The two shapes whose enlargement result is known: the fresh empty table (RangeIndex(0))
+    # becomes Int64 [0]; an Int64 index without the label gains it at the end.
+    if table.dtypes != ("object",) or label in table.index:
+        return FALLBACK
+    if table.range_index is not None and table.range_index != (0, 0, 1):
+        return FALLBACK
+    file_path = f"plots/{time_min}_{time_max}_{value_to_plot}_{plot_type}.png"
+    table = tables.writable(PLOTS)
+    table.data["file_path"].append(file_path)
+    table.index.append(label)
+    table.range_index = None
     return file_path
 
 
@@ -240,6 +345,15 @@ def total_visits_count(tables, time_min=None, time_max=None):
     return _Dates(dates).size()
 
 
+@fast_path("analytics_total_visits_count")
+def _total_visits_count_fast(tables, time_min=None, time_max=None):
+    table = tables.table(ANALYTICS)
+    rows = _selected_rows(table, time_min, time_max)
+    if rows is FALLBACK:
+        return FALLBACK
+    return _visits_per_date(table.data[_DATE], rows)
+
+
 @tool(
     name="analytics_engaged_users_count",
     qualname="AnalyticsTool.engaged_users_count",
@@ -252,6 +366,16 @@ def engaged_users_count(tables, time_min=None, time_max=None):
     positions = _in_range(frame, time_min, time_max)
     engaged = _column(frame, "user_engaged", positions).astype(bool).astype(int)
     return _Dates(_column(frame, _DATE, positions)).count_true(engaged)
+
+
+@fast_path("analytics_engaged_users_count")
+def _engaged_users_count_fast(tables, time_min=None, time_max=None):
+    table = tables.table(ANALYTICS)
+    rows = _selected_rows(table, time_min, time_max)
+    if rows is FALLBACK or _dtype(table, "user_engaged") != "bool":
+        return FALLBACK
+    engaged = [int(v) for v in table.data["user_engaged"]]
+    return _hits_per_date(table.data[_DATE], rows, engaged)
 
 
 @tool(
@@ -296,6 +420,21 @@ def traffic_source_count(tables, time_min=None, time_max=None, traffic_source=No
     return _Dates(dates).count_true(from_source)
 
 
+@fast_path("analytics_traffic_source_count")
+def _traffic_source_count_fast(tables, time_min=None, time_max=None, traffic_source=None):
+    if traffic_source and type(traffic_source) is not str:
+        return FALLBACK
+    table = tables.table(ANALYTICS)
+    rows = _selected_rows(table, time_min, time_max)
+    if rows is FALLBACK or _dtype(table, "traffic_source") != "object":
+        return FALLBACK
+    dates = table.data[_DATE]
+    if not traffic_source:
+        return _visits_per_date(dates, rows)
+    hits = [1 if v == traffic_source else 0 for v in table.data["traffic_source"]]
+    return _hits_per_date(dates, rows, hits)
+
+
 @tool(
     name="analytics_get_average_session_duration",
     qualname="AnalyticsTool.get_average_session_duration",
@@ -318,3 +457,29 @@ def get_average_session_duration(tables, time_min=None, time_max=None):
     else:
         durations = frame["session_duration_seconds"].iloc[positions].astype(float)
     return _Dates(_column(frame, _DATE, positions)).mean(durations)
+
+
+@fast_path("analytics_get_average_session_duration")
+def _get_average_session_duration_fast(tables, time_min=None, time_max=None):
+    table = tables.table(ANALYTICS)
+    rows = _selected_rows(table, time_min, time_max)
+    if rows is FALLBACK:
+        return FALLBACK
+    durations = _durations(table)
+    if durations is None:
+        return FALLBACK
+    if isinstance(rows, range) and _dtype(table, "session_duration_seconds") != "float64":
+        # No bound: the reference converted the table's own column (module docstring).
+        table = tables.writable(ANALYTICS)
+        position = table.columns.index("session_duration_seconds")
+        table.data["session_duration_seconds"] = durations
+        table.dtypes = (*table.dtypes[:position], "float64", *table.dtypes[position + 1 :])
+        table.text_only = False
+    dates = table.data[_DATE]
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for i in rows:
+        date = dates[i]
+        sums[date] = sums.get(date, 0.0) + durations[i]
+        counts[date] = counts.get(date, 0) + 1
+    return {d: sums[d] / counts[d] for d in sorted(sums)}

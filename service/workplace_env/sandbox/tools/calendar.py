@@ -1,9 +1,11 @@
 """Calendar tools (REFERENCE.md f.8-f.12): the ``calendar._calendar_events`` table.
 
 Five tools over one object-dtype table (``event_id, event_name, participant_email, event_start,
-duration``). Behaviour mirrors the reference's pandas code, including how it fails on odd argument
-types, because those failures are model-visible text (``"Error executing tool ..."``, added by
-the registry):
+duration``). Each tool has a pandas implementation that behaves as the reference's pandas code,
+including how it fails on odd argument types, because those failures are model-visible text
+(``"Error executing tool ..."``, added by the registry), and a fast path over the session's
+plain-list table for well-typed arguments on text cells, which returns ``FALLBACK`` (before
+changing anything) whenever pandas must decide. Behaviour:
 
 * ids must be ``str`` of length 8 with ``str.isdigit()`` true (so fullwidth digits and ``"²"``
   pass the format check and then are simply not found);
@@ -14,7 +16,8 @@ the registry):
 * the search filters are case-insensitive regular expressions (``Series.str.contains``), the
   order is newest first by ``pd.Timestamp(event_start)`` with a stable sort (ties keep table
   order), and paging is plain Python arithmetic and list slicing;
-* a create appends with ``pd.concat`` and does not renumber the index (the new label is ``0``).
+* a create appends with ``pd.concat`` and does not renumber the index (the new label is ``0``);
+  a delete keeps the remaining labels.
 """
 
 from __future__ import annotations
@@ -28,12 +31,13 @@ import pandas as pd
 from pandas.api.types import infer_dtype
 
 from workplace_env.sandbox.tables import CALENDAR
-from workplace_env.sandbox.tools.registry import tool
+from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
 _ID_FORMAT_ERROR = "Invalid event ID format. Expected 8-digit ID."
 _START_FORMAT_ERROR = "Invalid event_start format. Expected YYYY-MM-DD HH:MM:SS."
 _DURATION_POSITIVE_ERROR = "Duration must be a positive number of minutes."
 _DURATION_FORMAT_ERROR = "Invalid duration format. Expected a number of minutes."
+_NO_UPDATE_ARGUMENT = "Event ID, field, or new value not provided."
 
 _GET_FIELDS = ("event_id", "event_name", "participant_email", "event_start", "duration")
 _UPDATE_FIELDS = ("event_name", "participant_email", "event_start", "duration")
@@ -61,6 +65,9 @@ def _timestamp(value: Any) -> pd.Timestamp:
     return pd.Timestamp(value)
 
 
+# -- argument checks shared by both implementations (pure Python, exact for any JSON value) ----
+
+
 def _valid_id(event_id: Any) -> bool:
     """The reference's id check: a str of 8 characters that ``str.isdigit`` accepts."""
     return isinstance(event_id, str) and len(event_id) == 8 and event_id.isdigit()
@@ -79,13 +86,86 @@ def _duration_problem(duration: Any) -> str | None:
     return None
 
 
-def _start_is_valid(event_start: Any) -> bool:
-    """``pd.Timestamp`` accepts ``event_start``; its ``TypeError`` propagates (a tool error)."""
+def _start_problem(event_start: Any) -> str | None:
+    """The event_start message when ``pd.Timestamp`` refuses it (its ``TypeError`` propagates)."""
     try:
         _timestamp(event_start)
     except ValueError:
-        return False
-    return True
+        return _START_FORMAT_ERROR
+    return None
+
+
+def _get_problem(event_id: Any, field: Any) -> str | None:
+    """The get tool's argument messages, in the reference's order."""
+    if not event_id:
+        return "Event ID not provided."
+    if not field:
+        return "Field not provided."
+    if not _valid_id(event_id):
+        return _ID_FORMAT_ERROR
+    if field not in _GET_FIELDS:
+        return f"Invalid field. Available fields are: {', '.join(_GET_FIELDS)}"
+    return None
+
+
+def _parse_bound(name: str, value: Any) -> tuple[Any, str | None]:
+    """A search bound as a Timestamp (a falsy bound stays as is), or its format message."""
+    if not value:
+        return value, None
+    try:
+        return _timestamp(value), None
+    except ValueError:
+        return None, f"Invalid {name} format. Expected YYYY-MM-DD HH:MM:SS."
+
+
+def _create_problem(
+    event_name: Any, participant_email: Any, event_start: Any, duration: Any
+) -> str | None:
+    """The create tool's argument messages, in the reference's order (falsy values first)."""
+    if not event_name:
+        return "Event name not provided."
+    if not participant_email:
+        return "Participant email not provided."
+    if not event_start:
+        return "Event start not provided."
+    if not duration:
+        return "Event duration not provided."
+    return _start_problem(event_start) or _duration_problem(duration)
+
+
+def _update_problem(event_id: Any, field: Any, new_value: Any) -> str | None:
+    """The update tool's argument messages; values are validated before the lookup."""
+    if not event_id or not field or not new_value:
+        return _NO_UPDATE_ARGUMENT
+    if not _valid_id(event_id):
+        return _ID_FORMAT_ERROR
+    if field not in _UPDATE_FIELDS:
+        return f"Invalid field. Available fields are: {', '.join(_UPDATE_FIELDS)}"
+    if field == "event_start":
+        return _start_problem(new_value)
+    if field == "duration":
+        return _duration_problem(new_value)
+    return None
+
+
+def _paginate(rows: list[Any], page: Any, page_size: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The reference's paging arithmetic over a non-empty list, errors included.
+
+    ``page_size`` 0 divides by zero, ``"2"`` fails on ``+``, a float page fails as a slice
+    index, and the page is clamped to ``[1, total_pages]`` (or 1 when there are no pages).
+    """
+    total = len(rows)
+    total_pages = (total + page_size - 1) // page_size
+    page = max(1, min(page, total_pages)) if total_pages > 0 else 1
+    start = (page - 1) * page_size
+    end = min(start + page_size, total)
+    pagination = {
+        "total_events": total,
+        "page": page,
+        "page_size": page_size,
+        "total_pages": total_pages,
+    }
+    return rows[start:end], pagination
 
 
 def _matches(frame: pd.DataFrame, event_id: str) -> np.ndarray:
@@ -118,6 +198,23 @@ def _contains(column: pd.Series, query: Any) -> np.ndarray:
     )
 
 
+def _only_str(cells: list[Any]) -> bool:
+    """True when every cell is a str (fast paths compare and parse only such cells)."""
+    return set(map(type, cells)) <= {str}
+
+
+def _all_object(table: Any) -> bool:
+    return all(d == "object" for d in table.dtypes)
+
+
+def _positions(ids: list[Any], event_id: str) -> list[int]:
+    """Positions of the rows whose id equals ``event_id`` (a str)."""
+    return [i for i, v in enumerate(ids) if v == event_id]
+
+
+# -- the tools ---------------------------------------------------------------------------------
+
+
 @tool(
     name="calendar_get_event_information_by_id",
     qualname="CalendarTool.get_event_information_by_id",
@@ -141,24 +238,29 @@ def get_event_information_by_id(tables, event_id=None, field=None):
 
     Strings, in check order: "Event ID not provided.", "Field not provided.", the 8-digit
     message, "Invalid field. Available fields are: ...", "Event not found." (REFERENCE.md f.8).
+    The reference's "Field not found." is unreachable after its field check.
     """
-    if not event_id:
-        return "Event ID not provided."
-    if not field:
-        return "Field not provided."
-    if not _valid_id(event_id):
-        return _ID_FORMAT_ERROR
-    if field not in _GET_FIELDS:
-        return f"Invalid field. Available fields are: {', '.join(_GET_FIELDS)}"
+    problem = _get_problem(event_id, field)
+    if problem is not None:
+        return problem
     frame = tables[CALENDAR]
     hits = np.flatnonzero(_matches(frame, event_id))
     if len(hits) == 0:
         return "Event not found."
-    if (
-        field not in frame.columns
-    ):  # unreachable with the fixed columns; kept as the reference has it
-        return "Field not found."
     return {field: frame[field].to_numpy()[hits[0]]}
+
+
+@fast_path("calendar_get_event_information_by_id")
+def _get_event_information_by_id_fast(tables, event_id=None, field=None):
+    problem = _get_problem(event_id, field)
+    if problem is not None:
+        return problem
+    table = tables.table(CALENDAR)
+    ids = table.data["event_id"]
+    for i, value in enumerate(ids):
+        if value == event_id:
+            return {field: table.data[field][i]}
+    return "Event not found."
 
 
 @tool(
@@ -200,16 +302,12 @@ def search_events(tables, query="", time_min=None, time_max=None, page=1, page_s
     (REFERENCE.md f.9).
     """
     # The bounds are validated before the query runs, so a bad bound wins over a bad regex.
-    if time_min:
-        try:
-            time_min = _timestamp(time_min)
-        except ValueError:
-            return "Invalid time_min format. Expected YYYY-MM-DD HH:MM:SS."
-    if time_max:
-        try:
-            time_max = _timestamp(time_max)
-        except ValueError:
-            return "Invalid time_max format. Expected YYYY-MM-DD HH:MM:SS."
+    time_min, problem = _parse_bound("time_min", time_min)
+    if problem is not None:
+        return problem
+    time_max, problem = _parse_bound("time_max", time_max)
+    if problem is not None:
+        return problem
 
     frame = tables[CALENDAR]
     # Both columns are searched before either result is used, as `a | b` of two masks does.
@@ -230,29 +328,60 @@ def search_events(tables, query="", time_min=None, time_max=None, page=1, page_s
     # list.sort is stable, also with reverse=True: equal starts keep table order. Comparing
     # Timestamps (not strings) also reproduces the tz-naive/aware TypeError.
     dated.sort(key=itemgetter(1), reverse=True)
-    rows = [r for r, _ in dated]
-
-    # The reference's paging arithmetic, kept verbatim in effect: its Python errors for
-    # page_size 0, float pages and string arguments are part of the golden outputs.
-    total_events = len(rows)
-    total_pages = (total_events + page_size - 1) // page_size
-    page = max(1, min(page, total_pages)) if total_pages > 0 else 1
-    start = (page - 1) * page_size
-    end = min(start + page_size, total_events)
-    page_rows = rows[start:end]
+    page_rows, pagination = _paginate([r for r, _ in dated], page, page_size)
 
     columns = list(frame.columns)
     arrays = [frame[c].to_numpy() for c in columns]
     events = [{c: a[r] for c, a in zip(columns, arrays, strict=True)} for r in page_rows]
-    return {
-        "events": events,
-        "pagination": {
-            "total_events": total_events,
-            "page": page,
-            "page_size": page_size,
-            "total_pages": total_pages,
-        },
-    }
+    return {"events": events, "pagination": pagination}
+
+
+@fast_path("calendar_search_events")
+def _search_events_fast(tables, query="", time_min=None, time_max=None, page=1, page_size=5):
+    # Only str queries and bounds and positive int paging; everything else is pandas' to decide.
+    if type(query) is not str or type(page) is not int or type(page_size) is not int:
+        return FALLBACK
+    if page_size <= 0 or (time_min and type(time_min) is not str):
+        return FALLBACK
+    if time_max and type(time_max) is not str:
+        return FALLBACK
+    time_min, problem = _parse_bound("time_min", time_min)
+    if problem is not None:
+        return problem
+    time_max, problem = _parse_bound("time_max", time_max)
+    if problem is not None:
+        return problem
+
+    table = tables.table(CALENDAR)
+    names = table.data["event_name"]
+    emails = table.data["participant_email"]
+    starts = table.data["event_start"]
+    if not (table.text_only or (_all_object(table) and _only_str(starts))):
+        return FALLBACK
+    try:
+        re.compile(query)
+        search = re.compile(query, re.IGNORECASE).search
+    except Exception:  # an invalid pattern: pandas raises the reference's error text
+        return FALLBACK
+    rows = [
+        r
+        for r in range(len(names))
+        if (isinstance(names[r], str) and search(names[r]) is not None)
+        or (isinstance(emails[r], str) and search(emails[r]) is not None)
+    ]
+    try:
+        dated = [(r, _timestamp(starts[r])) for r in rows]
+        if time_min:
+            dated = [item for item in dated if item[1] >= time_min]
+        if time_max:
+            dated = [item for item in dated if item[1] <= time_max]
+        dated.sort(key=itemgetter(1), reverse=True)
+    except Exception:  # e.g. tz-aware vs naive starts: pandas gives the error text
+        return FALLBACK
+    if not dated:
+        return "No events found."
+    page_rows, pagination = _paginate([r for r, _ in dated], page, page_size)
+    return {"events": [table.row(r) for r in page_rows], "pagination": pagination}
 
 
 @tool(
@@ -284,17 +413,7 @@ def create_event(tables, event_name=None, participant_email=None, event_start=No
     duration format. Expected a number of minutes.". The participant is lower-cased (a non-str
     raises ``'int' object has no attribute 'lower'``); other values are stored as sent.
     """
-    if not event_name:
-        return "Event name not provided."
-    if not participant_email:
-        return "Participant email not provided."
-    if not event_start:
-        return "Event start not provided."
-    if not duration:
-        return "Event duration not provided."
-    if not _start_is_valid(event_start):
-        return _START_FORMAT_ERROR
-    problem = _duration_problem(duration)
+    problem = _create_problem(event_name, participant_email, event_start, duration)
     if problem is not None:
         return problem
 
@@ -314,6 +433,44 @@ def create_event(tables, event_name=None, participant_email=None, event_start=No
     # concat without ignore_index: the new row keeps its label 0 (labels become ..., 299, 0),
     # and the one-row frame's dtypes (e.g. int64 for duration=30) merge exactly as pandas does.
     tables[CALENDAR] = pd.concat([frame, new_row])
+    return event_id
+
+
+@fast_path("calendar_create_event")
+def _create_event_fast(
+    tables, event_name=None, participant_email=None, event_start=None, duration=None
+):
+    texts = (event_name, participant_email, event_start)
+    if any(type(v) is not str for v in texts) or type(duration) not in (str, int):
+        return FALLBACK
+    problem = _create_problem(event_name, participant_email, event_start, duration)
+    if problem is not None:
+        return problem
+    table = tables.table(CALENDAR)
+    ids = table.data["event_id"]
+    # pandas' result is only this simple for a non-empty all-object table whose index cannot
+    # extend a RangeIndex with the new label 0.
+    if not ids or not _all_object(table) or not _only_str(ids):
+        return FALLBACK
+    if table.range_index is not None and table.index[-1] + table.range_index[2] == 0:
+        return FALLBACK
+    try:
+        event_id = str(int(max(ids)) + 1).zfill(8)
+    except ValueError:
+        return FALLBACK
+    values = {
+        "event_id": event_id,
+        "event_name": event_name,
+        "participant_email": participant_email.lower(),
+        "event_start": event_start,
+        "duration": duration,  # an int stays an int (an int64 cell cast to object by concat)
+    }
+    table = tables.writable(CALENDAR)
+    for column in table.columns:
+        table.data[column].append(values[column])
+    table.index.append(0)
+    table.range_index = None
+    table.text_only = table.text_only and type(duration) is str
     return event_id
 
 
@@ -348,6 +505,26 @@ def delete_event(tables, event_id=None):
     return "Event deleted successfully."
 
 
+@fast_path("calendar_delete_event")
+def _delete_event_fast(tables, event_id=None):
+    if not event_id:
+        return "Event ID not provided."
+    if not _valid_id(event_id):
+        return _ID_FORMAT_ERROR
+    doomed = set(_positions(tables.table(CALENDAR).data["event_id"], event_id))
+    if not doomed:
+        return "Event not found."
+    table = tables.writable(CALENDAR)
+    keep = [i for i in range(len(table.index)) if i not in doomed]
+    for column in table.columns:
+        cells = table.data[column]
+        table.data[column] = [cells[i] for i in keep]
+    # Boolean indexing that drops a row gives an Int64 index of the remaining labels.
+    table.index = [table.index[i] for i in keep]
+    table.range_index = None
+    return "Event deleted successfully."
+
+
 @tool(
     name="calendar_update_event",
     qualname="CalendarTool.update_event",
@@ -377,20 +554,9 @@ def update_event(tables, event_id=None, field=None, new_value=None):
     event is looked up); then the lookup. participant_email is lower-cased; the value is stored
     as sent otherwise (an int stays an int).
     """
-    if not event_id or not field or not new_value:
-        return "Event ID, field, or new value not provided."
-    if not _valid_id(event_id):
-        return _ID_FORMAT_ERROR
-    if field not in _UPDATE_FIELDS:
-        return f"Invalid field. Available fields are: {', '.join(_UPDATE_FIELDS)}"
-    if field == "event_start":
-        if not _start_is_valid(new_value):
-            return _START_FORMAT_ERROR
-    elif field == "duration":
-        problem = _duration_problem(new_value)
-        if problem is not None:
-            return problem
-
+    problem = _update_problem(event_id, field, new_value)
+    if problem is not None:
+        return problem
     frame = tables[CALENDAR]
     hit = _matches(frame, event_id)
     if not hit.any():
@@ -398,4 +564,26 @@ def update_event(tables, event_id=None, field=None, new_value=None):
     if field == "participant_email":
         new_value = new_value.lower()
     frame.loc[hit, field] = new_value
+    return "Event updated successfully."
+
+
+@fast_path("calendar_update_event")
+def _update_event_fast(tables, event_id=None, field=None, new_value=None):
+    if type(new_value) is not str or type(field) is not str:
+        return FALLBACK
+    problem = _update_problem(event_id, field, new_value)
+    if problem is not None:
+        return problem
+    table = tables.table(CALENDAR)
+    if table.dtypes[table.columns.index(field)] != "object":
+        return FALLBACK  # pandas would upcast the column
+    hits = _positions(table.data["event_id"], event_id)
+    if not hits:
+        return "Event not found."
+    if field == "participant_email":
+        new_value = new_value.lower()
+    table = tables.writable(CALENDAR)
+    cells = table.data[field]
+    for i in hits:
+        cells[i] = new_value
     return "Event updated successfully."
