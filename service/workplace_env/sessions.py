@@ -280,6 +280,14 @@ class SessionStore:
         """Number of sessions holding tables."""
         return len(self._sessions)
 
+    def state_counts(self) -> dict[str, int]:
+        """Live sessions by state name in lower case (``seeded``, ``verified``)."""
+        counts: dict[str, int] = {}
+        for session in list(self._sessions.values()):
+            name = session.state.value.lower()
+            counts[name] = counts.get(name, 0) + 1
+        return counts
+
     def start_draining(self) -> None:
         """Refuse new seeds from now on (X2: UNAVAILABLE ``DRAINING``); live sessions still work."""
         self._draining = True

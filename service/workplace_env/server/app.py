@@ -17,6 +17,7 @@ from grpc_reflection.v1alpha import reflection
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
+from workplace_env.server.observability import Metrics, ObservabilityInterceptor
 from workplace_env.server.servicer import EnvironmentServicer
 from workplace_env.sessions import SessionStore
 
@@ -39,6 +40,7 @@ class RunningServer:
     port: int
     store: SessionStore
     health: health.HealthServicer
+    metrics: Metrics
     _evictor: threading.Thread | None = None
     _stop: threading.Event | None = None
 
@@ -56,12 +58,13 @@ class RunningServer:
 
 
 def build_server(
-    store: SessionStore, max_workers: int = 16
+    store: SessionStore, metrics: Metrics, max_workers: int = 16
 ) -> tuple[grpc.Server, health.HealthServicer]:
     """An unstarted server with the environment, health and reflection services registered."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"),
         options=SERVER_OPTIONS,
+        interceptors=[ObservabilityInterceptor(metrics, f"/{SERVICE_NAME}/")],
     )
     pb_grpc.add_EnvironmentServiceServicer_to_server(EnvironmentServicer(store), server)
     health_servicer = health.HealthServicer()
@@ -77,13 +80,16 @@ def start_server(
     address: str = "127.0.0.1:0",
     max_workers: int = 16,
     evict_interval_s: float = 30.0,
+    metrics: Metrics | None = None,
 ) -> RunningServer:
     """Build, bind ``address`` (port 0 picks a free one) and start a server; mark it SERVING.
 
     A daemon thread evicts idle sessions every ``evict_interval_s`` seconds (CONTRACT X1).
     Raises RuntimeError when the address cannot be bound.
     """
-    server, health_servicer = build_server(store, max_workers=max_workers)
+    metrics = metrics or Metrics()
+    metrics.track_live(store.state_counts)
+    server, health_servicer = build_server(store, metrics, max_workers=max_workers)
     port = server.add_insecure_port(address)
     if port == 0:
         raise RuntimeError(f"cannot bind {address}")
@@ -94,8 +100,8 @@ def start_server(
 
     def evict_loop() -> None:
         while not stop.wait(evict_interval_s):
-            store.evict_idle()
+            metrics.evictions.inc(store.evict_idle())
 
     evictor = threading.Thread(target=evict_loop, name="evictor", daemon=True)
     evictor.start()
-    return RunningServer(server, port, store, health_servicer, evictor, stop)
+    return RunningServer(server, port, store, health_servicer, metrics, evictor, stop)

@@ -1,0 +1,213 @@
+"""Metrics and logs of the gRPC server: one interceptor sees every RPC.
+
+Prometheus metrics (prometheus-client, served on their own HTTP port by
+:func:`start_metrics_server`):
+
+=============================================  =========  ==========================================
+name                                           type       labels / meaning
+=============================================  =========  ==========================================
+``workplace_env_rpc_total``                    counter    ``method``, ``code`` (gRPC status name)
+``workplace_env_rpc_duration_seconds``         histogram  ``method``; server time of the handler
+``workplace_env_errors_total``                 counter    ``method``, ``reason`` (ErrorInfo reason:
+                                                          SESSION_CONFLICT, TABLES_UNAVAILABLE, ...)
+``workplace_env_sessions_live``                gauge      ``state`` (seeded, verified): live sessions
+``workplace_env_seeds_total``                  counter    successful seeds (new sessions, retries)
+``workplace_env_closes_total``                 counter    ``outcome`` (closed, already_closed, ...)
+``workplace_env_evictions_total``              counter    sessions evicted after their idle TTL
+``workplace_env_rewards_total``                counter    scored verifies
+``workplace_env_reward_sum``                   counter    sum of their rewards
+``workplace_env_rewards_masked_total``         counter    masked verifies (session lost)
+=============================================  =========  ==========================================
+
+Logs are JSON lines on stderr (logger ``workplace_env.rpc``): method, code, duration_ms,
+resources_session_id, and the ErrorInfo reason for failures. Failed RPCs log at WARNING, the
+others at DEBUG, so INFO (the default level) shows problems only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+from google.rpc import error_details_pb2
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from workplace.env.v1 import environment_pb2 as pb
+
+log = logging.getLogger("workplace_env.rpc")
+
+_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
+
+
+class Metrics:
+    """The server's Prometheus metrics, in their own registry (tests can make many)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.rpcs = Counter(
+            "workplace_env_rpc", "RPCs by method and status code.", ["method", "code"], registry=r
+        )
+        self.duration = Histogram(
+            "workplace_env_rpc_duration_seconds",
+            "Server time per RPC.",
+            ["method"],
+            buckets=_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            "workplace_env_errors",
+            "Failed RPCs by ErrorInfo reason.",
+            ["method", "reason"],
+            registry=r,
+        )
+        self.live = Gauge(
+            "workplace_env_sessions_live", "Live sessions by state.", ["state"], registry=r
+        )
+        self.seeds = Counter("workplace_env_seeds", "Successful seeds.", registry=r)
+        self.closes = Counter("workplace_env_closes", "Closes by outcome.", ["outcome"], registry=r)
+        self.evictions = Counter(
+            "workplace_env_evictions", "Sessions evicted after the idle TTL.", registry=r
+        )
+        self.rewards = Counter("workplace_env_rewards", "Scored verifies.", registry=r)
+        self.reward_sum = Counter("workplace_env_reward_sum", "Sum of rewards.", registry=r)
+        self.masked = Counter("workplace_env_rewards_masked", "Masked verifies.", registry=r)
+
+    def track_live(self, counts: Callable[[], dict[str, int]]) -> None:
+        """Read the live-session gauge from ``counts()`` (state -> number) at scrape time."""
+        for state in ("seeded", "verified"):
+            self.live.labels(state).set_function(lambda s=state: counts().get(s, 0))
+
+    def observe(self, method: str, response: Any) -> None:
+        """Domain counters from a successful response."""
+        if method == "SeedSession":
+            self.seeds.inc()
+        elif method == "CloseSession":
+            outcome = pb.CloseOutcome.Name(response.outcome).removeprefix("CLOSE_OUTCOME_")
+            self.closes.labels(outcome.lower()).inc()
+        elif method == "Verify":
+            if response.mask_sample:
+                self.masked.inc()
+            else:
+                self.rewards.inc()
+                self.reward_sum.inc(response.reward)
+
+
+def _reason(context: grpc.ServicerContext) -> str:
+    """The ErrorInfo reason of the status the handler aborted with, if any."""
+    for key, value in context.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            from google.rpc import status_pb2
+
+            status = status_pb2.Status.FromString(value)
+            for detail in status.details:
+                if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                    info = error_details_pb2.ErrorInfo()
+                    detail.Unpack(info)
+                    return info.reason
+    return ""
+
+
+class ObservabilityInterceptor(grpc.ServerInterceptor):
+    """Counts, times and logs every unary RPC of the environment service."""
+
+    def __init__(self, metrics: Metrics, prefix: str) -> None:
+        self.metrics = metrics
+        self.prefix = prefix
+
+    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        handler = continuation(handler_call_details)
+        full = handler_call_details.method
+        if handler is None or not full.startswith(self.prefix) or handler.unary_unary is None:
+            return handler
+        method = full.rsplit("/", 1)[1]
+        inner = handler.unary_unary
+        metrics = self.metrics
+        rpcs_ok = metrics.rpcs.labels(method, "OK")
+        timer = metrics.duration.labels(method)
+
+        def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
+            start = time.perf_counter()
+            try:
+                response = inner(request, context)
+            except BaseException:
+                elapsed = time.perf_counter() - start
+                code = context.code() or grpc.StatusCode.UNKNOWN
+                reason = _reason(context)
+                timer.observe(elapsed)
+                metrics.rpcs.labels(method, code.name).inc()
+                if reason:
+                    metrics.errors.labels(method, reason).inc()
+                _log(logging.WARNING, method, code.name, elapsed, request, reason)
+                raise
+            elapsed = time.perf_counter() - start
+            timer.observe(elapsed)
+            rpcs_ok.inc()
+            metrics.observe(method, response)
+            if log.isEnabledFor(logging.DEBUG):
+                _log(logging.DEBUG, method, "OK", elapsed, request, "")
+            return response
+
+        return grpc.unary_unary_rpc_method_handler(
+            wrapped,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+
+def _log(level: int, method: str, code: str, elapsed: float, request: Any, reason: str) -> None:
+    record = {
+        "method": method,
+        "code": code,
+        "duration_ms": round(elapsed * 1e3, 3),
+        "resources_session_id": getattr(request, "resources_session_id", ""),
+    }
+    if reason:
+        record["reason"] = reason
+    log.log(level, json.dumps(record))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message (JSON messages are merged in)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": round(record.created, 6),
+            "level": record.levelname,
+            "logger": record.name,
+        }
+        message = record.getMessage()
+        try:
+            parsed = json.loads(message)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            out.update(parsed)
+        else:
+            out["message"] = message
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def configure_logging(level: str = "INFO") -> None:
+    """JSON logs on stderr at ``level`` (DEBUG shows every RPC)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger("workplace_env")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+def start_metrics_server(metrics: Metrics, address: str) -> int:
+    """Serve ``metrics`` as Prometheus text on ``HOST:PORT`` (port 0: a free one); return it."""
+    host, _, port = address.rpartition(":")
+    server, _thread = start_http_server(
+        int(port), addr=host or "0.0.0.0", registry=metrics.registry
+    )
+    return int(server.server_port)

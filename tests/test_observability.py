@@ -1,0 +1,72 @@
+"""Prometheus metrics and JSON logs after real episodes (issue 8)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.request
+
+import pytest
+
+from workplace_env.sandbox.load import load_sandbox
+from workplace_env.server.app import start_server
+from workplace_env.server.observability import JsonFormatter, start_metrics_server
+from workplace_env.sessions import SessionStore
+from workplace_env_client import EnvironmentClient, SessionConflictError
+
+TASK = {"id": "t", "ground_truth": []}
+
+
+@pytest.fixture
+def served():
+    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
+    client = EnvironmentClient(f"127.0.0.1:{server.port}")
+    yield server, client
+    client.close()
+    server.stop(grace_s=0.2)
+
+
+def _scrape(server) -> dict[str, float]:
+    port = start_metrics_server(server.metrics, "127.0.0.1:0")
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def test_metrics_after_an_episode(served):
+    server, client = served
+    client.seed("m1", ("r", 0), ("u", "t"), TASK)
+    client.call_tool("m1", "company_directory_find_email_address", {"name": "a"})
+    client.verify("m1", [])
+    with pytest.raises(SessionConflictError):
+        client.seed("m1", ("other", 0), ("u", "t"), TASK)
+    client.verify("ghost", [])
+    live = _scrape(server)['workplace_env_sessions_live{state="verified"}']
+    client.close_session("m1", ("r", 0))
+    m = _scrape(server)
+    assert live == 1.0
+    assert m['workplace_env_rpc_total{code="OK",method="SeedSession"}'] == 1.0
+    assert m['workplace_env_rpc_total{code="ALREADY_EXISTS",method="SeedSession"}'] == 1.0
+    assert m['workplace_env_errors_total{method="SeedSession",reason="SESSION_CONFLICT"}'] == 1.0
+    assert m['workplace_env_rpc_duration_seconds_count{method="CallTool"}'] == 1.0
+    assert m["workplace_env_seeds_total"] == 1.0
+    assert m['workplace_env_closes_total{outcome="closed"}'] == 1.0
+    assert m["workplace_env_rewards_total"] == 1.0 and m["workplace_env_reward_sum_total"] == 1.0
+    assert m["workplace_env_rewards_masked_total"] == 1.0
+    assert m['workplace_env_sessions_live{state="verified"}'] == 0.0
+
+
+def test_failed_rpc_is_logged_as_json(served, caplog):
+    server, client = served
+    with caplog.at_level(logging.WARNING, logger="workplace_env.rpc"):
+        with pytest.raises(SessionConflictError):
+            client.seed("l1", ("r", 0), ("u", "t"), TASK)
+            client.seed("l1", ("r2", 0), ("u", "t"), TASK)
+    record = json.loads(JsonFormatter().format(caplog.records[-1]))
+    assert record["method"] == "SeedSession" and record["code"] == "ALREADY_EXISTS"
+    assert record["reason"] == "SESSION_CONFLICT" and record["resources_session_id"] == "l1"
+    assert record["level"] == "WARNING" and record["duration_ms"] >= 0
