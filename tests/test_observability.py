@@ -61,11 +61,13 @@ def test_metrics_after_an_episode(served):
 
 
 def test_failed_rpc_is_logged_as_json(served, caplog):
-    server, client = served
-    with caplog.at_level(logging.WARNING, logger="workplace_env.rpc"):
-        with pytest.raises(SessionConflictError):
-            client.seed("l1", ("r", 0), ("u", "t"), TASK)
-            client.seed("l1", ("r2", 0), ("u", "t"), TASK)
+    _, client = served
+    client.seed("l1", ("r", 0), ("u", "t"), TASK)
+    with (
+        caplog.at_level(logging.WARNING, logger="workplace_env.rpc"),
+        pytest.raises(SessionConflictError),
+    ):
+        client.seed("l1", ("r2", 0), ("u", "t"), TASK)
     record = json.loads(JsonFormatter().format(caplog.records[-1]))
     assert record["method"] == "SeedSession" and record["code"] == "ALREADY_EXISTS"
     assert record["reason"] == "SESSION_CONFLICT" and record["resources_session_id"] == "l1"

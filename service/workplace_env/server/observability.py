@@ -10,7 +10,7 @@ name                                           type       labels / meaning
 ``workplace_env_rpc_duration_seconds``         histogram  ``method``; server time of the handler
 ``workplace_env_errors_total``                 counter    ``method``, ``reason`` (ErrorInfo reason:
                                                           SESSION_CONFLICT, TABLES_UNAVAILABLE, ...)
-``workplace_env_sessions_live``                gauge      ``state`` (seeded, verified): live sessions
+``workplace_env_sessions_live``                gauge      ``state`` (seeded, verified)
 ``workplace_env_seeds_total``                  counter    successful seeds (new sessions, retries)
 ``workplace_env_closes_total``                 counter    ``outcome`` (closed, already_closed, ...)
 ``workplace_env_evictions_total``              counter    sessions evicted after their idle TTL
