@@ -259,6 +259,22 @@ def test_bad_requests_raise(default_base):
     assert [t["ground_truth"] for t in tasks] == [[]] * 5
 
 
+def test_outbox_subjects_are_left_alone(default_base):
+    """In a sandbox with sent mail, "the emails about S" never means only the inbox ones."""
+    frames = dict(default_base.frames)
+    emails = frames["email._emails"].copy()
+    emails.loc[emails.index[:40], "inbox/outbox"] = "outbox"
+    frames["email._emails"] = emails
+    base = BaseTables(frames=frames, origin="with-outbox")
+    sent = set(emails["subject"].iloc[:40])
+    subject_templates = [t for t in TEMPLATES if "subject" in t.id or "about" in t.id]
+    tasks = generate_tasks(base, 200, 0, templates=subject_templates)
+    for task in tasks:
+        quoted = re.findall(r"'([^']*)'", task["prompt"])
+        assert not sent & set(quoted), task["prompt"]
+    _check_sound(base, tasks)
+
+
 def test_conditions_read_the_sandbox(default_base):
     """The world's readings that conditional templates rest on, checked against pandas."""
     world = World(default_base)

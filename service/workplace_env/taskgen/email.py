@@ -63,7 +63,7 @@ def reply_about_subject(world: World, rng: Random) -> Draft | None:
         return None
     mails = world.mails_from(person.email)
     subject = rng.choice(mails).subject
-    latest = world.latest([m for m in mails if m.subject.lower() == subject.lower()])
+    latest = world.latest([m for m in world.about(subject) if m.sender == person.email])
     if latest is None:
         return None
     body = rng.choice(REPLY_BODIES)
@@ -106,7 +106,7 @@ def forward_about_to_two(world: World, rng: Random) -> Draft | None:
     if not world.mails:
         return None
     subject = rng.choice(world.mails).subject
-    latest = world.latest([m for m in world.mails if m.subject.lower() == subject.lower()])
+    latest = world.latest(world.about(subject))
     if latest is None:
         return None
     candidates = world.others(world.people, latest.sender)
@@ -177,8 +177,8 @@ def delete_about_subject(world: World, rng: Random) -> Draft | None:
     if not world.mails:
         return None
     subject = rng.choice(world.mails).subject
-    hits = [m for m in world.mails if m.subject.lower() == subject.lower()]
-    if len(hits) > 6:
+    hits = world.about(subject)
+    if not hits or len(hits) > 6:
         return None
     prompt = rng.choice(
         (

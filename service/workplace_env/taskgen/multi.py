@@ -304,11 +304,7 @@ def email_sender_meeting(world: World, rng: Random) -> Draft | None:
     mail = pick(rng, world.mails)
     if mail is None:
         return None
-    same = [
-        m
-        for m in world.mails
-        if m.sent.date() == mail.sent.date() and m.subject.lower() == mail.subject.lower()
-    ]
+    same = [m for m in world.about(mail.subject) if m.sent.date() == mail.sent.date()]
     if len(same) != 1:
         return None
     day = TOMORROW + timedelta(days=rng.randint(0, 20))

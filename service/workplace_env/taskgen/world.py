@@ -173,6 +173,9 @@ class World:
         self.person_by_email: dict[str, Person] = {p.email: p for p in self.people}
 
         self.mails: list[Mail] = []
+        #: Subjects (lower case) of rows that are not inbox emails: "the emails about S" would
+        #: include those, so subject-based templates avoid them.
+        self.other_subjects: set[str] = set()
         for mid, box, who, subject, sent in _rows(
             frames[EMAILS],
             ("email_id", "inbox/outbox", "sender/recipient", "subject", "sent_datetime"),
@@ -180,6 +183,8 @@ class World:
             stamp = _parse(sent, _DATETIME)
             if box == "inbox" and _text(mid) and _text(who) and _text(subject) and stamp:
                 self.mails.append(Mail(mid, who.lower(), subject, stamp))
+            elif isinstance(subject, str):
+                self.other_subjects.add(subject.lower())
         self.mails.sort(key=lambda m: (m.sent, m.id))
 
         self.events: list[Event] = []
@@ -278,6 +283,16 @@ class World:
     def mails_from(self, sender: str) -> list[Mail]:
         """Inbox emails from ``sender``, oldest first."""
         return [m for m in self.mails if m.sender == sender]
+
+    def about(self, subject: str) -> list[Mail]:
+        """The inbox emails with ``subject`` (case ignored), oldest first.
+
+        Empty when another row (an outbox email, an unreadable one) has that subject too.
+        """
+        key = subject.lower()
+        if key in self.other_subjects:
+            return []
+        return [m for m in self.mails if m.subject.lower() == key]
 
     @staticmethod
     def latest(mails: Sequence[Mail]) -> Mail | None:
