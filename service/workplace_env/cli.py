@@ -17,10 +17,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from workplace_env.config import ConfigError, Settings, describe, load_settings
 from workplace_env.runner import POLICIES, RunSummary, read_jsonl, run_lines
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import TablesUnavailableError
 from workplace_env.server.app import RunningServer, start_server
+from workplace_env.server.observability import configure_logging
 from workplace_env.sessions import SessionStore
 from workplace_env.taskgen import CATEGORIES, TEMPLATES, generate_tasks, write_jsonl
 from workplace_env_client import EnvironmentClient
@@ -60,18 +62,82 @@ def _in_process_server(data_dir: Path | None) -> Iterator[RunningServer]:
         server.stop(grace_s=1.0)
 
 
+Opt = typer.Option
+OptStr = Optional[str]  # noqa: UP045  (typer needs Optional at runtime on 3.11)
+OptInt = Optional[int]  # noqa: UP045
+OptFloat = Optional[float]  # noqa: UP045
+ConfigFile = Annotated[
+    Optional[Path],  # noqa: UP045
+    Opt("--config", help="TOML or YAML settings file (also WORKPLACE_ENV_CONFIG)."),
+]
+
+
+def _settings(flags: dict, config_file: Path | None) -> tuple[Settings, dict[str, str]]:
+    try:
+        return load_settings(flags, config_file)
+    except ConfigError as exc:
+        console.print(f"[red]configuration error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+def _print_settings(settings: Settings, sources: dict[str, str]) -> None:
+    table = Table(title="effective configuration")
+    for col in ("setting", "value", "source"):
+        table.add_column(col)
+    for row in describe(settings, sources):
+        table.add_row(*row)
+    Console().print(table)
+
+
 @app.command()
 def serve(
+    config: ConfigFile = None,
+    address: Annotated[OptStr, Opt(help="HOST:PORT to listen on [127.0.0.1:50051].")] = None,
+    http_address: Annotated[OptStr, Opt(help="Also serve the legacy HTTP gateway here.")] = None,
+    metrics_address: Annotated[OptStr, Opt(help="Serve Prometheus /metrics here.")] = None,
     data_dir: DataDir = None,
-    address: Annotated[str, typer.Option(help="HOST:PORT to listen on.")] = "127.0.0.1:50051",
-    workers: Annotated[int, typer.Option(help="RPC worker threads.")] = 16,
-    grace: Annotated[float, typer.Option(help="Seconds in-flight calls get on shutdown.")] = 5.0,
+    workers: Annotated[OptInt, Opt(help="RPC worker threads [16].")] = None,
+    grace_s: Annotated[OptFloat, Opt(help="Seconds in-flight calls get on shutdown [5].")] = None,
+    max_message_bytes: Annotated[OptInt, Opt(help="Largest request/response [64 MiB].")] = None,
+    max_sessions: Annotated[OptInt, Opt(help="Live sessions before RESOURCE_EXHAUSTED.")] = None,
+    idle_ttl_s: Annotated[OptFloat, Opt(help="Idle seconds before a session is evicted.")] = None,
+    evict_interval_s: Annotated[OptFloat, Opt(help="Seconds between eviction sweeps.")] = None,
+    max_fences: Annotated[OptInt, Opt(help="Closed ids remembered at most.")] = None,
+    fence_ttl_s: Annotated[OptFloat, Opt(help="Seconds a closed id is remembered.")] = None,
+    max_call_ids: Annotated[OptInt, Opt(help="call_id records kept per session.")] = None,
+    session_close_retry_window_seconds: Annotated[
+        OptFloat, Opt(help="Seconds a verified legacy session's reward is remembered.")
+    ] = None,
+    max_markers: Annotated[OptInt, Opt(help="Verified legacy ids remembered at most.")] = None,
+    tls_cert: Annotated[OptStr, Opt(help="PEM certificate chain: serve TLS.")] = None,
+    tls_key: Annotated[OptStr, Opt(help="PEM private key of --tls-cert.")] = None,
+    tls_client_ca: Annotated[
+        OptStr, Opt(help="PEM CA: require client certificates (mTLS).")
+    ] = None,
+    admin_token: Annotated[OptStr, Opt(help="Bearer token required by admin RPCs.")] = None,
+    cookie_secret: Annotated[OptStr, Opt(help="HTTP gateway cookie signing key.")] = None,
+    log_level: Annotated[OptStr, Opt(help="DEBUG logs every RPC [INFO].")] = None,
+    print_config: Annotated[
+        bool, Opt("--print-config", help="Print the settings and exit.")
+    ] = False,
 ) -> None:
-    """Serve the environment over gRPC (with health and reflection) until SIGTERM/SIGINT."""
+    """Serve the environment over gRPC (with health and reflection) until SIGTERM/SIGINT.
+
+    Every option can also come from WORKPLACE_ENV_<NAME> or the --config file (flags win).
+    """
+    flags = {k: v for k, v in locals().items() if k not in ("config", "print_config")}
+    if data_dir is not None:
+        flags["data_dir"] = str(data_dir)
+    settings, sources = _settings(flags, config)
+    if print_config:
+        _print_settings(settings, sources)
+        return
+    configure_logging(settings.log_level)
     try:
-        server = start_server(_store(data_dir), address, max_workers=workers)
-    except RuntimeError as exc:
-        console.print(f"[red]{exc}[/red]")
+        store = SessionStore(load_sandbox(settings.data_dir), settings.session_config())
+        server = start_server(store, settings=settings)
+    except (RuntimeError, TablesUnavailableError, OSError) as exc:
+        console.print(f"[red]cannot start:[/red] {exc}")
         raise typer.Exit(2) from exc
     stopping = threading.Event()
 
@@ -80,10 +146,22 @@ def serve(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    console.print(f"workplace-env serving on {address.rsplit(':', 1)[0]}:{server.port}")
+    host = settings.address.rsplit(":", 1)[0]
+    console.print(f"workplace-env serving on {host}:{server.port}")
+    if server.metrics_port:
+        console.print(
+            f"metrics on {settings.metrics_address.rsplit(':', 1)[0]}:{server.metrics_port}"
+        )
     stopping.wait()
     console.print("draining ...")
-    server.stop(grace_s=grace)
+    server.stop(grace_s=settings.grace_s)
+
+
+@app.command("config")
+def config_command(config: ConfigFile = None) -> None:
+    """Print the effective settings (environment and config file over defaults)."""
+    settings, sources = _settings({}, config)
+    _print_settings(settings, sources)
 
 
 def _print_summary(summary: RunSummary, title: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from concurrent import futures
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -17,19 +18,38 @@ from grpc_reflection.v1alpha import reflection
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env.server.observability import Metrics, ObservabilityInterceptor
+from workplace_env.config import Settings
+from workplace_env.server.observability import (
+    Metrics,
+    ObservabilityInterceptor,
+    start_metrics_server,
+)
 from workplace_env.server.servicer import EnvironmentServicer
 from workplace_env.sessions import SessionStore
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
 
-#: Channel options shared by the server and the SDK (message sizes in bytes).
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-SERVER_OPTIONS = [
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.so_reuseport", 0),
-]
+MAX_MESSAGE_BYTES = Settings.max_message_bytes
+#: Keepalive: ping an idle connection every 30 s, drop it after 10 s without an answer.
+KEEPALIVE_TIME_MS = 30_000
+KEEPALIVE_TIMEOUT_MS = 10_000
+
+
+def server_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+    """Channel options of the server: message size limits (bytes) and keepalive.
+
+    The keepalive policy admits the SDK's pings (``KEEPALIVE_TIME_MS``), so an idle client
+    channel is never closed for pinging too often.
+    """
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.so_reuseport", 0),
+        ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+        ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_TIME_MS // 2),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
 
 
 @dataclass
@@ -41,6 +61,7 @@ class RunningServer:
     store: SessionStore
     health: health.HealthServicer
     metrics: Metrics
+    metrics_port: int | None = None
     _evictor: threading.Thread | None = None
     _stop: threading.Event | None = None
 
@@ -58,12 +79,15 @@ class RunningServer:
 
 
 def build_server(
-    store: SessionStore, metrics: Metrics, max_workers: int = 16
+    store: SessionStore,
+    metrics: Metrics,
+    max_workers: int = 16,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
 ) -> tuple[grpc.Server, health.HealthServicer]:
     """An unstarted server with the environment, health and reflection services registered."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"),
-        options=SERVER_OPTIONS,
+        options=server_options(max_message_bytes),
         interceptors=[ObservabilityInterceptor(metrics, f"/{SERVICE_NAME}/")],
     )
     pb_grpc.add_EnvironmentServiceServicer_to_server(EnvironmentServicer(store), server)
@@ -75,33 +99,66 @@ def build_server(
     return server, health_servicer
 
 
+def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """TLS credentials from the settings' PEM files (mTLS when a client CA is set), or None.
+
+    Raises OSError when a file cannot be read.
+    """
+    if not settings.tls_cert or not settings.tls_key:
+        return None
+    key = Path(settings.tls_key).read_bytes()
+    chain = Path(settings.tls_cert).read_bytes()
+    client_ca = Path(settings.tls_client_ca).read_bytes() if settings.tls_client_ca else None
+    return grpc.ssl_server_credentials(
+        [(key, chain)], root_certificates=client_ca, require_client_auth=client_ca is not None
+    )
+
+
 def start_server(
     store: SessionStore,
-    address: str = "127.0.0.1:0",
-    max_workers: int = 16,
-    evict_interval_s: float = 30.0,
+    address: str | None = None,
+    *,
+    settings: Settings | None = None,
     metrics: Metrics | None = None,
+    max_workers: int | None = None,
+    evict_interval_s: float | None = None,
 ) -> RunningServer:
-    """Build, bind ``address`` (port 0 picks a free one) and start a server; mark it SERVING.
+    """Build, bind and start a server; mark it SERVING.
 
-    A daemon thread evicts idle sessions every ``evict_interval_s`` seconds (CONTRACT X1).
-    Raises RuntimeError when the address cannot be bound.
+    ``address`` (default: the settings' address; port 0 picks a free one), ``max_workers``
+    and ``evict_interval_s`` override the settings. With TLS settings the port is a TLS port;
+    with ``metrics_address`` Prometheus metrics are served there. A daemon thread evicts idle sessions every
+    ``evict_interval_s`` seconds (CONTRACT X1). Raises RuntimeError when the address cannot be
+    bound, OSError when a TLS file cannot be read.
     """
+    settings = settings or Settings()
+    address = address or settings.address
+    workers = max_workers or settings.workers
+    evict_every = evict_interval_s or settings.evict_interval_s
     metrics = metrics or Metrics()
     metrics.track_live(store.state_counts)
-    server, health_servicer = build_server(store, metrics, max_workers=max_workers)
-    port = server.add_insecure_port(address)
+    server, health_servicer = build_server(
+        store, metrics, max_workers=workers, max_message_bytes=settings.max_message_bytes
+    )
+    credentials = server_credentials(settings)
+    if credentials is None:
+        port = server.add_insecure_port(address)
+    else:
+        port = server.add_secure_port(address, credentials)
     if port == 0:
         raise RuntimeError(f"cannot bind {address}")
     server.start()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    metrics_port = None
+    if settings.metrics_address:
+        metrics_port = start_metrics_server(metrics, settings.metrics_address)
     stop = threading.Event()
 
     def evict_loop() -> None:
-        while not stop.wait(evict_interval_s):
+        while not stop.wait(evict_every):
             metrics.evictions.inc(store.evict_idle())
 
     evictor = threading.Thread(target=evict_loop, name="evictor", daemon=True)
     evictor.start()
-    return RunningServer(server, port, store, health_servicer, metrics, evictor, stop)
+    return RunningServer(server, port, store, health_servicer, metrics, metrics_port, evictor, stop)

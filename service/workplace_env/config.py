@@ -1,0 +1,170 @@
+"""Server settings: flags over environment over a config file over defaults.
+
+Every setting has a field here. It can be given, from strongest to weakest:
+
+1. a command-line flag (``--max-sessions 1000``);
+2. an environment variable ``WORKPLACE_ENV_<NAME>`` (``WORKPLACE_ENV_MAX_SESSIONS=1000``);
+3. a TOML or YAML file (``--config FILE`` or ``WORKPLACE_ENV_CONFIG``), top level or under a
+   ``[server]`` table, keys as the field names (``max_sessions = 1000``);
+4. the default below.
+
+``workplace-env config`` prints the effective settings and where each came from. Secrets
+(``cookie_secret``, ``admin_token``) are printed masked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from workplace_env.sessions import SessionConfig
+
+ENV_PREFIX = "WORKPLACE_ENV_"
+SECRETS = frozenset({"cookie_secret", "admin_token"})
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be read: names the setting and where it came from."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a server process can be configured with (units in the names)."""
+
+    # Transport
+    address: str = "127.0.0.1:50051"
+    http_address: str | None = None  # co-hosted legacy HTTP gateway, off when unset
+    metrics_address: str | None = None  # Prometheus text on /metrics, off when unset
+    workers: int = 16  # RPC worker threads
+    grace_s: float = 5.0  # drain time for in-flight calls on shutdown
+    max_message_bytes: int = 64 * 1024 * 1024
+    # Sandbox
+    data_dir: str | None = None  # WorkBench CSVs; unset: the embedded generated sandbox
+    # Session bounds (CONTRACT.md; see SessionConfig)
+    max_sessions: int = SessionConfig.max_sessions
+    idle_ttl_s: float = SessionConfig.idle_ttl_s
+    evict_interval_s: float = 30.0
+    max_fences: int = SessionConfig.max_fences
+    fence_ttl_s: float = SessionConfig.fence_ttl_s
+    max_call_ids: int = SessionConfig.max_call_ids
+    session_close_retry_window_seconds: float = SessionConfig.retry_window_s
+    max_markers: int = SessionConfig.max_markers
+    # Security
+    tls_cert: str | None = None  # PEM server certificate chain; TLS when set with tls_key
+    tls_key: str | None = None
+    tls_client_ca: str | None = None  # PEM CA bundle; when set, clients must present a cert
+    admin_token: str | None = None  # bearer token for admin RPCs (checkpoint, restore, retire)
+    cookie_secret: str | None = None  # HTTP gateway cookie signing key; unset: random per process
+    # Logging
+    log_level: str = "INFO"
+
+    def session_config(self) -> SessionConfig:
+        """The store's bounds from these settings."""
+        return SessionConfig(
+            max_sessions=self.max_sessions,
+            idle_ttl_s=self.idle_ttl_s,
+            max_fences=self.max_fences,
+            fence_ttl_s=self.fence_ttl_s,
+            max_call_ids=self.max_call_ids,
+            retry_window_s=self.session_close_retry_window_seconds,
+            max_markers=self.max_markers,
+        )
+
+
+_FIELDS = {f.name: f for f in fields(Settings)}
+
+
+def _coerce(name: str, value: Any, source: str) -> Any:
+    """``value`` as the type of setting ``name`` (strings from env/flags are parsed)."""
+    kind = str(_FIELDS[name].type)
+    if value is None:
+        if "None" in kind:
+            return None
+        raise ConfigError(f"{name} (from {source}) cannot be empty")
+    try:
+        if kind.startswith("int"):
+            if isinstance(value, bool):
+                raise ValueError("a boolean is not a number")
+            return int(value)
+        if kind.startswith("float"):
+            if isinstance(value, bool):
+                raise ValueError("a boolean is not a number")
+            return float(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{name} (from {source}): {value!r} is not a {kind.split()[0]}") from exc
+    return str(value)
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    """The settings in a TOML or YAML file (by extension; ``.yml``/``.yaml`` is YAML)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    try:
+        if path.suffix in (".yml", ".yaml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        else:
+            data = tomllib.loads(text)
+    except Exception as exc:  # a parse error of either format
+        raise ConfigError(f"config file {path} does not parse: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a table of settings")
+    section = data.get("server", data)
+    unknown = sorted(set(section) - set(_FIELDS))
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown settings {unknown}")
+    return dict(section)
+
+
+def load_settings(
+    flags: Mapping[str, Any] | None = None,
+    config_file: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[Settings, dict[str, str]]:
+    """The effective settings and the source of each (``flag``, ``env``, ``file``, ``default``).
+
+    ``flags`` holds only the flags given (None values are ignored). ``config_file`` defaults to
+    ``WORKPLACE_ENV_CONFIG``. Raises ConfigError naming the bad setting.
+    """
+    environ = os.environ if environ is None else environ
+    config_file = config_file or environ.get(f"{ENV_PREFIX}CONFIG")
+    values: dict[str, Any] = {}
+    sources = {name: "default" for name in _FIELDS}
+    if config_file:
+        for name, value in read_file(config_file).items():
+            values[name], sources[name] = _coerce(name, value, f"file {config_file}"), "file"
+    for name in _FIELDS:
+        raw = environ.get(f"{ENV_PREFIX}{name.upper()}")
+        if raw is not None:
+            values[name] = _coerce(name, raw, f"{ENV_PREFIX}{name.upper()}")
+            sources[name] = "env"
+    for name, value in (flags or {}).items():
+        if value is not None:
+            values[name], sources[name] = (
+                _coerce(name, value, f"--{name.replace('_', '-')}"),
+                "flag",
+            )
+    settings = Settings(**values)
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        raise ConfigError("tls_cert and tls_key must be given together")
+    if settings.tls_client_ca and not settings.tls_cert:
+        raise ConfigError("tls_client_ca (mTLS) needs tls_cert and tls_key")
+    return settings, sources
+
+
+def describe(settings: Settings, sources: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """``(name, value, source)`` rows for printing; secrets are masked."""
+    rows = []
+    for name, value in dataclasses.asdict(settings).items():
+        shown = "***" if name in SECRETS and value else ("" if value is None else str(value))
+        rows.append((name, shown, sources.get(name, "default")))
+    return rows
