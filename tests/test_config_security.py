@@ -74,7 +74,7 @@ def _key():
 
 
 def _cert(subject_key, name, issuer_key=None, issuer_name=None, ca=False):
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     issuer = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer_name or name)])
     builder = (

@@ -127,9 +127,9 @@ def start_server(
 
     ``address`` (default: the settings' address; port 0 picks a free one), ``max_workers``
     and ``evict_interval_s`` override the settings. With TLS settings the port is a TLS port;
-    with ``metrics_address`` Prometheus metrics are served there. A daemon thread evicts idle sessions every
-    ``evict_interval_s`` seconds (CONTRACT X1). Raises RuntimeError when the address cannot be
-    bound, OSError when a TLS file cannot be read.
+    with ``metrics_address`` Prometheus metrics are served there. A daemon thread evicts idle
+    sessions every ``evict_interval_s`` seconds (CONTRACT X1). Raises RuntimeError when the
+    address cannot be bound, OSError when a TLS file cannot be read.
     """
     settings = settings or Settings()
     address = address or settings.address
