@@ -38,3 +38,12 @@ def test_ruff_format():
 
 def test_buf_lint_standard():
     _run(_tool("buf"), "lint")
+
+
+def test_buf_breaking_against_previous_commit():
+    has_parent = subprocess.run(
+        ["git", "rev-parse", "--verify", "-q", "HEAD~1"], cwd=REPO, capture_output=True
+    )
+    if has_parent.returncode != 0:
+        pytest.skip("no previous commit to compare the protos with (not a git clone with history)")
+    _run(_tool("buf"), "breaking", "--against", ".git#ref=HEAD~1")
