@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+import signal
+import subprocess
+import sys
 import uuid
 from base64 import b64decode, b64encode
 from collections.abc import Iterator
@@ -26,6 +29,7 @@ from starlette.routing import Route
 from workplace_env.gateway import (
     CALL_ID_HEADER,
     COOKIE_NAME,
+    SECRET_ENV,
     TOKEN_HEADER,
     CookieCodec,
     GatewaySettings,
@@ -182,35 +186,41 @@ def test_no_cookie_before_a_seed(http):
     assert "set-cookie" not in http.get("/health").headers
 
 
-def test_cookie_from_starlette_session_middleware_is_accepted(http, sdk):
-    """With the reference's secret, a cookie its web stack (Starlette's SessionMiddleware)
-    issued names the same session here: drop-in compatibility."""
+def test_cookies_are_interchangeable_with_starlette_session_middleware(http, sdk):
+    """With the same secret, a cookie the reference's web stack (Starlette's SessionMiddleware)
+    issued names the same session here, and ours reads there: drop-in compatibility."""
 
     async def issue(request: Request) -> PlainTextResponse:
         request.session["session_id"] = request.path_params["sid"]
         return PlainTextResponse("ok")
 
+    async def show(request: Request) -> PlainTextResponse:
+        return PlainTextResponse(request.session.get("session_id", ""))
+
     reference_like = Starlette(
-        routes=[Route("/issue/{sid}", issue, methods=["POST"])],
+        routes=[Route("/issue/{sid}", issue, methods=["POST"]), Route("/show", show)],
         middleware=[Middleware(SessionMiddleware, secret_key=SECRET, session_cookie=COOKIE_NAME)],
     )
     sid = f"compat-{uuid.uuid4().hex}"
     sdk.seed_legacy(sid, {"id": "compat"})
 
-    async def issued_cookie() -> str:
+    async def reference(method: str, path: str, cookie: str | None = None) -> httpx.Response:
         transport = httpx.ASGITransport(app=reference_like)
-        async with httpx.AsyncClient(transport=transport, base_url="http://ref") as client:
-            return (await client.post(f"/issue/{sid}")).cookies[COOKIE_NAME]
+        cookies = {COOKIE_NAME: cookie} if cookie else None
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://ref", cookies=cookies
+        ) as client:
+            return await client.request(method, path)
 
-    http.cookies.set(COOKIE_NAME, anyio.run(issued_cookie))
+    issued = anyio.run(reference, "POST", f"/issue/{sid}")
+    http.cookies.set(COOKIE_NAME, issued.cookies[COOKIE_NAME])
     response = http.post("/company_directory_find_email_address", json={"name": "a"})
     assert response.status_code == 200
-    assert (
-        response.content
-        == b'{"output":'
-        + sdk.call_tool_raw(sid, "company_directory_find_email_address", {"name": "a"}).encode()
-        + b"}"
-    )
+    expected = sdk.call_tool_raw(sid, "company_directory_find_email_address", {"name": "a"})
+    assert response.content == b'{"output":' + expected.encode() + b"}"
+
+    ours = COOKIE_RE.match(response.headers["set-cookie"]).group(1)
+    assert anyio.run(reference, "GET", "/show", ours).text == sid
 
 
 def test_forged_cookie_names_no_session(http, sdk):
@@ -673,3 +683,83 @@ def test_addresses():
 def test_start_gateway_on_a_taken_port_raises(gateway, sdk):
     with pytest.raises(RuntimeError, match="cannot bind"):
         start_gateway(client=sdk, address=f"127.0.0.1:{gateway.port}")
+
+
+def test_settings_from_env(monkeypatch):
+    monkeypatch.setenv(SECRET_ENV, "from-the-env")
+    assert GatewaySettings.from_env().secret_key == "from-the-env"
+    assert GatewaySettings.from_env(secret_key="given").secret_key == "given"
+    monkeypatch.delenv(SECRET_ENV)
+    assert GatewaySettings.from_env().secret_key != GatewaySettings.from_env().secret_key
+    with pytest.raises(ValueError):
+        GatewaySettings(mcp_path="mcp")
+
+
+def test_without_mcp_the_path_is_just_a_tool_name(sdk):
+    gw = start_gateway(client=sdk, settings=GatewaySettings(mcp_path=""))
+    try:
+        with httpx.Client(base_url=gw.url) as client:
+            assert client.post("/seed_session", json=ROW).status_code == 200
+            assert client.post("/mcp", json={}).json() == {
+                "output": "Error executing tool 'mcp': 'mcp'"
+            }
+    finally:
+        gw.stop()
+
+
+def test_service_unreachable_is_503():
+    with EnvironmentClient("127.0.0.1:1", timeout_s=5, max_attempts=1) as dead:
+        gw = start_gateway(client=dead)
+        try:
+            with httpx.Client(base_url=gw.url) as client:
+                response = client.post("/seed_session", json=ROW)
+                assert response.status_code == 503
+                assert response.json()["failure_kind"] == "unavailable"
+                assert client.get("/health").json() == {"status": "ok"}
+        finally:
+            gw.stop()
+
+
+def test_service_at_capacity_is_429_with_retry_after():
+    store = SessionStore(load_sandbox(None), SessionConfig(max_sessions=1, retry_after_s=2.5))
+    server = start_server(store, "127.0.0.1:0")
+    gw = start_gateway(f"127.0.0.1:{server.port}")
+    try:
+        with httpx.Client(base_url=gw.url) as first, httpx.Client(base_url=gw.url) as second:
+            assert first.post("/seed_session", json=ROW).status_code == 200
+            full = second.post("/seed_session", json=ROW)
+            assert full.status_code == 429 and full.headers["retry-after"] == "3"
+            assert full.json()["failure_kind"] == "capacity_exhausted"
+            assert "set-cookie" not in full.headers
+    finally:
+        gw.stop()
+        server.stop(grace_s=0.5)
+
+
+def test_run_gateway_serves_until_sigterm(grpc_server):
+    """The blocking entry point (``workplace-env gateway``), in a child process."""
+    code = (
+        "import sys\n"
+        "from workplace_env.gateway import run_gateway\n"
+        "run_gateway(sys.argv[1], '127.0.0.1:0', log_level='warning',\n"
+        "            on_listening=lambda url: print(url, flush=True))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, f"127.0.0.1:{grpc_server.port}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = proc.stdout.readline().strip()  # printed once the socket listens
+        assert url.startswith("http://127.0.0.1:"), url or proc.stderr.read()
+        with httpx.Client(base_url=url, timeout=30) as client:
+            assert client.get("/health").json() == {"status": "ok"}
+            assert client.post("/seed_session", json=ROW).status_code == 200
+            assert client.post("/company_directory_find_email_address", json={}).status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

@@ -77,3 +77,36 @@ def test_serve_command_drains_on_sigterm(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_serve_cohosts_the_http_gateway():
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "workplace_env.cli",
+            "serve",
+            "--address",
+            "127.0.0.1:0",
+            "--http-address",
+            "127.0.0.1:0",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "serving on" in proc.stderr.readline()
+        line = proc.stderr.readline()
+        assert "HTTP gateway on" in line, line
+        url = line.split("HTTP gateway on", 1)[1].strip()
+        import httpx
+
+        with httpx.Client(base_url=url, timeout=10) as http:
+            assert http.post("/seed_session", json={"task_id": 1}).json() == {}
+            out = http.post("/company_directory_find_email_address", json={"name": "zzzz"})
+            assert out.content == b'{"output":[]}'
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()

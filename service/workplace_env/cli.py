@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -26,6 +26,9 @@ from workplace_env.server.observability import configure_logging
 from workplace_env.sessions import SessionStore
 from workplace_env.taskgen import CATEGORIES, TEMPLATES, generate_tasks, write_jsonl
 from workplace_env_client import EnvironmentClient
+
+if TYPE_CHECKING:  # the gateway (FastAPI, uvicorn) loads only when a command needs it
+    from workplace_env.gateway import GatewaySettings
 
 app = typer.Typer(
     help="gRPC environment server for the workplace assistant (WorkBench) benchmark.",
@@ -146,15 +149,67 @@ def serve(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    gateway = None
+    if settings.http_address:
+        from workplace_env.gateway import local_target, start_gateway
+
+        try:
+            gateway = start_gateway(
+                local_target(settings.address, server.port),
+                settings.http_address,
+                _gateway_settings(settings),
+                grace_s=settings.grace_s,
+            )
+        except RuntimeError as exc:
+            server.stop(grace_s=0)
+            console.print(f"[red]cannot start the HTTP gateway:[/red] {exc}")
+            raise typer.Exit(2) from exc
     host = settings.address.rsplit(":", 1)[0]
     console.print(f"workplace-env serving on {host}:{server.port}")
+    if gateway is not None:
+        console.print(f"HTTP gateway on {gateway.url}")
     if server.metrics_port:
         console.print(
             f"metrics on {settings.metrics_address.rsplit(':', 1)[0]}:{server.metrics_port}"
         )
     stopping.wait()
     console.print("draining ...")
+    if gateway is not None:
+        gateway.stop(timeout_s=settings.grace_s)
     server.stop(grace_s=settings.grace_s)
+
+
+def _gateway_settings(settings: Settings) -> GatewaySettings:
+    from workplace_env.gateway import GatewaySettings
+
+    if settings.cookie_secret:
+        return GatewaySettings(secret_key=settings.cookie_secret)
+    return GatewaySettings()
+
+
+@app.command()
+def gateway(
+    grpc_target: Annotated[str, Opt(help="HOST:PORT of the gRPC server.")] = "127.0.0.1:50051",
+    address: Annotated[str, Opt(help="HOST:PORT to serve HTTP on.")] = "127.0.0.1:8000",
+    config: ConfigFile = None,
+    cookie_secret: Annotated[OptStr, Opt(help="Cookie signing key [random per process].")] = None,
+) -> None:
+    """Serve the reference's legacy cookie HTTP routes (and MCP) over a gRPC server."""
+    from workplace_env.gateway import run_gateway
+
+    settings, _ = _settings({"cookie_secret": cookie_secret}, config)
+    configure_logging(settings.log_level)
+    try:
+        run_gateway(
+            grpc_target,
+            address,
+            _gateway_settings(settings),
+            grace_s=settings.grace_s,
+            on_listening=lambda url: console.print(f"HTTP gateway on {url} -> {grpc_target}"),
+        )
+    except RuntimeError as exc:
+        console.print(f"[red]cannot start the HTTP gateway:[/red] {exc}")
+        raise typer.Exit(2) from exc
 
 
 @app.command("config")

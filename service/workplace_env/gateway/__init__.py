@@ -7,7 +7,7 @@ service (CONTRACT "The legacy HTTP path"; never a second implementation of sessi
   --http-address``, tests), returning a :class:`RunningGateway`.
 """
 
-from workplace_env.gateway.app import CALL_ID_HEADER, create_app
+from workplace_env.gateway.app import create_app
 from workplace_env.gateway.cookies import SESSION_ID_KEY, CookieCodec, SessionTokens
 from workplace_env.gateway.mcp_tools import TOKEN_HEADER
 from workplace_env.gateway.serve import (
@@ -18,6 +18,7 @@ from workplace_env.gateway.serve import (
     start_gateway,
 )
 from workplace_env.gateway.settings import COOKIE_NAME, SECRET_ENV, GatewaySettings
+from workplace_env.gateway.translate import CALL_ID_HEADER
 
 __all__ = [
     "CALL_ID_HEADER",

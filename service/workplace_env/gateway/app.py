@@ -46,9 +46,6 @@ id, a reused ``x-workplace-call-id``, a close for another episode -> 409; capaci
 from __future__ import annotations
 
 import json
-import math
-import re
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib import metadata
@@ -56,7 +53,7 @@ from typing import Any
 
 import grpc
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
@@ -66,279 +63,26 @@ from workplace_env.gateway.cookies import (
     SessionCookieMiddleware,
     SessionTokens,
 )
+from workplace_env.gateway.docs import ROW_EXAMPLE, body_doc, problem
 from workplace_env.gateway.mcp_tools import TOKEN_HEADER, McpGateway
 from workplace_env.gateway.settings import GatewaySettings
-from workplace_env_client import (
-    CapacityError,
-    DeadlineError,
-    EnvironmentClient,
-    InvalidRequestError,
-    SessionClosedError,
-    SessionConflictError,
-    SessionLostError,
-    UnavailableError,
-    WorkplaceEnvError,
+from workplace_env.gateway.translate import (
+    CALL_ID_HEADER,
+    LEGACY_EPISODE,
+    HttpProblem,
+    Loc,
+    body_text,
+    cookie_session,
+    invalid,
+    is_typed_seed,
+    json_response,
+    object_body,
+    parse_episode,
+    parse_typed_seed,
+    seed_legacy,
+    service_error,
 )
-
-#: Optional request header: the CallTool idempotency key (CONTRACT T6/T7).
-CALL_ID_HEADER = "x-workplace-call-id"
-#: The episode a close names when the body gives none; the service ignores the episode of a
-#: legacy session (it has none of its own), and a typed one answers EPISODE_MISMATCH.
-LEGACY_EPISODE = ("legacy", 0)
-_INT32_MAX = 2**31 - 1
-_TYPED_KEYS = ("resources_session_id", "episode_id", "task_id", "task")
-
-Loc = tuple[str | int, ...]
-
-
-class HttpProblem(Exception):
-    """A request the gateway answers with an error body before or after asking the service."""
-
-    def __init__(self, response: Response) -> None:
-        super().__init__(response.status_code)
-        self.response = response
-
-
-def _json(content: Any, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return JSONResponse(content, status_code=status_code, headers=headers)
-
-
-def invalid(problems: list[tuple[Loc, str]]) -> HttpProblem:
-    """A 422 in FastAPI's shape: ``{"detail": [{type, loc, msg}], "failure_kind"}``."""
-    return HttpProblem(
-        _json(
-            {
-                "detail": [
-                    {"type": "value_error", "loc": ["body", *loc], "msg": msg}
-                    for loc, msg in problems
-                ],
-                "failure_kind": "invalid_request",
-            },
-            422,
-        )
-    )
-
-
-_INDEXED = re.compile(r"^(.*)\[(\d+)\]$")
-
-
-def _field_loc(field: str) -> Loc:
-    """``task.ground_truth[0].arguments`` -> ``("task", "ground_truth", 0, "arguments")``."""
-    loc: list[str | int] = []
-    for part in field.split("."):
-        match = _INDEXED.match(part)
-        if match:
-            loc.extend((match.group(1), int(match.group(2))))
-        elif part:
-            loc.append(part)
-    return tuple(loc)
-
-
-def service_error(exc: WorkplaceEnvError, seeding: bool = False) -> HttpProblem:
-    """The HTTP answer to an SDK error (see the module docstring's error table).
-
-    ``seeding``: a closed id is a 409 conflict for a seed, a lost session (404) otherwise.
-    """
-    if isinstance(exc, InvalidRequestError):
-        if exc.violations:
-            return invalid([(_field_loc(v.field), v.description) for v in exc.violations])
-        return invalid([((), exc.message)])
-    body: dict[str, Any] = {"reason": exc.reason or exc.code.name, "detail": exc.message}
-    headers: dict[str, str] = {}
-    if isinstance(exc, SessionLostError) or (isinstance(exc, SessionClosedError) and not seeding):
-        status, kind = 404, "session_lost"
-    elif isinstance(exc, SessionClosedError | SessionConflictError) or exc.reason in (
-        "CALL_ID_REUSED",
-        "EPISODE_MISMATCH",
-    ):
-        status, kind = 409, exc.reason.lower()
-    elif isinstance(exc, CapacityError):
-        status, kind = 429, "capacity_exhausted"
-        headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s or 1.0)))
-    elif isinstance(exc, UnavailableError):
-        status, kind = 503, "unavailable"
-    elif isinstance(exc, DeadlineError):
-        status, kind = 504, "deadline_exceeded"
-    else:
-        status, kind = 502, "service_error"
-    return HttpProblem(_json({"failure_kind": kind, **body}, status, headers))
-
-
-async def body_text(request: Request) -> str:
-    """The request body as text, in the encoding ``json.loads`` detects (UTF-8/16/32, BOM).
-
-    Raises 422 when the bytes are not text.
-    """
-    raw = await request.body()
-    try:
-        return raw.decode(json.detect_encoding(raw))
-    except UnicodeDecodeError as exc:
-        raise invalid([((), f"body is not text: {exc}")]) from exc
-
-
-async def object_body(request: Request) -> dict[str, Any]:
-    """The body as a JSON object. Raises 422 when it is not JSON or not an object."""
-    text = await body_text(request)
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise invalid([((), f"body is not valid JSON: {exc}")]) from exc
-    if not isinstance(value, dict):
-        raise invalid([((), f"body must be a JSON object, got {_json_type(value)}")])
-    return value
-
-
-def _json_type(value: Any) -> str:
-    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number"
-    )
-
-
-def cookie_session(request: Request) -> str | None:
-    """The session id the request's cookie names, if any."""
-    sid = request.session.get(SESSION_ID_KEY)
-    return sid if isinstance(sid, str) and sid else None
-
-
-def is_typed_seed(body: dict[str, Any]) -> bool:
-    """CONTRACT: a typed seed names ``resources_session_id`` or has ``episode_id`` and
-    ``task_id`` as JSON objects; anything else (a scalar ``task_id``, none) is a legacy row."""
-    return "resources_session_id" in body or (
-        isinstance(body.get("episode_id"), dict) and isinstance(body.get("task_id"), dict)
-    )
-
-
-def _ground_truth_problems(row: dict[str, Any], path: Loc) -> list[tuple[Loc, str]]:
-    """Shape checks the SDK needs before it can build a task (the service checks the rest)."""
-    truth = row.get("ground_truth")
-    if not isinstance(truth, list):
-        return []  # absent, or a JSON string: kept out of the task (verify takes it from the body)
-    problems: list[tuple[Loc, str]] = []
-    for i, call in enumerate(truth):
-        if not isinstance(call, dict):
-            problems.append(((*path, "ground_truth", i), "must be an object {name, arguments}"))
-        elif not isinstance(call.get("name"), str):
-            problems.append(((*path, "ground_truth", i, "name"), "must be a string"))
-    return problems
-
-
-def _episode(value: Any, problems: list[tuple[Loc, str]]) -> tuple[str, int] | None:
-    if not isinstance(value, dict):
-        problems.append((("episode_id",), "required: an object {rollout_id, attempt}"))
-        return None
-    rollout_id, attempt = value.get("rollout_id", ""), value.get("attempt", 0)
-    ok = True
-    if not isinstance(rollout_id, str):
-        problems.append((("episode_id", "rollout_id"), "must be a string"))
-        ok = False
-    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt > _INT32_MAX:
-        problems.append((("episode_id", "attempt"), "must be an integer in 0..2147483647"))
-        ok = False
-    return (rollout_id, max(attempt, -1)) if ok else None  # the service rejects attempt < 0
-
-
-def parse_typed_seed(
-    body: dict[str, Any],
-) -> tuple[str, tuple[str, int], tuple[str, str], dict[str, Any]]:
-    """``(session_id, (rollout_id, attempt), (taskset, task_id), row)`` of a typed seed body.
-
-    Raises 422 naming every offending field whose type is wrong; the service validates the
-    values (S5) and its violations come back as 422s too.
-    """
-    problems: list[tuple[Loc, str]] = []
-    sid = body.get("resources_session_id")
-    if not isinstance(sid, str):
-        problems.append((("resources_session_id",), "required: a string"))
-    episode = _episode(body.get("episode_id"), problems)
-    task_id = body.get("task_id")
-    taskset = tid = ""
-    if not isinstance(task_id, dict):
-        problems.append((("task_id",), "required: an object {taskset, task_id}"))
-    else:
-        taskset, tid = task_id.get("taskset", ""), task_id.get("task_id", "")
-        for key, value in (("taskset", taskset), ("task_id", tid)):
-            if not isinstance(value, str):
-                problems.append((("task_id", key), "must be a string"))
-    if "task" in body:
-        row, path = body["task"], ("task",)
-    else:
-        row, path = {k: v for k, v in body.items() if k not in _TYPED_KEYS}, ()
-    if not isinstance(row, dict):
-        problems.append((path, "must be an object (a dataset row)"))
-    else:
-        problems.extend(_ground_truth_problems(row, path))
-    if problems:
-        raise invalid(problems)
-    assert isinstance(sid, str) and episode is not None and isinstance(row, dict)
-    return sid, episode, (taskset, tid), row
-
-
-def _legacy_task(row: dict[str, Any]) -> dict[str, Any]:
-    """The task a legacy row seeds: the reference accepts any row, so parts the service would
-    reject (another environment, malformed ground-truth calls) are left out rather than
-    refused; verify scores the ground truth of its own body anyway."""
-    task = {k: row[k] for k in ("id", "category", "prompt", "system") if k in row}
-    if row.get("environment_name") in (None, "", "workplace_assistant"):
-        task["environment_name"] = row.get("environment_name") or ""
-    if isinstance(row.get("ground_truth"), list) and not _ground_truth_problems(row, ()):
-        task["ground_truth"] = row["ground_truth"]
-    return task
-
-
-def seed_legacy(client: EnvironmentClient, cookie_sid: str | None, row: dict[str, Any]) -> str:
-    """Seed a legacy session for ``row``; return its id (blocking; SDK ``seed_legacy``).
-
-    Reuses the cookie's id (a re-seed rebuilds fresh tables, as the reference does); when that
-    id cannot be a legacy session any more (closed, or a typed session), starts a new one.
-    """
-    task = _legacy_task(row)
-    sid = cookie_sid or str(uuid.uuid4())
-    try:
-        try:
-            client.seed_legacy(sid, task)
-        except InvalidRequestError:
-            if not task.get("ground_truth"):
-                raise
-            client.seed_legacy(sid, {k: v for k, v in task.items() if k != "ground_truth"})
-    except (SessionClosedError, SessionConflictError):
-        if cookie_sid is None:
-            raise
-        return seed_legacy(client, None, row)
-    return sid
-
-
-# -- OpenAPI -----------------------------------------------------------------------------------
-
-
-def _body_doc(description: str, examples: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "requestBody": {
-            "required": True,
-            "description": description,
-            "content": {
-                "application/json": {
-                    "schema": {"type": "object", "additionalProperties": True},
-                    "examples": {k: {"value": v} for k, v in examples.items()},
-                }
-            },
-        }
-    }
-
-
-def _problem(description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"type": "object"}}},
-    }
-
-
-_ROW_EXAMPLE = {
-    "id": "nemo-example-2",
-    "category": "workplace_assistant_email",
-    "ground_truth": [
-        {"name": "email_delete_email", "arguments": '{"email_id": "00000057"}'},
-    ],
-}
+from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceEnvError
 
 
 def _version() -> str:
@@ -346,9 +90,6 @@ def _version() -> str:
         return metadata.version("workplace-env")
     except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return "0"
-
-
-# -- the app -----------------------------------------------------------------------------------
 
 
 def create_app(client: EnvironmentClient, settings: GatewaySettings | None = None) -> FastAPI:
@@ -416,15 +157,15 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         "/seed_session",
         summary="Seed a session (legacy row or typed)",
         tags=["legacy"],
-        openapi_extra=_body_doc(
+        openapi_extra=body_doc(
             "A dataset row (legacy), or a typed seed.",
             {
-                "legacy row": _ROW_EXAMPLE,
+                "legacy row": ROW_EXAMPLE,
                 "typed": {
                     "resources_session_id": "s1",
                     "episode_id": {"rollout_id": "r1", "attempt": 0},
                     "task_id": {"taskset": "nemo", "task_id": "nemo-example-2"},
-                    "task": _ROW_EXAMPLE,
+                    "task": ROW_EXAMPLE,
                 },
             },
         ),
@@ -433,10 +174,10 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
                 "description": "`{}`; `Set-Cookie` names the session, "
                 f"`{TOKEN_HEADER}` is an MCP token for it.",
             },
-            409: _problem("Typed seed: the id is bound to another episode/task, or closed."),
-            422: _problem("Not a JSON object, or a malformed typed seed (`loc` names the field)."),
-            429: _problem("The service is at capacity (`Retry-After`)."),
-            503: _problem("The service is unavailable (tables, draining, unreachable)."),
+            409: problem("Typed seed: the id is bound to another episode/task, or closed."),
+            422: problem("Not a JSON object, or a malformed typed seed (`loc` names the field)."),
+            429: problem("The service is at capacity (`Retry-After`)."),
+            503: problem("The service is unavailable (tables, draining, unreachable)."),
         },
     )
     async def seed_session(request: Request) -> Response:
@@ -455,11 +196,11 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         "/verify",
         summary="Score the episode",
         tags=["legacy"],
-        openapi_extra=_body_doc(
+        openapi_extra=body_doc(
             "The dataset row plus the model's Responses-API `response`.",
             {
                 "verify": {
-                    **_ROW_EXAMPLE,
+                    **ROW_EXAMPLE,
                     "responses_create_params": {"input": "Delete email 00000057"},
                     "response": {
                         "output": [
@@ -474,7 +215,7 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
                 }
             },
         ),
-        responses={422: _problem("Not a JSON object, or `response.output` is not an array.")},
+        responses={422: problem("Not a JSON object, or `response.output` is not an array.")},
     )
     async def verify(request: Request) -> Response:
         body = await object_body(request)
@@ -494,7 +235,7 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
             result = await call(client.verify, sid, **kwargs)
             reward, mask = result.reward, result.mask_sample
             kind, reason = result.failure_kind, result.failure_reason
-        return _json(
+        return json_response(
             {
                 "responses_create_params": body.get("responses_create_params"),
                 "response": response,
@@ -509,13 +250,13 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         "/close_session",
         summary="Close a session",
         tags=["legacy"],
-        openapi_extra=_body_doc(
+        openapi_extra=body_doc(
             "The typed close body; `resources_session_id` defaults to the cookie's session.",
             {"typed": {"resources_session_id": "s1", "episode_id": {"rollout_id": "r1"}}},
         ),
         responses={
-            409: _problem("The session is bound to another episode."),
-            422: _problem("Malformed body (`loc` names the field)."),
+            409: problem("The session is bound to another episode."),
+            422: problem("Malformed body (`loc` names the field)."),
         },
     )
     async def close_session(request: Request) -> Response:
@@ -526,24 +267,26 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
             problems.append(
                 (("resources_session_id",), "required (a string) when there is no cookie")
             )
-        episode = _episode(body["episode_id"], problems) if "episode_id" in body else LEGACY_EPISODE
+        episode = (
+            parse_episode(body["episode_id"], problems) if "episode_id" in body else LEGACY_EPISODE
+        )
         if problems:
             raise invalid(problems)
         outcome = await call(client.close_session, sid, episode)
-        return _json({"outcome": outcome})
+        return json_response({"outcome": outcome})
 
     @app.post(
         "/session_token",
         summary="Mint an MCP session token",
         tags=["mcp"],
-        openapi_extra=_body_doc(
+        openapi_extra=body_doc(
             "`{}` for the cookie's session, or `{resources_session_id}` for a session seeded "
             "over gRPC (the id is the capability there; the token grants no more).",
             {"cookie": {}, "grpc session": {"resources_session_id": "s1"}},
         ),
         responses={
-            404: _problem("No session named (no cookie, no id)."),
-            422: _problem("Malformed body."),
+            404: problem("No session named (no cookie, no id)."),
+            422: problem("Malformed body."),
         },
     )
     async def session_token(request: Request) -> Response:
@@ -551,14 +294,14 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         body = await object_body(request) if raw.strip() else {}
         sid = body.get("resources_session_id", cookie_session(request))
         if sid is None:
-            return _json(
+            return json_response(
                 {"failure_kind": "session_lost", "reason": "SESSION_LOST", "detail": "no session"},
                 404,
             )
         if not isinstance(sid, str) or not sid:
             raise invalid([(("resources_session_id",), "must be a non-empty string")])
         token = tokens.mint(sid)
-        return _json(
+        return json_response(
             {
                 "resources_session_id": sid,
                 "token": token,
@@ -575,7 +318,7 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         "/{tool_name}",
         summary="Call a tool",
         tags=["tools"],
-        openapi_extra=_body_doc(
+        openapi_extra=body_doc(
             "The tool's arguments (null values are dropped). Optional header "
             f"`{CALL_ID_HEADER}`: an idempotency key.",
             {"email_search_emails": {"query": "budget", "page": 1}},
@@ -585,9 +328,9 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
                 "description": '`{"output": ...}`: the tool\'s return value, or the '
                 "reference's error text for an unknown tool or bad arguments.",
             },
-            404: _problem("No live session (`failure_kind` `session_lost`)."),
-            409: _problem("The call id was used for another call."),
-            422: _problem("The body is not a JSON object."),
+            404: problem("No live session (`failure_kind` `session_lost`)."),
+            409: problem("The call id was used for another call."),
+            422: problem("The body is not a JSON object."),
         },
     )
     async def call_tool(tool_name: str, request: Request) -> Response:

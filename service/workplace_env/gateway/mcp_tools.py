@@ -63,6 +63,14 @@ def token_from_headers(headers: Any) -> str | None:
     return None
 
 
+def _service_error(exc: WorkplaceEnvError) -> McpError:
+    return McpError(
+        types.ErrorData(
+            code=SERVICE_ERROR, message=exc.message, data={"reason": exc.reason or exc.code.name}
+        )
+    )
+
+
 class McpGateway:
     """The MCP server over one SDK client; an ASGI app for ``<mcp_path>``.
 
@@ -123,7 +131,11 @@ class McpGateway:
         return self._tools
 
     async def _list_tools(self, request: types.ListToolsRequest) -> types.ServerResult:
-        return types.ServerResult(types.ListToolsResult(tools=await self.tools()))
+        try:
+            tools = await self.tools()
+        except WorkplaceEnvError as exc:
+            raise _service_error(exc) from exc
+        return types.ServerResult(types.ListToolsResult(tools=tools))
 
     def _session_id(self) -> str:
         http_request = self.server.request_context.request
@@ -156,13 +168,7 @@ class McpGateway:
                 )
             ) from exc
         except WorkplaceEnvError as exc:
-            raise McpError(
-                types.ErrorData(
-                    code=SERVICE_ERROR,
-                    message=exc.message,
-                    data={"reason": exc.reason or exc.code.name},
-                )
-            ) from exc
+            raise _service_error(exc) from exc
         return types.ServerResult(
             types.CallToolResult(
                 content=[types.TextContent(type="text", text=output)], isError=False

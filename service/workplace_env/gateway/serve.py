@@ -8,6 +8,7 @@ request.
 
 from __future__ import annotations
 
+import signal
 import socket
 import sys
 import threading
@@ -22,6 +23,11 @@ from workplace_env.gateway.settings import GatewaySettings
 from workplace_env_client import EnvironmentClient
 
 _WILDCARD_HOSTS = {"", "0.0.0.0", "::", "[::]"}
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _ignore(signum: int, frame: object) -> None:
+    """A stop signal after uvicorn has drained: nothing left to do."""
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -144,30 +150,43 @@ def start_gateway(
 
 
 def run_gateway(
-    grpc_target: str,
+    grpc_target: str | None = None,
     address: str = "127.0.0.1:8000",
     settings: GatewaySettings | None = None,
     *,
+    client: EnvironmentClient | None = None,
     log_level: str = "info",
     grace_s: float = 5.0,
     rpc_timeout_s: float = 30.0,
     on_listening: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve the gateway for the gRPC service at ``grpc_target`` on ``address`` until SIGTERM
-    or SIGINT (in-flight requests get ``grace_s`` seconds). Blocking; call it from the main
-    thread so uvicorn can handle the signals.
+    """Serve the gateway on ``address`` until SIGTERM or SIGINT, then return (in-flight
+    requests get ``grace_s`` seconds). Blocking; call it from the main thread, where signals
+    are delivered.
 
-    ``on_listening`` is called with the URL once the socket is bound (default: print it to
-    stderr). Raises RuntimeError when the address cannot be bound.
+    Pass the service's ``grpc_target`` (an insecure channel, RPC deadline ``rpc_timeout_s``) or
+    a connected ``client`` (e.g. over TLS; the caller closes it). ``on_listening`` is called
+    with the URL once the socket is bound (default: print it to stderr). Raises RuntimeError
+    when the address cannot be bound.
     """
+    if (grpc_target is None) == (client is None):
+        raise ValueError("pass exactly one of grpc_target or client")
     sock = bind_socket(address)
     host, port = sock.getsockname()[:2]
     shown = "127.0.0.1" if host in _WILDCARD_HOSTS else host
     url = f"http://[{shown}]:{port}" if ":" in str(shown) else f"http://{shown}:{port}"
-    with EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s) as client:
-        server = uvicorn.Server(_config(create_app(client, settings), log_level, grace_s))
-        (on_listening or (lambda u: print(f"workplace-env gateway on {u}", file=sys.stderr)))(url)
-        try:
-            server.run(sockets=[sock])
-        finally:
-            sock.close()
+    own = client is None
+    sdk = client or EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s)
+    server = uvicorn.Server(_config(create_app(sdk, settings), log_level, grace_s))
+    (on_listening or (lambda u: print(f"workplace-env gateway on {u}", file=sys.stderr)))(url)
+    # uvicorn handles SIGTERM/SIGINT while it serves, then re-raises them to the handlers it
+    # found; these no-op ones make the drained gateway return instead of dying by signal.
+    previous = {sig: signal.signal(sig, _ignore) for sig in _STOP_SIGNALS}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        sock.close()
+        if own:
+            sdk.close()

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 COOKIE_NAME = "WorkbenchResourcesServer___workplace_assistant"
 #: The reference's cookie lifetime: 14 days, in seconds (Starlette's SessionMiddleware default).
 COOKIE_MAX_AGE_S = 14 * 24 * 60 * 60
-#: Environment variable :meth:`GatewaySettings.from_env` reads the signing secret from.
-SECRET_ENV = "WORKPLACE_ENV_GATEWAY_SECRET"
+#: Environment variable :meth:`GatewaySettings.from_env` reads the signing secret from (the
+#: server settings' ``cookie_secret``, workplace_env.config).
+SECRET_ENV = "WORKPLACE_ENV_COOKIE_SECRET"
 
 
 def _random_secret() -> str:
@@ -49,8 +50,8 @@ class GatewaySettings:
 
     @classmethod
     def from_env(cls, **overrides: object) -> GatewaySettings:
-        """Settings whose secret comes from ``$WORKPLACE_ENV_GATEWAY_SECRET`` when it is set
-        (else random per process); ``overrides`` are passed through."""
+        """Settings whose secret is ``$WORKPLACE_ENV_COOKIE_SECRET`` when set (the server
+        settings' ``cookie_secret``), else random per process; ``overrides`` pass through."""
         secret = os.environ.get(SECRET_ENV)
         if secret and "secret_key" not in overrides:
             overrides["secret_key"] = secret

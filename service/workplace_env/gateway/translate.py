@@ -1,0 +1,259 @@
+"""HTTP <-> SDK translation of the gateway: request bodies, typed and legacy seeds, and SDK errors
+as HTTP answers. No routes here (see :mod:`workplace_env.gateway.app`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from workplace_env.gateway.cookies import SESSION_ID_KEY
+from workplace_env_client import (
+    CapacityError,
+    DeadlineError,
+    EnvironmentClient,
+    InvalidRequestError,
+    SessionClosedError,
+    SessionConflictError,
+    SessionLostError,
+    UnavailableError,
+    WorkplaceEnvError,
+)
+
+#: Optional request header: the CallTool idempotency key (CONTRACT T6/T7).
+CALL_ID_HEADER = "x-workplace-call-id"
+#: The episode a close names when the body gives none; the service ignores the episode of a
+#: legacy session (it has none of its own), and a typed one answers EPISODE_MISMATCH.
+LEGACY_EPISODE = ("legacy", 0)
+_INT32_MAX = 2**31 - 1
+_TYPED_KEYS = ("resources_session_id", "episode_id", "task_id", "task")
+
+Loc = tuple[str | int, ...]
+
+
+class HttpProblem(Exception):
+    """A request the gateway answers with an error body before or after asking the service."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def json_response(
+    content: Any, status_code: int = 200, headers: dict[str, str] | None = None
+) -> Response:
+    """A JSON body rendered as the reference's stack renders it (compact, UTF-8)."""
+    return JSONResponse(content, status_code=status_code, headers=headers)
+
+
+def invalid(problems: list[tuple[Loc, str]]) -> HttpProblem:
+    """A 422 in FastAPI's shape: ``{"detail": [{type, loc, msg}], "failure_kind"}``."""
+    return HttpProblem(
+        json_response(
+            {
+                "detail": [
+                    {"type": "value_error", "loc": ["body", *loc], "msg": msg}
+                    for loc, msg in problems
+                ],
+                "failure_kind": "invalid_request",
+            },
+            422,
+        )
+    )
+
+
+_INDEXED = re.compile(r"^(.*)\[(\d+)\]$")
+
+
+def _field_loc(field: str) -> Loc:
+    """``task.ground_truth[0].arguments`` -> ``("task", "ground_truth", 0, "arguments")``."""
+    loc: list[str | int] = []
+    for part in field.split("."):
+        match = _INDEXED.match(part)
+        if match:
+            loc.extend((match.group(1), int(match.group(2))))
+        elif part:
+            loc.append(part)
+    return tuple(loc)
+
+
+def service_error(exc: WorkplaceEnvError, seeding: bool = False) -> HttpProblem:
+    """The HTTP answer to an SDK error (see the module docstring's error table).
+
+    ``seeding``: a closed id is a 409 conflict for a seed, a lost session (404) otherwise.
+    """
+    if isinstance(exc, InvalidRequestError):
+        if exc.violations:
+            return invalid([(_field_loc(v.field), v.description) for v in exc.violations])
+        return invalid([((), exc.message)])
+    body: dict[str, Any] = {"reason": exc.reason or exc.code.name, "detail": exc.message}
+    headers: dict[str, str] = {}
+    if isinstance(exc, SessionLostError) or (isinstance(exc, SessionClosedError) and not seeding):
+        status, kind = 404, "session_lost"
+    elif isinstance(exc, SessionClosedError | SessionConflictError) or exc.reason in (
+        "CALL_ID_REUSED",
+        "EPISODE_MISMATCH",
+    ):
+        status, kind = 409, exc.reason.lower()
+    elif isinstance(exc, CapacityError):
+        status, kind = 429, "capacity_exhausted"
+        headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s or 1.0)))
+    elif isinstance(exc, UnavailableError):
+        status, kind = 503, "unavailable"
+    elif isinstance(exc, DeadlineError):
+        status, kind = 504, "deadline_exceeded"
+    else:
+        status, kind = 502, "service_error"
+    return HttpProblem(json_response({"failure_kind": kind, **body}, status, headers))
+
+
+async def body_text(request: Request) -> str:
+    """The request body as text, in the encoding ``json.loads`` detects (UTF-8/16/32, BOM).
+
+    Raises 422 when the bytes are not text.
+    """
+    raw = await request.body()
+    try:
+        return raw.decode(json.detect_encoding(raw))
+    except UnicodeDecodeError as exc:
+        raise invalid([((), f"body is not text: {exc}")]) from exc
+
+
+async def object_body(request: Request) -> dict[str, Any]:
+    """The body as a JSON object. Raises 422 when it is not JSON or not an object."""
+    text = await body_text(request)
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise invalid([((), f"body is not valid JSON: {exc}")]) from exc
+    if not isinstance(value, dict):
+        raise invalid([((), f"body must be a JSON object, got {_json_type(value)}")])
+    return value
+
+
+def _json_type(value: Any) -> str:
+    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number"
+    )
+
+
+def cookie_session(request: Request) -> str | None:
+    """The session id the request's cookie names, if any."""
+    sid = request.session.get(SESSION_ID_KEY)
+    return sid if isinstance(sid, str) and sid else None
+
+
+def is_typed_seed(body: dict[str, Any]) -> bool:
+    """CONTRACT: a typed seed names ``resources_session_id`` or has ``episode_id`` and
+    ``task_id`` as JSON objects; anything else (a scalar ``task_id``, none) is a legacy row."""
+    return "resources_session_id" in body or (
+        isinstance(body.get("episode_id"), dict) and isinstance(body.get("task_id"), dict)
+    )
+
+
+def _ground_truth_problems(row: dict[str, Any], path: Loc) -> list[tuple[Loc, str]]:
+    """Shape checks the SDK needs before it can build a task (the service checks the rest)."""
+    truth = row.get("ground_truth")
+    if not isinstance(truth, list):
+        return []  # absent, or a JSON string: kept out of the task (verify takes it from the body)
+    problems: list[tuple[Loc, str]] = []
+    for i, call in enumerate(truth):
+        if not isinstance(call, dict):
+            problems.append(((*path, "ground_truth", i), "must be an object {name, arguments}"))
+        elif not isinstance(call.get("name"), str):
+            problems.append(((*path, "ground_truth", i, "name"), "must be a string"))
+    return problems
+
+
+def parse_episode(value: Any, problems: list[tuple[Loc, str]]) -> tuple[str, int] | None:
+    """``(rollout_id, attempt)`` of an ``episode_id`` object (``attempt`` defaults to 0), or
+    None with the type problems appended; the service checks the values (CONTRACT Identities).
+    """
+    if not isinstance(value, dict):
+        problems.append((("episode_id",), "required: an object {rollout_id, attempt}"))
+        return None
+    rollout_id, attempt = value.get("rollout_id", ""), value.get("attempt", 0)
+    ok = True
+    if not isinstance(rollout_id, str):
+        problems.append((("episode_id", "rollout_id"), "must be a string"))
+        ok = False
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt > _INT32_MAX:
+        problems.append((("episode_id", "attempt"), "must be an integer in 0..2147483647"))
+        ok = False
+    return (rollout_id, max(attempt, -1)) if ok else None  # the service rejects attempt < 0
+
+
+def parse_typed_seed(
+    body: dict[str, Any],
+) -> tuple[str, tuple[str, int], tuple[str, str], dict[str, Any]]:
+    """``(session_id, (rollout_id, attempt), (taskset, task_id), row)`` of a typed seed body.
+
+    Raises 422 naming every offending field whose type is wrong; the service validates the
+    values (S5) and its violations come back as 422s too.
+    """
+    problems: list[tuple[Loc, str]] = []
+    sid = body.get("resources_session_id")
+    if not isinstance(sid, str):
+        problems.append((("resources_session_id",), "required: a string"))
+    episode = parse_episode(body.get("episode_id"), problems)
+    task_id = body.get("task_id")
+    taskset = tid = ""
+    if not isinstance(task_id, dict):
+        problems.append((("task_id",), "required: an object {taskset, task_id}"))
+    else:
+        taskset, tid = task_id.get("taskset", ""), task_id.get("task_id", "")
+        for key, value in (("taskset", taskset), ("task_id", tid)):
+            if not isinstance(value, str):
+                problems.append((("task_id", key), "must be a string"))
+    if "task" in body:
+        row, path = body["task"], ("task",)
+    else:
+        row, path = {k: v for k, v in body.items() if k not in _TYPED_KEYS}, ()
+    if not isinstance(row, dict):
+        problems.append((path, "must be an object (a dataset row)"))
+    else:
+        problems.extend(_ground_truth_problems(row, path))
+    if problems:
+        raise invalid(problems)
+    assert isinstance(sid, str) and episode is not None and isinstance(row, dict)
+    return sid, episode, (taskset, tid), row
+
+
+def _legacy_task(row: dict[str, Any]) -> dict[str, Any]:
+    """The task a legacy row seeds: the reference accepts any row, so parts the service would
+    reject (another environment, malformed ground-truth calls) are left out rather than
+    refused; verify scores the ground truth of its own body anyway."""
+    task = {k: row[k] for k in ("id", "category", "prompt", "system") if k in row}
+    if row.get("environment_name") in (None, "", "workplace_assistant"):
+        task["environment_name"] = row.get("environment_name") or ""
+    if isinstance(row.get("ground_truth"), list) and not _ground_truth_problems(row, ()):
+        task["ground_truth"] = row["ground_truth"]
+    return task
+
+
+def seed_legacy(client: EnvironmentClient, cookie_sid: str | None, row: dict[str, Any]) -> str:
+    """Seed a legacy session for ``row``; return its id (blocking; SDK ``seed_legacy``).
+
+    Reuses the cookie's id (a re-seed rebuilds fresh tables, as the reference does); when that
+    id cannot be a legacy session any more (closed, or a typed session), starts a new one.
+    """
+    task = _legacy_task(row)
+    sid = cookie_sid or str(uuid.uuid4())
+    try:
+        try:
+            client.seed_legacy(sid, task)
+        except InvalidRequestError:
+            if not task.get("ground_truth"):
+                raise
+            client.seed_legacy(sid, {k: v for k, v in task.items() if k != "ground_truth"})
+    except (SessionClosedError, SessionConflictError):
+        if cookie_sid is None:
+            raise
+        return seed_legacy(client, None, row)
+    return sid

@@ -1,0 +1,243 @@
+"""The gateway's MCP endpoint, driven by the ``mcp`` SDK's own client (streamable HTTP +
+ClientSession): tools/list is gRPC ListTools, tools/call is gRPC CallTool on the token's
+session, and anything without a valid token or envelope is an MCP error that reaches no session.
+Runs on the embedded default sandbox (the goldens over MCP are in test_gateway_congruence.py).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError
+
+from workplace_env.gateway import (
+    TOKEN_HEADER,
+    GatewaySettings,
+    RunningGateway,
+    SessionTokens,
+    start_gateway,
+)
+from workplace_env.gateway.mcp_tools import SERVICE_ERROR, SESSION_LOST, TOKEN_REQUIRED
+from workplace_env.sandbox.load import load_sandbox
+from workplace_env.server.app import start_server
+from workplace_env.sessions import SessionStore
+from workplace_env_client import EnvironmentClient
+
+SEND = {"recipient": "someone@example.com", "subject": "Mcp hello", "body": "hi"}
+SEARCH = {"query": "Mcp hello", "page_size": 50}
+ROW = {"id": "mcp-task", "ground_truth": []}
+
+
+@pytest.fixture(scope="module")
+def sdk() -> Iterator[EnvironmentClient]:
+    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
+    with EnvironmentClient(f"127.0.0.1:{server.port}", timeout_s=20) as client:
+        yield client
+    server.stop(grace_s=0.5)
+
+
+@pytest.fixture(scope="module")
+def gateway(sdk) -> Iterator[RunningGateway]:
+    gw = start_gateway(client=sdk, settings=GatewaySettings(secret_key="mcp-test"))
+    yield gw
+    gw.stop()
+
+
+def mcp_run(
+    gateway: RunningGateway,
+    headers: dict[str, str],
+    body: Callable[[ClientSession], Awaitable[Any]],
+) -> Any:
+    """Open an MCP client session on the gateway with ``headers`` and run ``body`` in it.
+
+    Raises the McpError of a rejected request."""
+
+    async def main() -> Any:
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=30) as client,
+            streamable_http_client(f"{gateway.url}/mcp", http_client=client) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            try:
+                return await body(session)
+            except McpError as exc:  # raised below, outside the SDK's task groups
+                return exc
+
+    result = anyio.run(main)
+    if isinstance(result, McpError):
+        raise result
+    return result
+
+
+@pytest.fixture
+def agent(gateway) -> Iterator[tuple[httpx.Client, str]]:
+    """An HTTP agent with a seeded legacy session, and the MCP token of that session."""
+    with httpx.Client(base_url=gateway.url, timeout=30) as client:
+        response = client.post("/seed_session", json=ROW)
+        assert response.status_code == 200
+        yield client, response.headers[TOKEN_HEADER]
+
+
+def sent_count(client: httpx.Client) -> int:
+    out = client.post("/email_search_emails", json=SEARCH).json()["output"]
+    return 0 if isinstance(out, str) else out["pagination"]["total_emails"]
+
+
+def test_tools_list_is_list_tools(gateway, sdk):
+    listed = mcp_run(gateway, {}, lambda s: s.list_tools())
+    schemas = sdk.list_tools()
+    assert len(listed.tools) == len(schemas) == 27
+    for tool, schema in zip(listed.tools, schemas, strict=True):
+        assert tool.name == schema["name"]
+        assert tool.description == schema["description"]
+        assert tool.inputSchema == schema["parameters"]
+        assert tool.outputSchema is None
+
+
+@pytest.mark.parametrize("scheme", ["bearer", "header"])
+def test_tools_call_runs_on_the_tokens_session(gateway, agent, sdk, scheme):
+    http, token = agent
+    headers = {"authorization": f"Bearer {token}"} if scheme == "bearer" else {TOKEN_HEADER: token}
+
+    async def calls(session: ClientSession) -> list[Any]:
+        sent = await session.call_tool("email_send_email", SEND)
+        found = await session.call_tool("email_search_emails", SEARCH)
+        return [sent, found]
+
+    sent, found = mcp_run(gateway, headers, calls)
+    assert not sent.isError and [c.text for c in sent.content] == ['"Email sent successfully."']
+    assert json.loads(found.content[0].text)["pagination"]["total_emails"] == 1
+    # the same session as the cookie's: HTTP sees the MCP write, and the same bytes
+    assert sent_count(http) == 1
+    body = http.post("/email_search_emails", json=SEARCH).content
+    assert body == b'{"output":' + found.content[0].text.encode() + b"}"
+
+
+def test_tool_errors_are_the_reference_texts(gateway, agent):
+    http, token = agent
+
+    async def calls(session: ClientSession) -> list[Any]:
+        return [
+            await session.call_tool("no_such_tool", {}),
+            await session.call_tool("email_send_email", {"recipient": 5, "locatoin": None}),
+            await session.call_tool("calendar_create_event", {"location": "x"}),
+        ]
+
+    results = mcp_run(gateway, {TOKEN_HEADER: token}, calls)
+    http_bodies = [
+        http.post("/no_such_tool", json={}).content,
+        http.post("/email_send_email", json={"recipient": 5, "locatoin": None}).content,
+        http.post("/calendar_create_event", json={"location": "x"}).content,
+    ]
+    for result, body in zip(results, http_bodies, strict=True):
+        assert not result.isError  # the reference's texts are outputs, not protocol errors
+        assert body == b'{"output":' + result.content[0].text.encode() + b"}"
+    assert (
+        json.loads(results[0].content[0].text)
+        == "Error executing tool 'no_such_tool': 'no_such_tool'"
+    )
+
+
+def test_token_for_a_grpc_typed_session(gateway, sdk):
+    sid = f"grpc-{uuid.uuid4().hex}"
+    sdk.seed(sid, ("rollout-mcp", 0), ("mcp", "t"), ROW)
+    with httpx.Client(base_url=gateway.url) as http:
+        token = http.post("/session_token", json={"resources_session_id": sid}).json()["token"]
+    result = mcp_run(
+        gateway,
+        {"authorization": f"Bearer {token}"},
+        lambda s: s.call_tool("email_send_email", SEND),
+    )
+    assert result.content[0].text == '"Email sent successfully."'
+    out = json.loads(sdk.call_tool_raw(sid, "email_search_emails", SEARCH))
+    assert out["pagination"]["total_emails"] == 1
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {TOKEN_HEADER: "garbage"},
+        {"authorization": "Bearer nope.nope.nope"},
+        {"authorization": "Basic eA=="},
+    ],
+    ids=["none", "garbage", "bad_bearer", "basic"],
+)
+def test_tools_call_without_a_valid_token_is_an_mcp_error_and_reaches_no_session(
+    gateway, agent, headers
+):
+    http, _ = agent
+    with pytest.raises(McpError) as err:
+        mcp_run(gateway, headers, lambda s: s.call_tool("email_send_email", SEND))
+    assert err.value.error.code == TOKEN_REQUIRED
+    assert sent_count(http) == 0
+
+
+def test_token_of_another_secret_is_rejected(gateway, sdk):
+    other = start_gateway(client=sdk)  # a random secret
+    try:
+        with httpx.Client(base_url=other.url) as http:
+            token = http.post("/seed_session", json=ROW).headers[TOKEN_HEADER]
+    finally:
+        other.stop()
+    with pytest.raises(McpError) as err:
+        mcp_run(gateway, {TOKEN_HEADER: token}, lambda s: s.call_tool("email_send_email", SEND))
+    assert err.value.error.code == TOKEN_REQUIRED
+
+
+def test_token_of_a_released_session_is_session_lost(gateway, agent):
+    http, token = agent
+    verified = http.post("/verify", json={"ground_truth": [], "response": {"output": []}})
+    assert verified.json()["reward"] == 1.0  # a legacy verify releases the session
+    with pytest.raises(McpError) as err:
+        mcp_run(gateway, {TOKEN_HEADER: token}, lambda s: s.call_tool("email_send_email", SEND))
+    assert err.value.error.code == SESSION_LOST
+    assert err.value.error.data["failure_kind"] == "session_lost"
+
+
+CALL_PREFIX = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", '
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    "body,code",
+    [
+        (b"{not json", -32700),
+        (CALL_PREFIX + b'"params": {"name": "email_send_email", "arguments": [1]}}', -32602),
+        (CALL_PREFIX + b'"params": {"arguments": {}}}', -32602),
+        (CALL_PREFIX[:-2] + b"}", -32602),
+    ],
+    ids=["not_json", "arguments_not_object", "no_name", "no_params"],
+)
+def test_malformed_envelope_is_an_mcp_error_and_reaches_no_session(gateway, agent, body, code):
+    http, token = agent
+    response = http.post("/mcp", content=body, headers={**MCP_HEADERS, TOKEN_HEADER: token})
+    error = response.json()["error"]
+    assert error["code"] == code, response.text
+    assert sent_count(http) == 0
+
+
+def test_service_unreachable_is_an_mcp_error():
+    settings = GatewaySettings(secret_key="dead")
+    with EnvironmentClient("127.0.0.1:1", timeout_s=5, max_attempts=1) as dead:
+        gw = start_gateway(client=dead, settings=settings)
+        try:
+            with pytest.raises(McpError) as listed:
+                mcp_run(gw, {}, lambda s: s.list_tools())
+            assert listed.value.error.code == SERVICE_ERROR
+            token = SessionTokens("dead", settings.token_max_age_s).mint("s1")
+            with pytest.raises(McpError) as called:
+                mcp_run(gw, {TOKEN_HEADER: token}, lambda s: s.call_tool("email_send_email", SEND))
+            assert called.value.error.code == SERVICE_ERROR
+            assert called.value.error.data["reason"] == "UNAVAILABLE"
+        finally:
+            gw.stop()
