@@ -8,10 +8,11 @@ pagination arithmetic: their exception texts are golden outputs (``integer divis
 zero`` for ``page_size`` 0, ``'<' not supported between instances of 'int' and 'str'`` for a string
 ``page``, ...). Missing CSV cells (phone, notes) are NaN and come out as JSON null.
 
-Speed: the search takes a fast path (plain Python over the column values, narrowing row positions
-instead of frames, records built for the returned page only) when every filter value and every
-cell it is applied to is a string, where the pandas operations cannot fail and give the same rows;
-otherwise the pandas operations run as in the reference.
+Speed: each tool also has a registered fast path over the session's plain-Python table, for
+string arguments (and int pages) on a text-only table; it hands anything else to the pandas
+implementation, the exact one, before changing anything. It uses the plain-Python helpers of the
+project management module. Inside the pandas search, filters also avoid frame copies when every
+filter value and cell involved is a string.
 """
 
 from __future__ import annotations
@@ -25,8 +26,19 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
-from workplace_env.sandbox.tables import CRM, SessionTables
-from workplace_env.sandbox.tools.registry import tool
+from workplace_env.sandbox.tables import COLUMNS, CRM, SessionTables
+from workplace_env.sandbox.tools.project_management import (
+    NA_MASK,
+    append_row,
+    cell_test,
+    drop_rows,
+    narrow,
+    next_id,
+    positions,
+    row_dicts,
+    set_cells,
+)
+from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
 # pandas warns when a search pattern has capture groups; the reference only printed it to stderr.
 warnings.filterwarnings(
@@ -215,6 +227,101 @@ def search_customers(
     }
 
 
+@fast_path("customer_relationship_manager_search_customers")
+def _search_customers_fast(
+    tables: SessionTables,
+    customer_name: Any = None,
+    customer_email: Any = None,
+    product_interest: Any = None,
+    status: Any = None,
+    assigned_to_email: Any = None,
+    last_contact_date_min: Any = None,
+    last_contact_date_max: Any = None,
+    follow_up_by_min: Any = None,
+    follow_up_by_max: Any = None,
+    page: Any = 1,
+    page_size: Any = 5,
+) -> Any:
+    """Every outcome for str filters (falsy ones ignored), an int ``page`` and an int
+    ``page_size`` >= 1 on a text-only table.
+
+    Regex filters narrow the rows in the reference's order (one meeting a missing cell is
+    pandas' NA-mask error), then the date bounds (a missing cell never passes a bound, as
+    pandas' object comparison has it). Falls back for a non-str truthy filter, a bool/float/str
+    page or page size, a page size below 1 and a pattern that does not compile.
+    """
+    texts = [
+        (column, pattern)
+        for column, pattern in (
+            ("customer_name", customer_name),
+            ("customer_email", customer_email),
+            ("product_interest", product_interest),
+            ("status", status),
+            ("assigned_to_email", assigned_to_email),
+        )
+        if pattern
+    ]
+    bounds = [
+        (column, at_least, bound)
+        for column, at_least, bound in (
+            ("last_contact_date", True, last_contact_date_min),
+            ("last_contact_date", False, last_contact_date_max),
+            ("follow_up_by", True, follow_up_by_min),
+            ("follow_up_by", False, follow_up_by_max),
+        )
+        if bound
+    ]
+    if not texts and not bounds:
+        return "No search parameters provided. Please provide at least one parameter."
+    if type(page) is not int or type(page_size) is not int or page_size < 1:
+        return FALLBACK
+    if any(type(value) is not str for _, value in texts) or any(
+        type(bound) is not str for _, _, bound in bounds
+    ):
+        return FALLBACK
+    table = tables.table(CRM)
+    if not table.text_only:
+        return FALLBACK
+    tests = []
+    for column, pattern in texts:
+        entry = cell_test(pattern)
+        if entry is None:
+            return FALLBACK
+        tests.append((column, entry))
+    rows = None
+    try:
+        for column, entry in tests:
+            rows = narrow(entry, table.data[column], rows)
+    except (TypeError, AttributeError):  # only a missing cell makes a regex test raise
+        return f"Error executing tool 'customer_relationship_manager_search_customers': {NA_MASK}"
+    if rows is None:
+        rows = range(len(table.index))
+    for column, at_least, bound in bounds:
+        cells = table.data[column]
+        if at_least:
+            rows = [i for i in rows if type(cells[i]) is str and cells[i] >= bound]
+        else:
+            rows = [i for i in rows if type(cells[i]) is str and cells[i] <= bound]
+
+    # The reference's pagination with int page and page_size >= 1 (no error possible).
+    total = len(rows)
+    if total == 0:
+        return "No customers found."
+    total_pages = (total + page_size - 1) // page_size
+    page = max(1, min(page, total_pages))
+    start = (page - 1) * page_size
+    end = min(start + page_size, total)
+    return {
+        "customers": row_dicts(table, rows[start:end]),
+        "pagination": {
+            "total_customers": total,
+            "page": page,
+            "page_size": page_size,
+            "total_pages": total_pages,
+        },
+    }
+
+
 @tool(
     name="customer_relationship_manager_update_customer",
     qualname="CustomerRelationshipManagerTool.update_customer",
@@ -260,6 +367,36 @@ def update_customer(
     if field not in crm.columns:
         return _BAD_FIELD
     crm.loc[crm["customer_id"] == customer_id, field] = new_value
+    return "Customer updated successfully."
+
+
+@fast_path("customer_relationship_manager_update_customer")
+def _update_customer_fast(
+    tables: SessionTables, customer_id: Any = None, field: Any = None, new_value: Any = None
+) -> Any:
+    """Every outcome for str arguments on a text-only table (any column, ``customer_id`` too).
+
+    Falls back for a non-str argument (an int value is stored as sent, an int id compares in
+    numpy, ``lower`` fails on an int email) and for a table holding non-text cells.
+    """
+    if not customer_id or not field or not new_value:
+        return "Customer ID, field, or new value not provided."
+    if type(customer_id) is not str or type(field) is not str or type(new_value) is not str:
+        return FALLBACK
+    if field == "status" and new_value not in _STATUSES:
+        return _BAD_STATUS
+    if field == "product_interest" and new_value not in _PRODUCTS:
+        return _BAD_PRODUCT
+    if field in ["customer_email", "assigned_to_email"]:
+        new_value = new_value.lower()
+    table = tables.table(CRM)
+    if not table.text_only:
+        return FALLBACK
+    if customer_id not in table.data["customer_id"]:
+        return "Customer not found."
+    if field not in table.data:
+        return _BAD_FIELD
+    set_cells(tables.writable(CRM), "customer_id", customer_id, field, new_value)
     return "Customer updated successfully."
 
 
@@ -336,6 +473,58 @@ def add_customer(
     return customer_id
 
 
+@fast_path("customer_relationship_manager_add_customer")
+def _add_customer_fast(
+    tables: SessionTables,
+    customer_name: Any = None,
+    assigned_to_email: Any = None,
+    status: Any = None,
+    customer_email: Any = None,
+    customer_phone: Any = None,
+    last_contact_date: Any = None,
+    product_interest: Any = None,
+    notes: Any = "",
+    follow_up_by: Any = None,
+) -> Any:
+    """Every outcome for str required arguments and str-or-None optional ones on a text-only
+    table; appends the row (None kept as None) and renumbers the index 0..n-1.
+
+    Falls back for any other argument type (stored as sent, or failing on ``lower``), a
+    missing cell in the id column and ids whose maximum is not a number.
+    """
+    if not all([customer_name, assigned_to_email, status]):
+        return "Please provide all required fields: customer_name, assigned_to_email, status."
+    if type(customer_name) is not str or type(assigned_to_email) is not str:
+        return FALLBACK
+    if type(status) is not str:
+        return FALLBACK
+    optional = (customer_email, customer_phone, last_contact_date, product_interest, notes)
+    if any(value is not None and type(value) is not str for value in (*optional, follow_up_by)):
+        return FALLBACK
+    table = tables.table(CRM)
+    if not table.text_only or table.columns != COLUMNS[CRM]:
+        return FALLBACK
+    customer_id = next_id(table.data["customer_id"])
+    if customer_id is None:
+        return FALLBACK
+    if customer_email:
+        customer_email = customer_email.lower()
+    row = (
+        customer_id,
+        assigned_to_email.lower(),
+        customer_name,
+        customer_email,
+        customer_phone,
+        last_contact_date,
+        product_interest,
+        status,
+        follow_up_by,
+        notes,
+    )
+    append_row(tables.writable(CRM), row)
+    return customer_id
+
+
 @tool(
     name="customer_relationship_manager_delete_customer",
     qualname="CustomerRelationshipManagerTool.delete_customer",
@@ -361,4 +550,23 @@ def delete_customer(tables: SessionTables, customer_id: Any = None) -> str:
     if customer_id not in crm["customer_id"].values:
         return "Customer not found."
     tables[CRM] = crm[crm["customer_id"] != customer_id]
+    return "Customer deleted successfully."
+
+
+@fast_path("customer_relationship_manager_delete_customer")
+def _delete_customer_fast(tables: SessionTables, customer_id: Any = None) -> Any:
+    """Every outcome for a str ``customer_id`` on a text-only table (rows keep their labels).
+
+    Falls back for other id types (a list broadcasts in numpy, an int compares) and for a table
+    holding non-text cells.
+    """
+    if not customer_id:
+        return "Customer ID not provided."
+    table = tables.table(CRM)
+    if type(customer_id) is not str or not table.text_only:
+        return FALLBACK
+    doomed = positions(table.data["customer_id"], customer_id)
+    if not doomed:
+        return "Customer not found."
+    drop_rows(tables.writable(CRM), doomed)
     return "Customer deleted successfully."

@@ -8,25 +8,30 @@ part of the golden outputs (e.g. ``('Lengths must match to compare', (300,), (1,
 ``Cannot mask with non-boolean array containing NA / NaN values`` once a cell holds a non-string).
 Every cell of this table is an object (a value a tool stored keeps the type it was sent with).
 
-Speed: searches and id lookups take a fast path (plain Python over the column values, narrowing
-row positions instead of frames, no ``to_dict``) when every argument and every cell involved is a
-string, where the pandas operations cannot fail and give the same rows; otherwise the pandas
-operations run as in the reference.
+Speed: each tool also has a registered fast path over the session's plain-Python table
+(:class:`~workplace_env.sandbox.table.Table`), for string arguments on a text-only table; it
+hands anything else to the pandas implementation, the exact one, before changing anything. The
+helpers of the section "plain-Python helpers" are shared with the CRM fast paths. Inside the
+pandas implementations, searches and id lookups also avoid frame copies when every argument and
+cell involved is a string.
 """
 
 from __future__ import annotations
 
 import re
 import warnings
-from itertools import repeat
+from collections.abc import Callable
+from itertools import compress, repeat
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
-from workplace_env.sandbox.tables import TASKS, SessionTables
-from workplace_env.sandbox.tools.registry import tool
+from workplace_env.sandbox.table import Table
+from workplace_env.sandbox.tables import COLUMNS, TASKS, SessionTables
+from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
 # pandas warns when a search pattern has capture groups; the reference only printed it to stderr.
 warnings.filterwarnings(
@@ -37,6 +42,7 @@ _LISTS = ["Backlog", "In Progress", "In Review", "Completed"]
 _BOARDS = ["Back end", "Front end", "Design"]
 # The search's assignee must look like an address before it is matched (exactly, any case).
 _EMAIL_FORMAT = r"^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$"
+_email_format_match = re.compile(_EMAIL_FORMAT).match
 
 _BAD_LIST = (
     "List not valid. Please choose from: 'Backlog', 'In Progress', 'In Review', 'Completed'."
@@ -83,6 +89,166 @@ def _is_assignee(tasks: pd.DataFrame, email: str) -> bool:
     return email in tasks["assigned_to_email"].str.lower().values
 
 
+# -- plain-Python helpers of the fast paths (shared with the CRM fast paths) -------------------
+#
+# Fast paths run on text-only tables (every cell a str, None or NaN) with str arguments. A regex
+# test applied to a missing cell raises TypeError or AttributeError: pandas' str.contains leaves
+# NA in the mask there, and indexing with that mask raises NA_MASK (golden text).
+
+#: pandas' error for a boolean mask holding NA (a regex filter that met a missing cell).
+NA_MASK = "Cannot mask with non-boolean array containing NA / NaN values"
+
+#: Cell tests remembered: at most this many tests (all are forgotten when exceeded) ...
+_MEMO_TESTS = 256
+#: ... and this many cell results per test (that test's results are forgotten when exceeded).
+_MEMO_CELLS = 1024
+_REGEX_SPECIAL = frozenset(".^$*+?{}[]\\|()")
+
+CellTest = tuple[Callable[[str], bool], dict[str, bool]]
+_memo: dict[Any, CellTest | None] = {}
+
+
+def _contains_test(pattern: str) -> Callable[[str], bool] | None:
+    """``cell -> pandas str.contains(pattern, case=False)`` for a str cell, None if pandas raises.
+
+    pandas compiles the pattern without flags (its match-group warning), then with IGNORECASE,
+    and searches each cell. A pattern without metacharacters is a literal: for ASCII pattern and
+    cell, the case-insensitive search is plain containment of the lower-cased texts (the
+    engine's extra case pairs, like ``k``/Kelvin sign, all involve a non-ASCII character).
+    """
+    try:
+        re.compile(pattern)
+        search = re.compile(pattern, re.IGNORECASE).search
+    except Exception:  # re.error, RecursionError, OverflowError, a warning raised as error...
+        return None
+    if pattern.isascii() and _REGEX_SPECIAL.isdisjoint(pattern):
+        lowered = pattern.lower()
+        return lambda cell: lowered in cell.lower() if cell.isascii() else bool(search(cell))
+    return lambda cell: search(cell) is not None
+
+
+def cell_test(key: str | tuple[str, str]) -> CellTest | None:
+    """The test ``key`` names with its memo of results by cell text, or None (pattern error).
+
+    ``key`` is a regex pattern (pandas ``str.contains(key, case=False)``; raises on a missing
+    cell) or ``("=", text)`` (pandas ``column.str.lower() == text``: a missing cell is False).
+    Results depend on the cell only, so they are shared by all sessions; models repeat their
+    searches, which then cost a dict lookup per cell.
+    """
+    try:
+        return _memo[key]
+    except KeyError:
+        pass
+    if isinstance(key, tuple):
+        text = key[1]
+        entry: CellTest | None = (lambda cell: type(cell) is str and cell.lower() == text, {})
+    else:
+        test = _contains_test(key)
+        entry = None if test is None else (test, {})
+    if len(_memo) >= _MEMO_TESTS:
+        _memo.clear()
+    _memo[key] = entry
+    return entry
+
+
+def cell_flags(entry: CellTest, cells: list[Any]) -> list[bool]:
+    """The test's result for each cell (a regex test raises TypeError/AttributeError on a
+    missing cell)."""
+    test, memo = entry
+    flags = list(map(memo.get, cells))
+    if None in flags:
+        if len(memo) >= _MEMO_CELLS:
+            memo.clear()
+        for i, flag in enumerate(flags):
+            if flag is None:
+                cell = cells[i]
+                flag = memo.get(cell)
+                if flag is None:
+                    flag = memo[cell] = test(cell)
+                flags[i] = flag
+    return flags
+
+
+def narrow(entry: CellTest, cells: list[Any], rows: list[int] | None) -> list[int]:
+    """The positions among ``rows`` (every row when None) whose cell passes the test, in order."""
+    if rows is None:
+        return list(compress(range(len(cells)), cell_flags(entry, cells)))
+    return list(compress(rows, cell_flags(entry, [cells[i] for i in rows])))
+
+
+def row_dicts(table: Table, rows: list[int]) -> list[dict[str, Any]]:
+    """``to_dict(orient="records")`` of the rows at ``rows``: column -> cell, in column order."""
+    columns = table.columns
+    if len(rows) > 1:  # itemgetter picks a column's cells in C (it returns a bare cell for one)
+        pick = itemgetter(*rows)
+        picked = [pick(table.data[column]) for column in columns]
+    else:
+        picked = [[table.data[column][i] for i in rows] for column in columns]
+    return [dict(zip(columns, values, strict=True)) for values in zip(*picked, strict=True)]
+
+
+def next_id(ids: list[Any]) -> str | None:
+    """``str(int(ids.max()) + 1).zfill(8)`` for str ids, or None when pandas should decide.
+
+    ``max`` compares the strings as numpy's object max does (same result); a missing id (no
+    order with str), an empty table or a non-numeric maximum makes it None.
+    """
+    try:
+        return str(int(max(ids)) + 1).zfill(8)
+    except (TypeError, ValueError):
+        return None
+
+
+def positions(cells: list[Any], value: str) -> list[int]:
+    """Positions of the cells equal to ``value`` (numpy's object ``==``: Python's ``==``)."""
+    found = []
+    i = -1
+    try:
+        while True:
+            i = cells.index(value, i + 1)
+            found.append(i)
+    except ValueError:
+        return found
+
+
+def append_row(table: Table, values: tuple[Any, ...]) -> None:
+    """Append a row as ``pd.concat([frame, row], ignore_index=True)`` does: index 0..n-1."""
+    for cells, value in zip(map(table.data.__getitem__, table.columns), values, strict=True):
+        cells.append(value)
+    size = len(table.index) + 1
+    if table.range_index == (0, size - 1, 1):
+        table.index.append(size - 1)
+    else:
+        table.index = list(range(size))
+    table.range_index = (0, size, 1)
+
+
+def drop_rows(table: Table, doomed: list[int]) -> None:
+    """Remove the rows at ``doomed`` as boolean indexing does: others keep their labels."""
+    for i in reversed(doomed):
+        for cells in table.data.values():
+            del cells[i]
+        del table.index[i]
+    # A mask that drops rows takes them: pandas gives an Int64 index, never a RangeIndex.
+    table.range_index = None
+
+
+def set_cells(table: Table, id_column: str, row_id: str, field: str, value: Any) -> None:
+    """``frame.loc[frame[id_column] == row_id, field] = value`` on an object column."""
+    cells = table.data[field]
+    for i in positions(table.data[id_column], row_id):
+        cells[i] = value
+
+
+def _knows_assignee(cells: list[Any], email: str) -> bool:
+    """:func:`_is_assignee` over the column's cells (a missing cell equals nothing)."""
+    if email in cells and email.lower() == email:  # an exact hit lower-cases to itself
+        return True
+    entry = cell_test(("=", email))
+    assert entry is not None
+    return any(cell_flags(entry, cells))
+
+
 @tool(
     name="project_management_get_task_information_by_id",
     qualname="ProjectManagementTool.get_task_information_by_id",
@@ -126,6 +292,32 @@ def get_task_information_by_id(
     if field in row:
         return {field: row[field]}
     return "Field not found."
+
+
+@fast_path("project_management_get_task_information_by_id")
+def _get_task_information_by_id_fast(
+    tables: SessionTables, task_id: Any = None, field: Any = None
+) -> Any:
+    """Every outcome for a str ``task_id`` and str ``field`` on a text-only table.
+
+    Falls back for other id or field types (list ids raise in pandas, unhashable fields too) and
+    for a table holding non-text cells.
+    """
+    if not task_id:
+        return "Task ID not provided."
+    if not field:
+        return "Field not provided."
+    table = tables.table(TASKS)
+    if type(task_id) is not str or type(field) is not str or not table.text_only:
+        return FALLBACK
+    try:
+        i = table.data["task_id"].index(task_id)
+    except ValueError:
+        return "Task not found."
+    cells = table.data.get(field)
+    if cells is None:
+        return "Field not found."
+    return {field: cells[i]}
 
 
 @tool(
@@ -206,6 +398,56 @@ def search_tasks(
     return _records(tasks)
 
 
+@fast_path("project_management_search_tasks")
+def _search_tasks_fast(
+    tables: SessionTables,
+    task_name: Any = None,
+    assigned_to_email: Any = None,
+    list_name: Any = None,
+    due_date: Any = None,
+    board: Any = None,
+) -> Any:
+    """Every outcome for str filters (falsy ones ignored) on a text-only table.
+
+    Filters narrow the rows in the reference's order; a regex filter meeting a missing cell is
+    pandas' NA-mask error. Falls back for a non-str truthy filter and a pattern that does not
+    compile (pandas' error text decides).
+    """
+    if not any([task_name, assigned_to_email, list_name, due_date, board]):
+        return "No search parameters provided."
+    filters = [
+        (column, value)
+        for column, value in (
+            ("task_name", task_name),
+            ("assigned_to_email", assigned_to_email),
+            ("list_name", list_name),
+            ("due_date", due_date),
+            ("board", board),
+        )
+        if value
+    ]
+    if any(type(value) is not str for _, value in filters):
+        return FALLBACK
+    if assigned_to_email and not _email_format_match(assigned_to_email):
+        return "Invalid email format for assigned_to_email."
+    table = tables.table(TASKS)
+    if not table.text_only:
+        return FALLBACK
+    tests = []
+    for column, value in filters:
+        entry = cell_test(("=", value.lower()) if column == "assigned_to_email" else value)
+        if entry is None:
+            return FALLBACK
+        tests.append((column, entry))
+    rows = None
+    try:
+        for column, entry in tests:
+            rows = narrow(entry, table.data[column], rows)
+    except (TypeError, AttributeError):  # only a missing cell makes a test raise
+        return f"Error executing tool 'project_management_search_tasks': {NA_MASK}"
+    return row_dicts(table, rows)
+
+
 @tool(
     name="project_management_create_task",
     qualname="ProjectManagementTool.create_task",
@@ -270,6 +512,43 @@ def create_task(
     return task_id
 
 
+@fast_path("project_management_create_task")
+def _create_task_fast(
+    tables: SessionTables,
+    task_name: Any = None,
+    assigned_to_email: Any = None,
+    list_name: Any = None,
+    due_date: Any = None,
+    board: Any = None,
+) -> Any:
+    """Every outcome for five str arguments on a text-only table; appends and renumbers 0..n-1.
+
+    Falls back for a non-str argument (stored as sent, or failing on ``lower``), a missing id
+    (pandas' max skips it) and ids whose maximum is not a number.
+    """
+    values = (task_name, assigned_to_email, list_name, due_date, board)
+    if not all(values):
+        return "Missing task details."
+    if any(type(value) is not str for value in values):
+        return FALLBACK
+    table = tables.table(TASKS)
+    if not table.text_only or table.columns != COLUMNS[TASKS]:
+        return FALLBACK
+    assigned_to_email = assigned_to_email.lower()
+    if not _knows_assignee(table.data["assigned_to_email"], assigned_to_email):
+        return _BAD_ASSIGNEE
+    if list_name not in _LISTS:
+        return _BAD_LIST
+    if board not in _BOARDS:
+        return _BAD_BOARD
+    task_id = next_id(table.data["task_id"])
+    if task_id is None:
+        return FALLBACK
+    row = (task_id, task_name, assigned_to_email, list_name, due_date, board)
+    append_row(tables.writable(TASKS), row)
+    return task_id
+
+
 @tool(
     name="project_management_delete_task",
     qualname="ProjectManagementTool.delete_task",
@@ -295,6 +574,25 @@ def delete_task(tables: SessionTables, task_id: Any = None) -> str:
         tables[TASKS] = tasks[tasks["task_id"] != task_id]
         return "Task deleted successfully."
     return "Task not found."
+
+
+@fast_path("project_management_delete_task")
+def _delete_task_fast(tables: SessionTables, task_id: Any = None) -> Any:
+    """Every outcome for a str ``task_id`` on a text-only table (rows keep their labels).
+
+    Falls back for other id types (a list broadcasts in numpy, an int compares) and for a table
+    holding non-text cells.
+    """
+    if not task_id:
+        return "Task ID not provided."
+    table = tables.table(TASKS)
+    if type(task_id) is not str or not table.text_only:
+        return FALLBACK
+    doomed = positions(table.data["task_id"], task_id)
+    if not doomed:
+        return "Task not found."
+    drop_rows(tables.writable(TASKS), doomed)
+    return "Task deleted successfully."
 
 
 @tool(
@@ -343,4 +641,38 @@ def update_task(
     if field not in tasks.columns:
         return "Field not valid."
     tasks.loc[tasks["task_id"] == task_id, field] = new_value
+    return "Task updated successfully."
+
+
+@fast_path("project_management_update_task")
+def _update_task_fast(
+    tables: SessionTables, task_id: Any = None, field: Any = None, new_value: Any = None
+) -> Any:
+    """Every outcome for str arguments on a text-only table (any column, ``task_id`` included).
+
+    Falls back for a non-str argument (an int value is stored as sent, an int id compares in
+    numpy) and for a table holding non-text cells.
+    """
+    if not task_id or not field or not new_value:
+        return "Task ID, field, or new value not provided."
+    if type(task_id) is not str or type(field) is not str or type(new_value) is not str:
+        return FALLBACK
+    table = tables.table(TASKS)
+    if not table.text_only:
+        return FALLBACK
+    if field == "assigned_to_email":
+        new_value = new_value.lower()
+    if field == "board" and new_value not in _BOARDS:
+        return _BAD_BOARD
+    if field == "list_name" and new_value not in _LISTS:
+        return _BAD_LIST
+    if field == "assigned_to_email" and not _knows_assignee(
+        table.data["assigned_to_email"], new_value
+    ):
+        return _BAD_ASSIGNEE
+    if task_id not in table.data["task_id"]:
+        return "Task not found."
+    if field not in table.data:
+        return "Field not valid."
+    set_cells(tables.writable(TASKS), "task_id", task_id, field, new_value)
     return "Task updated successfully."
