@@ -2,7 +2,7 @@
 
 Layout of a checkpoint directory::
 
-    manifest.json        {"schema_version": 1, "checkpoint_id", "created_at", "files": {name: sha256}}
+    manifest.json        {"schema_version": 1, "checkpoint_id", "created_at", "files": {..}}
     session-000000.json  one session snapshot (a JSON object), named by position, never by id
 
 Every file is written to a temporary name, fsynced, renamed into place, and the directory is
