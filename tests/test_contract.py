@@ -10,6 +10,7 @@ test-only :class:`~workplace_env.sessions.Faults` hooks and ``threading.Event``;
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,6 +23,7 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
+from tests.conftest import SHARED
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import RunningServer, start_server
@@ -751,3 +753,26 @@ def test_legacy_verify_keeps_the_session_when_the_release_fails(env):
     assert env.store.live_count() == 1  # still held: a resent verify scores it again
     assert env.client.verify("cookie-7", [WRITE]).reward == 1.0
     assert env.store.live_count() == 0
+
+
+# -- coverage of the contract -----------------------------------------------------------------
+
+#: Every CONTRACT.md case this service implements (K1-K6, checkpointing, are tested elsewhere).
+CASES = (
+    *(f"S{i}" for i in range(1, 9)),
+    *(f"T{i}" for i in range(1, 8)),
+    *(f"V{i}" for i in range(1, 6)),
+    *(f"C{i}" for i in range(1, 6)),
+    "X1",
+    "X2",
+)
+
+
+def test_every_contract_case_has_a_test_named_after_it():
+    names = [name for name in globals() if name.startswith("test_")]
+    missing = [case for case in CASES if not any(n.startswith(f"test_{case}_") for n in names)]
+    assert missing == []
+    contract = SHARED / "CONTRACT.md"
+    if contract.exists():  # and the list above is the contract's, checkpointing aside
+        listed = re.findall(r"^\| ([A-Z]\d+) \|", contract.read_text(encoding="utf-8"), re.M)
+        assert sorted(c for c in listed if not c.startswith("K")) == sorted(CASES)

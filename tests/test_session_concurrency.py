@@ -17,12 +17,16 @@ from typing import Any
 
 import pytest
 
-from tests.test_contract import EP, HANG_S, TASK, TID, WRITE, FakeClock, sandbox  # noqa: F401
+from tests import test_contract
+from tests.test_contract import EP, HANG_S, TASK, TID, WRITE, FakeClock
 from workplace_env import errors
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.server.app import start_server
 from workplace_env.sessions import CloseOutcome, SessionConfig, SessionStore
 from workplace_env_client import EnvironmentClient
+
+# The contract tests' fixtures, shared.
+sandbox = test_contract.sandbox
 
 EPISODE = EpisodeId(*EP)
 TASK_ID = TaskId(*TID)
@@ -63,7 +67,7 @@ def _release_holds() -> None:
 
 
 @pytest.fixture
-def store(sandbox) -> Iterator[SessionStore]:  # noqa: F811
+def store(sandbox) -> Iterator[SessionStore]:
     store = SessionStore(sandbox, SessionConfig(idle_ttl_s=60), clock=FakeClock())
     yield store
     store.faults.clear()
@@ -144,7 +148,7 @@ def test_other_sessions_never_wait_for_a_held_session(store, pool):
         _send(store, "held", "late")
 
 
-def test_other_sessions_never_wait_over_grpc(sandbox):  # noqa: F811
+def test_other_sessions_never_wait_over_grpc(sandbox):
     store = SessionStore(sandbox)
     running = start_server(store, "127.0.0.1:0", evict_interval_s=3600)
     client = EnvironmentClient(f"127.0.0.1:{running.port}", timeout_s=HANG_S)
@@ -261,7 +265,7 @@ def test_close_during_a_seed_build_waits_for_it(store, pool):
     assert store.live_count() == 0
 
 
-def test_pending_builds_count_toward_capacity(sandbox, pool):  # noqa: F811
+def test_pending_builds_count_toward_capacity(sandbox, pool):
     store = SessionStore(sandbox, SessionConfig(max_sessions=1), clock=FakeClock())
     hold = Hold(store, "a", point="build")
     seed = pool.submit(_seed, store, "a")

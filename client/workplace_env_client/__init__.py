@@ -5,6 +5,8 @@ from workplace_env_client.client import (
     Session,
     TableDiff,
     VerifyResult,
+    channel_options,
+    retry_service_config,
     task_from_row,
 )
 from workplace_env_client.errors import (
@@ -41,5 +43,7 @@ __all__ = [
     "UnavailableError",
     "VerifyResult",
     "WorkplaceEnvError",
+    "channel_options",
+    "retry_service_config",
     "task_from_row",
 ]

@@ -28,6 +28,8 @@ when the store prunes old records never changes an answer.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 import time
 from collections import OrderedDict
@@ -121,14 +123,23 @@ class VerifyOutcome:
     result: VerifyResult | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CallRecord:
-    """One remembered tool call of a session: when, what, and the output it gave (T6, T7)."""
+    """One remembered tool call of a session: when, which call, and its output (T6, T7).
+
+    ``call`` is a digest of the tool name and the arguments text: enough to tell a retry from
+    another call without keeping the arguments (an email body can be long).
+    """
 
     at: float
-    tool_name: str
-    arguments: str
+    call: bytes
     output: str
+
+    @staticmethod
+    def digest(tool_name: str, arguments: str) -> bytes:
+        """The ``call`` of a tool name and arguments text (BLAKE2b, 16 bytes)."""
+        data = json.dumps([tool_name, arguments]).encode()  # ASCII: any str encodes
+        return hashlib.blake2b(data, digest_size=16).digest()
 
 
 @dataclass
@@ -158,7 +169,7 @@ class _Build:
     done: threading.Event = field(default_factory=threading.Event)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Eviction:
     """An id evicted after its idle TTL, with its binding (later calls: SESSION_EXPIRED)."""
 
@@ -166,6 +177,17 @@ class _Eviction:
     episode: EpisodeId
     task_id: TaskId
     legacy: bool
+
+    @classmethod
+    def of(cls, session: Session, at: float) -> _Eviction:
+        """The record of ``session``, on fresh copies of its identity (see :func:`_detached`)."""
+        episode, task_id = session.episode, session.task_id
+        return cls(
+            at,
+            EpisodeId(_detached(episode.rollout_id), episode.attempt),
+            TaskId(_detached(task_id.taskset), _detached(task_id.task_id)),
+            session.legacy,
+        )
 
 
 class Faults:
@@ -448,7 +470,7 @@ class SessionStore:
                 self._prune_calls(session, now)
                 seen = session.calls.get(call_id)
                 if seen is not None:
-                    if seen.tool_name == tool_name and seen.arguments == arguments:
+                    if seen.call == CallRecord.digest(tool_name, arguments):
                         return ToolResult(seen.output, replayed=True)
                     raise errors.CallIdReused(
                         f"call_id {call_id!r} was used for another call", session_id
@@ -461,7 +483,7 @@ class SessionStore:
                 _remember(
                     session.calls,
                     call_id,
-                    CallRecord(done, tool_name, arguments, output),
+                    CallRecord(done, CallRecord.digest(tool_name, arguments), output),
                     self.config.max_call_ids,
                 )
             if self.faults.take("response"):
@@ -529,9 +551,10 @@ class SessionStore:
         except errors.ReleaseFailed:
             return
         now = self.clock()
+        key = _detached(session.session_id)  # the marker outlives the session (see _detached)
         with self._lock:
             self._unmap(session)
-            _remember(self._markers, session.session_id, (now, outcome), self.config.max_markers)
+            _remember(self._markers, key, (now, outcome), self.config.max_markers)
 
     # -- close -------------------------------------------------------------------------------
 
@@ -596,29 +619,31 @@ class SessionStore:
         with self._lock:
             self._prune(now)
             idle = [s for s in self._sessions.values() if s.last_used < cutoff]
-        evicted = 0
-        for session in idle:
-            if not session.lock.acquire(blocking=False):
-                continue
-            try:
+        # The records outlive the sessions by hours: build them before releasing anything, from
+        # fresh copies of the ids, so they do not pin the allocator pages the sessions lived in.
+        records = [(_detached(s.session_id), _Eviction.of(s, now)) for s in idle]
+        released: list[tuple[Session, str, _Eviction]] = []
+        try:
+            for session, (key, record) in zip(idle, records, strict=True):
+                if not session.lock.acquire(blocking=False):
+                    continue  # a call is in flight: in use, not idle
                 if session.tables is None or session.last_used >= cutoff:
+                    session.lock.release()
                     continue
                 try:
                     self._release(session)
                 except errors.ReleaseFailed:
+                    session.lock.release()
                     continue  # stays live; the next sweep tries again
-                with self._lock:
+                released.append((session, key, record))
+            with self._lock:  # one step: no call sees a released id without its record
+                for session, key, record in released:
                     self._unmap(session)
-                    _remember(
-                        self._evictions,
-                        session.session_id,
-                        _Eviction(now, session.episode, session.task_id, session.legacy),
-                        self.config.max_fences,
-                    )
-                evicted += 1
-            finally:
+                    _remember(self._evictions, key, record, self.config.max_fences)
+        finally:
+            for session, _, _ in released:
                 session.lock.release()
-        return evicted
+        return len(released)
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -696,6 +721,15 @@ def _mismatch(session_id: str, episode: EpisodeId) -> errors.EpisodeMismatch:
         f"session {session_id} belongs to episode {episode.rollout_id}/{episode.attempt}",
         session_id,
     )
+
+
+def _detached(text: str) -> str:
+    """A new string equal to ``text``.
+
+    CPython returns small objects to the OS only by whole allocator arenas; a long-lived record
+    holding the very string a session was seeded with keeps that session's arena resident.
+    """
+    return text.encode().decode()
 
 
 def _remember(records: OrderedDict[str, _V], key: str, value: _V, max_count: int) -> None:

@@ -1,0 +1,210 @@
+"""Bounds of the session store: capacity, idle TTL, and the count and age bounds of fences,
+eviction records, legacy markers and per-session call_id records; all on a fake clock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests import test_contract
+from tests.conftest import REPO
+from tests.test_contract import EP, TID, WRITE, FakeClock
+from workplace_env import errors
+from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
+from workplace_env.sessions import CloseOutcome, SessionConfig, SessionStore
+
+# The contract tests' fixtures, shared.
+sandbox = test_contract.sandbox
+
+EPISODE = EpisodeId(*EP)
+TASK_ID = TaskId(*TID)
+TASK = Task(id="task-1", ground_truth=(FunctionCall(WRITE[0], json.dumps(WRITE[1])),))
+
+
+def _store(sandbox, **config) -> SessionStore:
+    return SessionStore(sandbox, SessionConfig(**config), clock=FakeClock())
+
+
+def _send(store: SessionStore, sid: str, subject: str, call_id: str = "") -> bool:
+    """Send an email; return whether the output was replayed from a call_id record."""
+    arguments = json.dumps({"recipient": "a@b.com", "subject": subject, "body": "b"})
+    return store.call_tool(sid, "email_send_email", arguments, call_id).replayed
+
+
+def _sent(store: SessionStore, sid: str) -> list[str]:
+    out = json.loads(
+        store.call_tool(sid, "email_search_emails", '{"query": "zq", "page_size": 100}').output
+    )
+    return [] if isinstance(out, str) else sorted(e["subject"] for e in out["emails"])
+
+
+def _seed(store: SessionStore, sid: str, rollout: str = EP[0]) -> None:
+    store.seed(sid, EpisodeId(rollout, 0), TASK_ID, TASK)
+
+
+# -- call_id records (T6) ---------------------------------------------------------------------
+
+
+def test_call_id_records_are_bounded_by_count_oldest_first(sandbox):
+    store = _store(sandbox, max_call_ids=2)
+    _seed(store, "s")
+    assert [_send(store, "s", f"zq{i}", f"c{i}") for i in range(3)] == [False] * 3
+    assert _send(store, "s", "zq2", "c2") and _send(store, "s", "zq1", "c1")  # kept: replayed
+    assert not _send(store, "s", "zq0", "c0")  # forgotten: runs again
+    assert _sent(store, "s") == ["zq0", "zq0", "zq1", "zq2"]
+    assert len(store._sessions["s"].calls) == 2
+
+
+def test_call_id_records_are_bounded_by_age(sandbox):
+    store = _store(sandbox, call_id_ttl_s=10)
+    _seed(store, "s")
+    _send(store, "s", "zq0", "c0")
+    store.clock.now += 10  # type: ignore[attr-defined]
+    assert _send(store, "s", "zq0", "c0")  # 10 s old: still kept
+    store.clock.now += 0.5  # type: ignore[attr-defined]
+    assert not _send(store, "s", "zq0", "c0")  # past the age bound: runs again
+    assert _sent(store, "s") == ["zq0", "zq0"]
+
+
+def test_call_id_records_are_per_session(sandbox):
+    store = _store(sandbox)
+    _seed(store, "a")
+    _seed(store, "b", rollout="r-b")
+    assert not _send(store, "a", "zqa", "same")
+    assert not _send(store, "b", "zqb", "same")  # another session's key: not a reuse
+    assert _sent(store, "a") == ["zqa"] and _sent(store, "b") == ["zqb"]
+
+
+@pytest.mark.parametrize("how", ["close", "evict", "legacy_verify", "legacy_reseed"])
+def test_call_id_records_are_released_with_the_session(sandbox, how):
+    store = _store(sandbox, idle_ttl_s=60)
+    if how.startswith("legacy"):
+        store.seed("s", None, None, TASK, legacy=True)
+    else:
+        _seed(store, "s")
+    _send(store, "s", "zq", "c0")
+    session = store._sessions["s"]
+    assert len(session.calls) == 1
+    if how == "close":
+        store.close("s", EPISODE)
+    elif how == "evict":
+        store.clock.now += 61  # type: ignore[attr-defined]
+        assert store.evict_idle() == 1
+    elif how == "legacy_verify":
+        store.verify("s", [])
+    else:
+        assert store.seed("s", None, None, TASK, legacy=True).rebuilt
+        assert not _send(store, "s", "zq", "c0")  # fresh tables, fresh records: runs
+        return
+    assert session.tables is None and len(session.calls) == 0
+    assert store.live_count() == 0
+
+
+# -- fences, eviction records, markers --------------------------------------------------------
+
+
+def test_fences_are_bounded_by_count(sandbox):
+    store = _store(sandbox, max_fences=2)
+    for sid in ("a", "b", "c"):
+        assert store.close(sid, EPISODE) is CloseOutcome.NOT_SEEDED
+    assert len(store._fences) == 2
+    _seed(store, "a")  # the oldest fence was dropped: the id is free again
+    with pytest.raises(errors.SessionClosed):
+        _seed(store, "b")
+
+
+def test_fences_are_bounded_by_age(sandbox):
+    store = _store(sandbox, fence_ttl_s=100)
+    _seed(store, "a")
+    store.close("a", EPISODE)
+    store.clock.now += 100  # type: ignore[attr-defined]
+    with pytest.raises(errors.SessionClosed):  # T5 while the fence is valid
+        _send(store, "a", "zq")
+    store.clock.now += 1  # type: ignore[attr-defined]
+    with pytest.raises(errors.SessionLost):  # forgotten: the server holds nothing of it
+        _send(store, "a", "zq")
+    assert store.close("a", EPISODE) is CloseOutcome.NOT_SEEDED
+    store.clock.now += 101  # type: ignore[attr-defined]
+    store.evict_idle()  # any store operation prunes aged records
+    assert len(store._fences) == 0
+
+
+def test_eviction_records_are_bounded_by_count_and_age(sandbox):
+    store = _store(sandbox, idle_ttl_s=10, max_fences=2, fence_ttl_s=100)
+    for i, sid in enumerate(("a", "b", "c")):
+        _seed(store, sid, rollout=f"r{i}")
+    store.clock.now += 11  # type: ignore[attr-defined]
+    assert store.evict_idle() == 3
+    assert len(store._evictions) == 2
+    with pytest.raises(errors.SessionLost):  # the oldest record was dropped
+        _send(store, "a", "zq")
+    with pytest.raises(errors.SessionExpired):
+        _send(store, "c", "zq")
+    store.clock.now += 101  # type: ignore[attr-defined]
+    with pytest.raises(errors.SessionLost):  # past fence_ttl_s: forgotten
+        _send(store, "c", "zq")
+
+
+def test_legacy_markers_are_bounded_by_count_and_window(sandbox):
+    store = _store(sandbox, max_markers=1, retry_window_s=50)
+    good = [FunctionCall(WRITE[0], json.dumps(WRITE[1]))]
+    for sid in ("k1", "k2"):
+        store.seed(sid, None, None, TASK, legacy=True)
+        assert store.verify(sid, good).reward == 1.0
+    assert store.verify("k1", good).failure_kind == "session_lost"  # dropped by count
+    assert store.verify("k2", good).reward == 1.0
+    store.clock.now += 51  # type: ignore[attr-defined]
+    assert store.verify("k2", good).failure_kind == "session_lost"  # past the window
+    store.evict_idle()
+    assert len(store._markers) == 0
+
+
+# -- capacity and idle TTL --------------------------------------------------------------------
+
+
+def test_capacity_counts_live_sessions_only(sandbox):
+    store = _store(sandbox, max_sessions=2, idle_ttl_s=10, retry_after_s=3)
+    _seed(store, "a")
+    _seed(store, "b", rollout="r-b")
+    with pytest.raises(errors.CapacityExhausted) as err:
+        _seed(store, "c", rollout="r-c")
+    assert err.value.retry_after_s == 3
+    _seed(store, "a")  # a retry of a live seed is not a new session (S2)
+    store.clock.now += 11  # type: ignore[attr-defined]
+    assert store.evict_idle() == 2  # evicted sessions free their places
+    _seed(store, "c", rollout="r-c")
+    assert store.live_count() == 1
+
+
+def test_every_request_on_a_session_keeps_it_alive(sandbox):
+    store = _store(sandbox, idle_ttl_s=10)
+    for sid in ("seeded", "called", "verified", "retried"):
+        _seed(store, sid, rollout=sid)
+    store.clock.now += 6  # type: ignore[attr-defined]
+    _send(store, "called", "zq")
+    store.verify("verified", [])
+    _seed(store, "retried", rollout="retried")
+    store.clock.now += 5  # type: ignore[attr-defined]
+    assert store.evict_idle() == 1
+    assert sorted(store._sessions) == ["called", "retried", "verified"]
+
+
+# -- documentation ----------------------------------------------------------------------------
+
+
+def test_readme_states_the_default_bounds():
+    """The README's "Session bounds" line is generated from SessionConfig's defaults."""
+    c = SessionConfig()
+    line = (
+        f"Session bounds (defaults): {c.max_sessions:,} live sessions, {c.idle_ttl_s / 3600:g} h "
+        f"idle TTL (evicted sessions answer `SESSION_EXPIRED`), {c.max_fences:,} fences and as "
+        f"many eviction records kept for {c.fence_ttl_s / 3600:g} h, {c.max_call_ids:,} "
+        f"`call_id` records per session kept for {c.call_id_ttl_s / 3600:g} h, "
+        f"{c.max_markers:,} verified legacy sessions remembered for "
+        f"{c.retry_window_s / 60:g} min."
+    )
+    readme = re.sub(r"\s+", " ", (REPO / "README.md").read_text(encoding="utf-8"))
+    assert line in readme
