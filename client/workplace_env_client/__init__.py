@@ -1,5 +1,6 @@
 """Python SDK of the workplace environment service (gRPC)."""
 
+from workplace_env_client.admin import AdminClient, snapshot_from_json, snapshot_to_json
 from workplace_env_client.client import (
     EnvironmentClient,
     Session,
@@ -17,15 +18,19 @@ from workplace_env_client.errors import (
     FieldViolation,
     InvalidRequestError,
     ReleaseFailedError,
+    SessionClaimedError,
     SessionClosedError,
     SessionConflictError,
     SessionExpiredError,
+    SessionLiveError,
     SessionLostError,
+    UnauthenticatedError,
     UnavailableError,
     WorkplaceEnvError,
 )
 
 __all__ = [
+    "AdminClient",
     "CallIdReusedError",
     "CapacityError",
     "DeadlineError",
@@ -35,15 +40,20 @@ __all__ = [
     "InvalidRequestError",
     "ReleaseFailedError",
     "Session",
+    "SessionClaimedError",
     "SessionClosedError",
     "SessionConflictError",
     "SessionExpiredError",
+    "SessionLiveError",
     "SessionLostError",
     "TableDiff",
+    "UnauthenticatedError",
     "UnavailableError",
     "VerifyResult",
     "WorkplaceEnvError",
     "channel_options",
     "retry_service_config",
+    "snapshot_from_json",
+    "snapshot_to_json",
     "task_from_row",
 ]

@@ -57,6 +57,19 @@ class SessionConflictError(WorkplaceEnvError):
     """ALREADY_EXISTS SESSION_CONFLICT: the id is bound to another episode or task."""
 
 
+class SessionClaimedError(SessionConflictError):
+    """ALREADY_EXISTS SESSION_CLAIMED: restored state was claimed by its own binding (K5)."""
+
+
+class SessionLiveError(WorkplaceEnvError):
+    """FAILED_PRECONDITION SESSION_LIVE: a restore names ids the server holds; nothing was
+    installed."""
+
+
+class UnauthenticatedError(WorkplaceEnvError):
+    """UNAUTHENTICATED: an admin RPC without the server's bearer token."""
+
+
 class SessionClosedError(WorkplaceEnvError):
     """SESSION_CLOSED: the id was closed (seed: ALREADY_EXISTS; calls: NOT_FOUND)."""
 
@@ -96,6 +109,8 @@ class DeadlineError(WorkplaceEnvError):
 
 _BY_REASON: dict[str, type[WorkplaceEnvError]] = {
     "SESSION_CONFLICT": SessionConflictError,
+    "SESSION_CLAIMED": SessionClaimedError,
+    "SESSION_LIVE": SessionLiveError,
     "SESSION_CLOSED": SessionClosedError,
     "SESSION_LOST": SessionLostError,
     "SESSION_EXPIRED": SessionExpiredError,
@@ -109,6 +124,7 @@ _BY_CODE: dict[grpc.StatusCode, type[WorkplaceEnvError]] = {
     grpc.StatusCode.UNAVAILABLE: UnavailableError,
     grpc.StatusCode.RESOURCE_EXHAUSTED: CapacityError,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineError,
+    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from workplace_env.checkpoint.files import CheckpointFileError, read_checkpoint, write_checkpoint
 from workplace_env.config import ConfigError, Settings, describe, load_settings
 from workplace_env.runner import POLICIES, RunSummary, read_jsonl, run_lines
 from workplace_env.sandbox.load import load_sandbox
@@ -25,7 +27,13 @@ from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.observability import configure_logging
 from workplace_env.sessions import SessionStore
 from workplace_env.taskgen import CATEGORIES, TEMPLATES, generate_tasks, write_jsonl
-from workplace_env_client import EnvironmentClient
+from workplace_env_client import (
+    AdminClient,
+    EnvironmentClient,
+    WorkplaceEnvError,
+    snapshot_from_json,
+    snapshot_to_json,
+)
 
 if TYPE_CHECKING:  # the gateway (FastAPI, uvicorn) loads only when a command needs it
     from workplace_env.gateway import GatewaySettings
@@ -35,7 +43,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)  # messages never wrap mid-path
 
 DataDir = Annotated[
     Optional[Path],  # noqa: UP045  (typer needs Optional at runtime on 3.11)
@@ -425,6 +433,60 @@ def demo(
     console.print(f"done in {time.perf_counter() - started:.1f} s")
     if errors or any(s.mean_reward < 1.0 for s in results["oracle"].values()):
         raise typer.Exit(1)
+
+
+checkpoint_app = typer.Typer(
+    help="Save live sessions to a directory, or restore them into a server.",
+    no_args_is_help=True,
+)
+app.add_typer(checkpoint_app, name="checkpoint")
+Target = Annotated[str, Opt(help="HOST:PORT of the server.")]
+Token = Annotated[OptStr, Opt(help="Admin bearer token (also WORKPLACE_ENV_ADMIN_TOKEN).")]
+CheckpointDir = Annotated[Path, typer.Argument(help="Checkpoint directory.", file_okay=False)]
+
+
+def _admin(target: str, token: str | None) -> AdminClient:
+    return AdminClient(target, token=token or os.environ.get("WORKPLACE_ENV_ADMIN_TOKEN"))
+
+
+@checkpoint_app.command("save")
+def checkpoint_save(
+    directory: CheckpointDir,
+    target: Target = "127.0.0.1:50051",
+    token: Token = None,
+) -> None:
+    """Export every live session and write one file each plus a manifest (atomic)."""
+    try:
+        with _admin(target, token) as admin:
+            snapshots, _ = admin.export_sessions()
+    except WorkplaceEnvError as exc:
+        console.print(f"[red]export failed:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    manifest = write_checkpoint(directory, [snapshot_to_json(s) for s in snapshots])
+    console.print(f"saved {len(snapshots)} sessions to {directory} ({manifest['checkpoint_id']})")
+
+
+@checkpoint_app.command("restore")
+def checkpoint_restore(
+    directory: CheckpointDir,
+    target: Target = "127.0.0.1:50051",
+    token: Token = None,
+) -> None:
+    """Verify every file's digest, then restore all sessions in one batch (all or nothing)."""
+    try:
+        _, documents = read_checkpoint(directory)
+        snapshots = [snapshot_from_json(d) for d in documents]
+    except (CheckpointFileError, ValueError) as exc:
+        console.print(f"[red]checkpoint refused, nothing sent:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    try:
+        with _admin(target, token) as admin:
+            count = admin.restore_sessions(snapshots)
+    except WorkplaceEnvError as exc:
+        where = "; ".join(f"{v.field}: {v.description}" for v in exc.violations)
+        console.print(f"[red]restore refused, nothing installed:[/red] {exc} {where}")
+        raise typer.Exit(1) from exc
+    console.print(f"restored {count} sessions from {directory}")
 
 
 def main() -> None:

@@ -51,6 +51,18 @@ class SessionConflict(SessionError):
     reason = "SESSION_CONFLICT"
 
 
+class SessionClaimed(SessionError):
+    """Restored state was claimed by its own binding; another episode may not use it (K5)."""
+
+    reason = "SESSION_CLAIMED"
+
+
+class SessionLive(SessionError):
+    """A restore names ids the server holds live; nothing was installed (K3)."""
+
+    reason = "SESSION_LIVE"
+
+
 class SessionClosed(SessionError):
     """The id was closed; a fence refuses seeds (S4) and tool calls (T5)."""
 

@@ -33,14 +33,22 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
 from workplace_env import errors
+from workplace_env.checkpoint.codec import encode_state
+from workplace_env.checkpoint.snapshot import Snapshot, decode_snapshot
+from workplace_env.errors import FieldViolation
 from workplace_env.model import EpisodeId, Task, TaskId, check_seed
-from workplace_env.sandbox.tables import BaseTables, SessionTables, TablesUnavailableError
+from workplace_env.sandbox.tables import (
+    TABLE_KEYS,
+    BaseTables,
+    SessionTables,
+    TablesUnavailableError,
+)
 from workplace_env.sandbox.tools import drop_nulls, encode_output, execute
 from workplace_env.sandbox.tools.registry import InvalidToolArgumentsError, parse_arguments
 from workplace_env.verify import Verifier, VerifyResult
@@ -58,6 +66,7 @@ class SessionState(Enum):
     SEEDED = "SEEDED"
     VERIFIED = "VERIFIED"
     CLOSED = "CLOSED"
+    RESTORED_UNCLAIMED = "RESTORED_UNCLAIMED"
 
 
 class CloseOutcome(Enum):
@@ -102,6 +111,7 @@ class SeedResult:
     state: SessionState
     already_seeded: bool
     rebuilt: bool = False
+    restored: bool = False  # this seed claimed tables restored from a checkpoint (K4)
 
 
 @dataclass(frozen=True)
@@ -154,6 +164,9 @@ class Session:
     last_used: float
     state: SessionState = SessionState.SEEDED
     legacy: bool = False
+    # Installed by a restore (K3); ``restored_state`` is the state it had when exported.
+    restored: bool = False
+    restored_state: SessionState = SessionState.SEEDED
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # call_id -> record, oldest first; bounded by SessionConfig.max_call_ids / call_id_ttl_s.
     calls: OrderedDict[str, CallRecord] = field(default_factory=OrderedDict, repr=False)
@@ -347,7 +360,10 @@ class SessionStore:
                 existing = self._sessions.get(session_id)
                 pending = None if existing is not None else self._building.get(session_id)
                 if existing is not None:
-                    if not _same_binding(existing, episode, task_id, legacy):
+                    same = _same_binding(existing, episode, task_id, legacy)
+                    if same and existing.state is SessionState.RESTORED_UNCLAIMED:
+                        return self._claim_by_seed(existing, now)
+                    if not same:
                         raise _conflict(session_id, existing)
                     if not legacy:
                         existing.last_used = now
@@ -464,6 +480,7 @@ class SessionStore:
         with session.lock:
             if session.tables is None:  # released while we waited for the lock
                 raise self._gone(session_id)
+            _claim(session)
             now = self.clock()
             session.last_used = now
             if call_id:
@@ -519,6 +536,7 @@ class SessionStore:
         if session is not None:
             with session.lock:
                 if session.tables is not None:
+                    _claim(session)
                     truth: Any = session.task.ground_truth if ground_truth is None else ground_truth
                     result = self.verifier.score(predicted, truth)
                     outcome = VerifyOutcome(reward=result.reward, result=result)
@@ -605,6 +623,123 @@ class SessionStore:
         verified = marker is not None and now - marker[0] <= self.config.retry_window_s
         self._fence(session_id, now)
         return CloseOutcome.CLOSED if evicted is not None or verified else CloseOutcome.NOT_SEEDED
+
+    # -- checkpoint (K1-K6) ------------------------------------------------------------------
+
+    def export(self, session_ids: Sequence[str] = ()) -> tuple[list[Snapshot], list[str]]:
+        """Snapshots of the live sessions (or of ``session_ids``), and the ids not held (K1).
+
+        Each session is read under its own lock, so a snapshot never shows half a tool call.
+        """
+        with self._lock:
+            if session_ids:
+                chosen = [(sid, self._sessions.get(sid)) for sid in dict.fromkeys(session_ids)]
+            else:
+                chosen = sorted(self._sessions.items())
+        snapshots: list[Snapshot] = []
+        missing: list[str] = []
+        for sid, session in chosen:
+            snapshot = None if session is None else self._snapshot(session)
+            if snapshot is None:
+                missing.append(sid)
+            else:
+                snapshots.append(snapshot)
+        return snapshots, missing
+
+    def _snapshot(self, session: Session) -> Snapshot | None:
+        with session.lock:
+            tables = session.tables
+            if tables is None:
+                return None
+            state = session.state
+            if state is SessionState.RESTORED_UNCLAIMED:
+                state = session.restored_state
+            return Snapshot(
+                session_id=session.session_id,
+                episode=None if session.legacy else session.episode,
+                task_id=None if session.legacy else session.task_id,
+                task=session.task,
+                legacy=session.legacy,
+                state=encode_state({key: tables.table(key) for key in TABLE_KEYS}),
+                session_state=state.value,
+            )
+
+    def restore(self, snapshots: Sequence[Snapshot]) -> int:
+        """Install a batch of snapshots, all or none (K2, K3); return how many.
+
+        Every snapshot is decoded and validated before anything is installed. Restored sessions
+        are unclaimed until the first matching seed (typed) or request (legacy) claims them
+        (K4). Raises InvalidRequest naming the snapshot and field (K2), SessionLive when an id
+        is live (nothing installed), CapacityExhausted.
+        """
+        decoded: list[tuple[Snapshot, SessionTables]] = []
+        seen: set[str] = set()
+        for i, snapshot in enumerate(snapshots):
+            tables = decode_snapshot(snapshot, self.base, f"snapshots[{i}]")
+            if snapshot.session_id in seen:
+                raise errors.InvalidRequest(
+                    [FieldViolation(f"snapshots[{i}].resources_session_id", "appears twice")],
+                    snapshot.session_id,
+                )
+            seen.add(snapshot.session_id)
+            decoded.append((snapshot, SessionTables.from_tables(self.base, tables)))
+        now = self.clock()
+        with self._lock:
+            live = sorted(sid for sid in seen if sid in self._sessions or sid in self._building)
+            if live:
+                raise errors.SessionLive(
+                    f"sessions {live} are live here; nothing was restored", live[0]
+                )
+            if len(self._sessions) + len(self._building) + len(decoded) > self.config.max_sessions:
+                raise errors.CapacityExhausted(
+                    f"restoring {len(decoded)} sessions would pass the maximum of "
+                    f"{self.config.max_sessions}",
+                    retry_after_s=self.config.retry_after_s,
+                )
+            for snapshot, tables in decoded:
+                sid = snapshot.session_id
+                for records in (self._fences, self._evictions, self._markers):
+                    records.pop(sid, None)
+                task = snapshot.task
+                assert task is not None  # validated by decode_snapshot
+                self._sessions[sid] = Session(
+                    session_id=sid,
+                    episode=snapshot.episode if not snapshot.legacy else LEGACY_EPISODE,
+                    task_id=snapshot.task_id
+                    if not snapshot.legacy and snapshot.task_id is not None
+                    else TaskId("legacy", task.id or "row"),
+                    task=task,
+                    tables=tables,
+                    last_used=now,
+                    state=SessionState.RESTORED_UNCLAIMED,
+                    legacy=snapshot.legacy,
+                    restored=True,
+                    restored_state=SessionState(snapshot.session_state),
+                )
+        return len(decoded)
+
+    def retire(self, session_id: str) -> bool:
+        """Discard a session's attempt: free its tables; later calls get NOT_FOUND (K6).
+
+        Idempotent: returns False when the server does not hold the session. Raises
+        ReleaseFailed (nothing changes then).
+        """
+        session = self._sessions.get(session_id)
+        if session is None:
+            return False
+        with session.lock:
+            if session.tables is None:
+                return False
+            self._release(session)
+            with self._lock:
+                self._unmap(session)
+        return True
+
+    def _claim_by_seed(self, session: Session, now: float) -> SeedResult:
+        """K4: the first matching seed claims restored tables (no rebuild; store lock held)."""
+        session.state = session.restored_state
+        session.last_used = now
+        return SeedResult(session.state, already_seeded=False, restored=True)
 
     # -- eviction ----------------------------------------------------------------------------
 
@@ -703,7 +838,21 @@ def _same_binding(
     return bound.episode == episode and bound.task_id == task_id
 
 
-def _conflict(session_id: str, bound: Session | _Eviction) -> errors.SessionConflict:
+def _claim(session: Session) -> None:
+    """K4: a request on restored, unclaimed tables claims them (session lock held)."""
+    if session.state is SessionState.RESTORED_UNCLAIMED:
+        session.state = session.restored_state
+
+
+def _conflict(session_id: str, bound: Session | _Eviction) -> errors.SessionError:
+    if (
+        isinstance(bound, Session)
+        and bound.restored
+        and (bound.state is not SessionState.RESTORED_UNCLAIMED)
+    ):
+        return errors.SessionClaimed(
+            f"session {session_id} was restored and claimed by its own binding", session_id
+        )
     if bound.legacy:
         return errors.SessionConflict(
             f"session {session_id} is a legacy (cookie) session", session_id

@@ -257,20 +257,8 @@ def decode_state(state: Any, fresh: Mapping[str, Table], field: str = "state") -
 
 
 def tables_equal(a: Table, b: Table) -> bool:
-    """Exact equality of two tables (cells with their types, NaN equal to NaN only)."""
-
-    def cells(t: Table) -> list[list[tuple[type, Any]]]:
-        return [
-            [(type(v), "nan" if type(v) is float and math.isnan(v) else v) for v in t.data[c]]
-            for c in t.columns
-        ]
-
-    return (a.columns, a.dtypes, a.index, a.range_index) == (
-        b.columns,
-        b.dtypes,
-        b.index,
-        b.range_index,
-    ) and cells(a) == cells(b)
+    """Exact equality of two tables (see :meth:`Table.identical`)."""
+    return a.identical(b)
 
 
 __all__ = [

@@ -80,6 +80,18 @@ class Table:
             self.text_only,
         )
 
+    def identical(self, other: Table) -> bool:
+        """Exactly the same table: columns, dtypes, index, and cells with their types
+        (NaN equals NaN only)."""
+        if (self.columns, self.dtypes, self.index, self.range_index) != (
+            other.columns,
+            other.dtypes,
+            other.index,
+            other.range_index,
+        ):
+            return False
+        return all(_typed(self.data[c]) == _typed(other.data[c]) for c in self.columns)
+
     def row(self, i: int) -> dict[str, Any]:
         """Row ``i`` (a position, not a label) as a column -> cell dict in column order."""
         return {c: self.data[c][i] for c in self.columns}
@@ -134,6 +146,11 @@ class Table:
                 array = np.asarray(self.data[name], dtype=dtype)
             columns[name] = array
         return pd.DataFrame(columns, index=index, columns=list(self.columns), copy=False)
+
+
+def _typed(column: list[Any]) -> list[tuple[type, Any]]:
+    """Cells with their types, NaN replaced by a marker so that NaN equals NaN."""
+    return [(type(v), "nan" if type(v) is float and math.isnan(v) else v) for v in column]
 
 
 def _fill(array: np.ndarray, values: list[Any], text_only: bool) -> None:

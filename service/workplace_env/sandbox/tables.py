@@ -193,6 +193,16 @@ class SessionTables:
         self._owned: set[str] = set()
         self._frames: dict[str, pd.DataFrame] = {}  # materialised views of owned tables
 
+    @classmethod
+    def from_tables(cls, base: BaseTables, tables: Mapping[str, Table]) -> SessionTables:
+        """A session holding ``tables`` (e.g. restored from a checkpoint); a table identical to
+        the base one is shared instead of kept twice."""
+        view = cls(base)
+        for key, table in tables.items():
+            if not table.identical(base.tables[key]):
+                view.set(key, table)
+        return view
+
     @property
     def base(self) -> BaseTables:
         """The shared tables this view started from."""

@@ -16,9 +16,11 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env.config import Settings
+from workplace_env.server.admin import ADMIN_SERVICE_NAME, AdminServicer, AdminTokenInterceptor
 from workplace_env.server.observability import (
     Metrics,
     ObservabilityInterceptor,
@@ -83,18 +85,28 @@ def build_server(
     metrics: Metrics,
     max_workers: int = 16,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
+    admin_token: str | None = None,
 ) -> tuple[grpc.Server, health.HealthServicer]:
-    """An unstarted server with the environment, health and reflection services registered."""
+    """An unstarted server with the environment, admin, health and reflection services.
+
+    With ``admin_token``, admin RPCs need ``authorization: Bearer <token>`` metadata.
+    """
+    interceptors: list[grpc.ServerInterceptor] = [
+        ObservabilityInterceptor(metrics, f"/{SERVICE_NAME}/")
+    ]
+    if admin_token:
+        interceptors.insert(0, AdminTokenInterceptor(admin_token))
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"),
         options=server_options(max_message_bytes),
-        interceptors=[ObservabilityInterceptor(metrics, f"/{SERVICE_NAME}/")],
+        interceptors=interceptors,
     )
     pb_grpc.add_EnvironmentServiceServicer_to_server(EnvironmentServicer(store), server)
+    admin_grpc.add_EnvironmentAdminServiceServicer_to_server(AdminServicer(store), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
     return server, health_servicer
 
@@ -138,7 +150,11 @@ def start_server(
     metrics = metrics or Metrics()
     metrics.track_live(store.state_counts)
     server, health_servicer = build_server(
-        store, metrics, max_workers=workers, max_message_bytes=settings.max_message_bytes
+        store,
+        metrics,
+        max_workers=workers,
+        max_message_bytes=settings.max_message_bytes,
+        admin_token=settings.admin_token,
     )
     credentials = server_credentials(settings)
     if credentials is None:

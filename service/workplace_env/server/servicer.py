@@ -19,14 +19,11 @@ from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env import errors
 from workplace_env.model import (
-    EpisodeId,
-    FunctionCall,
-    Task,
-    TaskId,
     episode_violations,
     session_id_violations,
 )
 from workplace_env.sandbox.tools import advertised_tools
+from workplace_env.server import convert
 from workplace_env.server.status import to_status
 from workplace_env.sessions import CloseOutcome, SessionState, SessionStore
 from workplace_env.verify import function_calls_from_response_output
@@ -37,6 +34,7 @@ _STATES = {
     SessionState.SEEDED: pb.SESSION_STATE_SEEDED,
     SessionState.VERIFIED: pb.SESSION_STATE_VERIFIED,
     SessionState.CLOSED: pb.SESSION_STATE_CLOSED,
+    SessionState.RESTORED_UNCLAIMED: pb.SESSION_STATE_RESTORED_UNCLAIMED,
 }
 _OUTCOMES = {
     CloseOutcome.CLOSED: pb.CLOSE_OUTCOME_CLOSED,
@@ -58,14 +56,6 @@ def _rpc(method: Handler) -> Handler:
             context.abort_with_status(to_status(exc, name))
 
     return handler  # type: ignore[return-value]
-
-
-def _episode(message: pb.EpisodeId) -> EpisodeId:
-    return EpisodeId(rollout_id=message.rollout_id, attempt=message.attempt)
-
-
-def _calls(messages: Any) -> tuple[FunctionCall, ...]:
-    return tuple(FunctionCall(m.name, m.arguments) for m in messages)
 
 
 def _require_session_id(session_id: str) -> None:
@@ -92,24 +82,11 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
 
     @_rpc
     def SeedSession(self, request: pb.SeedSessionRequest, context: grpc.ServicerContext):
-        task = None
-        if request.HasField("task"):
-            t = request.task
-            task = Task(
-                id=t.id,
-                category=t.category,
-                environment_name=t.environment_name,
-                ground_truth=_calls(t.ground_truth),
-                prompt=t.prompt,
-                system=t.system,
-            )
         result = self.store.seed(
             request.resources_session_id,
-            _episode(request.episode_id) if request.HasField("episode_id") else None,
-            TaskId(request.task_id.taskset, request.task_id.task_id)
-            if request.HasField("task_id")
-            else None,
-            task,
+            convert.optional(request, "episode_id", convert.episode),
+            convert.optional(request, "task_id", convert.task_id),
+            convert.optional(request, "task", convert.task),
             legacy=request.legacy,
         )
         return pb.SeedSessionResponse(
@@ -117,6 +94,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
             state=_STATES[result.state],
             already_seeded=result.already_seeded,
             rebuilt=result.rebuilt,
+            restored=result.restored,
         )
 
     @_rpc
@@ -133,7 +111,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         _require_session_id(sid)
         which = request.WhichOneof("prediction")
         if which == "function_calls":
-            predicted: list[Any] = list(_calls(request.function_calls.calls))
+            predicted: list[Any] = list(convert.calls(request.function_calls.calls))
         elif which == "response_output_json":
             try:
                 predicted = function_calls_from_response_output(
@@ -157,7 +135,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         truth: Any = None
         override = request.WhichOneof("ground_truth_override")
         if override == "ground_truth":
-            truth = list(_calls(request.ground_truth.calls))
+            truth = list(convert.calls(request.ground_truth.calls))
         elif override == "ground_truth_json":
             try:
                 truth = json.loads(request.ground_truth_json)
@@ -188,7 +166,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
     @_rpc
     def CloseSession(self, request: pb.CloseSessionRequest, context: grpc.ServicerContext):
         sid = request.resources_session_id
-        episode = _episode(request.episode_id) if request.HasField("episode_id") else None
+        episode = convert.episode(request.episode_id) if request.HasField("episode_id") else None
         violations = [*session_id_violations(sid), *episode_violations(episode)]
         if violations:
             raise errors.InvalidRequest(violations, sid)

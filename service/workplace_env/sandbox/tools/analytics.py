@@ -7,6 +7,10 @@ a list raises pandas' ``('Lengths must match to compare', (n,), (1,))`` where ``
 length of the data being filtered). The per-date results are ``groupby("date_of_visit")``
 aggregates, as ``{date: value}``.
 
+Each tool has a pandas implementation (exact for every input, its errors included) and a fast
+path over the session's plain-list tables for str bounds on str dates, which returns
+``FALLBACK`` (before changing anything) for everything else.
+
 Quirk kept on purpose (REFERENCE.md c.7): ``analytics_get_average_session_duration`` with no
 (truthy) bound converts the session's ``session_duration_seconds`` column to float in place;
 later visitor lookups then show ``4.0`` instead of ``"4"``. With a bound it works on a filtered
@@ -19,6 +23,7 @@ import contextlib
 import operator
 from collections import Counter
 from collections.abc import Callable
+from itertools import compress
 from typing import Any
 
 import numpy as np
@@ -122,8 +127,8 @@ def _dtype(table: Any, column: str) -> str:
     return table.dtypes[table.columns.index(column)]
 
 
-def _selected_rows(table: Any, time_min: Any, time_max: Any) -> Any:
-    """Positions of the rows within str bounds (all rows without a truthy bound), or FALLBACK.
+def _in_range_flags(table: Any, time_min: Any, time_max: Any) -> Any:
+    """Per row, whether its date is within str bounds (None: no truthy bound), or FALLBACK.
 
     On str cells, ``date >= time_min`` is the same comparison pandas makes cell by cell.
     """
@@ -133,48 +138,69 @@ def _selected_rows(table: Any, time_min: Any, time_max: Any) -> Any:
     if _dtype(table, _DATE) != "object" or not set(map(type, dates)) <= {str}:
         return FALLBACK
     if time_min and time_max:
-        return [i for i, d in enumerate(dates) if d >= time_min and d <= time_max]
+        return [d >= time_min and d <= time_max for d in dates]
     if time_min:
-        return [i for i, d in enumerate(dates) if d >= time_min]
+        return [d >= time_min for d in dates]
     if time_max:
-        return [i for i, d in enumerate(dates) if d <= time_max]
-    return range(len(dates))
+        return [d <= time_max for d in dates]
+    return None
 
 
-def _sorted(counts: dict[str, Any]) -> dict[str, Any]:
-    """The per-date dict in groupby's key order (sorted dates)."""
-    return {d: counts[d] for d in sorted(counts)}
+def _selected(values: list[Any], keep: list[bool] | None) -> Any:
+    """The values of the rows in range (all of them when ``keep`` is None)."""
+    return values if keep is None else compress(values, keep)
 
 
-def _visits_per_date(dates: list[str], rows: Any) -> dict[str, int]:
-    if isinstance(rows, range):
-        return _sorted(Counter(dates))
-    return _sorted(Counter([dates[i] for i in rows]))
+def _visits_per_date(dates: list[str], keep: list[bool] | None) -> dict[str, int]:
+    """``groupby(date).size()`` of the rows in range, in sorted date order."""
+    visits = Counter(_selected(dates, keep))
+    return {d: visits[d] for d in sorted(visits)}
 
 
-def _hits_per_date(dates: list[str], rows: Any, hits: list[int]) -> dict[str, int]:
-    """Sum of 0/1 ``hits`` per date; every selected date appears (0 when none)."""
-    totals: dict[str, int] = {}
-    for i in rows:
-        totals[dates[i]] = totals.get(dates[i], 0) + hits[i]
-    return _sorted(totals)
+def _hits_per_date(dates: list[str], keep: list[bool] | None, hits: list[bool]) -> dict[str, int]:
+    """``groupby(date).sum()`` of a 0/1 column: every date in range, 0 when it has no hit."""
+    in_range = Counter(_selected(dates, keep))
+    hit = hits if keep is None else list(map(operator.and_, keep, hits))
+    counted = Counter(compress(dates, hit))
+    return {d: counted[d] for d in sorted(in_range)}
 
 
-def _durations(table: Any) -> list[float] | None:
-    """``session_duration_seconds`` as floats when all are whole numbers, else None.
+def _durations(table: Any, keep: list[bool] | None) -> list[float] | None:
+    """The in-range ``session_duration_seconds`` as floats when all are whole numbers, or None.
 
     Digit strings convert as ``astype(float)`` does; whole numbers keep every per-date sum
     exact, so sum / count equals pandas' compensated mean bit for bit.
     """
-    cells = table.data["session_duration_seconds"]
+    cells = list(_selected(table.data["session_duration_seconds"], keep))
     dtype = _dtype(table, "session_duration_seconds")
     if dtype == "object":
-        if not all(type(v) is str and v.isascii() and v.isdigit() and len(v) < 15 for v in cells):
-            return None
-        return [float(v) for v in cells]
-    if dtype == "float64" and all(v.is_integer() and abs(v) < 2.0**40 for v in cells):
-        return cells
-    return None
+        digits = (
+            set(map(type, cells)) <= {str}
+            and all(map(str.isdigit, cells))
+            and all(map(str.isascii, cells))
+            and max(map(len, cells), default=0) < 15
+        )
+        return list(map(float, cells)) if digits else None
+    whole = (
+        dtype == "float64"
+        and set(map(type, cells)) <= {float}
+        and all(map(float.is_integer, cells))
+        and max(map(abs, cells), default=0.0) < 2.0**40
+    )
+    return cells if whole else None
+
+
+def _mean_per_date(dates: list[str], durations: list[float]) -> dict[str, float]:
+    """``groupby(date).mean()`` of whole-number durations: exact sums divided by counts."""
+    counts = Counter(dates)
+    keys = sorted(counts)
+    code = {d: k for k, d in enumerate(keys)}
+    sums = np.bincount(
+        np.fromiter(map(code.__getitem__, dates), dtype=np.intp, count=len(dates)),
+        weights=np.asarray(durations, dtype=np.float64),
+        minlength=len(keys),
+    ).tolist()
+    return {d: sums[k] / counts[d] for k, d in enumerate(keys)}
 
 
 class _Dates:
@@ -348,10 +374,10 @@ def total_visits_count(tables, time_min=None, time_max=None):
 @fast_path("analytics_total_visits_count")
 def _total_visits_count_fast(tables, time_min=None, time_max=None):
     table = tables.table(ANALYTICS)
-    rows = _selected_rows(table, time_min, time_max)
-    if rows is FALLBACK:
+    keep = _in_range_flags(table, time_min, time_max)
+    if keep is FALLBACK:
         return FALLBACK
-    return _visits_per_date(table.data[_DATE], rows)
+    return _visits_per_date(table.data[_DATE], keep)
 
 
 @tool(
@@ -371,11 +397,10 @@ def engaged_users_count(tables, time_min=None, time_max=None):
 @fast_path("analytics_engaged_users_count")
 def _engaged_users_count_fast(tables, time_min=None, time_max=None):
     table = tables.table(ANALYTICS)
-    rows = _selected_rows(table, time_min, time_max)
-    if rows is FALLBACK or _dtype(table, "user_engaged") != "bool":
+    keep = _in_range_flags(table, time_min, time_max)
+    if keep is FALLBACK or _dtype(table, "user_engaged") != "bool":
         return FALLBACK
-    engaged = [int(v) for v in table.data["user_engaged"]]
-    return _hits_per_date(table.data[_DATE], rows, engaged)
+    return _hits_per_date(table.data[_DATE], keep, table.data["user_engaged"])
 
 
 @tool(
@@ -425,14 +450,14 @@ def _traffic_source_count_fast(tables, time_min=None, time_max=None, traffic_sou
     if traffic_source and type(traffic_source) is not str:
         return FALLBACK
     table = tables.table(ANALYTICS)
-    rows = _selected_rows(table, time_min, time_max)
-    if rows is FALLBACK or _dtype(table, "traffic_source") != "object":
+    keep = _in_range_flags(table, time_min, time_max)
+    if keep is FALLBACK or _dtype(table, "traffic_source") != "object":
         return FALLBACK
     dates = table.data[_DATE]
     if not traffic_source:
-        return _visits_per_date(dates, rows)
-    hits = [1 if v == traffic_source else 0 for v in table.data["traffic_source"]]
-    return _hits_per_date(dates, rows, hits)
+        return _visits_per_date(dates, keep)
+    hits = [v == traffic_source for v in table.data["traffic_source"]]
+    return _hits_per_date(dates, keep, hits)
 
 
 @tool(
@@ -462,24 +487,17 @@ def get_average_session_duration(tables, time_min=None, time_max=None):
 @fast_path("analytics_get_average_session_duration")
 def _get_average_session_duration_fast(tables, time_min=None, time_max=None):
     table = tables.table(ANALYTICS)
-    rows = _selected_rows(table, time_min, time_max)
-    if rows is FALLBACK:
+    keep = _in_range_flags(table, time_min, time_max)
+    if keep is FALLBACK:
         return FALLBACK
-    durations = _durations(table)
+    durations = _durations(table, keep)
     if durations is None:
         return FALLBACK
-    if isinstance(rows, range) and _dtype(table, "session_duration_seconds") != "float64":
+    if keep is None and _dtype(table, "session_duration_seconds") != "float64":
         # No bound: the reference converted the table's own column (module docstring).
         table = tables.writable(ANALYTICS)
         position = table.columns.index("session_duration_seconds")
         table.data["session_duration_seconds"] = durations
         table.dtypes = (*table.dtypes[:position], "float64", *table.dtypes[position + 1 :])
         table.text_only = False
-    dates = table.data[_DATE]
-    sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    for i in rows:
-        date = dates[i]
-        sums[date] = sums.get(date, 0.0) + durations[i]
-        counts[date] = counts.get(date, 0) + 1
-    return {d: sums[d] / counts[d] for d in sorted(sums)}
+    return _mean_per_date(list(_selected(table.data[_DATE], keep)), durations)

@@ -8,17 +8,28 @@ iterable``, and so on).
 
 Writes rebind ``tables[EMAILS]`` to a new frame: a send appends with ``ignore_index=True`` (the
 whole table is renumbered ``0..n-1``), a delete keeps the remaining rows' labels.
+
+Each tool also has a fast path over the session's plain :class:`Table` (right after its pandas
+implementation). They handle string arguments on a ``text_only`` table with the standard columns
+and fall back to pandas for anything else; writes edit the private table in place exactly as
+``Table.from_frame`` would store the pandas result. The search keeps a per-table-version
+:class:`_SearchIndex` (row texts, timestamps, cached word hits and orders).
 """
 
 from __future__ import annotations
 
+import re
+from datetime import date
+from itertools import repeat
+from operator import contains
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from workplace_env.sandbox.tables import EMAILS, SessionTables
-from workplace_env.sandbox.tools.registry import tool
+from workplace_env.sandbox.table import Table
+from workplace_env.sandbox.tables import COLUMNS, EMAILS, SessionTables
+from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
 #: The reference's fixed clock: every email sent in a session carries this timestamp.
 SENT_DATETIME = "2023-11-30 23:59:00"
@@ -125,6 +136,370 @@ def _find(frame: pd.DataFrame, email_id: Any) -> int | None:
     return int(matches[0]) if len(matches) else None
 
 
+# -- fast paths' helpers ---------------------------------------------------------------------
+
+
+def _text_table(tables: SessionTables) -> Table | None:
+    """The emails table when the fast paths may use it (str/missing cells, standard columns)."""
+    table = tables.table(EMAILS)
+    if table.text_only and table.columns == COLUMNS[EMAILS]:
+        return table
+    return None
+
+
+def _first(table: Table, email_id: str) -> int | None:
+    """Position of the first row whose id equals the string ``email_id`` (as ``_find``), or None."""
+    try:
+        return table.data[_ID].index(email_id)
+    except ValueError:
+        return None
+
+
+def _append_email(
+    tables: SessionTables, table: Table, recipient: str, subject: str, body: str
+) -> Any:
+    """The row ``send_email`` appends past its argument checks, or FALLBACK with nothing changed.
+
+    ``table`` is the session's current (text-only) emails table. The new id is computed as the
+    pandas path does; any failure there (an empty table, a missing or non-numeric max id) is
+    left to pandas. The table ends as ``Table.from_frame`` stores the appended frame:
+    labels ``0..n`` with a RangeIndex, every cell a str, so it stays text-only.
+    """
+    try:
+        # max() raises TypeError when a missing id sits among strings; int() rejects the rest.
+        email_id = str(int(max(table.data[_ID])) + 1)
+    except (TypeError, ValueError):
+        return FALLBACK
+    row = (email_id, "outbox", recipient.lower(), subject, SENT_DATETIME, body)
+    table = tables.writable(EMAILS)
+    rows = len(table.index)
+    for column, value in zip(table.columns, row, strict=True):
+        table.data[column].append(value)
+    if table.range_index == (0, rows, 1):
+        table.index.append(rows)
+    else:
+        table.index = list(range(rows + 1))
+    table.range_index = (0, rows + 1, 1)
+    return "Email sent successfully."
+
+
+_DAY_NS = 86_400 * 10**9
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+_STAMP_FORMAT = re.compile(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})", re.ASCII)
+_DAY_FORMAT = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?: (\d{2}):(\d{2}):(\d{2}))?", re.ASCII)
+_FAST_STAMPS: dict[str, int | None] = {}
+
+
+def _strict_stamp(value: str) -> int | None:
+    """Nanoseconds since the epoch of ``"YYYY-MM-DD HH:MM:SS"``, or None for anything else.
+
+    When every value it parses has this layout, ``pd.to_datetime`` infers it and gives exactly
+    these values. Other layouts (which can change the inferred format or fail), impossible
+    dates and years outside 1970-2261 (day flooring, nanosecond bounds) are left to pandas.
+    """
+    match = _STAMP_FORMAT.fullmatch(value)
+    if match is None:
+        return None
+    year, month, day, hour, minute, second = map(int, match.groups())
+    if not (1970 <= year <= 2261 and hour < 24 and minute < 60 and second < 60):
+        return None
+    try:
+        days = date(year, month, day).toordinal() - _EPOCH_ORDINAL
+    except ValueError:
+        return None
+    return (days * 86_400 + hour * 3_600 + minute * 60 + second) * 10**9
+
+
+def _stamps(values: list[Any]) -> list[int | None]:
+    """:func:`_strict_stamp` of each cell (None for a non-string), through a bounded cache."""
+    cache = _FAST_STAMPS
+    try:
+        return list(map(cache.__getitem__, values))
+    except (KeyError, TypeError):  # a value not seen yet (or not a string): one by one
+        pass
+    out: list[int | None] = []
+    for value in values:
+        if type(value) is not str:
+            out.append(None)
+            continue
+        stamp = cache.get(value, -1)
+        if stamp == -1:
+            stamp = _strict_stamp(value)
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()
+            cache[value] = stamp
+        out.append(stamp)
+    return out
+
+
+def _bound_day(value: str) -> int | None:
+    """``pd.Timestamp(value).date()`` as days since the epoch, or None when not sure.
+
+    Only ``"YYYY-MM-DD"`` and ``"YYYY-MM-DD HH:MM:SS"`` with a real date and time in pandas'
+    nanosecond range are read here; everything else (other layouts, errors) is pandas' call.
+    """
+    match = _DAY_FORMAT.fullmatch(value)
+    if match is None:
+        return None
+    year, month, day = int(match[1]), int(match[2]), int(match[3])
+    if not 1678 <= year <= 2261:
+        return None
+    if match[4] is not None and not (
+        int(match[4]) < 24 and int(match[5]) < 60 and int(match[6]) < 60
+    ):
+        return None
+    try:
+        return date(year, month, day).toordinal() - _EPOCH_ORDINAL
+    except ValueError:
+        return None
+
+
+# Bounds on the search caches (positions are int64 arrays: 4 KB for a word in every row).
+_INDEX_LIMIT = 128  # session tables with a search index (~50 KB each; oldest dropped first)
+_BASE_LIMIT = 8  # base tables with a search index (kept apart: every session extends them)
+_HITS_LIMIT = 64  # cached words per session index
+_BASE_HITS_LIMIT = 1024  # cached words per base index (shared by every session)
+_ORDERS_LIMIT = 32  # cached queries per index
+_INDEXED = (_SUBJECT, _BODY, _PARTY, _DATETIME)
+_UNSURE = object()  # cached "a matched row's date needs pandas"
+_NO_ROWS = np.zeros(0, dtype=np.intp)
+
+
+class _SearchIndex:
+    """What searching one version of an emails table needs, derived from four columns.
+
+    ``columns``: private copies of the subject, body, sender/recipient and sent_datetime cells,
+    to check the index still describes the table (list equality, element identity first).
+    ``texts``: each row's lower-cased search text. ``stamps``: each row's :func:`_strict_stamp`
+    as int64, ``unsure`` marking the rows pandas must parse. ``hits``: word -> ascending
+    positions of the rows containing it. ``orders``: query words -> the positions of the
+    matches newest first, or ``_UNSURE``. ``inherited``: ``(hits, orders, appended, removed)``
+    of the index this one was derived from: that index plus rows appended from position
+    ``appended`` on, or less the row at position ``removed``; its cached entries are carried
+    over on demand. Indexes of base tables are shared by sessions: they only ever gain cache
+    entries, which threads may race to add harmlessly.
+    """
+
+    __slots__ = (
+        "columns",
+        "hits",
+        "hits_limit",
+        "inherited",
+        "orders",
+        "stamps",
+        "table",
+        "texts",
+        "unsure",
+    )
+
+    def __init__(
+        self,
+        table: Table,
+        columns: tuple[list[Any], ...],
+        texts: list[str],
+        stamps: tuple[np.ndarray, np.ndarray],
+        inherited: tuple[dict[str, np.ndarray], dict[tuple[str, ...], Any], int, int] | None = None,
+    ) -> None:
+        self.table = table
+        self.columns = columns
+        self.texts = texts
+        self.stamps, self.unsure = stamps
+        self.hits: dict[str, np.ndarray] = {}
+        self.hits_limit = _HITS_LIMIT
+        self.orders: dict[tuple[str, ...], Any] = {}
+        self.inherited = inherited
+
+    @classmethod
+    def build(cls, table: Table) -> _SearchIndex:
+        """The index of ``table`` from scratch."""
+        columns = tuple(list(table.data[c]) for c in _INDEXED)
+        texts = _search_texts(columns[0], columns[1], columns[2])
+        return cls(table, columns, texts, _stamp_arrays(columns[3]))
+
+    def describes(self, table: Table) -> bool:
+        """True when ``table``'s indexed columns hold exactly the cells indexed here."""
+        data = table.data
+        return all(mine == data[c] for mine, c in zip(self.columns, _INDEXED, strict=True))
+
+    def extended_to(self, table: Table) -> _SearchIndex | None:
+        """A new index for ``table`` when it is this one's content plus appended rows, else None."""
+        data = table.data
+        known = len(self.texts)
+        current = [data[c] for c in _INDEXED]
+        if len(current[0]) <= known:
+            return None
+        if not all(
+            cells[:known] == mine for cells, mine in zip(current, self.columns, strict=True)
+        ):
+            return None
+        new = [cells[known:] for cells in current]
+        texts = self.texts + _search_texts(new[0], new[1], new[2])
+        stamps, unsure = _stamp_arrays(new[3])
+        stamps = (np.concatenate([self.stamps, stamps]), np.concatenate([self.unsure, unsure]))
+        columns = tuple(mine + added for mine, added in zip(self.columns, new, strict=True))
+        return _SearchIndex(table, columns, texts, stamps, (self.hits, self.orders, known, -1))
+
+    def without(self, table: Table, position: int) -> _SearchIndex:
+        """A new index for ``table``: this one's content less the row at ``position``."""
+        lists = [*self.columns, self.texts]
+        for i, cells in enumerate(lists):
+            lists[i] = cells = cells.copy()
+            del cells[position]
+        after = position + 1
+        stamps = tuple(
+            np.concatenate((a[:position], a[after:])) for a in (self.stamps, self.unsure)
+        )
+        texts = lists.pop()
+        inherited = (self.hits, self.orders, len(texts), position)
+        return _SearchIndex(table, tuple(lists), texts, stamps, inherited)
+
+    def rows_with(self, word: str) -> np.ndarray:
+        """Ascending positions of the rows whose text contains ``word`` (cached)."""
+        hits = self.hits.get(word)
+        if hits is not None:
+            return hits
+        texts = self.texts
+        inherited = self.inherited
+        known = inherited[0].get(word) if inherited is not None else None
+        if known is not None:
+            _, _, appended, removed = inherited
+            if removed >= 0:
+                known = known[known != removed]
+                hits = known - (known > removed)
+            else:
+                added = [i for i in range(appended, len(texts)) if word in texts[i]]
+                hits = np.concatenate([known, np.array(added, dtype=np.intp)]) if added else known
+        else:
+            found = np.fromiter(map(contains, texts, repeat(word)), dtype=bool, count=len(texts))
+            hits = np.flatnonzero(found)
+        if len(self.hits) >= self.hits_limit:
+            self.hits.clear()
+        self.hits[word] = hits
+        return hits
+
+    def newest_first(self, words: list[str]) -> Any:
+        """Positions of the rows matching every word, ordered as ``search_emails`` orders them
+        before the date filter; ``_UNSURE`` when a match's date needs pandas."""
+        key = tuple(words)
+        found = self.orders.get(key)
+        if found is not None:
+            return found
+        if self.inherited is not None:
+            found = self._carried_order(key, words)
+        if found is None:
+            found = self._order(self._matching(words))
+        if len(self.orders) >= _ORDERS_LIMIT:
+            self.orders.clear()
+        self.orders[key] = found
+        return found
+
+    def _carried_order(self, key: tuple[str, ...], words: list[str]) -> np.ndarray | None:
+        """The inherited order of ``words`` when it still holds, else None.
+
+        The matches' stamps reach the sort in the same sequence when no appended row matches
+        or the removed row was not a match, so the sort gives the same order.
+        """
+        _, orders, appended, removed = self.inherited
+        order = orders.get(key)
+        if not isinstance(order, np.ndarray):
+            return None
+        if removed >= 0:
+            if (order == removed).any():
+                return None
+            return order - (order > removed)
+        texts = self.texts
+        for i in range(appended, len(texts)):
+            if all(word in texts[i] for word in words):
+                return None
+        return order
+
+    def _order(self, matched: np.ndarray) -> Any:
+        """``matched`` (ascending) newest first, exactly as ``search_emails`` sorts them."""
+        if self.unsure[matched].any():
+            return _UNSURE
+        # Same values, dtype and sequence as search_emails hands _newest_first.
+        stamps = self.stamps[matched].view("datetime64[ns]")
+        return matched[_newest_first(stamps)]
+
+    def _matching(self, words: list[str]) -> np.ndarray:
+        """Ascending positions of the rows containing every word (``search_emails``' filter)."""
+        if not words:
+            return np.arange(len(self.texts))
+        matched: np.ndarray | None = None
+        texts = self.texts
+        for word in dict.fromkeys(words):
+            if matched is None or len(matched) > 32 or self._cached(word):
+                hits = self.rows_with(word)
+                matched = hits if matched is None else np.intersect1d(matched, hits, True)
+            else:  # few candidates left: test them directly
+                matched = np.array([i for i in matched.tolist() if word in texts[i]], np.intp)
+            if not len(matched):
+                return _NO_ROWS
+        return matched
+
+    def _cached(self, word: str) -> bool:
+        return word in self.hits or (self.inherited is not None and word in self.inherited[0])
+
+
+def _stamp_arrays(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_stamps` of ``values`` as an int64 array (0 where unsure) and the unsure mask."""
+    stamps = _stamps(values)
+    if None not in stamps:
+        return np.array(stamps, dtype=np.int64), np.zeros(len(stamps), dtype=bool)
+    unsure = np.array([s is None for s in stamps], dtype=bool)
+    return np.array([s or 0 for s in stamps], dtype=np.int64), unsure
+
+
+_INDEXES: dict[int, _SearchIndex] = {}  # id(session table) -> index (the index holds the table)
+_BASE_INDEXES: dict[int, _SearchIndex] = {}  # id(base table) -> index
+
+
+def _remember(index: _SearchIndex, shared: bool = False) -> None:
+    """Cache ``index`` under its table (bounded: the oldest entry goes first)."""
+    cache = _BASE_INDEXES if shared else _INDEXES
+    if shared:
+        index.hits_limit = _BASE_HITS_LIMIT
+    if len(cache) >= (_BASE_LIMIT if shared else _INDEX_LIMIT):
+        cache.pop(next(iter(cache), None), None)
+    cache[id(index.table)] = index
+
+
+def _known_index(tables: SessionTables, table: Table) -> _SearchIndex | None:
+    """An index describing ``table`` if one is cached or extends a cached one, else None."""
+    shared = table is tables.base.tables[EMAILS]
+    entry = (_BASE_INDEXES if shared else _INDEXES).get(id(table))
+    if entry is None or entry.table is not table:
+        return None
+    if entry.describes(table):
+        return entry
+    fresh = entry.extended_to(table)
+    if fresh is not None:
+        _remember(fresh, shared)
+    return fresh
+
+
+def _search_index(tables: SessionTables, table: Table) -> _SearchIndex:
+    """The index describing ``table``: cached, extended from an older one, or built afresh.
+
+    A session's table that is its base table plus appended rows extends the base's index
+    (built first if need be), so a search after sends indexes only the new rows.
+    """
+    index = _known_index(tables, table)
+    if index is not None:
+        return index
+    base = tables.base.tables[EMAILS]
+    if table is not base:
+        index = _known_index(tables, base)
+        if index is None and len(table.index) >= len(base.index):
+            index = _SearchIndex.build(base)
+            _remember(index, shared=True)
+        index = index.extended_to(table) if index is not None else None
+    if index is None:
+        index = _SearchIndex.build(table)
+    _remember(index, shared=table is base)
+    return index
+
+
 @tool(
     name="email_get_email_information_by_id",
     qualname="EmailTool.get_email_information_by_id",
@@ -168,6 +543,32 @@ def get_email_information_by_id(
         return {field: frame[field].to_numpy(dtype=object)[position]}
     except Exception as exc:
         return f"Error retrieving email information: {exc}"
+
+
+@fast_path("email_get_email_information_by_id")
+def get_email_information_by_id_fast(
+    tables: SessionTables, email_id: Any = None, field: Any = None
+) -> Any:
+    """The lookup on the plain table for a string id and field (any falsy argument too).
+
+    Falls back for a non-string id or field (pandas' comparison and hashing decide) and a table
+    that is not text-only.
+    """
+    if not email_id:
+        return "Email ID not provided."
+    if not field:
+        return "Field not provided."
+    if type(email_id) is not str or type(field) is not str:
+        return FALLBACK
+    table = _text_table(tables)
+    if table is None:
+        return FALLBACK
+    position = _first(table, email_id)
+    if position is None:
+        return "Email not found."
+    if field not in table.columns:
+        return f"Field '{field}' not found. Available fields: {', '.join(table.columns)}"
+    return {field: table.data[field][position]}
 
 
 @tool(
@@ -266,6 +667,78 @@ def search_emails(
         return f"Error searching emails: {exc}"
 
 
+@fast_path("email_search_emails")
+def search_emails_fast(
+    tables: SessionTables,
+    query: Any = "",
+    date_min: Any = None,
+    date_max: Any = None,
+    page: Any = 1,
+    page_size: Any = 5,
+) -> Any:
+    """The search through the table's :class:`_SearchIndex`, for a string query.
+
+    A query that matches nothing is "No emails found." whatever the other arguments (pandas
+    reads them only for matches). Otherwise handles int ``page`` (any value: it is clamped),
+    int ``page_size`` >= 1 and date bounds that are falsy or ``"YYYY-MM-DD"`` /
+    ``"YYYY-MM-DD HH:MM:SS"`` strings. Falls back for a non-string query, any other page, size
+    or date (bools, floats, strings for pages, other date layouts), a matched row whose
+    ``sent_datetime`` is not ``"YYYY-MM-DD HH:MM:SS"``, and a table that is not text-only.
+    """
+    if type(query) is not str:
+        return FALLBACK
+    table = _text_table(tables)
+    if table is None:
+        return FALLBACK
+    index = _search_index(tables, table)
+    positions = index.newest_first(query.lower().split())
+    if positions is _UNSURE:
+        return FALLBACK
+    if not len(positions):
+        return "No emails found."
+    if type(page) is not int or type(page_size) is not int or page_size <= 0:
+        return FALLBACK
+    low = high = None
+    if date_min:
+        low = _bound_day(date_min) if type(date_min) is str else None
+        if low is None:
+            return FALLBACK
+    if date_max:
+        high = _bound_day(date_max) if type(date_max) is str else None
+        if high is None:
+            return FALLBACK
+    start, stop = 0, len(positions)
+    if low is not None or high is not None:
+        # Matches are newest first, so a date range is one contiguous run of them: search the
+        # negated days, which never decrease along the matches.
+        negated_days = -(index.stamps[positions] // _DAY_NS)
+        if high is not None:
+            start = int(negated_days.searchsorted(-high, side="left"))
+        if low is not None:
+            stop = int(negated_days.searchsorted(-low, side="right"))
+    total_emails = stop - start
+    if total_emails <= 0:
+        return "No emails found."
+    total_pages = (total_emails + page_size - 1) // page_size
+    page = max(1, min(page, total_pages))
+    first = start + (page - 1) * page_size
+    columns = table.columns
+    cells = [table.data[c] for c in columns]
+    emails = [
+        dict(zip(columns, [column[i] for column in cells], strict=True))
+        for i in positions[first : min(first + page_size, stop)].tolist()
+    ]
+    return {
+        "emails": emails,
+        "pagination": {
+            "total_emails": total_emails,
+            "page": page,
+            "page_size": page_size,
+            "total_pages": total_pages,
+        },
+    }
+
+
 def _max_id(frame: pd.DataFrame) -> Any:
     """``frame["email_id"].max()``: the lexicographic max of the (string) ids."""
     ids = frame[_ID].tolist()
@@ -333,6 +806,27 @@ def send_email(
         return f"Error sending email: {exc}"
 
 
+@fast_path("email_send_email")
+def send_email_fast(
+    tables: SessionTables, recipient: Any = None, subject: Any = None, body: Any = None
+) -> Any:
+    """The send on the plain table, for string arguments (any falsy argument too).
+
+    Falls back for a non-string recipient, subject or body, a table that is not text-only, and
+    when the new id cannot be computed as for the usual string ids (pandas words the error).
+    """
+    if not recipient or not subject or not body:
+        return "Recipient, subject, or body not provided."
+    if type(recipient) is not str or type(subject) is not str or type(body) is not str:
+        return FALLBACK
+    if "@" not in recipient or "." not in recipient:
+        return "Invalid recipient email address."
+    table = _text_table(tables)
+    if table is None:
+        return FALLBACK
+    return _append_email(tables, table, recipient, subject, body)
+
+
 @tool(
     name="email_delete_email",
     qualname="EmailTool.delete_email",
@@ -364,6 +858,50 @@ def delete_email(tables: SessionTables, email_id: Any = None) -> str:
         return "Email deleted successfully."
     except Exception as exc:
         return f"Error deleting email: {exc}"
+
+
+@fast_path("email_delete_email")
+def delete_email_fast(tables: SessionTables, email_id: Any = None) -> Any:
+    """The delete on the plain table for a string id (any falsy id too).
+
+    Every row with that id goes; the others keep their labels under a plain integer index
+    (``range_index`` None), as the boolean mask leaves them. Falls back for a non-string id and
+    a table that is not text-only.
+    """
+    if not email_id:
+        return "Email ID not provided."
+    if type(email_id) is not str:
+        return FALLBACK
+    table = _text_table(tables)
+    if table is None:
+        return FALLBACK
+    ids = table.data[_ID]
+    position = _first(table, email_id)
+    if position is None:
+        return "Email not found."
+    doomed = [position]
+    try:
+        while True:
+            doomed.append(ids.index(email_id, doomed[-1] + 1))
+    except ValueError:
+        pass
+    # A later search would have to rebuild its index to find out what went: derive it now.
+    index = _known_index(tables, table) if len(doomed) == 1 else None
+    table = tables.writable(EMAILS)
+    if len(doomed) == 1:
+        for column in table.data.values():
+            del column[position]
+        del table.index[position]
+        if index is not None:
+            _remember(index.without(table, position))
+    else:
+        gone = set(doomed)
+        keep = [i for i in range(len(table.index)) if i not in gone]
+        for name, column in table.data.items():
+            table.data[name] = [column[i] for i in keep]
+        table.index = [table.index[i] for i in keep]
+    table.range_index = None
+    return "Email deleted successfully."
 
 
 def _relay(result: str, success: str) -> str:
@@ -415,6 +953,36 @@ def forward_email(tables: SessionTables, email_id: Any = None, recipient: Any = 
         return f"Error forwarding email: {exc}"
 
 
+@fast_path("email_forward_email")
+def forward_email_fast(tables: SessionTables, email_id: Any = None, recipient: Any = None) -> Any:
+    """The forward on the plain table, for a string id and recipient (any falsy argument too).
+
+    An original body that is empty or missing (None) makes the inner send refuse quietly: a
+    success with nothing sent. Falls back for non-string arguments, a NaN body, a table that is
+    not text-only, and when the new id needs pandas (see :func:`_append_email`).
+    """
+    if not email_id or not recipient:
+        return "Email ID or recipient not provided."
+    if type(email_id) is not str or type(recipient) is not str:
+        return FALLBACK
+    if "@" not in recipient or "." not in recipient:
+        return "Invalid recipient email address."
+    table = _text_table(tables)
+    if table is None:
+        return FALLBACK
+    position = _first(table, email_id)
+    if position is None:
+        return "Email not found."
+    subject = table.data[_SUBJECT][position]
+    body = table.data[_BODY][position]
+    if body is None or body == "":
+        return "Email forwarded successfully."
+    if type(body) is not str:
+        return FALLBACK
+    result = _append_email(tables, table, recipient, f"FW: {subject}", body)
+    return result if result is FALLBACK else "Email forwarded successfully."
+
+
 @tool(
     name="email_reply_email",
     qualname="EmailTool.reply_email",
@@ -453,3 +1021,34 @@ def reply_email(tables: SessionTables, email_id: Any = None, body: Any = None) -
         return _relay(result, "Email replied successfully.")
     except Exception as exc:
         return f"Error replying to email: {exc}"
+
+
+@fast_path("email_reply_email")
+def reply_email_fast(tables: SessionTables, email_id: Any = None, body: Any = None) -> Any:
+    """The reply on the plain table, for a string id and body (any falsy argument too).
+
+    The inner send's answers are reproduced: an empty or missing (None) sender/recipient is a
+    quiet success with nothing sent, one without "@" or "." is "Invalid recipient email
+    address.". Falls back for non-string arguments, a NaN sender/recipient, a table that is not
+    text-only, and when the new id needs pandas (see :func:`_append_email`).
+    """
+    if not email_id or not body:
+        return "Email ID or body not provided."
+    if type(email_id) is not str or type(body) is not str:
+        return FALLBACK
+    table = _text_table(tables)
+    if table is None:
+        return FALLBACK
+    position = _first(table, email_id)
+    if position is None:
+        return "Email not found."
+    subject = table.data[_SUBJECT][position]
+    party = table.data[_PARTY][position]
+    if party is None or party == "":
+        return "Email replied successfully."
+    if type(party) is not str:
+        return FALLBACK
+    if "@" not in party or "." not in party:
+        return "Invalid recipient email address."
+    result = _append_email(tables, table, party, f"RE: {subject}", body)
+    return result if result is FALLBACK else "Email replied successfully."

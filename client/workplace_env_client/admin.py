@@ -1,0 +1,128 @@
+"""The admin SDK: checkpoint export, batch restore and retire (CONTRACT K1-K6).
+
+>>> with AdminClient("localhost:50051", token="s3cret") as admin:
+...     snapshots, missing = admin.export_sessions()
+...     admin.restore_sessions(snapshots)   # on a fresh server: all or nothing
+
+Snapshots travel as ``SessionSnapshot`` messages; :func:`snapshot_to_json` and
+:func:`snapshot_from_json` turn them into plain JSON objects for files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import grpc
+from google.protobuf import json_format
+
+from workplace.env.v1 import admin_pb2 as admin_pb
+from workplace.env.v1 import admin_pb2_grpc as admin_grpc
+from workplace_env_client.client import DEFAULT_TIMEOUT_S, channel_options
+from workplace_env_client.errors import from_rpc_error
+
+
+def snapshot_to_json(snapshot: admin_pb.SessionSnapshot) -> dict[str, Any]:
+    """A snapshot as a JSON object (proto field names, every field present)."""
+    return json_format.MessageToDict(
+        snapshot, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+
+
+def snapshot_from_json(document: dict[str, Any]) -> admin_pb.SessionSnapshot:
+    """The snapshot of :func:`snapshot_to_json`. Raises ValueError for an unknown field."""
+    try:
+        return json_format.ParseDict(document, admin_pb.SessionSnapshot())
+    except json_format.ParseError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+#: Target size of one streamed chunk of snapshots (bytes), well under the message limit.
+CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def _chunks(
+    snapshots: Sequence[admin_pb.SessionSnapshot],
+) -> Iterator[admin_pb.RestoreSessionsRequest]:
+    """The batch as a stream of requests of about :data:`CHUNK_BYTES` each (at least one)."""
+    chunk: list[admin_pb.SessionSnapshot] = []
+    size = 0
+    for snapshot in snapshots:
+        if chunk and size + snapshot.ByteSize() > CHUNK_BYTES:
+            yield admin_pb.RestoreSessionsRequest(snapshots=chunk)
+            chunk, size = [], 0
+        chunk.append(snapshot)
+        size += snapshot.ByteSize()
+    yield admin_pb.RestoreSessionsRequest(snapshots=chunk)
+
+
+class AdminClient:
+    """Admin RPCs over a ``target`` or a ``channel``; ``token`` is sent as a bearer token."""
+
+    def __init__(
+        self,
+        target: str | None = None,
+        *,
+        channel: grpc.Channel | None = None,
+        token: str | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        if (target is None) == (channel is None):
+            raise ValueError("pass exactly one of target or channel")
+        self._own_channel = channel is None
+        self.channel = (
+            channel
+            if channel is not None
+            else grpc.insecure_channel(target, options=channel_options(max_attempts=1))
+        )
+        self.stub = admin_grpc.EnvironmentAdminServiceStub(self.channel)
+        self.timeout_s = timeout_s
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the channel if this client created it."""
+        if self._own_channel:
+            self.channel.close()
+
+    def _invoke(self, method: str, request: Any) -> Any:
+        try:
+            return getattr(self.stub, method)(
+                request, timeout=self.timeout_s, metadata=self._metadata
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from exc
+
+    def export_sessions(
+        self, session_ids: Iterable[str] = ()
+    ) -> tuple[list[admin_pb.SessionSnapshot], list[str]]:
+        """Snapshots of every live session (or of ``session_ids``), and the ids not held."""
+        request = admin_pb.ExportSessionsRequest(resources_session_ids=session_ids)
+        snapshots: list[admin_pb.SessionSnapshot] = []
+        missing: list[str] = []
+        try:
+            for chunk in self.stub.ExportSessions(
+                request, timeout=self.timeout_s, metadata=self._metadata
+            ):
+                snapshots.extend(chunk.snapshots)
+                missing.extend(chunk.missing_session_ids)
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from exc
+        return snapshots, missing
+
+    def restore_sessions(self, snapshots: Sequence[admin_pb.SessionSnapshot]) -> int:
+        """Install ``snapshots`` all or none; return how many. Raises InvalidRequestError
+        naming the snapshot and field, WorkplaceEnvError FAILED_PRECONDITION (live ids)."""
+        return self._invoke("RestoreSessions", _chunks(snapshots)).restored_count
+
+    def retire_session(self, session_id: str) -> bool:
+        """Discard a session's attempt; True if the server held it (idempotent)."""
+        response = self._invoke(
+            "RetireSession", admin_pb.RetireSessionRequest(resources_session_id=session_id)
+        )
+        return response.retired

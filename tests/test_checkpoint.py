@@ -1,0 +1,311 @@
+"""Checkpoint and restore over gRPC (CONTRACT K1-K6, issue 7), one test per case, plus the
+on-disk commands and a crash test: SIGKILL mid-episode, restore, finish, same results."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+
+from workplace_env.config import Settings
+from workplace_env.sandbox.load import load_sandbox
+from workplace_env.server.app import start_server
+from workplace_env.sessions import SessionStore
+from workplace_env.taskgen import generate_tasks
+from workplace_env_client import (
+    AdminClient,
+    EnvironmentClient,
+    InvalidRequestError,
+    SessionClaimedError,
+    SessionConflictError,
+    SessionLiveError,
+    SessionLostError,
+    UnauthenticatedError,
+    snapshot_to_json,
+)
+
+EP = ("rollout-1", 0)
+TID = ("unit", "t1")
+SEND = ("email_send_email", {"recipient": "a@b.com", "subject": "kept", "body": "b"})
+TASK = {"id": "t1", "ground_truth": [{"name": SEND[0], "arguments": json.dumps(SEND[1])}]}
+SEARCH = ("email_search_emails", {"query": "kept"})
+
+
+@pytest.fixture(scope="module")
+def base():
+    return load_sandbox(None)
+
+
+class Server:
+    def __init__(self, base, token: str | None = None) -> None:
+        self.running = start_server(
+            SessionStore(base), "127.0.0.1:0", settings=Settings(admin_token=token)
+        )
+        target = f"127.0.0.1:{self.running.port}"
+        self.client = EnvironmentClient(target, timeout_s=20)
+        self.admin = AdminClient(target, token=token, timeout_s=20)
+
+    def stop(self) -> None:
+        self.client.close()
+        self.admin.close()
+        self.running.stop(grace_s=0.2)
+
+
+@pytest.fixture
+def servers(base):
+    made: list[Server] = []
+
+    def make(token: str | None = None) -> Server:
+        made.append(Server(base, token))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.stop()
+
+
+def _found(client, sid) -> int:
+    out = client.call_tool(sid, *SEARCH)
+    return 0 if isinstance(out, str) else out["pagination"]["total_emails"]
+
+
+def test_K1_export_snapshots_live_sessions_and_reports_missing(servers):
+    a = servers()
+    a.client.seed("k1", EP, TID, TASK)
+    a.client.call_tool("k1", *SEND)
+    a.client.seed_legacy("cookie", TASK)
+    a.client.seed("gone", ("r2", 0), TID, TASK)
+    a.client.close_session("gone", ("r2", 0))
+    snapshots, missing = a.admin.export_sessions(["k1", "cookie", "gone", "never"])
+    assert [s.resources_session_id for s in snapshots] == ["k1", "cookie"]
+    assert missing == ["gone", "never"]
+    typed, legacy = snapshots
+    assert (typed.episode_id.rollout_id, typed.task_id.task_id, typed.task.id) == (
+        "rollout-1",
+        "t1",
+        "t1",
+    )
+    assert legacy.legacy and not legacy.HasField("episode_id")
+    state = json.loads(typed.state_json)
+    assert state["schema_version"] == 1
+    emails = json.loads(state["containers"]["email"]["_emails"])
+    assert (
+        len(emails["data"])
+        == len(json.loads(json.loads(legacy.state_json)["containers"]["email"]["_emails"])["data"])
+        + 1
+    )
+    assert a.client.call_tool("k1", *SEARCH)  # unchanged by the export
+
+
+def test_K2_one_invalid_snapshot_installs_nothing_and_names_it(servers):
+    a, b = servers(), servers()
+    for i in range(3):
+        a.client.seed(f"s{i}", (f"r{i}", 0), TID, TASK)
+    snapshots, _ = a.admin.export_sessions()
+    state = json.loads(snapshots[1].state_json)
+    table = json.loads(state["containers"]["calendar"]["_calendar_events"])
+    table["nan_cells"] = [[0, 0]]  # a NaN over a non-null cell
+    state["containers"]["calendar"]["_calendar_events"] = json.dumps(table)
+    snapshots[1].state_json = json.dumps(state)
+    with pytest.raises(InvalidRequestError) as err:
+        b.admin.restore_sessions(snapshots)
+    fields = [v.field for v in err.value.violations]
+    assert fields == ["snapshots[1].state_json.containers.calendar._calendar_events.nan_cells[0]"]
+    assert b.running.store.live_count() == 0
+
+
+@pytest.mark.parametrize("field", ["episode_id", "state_json"])
+def test_K2_invalid_identity_or_json_is_refused(servers, field):
+    a, b = servers(), servers()
+    a.client.seed("s", EP, TID, TASK)
+    snapshots, _ = a.admin.export_sessions()
+    if field == "episode_id":
+        snapshots[0].episode_id.rollout_id = "-bad"
+    else:
+        snapshots[0].state_json = "{not json"
+    with pytest.raises(InvalidRequestError) as err:
+        b.admin.restore_sessions(snapshots)
+    assert err.value.violations[0].field.startswith(f"snapshots[0].{field}")
+    assert b.running.store.live_count() == 0
+
+
+def test_K3_restore_installs_tables_and_identities_unclaimed(servers):
+    a, b = servers(), servers()
+    a.client.seed("k3", EP, TID, TASK)
+    a.client.call_tool("k3", *SEND)
+    snapshots, _ = a.admin.export_sessions()
+    assert b.admin.restore_sessions(snapshots) == 1
+    assert b.running.store.state_counts() == {"restored_unclaimed": 1}
+    again, _ = b.admin.export_sessions()
+    assert [snapshot_to_json(s) for s in again] == [snapshot_to_json(s) for s in snapshots]
+
+
+def test_K3_restore_over_live_ids_is_refused(servers):
+    a = servers()
+    a.client.seed("live", EP, TID, TASK)
+    snapshots, _ = a.admin.export_sessions()
+    a.client.seed("other", ("r9", 0), TID, TASK)
+    snapshots += a.admin.export_sessions(["other"])[0]
+    a.client.close_session("other", ("r9", 0))
+    with pytest.raises(SessionLiveError) as err:
+        a.admin.restore_sessions(snapshots)
+    assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert a.running.store.live_count() == 1  # "other" was not installed either
+
+
+def test_K4_matching_seed_claims_restored_tables_without_rebuild(servers):
+    a, b = servers(), servers()
+    a.client.seed("k4", EP, TID, TASK)
+    a.client.call_tool("k4", *SEND)
+    b.admin.restore_sessions(a.admin.export_sessions()[0])
+    response = b.client.seed("k4", EP, TID, TASK)
+    assert response.restored and not response.rebuilt
+    assert _found(b.client, "k4") == 1  # the mutation survived: nothing was rebuilt
+
+
+def test_K4_legacy_request_claims_restored_legacy_session(servers):
+    a, b = servers(), servers()
+    a.client.seed_legacy("cookie", TASK)
+    a.client.call_tool("cookie", *SEND)
+    b.admin.restore_sessions(a.admin.export_sessions()[0])
+    assert _found(b.client, "cookie") == 1
+    assert b.running.store.state_counts() == {"seeded": 1}
+
+
+def test_K5_other_episode_after_claim_is_session_claimed(servers):
+    a, b = servers(), servers()
+    a.client.seed("k5", EP, TID, TASK)
+    b.admin.restore_sessions(a.admin.export_sessions()[0])
+    with pytest.raises(SessionConflictError) as before:
+        b.client.seed("k5", ("intruder", 0), TID, TASK)
+    assert not isinstance(before.value, SessionClaimedError)  # unclaimed: a plain conflict
+    b.client.seed("k5", EP, TID, TASK)
+    with pytest.raises(SessionClaimedError) as err:
+        b.client.seed("k5", ("intruder", 0), TID, TASK)
+    assert (err.value.code, err.value.reason) == (grpc.StatusCode.ALREADY_EXISTS, "SESSION_CLAIMED")
+
+
+def test_K6_retire_is_idempotent_and_later_calls_are_not_found(servers):
+    a = servers()
+    a.client.seed("k6", EP, TID, TASK)
+    assert a.admin.retire_session("k6") is True
+    assert a.admin.retire_session("k6") is False
+    assert a.running.store.live_count() == 0
+    with pytest.raises(SessionLostError):
+        a.client.call_tool("k6", *SEARCH)
+
+
+def test_admin_rpcs_need_the_bearer_token(servers, base):
+    secured = servers(token="s3cret")
+    target = f"127.0.0.1:{secured.running.port}"
+    for token in (None, "wrong"):
+        with AdminClient(target, token=token) as admin, pytest.raises(UnauthenticatedError):
+            admin.export_sessions()
+    assert secured.admin.export_sessions() == ([], [])
+    assert len(secured.client.list_tools()) == 27  # the environment service stays open
+
+
+# -- on disk and across a crash --------------------------------------------------------------------
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "workplace_env.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_save_then_restore_with_a_corrupted_file_installs_nothing(servers, tmp_path):
+    a, b = servers(), servers()
+    for i in range(3):
+        a.client.seed(f"f{i}", (f"r{i}", 0), TID, TASK)
+    saved = _cli("checkpoint", "save", str(tmp_path), "--target", f"127.0.0.1:{a.running.port}")
+    assert saved.returncode == 0, saved.stderr
+    victim = sorted(tmp_path.glob("session-*.json"))[1]
+    victim.write_text(victim.read_text().replace('"t1"', '"t2"', 1))
+    restored = _cli(
+        "checkpoint", "restore", str(tmp_path), "--target", f"127.0.0.1:{b.running.port}"
+    )
+    assert restored.returncode == 1 and victim.name in restored.stderr
+    assert b.running.store.live_count() == 0
+
+
+def _serve_process(tmp_path: Path) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workplace_env.cli", "serve", "--address", "127.0.0.1:0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = proc.stderr.readline()
+    assert "serving on" in line, line
+    return proc, int(line.rsplit(":", 1)[1])
+
+
+def _play(client: EnvironmentClient, task: dict, calls: list[dict], sid: str) -> list[str]:
+    return [client.call_tool_raw(sid, c["name"], c["arguments"], f"{sid}-{i}") for i, c in calls]
+
+
+def test_crash_restore_finishes_every_episode_identically(tmp_path, base):
+    tasks = [t for t in generate_tasks(base, count=200, seed=7)]
+    plans = []
+    for n, task in enumerate(tasks):
+        calls = list(enumerate(task["ground_truth"]))
+        plans.append((f"crash-{n}", (f"r{n}", 0), ("gen", task["id"]), task, calls))
+
+    def finish(client, plan, start, stop):
+        sid, _, _, _, calls = plan
+        return _play(client, plan[3], calls[start:stop], sid)
+
+    # Uninterrupted reference run, in this process.
+    ref = Server(base)
+    expected = []
+    try:
+        for plan in plans:
+            sid, ep, tid, task, calls = plan
+            ref.client.seed(sid, ep, tid, task)
+            outputs = finish(ref.client, plan, 0, len(calls))
+            expected.append((outputs, ref.client.verify(sid, task["ground_truth"]).reward))
+    finally:
+        ref.stop()
+
+    # Interrupted run: half the calls, checkpoint, SIGKILL, new process, restore, the rest.
+    proc, port = _serve_process(tmp_path)
+    got_first = []
+    try:
+        with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=30) as client:
+            for plan in plans:
+                sid, ep, tid, task, calls = plan
+                client.seed(sid, ep, tid, task)
+                got_first.append(finish(client, plan, 0, len(calls) // 2))
+        saved = _cli("checkpoint", "save", str(tmp_path / "ckpt"), "--target", f"127.0.0.1:{port}")
+        assert saved.returncode == 0, saved.stderr
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    proc, port = _serve_process(tmp_path)
+    try:
+        restored = _cli(
+            "checkpoint", "restore", str(tmp_path / "ckpt"), "--target", f"127.0.0.1:{port}"
+        )
+        assert restored.returncode == 0, restored.stderr
+        with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=30) as client:
+            for plan, first, (want_outputs, want_reward) in zip(
+                plans, got_first, expected, strict=True
+            ):
+                sid, ep, tid, task, calls = plan
+                assert client.seed(sid, ep, tid, task).restored
+                rest = finish(client, plan, len(calls) // 2, len(calls))
+                assert first + rest == want_outputs, sid
+                assert client.verify(sid, task["ground_truth"]).reward == want_reward
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert os.path.exists(tmp_path / "ckpt" / "manifest.json")
