@@ -107,7 +107,7 @@ def serve(
     http_address: Annotated[OptStr, Opt(help="Also serve the legacy HTTP gateway here.")] = None,
     metrics_address: Annotated[OptStr, Opt(help="Serve Prometheus /metrics here.")] = None,
     data_dir: DataDir = None,
-    workers: Annotated[OptInt, Opt(help="RPC worker threads [16].")] = None,
+    workers: Annotated[OptInt, Opt(help="RPC worker threads [4].")] = None,
     grace_s: Annotated[OptFloat, Opt(help="Seconds in-flight calls get on shutdown [5].")] = None,
     max_message_bytes: Annotated[OptInt, Opt(help="Largest request/response [64 MiB].")] = None,
     max_sessions: Annotated[OptInt, Opt(help="Live sessions before RESOURCE_EXHAUSTED.")] = None,

@@ -40,7 +40,7 @@ class Settings:
     address: str = "127.0.0.1:50051"
     http_address: str | None = None  # co-hosted legacy HTTP gateway, off when unset
     metrics_address: str | None = None  # Prometheus text on /metrics, off when unset
-    workers: int = 16  # RPC worker threads
+    workers: int = 4  # RPC worker threads (more only add GIL contention: BENCHMARKS.md)
     grace_s: float = 5.0  # drain time for in-flight calls on shutdown
     max_message_bytes: int = 64 * 1024 * 1024
     # Sandbox

@@ -83,7 +83,7 @@ class RunningServer:
 def build_server(
     store: SessionStore,
     metrics: Metrics,
-    max_workers: int = 16,
+    max_workers: int = 4,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     admin_token: str | None = None,
 ) -> tuple[grpc.Server, health.HealthServicer]:

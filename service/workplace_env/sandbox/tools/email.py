@@ -255,7 +255,7 @@ def _bound_day(value: str) -> int | None:
 
 
 # Bounds on the search caches (positions are int64 arrays: 4 KB for a word in every row).
-_INDEX_LIMIT = 128  # session tables with a search index (~50 KB each; oldest dropped first)
+_INDEX_LIMIT = 256  # session tables with a search index (~50 KB each; oldest dropped first)
 _BASE_LIMIT = 8  # base tables with a search index (kept apart: every session extends them)
 _HITS_LIMIT = 64  # cached words per session index
 _BASE_HITS_LIMIT = 1024  # cached words per base index (shared by every session)
