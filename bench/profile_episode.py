@@ -43,10 +43,14 @@ def main() -> None:
                 n += 1
                 sid, ep = f"{tag}-{rep}-{n}", EpisodeId("r", 0)
                 truth = tuple(FunctionCall(c["name"], c["arguments"]) for c in line["ground_truth"])
-                store.seed(sid, ep, TaskId("bench", str(line["id"])), Task(id="t", ground_truth=truth))
+                store.seed(
+                    sid, ep, TaskId("bench", str(line["id"])), Task(id="t", ground_truth=truth)
+                )
                 for c in line["function_calls"]:
                     store.call_tool(sid, c["name"], c["arguments"])
-                store.verify(sid, [FunctionCall(c["name"], c["arguments"]) for c in line["function_calls"]])
+                store.verify(
+                    sid, [FunctionCall(c["name"], c["arguments"]) for c in line["function_calls"]]
+                )
                 store.close(sid, ep)
         return n
 
@@ -61,7 +65,7 @@ def main() -> None:
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(args.top)
     print(f"episodes: {count}  CPU per episode (store only, no profiler): {cpu_ms:.3f} ms")
-    print("\n".join(out.getvalue().splitlines()[:args.top + 12]))
+    print("\n".join(out.getvalue().splitlines()[: args.top + 12]))
 
 
 if __name__ == "__main__":
