@@ -12,6 +12,13 @@ and the in-process cost of each operation without transport (the "server time" p
 The episode mix is ``../shared/data/bench/episode_mix.jsonl`` when present (with ``--data-dir``
 defaulting to ``../shared/data/workbench``), else oracle episodes of generated tasks on the
 embedded default sandbox. Results go to ``bench/results/latest.json``.
+
+Scale-out mode (issue 9): ``--servers 1,2`` runs the levels against 1, then 2 server processes
+(the SDK given the list of their targets, ring_hash affinity on the session header in every
+case), and reports episodes/s, server CPU per episode (summed over the processes) and the
+client processes' CPU per episode for each count (on a 2-core machine both compete for the same
+cores); the memory and in-process runs are skipped. Results go to
+``bench/results/scale_out.json`` unless ``--out`` says otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,7 +53,7 @@ console = Console()
 class ServerProcess:
     """``workplace-env serve`` in a subprocess on a free loopback port."""
 
-    def __init__(self, data_dir: str | None, workers: int = 16) -> None:
+    def __init__(self, data_dir: str | None, workers: int = 4) -> None:
         cmd = [sys.executable, "-m", "workplace_env.cli", "serve", "--address", "127.0.0.1:0"]
         cmd += ["--workers", str(workers)]
         if data_dir:
@@ -78,11 +86,43 @@ class ServerProcess:
             self.proc.kill()
 
 
+class ServerGroup:
+    """``count`` server processes seen as one server by :func:`run_level`: ``target`` is the
+    list of their targets, CPU and RSS are summed over them."""
+
+    def __init__(self, data_dir: str | None, count: int) -> None:
+        self.servers: list[ServerProcess] = []
+        try:
+            for _ in range(count):
+                self.servers.append(ServerProcess(data_dir))
+        except BaseException:
+            self.stop()
+            raise
+        self.target = [s.target for s in self.servers]
+
+    def cpu_s(self) -> float:
+        return sum(s.cpu_s() for s in self.servers)
+
+    def rss_mb(self) -> float:
+        return sum(s.rss_mb() for s in self.servers)
+
+    def stop(self) -> None:
+        for s in self.servers:
+            s.stop()
+
+
 # -- client processes --------------------------------------------------------------------------
 
 
-def _client_worker(target: str, episodes: list[dict[str, Any]], threads: int) -> dict[str, list]:
-    """Run ``episodes`` on ``threads`` threads of this process; return latency samples (s)."""
+def _client_worker(
+    target: str | list[str],
+    episodes: list[dict[str, Any]],
+    threads: int,
+    affinity: bool | None = None,
+) -> dict[str, list]:
+    """Run ``episodes`` on ``threads`` threads of this process; return latency samples (s).
+
+    ``target`` is one ``host:port`` or a list of them (the SDK's session affinity, issue 9)."""
     from workplace_env_client import EnvironmentClient
 
     samples: dict[str, list[float]] = {}
@@ -116,7 +156,7 @@ def _client_worker(target: str, episodes: list[dict[str, Any]], threads: int) ->
             timed("CloseSession", client.close_session, sid, episode)
             record("episode", time.perf_counter() - start)
 
-    with EnvironmentClient(target, timeout_s=120) as client:
+    with EnvironmentClient(target, timeout_s=120, affinity=affinity) as client:
         pool = [threading.Thread(target=loop, args=(client,)) for _ in range(threads)]
         for t in pool:
             t.start()
@@ -125,19 +165,38 @@ def _client_worker(target: str, episodes: list[dict[str, Any]], threads: int) ->
     return samples
 
 
+def _children_cpu_s() -> float:
+    """User + system CPU seconds of this process's finished, waited-for children (the client
+    processes; the servers still run, so they are not in it)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_level(
-    server: ServerProcess, episodes: list[dict[str, Any]], concurrency: int
+    server: ServerProcess | ServerGroup,
+    episodes: list[dict[str, Any]],
+    concurrency: int,
+    affinity: bool | None = None,
 ) -> dict[str, Any]:
-    """Run ``episodes`` at ``concurrency`` from client processes; measure server CPU."""
+    """Run ``episodes`` at ``concurrency`` from client processes; measure server CPU (summed
+    over a group's processes). ``affinity`` is passed to the clients' EnvironmentClient."""
     processes = 1 if concurrency == 1 else 2
     threads = max(1, concurrency // processes)
     shards = [episodes[i::processes] for i in range(processes)]
     cpu0, wall0 = server.cpu_s(), time.perf_counter()
+    client0 = _children_cpu_s()
     with ProcessPoolExecutor(max_workers=processes) as pool:
         parts = list(
-            pool.map(_client_worker, [server.target] * processes, shards, [threads] * processes)
+            pool.map(
+                _client_worker,
+                [server.target] * processes,
+                shards,
+                [threads] * processes,
+                [affinity] * processes,
+            )
         )
     wall, cpu = time.perf_counter() - wall0, server.cpu_s() - cpu0
+    client_cpu = _children_cpu_s() - client0  # the pool's processes, joined by now
     samples: dict[str, list[float]] = {}
     for part in parts:
         for name, values in part.items():
@@ -152,6 +211,7 @@ def run_level(
         "episodes": len(episodes),
         "episodes_per_s": len(episodes) / wall,
         "server_cpu_ms_per_episode": cpu / len(episodes) * 1e3,
+        "client_cpu_ms_per_episode": client_cpu / len(episodes) * 1e3,
         "server_rss_mb": server.rss_mb(),
         "latency_ms": {
             name: {"p50": pct(name, 0.5), "p99": pct(name, 0.99)}
@@ -321,6 +381,53 @@ def print_report(report: dict[str, Any]) -> None:
     console.print(ops)
 
 
+# -- scale-out mode (issue 9) ---------------------------------------------------------------
+
+
+def scale_out(
+    data_dir: str | None, episodes: list[dict[str, Any]], counts: list[int], levels: list[int]
+) -> list[dict[str, Any]]:
+    """Each level against each number of server processes, the clients on the multi-target SDK
+    with ring_hash affinity (also for one process, so only the count changes)."""
+    out = []
+    for count in counts:
+        group = ServerGroup(data_dir, count)
+        try:
+            run_level(group, episodes[: min(50, len(episodes))], 4, affinity=True)  # warm-up
+            for level in levels:
+                result = run_level(group, episodes, level, affinity=True)
+                result["servers"] = count
+                out.append(result)
+                console.print(f"{count} server(s), concurrency {level}: done")
+        finally:
+            group.stop()
+    return out
+
+
+def print_scale_out(report: dict[str, Any]) -> None:
+    table = Table(title=f"scale-out, episodes: {report['source']}")
+    # Short headers: the table fits 80 columns. CPU figures are ms per episode.
+    for col in ("servers", "conc.", "ep/s", "x1", "srv CPU", "cli CPU", "RSS MB", "ep p50/p99"):
+        table.add_column(col, justify="right")
+    single = {
+        lv["concurrency"]: lv["episodes_per_s"] for lv in report["scale_out"] if lv["servers"] == 1
+    }
+    for lv in report["scale_out"]:
+        base = single.get(lv["concurrency"])
+        episode = lv["latency_ms"]["episode"]
+        table.add_row(
+            str(lv["servers"]),
+            str(lv["concurrency"]),
+            f"{lv['episodes_per_s']:.0f}",
+            f"{lv['episodes_per_s'] / base:.2f}" if base else "",
+            f"{lv['server_cpu_ms_per_episode']:.2f}",
+            f"{lv['client_cpu_ms_per_episode']:.2f}",
+            f"{lv['server_rss_mb']:.0f}",
+            f"{episode['p50']:.1f}/{episode['p99']:.0f}",
+        )
+    console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -329,7 +436,12 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=1000, help="episodes per concurrency level")
     parser.add_argument("--levels", default="1,8,32,128", help="concurrency levels")
     parser.add_argument("--no-memory", action="store_true", help="skip the live-session RSS runs")
-    parser.add_argument("--out", default=str(REPO / "bench" / "results" / "latest.json"))
+    parser.add_argument(
+        "--servers",
+        default=None,
+        help="scale-out mode: numbers of server processes, e.g. 1,2 (issue 9)",
+    )
+    parser.add_argument("--out", default=None, help="results file")
     args = parser.parse_args()
     data_dir = args.data_dir
     if data_dir is None and (SHARED / "workbench" / "emails.csv").exists():
@@ -345,17 +457,28 @@ def main() -> None:
         },
         "levels": [],
     }
+    levels = [int(x) for x in args.levels.split(",")]
+    if args.servers:
+        counts = [int(x) for x in args.servers.split(",")]
+        report["machine"]["loadavg_at_start"] = os.getloadavg()  # the cores are shared
+        report["scale_out"] = scale_out(data_dir, episodes, counts, levels)
+        out = Path(args.out or REPO / "bench" / "results" / "scale_out.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        print_scale_out(report)
+        console.print(f"results: {out}")
+        return
     server = ServerProcess(data_dir)
     try:
         run_level(server, episodes[: min(50, len(episodes))], 4)  # warm-up
-        for level in (int(x) for x in args.levels.split(",")):
+        for level in levels:
             report["levels"].append(run_level(server, episodes, level))
             console.print(f"concurrency {level}: done")
     finally:
         server.stop()
     report["memory"] = [] if args.no_memory else memory_levels(data_dir)
     report["operations_p50_ms"] = operation_costs(data_dir, episodes[:200], reps=3)
-    out = Path(args.out)
+    out = Path(args.out or REPO / "bench" / "results" / "latest.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     print_report(report)

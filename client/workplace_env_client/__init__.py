@@ -1,12 +1,23 @@
-"""Python SDK of the workplace environment service (gRPC)."""
+"""Python SDK of the workplace environment service (gRPC).
 
+Importing it sets ``GRPC_EXPERIMENTAL_RING_HASH_SET_REQUEST_HASH_KEY=true`` (unless already
+set), which grpcio needs for session affinity over many servers (:mod:`.routing`, issue 9).
+"""
+
+# First: routing sets grpcio's ring-hash switch before any channel exists.
+from workplace_env_client.routing import RING_HASH_ENV, SESSION_HEADER  # isort: skip
 from workplace_env_client.admin import AdminClient, snapshot_from_json, snapshot_to_json
 from workplace_env_client.client import (
     EnvironmentClient,
+    RecordedCall,
+    Recovery,
+    RecoveryStrategy,
     Session,
+    SessionCheckpoint,
     TableDiff,
     VerifyResult,
     channel_options,
+    make_channel,
     retry_service_config,
     task_from_row,
 )
@@ -18,10 +29,12 @@ from workplace_env_client.errors import (
     FieldViolation,
     InvalidRequestError,
     ReleaseFailedError,
+    ReplayDivergedError,
     SessionClaimedError,
     SessionClosedError,
     SessionConflictError,
     SessionExpiredError,
+    SessionHeaderMismatchError,
     SessionLiveError,
     SessionLostError,
     UnauthenticatedError,
@@ -30,6 +43,8 @@ from workplace_env_client.errors import (
 )
 
 __all__ = [
+    "RING_HASH_ENV",
+    "SESSION_HEADER",
     "AdminClient",
     "CallIdReusedError",
     "CapacityError",
@@ -38,12 +53,18 @@ __all__ = [
     "EpisodeMismatchError",
     "FieldViolation",
     "InvalidRequestError",
+    "RecordedCall",
+    "Recovery",
+    "RecoveryStrategy",
     "ReleaseFailedError",
+    "ReplayDivergedError",
     "Session",
+    "SessionCheckpoint",
     "SessionClaimedError",
     "SessionClosedError",
     "SessionConflictError",
     "SessionExpiredError",
+    "SessionHeaderMismatchError",
     "SessionLiveError",
     "SessionLostError",
     "TableDiff",
@@ -52,6 +73,7 @@ __all__ = [
     "VerifyResult",
     "WorkplaceEnvError",
     "channel_options",
+    "make_channel",
     "retry_service_config",
     "snapshot_from_json",
     "snapshot_to_json",

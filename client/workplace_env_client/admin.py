@@ -6,6 +6,12 @@
 
 Snapshots travel as ``SessionSnapshot`` messages; :func:`snapshot_to_json` and
 :func:`snapshot_from_json` turn them into plain JSON objects for files.
+
+Over many servers (issue 9): an RPC about one session (an export or restore naming one id,
+a retire) carries the ``x-resources-session-id`` header, so on a channel with affinity
+(``AdminClient([...targets])``, or :meth:`EnvironmentClient.admin` sharing the environment
+client's channel) it reaches the server holding that session. Exports and restores of several
+ids go to one server, whichever the channel picks: give such an AdminClient one server.
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from google.protobuf import json_format
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
-from workplace_env_client.client import DEFAULT_TIMEOUT_S, channel_options
+from workplace_env_client.client import DEFAULT_TIMEOUT_S, make_channel
 from workplace_env_client.errors import from_rpc_error
+from workplace_env_client.routing import Target, session_metadata
 
 
 def snapshot_to_json(snapshot: admin_pb.SessionSnapshot) -> dict[str, Any]:
@@ -57,24 +64,29 @@ def _chunks(
 
 
 class AdminClient:
-    """Admin RPCs over a ``target`` or a ``channel``; ``token`` is sent as a bearer token."""
+    """Admin RPCs over a ``target`` or a ``channel``; ``token`` is sent as a bearer token.
+
+    ``target`` and ``affinity`` are those of :class:`EnvironmentClient` (a list of ``IP:PORT``
+    balances per-session RPCs over the servers by session id). Raises ValueError for a
+    malformed target list.
+    """
 
     def __init__(
         self,
-        target: str | None = None,
+        target: Target | None = None,
         *,
         channel: grpc.Channel | None = None,
         token: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        affinity: bool | None = None,
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
         self._own_channel = channel is None
-        self.channel = (
-            channel
-            if channel is not None
-            else grpc.insecure_channel(target, options=channel_options(max_attempts=1))
-        )
+        if channel is None:
+            assert target is not None
+            channel = make_channel(target, max_attempts=1, affinity=affinity)
+        self.channel = channel
         self.stub = admin_grpc.EnvironmentAdminServiceStub(self.channel)
         self.timeout_s = timeout_s
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
@@ -90,10 +102,17 @@ class AdminClient:
         if self._own_channel:
             self.channel.close()
 
-    def _invoke(self, method: str, request: Any) -> Any:
+    def _call_metadata(self, session_ids: Iterable[str]) -> tuple[tuple[str, str], ...]:
+        """The token, plus the session header when the RPC is about exactly one session."""
+        distinct = set(session_ids)
+        if len(distinct) != 1:
+            return self._metadata
+        return self._metadata + session_metadata(distinct.pop())
+
+    def _invoke(self, method: str, request: Any, session_ids: Iterable[str] = ()) -> Any:
         try:
             return getattr(self.stub, method)(
-                request, timeout=self.timeout_s, metadata=self._metadata
+                request, timeout=self.timeout_s, metadata=self._call_metadata(session_ids)
             )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
@@ -102,12 +121,13 @@ class AdminClient:
         self, session_ids: Iterable[str] = ()
     ) -> tuple[list[admin_pb.SessionSnapshot], list[str]]:
         """Snapshots of every live session (or of ``session_ids``), and the ids not held."""
-        request = admin_pb.ExportSessionsRequest(resources_session_ids=session_ids)
+        ids = list(session_ids)
+        request = admin_pb.ExportSessionsRequest(resources_session_ids=ids)
         snapshots: list[admin_pb.SessionSnapshot] = []
         missing: list[str] = []
         try:
             for chunk in self.stub.ExportSessions(
-                request, timeout=self.timeout_s, metadata=self._metadata
+                request, timeout=self.timeout_s, metadata=self._call_metadata(ids)
             ):
                 snapshots.extend(chunk.snapshots)
                 missing.extend(chunk.missing_session_ids)
@@ -117,12 +137,18 @@ class AdminClient:
 
     def restore_sessions(self, snapshots: Sequence[admin_pb.SessionSnapshot]) -> int:
         """Install ``snapshots`` all or none; return how many. Raises InvalidRequestError
-        naming the snapshot and field, WorkplaceEnvError FAILED_PRECONDITION (live ids)."""
-        return self._invoke("RestoreSessions", _chunks(snapshots)).restored_count
+        naming the snapshot and field, SessionLiveError (FAILED_PRECONDITION: live ids)."""
+        return self._invoke(
+            "RestoreSessions",
+            _chunks(snapshots),
+            [s.resources_session_id for s in snapshots],
+        ).restored_count
 
     def retire_session(self, session_id: str) -> bool:
         """Discard a session's attempt; True if the server held it (idempotent)."""
         response = self._invoke(
-            "RetireSession", admin_pb.RetireSessionRequest(resources_session_id=session_id)
+            "RetireSession",
+            admin_pb.RetireSessionRequest(resources_session_id=session_id),
+            [session_id],
         )
         return response.retired

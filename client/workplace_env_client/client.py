@@ -13,22 +13,48 @@ Retries: only idempotent RPCs are retried, by gRPC itself (the channel's service
 CloseSession (C2), Verify (V1, V3), ListTools, and CallTool, which the SDK always sends with a
 ``call_id`` (generated when the caller gives none) so a retry replays instead of running the
 tool twice (T6).
+
+Many servers (issue 9): ``EnvironmentClient(["10.0.0.1:50051", "10.0.0.2:50051"])`` (or one
+DNS name resolving to every replica, with ``affinity=True``) balances sessions over them with
+gRPC's ``ring_hash`` policy keyed by the ``x-resources-session-id`` header, which the SDK sends
+on every RPC about a session; every RPC of a session reaches the same server
+(:mod:`workplace_env_client.routing`). When a server goes away, its sessions answer
+SESSION_LOST from the server their id now maps to; :meth:`Session.recover` rebuilds them there,
+from a checkpoint or by replaying the session's recorded calls.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import grpc
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env_client.errors import WorkplaceEnvError, from_rpc_error
+from workplace_env_client.errors import (
+    ReplayDivergedError,
+    SessionLiveError,
+    SessionLostError,
+    WorkplaceEnvError,
+    from_rpc_error,
+)
+from workplace_env_client.routing import (
+    Target,
+    channel_target,
+    check_ring_hash_enabled,
+    service_config_json,
+    session_metadata,
+)
+
+if TYPE_CHECKING:
+    from workplace.env.v1 import admin_pb2 as admin_pb
+    from workplace_env_client.admin import AdminClient
 
 #: A call as the SDK accepts it: a ``(name, arguments)`` pair or a ``{"name", "arguments"}`` map,
 #: arguments as JSON text or as a JSON-ready mapping.
@@ -44,41 +70,61 @@ RETRIED_METHODS = ("SeedSession", "CloseSession", "Verify", "CallTool", "ListToo
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 
-def retry_service_config(max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> str:
+def _retry_method_config(max_attempts: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": [{"service": SERVICE, "method": m} for m in RETRIED_METHODS],
+            "retryPolicy": {
+                "maxAttempts": max_attempts,
+                "initialBackoff": "0.05s",
+                "maxBackoff": "1s",
+                "backoffMultiplier": 2,
+                "retryableStatusCodes": ["UNAVAILABLE"],
+            },
+        }
+    ]
+
+
+def retry_service_config(
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS, *, affinity: bool = False
+) -> str:
     """The gRPC service config (JSON text) retrying :data:`RETRIED_METHODS` on UNAVAILABLE.
 
-    Backoff: 50 ms, doubling, at most 1 s, randomised by gRPC. Pass it as channel option
+    Backoff: 50 ms, doubling, at most 1 s, randomised by gRPC. With ``affinity`` it also picks
+    the ``ring_hash`` policy keyed by the session header (issue 9). Pass it as channel option
     ``("grpc.service_config", ...)`` when you bring your own channel.
     """
-    return json.dumps(
-        {
-            "methodConfig": [
-                {
-                    "name": [{"service": SERVICE, "method": m} for m in RETRIED_METHODS],
-                    "retryPolicy": {
-                        "maxAttempts": max_attempts,
-                        "initialBackoff": "0.05s",
-                        "maxBackoff": "1s",
-                        "backoffMultiplier": 2,
-                        "retryableStatusCodes": ["UNAVAILABLE"],
-                    },
-                }
-            ]
-        }
-    )
+    config = service_config_json(_retry_method_config(max_attempts), affinity)
+    assert config is not None
+    return config
 
 
-def channel_options(max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> list[tuple[str, Any]]:
-    """Channel options of the SDK: message size and, for ``max_attempts > 1``, retries."""
+def channel_options(
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS, *, affinity: bool = False
+) -> list[tuple[str, Any]]:
+    """Channel options of the SDK: message size, for ``max_attempts > 1`` retries, and with
+    ``affinity`` the session-affine ``ring_hash`` policy (issue 9; raises RuntimeError when
+    grpcio's switch for it is off, see :mod:`workplace_env_client.routing`)."""
+    if affinity:
+        check_ring_hash_enabled()
     options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
-    if max_attempts > 1:
-        options += [
-            ("grpc.enable_retries", 1),
-            ("grpc.service_config", retry_service_config(max_attempts)),
-        ]
-    else:
-        options.append(("grpc.enable_retries", 0))
+    retries = max_attempts > 1
+    options.append(("grpc.enable_retries", 1 if retries else 0))
+    config = service_config_json(_retry_method_config(max_attempts) if retries else None, affinity)
+    if config is not None:
+        options.append(("grpc.service_config", config))
     return options
+
+
+def make_channel(
+    target: Target, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS, affinity: bool | None = None
+) -> grpc.Channel:
+    """An insecure channel to ``target`` with the SDK's options (see :class:`EnvironmentClient`
+    for ``target`` and ``affinity``). Raises ValueError for a malformed target list."""
+    uri, multi = channel_target(target)
+    return grpc.insecure_channel(
+        uri, options=channel_options(max_attempts, affinity=multi if affinity is None else affinity)
+    )
 
 
 @dataclass(frozen=True)
@@ -138,6 +184,11 @@ def task_from_row(row: Mapping[str, Any]) -> pb.WorkplaceTask:
     )
 
 
+def new_call_id() -> str:
+    """A fresh ``call_id`` (the SDK's idempotency key of one tool call, CONTRACT T6)."""
+    return f"sdk-{uuid.uuid4().hex}"
+
+
 def _episode(episode: tuple[str, int] | pb.EpisodeId) -> pb.EpisodeId:
     if isinstance(episode, pb.EpisodeId):
         return episode
@@ -146,33 +197,42 @@ def _episode(episode: tuple[str, int] | pb.EpisodeId) -> pb.EpisodeId:
 
 
 class EnvironmentClient:
-    """A client over a ``target`` (``host:port``) or an existing ``channel``.
+    """A client over a ``target`` or an existing ``channel``.
+
+    ``target``: ``host:port`` (or any gRPC target URI), or a list of ``IP:PORT`` strings, one
+    per server process (issue 9). ``affinity`` picks the ``ring_hash`` policy on the
+    ``x-resources-session-id`` header, so every RPC of a session reaches one server; by default
+    it is on when the target names several addresses (a list, or ``ipv4:a:p,b:q``); pass
+    ``affinity=True`` for a DNS name resolving to every replica (e.g. a Kubernetes headless
+    service, ``dns:///workplace-env.ns.svc.cluster.local:50051``). The header goes on every
+    session RPC whatever the channel, so proxies (Envoy) can hash it too.
 
     ``timeout_s`` is the deadline of every RPC (retries included), in seconds. ``max_attempts``
     bounds the attempts of a retried RPC on UNAVAILABLE (1: no retries); it applies to the
     channel the client creates (for your own channel, see :func:`channel_options`). Use as a
     context manager, or call :meth:`close` to release a channel the client created (a
-    passed-in channel is the caller's).
+    passed-in channel is the caller's). Raises ValueError for a malformed target list,
+    RuntimeError when affinity is asked for and grpcio's switch for it is off.
     """
 
     def __init__(
         self,
-        target: str | None = None,
+        target: Target | None = None,
         *,
         channel: grpc.Channel | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        affinity: bool | None = None,
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
         if not 1 <= max_attempts <= 5:
             raise ValueError("max_attempts must be 1..5 (gRPC's limit)")
         self._own_channel = channel is None
-        self.channel = (
-            channel
-            if channel is not None
-            else grpc.insecure_channel(target, options=channel_options(max_attempts))
-        )
+        if channel is None:
+            assert target is not None
+            channel = make_channel(target, max_attempts=max_attempts, affinity=affinity)
+        self.channel = channel
         self.stub = pb_grpc.EnvironmentServiceStub(self.channel)
         self.timeout_s = timeout_s
 
@@ -187,9 +247,19 @@ class EnvironmentClient:
         if self._own_channel:
             self.channel.close()
 
-    def _invoke(self, method: str, request: Any) -> Any:
+    def admin(self, token: str | None = None) -> AdminClient:
+        """An :class:`~workplace_env_client.admin.AdminClient` on this client's channel, so its
+        per-session RPCs reach the server this client's RPCs of that session reach (the ring
+        as this channel sees it). Closing it leaves the channel open."""
+        from workplace_env_client.admin import AdminClient
+
+        return AdminClient(channel=self.channel, token=token, timeout_s=self.timeout_s)
+
+    def _invoke(self, method: str, request: Any, session_id: str = "") -> Any:
         try:
-            return getattr(self.stub, method)(request, timeout=self.timeout_s)
+            return getattr(self.stub, method)(
+                request, timeout=self.timeout_s, metadata=session_metadata(session_id)
+            )
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
 
@@ -212,6 +282,7 @@ class EnvironmentClient:
                 task_id=pb.TaskId(taskset=task_id[0], task_id=task_id[1]),
                 task=task if isinstance(task, pb.WorkplaceTask) else task_from_row(task),
             ),
+            session_id,
         )
 
     def seed_legacy(
@@ -227,6 +298,7 @@ class EnvironmentClient:
                 task=task if isinstance(task, pb.WorkplaceTask) else task_from_row(task),
                 legacy=True,
             ),
+            session_id,
         )
 
     def call_tool_raw(
@@ -247,8 +319,9 @@ class EnvironmentClient:
                 resources_session_id=session_id,
                 tool_name=name,
                 arguments=_arguments_text(arguments),
-                call_id=call_id or f"sdk-{uuid.uuid4().hex}",
+                call_id=call_id or new_call_id(),
             ),
+            session_id,
         )
         return response.output
 
@@ -296,7 +369,7 @@ class EnvironmentClient:
         elif ground_truth is not None:
             request.ground_truth.SetInParent()
             request.ground_truth.calls.extend(to_function_call(c) for c in ground_truth)
-        response = self._invoke("Verify", request)
+        response = self._invoke("Verify", request, session_id)
         return VerifyResult(
             reward=response.reward,
             mask_sample=response.mask_sample,
@@ -317,6 +390,7 @@ class EnvironmentClient:
         response = self._invoke(
             "CloseSession",
             pb.CloseSessionRequest(resources_session_id=session_id, episode_id=_episode(episode)),
+            session_id,
         )
         return pb.CloseOutcome.Name(response.outcome).removeprefix("CLOSE_OUTCOME_")
 
@@ -335,6 +409,8 @@ class EnvironmentClient:
         episode: tuple[str, int] | None = None,
         task_id: tuple[str, str] | None = None,
         session_id: str | None = None,
+        recovery: RecoveryStrategy | None = None,
+        admin: AdminClient | None = None,
     ) -> Iterator[Session]:
         """Seed a session for ``task``, yield it, and always close it on exit.
 
@@ -344,6 +420,10 @@ class EnvironmentClient:
         the block does not hide that error. When the seed itself fails and the id was
         generated here, the id is closed too (a seed that did land, e.g. past a deadline, is
         not leaked; the fence refuses a late one), and the seed's error is raised.
+
+        ``recovery`` (``"replay"`` or ``"checkpoint"``) makes the handle recover by itself
+        when its server is lost (see :class:`Session`); ``admin`` is the admin client its
+        checkpoints and restores use (default: :meth:`admin` on this channel, no token).
         """
         sid = session_id or f"s-{uuid.uuid4().hex}"
         ep = episode or (f"r-{uuid.uuid4().hex}", 0)
@@ -356,7 +436,7 @@ class EnvironmentClient:
                 with suppress(WorkplaceEnvError):
                     self.close_session(sid, ep)
             raise
-        handle = Session(self, sid, ep)
+        handle = Session(self, sid, ep, task_id=tid, task=task_msg, recovery=recovery, admin=admin)
         try:
             yield handle
         except BaseException:
@@ -367,24 +447,215 @@ class EnvironmentClient:
             self.close_session(sid, ep)
 
 
+#: How :meth:`Session.recover` rebuilds a lost session.
+RecoveryStrategy = Literal["replay", "checkpoint"]
+
+
+def _digest(output: str) -> bytes:
+    return hashlib.blake2b(output.encode(), digest_size=8).digest()
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """One successful tool call of a :class:`Session`: ``name``, ``arguments`` (the JSON text
+    sent), its ``call_id``, and a 64-bit digest of its output (to check a replay)."""
+
+    name: str
+    arguments: str
+    call_id: str
+    output_digest: bytes
+
+
+@dataclass(frozen=True)
+class SessionCheckpoint:
+    """A session's snapshot (``SessionSnapshot``, from the admin export) and ``call_count``,
+    how many of the session's recorded calls it includes (later ones are replayed on restore).
+
+    :meth:`Session.checkpoint` makes one; build one yourself from
+    :meth:`AdminClient.export_sessions` output taken after ``call_count`` calls.
+    """
+
+    snapshot: admin_pb.SessionSnapshot
+    call_count: int
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What :meth:`Session.recover` did: the ``strategy``; ``restored``, whether a checkpoint
+    was installed; ``replayed``, how many recorded calls were sent again; ``already_held``,
+    whether the server the id maps to held the session already (nothing was rebuilt)."""
+
+    strategy: RecoveryStrategy
+    restored: bool
+    replayed: int
+    already_held: bool
+
+
 class Session:
-    """A seeded session, as handed out by :meth:`EnvironmentClient.session`."""
+    """A seeded typed session, as handed out by :meth:`EnvironmentClient.session`.
+
+    The handle records each successful :meth:`call_tool` (:attr:`calls`: name, arguments,
+    call_id, output digest) so that a session whose server went away can be rebuilt on the
+    server its id now maps to (issue 9 item 3), at the caller's choice:
+
+    * ``recover("replay")``: seed again (fresh tables) and replay every recorded call;
+    * ``recover("checkpoint")``: restore the last :meth:`checkpoint` (or a given
+      :class:`SessionCheckpoint`), seed again to claim it (CONTRACT K4), and replay the calls
+      made after it.
+
+    Replayed calls reuse their ``call_id``, so a recovery sent to a server that still holds the
+    session changes nothing (T6); each replayed output must equal the recorded one, else
+    :class:`~workplace_env_client.errors.ReplayDivergedError`. With ``recovery`` set, a
+    :meth:`call_tool` that gets SESSION_LOST or SESSION_EXPIRED, or a :meth:`verify` answered
+    ``failure_kind "session_lost"``, recovers once by that strategy and is sent again
+    (``"checkpoint"`` falls back to replay while no checkpoint was taken); :attr:`recoveries`
+    lists what was done. A handle is for one caller at a time (calls and checkpoints in order).
+    """
 
     def __init__(
-        self, client: EnvironmentClient, session_id: str, episode: tuple[str, int]
+        self,
+        client: EnvironmentClient,
+        session_id: str,
+        episode: tuple[str, int],
+        *,
+        task_id: tuple[str, str] | None = None,
+        task: pb.WorkplaceTask | None = None,
+        recovery: RecoveryStrategy | None = None,
+        admin: AdminClient | None = None,
     ) -> None:
+        if recovery not in (None, "replay", "checkpoint"):
+            raise ValueError(f"recovery must be None, 'replay' or 'checkpoint', not {recovery!r}")
         self.client = client
         self.id = session_id
         self.episode = episode
+        self.task_id = task_id
+        self.task = task
+        self.recovery = recovery
+        self.admin = admin
+        #: The last checkpoint :meth:`checkpoint` took (None before the first).
+        self.last_checkpoint: SessionCheckpoint | None = None
+        self._calls: list[RecordedCall] = []
+        self._recoveries: list[Recovery] = []
+
+    @property
+    def calls(self) -> tuple[RecordedCall, ...]:
+        """The successful tool calls made through this handle, in order."""
+        return tuple(self._calls)
+
+    @property
+    def recoveries(self) -> tuple[Recovery, ...]:
+        """Every recovery of this handle (automatic or by :meth:`recover`), in order."""
+        return tuple(self._recoveries)
 
     def call_tool(
         self, name: str, arguments: str | Mapping[str, Any] | None = None, call_id: str = ""
     ) -> Any:
-        """Call a tool on this session; return its decoded output."""
-        return self.client.call_tool(self.id, name, arguments, call_id)
+        """Call a tool on this session; return its decoded output; record the call.
+
+        Raises as :meth:`EnvironmentClient.call_tool`; with ``recovery`` set, a lost session
+        is recovered once and the call sent again (same ``call_id``).
+        """
+        text = _arguments_text(arguments)
+        cid = call_id or new_call_id()
+        try:
+            output = self.client.call_tool_raw(self.id, name, text, cid)
+        except SessionLostError:
+            if self.recovery is None:
+                raise
+            self._auto_recover()
+            output = self.client.call_tool_raw(self.id, name, text, cid)
+        self._calls.append(RecordedCall(name, text, cid, _digest(output)))
+        return json.loads(output)
 
     def verify(
         self, function_calls: Iterable[CallLike] | None = None, **kwargs: Any
     ) -> VerifyResult:
-        """Score this session's episode (see :meth:`EnvironmentClient.verify`)."""
-        return self.client.verify(self.id, function_calls, **kwargs)
+        """Score this session's episode (see :meth:`EnvironmentClient.verify`); with
+        ``recovery`` set, a ``session_lost`` answer recovers once and verifies again."""
+        calls = None if function_calls is None else list(function_calls)
+        result = self.client.verify(self.id, calls, **kwargs)
+        if result.failure_kind == "session_lost" and self.recovery is not None:
+            self._auto_recover()
+            result = self.client.verify(self.id, calls, **kwargs)
+        return result
+
+    def _admin(self, admin: AdminClient | None) -> AdminClient:
+        return admin or self.admin or self.client.admin()
+
+    def checkpoint(self, admin: AdminClient | None = None) -> SessionCheckpoint:
+        """Export this session's snapshot (K1) from the server holding it; keep it as
+        :attr:`last_checkpoint` and return it.
+
+        ``admin`` defaults to the handle's, else :meth:`EnvironmentClient.admin`. Raises
+        SessionLostError when the server does not hold the session, UnauthenticatedError
+        without the server's admin token.
+        """
+        count = len(self._calls)
+        snapshots, _missing = self._admin(admin).export_sessions([self.id])
+        if not snapshots:
+            raise SessionLostError(
+                f"the server holds no session {self.id} to checkpoint",
+                grpc.StatusCode.NOT_FOUND,
+                reason="SESSION_LOST",
+                session_id=self.id,
+            )
+        self.last_checkpoint = SessionCheckpoint(snapshots[0], count)
+        return self.last_checkpoint
+
+    def recover(
+        self,
+        strategy: RecoveryStrategy = "replay",
+        *,
+        checkpoint: SessionCheckpoint | None = None,
+        admin: AdminClient | None = None,
+    ) -> Recovery:
+        """Rebuild this session on the server its id maps to now (issue 9 item 3).
+
+        ``"replay"``: seed (S1; S2 when that server holds the session, then nothing is
+        replayed) and replay every recorded call. ``"checkpoint"``: restore ``checkpoint``
+        (default :attr:`last_checkpoint`) through ``admin`` (as :meth:`checkpoint`; routed by
+        the session header, so it lands where the ring maps the id), seed to claim it (K4),
+        and replay the calls recorded after it; a server holding the session live refuses the
+        restore (SESSION_LIVE) and keeps its state. Returns a :class:`Recovery`. Raises
+        ValueError (no task, or no checkpoint), ReplayDivergedError, and the seed's, restore's
+        and calls' errors (e.g. SessionClosedError once the id was closed; SessionLostError
+        or UnavailableError when the new server goes away too: recover again).
+        """
+        if strategy not in ("replay", "checkpoint"):
+            raise ValueError(f"strategy must be 'replay' or 'checkpoint', not {strategy!r}")
+        if self.task is None or self.task_id is None:
+            raise ValueError("recovery needs the session's task and task id")
+        start = 0
+        restored = False
+        if strategy == "checkpoint":
+            checkpoint = checkpoint or self.last_checkpoint
+            if checkpoint is None:
+                raise ValueError("no checkpoint to recover from (take one with checkpoint())")
+            if checkpoint.snapshot.resources_session_id != self.id:
+                raise ValueError("the checkpoint is of another session")
+            try:
+                restored = self._admin(admin).restore_sessions([checkpoint.snapshot]) == 1
+            except SessionLiveError:
+                restored = False  # that server holds the session: the seed below finds it
+            start = checkpoint.call_count
+        seeded = self.client.seed(self.id, self.episode, self.task_id, self.task)
+        already_held = seeded.already_seeded
+        replayed = 0
+        if not already_held:
+            for call in self._calls[start:]:
+                output = self.client.call_tool_raw(self.id, call.name, call.arguments, call.call_id)
+                if _digest(output) != call.output_digest:
+                    raise ReplayDivergedError(
+                        f"replaying {call.name} (call_id {call.call_id}) gave another output",
+                        grpc.StatusCode.DATA_LOSS,
+                        reason="REPLAY_DIVERGED",
+                        session_id=self.id,
+                    )
+                replayed += 1
+        outcome = Recovery(strategy, restored, replayed, already_held)
+        self._recoveries.append(outcome)
+        return outcome
+
+    def _auto_recover(self) -> None:
+        use_checkpoint = self.recovery == "checkpoint" and self.last_checkpoint is not None
+        self.recover("checkpoint" if use_checkpoint else "replay")

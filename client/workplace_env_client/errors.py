@@ -53,6 +53,17 @@ class InvalidRequestError(WorkplaceEnvError):
     """INVALID_ARGUMENT: a malformed identity, task, arguments or verify request."""
 
 
+class SessionHeaderMismatchError(InvalidRequestError):
+    """INVALID_ARGUMENT SESSION_HEADER_MISMATCH: the ``x-resources-session-id`` header names
+    another session than the request body (issue 9: the header routes, the body decides)."""
+
+
+class ReplayDivergedError(WorkplaceEnvError):
+    """DATA_LOSS REPLAY_DIVERGED (raised by the SDK, not the server): a call replayed during
+    :meth:`Session.recover` returned another output than the first time, so the recovered
+    session's state is not the lost one (issue 9 item 3)."""
+
+
 class SessionConflictError(WorkplaceEnvError):
     """ALREADY_EXISTS SESSION_CONFLICT: the id is bound to another episode or task."""
 
@@ -109,6 +120,7 @@ class DeadlineError(WorkplaceEnvError):
 
 _BY_REASON: dict[str, type[WorkplaceEnvError]] = {
     "SESSION_CONFLICT": SessionConflictError,
+    "SESSION_HEADER_MISMATCH": SessionHeaderMismatchError,
     "SESSION_CLAIMED": SessionClaimedError,
     "SESSION_LIVE": SessionLiveError,
     "SESSION_CLOSED": SessionClosedError,

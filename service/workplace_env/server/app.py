@@ -21,6 +21,7 @@ from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env.config import Settings
 from workplace_env.server.admin import ADMIN_SERVICE_NAME, AdminServicer, AdminTokenInterceptor
+from workplace_env.server.affinity import SessionHeaderInterceptor
 from workplace_env.server.observability import (
     Metrics,
     ObservabilityInterceptor,
@@ -89,10 +90,13 @@ def build_server(
 ) -> tuple[grpc.Server, health.HealthServicer]:
     """An unstarted server with the environment, admin, health and reflection services.
 
-    With ``admin_token``, admin RPCs need ``authorization: Bearer <token>`` metadata.
+    With ``admin_token``, admin RPCs need ``authorization: Bearer <token>`` metadata. A request
+    whose ``x-resources-session-id`` header names another session than its body is refused
+    (INVALID_ARGUMENT SESSION_HEADER_MISMATCH, issue 9), inside the metrics so it is counted.
     """
     interceptors: list[grpc.ServerInterceptor] = [
-        ObservabilityInterceptor(metrics, f"/{SERVICE_NAME}/")
+        ObservabilityInterceptor(metrics, f"/{SERVICE_NAME}/"),
+        SessionHeaderInterceptor(),
     ]
     if admin_token:
         interceptors.insert(0, AdminTokenInterceptor(admin_token))

@@ -1,0 +1,135 @@
+"""The session header check: a request routed by ``x-resources-session-id`` names that session.
+
+Clients and proxies route every RPC of a session to one server by hashing the header
+``x-resources-session-id`` (issue 9: gRPC ``ring_hash`` with ``request_hash_header``, or
+Envoy's ring hash). The body stays the authority on which session an RPC is about, so a request
+whose header and body disagree would run on a server chosen for another session: it is refused
+with INVALID_ARGUMENT, ``ErrorInfo.reason`` ``SESSION_HEADER_MISMATCH`` (plus a ``BadRequest``
+on ``resources_session_id``), before the handler runs.
+
+When the header is present, every session id the request names must equal it: the
+``resources_session_id`` of the environment RPCs and of RetireSession, each id of an
+ExportSessions, the id of each snapshot of a RestoreSessions stream. A request without the
+header (direct clients, grpcurl) is not checked, and costs one metadata scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import grpc
+
+from workplace_env import errors
+from workplace_env.server.status import to_status
+
+#: Metadata key clients and proxies hash to pick a server (the SDK's ``SESSION_HEADER``).
+SESSION_HEADER = "x-resources-session-id"
+#: ``ErrorInfo.reason`` of a request whose header and body name different sessions.
+REASON = "SESSION_HEADER_MISMATCH"
+
+
+def _header(metadata: Sequence[Any] | None) -> str | None:
+    for key, value in metadata or ():
+        if key == SESSION_HEADER:
+            return value if isinstance(value, str) else value.decode("ascii", "replace")
+    return None
+
+
+def _named_ids(request: Any) -> Iterable[str]:
+    """The session ids a request message names (none for e.g. ListTools)."""
+    sid = getattr(request, "resources_session_id", None)
+    if sid is not None:
+        return (sid,)
+    ids = getattr(request, "resources_session_ids", None)
+    if ids is not None:
+        return ids
+    snapshots = getattr(request, "snapshots", None)
+    if snapshots is not None:
+        return [s.resources_session_id for s in snapshots]
+    return ()
+
+
+def mismatch_status(header: str, session_id: str, rpc: str) -> grpc.Status:
+    """The rich status refusing ``rpc``: the body names ``session_id``, the header ``header``."""
+    error = errors.InvalidRequest(
+        [
+            errors.FieldViolation(
+                "resources_session_id",
+                f"is {session_id!r} but the {SESSION_HEADER} header is {header!r}",
+            )
+        ],
+        session_id,
+    )
+    # The status of any invalid request (INVALID_ARGUMENT + BadRequest), with its own reason.
+    error.reason = REASON
+    return to_status(error, rpc)
+
+
+def _check(request: Any, rpc: str, context: grpc.ServicerContext) -> None:
+    header = _header(context.invocation_metadata())
+    if header is None:
+        return
+    for sid in _named_ids(request):
+        if sid != header:
+            context.abort_with_status(mismatch_status(header, sid, rpc))
+
+
+def _checked(handler: grpc.RpcMethodHandler, rpc: str) -> grpc.RpcMethodHandler:
+    """``handler`` with the check before it runs (streamed requests: before each message)."""
+    kwargs = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary is not None:
+        inner_uu = handler.unary_unary
+
+        def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
+            _check(request, rpc, context)
+            return inner_uu(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(unary_unary, **kwargs)
+    if handler.unary_stream is not None:
+        inner_us = handler.unary_stream
+
+        def unary_stream(request: Any, context: grpc.ServicerContext) -> Any:
+            _check(request, rpc, context)
+            return inner_us(request, context)
+
+        return grpc.unary_stream_rpc_method_handler(unary_stream, **kwargs)
+    if handler.stream_unary is not None:
+        inner_su = handler.stream_unary
+
+        def each(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+            for request in requests:
+                _check(request, rpc, context)
+                yield request
+
+        def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            return inner_su(each(requests, context), context)
+
+        return grpc.stream_unary_rpc_method_handler(stream_unary, **kwargs)
+    return handler  # streaming both ways (reflection): names no session
+
+
+class SessionHeaderInterceptor(grpc.ServerInterceptor):
+    """Refuses requests whose session header and body disagree (see the module docstring).
+
+    Requests without the header get the handler as is; the checking handler of each method is
+    built once and reads the header from the call's context, so a checked call costs a
+    metadata scan and one comparison per named id.
+    """
+
+    def __init__(self) -> None:
+        # id(handler) -> (handler, its checking twin); the handler is kept so the id stays its.
+        self._checked: dict[int, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        handler = continuation(handler_call_details)
+        if handler is None or _header(handler_call_details.invocation_metadata) is None:
+            return handler
+        known = self._checked.get(id(handler))
+        if known is None or known[0] is not handler:
+            rpc = handler_call_details.method.rsplit("/", 1)[-1]
+            known = self._checked[id(handler)] = (handler, _checked(handler, rpc))
+        return known[1]
