@@ -47,3 +47,7 @@ def test_buf_breaking_against_previous_commit():
     if has_parent.returncode != 0:
         pytest.skip("no previous commit to compare the protos with (not a git clone with history)")
     _run(_tool("buf"), "breaking", "--against", ".git#ref=HEAD~1")
+
+
+def test_mypy_strict_on_the_sdk():
+    _run(_tool("mypy"), "--strict", "client/workplace_env_client")

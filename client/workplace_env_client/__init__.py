@@ -7,6 +7,7 @@ set), which grpcio needs for session affinity over many servers (:mod:`.routing`
 # First: routing sets grpcio's ring-hash switch before any channel exists.
 from workplace_env_client.routing import RING_HASH_ENV, SESSION_HEADER  # isort: skip
 from workplace_env_client.admin import AdminClient, snapshot_from_json, snapshot_to_json
+from workplace_env_client.aio import AsyncEnvironmentClient, AsyncSession
 from workplace_env_client.client import (
     EnvironmentClient,
     RecordedCall,
@@ -14,12 +15,9 @@ from workplace_env_client.client import (
     RecoveryStrategy,
     Session,
     SessionCheckpoint,
-    TableDiff,
-    VerifyResult,
     channel_options,
     make_channel,
     retry_service_config,
-    task_from_row,
 )
 from workplace_env_client.errors import (
     CallIdReusedError,
@@ -41,11 +39,14 @@ from workplace_env_client.errors import (
     UnavailableError,
     WorkplaceEnvError,
 )
+from workplace_env_client.messages import TableDiff, VerifyResult, task_from_row
 
 __all__ = [
     "RING_HASH_ENV",
     "SESSION_HEADER",
     "AdminClient",
+    "AsyncEnvironmentClient",
+    "AsyncSession",
     "CallIdReusedError",
     "CapacityError",
     "DeadlineError",

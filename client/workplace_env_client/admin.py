@@ -138,17 +138,16 @@ class AdminClient:
     def restore_sessions(self, snapshots: Sequence[admin_pb.SessionSnapshot]) -> int:
         """Install ``snapshots`` all or none; return how many. Raises InvalidRequestError
         naming the snapshot and field, SessionLiveError (FAILED_PRECONDITION: live ids)."""
-        return self._invoke(
-            "RestoreSessions",
-            _chunks(snapshots),
-            [s.resources_session_id for s in snapshots],
-        ).restored_count
+        ids = [s.resources_session_id for s in snapshots]
+        response: admin_pb.RestoreSessionsResponse = self._invoke(
+            "RestoreSessions", _chunks(snapshots), ids
+        )
+        return response.restored_count
 
     def retire_session(self, session_id: str) -> bool:
         """Discard a session's attempt; True if the server held it (idempotent)."""
-        response = self._invoke(
-            "RetireSession",
-            admin_pb.RetireSessionRequest(resources_session_id=session_id),
-            [session_id],
+        request = admin_pb.RetireSessionRequest(resources_session_id=session_id)
+        response: admin_pb.RetireSessionResponse = self._invoke(
+            "RetireSession", request, [session_id]
         )
         return response.retired

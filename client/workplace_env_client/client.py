@@ -44,6 +44,21 @@ from workplace_env_client.errors import (
     WorkplaceEnvError,
     from_rpc_error,
 )
+from workplace_env_client.messages import (
+    CallLike,
+    VerifyResult,
+    arguments_text,
+    call_tool_request,
+    close_answer,
+    close_request,
+    legacy_seed_request,
+    new_call_id,
+    seed_request,
+    task_from_row,
+    tools_answer,
+    verify_answer,
+    verify_request,
+)
 from workplace_env_client.routing import (
     Target,
     channel_target,
@@ -56,9 +71,6 @@ if TYPE_CHECKING:
     from workplace.env.v1 import admin_pb2 as admin_pb
     from workplace_env_client.admin import AdminClient
 
-#: A call as the SDK accepts it: a ``(name, arguments)`` pair or a ``{"name", "arguments"}`` map,
-#: arguments as JSON text or as a JSON-ready mapping.
-CallLike = tuple[str, str | Mapping[str, Any]] | Mapping[str, Any]
 
 DEFAULT_TIMEOUT_S = 30.0
 #: Attempts per RPC (the first one included) when the server answers UNAVAILABLE; gRPC caps it at 5.
@@ -68,6 +80,10 @@ SERVICE = pb.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
 RETRIED_METHODS = ("SeedSession", "CloseSession", "Verify", "CallTool", "ListTools")
 #: Largest message the SDK accepts, in bytes (the server's limit).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+#: Keepalive: ping an idle connection every 30 s, drop it after 10 s without an answer (the
+#: server admits pings every 15 s, so it never closes an SDK channel for pinging too often).
+KEEPALIVE_TIME_MS = 30_000
+KEEPALIVE_TIMEOUT_MS = 10_000
 
 
 def _retry_method_config(max_attempts: int) -> list[dict[str, Any]]:
@@ -107,7 +123,12 @@ def channel_options(
     grpcio's switch for it is off, see :mod:`workplace_env_client.routing`)."""
     if affinity:
         check_ring_hash_enabled()
-    options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+    options: list[tuple[str, Any]] = [
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
+        ("grpc.keepalive_permit_without_calls", 1),
+    ]
     retries = max_attempts > 1
     options.append(("grpc.enable_retries", 1 if retries else 0))
     config = service_config_json(_retry_method_config(max_attempts) if retries else None, affinity)
@@ -125,75 +146,6 @@ def make_channel(
     return grpc.insecure_channel(
         uri, options=channel_options(max_attempts, affinity=multi if affinity is None else affinity)
     )
-
-
-@dataclass(frozen=True)
-class TableDiff:
-    """One compared table of a verify: equal or not, and both row counts."""
-
-    table: str
-    equal: bool
-    predicted_rows: int
-    expected_rows: int
-
-
-@dataclass(frozen=True)
-class VerifyResult:
-    """A verify's answer: ``reward`` (0.0 or 1.0), ``mask_sample``, why, and per-table results.
-
-    ``failure_kind`` is ``""`` or ``"session_lost"`` (the reference's spelling).
-    """
-
-    reward: float
-    mask_sample: bool
-    failure_kind: str
-    failure_reason: str
-    tables: tuple[TableDiff, ...]
-
-
-def _arguments_text(arguments: str | Mapping[str, Any] | None) -> str:
-    if arguments is None:
-        return "{}"
-    if isinstance(arguments, str):
-        return arguments
-    return json.dumps(arguments, ensure_ascii=False)
-
-
-def to_function_call(call: CallLike) -> pb.FunctionCall:
-    """A :data:`CallLike` as a ``FunctionCall`` message."""
-    if isinstance(call, Mapping):
-        return pb.FunctionCall(name=call["name"], arguments=_arguments_text(call.get("arguments")))
-    name, arguments = call
-    return pb.FunctionCall(name=name, arguments=_arguments_text(arguments))
-
-
-def task_from_row(row: Mapping[str, Any]) -> pb.WorkplaceTask:
-    """A dataset row (tasks JSONL: ``id, category, environment_name, ground_truth, ...``) as a task.
-
-    A ground truth given as a JSON string is kept out of the typed task (send it with
-    ``verify(ground_truth_json=...)``); other missing fields are left empty.
-    """
-    truth = row.get("ground_truth") or []
-    return pb.WorkplaceTask(
-        id=str(row.get("id", "")),
-        category=str(row.get("category") or ""),
-        environment_name=str(row.get("environment_name") or ""),
-        ground_truth=[to_function_call(c) for c in truth] if isinstance(truth, list) else [],
-        prompt=str(row.get("prompt") or ""),
-        system=str(row.get("system") or ""),
-    )
-
-
-def new_call_id() -> str:
-    """A fresh ``call_id`` (the SDK's idempotency key of one tool call, CONTRACT T6)."""
-    return f"sdk-{uuid.uuid4().hex}"
-
-
-def _episode(episode: tuple[str, int] | pb.EpisodeId) -> pb.EpisodeId:
-    if isinstance(episode, pb.EpisodeId):
-        return episode
-    rollout_id, attempt = episode
-    return pb.EpisodeId(rollout_id=rollout_id, attempt=attempt)
 
 
 class EnvironmentClient:
@@ -274,16 +226,9 @@ class EnvironmentClient:
     ) -> pb.SeedSessionResponse:
         """Seed ``session_id`` (CONTRACT S1-S8). Raises SessionConflictError, SessionClosedError,
         InvalidRequestError, UnavailableError, CapacityError."""
-        return self._invoke(
-            "SeedSession",
-            pb.SeedSessionRequest(
-                resources_session_id=session_id,
-                episode_id=_episode(episode),
-                task_id=pb.TaskId(taskset=task_id[0], task_id=task_id[1]),
-                task=task if isinstance(task, pb.WorkplaceTask) else task_from_row(task),
-            ),
-            session_id,
-        )
+        request = seed_request(session_id, episode, task_id, task)
+        response: pb.SeedSessionResponse = self._invoke("SeedSession", request, session_id)
+        return response
 
     def seed_legacy(
         self, session_id: str, task: Mapping[str, Any] | pb.WorkplaceTask
@@ -291,15 +236,9 @@ class EnvironmentClient:
         """Seed a legacy (cookie) session: no episode or task id; a re-seed rebuilds fresh
         tables, and verify releases them (CONTRACT V2). Raises SessionConflictError when the id
         is a typed session, SessionClosedError, InvalidRequestError."""
-        return self._invoke(
-            "SeedSession",
-            pb.SeedSessionRequest(
-                resources_session_id=session_id,
-                task=task if isinstance(task, pb.WorkplaceTask) else task_from_row(task),
-                legacy=True,
-            ),
-            session_id,
-        )
+        request = legacy_seed_request(session_id, task)
+        response: pb.SeedSessionResponse = self._invoke("SeedSession", request, session_id)
+        return response
 
     def call_tool_raw(
         self,
@@ -313,16 +252,8 @@ class EnvironmentClient:
         ``call_id`` is the idempotency key (T6); when empty the SDK generates one, so the
         call can be retried safely (a retry replays the first output).
         """
-        response = self._invoke(
-            "CallTool",
-            pb.CallToolRequest(
-                resources_session_id=session_id,
-                tool_name=name,
-                arguments=_arguments_text(arguments),
-                call_id=call_id or new_call_id(),
-            ),
-            session_id,
-        )
+        request = call_tool_request(session_id, name, arguments, call_id)
+        response: pb.CallToolResponse = self._invoke("CallTool", request, session_id)
         return response.output
 
     def call_tool(
@@ -354,50 +285,22 @@ class EnvironmentClient:
         The ground truth defaults to the seeded task's. A session the server does not hold
         gives ``reward 0, mask_sample True, failure_kind "session_lost"`` (no exception).
         """
-        request = pb.VerifyRequest(resources_session_id=session_id)
-        if response_output is not None:
-            request.response_output_json = (
-                response_output
-                if isinstance(response_output, str)
-                else json.dumps(list(response_output), ensure_ascii=False)
-            )
-        else:
-            request.function_calls.SetInParent()
-            request.function_calls.calls.extend(to_function_call(c) for c in (function_calls or []))
-        if ground_truth_json is not None:
-            request.ground_truth_json = ground_truth_json
-        elif ground_truth is not None:
-            request.ground_truth.SetInParent()
-            request.ground_truth.calls.extend(to_function_call(c) for c in ground_truth)
-        response = self._invoke("Verify", request, session_id)
-        return VerifyResult(
-            reward=response.reward,
-            mask_sample=response.mask_sample,
-            failure_kind=""
-            if response.failure_kind == pb.FAILURE_KIND_UNSPECIFIED
-            else pb.FailureKind.Name(response.failure_kind).removeprefix("FAILURE_KIND_").lower(),
-            failure_reason=response.failure_reason,
-            tables=tuple(
-                TableDiff(t.table, t.equal, t.predicted_rows, t.expected_rows)
-                for t in response.tables
-            ),
+        request = verify_request(
+            session_id, function_calls, response_output, ground_truth, ground_truth_json
         )
+        return verify_answer(self._invoke("Verify", request, session_id))
 
     def close_session(self, session_id: str, episode: tuple[str, int] | pb.EpisodeId) -> str:
         """Close a session; return the outcome ``"CLOSED"``, ``"ALREADY_CLOSED"`` or
         ``"NOT_SEEDED"``. Raises EpisodeMismatchError (C4), ReleaseFailedError (C5: not closed,
         retry)."""
-        response = self._invoke(
-            "CloseSession",
-            pb.CloseSessionRequest(resources_session_id=session_id, episode_id=_episode(episode)),
-            session_id,
+        return close_answer(
+            self._invoke("CloseSession", close_request(session_id, episode), session_id)
         )
-        return pb.CloseOutcome.Name(response.outcome).removeprefix("CLOSE_OUTCOME_")
 
     def list_tools(self) -> list[dict[str, Any]]:
         """The 27 tool schemas as the model sees them (JSON objects, in the reference's order)."""
-        response = self._invoke("ListTools", pb.ListToolsRequest())
-        return [json.loads(t.schema_json) for t in response.tools]
+        return tools_answer(self._invoke("ListTools", pb.ListToolsRequest()))
 
     # -- the episode context manager ---------------------------------------------------------
 
@@ -555,7 +458,7 @@ class Session:
         Raises as :meth:`EnvironmentClient.call_tool`; with ``recovery`` set, a lost session
         is recovered once and the call sent again (same ``call_id``).
         """
-        text = _arguments_text(arguments)
+        text = arguments_text(arguments)
         cid = call_id or new_call_id()
         try:
             output = self.client.call_tool_raw(self.id, name, text, cid)

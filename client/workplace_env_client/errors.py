@@ -177,8 +177,8 @@ def _details(error: grpc.RpcError) -> _Details:
 
 def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
     """The typed SDK exception for a failed RPC."""
-    code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN  # type: ignore[attr-defined]
-    message = error.details() if hasattr(error, "details") else str(error)  # type: ignore[attr-defined]
+    code: grpc.StatusCode = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
+    message: str | None = error.details() if hasattr(error, "details") else str(error)
     info = _details(error)
     cls = _BY_REASON.get(info.reason) or _BY_CODE.get(code, WorkplaceEnvError)
     return cls(

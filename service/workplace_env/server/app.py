@@ -29,13 +29,11 @@ from workplace_env.server.observability import (
 )
 from workplace_env.server.servicer import EnvironmentServicer
 from workplace_env.sessions import SessionStore
+from workplace_env_client.client import KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
 
 MAX_MESSAGE_BYTES = Settings.max_message_bytes
-#: Keepalive: ping an idle connection every 30 s, drop it after 10 s without an answer.
-KEEPALIVE_TIME_MS = 30_000
-KEEPALIVE_TIMEOUT_MS = 10_000
 
 
 def server_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:

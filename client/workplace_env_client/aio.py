@@ -1,0 +1,202 @@
+"""The asyncio client (``grpc.aio``): the same surface as :class:`EnvironmentClient`, awaited.
+
+>>> async with AsyncEnvironmentClient("localhost:50051") as env:
+...     async with env.session(task_row, episode=("rollout-7", 0)) as s:
+...         await s.call_tool("email_search_emails", {"query": "budget"})
+...         result = await s.verify([("email_delete_email", '{"email_id": "00000042"}')])
+
+Requests and answers are built by :mod:`workplace_env_client.messages`, exactly as in the sync
+client; errors are the same typed exceptions. Recovery of lost sessions (issue 9) is offered by the
+sync :class:`~workplace_env_client.client.Session` only.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from workplace.env.v1 import environment_pb2 as pb
+from workplace.env.v1 import environment_pb2_grpc as pb_grpc
+from workplace_env_client.client import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_S, channel_options
+from workplace_env_client.errors import WorkplaceEnvError, from_rpc_error
+from workplace_env_client.messages import (
+    CallLike,
+    EpisodeLike,
+    TaskLike,
+    VerifyResult,
+    call_tool_request,
+    close_answer,
+    close_request,
+    legacy_seed_request,
+    seed_request,
+    task_message,
+    tools_answer,
+    verify_answer,
+    verify_request,
+)
+from workplace_env_client.routing import Target, channel_target, session_metadata
+
+
+class AsyncEnvironmentClient:
+    """An asyncio client over a ``target`` (as :class:`EnvironmentClient`) or a ``grpc.aio``
+    ``channel``; ``timeout_s`` is every RPC's deadline, ``max_attempts`` its retry bound."""
+
+    def __init__(
+        self,
+        target: Target | None = None,
+        *,
+        channel: grpc.aio.Channel | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        affinity: bool | None = None,
+    ) -> None:
+        if (target is None) == (channel is None):
+            raise ValueError("pass exactly one of target or channel")
+        self._own_channel = channel is None
+        if channel is None:
+            assert target is not None
+            uri, multi = channel_target(target)
+            options = channel_options(
+                max_attempts, affinity=multi if affinity is None else affinity
+            )
+            channel = grpc.aio.insecure_channel(uri, options=options)
+        self.channel = channel
+        self.stub = pb_grpc.EnvironmentServiceStub(channel)
+        self.timeout_s = timeout_s
+
+    async def __aenter__(self) -> AsyncEnvironmentClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the channel if this client created it."""
+        if self._own_channel:
+            await self.channel.close(grace=None)
+
+    async def _invoke(self, method: str, request: Any, session_id: str = "") -> Any:
+        try:
+            return await getattr(self.stub, method)(
+                request, timeout=self.timeout_s, metadata=session_metadata(session_id)
+            )
+        except grpc.RpcError as exc:
+            raise from_rpc_error(exc) from exc
+
+    async def seed(
+        self, session_id: str, episode: EpisodeLike, task_id: tuple[str, str], task: TaskLike
+    ) -> pb.SeedSessionResponse:
+        """Seed ``session_id`` (CONTRACT S1-S8); errors as :meth:`EnvironmentClient.seed`."""
+        request = seed_request(session_id, episode, task_id, task)
+        response: pb.SeedSessionResponse = await self._invoke("SeedSession", request, session_id)
+        return response
+
+    async def seed_legacy(self, session_id: str, task: TaskLike) -> pb.SeedSessionResponse:
+        """Seed a legacy (cookie) session (see :meth:`EnvironmentClient.seed_legacy`)."""
+        request = legacy_seed_request(session_id, task)
+        response: pb.SeedSessionResponse = await self._invoke("SeedSession", request, session_id)
+        return response
+
+    async def call_tool_raw(
+        self,
+        session_id: str,
+        name: str,
+        arguments: str | Mapping[str, Any] | None = None,
+        call_id: str = "",
+    ) -> str:
+        """Call a tool; return its output JSON text (byte-exact to the reference)."""
+        request = call_tool_request(session_id, name, arguments, call_id)
+        response = await self._invoke("CallTool", request, session_id)
+        return str(response.output)
+
+    async def call_tool(
+        self,
+        session_id: str,
+        name: str,
+        arguments: str | Mapping[str, Any] | None = None,
+        call_id: str = "",
+    ) -> Any:
+        """Call a tool; return its decoded output (see :meth:`EnvironmentClient.call_tool`)."""
+        return json.loads(await self.call_tool_raw(session_id, name, arguments, call_id))
+
+    async def verify(
+        self,
+        session_id: str,
+        function_calls: Iterable[CallLike] | None = None,
+        *,
+        response_output: Sequence[Any] | str | None = None,
+        ground_truth: Iterable[CallLike] | None = None,
+        ground_truth_json: str | None = None,
+    ) -> VerifyResult:
+        """Score the model's calls (see :meth:`EnvironmentClient.verify`)."""
+        request = verify_request(
+            session_id, function_calls, response_output, ground_truth, ground_truth_json
+        )
+        return verify_answer(await self._invoke("Verify", request, session_id))
+
+    async def close_session(self, session_id: str, episode: EpisodeLike) -> str:
+        """Close a session; return ``"CLOSED"``, ``"ALREADY_CLOSED"`` or ``"NOT_SEEDED"``."""
+        request = close_request(session_id, episode)
+        return close_answer(await self._invoke("CloseSession", request, session_id))
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """The 27 tool schemas as the model sees them."""
+        return tools_answer(await self._invoke("ListTools", pb.ListToolsRequest()))
+
+    @asynccontextmanager
+    async def session(
+        self,
+        task: TaskLike,
+        *,
+        episode: tuple[str, int] | None = None,
+        task_id: tuple[str, str] | None = None,
+        session_id: str | None = None,
+    ) -> AsyncIterator[AsyncSession]:
+        """Seed a session for ``task``, yield it, and always close it on exit (defaults as
+        :meth:`EnvironmentClient.session`)."""
+        sid = session_id or f"s-{uuid.uuid4().hex}"
+        ep = episode or (f"r-{uuid.uuid4().hex}", 0)
+        task_msg = task_message(task)
+        tid = task_id or ("default", task_msg.id or "task")
+        try:
+            await self.seed(sid, ep, tid, task_msg)
+        except BaseException:
+            if session_id is None:  # our own id: fence it so a late seed cannot leak
+                with suppress(WorkplaceEnvError):
+                    await self.close_session(sid, ep)
+            raise
+        try:
+            yield AsyncSession(self, sid, ep)
+        except BaseException:
+            with suppress(WorkplaceEnvError):
+                await self.close_session(sid, ep)
+            raise
+        else:
+            await self.close_session(sid, ep)
+
+
+class AsyncSession:
+    """A seeded session, as handed out by :meth:`AsyncEnvironmentClient.session`."""
+
+    def __init__(self, client: AsyncEnvironmentClient, session_id: str, episode: tuple[str, int]):
+        self.client = client
+        self.id = session_id
+        self.episode = episode
+
+    async def call_tool(
+        self, name: str, arguments: str | Mapping[str, Any] | None = None, call_id: str = ""
+    ) -> Any:
+        """Call a tool on this session; return its decoded output."""
+        return await self.client.call_tool(self.id, name, arguments, call_id)
+
+    async def verify(
+        self, function_calls: Iterable[CallLike] | None = None, **kwargs: Any
+    ) -> VerifyResult:
+        """Score this session's episode (see :meth:`AsyncEnvironmentClient.verify`)."""
+        return await self.client.verify(self.id, function_calls, **kwargs)
