@@ -13,6 +13,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace_env.config import Settings
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import start_server
@@ -27,6 +28,7 @@ from workplace_env_client import (
     SessionLiveError,
     SessionLostError,
     UnauthenticatedError,
+    WorkplaceEnvError,
     snapshot_to_json,
 )
 
@@ -82,7 +84,7 @@ def test_K1_export_snapshots_live_sessions_and_reports_missing(servers):
     a.client.seed_legacy("cookie", TASK)
     a.client.seed("gone", ("r2", 0), TID, TASK)
     a.client.close_session("gone", ("r2", 0))
-    snapshots, missing = a.admin.export_sessions(["k1", "cookie", "gone", "never"])
+    snapshots, missing, _ = a.admin.export_sessions(["k1", "cookie", "gone", "never"])
     assert [s.resources_session_id for s in snapshots] == ["k1", "cookie"]
     assert missing == ["gone", "never"]
     typed, legacy = snapshots
@@ -107,7 +109,7 @@ def test_K2_one_invalid_snapshot_installs_nothing_and_names_it(servers):
     a, b = servers(), servers()
     for i in range(3):
         a.client.seed(f"s{i}", (f"r{i}", 0), TID, TASK)
-    snapshots, _ = a.admin.export_sessions()
+    snapshots, _, _ = a.admin.export_sessions()
     state = json.loads(snapshots[1].state_json)
     table = json.loads(state["containers"]["calendar"]["_calendar_events"])
     table["nan_cells"] = [[0, 0]]  # a NaN over a non-null cell
@@ -124,7 +126,7 @@ def test_K2_one_invalid_snapshot_installs_nothing_and_names_it(servers):
 def test_K2_invalid_identity_or_json_is_refused(servers, field):
     a, b = servers(), servers()
     a.client.seed("s", EP, TID, TASK)
-    snapshots, _ = a.admin.export_sessions()
+    snapshots, _, _ = a.admin.export_sessions()
     if field == "episode_id":
         snapshots[0].episode_id.rollout_id = "-bad"
     else:
@@ -139,17 +141,17 @@ def test_K3_restore_installs_tables_and_identities_unclaimed(servers):
     a, b = servers(), servers()
     a.client.seed("k3", EP, TID, TASK)
     a.client.call_tool("k3", *SEND)
-    snapshots, _ = a.admin.export_sessions()
+    snapshots, _, _ = a.admin.export_sessions()
     assert b.admin.restore_sessions(snapshots) == 1
     assert b.running.store.state_counts() == {"restored_unclaimed": 1}
-    again, _ = b.admin.export_sessions()
+    again, _, _ = b.admin.export_sessions()
     assert [snapshot_to_json(s) for s in again] == [snapshot_to_json(s) for s in snapshots]
 
 
 def test_K3_restore_over_live_ids_is_refused(servers):
     a = servers()
     a.client.seed("live", EP, TID, TASK)
-    snapshots, _ = a.admin.export_sessions()
+    snapshots, _, _ = a.admin.export_sessions()
     a.client.seed("other", ("r9", 0), TID, TASK)
     snapshots += a.admin.export_sessions(["other"])[0]
     a.client.close_session("other", ("r9", 0))
@@ -207,7 +209,15 @@ def test_admin_rpcs_need_the_bearer_token(servers, base):
     for token in (None, "wrong"):
         with AdminClient(target, token=token) as admin, pytest.raises(UnauthenticatedError):
             admin.export_sessions()
-    assert secured.admin.export_sessions() == ([], [])
+    assert secured.admin.export_sessions() == ([], [], {})
+    # The scheme is case-insensitive (RFC 6750), the token is not.
+    stub = secured.admin.stub
+    lower = (("authorization", "bearer s3cret"),)
+    assert list(stub.ExportSessions(admin_pb.ExportSessionsRequest(), metadata=lower, timeout=10))
+    wrong_case = (("authorization", "Bearer S3CRET"),)
+    with pytest.raises(grpc.RpcError) as err:
+        list(stub.ExportSessions(admin_pb.ExportSessionsRequest(), metadata=wrong_case, timeout=10))
+    assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
     assert len(secured.client.list_tools()) == 27  # the environment service stays open
 
 
@@ -309,3 +319,34 @@ def test_crash_restore_finishes_every_episode_identically(tmp_path, base):
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     assert os.path.exists(tmp_path / "ckpt" / "manifest.json")
+
+
+def test_K1_a_session_the_codec_cannot_encode_is_reported_and_the_others_export(servers):
+    a = servers()
+    a.client.seed("fine", EP, TID, TASK)
+    a.client.seed("inf", ("r-inf", 0), TID, TASK)
+    # JSON 1e999 is an infinite float; the tool stores it as given, as the reference does.
+    add = (
+        '{"customer_name": "A", "assigned_to_email": "a@b.com", "status": "Lead",'
+        ' "customer_phone": 1e999}'
+    )
+    assert a.client.call_tool("inf", "customer_relationship_manager_add_customer", add)
+    snapshots, missing, failures = a.admin.export_sessions()
+    assert [s.resources_session_id for s in snapshots] == ["fine"] and missing == []
+    assert (
+        list(failures) == ["inf"] and "customer_relationship_manager._crm_data" in failures["inf"]
+    )
+
+
+def test_K3_restore_of_an_id_closed_here_is_refused(servers):
+    a = servers()
+    a.client.seed("once", EP, TID, TASK)
+    snapshots = a.admin.export_sessions()[0]
+    a.client.close_session("once", EP)
+    with pytest.raises(WorkplaceEnvError) as err:
+        a.admin.restore_sessions(snapshots)
+    assert (err.value.code, err.value.reason) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "SESSION_CLOSED",
+    )
+    assert a.running.store.live_count() == 0

@@ -52,3 +52,10 @@ def test_broken_checkpoint_is_refused(tmp_path, damage):
         (tmp_path / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(CheckpointFileError):
         read_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize("manifest", ["[]", '{"schema_version": 1, "files": {"a.json": 5}}', "7"])
+def test_malformed_manifest_is_refused(tmp_path, manifest):
+    (tmp_path / MANIFEST).write_text(manifest)
+    with pytest.raises(CheckpointFileError):
+        read_checkpoint(tmp_path)

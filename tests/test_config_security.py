@@ -161,3 +161,31 @@ def test_mtls_requires_a_client_certificate(pki):
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         server.stop(grace_s=0.2)
+
+
+@pytest.mark.parametrize(
+    "flags,needle",
+    [
+        ({"max_call_ids": -1}, "max_call_ids"),
+        ({"max_call_ids": 0}, "max_call_ids"),
+        ({"evict_interval_s": 0}, "evict_interval_s"),
+        ({"max_sessions": -1}, "max_sessions"),
+        ({"idle_ttl_s": -5}, "idle_ttl_s"),
+        ({"max_message_bytes": -1}, "max_message_bytes"),
+        ({"workers": 0}, "workers"),
+        ({"log_level": "FOO"}, "log_level"),
+        ({"address": "127.0.0.1:99999"}, "address"),
+        ({"metrics_address": "nohost"}, "metrics_address"),
+        ({"http_address": "127.0.0.1:8000", "tls_cert": "c", "tls_key": "k"}, "http_address"),
+    ],
+)
+def test_out_of_range_settings_are_refused(flags, needle):
+    with pytest.raises(ConfigError) as err:
+        load_settings(flags, None, {})
+    assert needle in str(err.value)
+
+
+def test_out_of_range_env_setting_names_its_source():
+    with pytest.raises(ConfigError) as err:
+        load_settings({}, None, {"WORKPLACE_ENV_MAX_SESSIONS": "-4"})
+    assert "max_sessions (from env)" in str(err.value)

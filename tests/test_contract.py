@@ -776,3 +776,11 @@ def test_every_contract_case_has_a_test_named_after_it():
     if contract.exists():  # and the list above is the contract's, checkpointing aside
         listed = re.findall(r"^\| ([A-Z]\d+) \|", contract.read_text(encoding="utf-8"), re.M)
         assert sorted(c for c in listed if not c.startswith("K")) == sorted(CASES)
+
+
+@pytest.mark.parametrize("truth", ["1", "true", "1.5", "null"])
+def test_V5_scalar_ground_truth_is_invalid_argument(env, truth):
+    env.client.seed("v5s", EP, TID, TASK)
+    with pytest.raises(InvalidRequestError) as err:
+        env.client.verify("v5s", [], ground_truth_json=truth)
+    assert [v.field for v in err.value.violations] == ["ground_truth_json"]

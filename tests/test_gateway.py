@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+from workplace_env.config import Settings
 from workplace_env.gateway import (
     CALL_ID_HEADER,
     COOKIE_NAME,
@@ -763,3 +764,19 @@ def test_run_gateway_serves_until_sigterm(grpc_server):
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_body_over_the_message_limit_is_413_not_retry_later():
+    store = SessionStore(load_sandbox(None))
+    server = start_server(store, "127.0.0.1:0", settings=Settings(max_message_bytes=64 * 1024))
+    gw = start_gateway(f"127.0.0.1:{server.port}")
+    try:
+        with httpx.Client(base_url=gw.url, timeout=30) as client:
+            big = {**ROW, "prompt": "x" * 200_000}
+            response = client.post("/seed_session", json=big)
+            assert response.status_code == 413, response.text
+            assert "retry-after" not in response.headers
+            assert response.json()["failure_kind"] == "request_too_large"
+    finally:
+        gw.stop()
+        server.stop(grace_s=0.5)

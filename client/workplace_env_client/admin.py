@@ -1,7 +1,7 @@
 """The admin SDK: checkpoint export, batch restore and retire (CONTRACT K1-K6).
 
 >>> with AdminClient("localhost:50051", token="s3cret") as admin:
-...     snapshots, missing = admin.export_sessions()
+...     snapshots, missing, failures = admin.export_sessions()
 ...     admin.restore_sessions(snapshots)   # on a fresh server: all or nothing
 
 Snapshots travel as ``SessionSnapshot`` messages; :func:`snapshot_to_json` and
@@ -17,7 +17,7 @@ ids go to one server, whichever the channel picks: give such an AdminClient one 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import grpc
 from google.protobuf import json_format
@@ -42,6 +42,14 @@ def snapshot_from_json(document: dict[str, Any]) -> admin_pb.SessionSnapshot:
         return json_format.ParseDict(document, admin_pb.SessionSnapshot())
     except json_format.ParseError as exc:
         raise ValueError(str(exc)) from exc
+
+
+class ExportResult(NamedTuple):
+    """What an export gave: snapshots, ids not held, and sessions that failed to encode."""
+
+    snapshots: list[admin_pb.SessionSnapshot]
+    missing: list[str]
+    failures: dict[str, str]
 
 
 #: Target size of one streamed chunk of snapshots (bytes), well under the message limit.
@@ -117,23 +125,24 @@ class AdminClient:
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
 
-    def export_sessions(
-        self, session_ids: Iterable[str] = ()
-    ) -> tuple[list[admin_pb.SessionSnapshot], list[str]]:
-        """Snapshots of every live session (or of ``session_ids``), and the ids not held."""
+    def export_sessions(self, session_ids: Iterable[str] = ()) -> ExportResult:
+        """Snapshots of every live session (or of ``session_ids``), the ids not held, and the
+        held sessions that could not be exported with why (``failures``: id -> reason)."""
         ids = list(session_ids)
         request = admin_pb.ExportSessionsRequest(resources_session_ids=ids)
         snapshots: list[admin_pb.SessionSnapshot] = []
         missing: list[str] = []
+        failures: dict[str, str] = {}
         try:
             for chunk in self.stub.ExportSessions(
                 request, timeout=self.timeout_s, metadata=self._call_metadata(ids)
             ):
                 snapshots.extend(chunk.snapshots)
                 missing.extend(chunk.missing_session_ids)
+                failures.update((f.resources_session_id, f.reason) for f in chunk.failures)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
-        return snapshots, missing
+        return ExportResult(snapshots, missing, failures)
 
     def restore_sessions(self, snapshots: Sequence[admin_pb.SessionSnapshot]) -> int:
         """Install ``snapshots`` all or none; return how many. Raises InvalidRequestError

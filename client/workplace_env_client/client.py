@@ -494,7 +494,14 @@ class Session:
         without the server's admin token.
         """
         count = len(self._calls)
-        snapshots, _missing = self._admin(admin).export_sessions([self.id])
+        snapshots, _missing, failures = self._admin(admin).export_sessions([self.id])
+        if failures:
+            raise WorkplaceEnvError(
+                f"session {self.id} cannot be exported: {failures[self.id]}",
+                grpc.StatusCode.FAILED_PRECONDITION,
+                reason="EXPORT_FAILED",
+                session_id=self.id,
+            )
         if not snapshots:
             raise SessionLostError(
                 f"the server holds no session {self.id} to checkpoint",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -66,6 +67,9 @@ def _store(data_dir: Path | None) -> SessionStore:
 
 @contextmanager
 def _in_process_server(data_dir: Path | None) -> Iterator[RunningServer]:
+    # Refusals are part of some files (e.g. bodies the reference answered with 422): the
+    # run's own table reports mismatches, so the server's per-RPC warnings stay quiet.
+    logging.getLogger("workplace_env.rpc").setLevel(logging.ERROR)
     server = start_server(_store(data_dir), "127.0.0.1:0")
     try:
         yield server
@@ -324,8 +328,12 @@ def generate_tasks_command(
         write_jsonl(tasks, sys.stdout)
         sys.stdout.flush()
         return
-    with out.open("w", encoding="utf-8", newline="\n") as fh:
-        write_jsonl(tasks, fh)
+    try:
+        with out.open("w", encoding="utf-8", newline="\n") as fh:
+            write_jsonl(tasks, fh)
+    except OSError as exc:
+        console.print(f"[red]cannot write {out}:[/red] {exc}")
+        raise typer.Exit(2) from exc
     console.print(f"wrote {len(tasks)} tasks to {out}")
 
 
@@ -455,15 +463,26 @@ def checkpoint_save(
     target: Target = "127.0.0.1:50051",
     token: Token = None,
 ) -> None:
-    """Export every live session and write one file each plus a manifest (atomic)."""
+    """Export every live session and write one file each plus a manifest (atomic).
+
+    Exits 1, after saving the others, when a session cannot be exported (each is named).
+    """
     try:
         with _admin(target, token) as admin:
-            snapshots, _ = admin.export_sessions()
+            snapshots, _, failures = admin.export_sessions()
     except WorkplaceEnvError as exc:
         console.print(f"[red]export failed:[/red] {exc}")
         raise typer.Exit(1) from exc
-    manifest = write_checkpoint(directory, [snapshot_to_json(s) for s in snapshots])
+    try:
+        manifest = write_checkpoint(directory, [snapshot_to_json(s) for s in snapshots])
+    except OSError as exc:
+        console.print(f"[red]cannot write the checkpoint:[/red] {exc}")
+        raise typer.Exit(1) from exc
     console.print(f"saved {len(snapshots)} sessions to {directory} ({manifest['checkpoint_id']})")
+    for sid, why in sorted(failures.items()):
+        console.print(f"[red]not saved:[/red] session {sid}: {why}")
+    if failures:
+        raise typer.Exit(1)
 
 
 @checkpoint_app.command("restore")
@@ -483,8 +502,7 @@ def checkpoint_restore(
         with _admin(target, token) as admin:
             count = admin.restore_sessions(snapshots)
     except WorkplaceEnvError as exc:
-        where = "; ".join(f"{v.field}: {v.description}" for v in exc.violations)
-        console.print(f"[red]restore refused, nothing installed:[/red] {exc} {where}")
+        console.print(f"[red]restore refused, nothing installed:[/red] {exc}")
         raise typer.Exit(1) from exc
     console.print(f"restored {count} sessions from {directory}")
 

@@ -154,11 +154,56 @@ def load_settings(
                 "flag",
             )
     settings = Settings(**values)
+    _check_ranges(settings, sources)
+    if settings.http_address and settings.tls_cert:
+        raise ConfigError(
+            "http_address with TLS: the co-hosted gateway speaks plaintext gRPC to this server; "
+            "serve the gateway separately (workplace-env gateway) or drop one of them"
+        )
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise ConfigError("tls_cert and tls_key must be given together")
     if settings.tls_client_ca and not settings.tls_cert:
         raise ConfigError("tls_client_ca (mTLS) needs tls_cert and tls_key")
     return settings, sources
+
+
+#: The smallest value each numeric setting may take (True: strictly greater than it).
+_LOWER_BOUNDS: dict[str, tuple[float, bool]] = {
+    "workers": (1, False),
+    "grace_s": (0, False),
+    "max_message_bytes": (1024, False),
+    "max_sessions": (1, False),
+    "idle_ttl_s": (0, True),
+    "evict_interval_s": (0.01, False),
+    "max_fences": (1, False),
+    "fence_ttl_s": (0, True),
+    "max_call_ids": (1, False),
+    "session_close_retry_window_seconds": (0, False),
+    "max_markers": (1, False),
+}
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
+    """Raise ConfigError naming the first setting outside its range (and where it came from)."""
+    for name, (bound, strict) in _LOWER_BOUNDS.items():
+        value = getattr(settings, name)
+        if value < bound or (strict and value == bound):
+            relation = ">" if strict else ">="
+            raise ConfigError(
+                f"{name} (from {sources[name]}) must be {relation} {bound}, got {value}"
+            )
+    if settings.log_level.upper() not in LOG_LEVELS:
+        raise ConfigError(f"log_level (from {sources['log_level']}) must be one of {LOG_LEVELS}")
+    for name in ("address", "http_address", "metrics_address"):
+        address = getattr(settings, name)
+        if address is None:
+            continue
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ConfigError(
+                f"{name} (from {sources[name]}) must be HOST:PORT, port 0-65535: {address!r}"
+            )
 
 
 def describe(settings: Settings, sources: Mapping[str, str]) -> list[tuple[str, str, str]]:

@@ -240,8 +240,16 @@ def run_lines(
 def read_jsonl(path: str) -> list[dict[str, Any]]:
     """The JSON objects of a JSONL file (blank lines skipped). Raises ValueError naming the line."""
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for n, text in enumerate(fh, start=1):
+    try:
+        fh = open(path, encoding="utf-8")  # noqa: SIM115  (closed below; read errors named)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc}") from exc
+    with fh:
+        try:
+            lines = list(fh)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not UTF-8 text: {exc}") from exc
+        for n, text in enumerate(lines, start=1):
             if not text.strip():
                 continue
             try:

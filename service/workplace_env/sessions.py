@@ -39,7 +39,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from workplace_env import errors
-from workplace_env.checkpoint.codec import encode_state
+from workplace_env.checkpoint.codec import CodecError, encode_state
 from workplace_env.checkpoint.snapshot import Snapshot, decode_snapshot
 from workplace_env.errors import FieldViolation
 from workplace_env.model import EpisodeId, Task, TaskId, check_seed
@@ -626,10 +626,15 @@ class SessionStore:
 
     # -- checkpoint (K1-K6) ------------------------------------------------------------------
 
-    def export(self, session_ids: Sequence[str] = ()) -> tuple[list[Snapshot], list[str]]:
-        """Snapshots of the live sessions (or of ``session_ids``), and the ids not held (K1).
+    def export(
+        self, session_ids: Sequence[str] = ()
+    ) -> tuple[list[Snapshot], list[str], list[tuple[str, str]]]:
+        """Snapshots of the live sessions (or of ``session_ids``), the ids not held, and the
+        held sessions that cannot be encoded, with why (K1).
 
         Each session is read under its own lock, so a snapshot never shows half a tool call.
+        One session whose tables the codec cannot write (an infinite float stored by a tool)
+        is reported, never a reason to fail the others.
         """
         with self._lock:
             if session_ids:
@@ -638,13 +643,18 @@ class SessionStore:
                 chosen = sorted(self._sessions.items())
         snapshots: list[Snapshot] = []
         missing: list[str] = []
+        failures: list[tuple[str, str]] = []
         for sid, session in chosen:
-            snapshot = None if session is None else self._snapshot(session)
+            try:
+                snapshot = None if session is None else self._snapshot(session)
+            except CodecError as exc:
+                failures.append((sid, str(exc)))
+                continue
             if snapshot is None:
                 missing.append(sid)
             else:
                 snapshots.append(snapshot)
-        return snapshots, missing
+        return snapshots, missing, failures
 
     def _snapshot(self, session: Session) -> Snapshot | None:
         with session.lock:
@@ -689,6 +699,15 @@ class SessionStore:
             if live:
                 raise errors.SessionLive(
                     f"sessions {live} are live here; nothing was restored", live[0]
+                )
+            closed = sorted(
+                sid
+                for sid in seen
+                if self._valid(self._fences.get(sid), self.config.fence_ttl_s, now)
+            )
+            if closed:  # a closed episode must not run again from an older checkpoint
+                raise errors.SessionClosed(
+                    f"sessions {closed} were closed here; nothing was restored", closed[0]
                 )
             if len(self._sessions) + len(self._building) + len(decoded) > self.config.max_sessions:
                 raise errors.CapacityExhausted(

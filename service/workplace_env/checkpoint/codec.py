@@ -83,7 +83,7 @@ def encode_table(table: Table) -> str:
     try:
         return json.dumps(document, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (ValueError, TypeError) as exc:
-        raise CodecError("data", f"cannot encode exactly: {exc}") from exc
+        raise CodecError("data", f"a cell cannot be encoded exactly: {exc}") from exc
 
 
 def encode_state(tables: Mapping[str, Table]) -> dict[str, Any]:
@@ -91,7 +91,11 @@ def encode_state(tables: Mapping[str, Table]) -> dict[str, Any]:
     containers: dict[str, dict[str, str]] = {}
     for key in TABLE_KEYS:
         container, attribute = key.split(".", 1)
-        containers.setdefault(container, {})[attribute] = encode_table(tables[key])
+        try:
+            text = encode_table(tables[key])
+        except CodecError as exc:
+            raise CodecError(f"containers.{key}.{exc.field}", exc.message) from exc
+        containers.setdefault(container, {})[attribute] = text
     return {"schema_version": SCHEMA_VERSION, "containers": containers}
 
 

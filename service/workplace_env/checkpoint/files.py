@@ -92,7 +92,11 @@ def read_checkpoint(directory: str | Path) -> tuple[dict[str, Any], list[dict[st
     except (OSError, ValueError) as exc:
         raise CheckpointFileError(f"{root / MANIFEST}: cannot read the manifest: {exc}") from exc
     files = manifest.get("files") if isinstance(manifest, dict) else None
-    if manifest.get("schema_version") != SCHEMA_VERSION or not isinstance(files, dict):
+    if (
+        not isinstance(files, dict)
+        or manifest.get("schema_version") != SCHEMA_VERSION
+        or not all(isinstance(v, str) for v in files.values())
+    ):
         raise CheckpointFileError(f"{root / MANIFEST}: not a schema_version 1 manifest")
     snapshots: list[dict[str, Any]] = []
     for name in sorted(files):

@@ -101,6 +101,10 @@ def service_error(exc: WorkplaceEnvError, seeding: bool = False) -> HttpProblem:
         "EPISODE_MISMATCH",
     ):
         status, kind = 409, exc.reason.lower()
+    elif isinstance(exc, CapacityError) and exc.reason != "CAPACITY_EXHAUSTED":
+        # RESOURCE_EXHAUSTED without the server's reason is gRPC's own message-size limit:
+        # retrying the same body cannot help, so no Retry-After.
+        status, kind = 413, "request_too_large"
     elif isinstance(exc, CapacityError):
         status, kind = 429, "capacity_exhausted"
         headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s or 1.0)))

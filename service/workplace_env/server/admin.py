@@ -31,7 +31,7 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
         self.store = store
 
     def ExportSessions(self, request, context):  # type: ignore[no-untyped-def]
-        snapshots, missing = self.store.export(list(request.resources_session_ids))
+        snapshots, missing, failures = self.store.export(list(request.resources_session_ids))
         chunk: list[admin_pb.SessionSnapshot] = []
         size = 0
         for snapshot in snapshots:
@@ -41,7 +41,14 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
                 chunk, size = [], 0
             chunk.append(message)
             size += message.ByteSize()
-        yield admin_pb.ExportSessionsResponse(snapshots=chunk, missing_session_ids=missing)
+        yield admin_pb.ExportSessionsResponse(
+            snapshots=chunk,
+            missing_session_ids=missing,
+            failures=[
+                admin_pb.ExportFailure(resources_session_id=sid, reason=why)
+                for sid, why in failures
+            ],
+        )
 
     @_rpc
     def RestoreSessions(self, request_iterator, context):  # type: ignore[no-untyped-def]
@@ -65,14 +72,16 @@ class AdminTokenInterceptor(grpc.ServerInterceptor):
     """Refuses admin RPCs whose ``authorization`` metadata is not ``Bearer <token>``."""
 
     def __init__(self, token: str) -> None:
-        self._expected = f"Bearer {token}".encode()
+        self._token = token.encode()
         self._prefix = f"/{ADMIN_SERVICE_NAME}/"
 
     def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         if not handler_call_details.method.startswith(self._prefix):
             return continuation(handler_call_details)
-        given = dict(handler_call_details.invocation_metadata or ()).get("authorization", "")
-        if hmac.compare_digest(str(given).encode(), self._expected):
+        given = str(dict(handler_call_details.invocation_metadata or ()).get("authorization", ""))
+        scheme, _, token = given.partition(" ")
+        # The scheme is case-insensitive (RFC 6750); the token is compared in constant time.
+        if scheme.lower() == "bearer" and hmac.compare_digest(token.encode(), self._token):
             return continuation(handler_call_details)
 
         def refuse(request, context):  # type: ignore[no-untyped-def]

@@ -143,6 +143,17 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                 raise errors.InvalidRequest(
                     [errors.FieldViolation("ground_truth_json", f"not JSON: {exc}")], sid
                 ) from exc
+            # The reference iterates the ground truth: a list or a string (characters, each
+            # skipped) scores; a number, boolean or null is an error there, V5 here.
+            if not isinstance(truth, (list, str, dict)):
+                raise errors.InvalidRequest(
+                    [
+                        errors.FieldViolation(
+                            "ground_truth_json", "must be a JSON array (or a string)"
+                        )
+                    ],
+                    sid,
+                )
         outcome = self.store.verify(sid, predicted, truth)
         tables = []
         if outcome.result is not None:

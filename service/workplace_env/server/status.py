@@ -41,6 +41,8 @@ def status_code(error: errors.SessionError, rpc: str) -> grpc.StatusCode:
     SESSION_CLOSED is ALREADY_EXISTS for a seed (S4) and NOT_FOUND otherwise (T5).
     """
     if isinstance(error, errors.SessionClosed):
+        if rpc == "RestoreSessions":
+            return grpc.StatusCode.FAILED_PRECONDITION
         return grpc.StatusCode.ALREADY_EXISTS if rpc == "SeedSession" else grpc.StatusCode.NOT_FOUND
     return _CODES.get(type(error), grpc.StatusCode.INTERNAL)
 
