@@ -784,3 +784,11 @@ def test_V5_scalar_ground_truth_is_invalid_argument(env, truth):
     with pytest.raises(InvalidRequestError) as err:
         env.client.verify("v5s", [], ground_truth_json=truth)
     assert [v.field for v in err.value.violations] == ["ground_truth_json"]
+
+
+def test_V5_too_many_calls_is_invalid_argument(env):
+    env.client.seed("v5big", EP, TID, TASK)
+    with pytest.raises(InvalidRequestError) as err:
+        env.client.verify("v5big", [WRITE] * 2001)
+    assert [v.field for v in err.value.violations] == ["function_calls"]
+    assert env.client.verify("v5big", [WRITE] * 3).reward == 0.0  # many is fine, too many not

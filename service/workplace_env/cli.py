@@ -291,6 +291,9 @@ def run(
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
+    if not lines:
+        console.print(f"[red]{file} holds no episodes[/red]")
+        raise typer.Exit(2)
     if target is not None:
         with EnvironmentClient(target) as client:
             summary = _run_with_progress(client, lines, policy, concurrency)

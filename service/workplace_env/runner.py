@@ -161,6 +161,10 @@ def run_episode(
 ) -> EpisodeResult:
     """Run one line as one episode through the gRPC API; compare with its recordings."""
     case_id = case_id_of(line, lineno)
+    if not any(key in line for key in ("ground_truth", "function_calls", "calls")):
+        raise ValueError(
+            f"line {lineno} is not an episode: no ground_truth, function_calls or calls"
+        )
     rng = random.Random(f"{seed}:{case_id}")
     calls = policy_calls(line, policy, rng)
     truth = line.get("ground_truth", [])

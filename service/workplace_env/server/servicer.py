@@ -30,6 +30,10 @@ from workplace_env.verify import function_calls_from_response_output
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
+#: Calls a verify may replay per side: far above any episode, low enough that one request
+#: cannot hold a core for seconds (replaying appends grows with the square of the count).
+MAX_VERIFY_CALLS = 2_000
+
 _STATES = {
     SessionState.SEEDED: pb.SESSION_STATE_SEEDED,
     SessionState.VERIFIED: pb.SESSION_STATE_VERIFIED,
@@ -152,6 +156,12 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                             "ground_truth_json", "must be a JSON array (or a string)"
                         )
                     ],
+                    sid,
+                )
+        for field, calls in ((which, predicted), ("ground_truth", truth)):
+            if isinstance(calls, list) and len(calls) > MAX_VERIFY_CALLS:
+                raise errors.InvalidRequest(
+                    [errors.FieldViolation(field, f"at most {MAX_VERIFY_CALLS} calls per verify")],
                     sid,
                 )
         outcome = self.store.verify(sid, predicted, truth)
