@@ -11,6 +11,7 @@ allowed: a calendar append adds label 0) and whether the index is a ``RangeIndex
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -96,6 +97,93 @@ class Table:
         """Row ``i`` (a position, not a label) as a column -> cell dict in column order."""
         return {c: self.data[c][i] for c in self.columns}
 
+    def dtype(self, column: str) -> str:
+        """The dtype name of ``column``."""
+        return self.dtypes[self.columns.index(column)]
+
+    def all_object(self) -> bool:
+        """True when every column is ``object`` dtype (whatever its cells)."""
+        return all(d == "object" for d in self.dtypes)
+
+    # -- rows by position (the fast paths' reads and in-place writes) ----------------------------
+
+    def positions(self, column: str, value: Any) -> list[int]:
+        """Ascending positions of the cells of ``column`` equal to ``value``.
+
+        Equality is ``list.index``'s (identity, then ``==``); for a str ``value`` that is what
+        numpy's element-wise ``==`` on the object column gives.
+        """
+        cells = self.data[column]
+        found = []
+        i = -1
+        try:
+            while True:
+                i = cells.index(value, i + 1)
+                found.append(i)
+        except ValueError:
+            return found
+
+    def first(self, column: str, value: Any) -> int | None:
+        """The first of :meth:`positions`, or None."""
+        try:
+            return self.data[column].index(value)
+        except ValueError:
+            return None
+
+    def records(self, rows: Any) -> list[dict[str, Any]]:
+        """``to_dict(orient="records")`` of the rows at positions ``rows``, in column order."""
+        columns = self.columns
+        if len(rows) > 1:  # itemgetter picks a column's cells in C (it returns a bare cell for one)
+            pick = itemgetter(*rows)
+            picked = [pick(self.data[column]) for column in columns]
+        else:
+            picked = [[self.data[column][i] for i in rows] for column in columns]
+        return [dict(zip(columns, values, strict=True)) for values in zip(*picked, strict=True)]
+
+    def set_cells(self, rows: list[int], column: str, value: Any) -> None:
+        """Set the cells of object column ``column`` at positions ``rows`` to ``value``, stored as
+        given (``frame.loc[mask, column] = value``).
+
+        ``text_only`` turns False when ``value`` is not text (it never turns True again here).
+        """
+        cells = self.data[column]
+        for i in rows:
+            cells[i] = value
+        if rows and not _is_text(value):
+            self.text_only = False
+
+    def drop_rows(self, rows: list[int]) -> None:
+        """Remove the rows at ascending positions ``rows``, as a boolean mask that drops them does:
+        the others keep their labels, under an Int64 index (never a RangeIndex)."""
+        for i in reversed(rows):
+            for cells in self.data.values():
+                del cells[i]
+            del self.index[i]
+        self.range_index = None
+
+    def append_row(self, values: tuple[Any, ...], label: int | None = None) -> None:
+        """Append a row (``values`` in column order) to object columns.
+
+        ``label`` None renumbers as ``pd.concat([frame, row], ignore_index=True)`` does: labels
+        ``0..n`` under a RangeIndex. An int ``label`` is the new row's own label under an Int64
+        index, as ``pd.concat`` without ``ignore_index`` (label 0) or ``.loc[label] = row``
+        enlargement give it; the caller makes sure pandas' index is not a RangeIndex there.
+        """
+        for cells, value in zip(map(self.data.__getitem__, self.columns), values, strict=True):
+            cells.append(value)
+        size = len(self.index) + 1
+        if label is not None:
+            self.index.append(label)
+            self.range_index = None
+        else:
+            if self.range_index == (0, size - 1, 1):
+                self.index.append(size - 1)
+            else:
+                self.index = list(range(size))
+            self.range_index = (0, size, 1)
+        if self.text_only and not all(map(_is_text, values)):
+            self.text_only = False
+
     # -- the pandas bridge ---------------------------------------------------------------------
 
     @classmethod
@@ -146,6 +234,11 @@ class Table:
                 array = np.asarray(self.data[name], dtype=dtype)
             columns[name] = array
         return pd.DataFrame(columns, index=index, columns=list(self.columns), copy=False)
+
+
+def _is_text(value: Any) -> bool:
+    """A cell a text-only table may hold: a str or missing."""
+    return type(value) is str or is_missing(value)
 
 
 def _typed(column: list[Any]) -> list[tuple[type, Any]]:

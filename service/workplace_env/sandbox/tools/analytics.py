@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from workplace_env.sandbox.tables import ANALYTICS, PLOTS
+from workplace_env.sandbox.tools.common import only_str
 from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
 _DATE = "date_of_visit"
@@ -45,18 +46,17 @@ _PLOT_VALUES = (
 )
 _PLOT_TYPES = ("bar", "line", "scatter", "histogram")
 
+_TIME_MIN = {
+    "type": "string",
+    "description": "Start date of the time range. Date format is YYYY-MM-DD",
+}
+_TIME_MAX = {
+    "type": "string",
+    "description": "End date of the time range. Date format is YYYY-MM-DD",
+}
 _RANGE_PARAMETERS: dict[str, Any] = {
     "type": "object",
-    "properties": {
-        "time_min": {
-            "type": "string",
-            "description": "Start date of the time range. Date format is YYYY-MM-DD",
-        },
-        "time_max": {
-            "type": "string",
-            "description": "End date of the time range. Date format is YYYY-MM-DD",
-        },
-    },
+    "properties": {"time_min": _TIME_MIN, "time_max": _TIME_MAX},
     "required": [],
     "additionalProperties": False,
 }
@@ -123,10 +123,6 @@ def _plot_problem(time_min: Any, time_max: Any, value_to_plot: Any, plot_type: A
 # -- fast-path helpers over the session's plain-list tables ------------------------------------
 
 
-def _dtype(table: Any, column: str) -> str:
-    return table.dtypes[table.columns.index(column)]
-
-
 def _in_range_flags(table: Any, time_min: Any, time_max: Any) -> Any:
     """Per row, whether its date is within str bounds (None: no truthy bound), or FALLBACK.
 
@@ -135,7 +131,7 @@ def _in_range_flags(table: Any, time_min: Any, time_max: Any) -> Any:
     if (time_min and type(time_min) is not str) or (time_max and type(time_max) is not str):
         return FALLBACK
     dates = table.data[_DATE]
-    if _dtype(table, _DATE) != "object" or not set(map(type, dates)) <= {str}:
+    if table.dtype(_DATE) != "object" or not only_str(dates):
         return FALLBACK
     if time_min and time_max:
         return [d >= time_min and d <= time_max for d in dates]
@@ -172,10 +168,10 @@ def _durations(table: Any, keep: list[bool] | None) -> list[float] | None:
     exact, so sum / count equals pandas' compensated mean bit for bit.
     """
     cells = list(_selected(table.data["session_duration_seconds"], keep))
-    dtype = _dtype(table, "session_duration_seconds")
+    dtype = table.dtype("session_duration_seconds")
     if dtype == "object":
         digits = (
-            set(map(type, cells)) <= {str}
+            only_str(cells)
             and all(map(str.isdigit, cells))
             and all(map(str.isascii, cells))
             and max(map(len, cells), default=0) < 15
@@ -283,10 +279,10 @@ def _get_visitor_information_by_id_fast(tables, visitor_id=None):
     if type(visitor_id) is not str:
         return FALLBACK
     table = tables.table(ANALYTICS)
-    rows = [i for i, v in enumerate(table.data["visitor_id"]) if v == visitor_id]
+    rows = table.positions("visitor_id", visitor_id)
     if not rows:
         return "Visitor not found."
-    return [table.row(i) for i in rows]
+    return table.records(rows)
 
 
 @tool(
@@ -296,14 +292,8 @@ def _get_visitor_information_by_id_fast(tables, visitor_id=None):
     parameters={
         "type": "object",
         "properties": {
-            "time_min": {
-                "type": "string",
-                "description": "Start date of the time range. Date format is YYYY-MM-DD",
-            },
-            "time_max": {
-                "type": "string",
-                "description": "End date of the time range. Date format is YYYY-MM-DD",
-            },
+            "time_min": _TIME_MIN,
+            "time_max": _TIME_MAX,
             "value_to_plot": {
                 "type": "string",
                 "description": "Value to plot. Available values are: 'total_visits', "
@@ -351,10 +341,7 @@ def _create_plot_fast(tables, time_min=None, time_max=None, value_to_plot=None, 
     if table.range_index is not None and table.range_index != (0, 0, 1):
         return FALLBACK
     file_path = f"plots/{time_min}_{time_max}_{value_to_plot}_{plot_type}.png"
-    table = tables.writable(PLOTS)
-    table.data["file_path"].append(file_path)
-    table.index.append(label)
-    table.range_index = None
+    tables.writable(PLOTS).append_row((file_path,), label=label)
     return file_path
 
 
@@ -398,7 +385,7 @@ def engaged_users_count(tables, time_min=None, time_max=None):
 def _engaged_users_count_fast(tables, time_min=None, time_max=None):
     table = tables.table(ANALYTICS)
     keep = _in_range_flags(table, time_min, time_max)
-    if keep is FALLBACK or _dtype(table, "user_engaged") != "bool":
+    if keep is FALLBACK or table.dtype("user_engaged") != "bool":
         return FALLBACK
     return _hits_per_date(table.data[_DATE], keep, table.data["user_engaged"])
 
@@ -411,14 +398,8 @@ def _engaged_users_count_fast(tables, time_min=None, time_max=None):
     parameters={
         "type": "object",
         "properties": {
-            "time_min": {
-                "type": "string",
-                "description": "Start date of the time range. Date format is YYYY-MM-DD",
-            },
-            "time_max": {
-                "type": "string",
-                "description": "End date of the time range. Date format is YYYY-MM-DD",
-            },
+            "time_min": _TIME_MIN,
+            "time_max": _TIME_MAX,
             "traffic_source": {
                 "type": "string",
                 "description": "Traffic source to filter the visits. Available values are: "
@@ -451,7 +432,7 @@ def _traffic_source_count_fast(tables, time_min=None, time_max=None, traffic_sou
         return FALLBACK
     table = tables.table(ANALYTICS)
     keep = _in_range_flags(table, time_min, time_max)
-    if keep is FALLBACK or _dtype(table, "traffic_source") != "object":
+    if keep is FALLBACK or table.dtype("traffic_source") != "object":
         return FALLBACK
     dates = table.data[_DATE]
     if not traffic_source:
@@ -493,7 +474,7 @@ def _get_average_session_duration_fast(tables, time_min=None, time_max=None):
     durations = _durations(table, keep)
     if durations is None:
         return FALLBACK
-    if keep is None and _dtype(table, "session_duration_seconds") != "float64":
+    if keep is None and table.dtype("session_duration_seconds") != "float64":
         # No bound: the reference converted the table's own column (module docstring).
         table = tables.writable(ANALYTICS)
         position = table.columns.index("session_duration_seconds")

@@ -31,6 +31,13 @@ import pandas as pd
 from pandas.api.types import infer_dtype
 
 from workplace_env.sandbox.tables import CALENDAR
+from workplace_env.sandbox.tools.common import (
+    contains_search,
+    delete_where,
+    next_id,
+    only_str,
+    paginate,
+)
 from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
 _ID_FORMAT_ERROR = "Invalid event ID format. Expected 8-digit ID."
@@ -38,6 +45,8 @@ _START_FORMAT_ERROR = "Invalid event_start format. Expected YYYY-MM-DD HH:MM:SS.
 _DURATION_POSITIVE_ERROR = "Duration must be a positive number of minutes."
 _DURATION_FORMAT_ERROR = "Invalid duration format. Expected a number of minutes."
 _NO_UPDATE_ARGUMENT = "Event ID, field, or new value not provided."
+
+_EVENT_ID = {"type": "string", "description": "8-digit ID of the event"}  # schema property
 
 _GET_FIELDS = ("event_id", "event_name", "participant_email", "event_start", "duration")
 _UPDATE_FIELDS = ("event_name", "participant_email", "event_start", "duration")
@@ -149,22 +158,8 @@ def _update_problem(event_id: Any, field: Any, new_value: Any) -> str | None:
 
 
 def _paginate(rows: list[Any], page: Any, page_size: Any) -> tuple[list[Any], dict[str, Any]]:
-    """The reference's paging arithmetic over a non-empty list, errors included.
-
-    ``page_size`` 0 divides by zero, ``"2"`` fails on ``+``, a float page fails as a slice
-    index, and the page is clamped to ``[1, total_pages]`` (or 1 when there are no pages).
-    """
-    total = len(rows)
-    total_pages = (total + page_size - 1) // page_size
-    page = max(1, min(page, total_pages)) if total_pages > 0 else 1
-    start = (page - 1) * page_size
-    end = min(start + page_size, total)
-    pagination = {
-        "total_events": total,
-        "page": page,
-        "page_size": page_size,
-        "total_pages": total_pages,
-    }
+    """The reference's paging over a non-empty list, errors included (:func:`paginate`)."""
+    start, end, pagination = paginate("total_events", len(rows), page, page_size)
     return rows[start:end], pagination
 
 
@@ -189,27 +184,12 @@ def _contains(column: pd.Series, query: Any) -> np.ndarray:
     if values.dtype != object or infer_dtype(values, skipna=True) not in _STR_ACCESSOR_TYPES:
         # Non-object columns, bytes, all-number columns: let pandas raise or answer.
         return np.asarray(column.str.contains(query, case=False, na=False), dtype=bool)
-    re.compile(query)  # pandas compiles without flags first (its match-group warning check)
-    search = re.compile(query, re.IGNORECASE).search
+    search = contains_search(query)
     return np.fromiter(
         (isinstance(v, str) and search(v) is not None for v in values),
         dtype=bool,
         count=len(values),
     )
-
-
-def _only_str(cells: list[Any]) -> bool:
-    """True when every cell is a str (fast paths compare and parse only such cells)."""
-    return set(map(type, cells)) <= {str}
-
-
-def _all_object(table: Any) -> bool:
-    return all(d == "object" for d in table.dtypes)
-
-
-def _positions(ids: list[Any], event_id: str) -> list[int]:
-    """Positions of the rows whose id equals ``event_id`` (a str)."""
-    return [i for i, v in enumerate(ids) if v == event_id]
 
 
 # -- the tools ---------------------------------------------------------------------------------
@@ -222,7 +202,7 @@ def _positions(ids: list[Any], event_id: str) -> list[int]:
     parameters={
         "type": "object",
         "properties": {
-            "event_id": {"type": "string", "description": "8-digit ID of the event"},
+            "event_id": _EVENT_ID,
             "field": {
                 "type": "string",
                 "description": "Field to return. Available fields are: 'event_id', "
@@ -256,11 +236,10 @@ def _get_event_information_by_id_fast(tables, event_id=None, field=None):
     if problem is not None:
         return problem
     table = tables.table(CALENDAR)
-    ids = table.data["event_id"]
-    for i, value in enumerate(ids):
-        if value == event_id:
-            return {field: table.data[field][i]}
-    return "Event not found."
+    i = table.first("event_id", event_id)
+    if i is None:
+        return "Event not found."
+    return {field: table.data[field][i]}
 
 
 @tool(
@@ -356,11 +335,10 @@ def _search_events_fast(tables, query="", time_min=None, time_max=None, page=1, 
     names = table.data["event_name"]
     emails = table.data["participant_email"]
     starts = table.data["event_start"]
-    if not (table.text_only or (_all_object(table) and _only_str(starts))):
+    if not (table.text_only or (table.all_object() and only_str(starts))):
         return FALLBACK
     try:
-        re.compile(query)
-        search = re.compile(query, re.IGNORECASE).search
+        search = contains_search(query)
     except Exception:  # an invalid pattern: pandas raises the reference's error text
         return FALLBACK
     rows = [
@@ -381,7 +359,7 @@ def _search_events_fast(tables, query="", time_min=None, time_max=None, page=1, 
     if not dated:
         return "No events found."
     page_rows, pagination = _paginate([r for r, _ in dated], page, page_size)
-    return {"events": [table.row(r) for r in page_rows], "pagination": pagination}
+    return {"events": table.records(page_rows), "pagination": pagination}
 
 
 @tool(
@@ -450,13 +428,12 @@ def _create_event_fast(
     ids = table.data["event_id"]
     # pandas' result is only this simple for a non-empty all-object table whose index cannot
     # extend a RangeIndex with the new label 0.
-    if not ids or not _all_object(table) or not _only_str(ids):
+    if not ids or not table.all_object() or not only_str(ids):
         return FALLBACK
     if table.range_index is not None and table.index[-1] + table.range_index[2] == 0:
         return FALLBACK
-    try:
-        event_id = str(int(max(ids)) + 1).zfill(8)
-    except ValueError:
+    event_id = next_id(ids)
+    if event_id is None:
         return FALLBACK
     values = {
         "event_id": event_id,
@@ -466,11 +443,9 @@ def _create_event_fast(
         "duration": duration,  # an int stays an int (an int64 cell cast to object by concat)
     }
     table = tables.writable(CALENDAR)
-    for column in table.columns:
-        table.data[column].append(values[column])
-    table.index.append(0)
-    table.range_index = None
-    table.text_only = table.text_only and type(duration) is str
+    # Unlike the other toolkits' appends, no renumbering: the new row keeps its one-row
+    # frame's label 0 (concat without ignore_index), so labels end ..., 299, 0.
+    table.append_row(tuple(values[column] for column in table.columns), label=0)
     return event_id
 
 
@@ -480,7 +455,7 @@ def _create_event_fast(
     description="Deletes an event.",
     parameters={
         "type": "object",
-        "properties": {"event_id": {"type": "string", "description": "8-digit ID of the event"}},
+        "properties": {"event_id": _EVENT_ID},
         "required": ["event_id"],
         "additionalProperties": False,
     },
@@ -511,17 +486,10 @@ def _delete_event_fast(tables, event_id=None):
         return "Event ID not provided."
     if not _valid_id(event_id):
         return _ID_FORMAT_ERROR
-    doomed = set(_positions(tables.table(CALENDAR).data["event_id"], event_id))
-    if not doomed:
+    # No text-only check (unlike PM/CRM/email): a valid id is a str, compared with == whatever
+    # the cells, and take() keeps the other rows' cells and labels as they are.
+    if not delete_where(tables, CALENDAR, "event_id", event_id):
         return "Event not found."
-    table = tables.writable(CALENDAR)
-    keep = [i for i in range(len(table.index)) if i not in doomed]
-    for column in table.columns:
-        cells = table.data[column]
-        table.data[column] = [cells[i] for i in keep]
-    # Boolean indexing that drops a row gives an Int64 index of the remaining labels.
-    table.index = [table.index[i] for i in keep]
-    table.range_index = None
     return "Event deleted successfully."
 
 
@@ -532,7 +500,7 @@ def _delete_event_fast(tables, event_id=None):
     parameters={
         "type": "object",
         "properties": {
-            "event_id": {"type": "string", "description": "8-digit ID of the event"},
+            "event_id": _EVENT_ID,
             "field": {
                 "type": "string",
                 "description": "Field to update. Available fields are: 'event_name', "
@@ -575,15 +543,12 @@ def _update_event_fast(tables, event_id=None, field=None, new_value=None):
     if problem is not None:
         return problem
     table = tables.table(CALENDAR)
-    if table.dtypes[table.columns.index(field)] != "object":
+    if table.dtype(field) != "object":
         return FALLBACK  # pandas would upcast the column
-    hits = _positions(table.data["event_id"], event_id)
+    hits = table.positions("event_id", event_id)
     if not hits:
         return "Event not found."
     if field == "participant_email":
         new_value = new_value.lower()
-    table = tables.writable(CALENDAR)
-    cells = table.data[field]
-    for i in hits:
-        cells[i] = new_value
+    tables.writable(CALENDAR).set_cells(hits, field, new_value)
     return "Event updated successfully."

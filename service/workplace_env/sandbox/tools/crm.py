@@ -10,40 +10,31 @@ zero`` for ``page_size`` 0, ``'<' not supported between instances of 'int' and '
 
 Speed: each tool also has a registered fast path over the session's plain-Python table, for
 string arguments (and int pages) on a text-only table; it hands anything else to the pandas
-implementation, the exact one, before changing anything. It uses the plain-Python helpers of the
-project management module. Inside the pandas search, filters also avoid frame copies when every
-filter value and cell involved is a string.
+implementation, the exact one, before changing anything. Its helpers are the shared ones of
+:mod:`~workplace_env.sandbox.tools.common`. Inside the pandas search, filters also avoid frame
+copies when every filter value and cell involved is a string.
 """
 
 from __future__ import annotations
 
-import re
-import warnings
-from itertools import repeat
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import infer_dtype
 
-from workplace_env.sandbox.tables import COLUMNS, CRM, SessionTables
-from workplace_env.sandbox.tools.project_management import (
-    NA_MASK,
-    append_row,
-    cell_test,
-    drop_rows,
-    narrow,
+from workplace_env.sandbox.tables import CRM, SessionTables
+from workplace_env.sandbox.tools.common import (
+    all_text,
+    delete_where,
+    filtered_rows,
+    frame_records,
     next_id,
-    positions,
-    row_dicts,
-    set_cells,
+    paginate,
+    regex_keep,
+    text_table,
+    update_where,
 )
 from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
-
-# pandas warns when a search pattern has capture groups; the reference only printed it to stderr.
-warnings.filterwarnings(
-    "ignore", message="This pattern is interpreted as a regular expression", category=UserWarning
-)
 
 _STATUSES = ["Qualified", "Won", "Lost", "Lead", "Proposal"]
 _PRODUCTS = ["Software", "Hardware", "Services", "Consulting", "Training"]
@@ -71,20 +62,41 @@ def _string(description: str) -> dict[str, str]:
     return {"type": "string", "description": description}
 
 
-def _all_text(frame: pd.DataFrame, column: str) -> bool:
-    """True when every cell of ``column`` is a ``str`` (no missing or non-string values)."""
-    return infer_dtype(frame[column].to_numpy(), skipna=False) == "string"
-
-
-def _regex_keep(values: np.ndarray, pattern: str) -> np.ndarray:
-    """``Series(values).str.contains(pattern, case=False)`` for string ``values``, as a bool array.
-
-    pandas compiles the pattern twice, first without flags (its match-group warning), then with
-    IGNORECASE; a bad pattern raises the same ``re.error`` here, even when no row is left.
-    """
-    re.compile(pattern)
-    search = re.compile(pattern, re.IGNORECASE).search
-    return np.array([search(v) is not None for v in values.tolist()], dtype=bool)
+def _search_filters(
+    customer_name: Any,
+    customer_email: Any,
+    product_interest: Any,
+    status: Any,
+    assigned_to_email: Any,
+    last_contact_date_min: Any,
+    last_contact_date_max: Any,
+    follow_up_by_min: Any,
+    follow_up_by_max: Any,
+) -> tuple[list[tuple[str, Any]], list[tuple[str, str, Any]]]:
+    """The search's filters in the reference's order, falsy values left out: (column, pattern)
+    regex filters, then (column, ">=" or "<=", bound) date bounds."""
+    texts = [
+        (column, pattern)
+        for column, pattern in (
+            ("customer_name", customer_name),
+            ("customer_email", customer_email),
+            ("product_interest", product_interest),
+            ("status", status),
+            ("assigned_to_email", assigned_to_email),
+        )
+        if pattern
+    ]
+    bounds = [
+        (column, op, bound)
+        for column, op, bound in (
+            ("last_contact_date", ">=", last_contact_date_min),
+            ("last_contact_date", "<=", last_contact_date_max),
+            ("follow_up_by", ">=", follow_up_by_min),
+            ("follow_up_by", "<=", follow_up_by_max),
+        )
+        if bound
+    ]
+    return texts, bounds
 
 
 def _matching_rows(crm: pd.DataFrame, texts: list[tuple[str, Any]], bounds: list) -> np.ndarray:
@@ -97,10 +109,10 @@ def _matching_rows(crm: pd.DataFrame, texts: list[tuple[str, Any]], bounds: list
     """
     columns = {column for column, _ in texts} | {column for column, _, _ in bounds}
     values = [value for _, value in texts] + [value for _, _, value in bounds]
-    if all(isinstance(v, str) for v in values) and all(_all_text(crm, c) for c in columns):
+    if all(isinstance(v, str) for v in values) and all(all_text(crm, c) for c in columns):
         rows = np.arange(len(crm))
         for column, pattern in texts:
-            rows = rows[_regex_keep(crm[column].to_numpy()[rows], pattern)]
+            rows = rows[regex_keep(crm[column].to_numpy()[rows], pattern)]
         for column, op, bound in bounds:
             cells = crm[column].to_numpy()[rows].tolist()
             if op == ">=":
@@ -182,48 +194,29 @@ def search_customers(
     ):
         return "No search parameters provided. Please provide at least one parameter."
     crm = tables[CRM]
-    texts = [
-        (column, pattern)
-        for column, pattern in (
-            ("customer_name", customer_name),
-            ("customer_email", customer_email),
-            ("product_interest", product_interest),
-            ("status", status),
-            ("assigned_to_email", assigned_to_email),
-        )
-        if pattern
-    ]
-    bounds = [
-        (column, op, bound)
-        for column, op, bound in (
-            ("last_contact_date", ">=", last_contact_date_min),
-            ("last_contact_date", "<=", last_contact_date_max),
-            ("follow_up_by", ">=", follow_up_by_min),
-            ("follow_up_by", "<=", follow_up_by_max),
-        )
-        if bound
-    ]
+    texts, bounds = _search_filters(
+        customer_name,
+        customer_email,
+        product_interest,
+        status,
+        assigned_to_email,
+        last_contact_date_min,
+        last_contact_date_max,
+        follow_up_by_min,
+        follow_up_by_max,
+    )
     rows = _matching_rows(crm, texts, bounds)
 
-    # The reference's pagination, operation for operation: odd page/page_size values (0, negative,
-    # bool, float, string) give its results or its exception texts.
+    # The reference pages before it checks for results: odd page/page_size values (0, negative,
+    # bool, float, string) give its results or its exception texts even when nothing matched.
     total = len(rows)
-    total_pages = (total + page_size - 1) // page_size
-    page = max(1, min(page, total_pages)) if total_pages > 0 else 1
-    start = (page - 1) * page_size
-    end = min(start + page_size, total)
+    start, end, pagination = paginate("total_customers", total, page, page_size)
     if total <= 0:
         return "No customers found."
     # The reference slices its list of records; slicing the positions list behaves the same.
-    values = crm.to_numpy(dtype=object)[rows.tolist()[start:end]].tolist()
     return {
-        "customers": list(map(dict, map(zip, repeat(crm.columns.tolist()), values))),
-        "pagination": {
-            "total_customers": total,
-            "page": page,
-            "page_size": page_size,
-            "total_pages": total_pages,
-        },
+        "customers": frame_records(crm, rows.tolist()[start:end]),
+        "pagination": pagination,
     }
 
 
@@ -250,27 +243,17 @@ def _search_customers_fast(
     pandas' object comparison has it). Falls back for a non-str truthy filter, a bool/float/str
     page or page size, a page size below 1 and a pattern that does not compile.
     """
-    texts = [
-        (column, pattern)
-        for column, pattern in (
-            ("customer_name", customer_name),
-            ("customer_email", customer_email),
-            ("product_interest", product_interest),
-            ("status", status),
-            ("assigned_to_email", assigned_to_email),
-        )
-        if pattern
-    ]
-    bounds = [
-        (column, at_least, bound)
-        for column, at_least, bound in (
-            ("last_contact_date", True, last_contact_date_min),
-            ("last_contact_date", False, last_contact_date_max),
-            ("follow_up_by", True, follow_up_by_min),
-            ("follow_up_by", False, follow_up_by_max),
-        )
-        if bound
-    ]
+    texts, bounds = _search_filters(
+        customer_name,
+        customer_email,
+        product_interest,
+        status,
+        assigned_to_email,
+        last_contact_date_min,
+        last_contact_date_max,
+        follow_up_by_min,
+        follow_up_by_max,
+    )
     if not texts and not bounds:
         return "No search parameters provided. Please provide at least one parameter."
     if type(page) is not int or type(page_size) is not int or page_size < 1:
@@ -282,44 +265,24 @@ def _search_customers_fast(
     table = tables.table(CRM)
     if not table.text_only:
         return FALLBACK
-    tests = []
-    for column, pattern in texts:
-        entry = cell_test(pattern)
-        if entry is None:
-            return FALLBACK
-        tests.append((column, entry))
-    rows = None
-    try:
-        for column, entry in tests:
-            rows = narrow(entry, table.data[column], rows)
-    except (TypeError, AttributeError):  # only a missing cell makes a regex test raise
-        return f"Error executing tool 'customer_relationship_manager_search_customers': {NA_MASK}"
+    rows = filtered_rows("customer_relationship_manager_search_customers", table, texts)
+    if rows is FALLBACK or type(rows) is str:
+        return rows
     if rows is None:
         rows = range(len(table.index))
-    for column, at_least, bound in bounds:
+    for column, op, bound in bounds:
         cells = table.data[column]
-        if at_least:
+        if op == ">=":
             rows = [i for i in rows if type(cells[i]) is str and cells[i] >= bound]
         else:
             rows = [i for i in rows if type(cells[i]) is str and cells[i] <= bound]
 
-    # The reference's pagination with int page and page_size >= 1 (no error possible).
+    # With int page and page_size >= 1 the paging cannot fail, so "no results" may come first.
     total = len(rows)
     if total == 0:
         return "No customers found."
-    total_pages = (total + page_size - 1) // page_size
-    page = max(1, min(page, total_pages))
-    start = (page - 1) * page_size
-    end = min(start + page_size, total)
-    return {
-        "customers": row_dicts(table, rows[start:end]),
-        "pagination": {
-            "total_customers": total,
-            "page": page,
-            "page_size": page_size,
-            "total_pages": total_pages,
-        },
-    }
+    start, end, pagination = paginate("total_customers", total, page, page_size)
+    return {"customers": table.records(rows[start:end]), "pagination": pagination}
 
 
 @tool(
@@ -396,7 +359,7 @@ def _update_customer_fast(
         return "Customer not found."
     if field not in table.data:
         return _BAD_FIELD
-    set_cells(tables.writable(CRM), "customer_id", customer_id, field, new_value)
+    update_where(tables, CRM, "customer_id", customer_id, field, new_value)
     return "Customer updated successfully."
 
 
@@ -501,8 +464,8 @@ def _add_customer_fast(
     optional = (customer_email, customer_phone, last_contact_date, product_interest, notes)
     if any(value is not None and type(value) is not str for value in (*optional, follow_up_by)):
         return FALLBACK
-    table = tables.table(CRM)
-    if not table.text_only or table.columns != COLUMNS[CRM]:
+    table = text_table(tables, CRM)
+    if table is None:
         return FALLBACK
     customer_id = next_id(table.data["customer_id"])
     if customer_id is None:
@@ -521,7 +484,7 @@ def _add_customer_fast(
         follow_up_by,
         notes,
     )
-    append_row(tables.writable(CRM), row)
+    tables.writable(CRM).append_row(row)
     return customer_id
 
 
@@ -565,8 +528,6 @@ def _delete_customer_fast(tables: SessionTables, customer_id: Any = None) -> Any
     table = tables.table(CRM)
     if type(customer_id) is not str or not table.text_only:
         return FALLBACK
-    doomed = positions(table.data["customer_id"], customer_id)
-    if not doomed:
+    if not delete_where(tables, CRM, "customer_id", customer_id):
         return "Customer not found."
-    drop_rows(tables.writable(CRM), doomed)
     return "Customer deleted successfully."

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from workplace_env.sandbox.table import Table
-from workplace_env.sandbox.tables import COLUMNS, EMAILS, SessionTables
+from workplace_env.sandbox.tables import EMAILS, SessionTables
+from workplace_env.sandbox.tools.common import frame_records, next_id, paginate, text_table
 from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
 #: The reference's fixed clock: every email sent in a session carries this timestamp.
@@ -111,13 +112,6 @@ def _newest_first(stamps: np.ndarray) -> np.ndarray:
     return positions[::-1][stamps[::-1].argsort(kind="quicksort")][::-1]
 
 
-def _records(frame: pd.DataFrame, positions: list[int]) -> list[dict[str, Any]]:
-    """The rows at ``positions`` as ``{column: value}`` dicts in column order (missing -> NaN)."""
-    columns = list(frame.columns)
-    rows = frame.to_numpy(dtype=object)[positions].tolist()
-    return [dict(zip(columns, row, strict=True)) for row in rows]
-
-
 def _id_mask(frame: pd.DataFrame, email_id: Any) -> np.ndarray:
     """``frame["email_id"] == email_id`` as a bool array, with pandas' errors for odd types.
 
@@ -137,50 +131,8 @@ def _find(frame: pd.DataFrame, email_id: Any) -> int | None:
 
 
 # -- fast paths' helpers ---------------------------------------------------------------------
-
-
-def _text_table(tables: SessionTables) -> Table | None:
-    """The emails table when the fast paths may use it (str/missing cells, standard columns)."""
-    table = tables.table(EMAILS)
-    if table.text_only and table.columns == COLUMNS[EMAILS]:
-        return table
-    return None
-
-
-def _first(table: Table, email_id: str) -> int | None:
-    """Position of the first row whose id equals the string ``email_id`` (as ``_find``), or None."""
-    try:
-        return table.data[_ID].index(email_id)
-    except ValueError:
-        return None
-
-
-def _append_email(
-    tables: SessionTables, table: Table, recipient: str, subject: str, body: str
-) -> Any:
-    """The row ``send_email`` appends past its argument checks, or FALLBACK with nothing changed.
-
-    ``table`` is the session's current (text-only) emails table. The new id is computed as the
-    pandas path does; any failure there (an empty table, a missing or non-numeric max id) is
-    left to pandas. The table ends as ``Table.from_frame`` stores the appended frame:
-    labels ``0..n`` with a RangeIndex, every cell a str, so it stays text-only.
-    """
-    try:
-        # max() raises TypeError when a missing id sits among strings; int() rejects the rest.
-        email_id = str(int(max(table.data[_ID])) + 1)
-    except (TypeError, ValueError):
-        return FALLBACK
-    row = (email_id, "outbox", recipient.lower(), subject, SENT_DATETIME, body)
-    table = tables.writable(EMAILS)
-    rows = len(table.index)
-    for column, value in zip(table.columns, row, strict=True):
-        table.data[column].append(value)
-    if table.range_index == (0, rows, 1):
-        table.index.append(rows)
-    else:
-        table.index = list(range(rows + 1))
-    table.range_index = (0, rows + 1, 1)
-    return "Email sent successfully."
+#
+# They read the table from common.text_table(tables, EMAILS): str/missing cells, standard columns.
 
 
 _DAY_NS = 86_400 * 10**9
@@ -560,10 +512,10 @@ def get_email_information_by_id_fast(
         return "Field not provided."
     if type(email_id) is not str or type(field) is not str:
         return FALLBACK
-    table = _text_table(tables)
+    table = text_table(tables, EMAILS)
     if table is None:
         return FALLBACK
-    position = _first(table, email_id)
+    position = table.first(_ID, email_id)
     if position is None:
         return "Email not found."
     if field not in table.columns:
@@ -648,21 +600,12 @@ def search_emails(
         selected = positions[keep].tolist()
         if not selected:
             return "No emails found."
-        total_emails = len(selected)
-        # The reference's paging, including what it does with 0, negatives, floats and strings.
-        total_pages = (total_emails + page_size - 1) // page_size
-        page = max(1, min(page, total_pages))
-        start = (page - 1) * page_size
-        end = start + page_size
-        return {
-            "emails": _records(frame, selected[start:end]),
-            "pagination": {
-                "total_emails": total_emails,
-                "page": page,
-                "page_size": page_size,
-                "total_pages": total_pages,
-            },
-        }
+        # The reference's paging, including what it does with 0, negatives, floats and strings;
+        # unlike calendar and CRM it clamps the page even when there are no pages.
+        start, end, pagination = paginate(
+            "total_emails", len(selected), page, page_size, clamp_without_pages=True
+        )
+        return {"emails": frame_records(frame, selected[start:end]), "pagination": pagination}
     except Exception as exc:
         return f"Error searching emails: {exc}"
 
@@ -687,7 +630,7 @@ def search_emails_fast(
     """
     if type(query) is not str:
         return FALLBACK
-    table = _text_table(tables)
+    table = text_table(tables, EMAILS)
     if table is None:
         return FALLBACK
     index = _search_index(tables, table)
@@ -707,36 +650,20 @@ def search_emails_fast(
         high = _bound_day(date_max) if type(date_max) is str else None
         if high is None:
             return FALLBACK
-    start, stop = 0, len(positions)
+    first, stop = 0, len(positions)
     if low is not None or high is not None:
         # Matches are newest first, so a date range is one contiguous run of them: search the
         # negated days, which never decrease along the matches.
         negated_days = -(index.stamps[positions] // _DAY_NS)
         if high is not None:
-            start = int(negated_days.searchsorted(-high, side="left"))
+            first = int(negated_days.searchsorted(-high, side="left"))
         if low is not None:
             stop = int(negated_days.searchsorted(-low, side="right"))
-    total_emails = stop - start
-    if total_emails <= 0:
+    if stop - first <= 0:
         return "No emails found."
-    total_pages = (total_emails + page_size - 1) // page_size
-    page = max(1, min(page, total_pages))
-    first = start + (page - 1) * page_size
-    columns = table.columns
-    cells = [table.data[c] for c in columns]
-    emails = [
-        dict(zip(columns, [column[i] for column in cells], strict=True))
-        for i in positions[first : min(first + page_size, stop)].tolist()
-    ]
-    return {
-        "emails": emails,
-        "pagination": {
-            "total_emails": total_emails,
-            "page": page,
-            "page_size": page_size,
-            "total_pages": total_pages,
-        },
-    }
+    start, end, pagination = paginate("total_emails", stop - first, page, page_size)
+    page_rows = positions[first + start : first + end].tolist()
+    return {"emails": table.records(page_rows), "pagination": pagination}
 
 
 def _max_id(frame: pd.DataFrame) -> Any:
@@ -821,10 +748,18 @@ def send_email_fast(
         return FALLBACK
     if "@" not in recipient or "." not in recipient:
         return "Invalid recipient email address."
-    table = _text_table(tables)
+    table = text_table(tables, EMAILS)
     if table is None:
         return FALLBACK
-    return _append_email(tables, table, recipient, subject, body)
+    # The new id as the pandas path computes it, not zero-padded; any failure there (an empty
+    # table, a missing or non-numeric max id) is left to pandas. The table ends as
+    # Table.from_frame stores the appended frame: labels 0..n with a RangeIndex, all text.
+    email_id = next_id(table.data[_ID], zero_pad=False)
+    if email_id is None:
+        return FALLBACK
+    row = (email_id, "outbox", recipient.lower(), subject, SENT_DATETIME, body)
+    tables.writable(EMAILS).append_row(row)
+    return "Email sent successfully."
 
 
 @tool(
@@ -872,40 +807,28 @@ def delete_email_fast(tables: SessionTables, email_id: Any = None) -> Any:
         return "Email ID not provided."
     if type(email_id) is not str:
         return FALLBACK
-    table = _text_table(tables)
+    table = text_table(tables, EMAILS)
     if table is None:
         return FALLBACK
-    ids = table.data[_ID]
-    position = _first(table, email_id)
-    if position is None:
+    doomed = table.positions(_ID, email_id)
+    if not doomed:
         return "Email not found."
-    doomed = [position]
-    try:
-        while True:
-            doomed.append(ids.index(email_id, doomed[-1] + 1))
-    except ValueError:
-        pass
     # A later search would have to rebuild its index to find out what went: derive it now.
     index = _known_index(tables, table) if len(doomed) == 1 else None
     table = tables.writable(EMAILS)
-    if len(doomed) == 1:
-        for column in table.data.values():
-            del column[position]
-        del table.index[position]
-        if index is not None:
-            _remember(index.without(table, position))
-    else:
-        gone = set(doomed)
-        keep = [i for i in range(len(table.index)) if i not in gone]
-        for name, column in table.data.items():
-            table.data[name] = [column[i] for i in keep]
-        table.index = [table.index[i] for i in keep]
-    table.range_index = None
+    table.drop_rows(doomed)
+    if index is not None:
+        _remember(index.without(table, doomed[0]))
     return "Email deleted successfully."
 
 
-def _relay(result: str, success: str) -> str:
-    """Forward/reply report the inner send's failure when it says "Error" or "Invalid"."""
+def _relay(result: Any, success: str) -> Any:
+    """Forward/reply report the inner send's failure when it says "Error" or "Invalid".
+
+    A fast path's inner send may also answer FALLBACK (it changed nothing): handed on as is.
+    """
+    if result is FALLBACK:
+        return result
     return result if "Error" in result or "Invalid" in result else success
 
 
@@ -957,9 +880,10 @@ def forward_email(tables: SessionTables, email_id: Any = None, recipient: Any = 
 def forward_email_fast(tables: SessionTables, email_id: Any = None, recipient: Any = None) -> Any:
     """The forward on the plain table, for a string id and recipient (any falsy argument too).
 
-    An original body that is empty or missing (None) makes the inner send refuse quietly: a
-    success with nothing sent. Falls back for non-string arguments, a NaN body, a table that is
-    not text-only, and when the new id needs pandas (see :func:`_append_email`).
+    The inner send is :func:`send_email_fast`, as the pandas path calls :func:`send_email`: an
+    original body that is empty or missing (None) makes it refuse quietly, a success with
+    nothing sent. Falls back for non-string arguments, a table that is not text-only, and
+    whenever the inner send falls back (a NaN body, a new id that needs pandas).
     """
     if not email_id or not recipient:
         return "Email ID or recipient not provided."
@@ -967,20 +891,16 @@ def forward_email_fast(tables: SessionTables, email_id: Any = None, recipient: A
         return FALLBACK
     if "@" not in recipient or "." not in recipient:
         return "Invalid recipient email address."
-    table = _text_table(tables)
+    table = text_table(tables, EMAILS)
     if table is None:
         return FALLBACK
-    position = _first(table, email_id)
+    position = table.first(_ID, email_id)
     if position is None:
         return "Email not found."
     subject = table.data[_SUBJECT][position]
     body = table.data[_BODY][position]
-    if body is None or body == "":
-        return "Email forwarded successfully."
-    if type(body) is not str:
-        return FALLBACK
-    result = _append_email(tables, table, recipient, f"FW: {subject}", body)
-    return result if result is FALLBACK else "Email forwarded successfully."
+    result = send_email_fast(tables, recipient, f"FW: {subject}", body)
+    return _relay(result, "Email forwarded successfully.")
 
 
 @tool(
@@ -1027,28 +947,23 @@ def reply_email(tables: SessionTables, email_id: Any = None, body: Any = None) -
 def reply_email_fast(tables: SessionTables, email_id: Any = None, body: Any = None) -> Any:
     """The reply on the plain table, for a string id and body (any falsy argument too).
 
-    The inner send's answers are reproduced: an empty or missing (None) sender/recipient is a
-    quiet success with nothing sent, one without "@" or "." is "Invalid recipient email
-    address.". Falls back for non-string arguments, a NaN sender/recipient, a table that is not
-    text-only, and when the new id needs pandas (see :func:`_append_email`).
+    The inner send is :func:`send_email_fast`, as the pandas path calls :func:`send_email`: an
+    empty or missing (None) sender/recipient is a quiet success with nothing sent, one without
+    "@" or "." is "Invalid recipient email address.". Falls back for non-string arguments, a
+    table that is not text-only, and whenever the inner send falls back (a NaN
+    sender/recipient, a new id that needs pandas).
     """
     if not email_id or not body:
         return "Email ID or body not provided."
     if type(email_id) is not str or type(body) is not str:
         return FALLBACK
-    table = _text_table(tables)
+    table = text_table(tables, EMAILS)
     if table is None:
         return FALLBACK
-    position = _first(table, email_id)
+    position = table.first(_ID, email_id)
     if position is None:
         return "Email not found."
     subject = table.data[_SUBJECT][position]
     party = table.data[_PARTY][position]
-    if party is None or party == "":
-        return "Email replied successfully."
-    if type(party) is not str:
-        return FALLBACK
-    if "@" not in party or "." not in party:
-        return "Invalid recipient email address."
-    result = _append_email(tables, table, party, f"RE: {subject}", body)
-    return result if result is FALLBACK else "Email replied successfully."
+    result = send_email_fast(tables, party, f"RE: {subject}", body)
+    return _relay(result, "Email replied successfully.")

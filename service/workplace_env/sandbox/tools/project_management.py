@@ -10,33 +10,34 @@ Every cell of this table is an object (a value a tool stored keeps the type it w
 
 Speed: each tool also has a registered fast path over the session's plain-Python table
 (:class:`~workplace_env.sandbox.table.Table`), for string arguments on a text-only table; it
-hands anything else to the pandas implementation, the exact one, before changing anything. The
-helpers of the section "plain-Python helpers" are shared with the CRM fast paths. Inside the
-pandas implementations, searches and id lookups also avoid frame copies when every argument and
-cell involved is a string.
+hands anything else to the pandas implementation, the exact one, before changing anything. Its
+helpers are the shared ones of :mod:`~workplace_env.sandbox.tools.common`. Inside the pandas
+implementations, searches and id lookups also avoid frame copies when every argument and cell
+involved is a string.
 """
 
 from __future__ import annotations
 
 import re
-import warnings
-from collections.abc import Callable
-from itertools import compress, repeat
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from pandas.api.types import infer_dtype
 
-from workplace_env.sandbox.table import Table
-from workplace_env.sandbox.tables import COLUMNS, TASKS, SessionTables
-from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
-
-# pandas warns when a search pattern has capture groups; the reference only printed it to stderr.
-warnings.filterwarnings(
-    "ignore", message="This pattern is interpreted as a regular expression", category=UserWarning
+from workplace_env.sandbox.tables import TASKS, SessionTables
+from workplace_env.sandbox.tools.common import (
+    all_text,
+    cell_flags,
+    cell_test,
+    delete_where,
+    filtered_rows,
+    frame_records,
+    next_id,
+    regex_keep,
+    text_table,
+    update_where,
 )
+from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
 _LISTS = ["Backlog", "In Progress", "In Review", "Completed"]
 _BOARDS = ["Back end", "Front end", "Design"]
@@ -56,188 +57,11 @@ _ASSIGNEE = {"type": "string", "description": "Email address of the person assig
 _DUE = {"type": "string", "description": "Due date of the task in YYYY-MM-DD format"}
 
 
-def _records(frame: pd.DataFrame, rows: Any = slice(None)) -> list[dict[str, Any]]:
-    """``frame.to_dict(orient="records")`` of the rows at positions ``rows`` (all by default).
-
-    Every column is object dtype, so pandas would only box numpy scalars, which the caller turns
-    into plain values anyway: the JSON is the same, at a fraction of the cost.
-    """
-    values = frame.to_numpy(dtype=object)[rows].tolist()
-    return list(map(dict, map(zip, repeat(frame.columns.tolist()), values)))
-
-
-def _all_text(frame: pd.DataFrame, column: str) -> bool:
-    """True when every cell of ``column`` is a ``str`` (no missing or non-string values)."""
-    return infer_dtype(frame[column].to_numpy(), skipna=False) == "string"
-
-
-def _regex_keep(values: np.ndarray, pattern: str) -> np.ndarray:
-    """``Series(values).str.contains(pattern, case=False)`` for string ``values``, as a bool array.
-
-    pandas compiles the pattern twice, first without flags (its match-group warning), then with
-    IGNORECASE; a bad pattern raises the same ``re.error`` here, even when no row is left.
-    """
-    re.compile(pattern)
-    search = re.compile(pattern, re.IGNORECASE).search
-    return np.array([search(v) is not None for v in values.tolist()], dtype=bool)
-
-
 def _is_assignee(tasks: pd.DataFrame, email: str) -> bool:
     """``email in tasks["assigned_to_email"].str.lower().values`` (``email`` is lower-cased)."""
-    if _all_text(tasks, "assigned_to_email"):
+    if all_text(tasks, "assigned_to_email"):
         return email in {value.lower() for value in tasks["assigned_to_email"].tolist()}
     return email in tasks["assigned_to_email"].str.lower().values
-
-
-# -- plain-Python helpers of the fast paths (shared with the CRM fast paths) -------------------
-#
-# Fast paths run on text-only tables (every cell a str, None or NaN) with str arguments. A regex
-# test applied to a missing cell raises TypeError or AttributeError: pandas' str.contains leaves
-# NA in the mask there, and indexing with that mask raises NA_MASK (golden text).
-
-#: pandas' error for a boolean mask holding NA (a regex filter that met a missing cell).
-NA_MASK = "Cannot mask with non-boolean array containing NA / NaN values"
-
-#: Cell tests remembered: at most this many tests (all are forgotten when exceeded) ...
-_MEMO_TESTS = 256
-#: ... and this many cell results per test (that test's results are forgotten when exceeded).
-_MEMO_CELLS = 1024
-_REGEX_SPECIAL = frozenset(".^$*+?{}[]\\|()")
-
-CellTest = tuple[Callable[[str], bool], dict[str, bool]]
-_memo: dict[Any, CellTest | None] = {}
-
-
-def _contains_test(pattern: str) -> Callable[[str], bool] | None:
-    """``cell -> pandas str.contains(pattern, case=False)`` for a str cell, None if pandas raises.
-
-    pandas compiles the pattern without flags (its match-group warning), then with IGNORECASE,
-    and searches each cell. A pattern without metacharacters is a literal: for ASCII pattern and
-    cell, the case-insensitive search is plain containment of the lower-cased texts (the
-    engine's extra case pairs, like ``k``/Kelvin sign, all involve a non-ASCII character).
-    """
-    try:
-        re.compile(pattern)
-        search = re.compile(pattern, re.IGNORECASE).search
-    except Exception:  # re.error, RecursionError, OverflowError, a warning raised as error...
-        return None
-    if pattern.isascii() and _REGEX_SPECIAL.isdisjoint(pattern):
-        lowered = pattern.lower()
-        return lambda cell: lowered in cell.lower() if cell.isascii() else bool(search(cell))
-    return lambda cell: search(cell) is not None
-
-
-def cell_test(key: str | tuple[str, str]) -> CellTest | None:
-    """The test ``key`` names with its memo of results by cell text, or None (pattern error).
-
-    ``key`` is a regex pattern (pandas ``str.contains(key, case=False)``; raises on a missing
-    cell) or ``("=", text)`` (pandas ``column.str.lower() == text``: a missing cell is False).
-    Results depend on the cell only, so they are shared by all sessions; models repeat their
-    searches, which then cost a dict lookup per cell.
-    """
-    try:
-        return _memo[key]
-    except KeyError:
-        pass
-    if isinstance(key, tuple):
-        text = key[1]
-        entry: CellTest | None = (lambda cell: type(cell) is str and cell.lower() == text, {})
-    else:
-        test = _contains_test(key)
-        entry = None if test is None else (test, {})
-    if len(_memo) >= _MEMO_TESTS:
-        _memo.clear()
-    _memo[key] = entry
-    return entry
-
-
-def cell_flags(entry: CellTest, cells: list[Any]) -> list[bool]:
-    """The test's result for each cell (a regex test raises TypeError/AttributeError on a
-    missing cell)."""
-    test, memo = entry
-    flags = list(map(memo.get, cells))
-    if None in flags:
-        if len(memo) >= _MEMO_CELLS:
-            memo.clear()
-        for i, flag in enumerate(flags):
-            if flag is None:
-                cell = cells[i]
-                flag = memo.get(cell)
-                if flag is None:
-                    flag = memo[cell] = test(cell)
-                flags[i] = flag
-    return flags
-
-
-def narrow(entry: CellTest, cells: list[Any], rows: list[int] | None) -> list[int]:
-    """The positions among ``rows`` (every row when None) whose cell passes the test, in order."""
-    if rows is None:
-        return list(compress(range(len(cells)), cell_flags(entry, cells)))
-    return list(compress(rows, cell_flags(entry, [cells[i] for i in rows])))
-
-
-def row_dicts(table: Table, rows: list[int]) -> list[dict[str, Any]]:
-    """``to_dict(orient="records")`` of the rows at ``rows``: column -> cell, in column order."""
-    columns = table.columns
-    if len(rows) > 1:  # itemgetter picks a column's cells in C (it returns a bare cell for one)
-        pick = itemgetter(*rows)
-        picked = [pick(table.data[column]) for column in columns]
-    else:
-        picked = [[table.data[column][i] for i in rows] for column in columns]
-    return [dict(zip(columns, values, strict=True)) for values in zip(*picked, strict=True)]
-
-
-def next_id(ids: list[Any]) -> str | None:
-    """``str(int(ids.max()) + 1).zfill(8)`` for str ids, or None when pandas should decide.
-
-    ``max`` compares the strings as numpy's object max does (same result); a missing id (no
-    order with str), an empty table or a non-numeric maximum makes it None.
-    """
-    try:
-        return str(int(max(ids)) + 1).zfill(8)
-    except (TypeError, ValueError):
-        return None
-
-
-def positions(cells: list[Any], value: str) -> list[int]:
-    """Positions of the cells equal to ``value`` (numpy's object ``==``: Python's ``==``)."""
-    found = []
-    i = -1
-    try:
-        while True:
-            i = cells.index(value, i + 1)
-            found.append(i)
-    except ValueError:
-        return found
-
-
-def append_row(table: Table, values: tuple[Any, ...]) -> None:
-    """Append a row as ``pd.concat([frame, row], ignore_index=True)`` does: index 0..n-1."""
-    for cells, value in zip(map(table.data.__getitem__, table.columns), values, strict=True):
-        cells.append(value)
-    size = len(table.index) + 1
-    if table.range_index == (0, size - 1, 1):
-        table.index.append(size - 1)
-    else:
-        table.index = list(range(size))
-    table.range_index = (0, size, 1)
-
-
-def drop_rows(table: Table, doomed: list[int]) -> None:
-    """Remove the rows at ``doomed`` as boolean indexing does: others keep their labels."""
-    for i in reversed(doomed):
-        for cells in table.data.values():
-            del cells[i]
-        del table.index[i]
-    # A mask that drops rows takes them: pandas gives an Int64 index, never a RangeIndex.
-    table.range_index = None
-
-
-def set_cells(table: Table, id_column: str, row_id: str, field: str, value: Any) -> None:
-    """``frame.loc[frame[id_column] == row_id, field] = value`` on an object column."""
-    cells = table.data[field]
-    for i in positions(table.data[id_column], row_id):
-        cells[i] = value
 
 
 def _knows_assignee(cells: list[Any], email: str) -> bool:
@@ -247,6 +71,23 @@ def _knows_assignee(cells: list[Any], email: str) -> bool:
     entry = cell_test(("=", email))
     assert entry is not None
     return any(cell_flags(entry, cells))
+
+
+def _search_filters(
+    task_name: Any, assigned_to_email: Any, list_name: Any, due_date: Any, board: Any
+) -> list[tuple[str, Any]]:
+    """The search's (column, value) filters in the reference's order; falsy values are none."""
+    return [
+        (column, value)
+        for column, value in (
+            ("task_name", task_name),
+            ("assigned_to_email", assigned_to_email),
+            ("list_name", list_name),
+            ("due_date", due_date),
+            ("board", board),
+        )
+        if value
+    ]
 
 
 @tool(
@@ -287,7 +128,7 @@ def get_task_information_by_id(
         hits = np.flatnonzero((tasks["task_id"] == task_id).to_numpy())
     if not len(hits):
         return "Task not found."
-    row = _records(tasks, [hits[0]])[0]
+    row = frame_records(tasks, [hits[0]])[0]
     # Dict membership: an unhashable field raises "unhashable type", a non-string misses.
     if field in row:
         return {field: row[field]}
@@ -310,9 +151,8 @@ def _get_task_information_by_id_fast(
     table = tables.table(TASKS)
     if type(task_id) is not str or type(field) is not str or not table.text_only:
         return FALLBACK
-    try:
-        i = table.data["task_id"].index(task_id)
-    except ValueError:
+    i = table.first("task_id", task_id)
+    if i is None:
         return "Task not found."
     cells = table.data.get(field)
     if cells is None:
@@ -357,18 +197,8 @@ def search_tasks(
     if assigned_to_email and not re.match(_EMAIL_FORMAT, assigned_to_email):
         return "Invalid email format for assigned_to_email."
     tasks = tables[TASKS]
-    filters = [
-        (column, value)
-        for column, value in (
-            ("task_name", task_name),
-            ("assigned_to_email", assigned_to_email),
-            ("list_name", list_name),
-            ("due_date", due_date),
-            ("board", board),
-        )
-        if value
-    ]
-    if all(isinstance(value, str) and _all_text(tasks, column) for column, value in filters):
+    filters = _search_filters(task_name, assigned_to_email, list_name, due_date, board)
+    if all(isinstance(value, str) and all_text(tasks, column) for column, value in filters):
         # Fast path, same result: string patterns over all-string columns cannot hit pandas'
         # NA-mask or .str-accessor errors, so positions are narrowed instead of frames.
         rows = np.arange(len(tasks))
@@ -378,9 +208,9 @@ def search_tasks(
                 target = value.lower()
                 keep = np.array([v.lower() == target for v in values.tolist()], dtype=bool)
             else:
-                keep = _regex_keep(values, value)
+                keep = regex_keep(values, value)
             rows = rows[keep]
-        return _records(tasks, rows)
+        return frame_records(tasks, rows)
 
     # The reference's pandas operations, for odd patterns or cells (their errors are golden).
     # Filters narrow the frame one after another: a later filter only sees the rows left, which
@@ -395,7 +225,7 @@ def search_tasks(
         tasks = tasks[tasks["due_date"].str.contains(due_date, case=False)]
     if board:
         tasks = tasks[tasks["board"].str.contains(board, case=False)]
-    return _records(tasks)
+    return frame_records(tasks)
 
 
 @fast_path("project_management_search_tasks")
@@ -415,17 +245,7 @@ def _search_tasks_fast(
     """
     if not any([task_name, assigned_to_email, list_name, due_date, board]):
         return "No search parameters provided."
-    filters = [
-        (column, value)
-        for column, value in (
-            ("task_name", task_name),
-            ("assigned_to_email", assigned_to_email),
-            ("list_name", list_name),
-            ("due_date", due_date),
-            ("board", board),
-        )
-        if value
-    ]
+    filters = _search_filters(task_name, assigned_to_email, list_name, due_date, board)
     if any(type(value) is not str for _, value in filters):
         return FALLBACK
     if assigned_to_email and not _email_format_match(assigned_to_email):
@@ -433,19 +253,15 @@ def _search_tasks_fast(
     table = tables.table(TASKS)
     if not table.text_only:
         return FALLBACK
-    tests = []
-    for column, value in filters:
-        entry = cell_test(("=", value.lower()) if column == "assigned_to_email" else value)
-        if entry is None:
-            return FALLBACK
-        tests.append((column, entry))
-    rows = None
-    try:
-        for column, entry in tests:
-            rows = narrow(entry, table.data[column], rows)
-    except (TypeError, AttributeError):  # only a missing cell makes a test raise
-        return f"Error executing tool 'project_management_search_tasks': {NA_MASK}"
-    return row_dicts(table, rows)
+    # The assignee is an exact case-insensitive match, the others regex searches.
+    tests = [
+        (column, ("=", value.lower()) if column == "assigned_to_email" else value)
+        for column, value in filters
+    ]
+    rows = filtered_rows("project_management_search_tasks", table, tests)
+    if rows is FALLBACK or type(rows) is str:
+        return rows
+    return table.records(rows)
 
 
 @tool(
@@ -531,8 +347,8 @@ def _create_task_fast(
         return "Missing task details."
     if any(type(value) is not str for value in values):
         return FALLBACK
-    table = tables.table(TASKS)
-    if not table.text_only or table.columns != COLUMNS[TASKS]:
+    table = text_table(tables, TASKS)
+    if table is None:
         return FALLBACK
     assigned_to_email = assigned_to_email.lower()
     if not _knows_assignee(table.data["assigned_to_email"], assigned_to_email):
@@ -545,7 +361,7 @@ def _create_task_fast(
     if task_id is None:
         return FALLBACK
     row = (task_id, task_name, assigned_to_email, list_name, due_date, board)
-    append_row(tables.writable(TASKS), row)
+    tables.writable(TASKS).append_row(row)
     return task_id
 
 
@@ -588,10 +404,8 @@ def _delete_task_fast(tables: SessionTables, task_id: Any = None) -> Any:
     table = tables.table(TASKS)
     if type(task_id) is not str or not table.text_only:
         return FALLBACK
-    doomed = positions(table.data["task_id"], task_id)
-    if not doomed:
+    if not delete_where(tables, TASKS, "task_id", task_id):
         return "Task not found."
-    drop_rows(tables.writable(TASKS), doomed)
     return "Task deleted successfully."
 
 
@@ -674,5 +488,5 @@ def _update_task_fast(
         return "Task not found."
     if field not in table.data:
         return "Field not valid."
-    set_cells(tables.writable(TASKS), "task_id", task_id, field, new_value)
+    update_where(tables, TASKS, "task_id", task_id, field, new_value)
     return "Task updated successfully."

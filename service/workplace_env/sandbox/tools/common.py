@@ -1,0 +1,260 @@
+"""Mechanisms the toolkits share: one place for each, so a fix lands everywhere at once.
+
+Row operations on a single :class:`~workplace_env.sandbox.table.Table` (positions of a value,
+dropping and appending rows, setting cells, records) are methods of the Table; this module holds
+what the fast paths do over a session (:class:`~workplace_env.sandbox.tables.SessionTables`) and
+the small pieces of the reference's semantics several toolkits repeat: pandas'
+``str.contains(pattern, case=False)`` as a per-cell test, the paging arithmetic, the next
+zero-padded id. Fast paths run on text-only tables (every cell a str, None or NaN) with str
+arguments and return ``FALLBACK`` before changing anything for what pandas must decide.
+
+The last section holds helpers of the pandas implementations (the exact reference): they only
+avoid frame copies where every cell involved is a string, with the same results and errors.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable
+from itertools import compress, repeat
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from pandas.api.types import infer_dtype
+
+from workplace_env.sandbox.table import Table
+from workplace_env.sandbox.tables import COLUMNS, SessionTables
+from workplace_env.sandbox.tools.registry import FALLBACK
+
+# pandas warns when a search pattern has capture groups; the reference only printed it to stderr.
+warnings.filterwarnings(
+    "ignore", message="This pattern is interpreted as a regular expression", category=UserWarning
+)
+
+
+# -- tables of a session ----------------------------------------------------------------------
+
+
+def text_table(tables: SessionTables, key: str) -> Table | None:
+    """Table ``key`` when it is text-only with its standard columns (the fast paths that build
+    rows rely on both), else None."""
+    table = tables.table(key)
+    if table.text_only and table.columns == COLUMNS[key]:
+        return table
+    return None
+
+
+def only_str(cells: Any) -> bool:
+    """True when every cell is a str (no missing ones): fast paths compare or parse only those."""
+    return set(map(type, cells)) <= {str}
+
+
+def delete_where(tables: SessionTables, key: str, column: str, value: str) -> bool:
+    """Drop every row of table ``key`` whose ``column`` equals ``value``; False when none does.
+
+    ``frame[frame[column] != value]`` for a str value: the other rows keep their labels.
+    """
+    doomed = tables.table(key).positions(column, value)
+    if not doomed:
+        return False
+    tables.writable(key).drop_rows(doomed)
+    return True
+
+
+def update_where(
+    tables: SessionTables, key: str, column: str, value: str, field: str, new_value: Any
+) -> None:
+    """``frame.loc[frame[column] == value, field] = new_value`` on table ``key`` (object field)."""
+    table = tables.writable(key)
+    table.set_cells(table.positions(column, value), field, new_value)
+
+
+def next_id(ids: list[Any], *, zero_pad: bool = True) -> str | None:
+    """``str(int(ids.max()) + 1)``, zero-padded to 8 unless ``zero_pad`` is False, for str ids;
+    None when pandas should decide.
+
+    ``max`` compares the strings as numpy's object max does (same result); a missing id (no
+    order with str), an empty table or a non-numeric maximum makes it None. The email toolkit
+    does not pad (``"00000499"`` -> ``"500"``), the others do (REFERENCE.md c.7).
+    """
+    try:
+        number = str(int(max(ids)) + 1)
+    except (TypeError, ValueError):
+        return None
+    return number.zfill(8) if zero_pad else number
+
+
+# -- pandas' str.contains(pattern, case=False) and exact-match tests, cell by cell --------------
+#
+# A regex test applied to a missing cell raises TypeError or AttributeError: pandas' str.contains
+# leaves NA in the mask there, and indexing with that mask raises NA_MASK (golden text).
+
+#: pandas' error for a boolean mask holding NA (a regex filter that met a missing cell).
+NA_MASK = "Cannot mask with non-boolean array containing NA / NaN values"
+
+#: Cell tests remembered: at most this many tests (all are forgotten when exceeded) ...
+_MEMO_TESTS = 256
+#: ... and this many cell results per test (that test's results are forgotten when exceeded).
+_MEMO_CELLS = 1024
+_REGEX_SPECIAL = frozenset(".^$*+?{}[]\\|()")
+
+CellTest = tuple[Callable[[str], bool], dict[str, bool]]
+_memo: dict[Any, CellTest | None] = {}
+
+
+def contains_search(pattern: Any) -> Callable[[str], Any]:
+    """The ``search`` pandas' ``str.contains(pattern, case=False)`` applies to each str cell.
+
+    pandas compiles the pattern without flags first (its match-group warning), then with
+    IGNORECASE; a bad pattern raises the same errors here, in the same order.
+    """
+    re.compile(pattern)
+    return re.compile(pattern, re.IGNORECASE).search
+
+
+def _contains_test(pattern: str) -> Callable[[str], bool] | None:
+    """``cell -> pandas str.contains(pattern, case=False)`` for a str cell, None if pandas raises.
+
+    A pattern without metacharacters is a literal: for ASCII pattern and cell, the
+    case-insensitive search is plain containment of the lower-cased texts (the engine's extra
+    case pairs, like ``k``/Kelvin sign, all involve a non-ASCII character).
+    """
+    try:
+        search = contains_search(pattern)
+    except Exception:  # re.error, RecursionError, OverflowError, a warning raised as error...
+        return None
+    if pattern.isascii() and _REGEX_SPECIAL.isdisjoint(pattern):
+        lowered = pattern.lower()
+        return lambda cell: lowered in cell.lower() if cell.isascii() else bool(search(cell))
+    return lambda cell: search(cell) is not None
+
+
+def cell_test(key: str | tuple[str, str]) -> CellTest | None:
+    """The test ``key`` names with its memo of results by cell text, or None (pattern error).
+
+    ``key`` is a regex pattern (pandas ``str.contains(key, case=False)``; raises on a missing
+    cell) or ``("=", text)`` (pandas ``column.str.lower() == text``: a missing cell is False).
+    Results depend on the cell only, so they are shared by all sessions; models repeat their
+    searches, which then cost a dict lookup per cell.
+    """
+    try:
+        return _memo[key]
+    except KeyError:
+        pass
+    if isinstance(key, tuple):
+        text = key[1]
+        entry: CellTest | None = (lambda cell: type(cell) is str and cell.lower() == text, {})
+    else:
+        test = _contains_test(key)
+        entry = None if test is None else (test, {})
+    if len(_memo) >= _MEMO_TESTS:
+        _memo.clear()
+    _memo[key] = entry
+    return entry
+
+
+def cell_flags(entry: CellTest, cells: list[Any]) -> list[bool]:
+    """The test's result for each cell (a regex test raises TypeError/AttributeError on a
+    missing cell)."""
+    test, memo = entry
+    flags = list(map(memo.get, cells))
+    if None in flags:
+        if len(memo) >= _MEMO_CELLS:
+            memo.clear()
+        for i, flag in enumerate(flags):
+            if flag is None:
+                cell = cells[i]
+                flag = memo.get(cell)
+                if flag is None:
+                    flag = memo[cell] = test(cell)
+                flags[i] = flag
+    return flags
+
+
+def _narrow(entry: CellTest, cells: list[Any], rows: list[int] | None) -> list[int]:
+    """The positions among ``rows`` (every row when None) whose cell passes the test, in order."""
+    if rows is None:
+        return list(compress(range(len(cells)), cell_flags(entry, cells)))
+    return list(compress(rows, cell_flags(entry, [cells[i] for i in rows])))
+
+
+def filtered_rows(tool: str, table: Table, filters: list[tuple[str, Any]]) -> Any:
+    """The rows passing every ``(column, cell_test key)`` filter, narrowed in the given order.
+
+    pandas filters one frame after another, so a later filter only sees the rows left (which
+    decides whether a missing cell makes its mask NA). Returns the ascending positions (None
+    when there is no filter), FALLBACK when a pattern does not compile (pandas words the error,
+    whatever the order), or tool ``tool``'s NA-mask error text.
+    """
+    tests = []
+    for column, key in filters:
+        entry = cell_test(key)
+        if entry is None:
+            return FALLBACK
+        tests.append((column, entry))
+    rows = None
+    try:
+        for column, entry in tests:
+            rows = _narrow(entry, table.data[column], rows)
+    except (TypeError, AttributeError):  # only a missing cell makes a test raise
+        return f"Error executing tool '{tool}': {NA_MASK}"
+    return rows
+
+
+# -- paging ------------------------------------------------------------------------------------
+
+
+def paginate(
+    total_key: str, total: int, page: Any, page_size: Any, *, clamp_without_pages: bool = False
+) -> tuple[Any, Any, dict[str, Any]]:
+    """The reference's paging of ``total`` results: ``(start, end, pagination)``.
+
+    Operation for operation, so odd values give its results or its exceptions: page size 0
+    divides by zero, a str fails on ``+``, a str page fails in ``min``, floats make slice indices
+    that fail when used. The page is clamped to ``[1, total_pages]``. ``pagination`` is
+    ``{total_key: total, page, page_size, total_pages}``.
+
+    The calendar and CRM searches take page 1 without comparing when there are no pages (a
+    negative page size); the email search always clamps, so ``min`` meets the page even then
+    (``clamp_without_pages=True``: a str page raises there and not in the others).
+    """
+    total_pages = (total + page_size - 1) // page_size
+    page = max(1, min(page, total_pages)) if clamp_without_pages or total_pages > 0 else 1
+    start = (page - 1) * page_size
+    end = min(start + page_size, total)
+    pagination = {
+        total_key: total,
+        "page": page,
+        "page_size": page_size,
+        "total_pages": total_pages,
+    }
+    return start, end, pagination
+
+
+# -- helpers of the pandas implementations -----------------------------------------------------
+
+
+def frame_records(frame: pd.DataFrame, rows: Any = slice(None)) -> list[dict[str, Any]]:
+    """``frame.to_dict(orient="records")`` of the rows at positions ``rows`` (all by default).
+
+    For object columns pandas would only box numpy scalars, which the caller turns into plain
+    values anyway: the JSON is the same, at a fraction of the cost.
+    """
+    values = frame.to_numpy(dtype=object)[rows].tolist()
+    return list(map(dict, map(zip, repeat(frame.columns.tolist()), values)))
+
+
+def all_text(frame: pd.DataFrame, column: str) -> bool:
+    """True when every cell of ``column`` is a ``str`` (no missing or non-string values)."""
+    return infer_dtype(frame[column].to_numpy(), skipna=False) == "string"
+
+
+def regex_keep(values: np.ndarray, pattern: str) -> np.ndarray:
+    """``Series(values).str.contains(pattern, case=False)`` for string ``values``, as a bool array.
+
+    A bad pattern raises the same ``re.error`` as pandas, even when no row is left.
+    """
+    search = contains_search(pattern)
+    return np.array([search(v) is not None for v in values.tolist()], dtype=bool)
