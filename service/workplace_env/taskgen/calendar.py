@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, time, timedelta
 from random import Random
 
-from workplace_env.taskgen.base import CALENDAR, Draft, call, pick, quoted, template
+from workplace_env.taskgen.base import CALENDAR, Call, Draft, call, pick, quoted, template
 from workplace_env.taskgen.world import (
     DAY_END,
     TODAY,
@@ -49,6 +49,17 @@ def _future_event_days(world: World, horizon: int = 21) -> list:
     return [d for d in world.future_days() if (d - TODAY).days <= horizon]
 
 
+def create_event(name: str, participant: str, start: datetime, minutes: int) -> Call:
+    """The ground-truth ``calendar_create_event`` call (arguments in the tool's order)."""
+    return call(
+        "calendar_create_event",
+        event_name=name,
+        participant_email=participant,
+        event_start=stamp(start),
+        duration=str(minutes),
+    )
+
+
 @template("calendar_create_at_time", CALENDAR)
 def create_at_time(world: World, rng: Random) -> Draft | None:
     """Schedule a meeting with a colleague at a given free time on a future day."""
@@ -73,15 +84,7 @@ def create_at_time(world: World, rng: Random) -> Draft | None:
     )
     return Draft(
         prompt,
-        [
-            call(
-                "calendar_create_event",
-                event_name=name,
-                participant_email=person.email,
-                event_start=stamp(start),
-                duration=str(minutes),
-            )
-        ],
+        [create_event(name, person.email, start, minutes)],
     )
 
 
@@ -132,15 +135,7 @@ def first_free_slot(world: World, rng: Random) -> Draft | None:
     )
     return Draft(
         prompt,
-        [
-            call(
-                "calendar_create_event",
-                event_name=name,
-                participant_email=person.email,
-                event_start=stamp(start),
-                duration=str(minutes),
-            )
-        ],
+        [create_event(name, person.email, start, minutes)],
     )
 
 
@@ -370,15 +365,7 @@ def catch_up_if_not_met(world: World, rng: Random) -> Draft | None:
         return None
     return Draft(
         prompt,
-        [
-            call(
-                "calendar_create_event",
-                event_name="catch-up",
-                participant_email=person.email,
-                event_start=stamp(start),
-                duration="30",
-            )
-        ],
+        [create_event("catch-up", person.email, start, 30)],
     )
 
 

@@ -11,6 +11,7 @@ from random import Random
 
 from workplace_env.taskgen.analytics import metric_condition, since_day
 from workplace_env.taskgen.base import MULTI, Call, Draft, call, pick, quoted, template
+from workplace_env.taskgen.calendar import create_event
 from workplace_env.taskgen.crm import delete, rep_name
 from workplace_env.taskgen.project import BOARD_WORDS, create, overdue, tasks_of
 from workplace_env.taskgen.world import (
@@ -24,7 +25,6 @@ from workplace_env.taskgen.world import (
     nl_date,
     nl_minutes,
     nl_time,
-    stamp,
     ymd,
 )
 
@@ -39,13 +39,7 @@ def meeting_tomorrow(world: World, name: str, who: str) -> Call | None:
     start = world.first_free(TOMORROW, 30)
     if start is None:
         return None
-    return call(
-        "calendar_create_event",
-        event_name=name,
-        participant_email=who,
-        event_start=stamp(start),
-        duration="30",
-    )
+    return create_event(name, who, start, 30)
 
 
 def _counts(world: World, rule: str, due_today_overdue: bool = False) -> dict[str, int]:
@@ -319,15 +313,7 @@ def email_sender_meeting(world: World, rng: Random) -> Draft | None:
     )
     return Draft(
         prompt,
-        [
-            call(
-                "calendar_create_event",
-                event_name=mail.subject,
-                participant_email=mail.sender,
-                event_start=stamp(start),
-                duration=str(minutes),
-            )
-        ],
+        [create_event(mail.subject, mail.sender, start, minutes)],
     )
 
 
