@@ -308,29 +308,7 @@ def _search_customers_fast(
 def update_customer(
     tables: SessionTables, customer_id: Any = None, field: Any = None, new_value: Any = None
 ) -> str:
-    """Set ``field`` of every customer with id ``customer_id`` (REFERENCE.md f.25).
-
-    Value checks come before the id lookup, the id before the field: ``"Customer ID, field, or new
-    value not provided."``, the status/product messages (exact case), ``"Customer not found."``,
-    the field message (any column is accepted, ``customer_id`` included), ``"Customer updated
-    successfully."``. Both email fields are lower-cased; other values are stored as sent.
-    """
-    if not customer_id or not field or not new_value:
-        return "Customer ID, field, or new value not provided."
-    if field == "status" and new_value not in _STATUSES:
-        return _BAD_STATUS
-    if field == "product_interest" and new_value not in _PRODUCTS:
-        return _BAD_PRODUCT
-    if field in ["customer_email", "assigned_to_email"]:
-        new_value = new_value.lower()
-    crm = tables[CRM]
-    # ndarray containment: an int id matches nothing, a list id broadcasts.
-    if customer_id not in crm["customer_id"].values:
-        return "Customer not found."
-    if field not in crm.columns:
-        return _BAD_FIELD
-    crm.loc[crm["customer_id"] == customer_id, field] = new_value
-    return "Customer updated successfully."
+    raise NotImplementedError("clean-room rewrite pending")
 
 
 @fast_path("customer_relationship_manager_update_customer")
@@ -405,35 +383,7 @@ def add_customer(
     notes: Any = "",
     follow_up_by: Any = None,
 ) -> str:
-    """Append a customer; return its id, ``str(int(max id) + 1)`` padded to 8 (REFERENCE.md f.26).
-
-    No validation of status or product; omitted optionals are stored as None (``notes`` defaults
-    to ``""``); the assignee and a truthy customer email are lower-cased; other values are stored as
-    sent. The table is renumbered 0..n-1 (REFERENCE.md c.7). String: ``"Please provide all
-    required fields: customer_name, assigned_to_email, status."``.
-    """
-    if not all([customer_name, assigned_to_email, status]):
-        return "Please provide all required fields: customer_name, assigned_to_email, status."
-    assigned_to_email = assigned_to_email.lower()
-    if customer_email:
-        customer_email = customer_email.lower()
-    crm = tables[CRM]
-    # Max of the id strings (lexicographic), so deleting the max id first makes it reused.
-    customer_id = str(int(crm["customer_id"].max()) + 1).zfill(8)
-    row = {
-        "customer_id": [customer_id],
-        "assigned_to_email": [assigned_to_email],
-        "customer_name": [customer_name],
-        "customer_email": [customer_email],
-        "customer_phone": [customer_phone],
-        "last_contact_date": [last_contact_date],
-        "product_interest": [product_interest],
-        "status": [status],
-        "follow_up_by": [follow_up_by],
-        "notes": [notes],
-    }
-    tables[CRM] = pd.concat([crm, pd.DataFrame(row)], ignore_index=True)
-    return customer_id
+    raise NotImplementedError("clean-room rewrite pending")
 
 
 @fast_path("customer_relationship_manager_add_customer")
@@ -501,19 +451,7 @@ def _add_customer_fast(
     writes=(CRM,),
 )
 def delete_customer(tables: SessionTables, customer_id: Any = None) -> str:
-    """Remove every customer with id ``customer_id``; others keep their labels (REFERENCE.md f.27).
-
-    Strings: ``"Customer ID not provided."``, ``"Customer not found."``, ``"Customer deleted
-    successfully."``.
-    """
-    if not customer_id:
-        return "Customer ID not provided."
-    crm = tables[CRM]
-    # ndarray containment (numpy broadcasting for a list id), then pandas' != as the filter.
-    if customer_id not in crm["customer_id"].values:
-        return "Customer not found."
-    tables[CRM] = crm[crm["customer_id"] != customer_id]
-    return "Customer deleted successfully."
+    raise NotImplementedError("clean-room rewrite pending")
 
 
 @fast_path("customer_relationship_manager_delete_customer")

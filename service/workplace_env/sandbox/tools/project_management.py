@@ -22,18 +22,15 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from workplace_env.sandbox.tables import TASKS, SessionTables
 from workplace_env.sandbox.tools.common import (
-    all_text,
     cell_flags,
     cell_test,
     delete_where,
     filtered_rows,
     frame_records,
     next_id,
-    regex_keep,
     text_table,
     update_where,
 )
@@ -55,13 +52,6 @@ _ID = {"type": "string", "description": "8-digit ID of the task"}
 _NAME = {"type": "string", "description": "Name of the task"}
 _ASSIGNEE = {"type": "string", "description": "Email address of the person assigned to the task"}
 _DUE = {"type": "string", "description": "Due date of the task in YYYY-MM-DD format"}
-
-
-def _is_assignee(tasks: pd.DataFrame, email: str) -> bool:
-    """``email in tasks["assigned_to_email"].str.lower().values`` (``email`` is lower-cased)."""
-    if all_text(tasks, "assigned_to_email"):
-        return email in {value.lower() for value in tasks["assigned_to_email"].tolist()}
-    return email in tasks["assigned_to_email"].str.lower().values
 
 
 def _knows_assignee(cells: list[Any], email: str) -> bool:
@@ -185,47 +175,7 @@ def search_tasks(
     due_date: Any = None,
     board: Any = None,
 ) -> list[dict[str, Any]] | str:
-    """Tasks matching every given filter, in table order, as row dicts (REFERENCE.md f.20).
-
-    Name, list, due date and board are case-insensitive regular-expression searches (Python
-    ``re``; a bad pattern is an error); the assignee is an exact case-insensitive match. Strings:
-    ``"No search parameters provided."``, ``"Invalid email format for assigned_to_email."``.
-    An empty match is ``[]``.
-    """
-    if not any([task_name, assigned_to_email, list_name, due_date, board]):
-        return "No search parameters provided."
-    if assigned_to_email and not re.match(_EMAIL_FORMAT, assigned_to_email):
-        return "Invalid email format for assigned_to_email."
-    tasks = tables[TASKS]
-    filters = _search_filters(task_name, assigned_to_email, list_name, due_date, board)
-    if all(isinstance(value, str) and all_text(tasks, column) for column, value in filters):
-        # Fast path, same result: string patterns over all-string columns cannot hit pandas'
-        # NA-mask or .str-accessor errors, so positions are narrowed instead of frames.
-        rows = np.arange(len(tasks))
-        for column, value in filters:
-            values = tasks[column].to_numpy()[rows]
-            if column == "assigned_to_email":
-                target = value.lower()
-                keep = np.array([v.lower() == target for v in values.tolist()], dtype=bool)
-            else:
-                keep = regex_keep(values, value)
-            rows = rows[keep]
-        return frame_records(tasks, rows)
-
-    # The reference's pandas operations, for odd patterns or cells (their errors are golden).
-    # Filters narrow the frame one after another: a later filter only sees the rows left, which
-    # decides whether a non-string cell makes its mask NaN ("Cannot mask with non-boolean array").
-    if task_name:
-        tasks = tasks[tasks["task_name"].str.contains(task_name, case=False)]
-    if assigned_to_email:
-        tasks = tasks[tasks["assigned_to_email"].str.lower() == assigned_to_email.lower()]
-    if list_name:
-        tasks = tasks[tasks["list_name"].str.contains(list_name, case=False)]
-    if due_date:
-        tasks = tasks[tasks["due_date"].str.contains(due_date, case=False)]
-    if board:
-        tasks = tasks[tasks["board"].str.contains(board, case=False)]
-    return frame_records(tasks)
+    raise NotImplementedError("clean-room rewrite pending")
 
 
 @fast_path("project_management_search_tasks")
@@ -298,34 +248,7 @@ def create_task(
     due_date: Any = None,
     board: Any = None,
 ) -> str:
-    """Append a task; return its id, ``str(int(max id) + 1)`` zero-padded to 8 (REFERENCE.md f.21).
-
-    The assignee is lower-cased and must already be assigned some task; list and board are
-    exact-case enums. The table is renumbered 0..n-1 (REFERENCE.md c.7). Strings, in check order:
-    ``"Missing task details."``, the assignee, list and board messages.
-    """
-    if not all([task_name, assigned_to_email, list_name, due_date, board]):
-        return "Missing task details."
-    assigned_to_email = assigned_to_email.lower()
-    tasks = tables[TASKS]
-    if not _is_assignee(tasks, assigned_to_email):
-        return _BAD_ASSIGNEE
-    if list_name not in _LISTS:
-        return _BAD_LIST
-    if board not in _BOARDS:
-        return _BAD_BOARD
-    # Max of the id strings (lexicographic), so deleting the max id first makes it reused.
-    task_id = str(int(tasks["task_id"].max()) + 1).zfill(8)
-    row = {
-        "task_id": [task_id],
-        "task_name": [task_name],
-        "assigned_to_email": [assigned_to_email],
-        "list_name": [list_name],
-        "due_date": [due_date],
-        "board": [board],
-    }
-    tables[TASKS] = pd.concat([tasks, pd.DataFrame(row)], ignore_index=True)
-    return task_id
+    raise NotImplementedError("clean-room rewrite pending")
 
 
 @fast_path("project_management_create_task")
@@ -378,18 +301,7 @@ def _create_task_fast(
     writes=(TASKS,),
 )
 def delete_task(tables: SessionTables, task_id: Any = None) -> str:
-    """Remove every task with id ``task_id``; the other rows keep their labels (REFERENCE.md f.22).
-
-    Strings: ``"Task ID not provided."``, ``"Task deleted successfully."``, ``"Task not found."``.
-    """
-    if not task_id:
-        return "Task ID not provided."
-    tasks = tables[TASKS]
-    # ndarray containment (numpy broadcasting for a list id), then pandas' != as the filter.
-    if task_id in tasks["task_id"].values:
-        tables[TASKS] = tasks[tasks["task_id"] != task_id]
-        return "Task deleted successfully."
-    return "Task not found."
+    raise NotImplementedError("clean-room rewrite pending")
 
 
 @fast_path("project_management_delete_task")
@@ -432,30 +344,7 @@ def _delete_task_fast(tables: SessionTables, task_id: Any = None) -> Any:
 def update_task(
     tables: SessionTables, task_id: Any = None, field: Any = None, new_value: Any = None
 ) -> str:
-    """Set ``field`` of every task with id ``task_id`` to ``new_value`` (REFERENCE.md f.23).
-
-    Value checks come before the id lookup, the id before the field: ``"Task ID, field, or new
-    value not provided."``, the board/list/assignee messages (the assignee is lower-cased first),
-    ``"Task not found."``, ``"Field not valid."`` (any column is accepted, ``task_id`` included),
-    ``"Task updated successfully."``. The value is stored as sent (an int stays an int).
-    """
-    if not task_id or not field or not new_value:
-        return "Task ID, field, or new value not provided."
-    tasks = tables[TASKS]
-    if field == "assigned_to_email":
-        new_value = new_value.lower()
-    if field == "board" and new_value not in _BOARDS:
-        return _BAD_BOARD
-    if field == "list_name" and new_value not in _LISTS:
-        return _BAD_LIST
-    if field == "assigned_to_email" and not _is_assignee(tasks, new_value):
-        return _BAD_ASSIGNEE
-    if task_id not in tasks["task_id"].values:
-        return "Task not found."
-    if field not in tasks.columns:
-        return "Field not valid."
-    tasks.loc[tasks["task_id"] == task_id, field] = new_value
-    return "Task updated successfully."
+    raise NotImplementedError("clean-room rewrite pending")
 
 
 @fast_path("project_management_update_task")
