@@ -34,9 +34,11 @@ from workplace_env.sandbox.tables import CALENDAR
 from workplace_env.sandbox.tools.common import (
     contains_search,
     delete_where,
+    frame_next_id,
     next_id,
     only_str,
     paginate,
+    with_row,
 )
 from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
@@ -383,7 +385,28 @@ def _search_events_fast(tables, query="", time_min=None, time_max=None, page=1, 
     writes=(CALENDAR,),
 )
 def create_event(tables, event_name=None, participant_email=None, event_start=None, duration=None):
-    raise NotImplementedError("clean-room rewrite pending")
+    """Append an event and return its id, the next 8-digit one (REFERENCE.md f.10).
+
+    The argument messages come first (:func:`_create_problem`, shared with the fast path), then
+    the participant is lower-cased (a non-str fails on ``lower``, before the id: black-box on an
+    emptied table), then the id is computed (NaN error on an empty table: goldens). Name, start
+    and duration are stored as sent. The row is appended with label 0, nothing renumbered.
+    """
+    problem = _create_problem(event_name, participant_email, event_start, duration)
+    if problem is not None:
+        return problem
+    participant = participant_email.lower()
+    events = tables[CALENDAR]
+    event_id = frame_next_id(events["event_id"])
+    row = {
+        "event_id": event_id,
+        "event_name": event_name,
+        "participant_email": participant,
+        "event_start": event_start,
+        "duration": duration,
+    }
+    tables[CALENDAR] = with_row(events, row, renumber=False)
+    return event_id
 
 
 @fast_path("calendar_create_event")

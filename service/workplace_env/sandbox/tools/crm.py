@@ -27,12 +27,16 @@ from workplace_env.sandbox.tools.common import (
     all_text,
     delete_where,
     filtered_rows,
+    frame_next_id,
     frame_records,
+    id_rows,
     next_id,
     paginate,
     regex_keep,
     text_table,
     update_where,
+    with_row,
+    without_rows,
 )
 from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
@@ -308,7 +312,32 @@ def _search_customers_fast(
 def update_customer(
     tables: SessionTables, customer_id: Any = None, field: Any = None, new_value: Any = None
 ) -> str:
-    raise NotImplementedError("clean-room rewrite pending")
+    """Set ``field`` of every customer with this id to ``new_value`` (REFERENCE.md f.25).
+
+    Checks, in order (fast path; black-box for odd types): all three truthy; a status or product
+    value must be one of the fixed names (before the lookup); an email value (customer or
+    assignee) is lower-cased (a non-str fails on ``lower``); the customer must exist
+    (:func:`~workplace_env.sandbox.tools.common.id_rows`); the field must be a column, the id
+    column included (an unhashable field fails there). The value is stored with pandas
+    ``.loc[rows, field] = value``: any type, a one-item list is unpacked, a dict stores a missing
+    cell, a longer list fails (black-box and goldens).
+    """
+    if not customer_id or not field or not new_value:
+        return "Customer ID, field, or new value not provided."
+    if field == "status" and new_value not in _STATUSES:
+        return _BAD_STATUS
+    if field == "product_interest" and new_value not in _PRODUCTS:
+        return _BAD_PRODUCT
+    if field in ("customer_email", "assigned_to_email"):
+        new_value = new_value.lower()
+    crm = tables[CRM]
+    rows = id_rows(crm, "customer_id", customer_id)
+    if rows is None:
+        return "Customer not found."
+    if field not in crm.columns:
+        return _BAD_FIELD
+    crm.loc[rows, field] = new_value
+    return "Customer updated successfully."
 
 
 @fast_path("customer_relationship_manager_update_customer")
@@ -383,7 +412,34 @@ def add_customer(
     notes: Any = "",
     follow_up_by: Any = None,
 ) -> str:
-    raise NotImplementedError("clean-room rewrite pending")
+    """Append a customer and return its id, the next 8-digit one (REFERENCE.md f.26).
+
+    Status and product are not validated. The assignee is lower-cased, then a truthy customer
+    email (a non-str fails on ``lower``, the assignee's first), both before the id is computed
+    (black-box: on an emptied table the ``lower`` error wins over the id's NaN error). Other
+    values are stored as sent, an omitted optional as None; the table is renumbered 0..n.
+    """
+    if not all([customer_name, assigned_to_email, status]):
+        return "Please provide all required fields: customer_name, assigned_to_email, status."
+    assignee = assigned_to_email.lower()
+    if customer_email:
+        customer_email = customer_email.lower()
+    crm = tables[CRM]
+    customer_id = frame_next_id(crm["customer_id"])
+    row = {
+        "customer_id": customer_id,
+        "assigned_to_email": assignee,
+        "customer_name": customer_name,
+        "customer_email": customer_email,
+        "customer_phone": customer_phone,
+        "last_contact_date": last_contact_date,
+        "product_interest": product_interest,
+        "status": status,
+        "follow_up_by": follow_up_by,
+        "notes": notes,
+    }
+    tables[CRM] = with_row(crm, row, renumber=True)
+    return customer_id
 
 
 @fast_path("customer_relationship_manager_add_customer")
@@ -451,7 +507,19 @@ def _add_customer_fast(
     writes=(CRM,),
 )
 def delete_customer(tables: SessionTables, customer_id: Any = None) -> str:
-    raise NotImplementedError("clean-room rewrite pending")
+    """Remove every customer with this id (REFERENCE.md f.27); the other rows keep their labels.
+
+    The id is looked up as :func:`~workplace_env.sandbox.tools.common.id_rows` does (a list id
+    fails there; another type than the stored ids is not found).
+    """
+    if not customer_id:
+        return "Customer ID not provided."
+    crm = tables[CRM]
+    doomed = id_rows(crm, "customer_id", customer_id)
+    if doomed is None:
+        return "Customer not found."
+    tables[CRM] = without_rows(crm, doomed)
+    return "Customer deleted successfully."
 
 
 @fast_path("customer_relationship_manager_delete_customer")

@@ -28,11 +28,18 @@ from workplace_env.sandbox.tools.common import (
     cell_flags,
     cell_test,
     delete_where,
+    equals_lowered,
     filtered_rows,
+    frame_next_id,
     frame_records,
+    id_rows,
+    matches_pattern,
+    narrow,
     next_id,
     text_table,
     update_where,
+    with_row,
+    without_rows,
 )
 from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
@@ -55,7 +62,9 @@ _DUE = {"type": "string", "description": "Due date of the task in YYYY-MM-DD for
 
 
 def _knows_assignee(cells: list[Any], email: str) -> bool:
-    """:func:`_is_assignee` over the column's cells (a missing cell equals nothing)."""
+    """True when some text cell of the assignee column, lower-cased, equals ``email`` (already
+    lower-cased): the team members a create or update may name (REFERENCE.md f.21). A missing
+    or non-text cell equals nothing."""
     if email in cells and email.lower() == email:  # an exact hit lower-cases to itself
         return True
     entry = cell_test(("=", email))
@@ -175,7 +184,32 @@ def search_tasks(
     due_date: Any = None,
     board: Any = None,
 ) -> list[dict[str, Any]] | str:
-    raise NotImplementedError("clean-room rewrite pending")
+    """The tasks passing every given filter, as row dicts in table order (REFERENCE.md f.20).
+
+    Falsy arguments are no filter; with none at all: ``"No search parameters provided."``. A
+    given assignee must look like an address first (``"Invalid email format for
+    assigned_to_email."``; a non-str one fails in ``re``, before any filter: black-box). Then the
+    filters narrow the table in parameter order: the assignee is an exact case-insensitive match,
+    the others case-insensitive regular expressions (pandas ``str.contains``), so their pattern
+    errors, the NA-mask error of a non-text cell and the ``.str`` accessor's error on a column
+    left without text are the outputs (goldens; black-box for the last).
+    """
+    filters = _search_filters(task_name, assigned_to_email, list_name, due_date, board)
+    if not filters:
+        return "No search parameters provided."
+    if assigned_to_email and not _email_format_match(assigned_to_email):
+        return "Invalid email format for assigned_to_email."
+    steps = [
+        (
+            column,
+            equals_lowered(value.lower())
+            if column == "assigned_to_email"
+            else matches_pattern(value),
+        )
+        for column, value in filters
+    ]
+    tasks = tables[TASKS]
+    return frame_records(tasks, narrow(tasks, steps))
 
 
 @fast_path("project_management_search_tasks")
@@ -248,7 +282,34 @@ def create_task(
     due_date: Any = None,
     board: Any = None,
 ) -> str:
-    raise NotImplementedError("clean-room rewrite pending")
+    """Append a task and return its id, the next 8-digit one (REFERENCE.md f.21).
+
+    Checks, in order (fast path; black-box for odd types): every argument truthy (``"Missing
+    task details."``); the assignee, lower-cased (a non-str fails on ``lower``), must be someone
+    the table already assigns; the list, then the board, must be one of the fixed names. Name
+    and due date are stored as sent (any type); the table is renumbered 0..n.
+    """
+    if not all([task_name, assigned_to_email, list_name, due_date, board]):
+        return "Missing task details."
+    assignee = assigned_to_email.lower()
+    tasks = tables[TASKS]
+    if not _knows_assignee(tasks["assigned_to_email"].tolist(), assignee):
+        return _BAD_ASSIGNEE
+    if list_name not in _LISTS:
+        return _BAD_LIST
+    if board not in _BOARDS:
+        return _BAD_BOARD
+    task_id = frame_next_id(tasks["task_id"])
+    row = {
+        "task_id": task_id,
+        "task_name": task_name,
+        "assigned_to_email": assignee,
+        "list_name": list_name,
+        "due_date": due_date,
+        "board": board,
+    }
+    tables[TASKS] = with_row(tasks, row, renumber=True)
+    return task_id
 
 
 @fast_path("project_management_create_task")
@@ -301,7 +362,19 @@ def _create_task_fast(
     writes=(TASKS,),
 )
 def delete_task(tables: SessionTables, task_id: Any = None) -> str:
-    raise NotImplementedError("clean-room rewrite pending")
+    """Remove every task with this id (REFERENCE.md f.22); the other rows keep their labels.
+
+    The id is looked up as :func:`~workplace_env.sandbox.tools.common.id_rows` does (a list id
+    fails there; another type than the stored ids is not found).
+    """
+    if not task_id:
+        return "Task ID not provided."
+    tasks = tables[TASKS]
+    doomed = id_rows(tasks, "task_id", task_id)
+    if doomed is None:
+        return "Task not found."
+    tables[TASKS] = without_rows(tasks, doomed)
+    return "Task deleted successfully."
 
 
 @fast_path("project_management_delete_task")
@@ -344,7 +417,36 @@ def _delete_task_fast(tables: SessionTables, task_id: Any = None) -> Any:
 def update_task(
     tables: SessionTables, task_id: Any = None, field: Any = None, new_value: Any = None
 ) -> str:
-    raise NotImplementedError("clean-room rewrite pending")
+    """Set ``field`` of every task with this id to ``new_value`` (REFERENCE.md f.23).
+
+    Checks, in order (fast path; black-box for odd types): all three truthy; an assignee value is
+    lower-cased (a non-str fails on ``lower``); a board or list value must be one of the fixed
+    names and an assignee one the table knows (all before the lookup); the task must exist
+    (:func:`~workplace_env.sandbox.tools.common.id_rows`); the field must be a column, the id
+    column included (an unhashable field fails there). The value is stored with pandas
+    ``.loc[rows, field] = value``: any type, a one-item list is unpacked, a dict stores a missing
+    cell, a longer list fails (black-box and goldens).
+    """
+    if not task_id or not field or not new_value:
+        return "Task ID, field, or new value not provided."
+    if field == "assigned_to_email":
+        new_value = new_value.lower()
+    if field == "board" and new_value not in _BOARDS:
+        return _BAD_BOARD
+    if field == "list_name" and new_value not in _LISTS:
+        return _BAD_LIST
+    tasks = tables[TASKS]
+    if field == "assigned_to_email" and not _knows_assignee(
+        tasks["assigned_to_email"].tolist(), new_value
+    ):
+        return _BAD_ASSIGNEE
+    rows = id_rows(tasks, "task_id", task_id)
+    if rows is None:
+        return "Task not found."
+    if field not in tasks.columns:
+        return "Field not valid."
+    tasks.loc[rows, field] = new_value
+    return "Task updated successfully."
 
 
 @fast_path("project_management_update_task")
