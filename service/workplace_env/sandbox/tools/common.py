@@ -8,8 +8,10 @@ the small pieces of the reference's semantics several toolkits repeat: pandas'
 zero-padded id. Fast paths run on text-only tables (every cell a str, None or NaN) with str
 arguments and return ``FALLBACK`` before changing anything for what pandas must decide.
 
-The last section holds helpers of the pandas implementations (the exact reference): they only
-avoid frame copies where every cell involved is a string, with the same results and errors.
+The last two sections serve the pandas implementations (the exact ones): helpers that only avoid
+frame copies where every cell involved is a string, with the same results and errors, and the
+mechanisms the write tools and searches share on DataFrames (filter steps and the narrowing loop,
+id lookups, appends, new ids).
 """
 
 from __future__ import annotations

@@ -24,12 +24,15 @@ import pandas as pd
 
 from workplace_env.sandbox.tables import CRM, SessionTables
 from workplace_env.sandbox.tools.common import (
+    Predicate,
     all_text,
     delete_where,
     filtered_rows,
     frame_next_id,
     frame_records,
     id_rows,
+    matches_pattern,
+    narrow,
     next_id,
     paginate,
     regex_keep,
@@ -127,15 +130,16 @@ def _matching_rows(crm: pd.DataFrame, texts: list[tuple[str, Any]], bounds: list
         return rows
     # Filters narrow the frame one after another, as the reference does: a later filter only sees
     # the rows left (which decides whether a missing or non-string cell makes the mask NaN).
-    narrowed = crm.assign(_row=np.arange(len(crm)))
-    for column, pattern in texts:
-        narrowed = narrowed[narrowed[column].str.contains(pattern, case=False)]
-    for column, op, bound in bounds:
-        if op == ">=":
-            narrowed = narrowed[narrowed[column] >= bound]
-        else:
-            narrowed = narrowed[narrowed[column] <= bound]
-    return narrowed["_row"].to_numpy()
+    steps = [(column, matches_pattern(pattern)) for column, pattern in texts]
+    steps += [(column, _bound_test(op, bound)) for column, op, bound in bounds]
+    return np.asarray(narrow(crm, steps), dtype=np.intp)
+
+
+def _bound_test(op: str, bound: Any) -> Predicate:
+    """Cells ``>=`` or ``<=`` the bound, as pandas compares an object column with a value."""
+    if op == ">=":
+        return lambda cells: cells >= bound
+    return lambda cells: cells <= bound
 
 
 @tool(

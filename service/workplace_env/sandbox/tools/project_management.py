@@ -11,9 +11,9 @@ Every cell of this table is an object (a value a tool stored keeps the type it w
 Speed: each tool also has a registered fast path over the session's plain-Python table
 (:class:`~workplace_env.sandbox.table.Table`), for string arguments on a text-only table; it
 hands anything else to the pandas implementation, the exact one, before changing anything. Its
-helpers are the shared ones of :mod:`~workplace_env.sandbox.tools.common`. Inside the pandas
-implementations, searches and id lookups also avoid frame copies when every argument and cell
-involved is a string.
+helpers are the shared ones of :mod:`~workplace_env.sandbox.tools.common`, as are the pandas
+implementations' filter steps, id lookups, appends and new ids (written from REFERENCE.md, the
+goldens and black-box calls to the reference server; tests/test_tool_blackbox.py).
 """
 
 from __future__ import annotations
