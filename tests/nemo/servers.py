@@ -4,8 +4,8 @@ A :class:`NemoStack` is one NeMo Gym "run": a set of server instances sharing on
 (what ``gym env start`` would resolve), each a child process of NeMo's own entrypoint
 (``<type>/<implementation>/app.py``) started the way NeMo starts it (``NEMO_GYM_CONFIG_DICT``
 and ``NEMO_GYM_CONFIG_PATH`` in its environment, cwd its directory), minus the per-server uv
-venvs (every server runs in the one NeMo venv) and minus Ray (``driver.py serve``). Servers that are already serving (our gateway) are named in the
-config with their URL and not launched.
+venvs (every server runs in the one NeMo venv) and minus Ray (``driver.py serve``). Servers
+that are already serving (our gateway) are named in the config with their URL, not launched.
 
 Build the instance list with the ``*_server`` / ``*_agent`` helpers, then::
 
@@ -20,6 +20,7 @@ SIGKILL) on exit, and its log is kept in ``workdir`` for the failure message.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -296,18 +297,14 @@ class NemoStack:
         """Stop every launched server (its process group: SIGTERM, then SIGKILL after 10 s)."""
         for proc in self._procs.values():
             if proc.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
         for proc in self._procs.values():
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 proc.wait(timeout=10)
         self._procs.clear()
 
