@@ -19,8 +19,9 @@ was checked against NeMo Gym's own servers, conformance check and clients as bla
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Any
+
+import numpy as np
 
 from workplace_env.gateway.translate import Loc, invalid, parse_episode, seed_legacy
 from workplace_env_client import EnvironmentClient
@@ -145,28 +146,66 @@ def _numeric(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _quantile(sorted_values: list[float], q: float) -> float:
-    """Linear-interpolated quantile (the usual ``(n - 1) * q`` rule)."""
-    pos = (len(sorted_values) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
 def _std(values: list[float]) -> float:
-    """Sample standard deviation; 0.0 for a single value."""
-    return statistics.stdev(values) if len(values) > 1 else 0.0
+    """Sample standard deviation (ddof 1, numpy's float arithmetic); 0.0 for one value."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
 
 
 def _stats(values: list[float], key: str) -> dict[str, float]:
-    ordered = sorted(values)
+    array = np.asarray(values, dtype=float)
     return {
-        f"mean/{key}": statistics.fmean(values),
-        f"max/{key}": ordered[-1],
-        f"min/{key}": ordered[0],
-        f"median/{key}": float(statistics.median(ordered)),
+        f"mean/{key}": float(array.mean()),
+        f"max/{key}": float(array.max()),
+        f"min/{key}": float(array.min()),
+        f"median/{key}": float(np.median(array)),
         f"std/{key}": _std(values),
     }
+
+
+def _incomplete_beta(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (continued fraction, modified Lentz)."""
+    if x <= 0.0 or x >= 1.0:
+        return min(max(x, 0.0), 1.0)
+    if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast on this side only
+        return 1.0 - _incomplete_beta(1.0 - x, b, a)
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 500):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-16:
+            break
+    return front * result / a
+
+
+def _t_quantile_975(df: int) -> float:
+    """Student's t 97.5% quantile for ``df`` degrees of freedom (bisection on the CDF)."""
+    lo, hi = 0.0, 1e4
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        upper_tail = 0.5 * _incomplete_beta(df / (df + mid * mid), df / 2.0, 0.5)
+        lo, hi = (mid, hi) if upper_tail > 0.025 else (lo, mid)
+        if hi - lo <= 1e-15 * hi:
+            break
+    return (lo + hi) / 2.0
+
+
+def _ci95(mean: float, se: float, n: int) -> tuple[float, float]:
+    """The 95% t confidence interval of a mean from ``n`` values."""
+    half = _t_quantile_975(n - 1) * se
+    return mean - half, mean + half
 
 
 def _metric_keys(rows: list[dict[str, Any]]) -> list[str]:
@@ -247,7 +286,7 @@ def aggregate_metrics(verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
             agent.update(_stats(values, key))
     repeats = sorted({r.get(ROLLOUT_INDEX, 0) for r in scored})
     repeat_rows = []
-    for repeat in repeats:
+    for repeat in repeats if len(repeats) > 1 else []:  # one repeat: nothing to compare
         rows = [r for r in scored if r.get(ROLLOUT_INDEX, 0) == repeat]
         entry: dict[str, Any] = {
             ROLLOUT_INDEX: repeat,
@@ -255,37 +294,47 @@ def aggregate_metrics(verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
             "missing_count": len(by_task) - len({r.get(TASK_INDEX, 0) for r in rows}),
         }
         for key in keys:
-            values = sorted(float(r[key]) for r in rows if _numeric(r.get(key)))
+            values = [float(r[key]) for r in rows if _numeric(r.get(key))]
             if not values:
                 continue
+            array = np.asarray(values, dtype=float)
             std = _std(values)
+            sem = std / math.sqrt(len(values))
             entry.update(
                 {
-                    f"mean/{key}": statistics.fmean(values),
-                    f"median/{key}": float(statistics.median(values)),
+                    f"mean/{key}": float(array.mean()),
+                    f"median/{key}": float(np.median(array)),
                     f"std/{key}": std,
-                    f"sem/{key}": std / math.sqrt(len(values)),
-                    f"min/{key}": values[0],
-                    f"max/{key}": values[-1],
-                    f"p25/{key}": _quantile(values, 0.25),
-                    f"p75/{key}": _quantile(values, 0.75),
+                    f"sem/{key}": sem,
+                    f"min/{key}": float(array.min()),
+                    f"max/{key}": float(array.max()),
+                    f"p25/{key}": float(np.percentile(array, 25)),
+                    f"p75/{key}": float(np.percentile(array, 75)),
                 }
             )
+            if len(values) > 1:
+                low, high = _ci95(float(array.mean()), sem, len(values))
+                entry.update({f"ci_low_95/{key}": low, f"ci_high_95/{key}": high})
         repeat_rows.append(entry)
     if len(repeats) > 1:
         for key in keys:
             means = [e[f"mean/{key}"] for e in repeat_rows if f"mean/{key}" in e]
             if len(means) < 2:
                 continue
+            array = np.asarray(means, dtype=float)
             std = _std(means)
+            se = std / math.sqrt(len(means))
+            low, high = _ci95(float(array.mean()), se, len(means))
             agent.update(
                 {
-                    f"mean_across_repeats/mean/{key}": statistics.fmean(means),
-                    f"median_across_repeats/mean/{key}": float(statistics.median(means)),
+                    f"mean_across_repeats/mean/{key}": float(array.mean()),
+                    f"median_across_repeats/mean/{key}": float(np.median(array)),
                     f"std_across_repeats/mean/{key}": std,
-                    f"min_across_repeats/mean/{key}": min(means),
-                    f"max_across_repeats/mean/{key}": max(means),
-                    f"se_across_repeats/mean/{key}": std / math.sqrt(len(means)),
+                    f"min_across_repeats/mean/{key}": float(array.min()),
+                    f"max_across_repeats/mean/{key}": float(array.max()),
+                    f"se_across_repeats/mean/{key}": se,
+                    f"ci_low_95_across_repeats/mean/{key}": low,
+                    f"ci_high_95_across_repeats/mean/{key}": high,
                 }
             )
     agent.update(coverage)
