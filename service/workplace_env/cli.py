@@ -163,13 +163,16 @@ def serve(
     signal.signal(signal.SIGINT, on_signal)
     gateway = None
     if settings.http_address:
-        from workplace_env.gateway import local_target, start_gateway
+        from workplace_env.gateway import start_gateway
+        from workplace_env.gateway.backend import InProcessBackend
 
         try:
             gateway = start_gateway(
-                local_target(settings.address, server.port),
+                None,
                 settings.http_address,
                 _gateway_settings(settings),
+                # co-hosted: the gateway calls this server's servicer in-process (issue 15)
+                backend=InProcessBackend.of_server(server, settings.max_message_bytes),
                 grace_s=settings.grace_s,
             )
         except RuntimeError as exc:

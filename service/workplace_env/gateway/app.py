@@ -1,8 +1,9 @@
 """The legacy cookie HTTP path of the reference, over the gRPC service (CONTRACT "The legacy
 HTTP path").
 
-Every route is a thin client of the gRPC service through the SDK: sessions, tools, scoring and
-their errors all live in the service; this module only translates HTTP bodies, cookies and
+Every route is a thin client of the gRPC service through a backend (the SDK over gRPC, or the
+co-hosted servicer in-process: :mod:`workplace_env.gateway.backend`): sessions, tools, scoring
+and their errors all live in the service; this module only translates HTTP bodies, cookies and
 status codes. Routes:
 
 =========================  =====================================================================
@@ -57,6 +58,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
+from workplace_env.gateway.backend import Backend, backend_for
 from workplace_env.gateway.cookies import (
     SESSION_ID_KEY,
     CookieCodec,
@@ -92,16 +94,20 @@ def _version() -> str:
         return "0"
 
 
-def create_app(client: EnvironmentClient, settings: GatewaySettings | None = None) -> FastAPI:
-    """The gateway app over ``client`` (a connected SDK client, owned by the caller).
+def create_app(
+    client: EnvironmentClient | Backend, settings: GatewaySettings | None = None
+) -> FastAPI:
+    """The gateway app over ``client``: a connected SDK client (owned by the caller), or a
+    :class:`~workplace_env.gateway.backend.Backend` (the co-hosted server in-process).
 
     ``settings`` default to :class:`GatewaySettings` (random per-process secret, the
     reference's cookie, MCP at ``/mcp``). Serve it with uvicorn (``lifespan`` on: MCP runs in
     it); see :func:`workplace_env.gateway.serve.start_gateway` and ``run_gateway``.
     """
     settings = settings or GatewaySettings()
+    backend = backend_for(client)
     tokens = SessionTokens(settings.secret_key, settings.token_max_age_s)
-    mcp = McpGateway(client, tokens, _version()) if settings.mcp_path else None
+    mcp = McpGateway(backend, tokens, _version()) if settings.mcp_path else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -138,7 +144,9 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
 
     async def call(fn: Callable[..., Any], *args: Any, seeding: bool = False, **kw: Any) -> Any:
         try:
-            return await run_in_threadpool(fn, *args, **kw)
+            if backend.blocking:
+                return await run_in_threadpool(fn, *args, **kw)
+            return fn(*args, **kw)  # in-process: sub-millisecond, no thread hop
         except WorkplaceEnvError as exc:
             raise service_error(exc, seeding=seeding) from exc
 
@@ -184,9 +192,9 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         body = await object_body(request)
         if is_typed_seed(body):
             sid, episode, task_id, row = parse_typed_seed(body)
-            await call(client.seed, sid, episode, task_id, row, seeding=True)
+            await call(backend.seed, sid, episode, task_id, row, seeding=True)
         else:
-            sid = await call(seed_legacy, client, cookie_session(request), body, seeding=True)
+            sid = await call(seed_legacy, backend, cookie_session(request), body, seeding=True)
         request.session[SESSION_ID_KEY] = sid
         return Response(
             b"{}", media_type="application/json", headers={TOKEN_HEADER: tokens.mint(sid)}
@@ -232,7 +240,7 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
             kwargs: dict[str, Any] = {"response_output": json.dumps(output, ensure_ascii=False)}
             if "ground_truth" in body:
                 kwargs["ground_truth_json"] = json.dumps(body["ground_truth"], ensure_ascii=False)
-            result = await call(client.verify, sid, **kwargs)
+            result = await call(backend.verify, sid, **kwargs)
             reward, mask = result.reward, result.mask_sample
             kind, reason = result.failure_kind, result.failure_reason
         return json_response(
@@ -272,7 +280,7 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         )
         if problems:
             raise invalid(problems)
-        outcome = await call(client.close_session, sid, episode)
+        outcome = await call(backend.close_session, sid, episode)
         return json_response({"outcome": outcome})
 
     @app.post(
@@ -344,7 +352,7 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
                 )
             )
         call_id = request.headers.get(CALL_ID_HEADER, "")
-        output = await call(client.call_tool_raw, sid, tool_name, text, call_id)
+        output = await call(backend.call_tool_raw, sid, tool_name, text, call_id)
         return Response(
             b'{"output":' + output.encode("utf-8") + b"}", media_type="application/json"
         )
