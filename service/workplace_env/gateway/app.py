@@ -46,7 +46,6 @@ id, a reused ``x-workplace-call-id``, a close for another episode -> 409; capaci
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib import metadata
@@ -58,6 +57,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
+from workplace_env.gateway import fastjson
 from workplace_env.gateway.backend import Backend, backend_for
 from workplace_env.gateway.cookies import (
     SESSION_ID_KEY,
@@ -85,6 +85,11 @@ from workplace_env.gateway.translate import (
     service_error,
 )
 from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceEnvError
+
+
+def _json_text(value: Any) -> str:
+    """``value`` as JSON text for the service (which parses it again)."""
+    return fastjson.dumps(value, allow_nan=True).decode("utf-8")
 
 
 def _version() -> str:
@@ -237,9 +242,9 @@ def create_app(
         if sid is None:  # V4 without even an id to ask about
             reward, mask, kind, reason = 0.0, True, "session_lost", "no session cookie"
         else:
-            kwargs: dict[str, Any] = {"response_output": json.dumps(output, ensure_ascii=False)}
+            kwargs: dict[str, Any] = {"response_output": _json_text(output)}
             if "ground_truth" in body:
-                kwargs["ground_truth_json"] = json.dumps(body["ground_truth"], ensure_ascii=False)
+                kwargs["ground_truth_json"] = _json_text(body["ground_truth"])
             result = await call(backend.verify, sid, **kwargs)
             reward, mask = result.reward, result.mask_sample
             kind, reason = result.failure_kind, result.failure_reason
