@@ -124,6 +124,9 @@ def serve(
         OptFloat, Opt(help="Seconds a verified legacy session's reward is remembered.")
     ] = None,
     max_markers: Annotated[OptInt, Opt(help="Verified legacy ids remembered at most.")] = None,
+    verify_cache_mb: Annotated[
+        OptFloat, Opt(help="MiB (estimated) of verified end states memoised [64]; 0: none.")
+    ] = None,
     tls_cert: Annotated[OptStr, Opt(help="PEM certificate chain: serve TLS.")] = None,
     tls_key: Annotated[OptStr, Opt(help="PEM private key of --tls-cert.")] = None,
     tls_client_ca: Annotated[
