@@ -179,8 +179,24 @@ JSON_VALUES = st.recursive(
 
 @settings(max_examples=300, deadline=None)
 @given(JSON_VALUES)
-def test_dumps_is_starlettes_bytes(value):
-    assert contextvars.copy_context().run(_fast, value) == _starlette(value)
+def test_dumps_of_any_parsed_body_is_starlettes_bytes(value):
+    text = json.dumps(value)
+
+    def parse_then_dump():
+        return _fast(fastjson.loads(text))
+
+    assert contextvars.copy_context().run(parse_then_dump) == _starlette(json.loads(text))
+
+
+@pytest.mark.parametrize("extra", [0.0, 1.0, 7, "text", None, True])
+def test_dumps_of_what_the_gateway_adds_is_starlettes_bytes(extra):
+    def run():
+        body = fastjson.loads('{"response": {"output": [], "temperature": 0.7}}')
+        return _fast({**body, "reward": extra})
+
+    assert contextvars.copy_context().run(run) == _starlette(
+        {"response": {"output": [], "temperature": 0.7}, "reward": extra}
+    )
 
 
 def test_after_a_nan_body_dumps_refuses_nan_as_starlette_does_or_passes_it_on_when_asked():
