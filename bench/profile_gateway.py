@@ -8,7 +8,9 @@ server, the gateway on its backend), with uvicorn in its main thread under cProf
 ``time.thread_time`` (CPU, not wall clock, so waiting for a core on a shared machine does not
 count). ``http_bench.py``'s HTTP episodes run against it; then it prints the functions with the
 most own CPU time and the share of a few groups (HTTP server, FastAPI/Starlette, JSON, cookies,
-the backend and the environment).
+the backend and the environment). Only the event-loop thread is profiled: with the remote
+backend (a checkout from before issue 15) the SDK calls run on worker threads and the loopback
+gRPC server's work on its own threads, which this profile does not see.
 """
 
 from __future__ import annotations
@@ -49,15 +51,21 @@ def serve(out: str, data_dir: str | None) -> None:
     import uvicorn
 
     from workplace_env.gateway import GatewaySettings, create_app
-    from workplace_env.gateway.backend import InProcessBackend
     from workplace_env.gateway.serve import _config, bind_socket
     from workplace_env.sandbox.load import load_sandbox
     from workplace_env.server.app import start_server
     from workplace_env.sessions import SessionStore
+    from workplace_env_client import EnvironmentClient
 
     running = start_server(SessionStore(load_sandbox(data_dir)), "127.0.0.1:0")
     sock = bind_socket("127.0.0.1:0")
-    app = create_app(InProcessBackend.of_server(running), GatewaySettings())
+    try:
+        from workplace_env.gateway.backend import InProcessBackend
+
+        backend: object = InProcessBackend.of_server(running)
+    except ImportError:  # a checkout from before issue 15: the SDK over loopback gRPC
+        backend = EnvironmentClient(f"127.0.0.1:{running.port}")
+    app = create_app(backend, GatewaySettings())  # type: ignore[arg-type]
     server = uvicorn.Server(_config(app, "warning", 1.0))
     print(f"gateway on 127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr, flush=True)
     # uvicorn re-raises the stop signal once drained: a no-op handler lets the stats be written
