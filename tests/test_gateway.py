@@ -39,6 +39,7 @@ from workplace_env.gateway import (
     parse_address,
     start_gateway,
 )
+from workplace_env.gateway.backend import InProcessBackend
 from workplace_env.gateway.serve import local_target
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import RunningServer, start_server
@@ -76,9 +77,13 @@ def sdk(grpc_server) -> Iterator[EnvironmentClient]:
         yield client
 
 
-@pytest.fixture(scope="module")
-def gateway(sdk) -> Iterator[RunningGateway]:
-    gw = start_gateway(client=sdk, settings=SETTINGS)
+@pytest.fixture(scope="module", params=["remote", "in_process"])
+def gateway(request, sdk, grpc_server) -> Iterator[RunningGateway]:
+    """The gateway on each backend: the SDK over gRPC, and the server's servicer in-process."""
+    if request.param == "remote":
+        gw = start_gateway(client=sdk, settings=SETTINGS)
+    else:
+        gw = start_gateway(backend=InProcessBackend.of_server(grpc_server), settings=SETTINGS)
     yield gw
     gw.stop()
 
@@ -734,10 +739,18 @@ def test_service_unreachable_is_503():
             gw.stop()
 
 
-def test_service_at_capacity_is_429_with_retry_after():
+def gateway_on(backend: str, server: RunningServer, max_message_bytes: int | None = None):
+    """A gateway of its own on ``server``: over gRPC (``remote``) or ``in_process``."""
+    if backend == "remote":
+        return start_gateway(f"127.0.0.1:{server.port}")
+    return start_gateway(backend=InProcessBackend.of_server(server, max_message_bytes))
+
+
+@pytest.mark.parametrize("backend", ["remote", "in_process"])
+def test_service_at_capacity_is_429_with_retry_after(backend):
     store = SessionStore(load_sandbox(None), SessionConfig(max_sessions=1, retry_after_s=2.5))
     server = start_server(store, "127.0.0.1:0")
-    gw = start_gateway(f"127.0.0.1:{server.port}")
+    gw = gateway_on(backend, server)
     try:
         with httpx.Client(base_url=gw.url) as first, httpx.Client(base_url=gw.url) as second:
             assert first.post("/seed_session", json=ROW).status_code == 200
@@ -779,10 +792,11 @@ def test_run_gateway_serves_until_sigterm(grpc_server):
             proc.wait(timeout=10)
 
 
-def test_body_over_the_message_limit_is_413_not_retry_later():
+@pytest.mark.parametrize("backend", ["remote", "in_process"])
+def test_body_over_the_message_limit_is_413_not_retry_later(backend):
     store = SessionStore(load_sandbox(None))
     server = start_server(store, "127.0.0.1:0", settings=Settings(max_message_bytes=64 * 1024))
-    gw = start_gateway(f"127.0.0.1:{server.port}")
+    gw = gateway_on(backend, server, max_message_bytes=64 * 1024)
     try:
         with httpx.Client(base_url=gw.url, timeout=30) as client:
             big = {**ROW, "prompt": "x" * 200_000}

@@ -1,8 +1,9 @@
 """The legacy cookie HTTP path of the reference, over the gRPC service (CONTRACT "The legacy
 HTTP path").
 
-Every route is a thin client of the gRPC service through the SDK: sessions, tools, scoring and
-their errors all live in the service; this module only translates HTTP bodies, cookies and
+Every route is a thin client of the gRPC service through a backend (the SDK over gRPC, or the
+co-hosted servicer in-process: :mod:`workplace_env.gateway.backend`): sessions, tools, scoring
+and their errors all live in the service; this module only translates HTTP bodies, cookies and
 status codes. Routes:
 
 =========================  =====================================================================
@@ -53,7 +54,6 @@ id, a reused ``x-workplace-call-id``, a close for another episode -> 409; capaci
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib import metadata
@@ -65,6 +65,8 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
+from workplace_env.gateway import fastjson
+from workplace_env.gateway.backend import Backend, backend_for
 from workplace_env.gateway.cookies import (
     SESSION_ID_KEY,
     CookieCodec,
@@ -107,6 +109,11 @@ from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceE
 CLOSE_OUTCOME_HEADER = "x-workplace-close-outcome"
 
 
+def _json_text(value: Any) -> str:
+    """``value`` as JSON text for the service (which parses it again)."""
+    return fastjson.dumps(value, allow_nan=True).decode("utf-8")
+
+
 def _version() -> str:
     try:
         return metadata.version("workplace-env")
@@ -114,16 +121,20 @@ def _version() -> str:
         return "0"
 
 
-def create_app(client: EnvironmentClient, settings: GatewaySettings | None = None) -> FastAPI:
-    """The gateway app over ``client`` (a connected SDK client, owned by the caller).
+def create_app(
+    client: EnvironmentClient | Backend, settings: GatewaySettings | None = None
+) -> FastAPI:
+    """The gateway app over ``client``: a connected SDK client (owned by the caller), or a
+    :class:`~workplace_env.gateway.backend.Backend` (the co-hosted server in-process).
 
     ``settings`` default to :class:`GatewaySettings` (random per-process secret, the
     reference's cookie, MCP at ``/mcp``). Serve it with uvicorn (``lifespan`` on: MCP runs in
     it); see :func:`workplace_env.gateway.serve.start_gateway` and ``run_gateway``.
     """
     settings = settings or GatewaySettings()
+    backend = backend_for(client)
     tokens = SessionTokens(settings.secret_key, settings.token_max_age_s)
-    mcp = McpGateway(client, tokens, _version()) if settings.mcp_path else None
+    mcp = McpGateway(backend, tokens, _version()) if settings.mcp_path else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -160,7 +171,9 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
 
     async def call(fn: Callable[..., Any], *args: Any, seeding: bool = False, **kw: Any) -> Any:
         try:
-            return await run_in_threadpool(fn, *args, **kw)
+            if backend.blocking:
+                return await run_in_threadpool(fn, *args, **kw)
+            return fn(*args, **kw)  # in-process: sub-millisecond, no thread hop
         except WorkplaceEnvError as exc:
             raise service_error(exc, seeding=seeding) from exc
 
@@ -233,13 +246,13 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         if is_nemo_seed(body) or is_typed_seed(body):  # H1; the cookie names the typed id
             parse = parse_nemo_seed if is_nemo_seed(body) else parse_typed_seed
             sid, episode, task_id, row = parse(body)
-            await call(client.seed, sid, episode, task_id, row, seeding=True)
+            await call(backend.seed, sid, episode, task_id, row, seeding=True)
             request.session[SESSION_ID_KEY] = sid
             token = tokens.mint(sid)
             meta = mcp_metadata(settings.mcp_path, token) if mcp is not None else None
             return json_response(seed_response(sid, meta), headers={TOKEN_HEADER: token})
         else:
-            sid = await call(seed_legacy, client, cookie_session(request), body, seeding=True)
+            sid = await call(seed_legacy, backend, cookie_session(request), body, seeding=True)
         request.session[SESSION_ID_KEY] = sid
         return Response(
             b"{}", media_type="application/json", headers={TOKEN_HEADER: tokens.mint(sid)}
@@ -278,17 +291,17 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         output = response.get("output")
         if not isinstance(output, list):
             raise invalid([(("response", "output"), "required: an array of output items")])
-        kwargs: dict[str, Any] = {"response_output": json.dumps(output, ensure_ascii=False)}
+        kwargs: dict[str, Any] = {"response_output": _json_text(output)}
         if "ground_truth" in body:
-            kwargs["ground_truth_json"] = json.dumps(body["ground_truth"], ensure_ascii=False)
+            kwargs["ground_truth_json"] = _json_text(body["ground_truth"])
         sid = cookie_session(request)
         if sid is None and settings.cookie_name in request.cookies:  # unreadable cookie: V4
             reward, mask, kind, reason = 0.0, True, "session_lost", "unreadable session cookie"
         else:
             if sid is None:  # H5: offline re-verification, scored by replay of the body
-                result = await call(replay_verify, client, body, kwargs)
+                result = await call(replay_verify, backend, body, kwargs)
             else:
-                result = await call(client.verify, sid, **kwargs)
+                result = await call(backend.verify, sid, **kwargs)
             reward, mask = result.reward, result.mask_sample
             kind, reason = result.failure_kind, result.failure_reason
         return json_response(
@@ -328,7 +341,7 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         )
         if problems:
             raise invalid(problems)
-        outcome = await call(client.close_session, sid, episode)
+        outcome = await call(backend.close_session, sid, episode)
         if is_nemo_close(body):  # H2: NeMo's ResourcesCloseSessionResponse, outcome aside
             return json_response(
                 {"resources_session_id": sid}, headers={CLOSE_OUTCOME_HEADER: outcome}
@@ -404,7 +417,7 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
                 )
             )
         call_id = request.headers.get(CALL_ID_HEADER, "")
-        output = await call(client.call_tool_raw, sid, tool_name, text, call_id)
+        output = await call(backend.call_tool_raw, sid, tool_name, text, call_id)
         return Response(
             b'{"output":' + output.encode("utf-8") + b"}", media_type="application/json"
         )

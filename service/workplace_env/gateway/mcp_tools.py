@@ -38,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
+from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.cookies import SessionTokens
 from workplace_env_client import (
     EnvironmentClient,
@@ -85,7 +86,10 @@ class McpGateway:
     """
 
     def __init__(
-        self, client: EnvironmentClient, tokens: SessionTokens, version: str | None = None
+        self,
+        client: EnvironmentClient | Backend,
+        tokens: SessionTokens,
+        version: str | None = None,
     ) -> None:
         self.client = client
         self.tokens = tokens
