@@ -8,6 +8,7 @@ set), which grpcio needs for session affinity over many servers (:mod:`.routing`
 from workplace_env_client.routing import RING_HASH_ENV, SESSION_HEADER  # isort: skip
 from workplace_env_client.admin import AdminClient, snapshot_from_json, snapshot_to_json
 from workplace_env_client.aio import AsyncEnvironmentClient, AsyncSession
+from workplace_env_client.channel import channel_options, make_channel, retry_service_config
 from workplace_env_client.client import (
     EnvironmentClient,
     RecordedCall,
@@ -15,9 +16,6 @@ from workplace_env_client.client import (
     RecoveryStrategy,
     Session,
     SessionCheckpoint,
-    channel_options,
-    make_channel,
-    retry_service_config,
 )
 from workplace_env_client.errors import (
     CallIdReusedError,

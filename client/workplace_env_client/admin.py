@@ -24,7 +24,7 @@ from google.protobuf import json_format
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
-from workplace_env_client.client import DEFAULT_TIMEOUT_S, make_channel
+from workplace_env_client.channel import DEFAULT_TIMEOUT_S, make_channel
 from workplace_env_client.errors import from_rpc_error
 from workplace_env_client.routing import Target, session_metadata
 

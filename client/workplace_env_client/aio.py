@@ -23,7 +23,7 @@ import grpc.aio
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env_client.client import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_S, channel_options
+from workplace_env_client.channel import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_S, channel_options
 from workplace_env_client.errors import WorkplaceEnvError, from_rpc_error
 from workplace_env_client.messages import (
     CallLike,

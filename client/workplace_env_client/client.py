@@ -37,6 +37,22 @@ import grpc
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
+from workplace_env_client.admin import AdminClient
+
+# The channel settings live in .channel (shared with .admin and .aio); the names not used here
+# stay importable from this module, where they used to live.
+from workplace_env_client.channel import (  # noqa: F401
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_TIMEOUT_S,
+    KEEPALIVE_TIME_MS,
+    KEEPALIVE_TIMEOUT_MS,
+    MAX_MESSAGE_BYTES,
+    RETRIED_METHODS,
+    SERVICE,
+    channel_options,
+    make_channel,
+    retry_service_config,
+)
 from workplace_env_client.errors import (
     ReplayDivergedError,
     SessionLiveError,
@@ -59,93 +75,10 @@ from workplace_env_client.messages import (
     verify_answer,
     verify_request,
 )
-from workplace_env_client.routing import (
-    Target,
-    channel_target,
-    check_ring_hash_enabled,
-    service_config_json,
-    session_metadata,
-)
+from workplace_env_client.routing import Target, session_metadata
 
 if TYPE_CHECKING:
     from workplace.env.v1 import admin_pb2 as admin_pb
-    from workplace_env_client.admin import AdminClient
-
-
-DEFAULT_TIMEOUT_S = 30.0
-#: Attempts per RPC (the first one included) when the server answers UNAVAILABLE; gRPC caps it at 5.
-DEFAULT_MAX_ATTEMPTS = 4
-SERVICE = pb.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
-#: The RPCs safe to retry: each is idempotent (CallTool through the SDK's call_id).
-RETRIED_METHODS = ("SeedSession", "CloseSession", "Verify", "CallTool", "ListTools")
-#: Largest message the SDK accepts, in bytes (the server's limit).
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-#: Keepalive: ping an idle connection every 30 s, drop it after 10 s without an answer (the
-#: server admits pings every 15 s, so it never closes an SDK channel for pinging too often).
-KEEPALIVE_TIME_MS = 30_000
-KEEPALIVE_TIMEOUT_MS = 10_000
-
-
-def _retry_method_config(max_attempts: int) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": [{"service": SERVICE, "method": m} for m in RETRIED_METHODS],
-            "retryPolicy": {
-                "maxAttempts": max_attempts,
-                "initialBackoff": "0.05s",
-                "maxBackoff": "1s",
-                "backoffMultiplier": 2,
-                "retryableStatusCodes": ["UNAVAILABLE"],
-            },
-        }
-    ]
-
-
-def retry_service_config(
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS, *, affinity: bool = False
-) -> str:
-    """The gRPC service config (JSON text) retrying :data:`RETRIED_METHODS` on UNAVAILABLE.
-
-    Backoff: 50 ms, doubling, at most 1 s, randomised by gRPC. With ``affinity`` it also picks
-    the ``ring_hash`` policy keyed by the session header (issue 9). Pass it as channel option
-    ``("grpc.service_config", ...)`` when you bring your own channel.
-    """
-    config = service_config_json(_retry_method_config(max_attempts), affinity)
-    assert config is not None
-    return config
-
-
-def channel_options(
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS, *, affinity: bool = False
-) -> list[tuple[str, Any]]:
-    """Channel options of the SDK: message size, for ``max_attempts > 1`` retries, and with
-    ``affinity`` the session-affine ``ring_hash`` policy (issue 9; raises RuntimeError when
-    grpcio's switch for it is off, see :mod:`workplace_env_client.routing`)."""
-    if affinity:
-        check_ring_hash_enabled()
-    options: list[tuple[str, Any]] = [
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.keepalive_time_ms", KEEPALIVE_TIME_MS),
-        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
-        ("grpc.keepalive_permit_without_calls", 1),
-    ]
-    retries = max_attempts > 1
-    options.append(("grpc.enable_retries", 1 if retries else 0))
-    config = service_config_json(_retry_method_config(max_attempts) if retries else None, affinity)
-    if config is not None:
-        options.append(("grpc.service_config", config))
-    return options
-
-
-def make_channel(
-    target: Target, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS, affinity: bool | None = None
-) -> grpc.Channel:
-    """An insecure channel to ``target`` with the SDK's options (see :class:`EnvironmentClient`
-    for ``target`` and ``affinity``). Raises ValueError for a malformed target list."""
-    uri, multi = channel_target(target)
-    return grpc.insecure_channel(
-        uri, options=channel_options(max_attempts, affinity=multi if affinity is None else affinity)
-    )
 
 
 class EnvironmentClient:
@@ -203,8 +136,6 @@ class EnvironmentClient:
         """An :class:`~workplace_env_client.admin.AdminClient` on this client's channel, so its
         per-session RPCs reach the server this client's RPCs of that session reach (the ring
         as this channel sees it). Closing it leaves the channel open."""
-        from workplace_env_client.admin import AdminClient
-
         return AdminClient(channel=self.channel, token=token, timeout_s=self.timeout_s)
 
     def _invoke(self, method: str, request: Any, session_id: str = "") -> Any:

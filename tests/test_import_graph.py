@@ -1,0 +1,123 @@
+"""The project's import graph (issue 17): no import cycles, and an SDK that needs no server code.
+
+The graph is grimp's static one over the installed packages: every ``import`` counts, those inside
+functions and ``TYPE_CHECKING`` blocks included, since a cycle hidden there is still two modules
+that cannot be understood (or split apart) one without the other.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import grimp
+import pytest
+
+#: The server, the SDK and the generated stubs.
+PACKAGES = ("workplace_env", "workplace_env_client", "workplace")
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph(*PACKAGES, cache_dir=None)
+
+
+def strongly_connected(graph: grimp.ImportGraph) -> list[list[str]]:
+    """The import cycles of ``graph``: its strongly connected components of two or more
+    modules (Tarjan's algorithm, iterative so deep graphs cannot overflow the stack)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            module, edges = work[-1]
+            step = next(edges, None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph.find_modules_directly_imported_by(step)))))
+                elif step in on_stack:
+                    low[module] = min(low[module], index[step])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[module])
+            if low[module] == index[module]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == module:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def describe(graph: grimp.ImportGraph, component: list[str]) -> str:
+    members = set(component)
+    edges = [
+        f"  {a} -> {b} (line {d['line_number']})"
+        for a in component
+        for b in sorted(graph.find_modules_directly_imported_by(a) & members)
+        for d in graph.get_import_details(importer=a, imported=b)[:1]
+    ]
+    return "\n".join([" <-> ".join(component), *edges])
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    toy = grimp.ImportGraph()
+    for module in ("p.a", "p.b", "p.c", "p.d"):
+        toy.add_module(module)
+    toy.add_import(importer="p.a", imported="p.b")
+    toy.add_import(importer="p.b", imported="p.c")
+    toy.add_import(importer="p.c", imported="p.a")
+    toy.add_import(importer="p.d", imported="p.a")
+    assert strongly_connected(toy) == [["p.a", "p.b", "p.c"]]
+    toy.remove_import(importer="p.c", imported="p.a")
+    assert strongly_connected(toy) == []
+
+
+def test_no_import_cycles(graph):
+    assert len(graph.modules) > 50, "grimp found too few modules: is the project installed?"
+    cycles = strongly_connected(graph)
+    assert not cycles, "import cycles:\n" + "\n".join(describe(graph, c) for c in cycles)
+
+
+def test_the_sdk_imports_no_server_code(graph):
+    """The SDK distribution ships without ``workplace_env``: nothing in it may import that."""
+    chain = graph.find_shortest_chain(
+        importer="workplace_env_client", imported="workplace_env", as_packages=True
+    )
+    assert chain is None, f"the SDK imports the server: {' -> '.join(chain or ())}"
+
+
+def test_the_sdk_needs_only_its_declared_dependencies():
+    """The SDK and the stubs import, beyond the standard library, only what the SDK
+    distribution's required dependencies provide (client/pyproject.toml): grpcio (``grpc``),
+    grpcio-status (``grpc_status``, and ``google.rpc`` through googleapis-common-protos) and
+    protobuf (``google.protobuf``). A package an optional extra brings in goes in ``OPTIONAL``."""
+    required = {"grpc", "grpc_status", "google"}
+    optional: set[str] = set()
+    full = grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
+    sdk = set()
+    for package in ("workplace_env_client", "workplace"):
+        sdk |= full.find_descendants(package) | {package}
+    imported = {
+        module.split(".")[0]
+        for importer in sdk
+        for module in full.find_modules_directly_imported_by(importer)
+    }
+    unexpected = imported - sys.stdlib_module_names - required - optional
+    assert unexpected - {"workplace_env_client", "workplace"} == set()
