@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -106,8 +107,16 @@ class GrpcRun:
                 output = self.session.call_tool(name, arguments)
             self.outputs.append(output)
 
-    def verify(self) -> float:
-        return self.session.verify(predicted(self.k)).reward
+    def verify(self, recover: str | None = None) -> float:
+        """Verify; a ``session_lost`` answer (V4: masked, reward 0) with ``recover``: recover
+        and verify again."""
+        result = self.session.verify(predicted(self.k))
+        if result.failure_kind == "session_lost" and recover is not None:
+            self.lost.append(SessionLostError("verify", grpc.StatusCode.NOT_FOUND))
+            self.session.recover(recover)  # type: ignore[arg-type]
+            result = self.session.verify(predicted(self.k))
+        assert not result.mask_sample, (self.session.id, result)
+        return result.reward
 
 
 def start_grpc(env: EnvironmentClient, i: int, seed_attempts: int = 1) -> GrpcRun:
@@ -118,9 +127,10 @@ def start_grpc(env: EnvironmentClient, i: int, seed_attempts: int = 1) -> GrpcRu
         try:
             env.seed(sid, episode, task_id, row)
             break
-        except UnavailableError:
+        except UnavailableError as exc:
             if attempt + 1 == seed_attempts:
                 raise
+            time.sleep(exc.retry_after_s or 0.2)  # a collector's backoff (X2: RetryInfo)
     handle = Session(
         env,
         sid,
@@ -178,29 +188,41 @@ class HttpRun:
             if answer.status_code == 404 and recover:
                 problem = answer.json()
                 assert problem["failure_kind"] == "session_lost", problem
-                self.lost.append(problem)
-                self.seed(http)
-                done = len(self.outputs)
-                for (n, a), before in zip(script(self.k)[:done], self.outputs, strict=True):
-                    again = self.post(http, f"/{n}", json.loads(a))
-                    assert again.status_code == 200 and again.json()["output"] == before
+                self.recover(http, problem)
                 answer = self.post(http, f"/{name}", json.loads(arguments))
             if answer.status_code != 200:
                 raise HttpStatusError(f"{name} {self.index}: {answer.status_code} {answer.text}")
             self.outputs.append(answer.json()["output"])
 
-    def verify(self, http: httpx.Client) -> float:
+    def recover(self, http: httpx.Client, problem: dict[str, Any]) -> None:
+        """Seed again on the same cookies (HAProxy has pinned them to a live replica) and
+        replay every call made so far; their outputs must not change."""
+        self.lost.append(problem)
+        self.seed(http)
+        done = len(self.outputs)
+        for (name, arguments), before in zip(script(self.k)[:done], self.outputs, strict=True):
+            again = self.post(http, f"/{name}", json.loads(arguments))
+            assert again.status_code == 200 and again.json()["output"] == before
+
+    def verify(self, http: httpx.Client, recover: bool = False) -> float:
+        """Verify; a ``session_lost`` answer (V4: 200, masked) with ``recover``: recover and
+        verify again."""
         output = [
             {"type": "function_call", "call_id": f"c{j}", "name": n, "arguments": a}
             for j, (n, a) in enumerate(predicted(self.k))
         ]
         body = {**task_row(self.k), "responses_create_params": {}, "response": {"output": output}}
-        answer = self.post(http, "/verify", body)
-        if answer.status_code != 200:
-            raise HttpStatusError(f"verify {self.index}: {answer.status_code} {answer.text}")
-        result = answer.json()
-        assert result["mask_sample"] is False, result
-        return float(result["reward"])
+        for attempt in (0, 1):
+            answer = self.post(http, "/verify", body)
+            if answer.status_code != 200:
+                raise HttpStatusError(f"verify {self.index}: {answer.status_code} {answer.text}")
+            result = answer.json()
+            if result["failure_kind"] == "session_lost" and recover and attempt == 0:
+                self.recover(http, result)
+                continue
+            assert result["mask_sample"] is False, result
+            return float(result["reward"])
+        raise AssertionError("unreachable")
 
 
 class HttpClients:
@@ -334,11 +356,11 @@ def test_sessions_keep_their_replica_through_haproxy_and_survive_a_sigkill(hapro
         def grpc_finish(run: GrpcRun) -> None:
             strategy = "checkpoint" if run.index % 3 == 0 else "replay"
             run.calls(KILL_AT, CALLS, recover=strategy)
-            assert run.verify() == expected[run.k].reward, run.session.id
+            assert run.verify(recover=strategy) == expected[run.k].reward, run.session.id
 
         def http_finish(run: HttpRun) -> None:
             run.calls(http.get(), KILL_AT, CALLS, recover=True)
-            assert run.verify(http.get()) == expected[run.k].reward, run.index
+            assert run.verify(http.get(), recover=True) == expected[run.k].reward, run.index
 
         both(
             side,
@@ -377,11 +399,15 @@ def test_sessions_keep_their_replica_through_haproxy_and_survive_a_sigkill(hapro
 def test_a_drained_replica_loses_nothing(haproxy, expected):
     """SIGTERM on a replica mid-run (X2): its in-flight calls finish, it exits cleanly, seeds
     keep landing on the others, and its sessions continue elsewhere (SESSION_LOST, replay) to
-    the uninterrupted results; no request ever answers INTERNAL or 5xx."""
+    the uninterrupted results; no request ever answers INTERNAL, CANCELLED or 5xx.
+
+    ``--drain-delay-s 1`` keeps the replica serving, NOT_SERVING, for a second before it stops,
+    so HAProxy's checks (every 250 ms) take it out first: without it, RPCs HAProxy sends in
+    the last instant before it notices are cancelled by the stopping gRPC server."""
     sessions, fresh, term_after = 300, 150, 1_500  # per transport; calls before SIGTERM
     done = threading.Semaphore(0)
     with (
-        Cluster(haproxy, "--grace-s", "10") as cluster,
+        Cluster(haproxy, "--grace-s", "10", "--drain-delay-s", "1") as cluster,
         ThreadPoolExecutor(max_workers=WORKERS) as grpc_pool,
         ThreadPoolExecutor(max_workers=WORKERS) as http_pool,
         ThreadPoolExecutor(max_workers=2) as side,
@@ -417,13 +443,13 @@ def test_a_drained_replica_loses_nothing(haproxy, expected):
         def grpc_finish(run: GrpcRun) -> GrpcRun:
             for j in range(5, CALLS):
                 step(lambda j=j: run.calls(j, j + 1, recover="replay"))
-            assert run.verify() == expected[run.k].reward, run.session.id
+            assert run.verify(recover="replay") == expected[run.k].reward, run.session.id
             return run
 
         def http_finish(run: HttpRun) -> HttpRun:
             for j in range(5, CALLS):
                 step(lambda j=j: run.calls(http.get(), j, j + 1, recover=True))
-            assert run.verify(http.get()) == expected[run.k].reward, run.index
+            assert run.verify(http.get(), recover=True) == expected[run.k].reward, run.index
             return run
 
         def grpc_fresh(i: int) -> GrpcRun:  # seeded while the drain goes on
