@@ -113,6 +113,9 @@ def serve(
     data_dir: DataDir = None,
     workers: Annotated[OptInt, Opt(help="RPC worker threads [4].")] = None,
     grace_s: Annotated[OptFloat, Opt(help="Seconds in-flight calls get on shutdown [5].")] = None,
+    drain_delay_s: Annotated[
+        OptFloat, Opt(help="On SIGTERM, seconds NOT_SERVING before stopping [0].")
+    ] = None,
     max_message_bytes: Annotated[OptInt, Opt(help="Largest request/response [64 MiB].")] = None,
     max_sessions: Annotated[OptInt, Opt(help="Live sessions before RESOURCE_EXHAUSTED.")] = None,
     idle_ttl_s: Annotated[OptFloat, Opt(help="Idle seconds before a session is evicted.")] = None,
@@ -192,6 +195,12 @@ def serve(
         )
     stopping.wait()
     console.print("draining ...")
+    if settings.drain_delay_s:
+        # X2 at once, then keep serving what was admitted until the proxies' health checks
+        # have taken this replica out; stopping earlier cancels RPCs they still send here.
+        server.health.enter_graceful_shutdown()
+        server.store.start_draining()
+        time.sleep(settings.drain_delay_s)
     if gateway is not None:
         gateway.stop(timeout_s=settings.grace_s)
     server.stop(grace_s=settings.grace_s)

@@ -42,6 +42,9 @@ class Settings:
     metrics_address: str | None = None  # Prometheus text on /metrics, off when unset
     workers: int = 4  # RPC worker threads (more only add GIL contention: BENCHMARKS.md)
     grace_s: float = 5.0  # drain time for in-flight calls on shutdown
+    # On SIGTERM, seconds of X2 (NOT_SERVING, seeds refused, all else served) before stopping:
+    # long enough for a proxy's health checks to take the replica out (issue 16).
+    drain_delay_s: float = 0.0
     max_message_bytes: int = 64 * 1024 * 1024
     # Sandbox
     data_dir: str | None = None  # WorkBench CSVs; unset: the embedded generated sandbox
@@ -173,6 +176,7 @@ def load_settings(
 _LOWER_BOUNDS: dict[str, tuple[float, bool]] = {
     "workers": (1, False),
     "grace_s": (0, False),
+    "drain_delay_s": (0, False),
     "max_message_bytes": (1024, False),
     "max_sessions": (1, False),
     "idle_ttl_s": (0, True),
