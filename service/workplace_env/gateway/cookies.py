@@ -46,7 +46,7 @@ class CookieCodec:
         try:
             data = self._signer.unsign(value.encode("utf-8"), max_age=self.max_age_s)
             session = json.loads(b64decode(data))
-        except (itsdangerous.BadSignature, ValueError):  # binascii/JSON/Unicode errors
+        except (itsdangerous.BadSignature, ValueError, RecursionError):  # binascii/JSON/Unicode
             return {}
         return session if isinstance(session, dict) else {}
 
@@ -96,8 +96,9 @@ class SessionCookieMiddleware:
 class SessionTokens:
     """Mints and checks the signed session tokens of the MCP endpoint.
 
-    A token names one ``resources_session_id`` and is valid for ``max_age_s`` seconds; it grants
-    exactly what knowing the id grants over gRPC (the id is the capability there).
+    A token names one ``resources_session_id`` and is valid for ``max_age_s`` seconds. The
+    gateway mints one only for the session the request's cookie names (issue 13: knowing a
+    cookie session's id is not enough).
     """
 
     def __init__(self, secret_key: str, max_age_s: int) -> None:
