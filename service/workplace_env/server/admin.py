@@ -15,15 +15,14 @@ import grpc
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
-from workplace_env.errors import InvalidRequest, Unauthenticated
+from workplace_env.errors import FieldViolation, InvalidRequest, Unauthenticated
 from workplace_env.model import session_id_violations
 from workplace_env.server import convert
 from workplace_env.server.servicer import _rpc
 from workplace_env.server.status import to_status
 from workplace_env.sessions import SessionStore
+from workplace_env_client.admin import chunk_snapshots, join_snapshots
 
-#: Target size of one streamed chunk of snapshots (bytes), well under the message limit.
-CHUNK_BYTES = 8 * 1024 * 1024
 ADMIN_SERVICE_NAME = admin_pb.DESCRIPTOR.services_by_name["EnvironmentAdminService"].full_name
 
 
@@ -35,17 +34,12 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
 
     def ExportSessions(self, request, context):  # type: ignore[no-untyped-def]
         snapshots, missing, failures = self.store.export(list(request.resources_session_ids))
-        chunk: list[admin_pb.SessionSnapshot] = []
-        size = 0
-        for snapshot in snapshots:
-            message = convert.snapshot_message(snapshot)
-            if chunk and size + message.ByteSize() > CHUNK_BYTES:
-                yield admin_pb.ExportSessionsResponse(snapshots=chunk)
-                chunk, size = [], 0
-            chunk.append(message)
-            size += message.ByteSize()
+        messages = (convert.snapshot_message(snapshot) for snapshot in snapshots)
+        chunks = list(chunk_snapshots(messages))  # sessions of any size: split (K1)
+        for chunk in chunks[:-1]:
+            yield admin_pb.ExportSessionsResponse(snapshots=chunk)
         yield admin_pb.ExportSessionsResponse(
-            snapshots=chunk,
+            snapshots=chunks[-1],
             missing_session_ids=missing,
             failures=[
                 admin_pb.ExportFailure(resources_session_id=sid, reason=why)
@@ -55,10 +49,14 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
 
     @_rpc
     def RestoreSessions(self, request_iterator, context):  # type: ignore[no-untyped-def]
-        snapshots = []
-        for request in request_iterator:
-            for message in request.snapshots:
-                snapshots.append(convert.snapshot(message, f"snapshots[{len(snapshots)}]"))
+        pieces = (message for request in request_iterator for message in request.snapshots)
+        messages = []
+        try:
+            messages.extend(join_snapshots(pieces))
+        except ValueError as exc:  # "<field>: <why>"
+            field, _, why = str(exc).partition(": ")
+            raise InvalidRequest([FieldViolation(field, why)]) from exc
+        snapshots = [convert.snapshot(m, f"snapshots[{i}]") for i, m in enumerate(messages)]
         return admin_pb.RestoreSessionsResponse(restored_count=self.store.restore(snapshots))
 
     @_rpc
