@@ -219,9 +219,10 @@ def drain_and_stop(server: RunningServer, gateway: RunningGateway | None, grace_
     From the first instant both transports report not-ready and refuse new seeds; then the
     gateway's in-flight requests finish (they may still need the gRPC service), then gRPC's.
     """
-    server.start_draining()
     if gateway is not None:
         gateway.start_draining()
+    server.start_draining()
+    if gateway is not None:
         gateway.stop(timeout_s=grace_s)
     server.stop(grace_s=grace_s)
 
