@@ -91,6 +91,11 @@ tools = st.one_of(
 )
 
 
+def clean(text: str) -> str:
+    """``text`` without lone surrogates (what UTF-8, and so a protobuf string, can hold)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def surrogate_utf8(text: str) -> bytes:
     """``text`` as UTF-8, lone surrogates written as the ill-formed bytes they would be."""
     return text.encode("utf-8", "surrogatepass")

@@ -120,11 +120,6 @@ def _send(target: Target, method: str, data: bytes) -> None:
 # -- raw message forms ---------------------------------------------------------------------------
 
 
-def _clean(text: str) -> str:
-    """``text`` without lone surrogates (what a protobuf string can hold)."""
-    return text.encode("utf-8", "replace").decode("utf-8")
-
-
 def _varint(value: int) -> bytes:
     out = bytearray()
     while True:
@@ -157,11 +152,11 @@ def raw_forms(messages: st.SearchStrategy[Any], string_fields: tuple[int, ...]) 
     )
 
 
-clean_ids = fz.ids.map(_clean).filter(lambda s: s != fz.WELL_BEHAVED)
-clean_text = fz.hostile_text.map(_clean)
-json_fields = fz.json_texts.map(_clean)
+clean_ids = fz.ids.map(fz.clean).filter(lambda s: s != fz.WELL_BEHAVED)
+clean_text = fz.hostile_text.map(fz.clean)
+json_fields = fz.json_texts.map(fz.clean)
 function_calls = st.lists(
-    st.builds(pb.FunctionCall, name=fz.tools.map(_clean), arguments=json_fields), max_size=3
+    st.builds(pb.FunctionCall, name=fz.tools.map(fz.clean), arguments=json_fields), max_size=3
 )
 episodes = st.builds(pb.EpisodeId, rollout_id=clean_ids, attempt=st.integers(-(2**31), 2**31 - 1))
 task_ids = st.builds(pb.TaskId, taskset=clean_ids, task_id=clean_ids)
@@ -183,7 +178,7 @@ seeds = st.builds(
 tool_calls = st.builds(
     pb.CallToolRequest,
     resources_session_id=st.one_of(st.sampled_from(["s1", "s2", "fz:1"]), clean_ids),
-    tool_name=fz.tools.map(_clean),
+    tool_name=fz.tools.map(fz.clean),
     arguments=json_fields,
     call_id=st.sampled_from(["", "c1", "c2"]),
 )
@@ -200,7 +195,7 @@ def verifies(draw: st.DrawFn) -> pb.VerifyRequest:
         request.response_output_json = draw(json_fields)
     elif form == "items":
         items = fz.response_items(draw(fz.calls))
-        request.response_output_json = _clean(fz._dump(items))
+        request.response_output_json = fz.clean(fz._dump(items))
     truth = draw(st.sampled_from(["calls", "json", "none"]))
     if truth == "calls":
         request.ground_truth.SetInParent()

@@ -47,6 +47,29 @@ app = typer.Typer(
 )
 console = Console(stderr=True, soft_wrap=True)  # messages never wrap mid-path
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("workplace-env")
+        except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
+            version = "unknown"
+        print(f"workplace-env {version}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", callback=_print_version),
+    ] = False,
+) -> None:
+    """gRPC environment server for the workplace assistant (WorkBench) benchmark."""
+
+
 DataDir = Annotated[
     Optional[Path],  # noqa: UP045  (typer needs Optional at runtime on 3.11)
     typer.Option(

@@ -27,6 +27,7 @@ from workplace_env_client import (
     UnavailableError,
     WorkplaceEnvError,
 )
+from workplace_env_client.client import MAX_MESSAGE_BYTES
 
 #: Optional request header: the CallTool idempotency key (CONTRACT T6/T7).
 CALL_ID_HEADER = "x-workplace-call-id"
@@ -35,6 +36,8 @@ CALL_ID_HEADER = "x-workplace-call-id"
 LEGACY_EPISODE = ("legacy", 0)
 _INT32_MAX = 2**31 - 1
 _TYPED_KEYS = ("resources_session_id", "episode_id", "task_id", "task")
+#: The largest body read: the SDK's message limit (a larger one could not reach the service).
+MAX_BODY_BYTES = MAX_MESSAGE_BYTES
 #: RESOURCE_EXHAUSTED reasons of the server that a later retry can get past (S7, X3).
 _RETRYABLE_CAPACITY = ("CAPACITY_EXHAUSTED", "TOO_MANY_RPCS")
 
@@ -142,8 +145,21 @@ def draining_problem() -> HttpProblem:
 async def body_text(request: Request) -> str:
     """The request body as text, in the encoding ``json.loads`` detects (UTF-8/16/32, BOM).
 
-    Raises 422 when the bytes are not text.
+    Raises 413 when Content-Length is over :data:`MAX_BODY_BYTES` (no gRPC message could
+    carry it), 422 when the bytes are not text.
     """
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before it is read
+        raise HttpProblem(
+            json_response(
+                {
+                    "failure_kind": "request_too_large",
+                    "reason": "REQUEST_TOO_LARGE",
+                    "detail": f"the body is over {MAX_BODY_BYTES} bytes",
+                },
+                413,
+            )
+        )
     raw = await request.body()
     try:
         return raw.decode(json.detect_encoding(raw))
