@@ -78,7 +78,7 @@ def _envelope_problem(body: bytes) -> str | None:
     try:
         wire.loads(text)
     except wire.JsonRefused as exc:
-        return f"body{exc.path}: {exc.why}" if exc.path else f"the body is not JSON: {exc.why}"
+        return f"body{exc.path}: {exc.why}" if exc.path else f"the body is {exc.why}"
     return None
 
 

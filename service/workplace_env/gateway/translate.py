@@ -176,7 +176,7 @@ async def object_body(request: Request, *, constants: bool = False) -> dict[str,
         value = wire.loads(text, constants=constants)
     except wire.JsonRefused as exc:
         if not exc.path:
-            raise invalid([((), f"body is not valid JSON: {exc.why}")]) from exc
+            raise invalid([((), f"body is {exc.why}")]) from exc
         raise invalid([(_field_loc(exc.path), exc.why)]) from exc
     if not isinstance(value, dict):
         raise invalid([((), f"body must be a JSON object, got {_json_type(value)}")])

@@ -328,7 +328,7 @@ def parse_arguments(text: str) -> dict[str, Any]:
     except wire.JsonRefused as exc:
         where = f"arguments{exc.path}"
         raise InvalidToolArgumentsError(
-            f"arguments are not valid JSON: {exc.why}" if not exc.path else f"{where}: {exc.why}"
+            f"arguments are {exc.why}" if not exc.path else f"{where}: {exc.why}"
         ) from exc
     if not isinstance(value, dict):
         raise InvalidToolArgumentsError(
