@@ -83,11 +83,11 @@ class Target:
 def target() -> Iterator[Target]:
     t = Target()
     yield t
+    fz.write_report()
     t.check_watched()
     snapshots, _, failures = t.admin.export_sessions()  # one checkpoint of everything
     assert fz.WELL_BEHAVED in {s.resources_session_id for s in snapshots}
     assert fz.WELL_BEHAVED not in failures
-    fz.write_report()
     t.client.close()
     t.admin.close()
     t.channel.close()

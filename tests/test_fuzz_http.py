@@ -88,11 +88,11 @@ class Target:
 def target() -> Iterator[Target]:
     t = Target()
     yield t
+    fz.write_report()
     t.check_watched()
     snapshots, _, failures = t.admin.export_sessions()
     assert t.watched_id in {s.resources_session_id for s in snapshots}
     assert t.watched_id not in failures
-    fz.write_report()
     t.close()
 
 

@@ -52,8 +52,9 @@ class ExportResult(NamedTuple):
     failures: dict[str, str]
 
 
-#: Target size of one streamed chunk of snapshots (bytes), well under the message limit.
-CHUNK_BYTES = 8 * 1024 * 1024
+#: Target size of one streamed chunk of snapshots (bytes): under gRPC's default 4 MiB receive
+#: limit, so any client (grpcurl, a plain channel) can read an export.
+CHUNK_BYTES = 2 * 1024 * 1024
 #: Characters of ``state_json`` per piece of a split snapshot (at most 4 UTF-8 bytes each).
 PIECE_CHARS = CHUNK_BYTES // 4
 

@@ -139,7 +139,7 @@ def serve(
     max_concurrent_rpcs: Annotated[
         OptInt, Opt(help="RPCs admitted at once, then RESOURCE_EXHAUSTED [256].")
     ] = None,
-    max_admin_rpcs: Annotated[OptInt, Opt(help="Admin RPCs admitted at once [2].")] = None,
+    max_admin_rpcs: Annotated[OptInt, Opt(help="Admin RPCs admitted at once [16].")] = None,
     grace_s: Annotated[OptFloat, Opt(help="Seconds in-flight calls get on shutdown [5].")] = None,
     max_message_bytes: Annotated[OptInt, Opt(help="Largest request/response [64 MiB].")] = None,
     max_sessions: Annotated[

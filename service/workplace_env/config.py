@@ -42,7 +42,7 @@ class Settings:
     metrics_address: str | None = None  # Prometheus text on /metrics, off when unset
     workers: int = 4  # RPC worker threads (more only add GIL contention: BENCHMARKS.md)
     max_concurrent_rpcs: int = 256  # RPCs admitted at once (X3); beyond: RESOURCE_EXHAUSTED
-    max_admin_rpcs: int = 2  # of them admin RPCs (export/restore streams hold theirs)
+    max_admin_rpcs: int = 16  # of them admin RPCs (export/restore streams hold theirs)
     grace_s: float = 5.0  # drain time for in-flight calls on shutdown
     max_message_bytes: int = 64 * 1024 * 1024
     # Sandbox
