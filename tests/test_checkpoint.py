@@ -47,7 +47,9 @@ def base():
 class Server:
     def __init__(self, base, token: str | None = None) -> None:
         self.running = start_server(
-            SessionStore(base), "127.0.0.1:0", settings=Settings(admin_token=token)
+            SessionStore(base),
+            "127.0.0.1:0",
+            settings=Settings(admin_token=token, admin_open=token is None),
         )
         target = f"127.0.0.1:{self.running.port}"
         self.client = EnvironmentClient(target, timeout_s=20)
@@ -224,12 +226,19 @@ def test_admin_rpcs_need_the_bearer_token(servers, base):
 # -- on disk and across a crash --------------------------------------------------------------------
 
 
+#: The admin token of the ``serve`` process; the checkpoint commands read it from the
+#: environment (an open in-process admin ignores it).
+CLI_TOKEN = "checkpoint-admin"
+SERVE = (sys.executable, "-m", "workplace_env.cli", "serve")
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "workplace_env.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "WORKPLACE_ENV_ADMIN_TOKEN": CLI_TOKEN},
     )
 
 
@@ -250,7 +259,7 @@ def test_cli_save_then_restore_with_a_corrupted_file_installs_nothing(servers, t
 
 def _serve_process(tmp_path: Path) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "workplace_env.cli", "serve", "--address", "127.0.0.1:0"],
+        [*SERVE, "--address", "127.0.0.1:0", "--admin-token", CLI_TOKEN],
         stderr=subprocess.PIPE,
         text=True,
     )

@@ -670,8 +670,19 @@ def test_session_token_route(http):
     sid = seed(http)
     mine = http.post("/session_token").json()
     assert mine["resources_session_id"] == sid and tokens.session_of(mine["token"]) == sid
-    named = http.post("/session_token", json={"resources_session_id": "grpc-1"}).json()
-    assert tokens.session_of(named["token"]) == "grpc-1"
+    named = http.post("/session_token", json={"resources_session_id": sid}).json()
+    assert tokens.session_of(named["token"]) == sid
+
+
+def test_a_token_needs_the_sessions_cookie_not_its_id(http, gateway):
+    """Issue 13 failure 8: knowing a cookie session's id minted a token for it."""
+    sid = seed(http)
+    with httpx.Client(base_url=gateway.url) as stranger:  # no cookie jar in common
+        refused = stranger.post("/session_token", json={"resources_session_id": sid})
+        assert refused.status_code == 404 and "token" not in refused.json()
+        seed(stranger)  # a session of its own: still not someone else's
+        other = stranger.post("/session_token", json={"resources_session_id": sid})
+        assert other.status_code == 403 and other.json()["reason"] == "SESSION_COOKIE_REQUIRED"
     assert http.post("/session_token", json={"resources_session_id": 1}).status_code == 422
     assert http.post("/session_token", content=b"[").status_code == 422
 

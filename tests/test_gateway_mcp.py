@@ -158,6 +158,14 @@ def test_token_for_a_grpc_typed_session(gateway, sdk):
     sid = f"grpc-{uuid.uuid4().hex}"
     sdk.seed(sid, ("rollout-mcp", 0), ("mcp", "t"), ROW)
     with httpx.Client(base_url=gateway.url) as http:
+        # The id alone mints nothing; a typed seed retried as is (S2) sets the cookie.
+        typed = {
+            "resources_session_id": sid,
+            "episode_id": {"rollout_id": "rollout-mcp", "attempt": 0},
+            "task_id": {"taskset": "mcp", "task_id": "t"},
+            "task": ROW,
+        }
+        assert http.post("/seed_session", json=typed).status_code == 200
         token = http.post("/session_token", json={"resources_session_id": sid}).json()["token"]
     result = mcp_run(
         gateway,

@@ -33,6 +33,7 @@ from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
+from workplace_env.config import Settings
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server import affinity
 from workplace_env.server.app import start_server
@@ -68,6 +69,9 @@ READ_ONLY = ("company_directory_find_email_address", '{"name": "a"}')
 
 
 # -- the workload --------------------------------------------------------------------------------
+
+#: The admin token of the serve processes (admin RPCs are off without one, CONTRACT A1).
+ADMIN_TOKEN = "scale-out-admin"
 
 
 def script(k: int) -> list[tuple[str, str]]:
@@ -185,6 +189,8 @@ class ServeProcess:
                 "127.0.0.1:0",
                 "--log-level",
                 "ERROR",
+                "--admin-token",
+                ADMIN_TOKEN,
             ],
             stderr=subprocess.PIPE,
             text=True,
@@ -279,7 +285,10 @@ def _call(run: Run, start: int, stop: int) -> None:
 
 def test_sessions_stay_on_one_process_and_survive_losing_one(cluster, expected):
     targets = [s.target for s in cluster]
-    with ThreadPoolExecutor(max_workers=8) as pool, EnvironmentClient(targets, timeout_s=30) as env:
+    with (
+        ThreadPoolExecutor(max_workers=8) as pool,
+        EnvironmentClient(targets, timeout_s=30, admin_token=ADMIN_TOKEN) as env,
+    ):
         admin = env.admin()  # the same channel, so restores land where the ring maps each id
         runs: list[Run] = []
 
@@ -397,7 +406,9 @@ def test_sessions_stay_on_one_process_and_survive_losing_one(cluster, expected):
 
 @pytest.fixture(scope="module")
 def server():
-    running = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
+    running = start_server(
+        SessionStore(load_sandbox(None)), "127.0.0.1:0", settings=Settings(admin_open=True)
+    )
     yield running
     running.stop(grace_s=0)
 

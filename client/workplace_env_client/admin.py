@@ -52,23 +52,92 @@ class ExportResult(NamedTuple):
     failures: dict[str, str]
 
 
-#: Target size of one streamed chunk of snapshots (bytes), well under the message limit.
-CHUNK_BYTES = 8 * 1024 * 1024
+#: Target size of one streamed chunk of snapshots (bytes): under gRPC's default 4 MiB receive
+#: limit, so any client (grpcurl, a plain channel) can read an export.
+CHUNK_BYTES = 2 * 1024 * 1024
+#: Characters of ``state_json`` per piece of a split snapshot (at most 4 UTF-8 bytes each).
+PIECE_CHARS = CHUNK_BYTES // 4
+
+
+def split_snapshot(snapshot: admin_pb.SessionSnapshot) -> list[admin_pb.SessionSnapshot]:
+    """``snapshot`` as messages of at most about :data:`CHUNK_BYTES` of state each: the first
+    carries everything but the rest of ``state_json``, each later one the next piece, all but
+    the last with ``state_json_continues`` (a session of any size fits the message limit)."""
+    text = snapshot.state_json
+    if len(text) <= PIECE_CHARS:
+        return [snapshot]
+    first = admin_pb.SessionSnapshot()
+    first.CopyFrom(snapshot)
+    first.state_json = text[:PIECE_CHARS]
+    first.state_json_continues = True
+    pieces = [first]
+    for start in range(PIECE_CHARS, len(text), PIECE_CHARS):
+        pieces.append(
+            admin_pb.SessionSnapshot(
+                resources_session_id=snapshot.resources_session_id,
+                state_json=text[start : start + PIECE_CHARS],
+                state_json_continues=start + PIECE_CHARS < len(text),
+            )
+        )
+    return pieces
+
+
+def join_snapshots(
+    messages: Iterable[admin_pb.SessionSnapshot],
+) -> Iterator[admin_pb.SessionSnapshot]:
+    """Whole snapshots from a stream of :func:`split_snapshot` pieces (whole ones pass as
+    they are). Raises ValueError naming the snapshot when a piece does not follow its first
+    (another id) or the stream ends inside a snapshot."""
+    pending: admin_pb.SessionSnapshot | None = None
+    parts: list[str] = []
+    count = 0
+    for message in messages:
+        if pending is not None:
+            if message.resources_session_id != pending.resources_session_id:
+                raise ValueError(
+                    f"snapshots[{count}].state_json_continues: the next message names session "
+                    f"{message.resources_session_id!r}, not {pending.resources_session_id!r}"
+                )
+            parts.append(message.state_json)
+            if message.state_json_continues:
+                continue
+            pending.state_json = "".join(parts)
+            pending.state_json_continues = False
+            yield pending
+            pending, parts, count = None, [], count + 1
+        elif message.state_json_continues:
+            pending, parts = message, [message.state_json]
+        else:
+            yield message
+            count += 1
+    if pending is not None:
+        raise ValueError(
+            f"snapshots[{count}].state_json_continues: the stream ended inside session "
+            f"{pending.resources_session_id!r}"
+        )
+
+
+def chunk_snapshots(snapshots: Iterable[admin_pb.SessionSnapshot]) -> Iterator[list[Any]]:
+    """Snapshots (split as needed) grouped in lists of about :data:`CHUNK_BYTES` (at least
+    one list, possibly empty): the payload of each streamed message."""
+    chunk: list[admin_pb.SessionSnapshot] = []
+    size = 0
+    for snapshot in snapshots:
+        for piece in split_snapshot(snapshot):
+            if chunk and size + piece.ByteSize() > CHUNK_BYTES:
+                yield chunk
+                chunk, size = [], 0
+            chunk.append(piece)
+            size += piece.ByteSize()
+    yield chunk
 
 
 def _chunks(
     snapshots: Sequence[admin_pb.SessionSnapshot],
 ) -> Iterator[admin_pb.RestoreSessionsRequest]:
     """The batch as a stream of requests of about :data:`CHUNK_BYTES` each (at least one)."""
-    chunk: list[admin_pb.SessionSnapshot] = []
-    size = 0
-    for snapshot in snapshots:
-        if chunk and size + snapshot.ByteSize() > CHUNK_BYTES:
-            yield admin_pb.RestoreSessionsRequest(snapshots=chunk)
-            chunk, size = [], 0
-        chunk.append(snapshot)
-        size += snapshot.ByteSize()
-    yield admin_pb.RestoreSessionsRequest(snapshots=chunk)
+    for chunk in chunk_snapshots(snapshots):
+        yield admin_pb.RestoreSessionsRequest(snapshots=chunk)
 
 
 class AdminClient:
@@ -142,7 +211,7 @@ class AdminClient:
                 failures.update((f.resources_session_id, f.reason) for f in chunk.failures)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
-        return ExportResult(snapshots, missing, failures)
+        return ExportResult(list(join_snapshots(snapshots)), missing, failures)
 
     def restore_sessions(self, snapshots: Sequence[admin_pb.SessionSnapshot]) -> int:
         """Install ``snapshots`` all or none; return how many. Raises InvalidRequestError

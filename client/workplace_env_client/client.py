@@ -96,7 +96,8 @@ class EnvironmentClient:
     bounds the attempts of a retried RPC on UNAVAILABLE (1: no retries); it applies to the
     channel the client creates (for your own channel, see :func:`channel_options`). Use as a
     context manager, or call :meth:`close` to release a channel the client created (a
-    passed-in channel is the caller's). Raises ValueError for a malformed target list,
+    passed-in channel is the caller's). ``admin_token`` is the bearer token :meth:`admin` (and a
+    session's checkpoint recovery) sends by default. Raises ValueError for a malformed target list,
     RuntimeError when affinity is asked for and grpcio's switch for it is off.
     """
 
@@ -108,6 +109,7 @@ class EnvironmentClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         affinity: bool | None = None,
+        admin_token: str | None = None,
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
@@ -120,6 +122,7 @@ class EnvironmentClient:
         self.channel = channel
         self.stub = pb_grpc.EnvironmentServiceStub(self.channel)
         self.timeout_s = timeout_s
+        self.admin_token = admin_token
 
     def __enter__(self) -> EnvironmentClient:
         return self
@@ -135,8 +138,14 @@ class EnvironmentClient:
     def admin(self, token: str | None = None) -> AdminClient:
         """An :class:`~workplace_env_client.admin.AdminClient` on this client's channel, so its
         per-session RPCs reach the server this client's RPCs of that session reach (the ring
-        as this channel sees it). Closing it leaves the channel open."""
-        return AdminClient(channel=self.channel, token=token, timeout_s=self.timeout_s)
+        as this channel sees it). Closing it leaves the channel open.
+
+        ``token`` defaults to the client's ``admin_token``: the server's admin RPCs are off
+        unless it has a token (or was started with ``--admin-open``), CONTRACT A1.
+        """
+        return AdminClient(
+            channel=self.channel, token=token or self.admin_token, timeout_s=self.timeout_s
+        )
 
     def _invoke(self, method: str, request: Any, session_id: str = "") -> Any:
         try:

@@ -38,6 +38,7 @@ from workplace_env_client import (
 
 if TYPE_CHECKING:  # the gateway (FastAPI, uvicorn) loads only when a command needs it
     from workplace_env.gateway import GatewaySettings
+    from workplace_env.gateway.serve import RunningGateway
 
 app = typer.Typer(
     help="gRPC environment server for the workplace assistant (WorkBench) benchmark.",
@@ -45,6 +46,29 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console(stderr=True, soft_wrap=True)  # messages never wrap mid-path
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("workplace-env")
+        except metadata.PackageNotFoundError:  # pragma: no cover - a bare checkout
+            version = "unknown"
+        print(f"workplace-env {version}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the version and exit.", callback=_print_version),
+    ] = False,
+) -> None:
+    """gRPC environment server for the workplace assistant (WorkBench) benchmark."""
+
 
 DataDir = Annotated[
     Optional[Path],  # noqa: UP045  (typer needs Optional at runtime on 3.11)
@@ -111,22 +135,32 @@ def serve(
     http_address: Annotated[OptStr, Opt(help="Also serve the legacy HTTP gateway here.")] = None,
     metrics_address: Annotated[OptStr, Opt(help="Serve Prometheus /metrics here.")] = None,
     data_dir: DataDir = None,
-    workers: Annotated[OptInt, Opt(help="RPC worker threads [4].")] = None,
+    workers: Annotated[OptInt, Opt(help="RPCs running at once [4].")] = None,
+    max_concurrent_rpcs: Annotated[
+        OptInt, Opt(help="RPCs admitted at once, then RESOURCE_EXHAUSTED [256].")
+    ] = None,
+    max_admin_rpcs: Annotated[OptInt, Opt(help="Admin RPCs admitted at once [16].")] = None,
     grace_s: Annotated[OptFloat, Opt(help="Seconds in-flight calls get on shutdown [5].")] = None,
     drain_delay_s: Annotated[
         OptFloat, Opt(help="On SIGTERM, seconds NOT_SERVING before stopping [0].")
     ] = None,
     max_message_bytes: Annotated[OptInt, Opt(help="Largest request/response [64 MiB].")] = None,
-    max_sessions: Annotated[OptInt, Opt(help="Live sessions before RESOURCE_EXHAUSTED.")] = None,
-    idle_ttl_s: Annotated[OptFloat, Opt(help="Idle seconds before a session is evicted.")] = None,
-    evict_interval_s: Annotated[OptFloat, Opt(help="Seconds between eviction sweeps.")] = None,
-    max_fences: Annotated[OptInt, Opt(help="Closed ids remembered at most.")] = None,
-    fence_ttl_s: Annotated[OptFloat, Opt(help="Seconds a closed id is remembered.")] = None,
-    max_call_ids: Annotated[OptInt, Opt(help="call_id records kept per session.")] = None,
-    session_close_retry_window_seconds: Annotated[
-        OptFloat, Opt(help="Seconds a verified legacy session's reward is remembered.")
+    max_sessions: Annotated[
+        OptInt, Opt(help="Live sessions before RESOURCE_EXHAUSTED [50,000].")
     ] = None,
-    max_markers: Annotated[OptInt, Opt(help="Verified legacy ids remembered at most.")] = None,
+    idle_ttl_s: Annotated[
+        OptFloat, Opt(help="Idle seconds before a session is evicted [3600].")
+    ] = None,
+    evict_interval_s: Annotated[OptFloat, Opt(help="Seconds between eviction sweeps [30].")] = None,
+    max_fences: Annotated[OptInt, Opt(help="Closed ids remembered at most [200,000].")] = None,
+    fence_ttl_s: Annotated[OptFloat, Opt(help="Seconds a closed id is remembered [21600].")] = None,
+    max_call_ids: Annotated[OptInt, Opt(help="call_id records kept per session [1024].")] = None,
+    session_close_retry_window_seconds: Annotated[
+        OptFloat, Opt(help="Seconds a verified legacy session's reward is remembered [300].")
+    ] = None,
+    max_markers: Annotated[
+        OptInt, Opt(help="Verified legacy ids remembered at most [100,000].")
+    ] = None,
     verify_cache_mb: Annotated[
         OptFloat, Opt(help="MiB (estimated) of verified end states memoised [64]; 0: none.")
     ] = None,
@@ -135,7 +169,13 @@ def serve(
     tls_client_ca: Annotated[
         OptStr, Opt(help="PEM CA: require client certificates (mTLS).")
     ] = None,
-    admin_token: Annotated[OptStr, Opt(help="Bearer token required by admin RPCs.")] = None,
+    admin_token: Annotated[
+        OptStr, Opt(help="Bearer token of the admin RPCs; without one they are off.")
+    ] = None,
+    admin_open: Annotated[
+        Optional[bool],  # noqa: UP045
+        Opt("--admin-open/--no-admin-open", help="Admin RPCs without a token (loopback only)."),
+    ] = None,
     cookie_secret: Annotated[OptStr, Opt(help="HTTP gateway cookie signing key.")] = None,
     log_level: Annotated[OptStr, Opt(help="DEBUG logs every RPC [INFO].")] = None,
     print_config: Annotated[
@@ -193,17 +233,36 @@ def serve(
         console.print(
             f"metrics on {settings.metrics_address.rsplit(':', 1)[0]}:{server.metrics_port}"
         )
+    checkpoints = settings.admin_open or bool(settings.admin_token)
+    if gateway is not None and checkpoints and not settings.cookie_secret:
+        console.print(
+            "[yellow]warning:[/yellow] checkpoints are on (admin RPCs) but the cookie secret "
+            "is random per process: cookie sessions restored into another process are orphaned "
+            "(their cookies do not verify there); set --cookie-secret"
+        )
     stopping.wait()
     console.print("draining ...")
-    if settings.drain_delay_s:
-        # X2 at once, then keep serving what was admitted until the proxies' health checks
-        # have taken this replica out; stopping earlier cancels RPCs they still send here.
-        server.health.enter_graceful_shutdown()
-        server.store.start_draining()
-        time.sleep(settings.drain_delay_s)
+    drain_and_stop(server, gateway, settings.grace_s, settings.drain_delay_s)
+
+
+def drain_and_stop(
+    server: RunningServer, gateway: RunningGateway | None, grace_s: float, hold_s: float = 0.0
+) -> None:
+    """Shut a server (and its co-hosted gateway) down (CONTRACT X2).
+
+    From the first instant both transports report not-ready and refuse new seeds; both keep
+    serving what was admitted for ``hold_s`` seconds (``--drain-delay-s``: until a proxy's health
+    checks have taken this replica out; stopping earlier cancels RPCs it still sends here); then
+    the gateway's in-flight requests finish (they may still need the gRPC service), then gRPC's.
+    """
     if gateway is not None:
-        gateway.stop(timeout_s=settings.grace_s)
-    server.stop(grace_s=settings.grace_s)
+        gateway.start_draining()
+    server.start_draining()
+    if hold_s > 0:
+        time.sleep(hold_s)
+    if gateway is not None:
+        gateway.stop(timeout_s=grace_s)
+    server.stop(grace_s=grace_s)
 
 
 def _gateway_settings(settings: Settings) -> GatewaySettings:

@@ -41,6 +41,8 @@ class Settings:
     http_address: str | None = None  # co-hosted legacy HTTP gateway, off when unset
     metrics_address: str | None = None  # Prometheus text on /metrics, off when unset
     workers: int = 4  # RPC worker threads (more only add GIL contention: BENCHMARKS.md)
+    max_concurrent_rpcs: int = 256  # RPCs admitted at once (X3); beyond: RESOURCE_EXHAUSTED
+    max_admin_rpcs: int = 16  # of them admin RPCs (export/restore streams hold theirs)
     grace_s: float = 5.0  # drain time for in-flight calls on shutdown
     # On SIGTERM, seconds of X2 (NOT_SERVING, seeds refused, all else served) before stopping:
     # long enough for a proxy's health checks to take the replica out (issue 16).
@@ -63,6 +65,7 @@ class Settings:
     tls_key: str | None = None
     tls_client_ca: str | None = None  # PEM CA bundle; when set, clients must present a cert
     admin_token: str | None = None  # bearer token for admin RPCs (checkpoint, restore, retire)
+    admin_open: bool = False  # admin RPCs without a token (loopback addresses only); else off
     cookie_secret: str | None = None  # HTTP gateway cookie signing key; unset: random per process
     # Logging
     log_level: str = "INFO"
@@ -96,6 +99,15 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             if isinstance(value, bool):
                 raise ValueError("a boolean is not a number")
             return int(value)
+        if kind.startswith("bool"):
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError("not a boolean")
         if kind.startswith("float"):
             if isinstance(value, bool):
                 raise ValueError("a boolean is not a number")
@@ -167,6 +179,14 @@ def load_settings(
         )
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise ConfigError("tls_cert and tls_key must be given together")
+    if settings.admin_open and not settings.admin_token:
+        host = settings.address.rpartition(":")[0].strip("[]")
+        if host not in _LOOPBACK_HOSTS:
+            raise ConfigError(
+                f"admin_open (from {sources['admin_open']}) serves checkpoints and retire to "
+                f"anyone who reaches {settings.address}: only on a loopback address "
+                "(127.0.0.1, ::1, localhost); elsewhere set admin_token"
+            )
     if settings.tls_client_ca and not settings.tls_cert:
         raise ConfigError("tls_client_ca (mTLS) needs tls_cert and tls_key")
     return settings, sources
@@ -175,6 +195,8 @@ def load_settings(
 #: The smallest value each numeric setting may take (True: strictly greater than it).
 _LOWER_BOUNDS: dict[str, tuple[float, bool]] = {
     "workers": (1, False),
+    "max_concurrent_rpcs": (1, False),
+    "max_admin_rpcs": (1, False),
     "grace_s": (0, False),
     "drain_delay_s": (0, False),
     "max_message_bytes": (1024, False),
@@ -188,6 +210,7 @@ _LOWER_BOUNDS: dict[str, tuple[float, bool]] = {
     "max_markers": (1, False),
     "verify_cache_mb": (0, False),
 }
+_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 

@@ -128,3 +128,16 @@ class Draining(SessionError):
     """The server is shutting down and takes no new seeds (X2)."""
 
     reason = "DRAINING"
+
+
+class Unauthenticated(SessionError):
+    """An admin RPC without a valid bearer token, or with the admin service off (A1).
+
+    ``reason``: ``ADMIN_TOKEN_REQUIRED``, ``ADMIN_TOKEN_INVALID`` or ``ADMIN_DISABLED``.
+    """
+
+    reason = "ADMIN_TOKEN_REQUIRED"
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason

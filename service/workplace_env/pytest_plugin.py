@@ -22,6 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from workplace_env.config import Settings
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import RunningServer, start_server
 from workplace_env.sessions import SessionStore
@@ -30,9 +31,13 @@ from workplace_env_client import EnvironmentClient
 
 @pytest.fixture(scope="session")
 def workplace_server() -> Iterator[RunningServer]:
-    """A real gRPC environment server on 127.0.0.1 (free port), for the whole test session."""
+    """A real gRPC environment server on 127.0.0.1 (free port), for the whole test session.
+
+    Its admin RPCs are open (loopback only), so ``Session.checkpoint`` and recovery work in
+    users' tests without a token.
+    """
     base = load_sandbox(os.environ.get("WORKPLACE_ENV_TEST_DATA_DIR") or None)
-    server = start_server(SessionStore(base), "127.0.0.1:0")
+    server = start_server(SessionStore(base), "127.0.0.1:0", settings=Settings(admin_open=True))
     yield server
     server.stop(grace_s=0.5)
 

@@ -34,7 +34,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -42,7 +42,7 @@ from workplace_env import errors
 from workplace_env.checkpoint.codec import CodecError, encode_state
 from workplace_env.checkpoint.snapshot import Snapshot, decode_snapshot
 from workplace_env.errors import FieldViolation
-from workplace_env.model import EpisodeId, Task, TaskId, check_seed
+from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId, check_seed
 from workplace_env.sandbox.tables import (
     TABLE_KEYS,
     BaseTables,
@@ -172,6 +172,35 @@ class Session:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # call_id -> record, oldest first; bounded by SessionConfig.max_call_ids / call_id_ttl_s.
     calls: OrderedDict[str, CallRecord] = field(default_factory=OrderedDict, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Marker:
+    """A verified legacy session (V2, V3): when, a digest of the verify request, its outcome,
+    and the task's ground truth (a different resent request is scored afresh against it)."""
+
+    at: float
+    request: bytes
+    outcome: VerifyOutcome
+    ground_truth: tuple[FunctionCall, ...]
+
+
+def _plain(value: Any) -> Any:
+    """A verify input as plain JSON values (calls as ``[name, arguments]``)."""
+    if isinstance(value, FunctionCall):
+        return [value.name, value.arguments]
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _verify_digest(predicted: Sequence[Any], ground_truth: Any) -> bytes:
+    """BLAKE2b of a verify request's calls and ground truth (V3: identical resends only)."""
+    try:
+        text = json.dumps([_plain(predicted), _plain(ground_truth)], sort_keys=True)
+    except (ValueError, TypeError, RecursionError):
+        text = repr(("unhashable", id(predicted)))  # matches nothing else
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 @dataclass
@@ -307,8 +336,8 @@ class SessionStore:
         self._building: dict[str, _Build] = {}
         self._fences: OrderedDict[str, float] = OrderedDict()  # closed id -> closed at
         self._evictions: OrderedDict[str, _Eviction] = OrderedDict()
-        # verified legacy id -> (verified at, outcome): resent verifies score the same (V3)
-        self._markers: OrderedDict[str, tuple[float, VerifyOutcome]] = OrderedDict()
+        # verified legacy id -> its marker: an identical resent verify scores the same (V3)
+        self._markers: OrderedDict[str, _Marker] = OrderedDict()
         self._draining = False
 
     # -- queries -----------------------------------------------------------------------------
@@ -530,9 +559,10 @@ class SessionStore:
 
         ``predicted`` and ``ground_truth`` hold :class:`FunctionCall` or raw JSON values (see
         :mod:`workplace_env.verify`); the live tables are never used (V1). A legacy session is
-        then released and its outcome remembered for ``retry_window_s`` (V2), so a resent
-        verify answers the same (V3). A session the server does not hold scores a masked 0 with
-        ``failure_kind="session_lost"`` (V4). Raises nothing of its own (V5 is the servicer's).
+        then released and its outcome remembered for ``retry_window_s`` (V2), so an identical
+        resent verify answers the same, and a different one is scored afresh (V3). A session
+        the server does not hold scores a masked 0 with ``failure_kind="session_lost"`` (V4).
+        Raises nothing of its own (V5 is the servicer's).
         """
         session = self._sessions.get(session_id)
         if session is not None:
@@ -543,7 +573,13 @@ class SessionStore:
                     result = self.verifier.score(predicted, truth)
                     outcome = VerifyOutcome(reward=result.reward, result=result)
                     if session.legacy:
-                        self._release_legacy(session, outcome)
+                        marker = _Marker(
+                            self.clock(),
+                            _verify_digest(predicted, ground_truth),
+                            outcome,
+                            session.task.ground_truth,
+                        )
+                        self._release_legacy(session, marker)
                     else:
                         session.state = SessionState.VERIFIED
                         session.last_used = self.clock()
@@ -551,8 +587,17 @@ class SessionStore:
         now = self.clock()
         with self._lock:
             marker = self._markers.get(session_id)
-            if marker is not None and now - marker[0] <= self.config.retry_window_s:
-                return marker[1]
+            if marker is not None and now - marker.at > self.config.retry_window_s:
+                marker = None
+        if marker is not None:
+            digest = _verify_digest(predicted, ground_truth)
+            if digest == marker.request:
+                return marker.outcome
+            # A different request (best-of-n collectors resend other responses): scored afresh
+            # by replay, as the reference scores every request (V3).
+            truth = marker.ground_truth if ground_truth is None else ground_truth
+            result = self.verifier.score(predicted, truth)
+            return VerifyOutcome(reward=result.reward, result=result)
         return VerifyOutcome(
             reward=0.0,
             mask_sample=True,
@@ -560,7 +605,7 @@ class SessionStore:
             failure_reason=self._gone(session_id).message,
         )
 
-    def _release_legacy(self, session: Session, outcome: VerifyOutcome) -> None:
+    def _release_legacy(self, session: Session, marker: _Marker) -> None:
         """V2: release a verified legacy session and remember its outcome (session lock held).
 
         If the release fails the session stays live (a resent verify scores it again, and the
@@ -574,7 +619,7 @@ class SessionStore:
         key = _detached(session.session_id)  # the marker outlives the session (see _detached)
         with self._lock:
             self._unmap(session)
-            _remember(self._markers, key, (now, outcome), self.config.max_markers)
+            _remember(self._markers, key, replace(marker, at=now), self.config.max_markers)
 
     # -- close -------------------------------------------------------------------------------
 
@@ -622,7 +667,7 @@ class SessionStore:
             raise _mismatch(session_id, evicted.episode)
         self._evictions.pop(session_id, None)
         marker = self._markers.pop(session_id, None)
-        verified = marker is not None and now - marker[0] <= self.config.retry_window_s
+        verified = marker is not None and now - marker.at <= self.config.retry_window_s
         self._fence(session_id, now)
         return CloseOutcome.CLOSED if evicted is not None or verified else CloseOutcome.NOT_SEEDED
 
@@ -847,7 +892,7 @@ class SessionStore:
         """Drop records past their age bounds, oldest first (caller holds the store lock)."""
         _drop_older(self._fences, lambda at: at, now - self.config.fence_ttl_s)
         _drop_older(self._evictions, lambda e: e.at, now - self.config.fence_ttl_s)
-        _drop_older(self._markers, lambda m: m[0], now - self.config.retry_window_s)
+        _drop_older(self._markers, lambda m: m.at, now - self.config.retry_window_s)
 
 
 def _same_binding(

@@ -96,7 +96,7 @@ def normal_form(table: Table) -> NormalForm:
     return table.columns, table.dtypes, tuple(table.index), tuple(cells)
 
 
-def _replayable(calls: Iterable[Any]) -> list[tuple[str, dict[str, Any]]]:
+def _replayable(calls: Iterable[Any]) -> list[tuple[str, dict[str, Any], str]]:
     """The calls of a prediction or ground truth that can change a compared table, parsed.
 
     ``calls`` holds :class:`FunctionCall` or raw JSON values (the wire form of a ground truth
@@ -114,18 +114,19 @@ def _replayable(calls: Iterable[Any]) -> list[tuple[str, dict[str, Any]]]:
         spec = TOOLS.get(name) if isinstance(name, str) else None
         if spec is None or not (spec.writes & _COMPARED) or not isinstance(arguments, str):
             continue
-        try:
+        try:  # ValueError: not JSON, or an integer over Python's digit limit (skipped there too)
             parsed = json.loads(arguments)
-        except (json.JSONDecodeError, RecursionError):
+            # Canonical JSON keeps 1, 1.0 and true apart (they can store different cells).
+            key = json.dumps(parsed, sort_keys=True)
+        except (ValueError, RecursionError):
             continue
         if isinstance(parsed, dict):
-            out.append((spec.name, parsed))
+            out.append((spec.name, parsed, key))
     return out
 
 
-def _write_key(writes: Sequence[tuple[str, dict[str, Any]]]) -> WriteKey:
-    # Canonical JSON keeps 1, 1.0 and true apart (they can store different cells).
-    return tuple((name, json.dumps(args, sort_keys=True)) for name, args in writes)
+def _write_key(writes: Sequence[tuple[str, dict[str, Any], str]]) -> WriteKey:
+    return tuple((name, key) for name, _, key in writes)
 
 
 class Verifier:
@@ -172,7 +173,7 @@ class Verifier:
                 self._states.move_to_end(key)
                 return cached[0]
         tables = SessionTables(self._base)
-        for name, arguments in writes:
+        for name, arguments, _ in writes:
             execute(tables, name, arguments)
         state = {
             k: normal_form(tables.table(k)) for k in COMPARED_TABLES if not tables.is_shared(k)

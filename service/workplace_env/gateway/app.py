@@ -54,6 +54,7 @@ id, a reused ``x-workplace-call-id``, a close for another episode -> 409; capaci
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from importlib import metadata
@@ -93,6 +94,7 @@ from workplace_env.gateway.translate import (
     Loc,
     body_text,
     cookie_session,
+    draining_problem,
     invalid,
     is_typed_seed,
     json_response,
@@ -162,6 +164,7 @@ def create_app(
         https_only=settings.https_only,
     )
     app.state.client = client
+    app.state.draining = threading.Event()  # X2: set on a stop signal (gateway.serve)
     app.state.tokens = tokens
     app.state.mcp = mcp
 
@@ -182,6 +185,14 @@ def create_app(
     async def health() -> dict[str, str]:
         """Always ``{"status": "ok"}`` while the gateway serves."""
         return {"status": "ok"}
+
+    @app.get("/ready", summary="Readiness", tags=["health"])
+    async def ready() -> Response:
+        """``200 {"status": "ready"}``; ``503 {"status": "draining"}`` from the first instant
+        of shutdown (CONTRACT X2), so balancers stop sending new episodes."""
+        if app.state.draining.is_set():
+            return json_response({"status": "draining"}, 503, {"retry-after": "1"})
+        return json_response({"status": "ready"})
 
     @app.get("/reverify_mode", summary="Re-verify mode", tags=["legacy"])
     async def reverify_mode() -> str:
@@ -238,10 +249,14 @@ def create_app(
             409: problem("Typed seed: the id is bound to another episode/task, or closed."),
             422: problem("Not a JSON object, or a malformed typed seed (`loc` names the field)."),
             429: problem("The service is at capacity (`Retry-After`)."),
-            503: problem("The service is unavailable (tables, draining, unreachable)."),
+            503: problem(
+                "The service is unavailable (tables, draining, unreachable); `Retry-After`."
+            ),
         },
     )
     async def seed_session(request: Request) -> Response:
+        if app.state.draining.is_set():  # X2: no new episodes while shutting down
+            raise draining_problem()
         body = await object_body(request)
         if is_nemo_seed(body) or is_typed_seed(body):  # H1; the cookie names the typed id
             parse = parse_nemo_seed if is_nemo_seed(body) else parse_typed_seed
@@ -353,26 +368,43 @@ def create_app(
         summary="Mint an MCP session token",
         tags=["mcp"],
         openapi_extra=body_doc(
-            "`{}` for the cookie's session, or `{resources_session_id}` for a session seeded "
-            "over gRPC (the id is the capability there; the token grants no more).",
-            {"cookie": {}, "grpc session": {"resources_session_id": "s1"}},
+            "`{}` (or `{resources_session_id}` naming the same session) for the session of the "
+            "request's cookie; the id alone grants nothing.",
+            {"cookie": {}, "named": {"resources_session_id": "s1"}},
         ),
         responses={
-            404: problem("No session named (no cookie, no id)."),
+            403: problem("The id is not the cookie's session."),
+            404: problem("No session cookie."),
             422: problem("Malformed body."),
         },
     )
     async def session_token(request: Request) -> Response:
         raw = await request.body()
         body = await object_body(request) if raw.strip() else {}
-        sid = body.get("resources_session_id", cookie_session(request))
+        # Only the cookie's session: knowing a cookie session's id is no credential (issue 13).
+        sid = cookie_session(request)
+        named = body.get("resources_session_id", sid)
+        if named is not None and (not isinstance(named, str) or not named):
+            raise invalid([(("resources_session_id",), "must be a non-empty string")])
         if sid is None:
             return json_response(
-                {"failure_kind": "session_lost", "reason": "SESSION_LOST", "detail": "no session"},
+                {
+                    "failure_kind": "session_lost",
+                    "reason": "SESSION_LOST",
+                    "detail": "no session cookie: a token is minted for the cookie's session "
+                    "(a typed POST /seed_session, retried as is, sets the cookie)",
+                },
                 404,
             )
-        if not isinstance(sid, str) or not sid:
-            raise invalid([(("resources_session_id",), "must be a non-empty string")])
+        if named != sid:
+            return json_response(
+                {
+                    "failure_kind": "forbidden",
+                    "reason": "SESSION_COOKIE_REQUIRED",
+                    "detail": "resources_session_id is not the session of this request's cookie",
+                },
+                403,
+            )
         token = tokens.mint(sid)
         return json_response(
             {
@@ -410,7 +442,8 @@ def create_app(
         text = await body_text(request)
         sid = cookie_session(request)
         if sid is None:
-            await object_body(request)  # a bad body is 422 before a missing session is 404
+            # a bad body is 422 before a missing session is 404 (NaN runs, as on the service)
+            await object_body(request, constants=True)
             raise service_error(
                 SessionLostError(
                     "no session cookie", grpc.StatusCode.NOT_FOUND, reason="SESSION_LOST"

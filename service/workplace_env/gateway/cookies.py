@@ -74,7 +74,7 @@ class CookieCodec:
             )
             payload = b64decode(data)
             session = json.loads(payload)
-        except (itsdangerous.BadSignature, ValueError):  # binascii/JSON/Unicode errors
+        except (itsdangerous.BadSignature, ValueError, RecursionError):  # binascii/JSON/Unicode
             return {}
         _remember(self._decoded, value, (payload, int(signed_at.timestamp())), self._cache_size)
         return session if isinstance(session, dict) else {}
@@ -132,8 +132,9 @@ class SessionCookieMiddleware:
 class SessionTokens:
     """Mints and checks the signed session tokens of the MCP endpoint.
 
-    A token names one ``resources_session_id`` and is valid for ``max_age_s`` seconds; it grants
-    exactly what knowing the id grants over gRPC (the id is the capability there).
+    A token names one ``resources_session_id`` and is valid for ``max_age_s`` seconds. The
+    gateway mints one only for the session the request's cookie names (issue 13: knowing a
+    cookie session's id is not enough).
     """
 
     def __init__(self, secret_key: str, max_age_s: int) -> None:

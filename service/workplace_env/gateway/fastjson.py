@@ -1,6 +1,7 @@
 """JSON for the gateway's hot paths: answers byte-identical to the standard library's.
 
-:func:`loads` is ``json.loads``, watching the body's floats and constants as it parses them.
+:func:`loads` is :func:`workplace_env.wire.loads` (``json.loads`` under the one rule for JSON we can
+carry), watching the body's floats and constants as it parses them.
 (orjson would parse a 30 KB body in half the time, but it turns integers beyond 64 bits into
 floats, and a scan of the text for such numbers costs more than ``json.loads`` itself.)
 
@@ -21,25 +22,21 @@ from typing import Any
 
 import orjson
 
+from workplace_env import wire
+
 # False once this request's body held a float or constant orjson spells otherwise.
 _ORJSON_SAFE: ContextVar[bool] = ContextVar("workplace_env_orjson_safe", default=True)
 
 
-def _float(token: str) -> float:
-    value = float(token)
-    if value != 0.0 and not 1e-4 <= abs(value) < 1e16:  # where repr switches to an exponent
+def _observe(value: float, constant: bool) -> None:
+    if constant or (value != 0.0 and not 1e-4 <= abs(value) < 1e16):  # repr uses an exponent
         _ORJSON_SAFE.set(False)
-    return value
 
 
-def _constant(token: str) -> float:
-    _ORJSON_SAFE.set(False)
-    return float(token)  # NaN, Infinity, -Infinity: json.loads' own values
-
-
-def loads(text: str) -> Any:
-    """``json.loads(text)``. Raises what it raises."""
-    return json.loads(text, parse_float=_float, parse_constant=_constant)
+def loads(text: str, *, constants: bool = False) -> Any:
+    """:func:`workplace_env.wire.loads` (JSON we can carry, else :class:`~workplace_env.wire.
+    JsonRefused` naming the path), watching the floats and constants as it parses them."""
+    return wire.loads(text, constants=constants, on_float=_observe)
 
 
 def dumps(content: Any, allow_nan: bool = False) -> bytes:

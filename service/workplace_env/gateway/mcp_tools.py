@@ -36,8 +36,9 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import McpError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
+from workplace_env import wire
 from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.cookies import SessionTokens
 from workplace_env_client import (
@@ -46,11 +47,16 @@ from workplace_env_client import (
     SessionLostError,
     WorkplaceEnvError,
 )
+from workplace_env_client.client import MAX_MESSAGE_BYTES
 
 #: JSON-RPC error codes of this server (the implementation-defined range -32000..-32099).
 TOKEN_REQUIRED = -32001
 SESSION_LOST = -32004
 SERVICE_ERROR = -32000
+#: JSON-RPC's own code for a body that is not a message (not UTF-8 JSON we can carry).
+PARSE_ERROR = -32700
+#: The largest body read (the SDK's message limit: a larger one could not reach the service).
+MAX_BODY_BYTES = MAX_MESSAGE_BYTES
 
 #: Header that carries a session token (``Authorization: Bearer`` works too).
 TOKEN_HEADER = "x-workplace-session-token"
@@ -68,6 +74,27 @@ def token_from_headers(headers: Any) -> str | None:
     if scheme.lower() == "bearer" and credentials.strip():
         return credentials.strip()
     return None
+
+
+def _envelope_problem(body: bytes) -> str | None:
+    """Why a POST body cannot be a JSON-RPC message we carry, or None."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"the body is not UTF-8: {exc}"
+    try:
+        wire.loads(text)
+    except wire.JsonRefused as exc:
+        return f"body{exc.path}: {exc.why}" if exc.path else f"the body is {exc.why}"
+    return None
+
+
+def _parse_error(message: str, status: int = 400) -> JSONResponse:
+    """A JSON-RPC parse error (-32700) as an HTTP answer."""
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": message}},
+        status_code=status,
+    )
 
 
 def _service_error(exc: WorkplaceEnvError) -> McpError:
@@ -126,7 +153,50 @@ class McpGateway:
             )
             await response(scope, receive, send)
             return
-        await manager.handle_request(scope, receive, send)
+        if scope.get("method") != "POST":
+            # Stateless with JSON answers: the server never sends on its own, so there is no
+            # stream to open (GET) or session to end (DELETE); an idle open stream per GET
+            # would only hold a connection (MCP lets a server answer 405 here).
+            await JSONResponse(
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {"code": SERVICE_ERROR, "message": "POST JSON-RPC messages here"},
+                },
+                status_code=405,
+                headers={"allow": "POST"},
+            )(scope, receive, send)
+            return
+        # The envelope is checked here first: the MCP SDK answers some bodies it cannot parse
+        # (bytes that are not UTF-8) with HTTP 500, and JSON no wire can carry must not reach
+        # a session (issue 13). Refusals are JSON-RPC parse errors naming the field.
+        body = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > MAX_BODY_BYTES:
+                await _parse_error(f"the body is over {MAX_BODY_BYTES} bytes", 413)(
+                    scope, receive, send
+                )
+                return
+        problem = _envelope_problem(bytes(body))
+        if problem is not None:
+            await _parse_error(problem)(scope, receive, send)
+            return
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await manager.handle_request(scope, replay, send)
 
     async def tools(self) -> list[types.Tool]:
         """The tools as MCP advertises them (from gRPC ListTools, fetched once)."""

@@ -69,6 +69,23 @@ def bind_socket(address: str, backlog: int = 2048) -> socket.socket:
     return sock
 
 
+class _DrainingServer(uvicorn.Server):
+    """uvicorn's server that marks the app draining (readiness 503, seeds 503) the moment a
+    stop signal arrives, before uvicorn stops accepting (CONTRACT X2)."""
+
+    def handle_exit(self, sig: int, frame: object) -> None:
+        mark_draining(self.config.app)
+        super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
+
+def mark_draining(app: object) -> None:
+    """Put a gateway app (from ``create_app``) into draining (CONTRACT X2)."""
+    state = getattr(app, "state", None)
+    draining = getattr(state, "draining", None)
+    if draining is not None:
+        draining.set()
+
+
 def _config(app: object, log_level: str, grace_s: float) -> uvicorn.Config:
     return uvicorn.Config(
         app,  # type: ignore[arg-type]
@@ -97,9 +114,15 @@ class RunningGateway:
         host = "127.0.0.1" if self.host in _WILDCARD_HOSTS else self.host
         return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
 
+    def start_draining(self) -> None:
+        """X2 from now on: ``GET /ready`` answers 503 and seeds 503 + Retry-After; every other
+        request is still served."""
+        mark_draining(self.server.config.app)
+
     def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop accepting, let in-flight requests finish (bounded by ``timeout_s``), join the
-        thread, and close the SDK client if the gateway created it."""
+        """Drain, stop accepting, let in-flight requests finish (bounded by ``timeout_s``), join
+        the thread, and close the SDK client if the gateway created it."""
+        self.start_draining()
         self.server.should_exit = True
         self.thread.join(timeout_s)
         if self.thread.is_alive():
@@ -135,7 +158,7 @@ def start_gateway(
     own = grpc_target is not None
     sdk = client or (EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s) if own else None)
     app = create_app(backend if backend is not None else sdk, settings)  # type: ignore[arg-type]
-    server = uvicorn.Server(_config(app, log_level, grace_s))
+    server = _DrainingServer(_config(app, log_level, grace_s))
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="http-gateway", daemon=True
     )
@@ -182,7 +205,7 @@ def run_gateway(
     url = f"http://[{shown}]:{port}" if ":" in str(shown) else f"http://{shown}:{port}"
     own = client is None
     sdk = client or EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s)
-    server = uvicorn.Server(_config(create_app(sdk, settings), log_level, grace_s))
+    server = _DrainingServer(_config(create_app(sdk, settings), log_level, grace_s))
     (on_listening or (lambda u: print(f"workplace-env gateway on {u}", file=sys.stderr)))(url)
     # uvicorn handles SIGTERM/SIGINT while it serves, then re-raises them to the handlers it
     # found; these no-op ones make the drained gateway return instead of dying by signal.

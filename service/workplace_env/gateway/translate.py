@@ -13,8 +13,10 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
+from workplace_env import wire
 from workplace_env.gateway import fastjson
 from workplace_env.gateway.cookies import SESSION_ID_KEY
+from workplace_env.model import SESSION_ID_RE
 from workplace_env_client import (
     CapacityError,
     DeadlineError,
@@ -26,6 +28,7 @@ from workplace_env_client import (
     UnavailableError,
     WorkplaceEnvError,
 )
+from workplace_env_client.client import MAX_MESSAGE_BYTES
 
 #: Optional request header: the CallTool idempotency key (CONTRACT T6/T7).
 CALL_ID_HEADER = "x-workplace-call-id"
@@ -34,6 +37,10 @@ CALL_ID_HEADER = "x-workplace-call-id"
 LEGACY_EPISODE = ("legacy", 0)
 _INT32_MAX = 2**31 - 1
 _TYPED_KEYS = ("resources_session_id", "episode_id", "task_id", "task")
+#: The largest body read: the SDK's message limit (a larger one could not reach the service).
+MAX_BODY_BYTES = MAX_MESSAGE_BYTES
+#: RESOURCE_EXHAUSTED reasons of the server that a later retry can get past (S7, X3).
+_RETRYABLE_CAPACITY = ("CAPACITY_EXHAUSTED", "TOO_MANY_RPCS")
 
 Loc = tuple[str | int, ...]
 
@@ -84,7 +91,9 @@ def _field_loc(field: str) -> Loc:
     for part in field.split("."):
         match = _INDEXED.match(part)
         if match:
-            loc.extend((match.group(1), int(match.group(2))))
+            if match.group(1):
+                loc.append(match.group(1))
+            loc.append(int(match.group(2)))
         elif part:
             loc.append(part)
     return tuple(loc)
@@ -108,7 +117,7 @@ def service_error(exc: WorkplaceEnvError, seeding: bool = False) -> HttpProblem:
         "EPISODE_MISMATCH",
     ):
         status, kind = 409, exc.reason.lower()
-    elif isinstance(exc, CapacityError) and exc.reason != "CAPACITY_EXHAUSTED":
+    elif isinstance(exc, CapacityError) and exc.reason not in _RETRYABLE_CAPACITY:
         # RESOURCE_EXHAUSTED without the server's reason is gRPC's own message-size limit:
         # retrying the same body cannot help, so no Retry-After.
         status, kind = 413, "request_too_large"
@@ -117,6 +126,7 @@ def service_error(exc: WorkplaceEnvError, seeding: bool = False) -> HttpProblem:
         headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s or 1.0)))
     elif isinstance(exc, UnavailableError):
         status, kind = 503, "unavailable"
+        headers["retry-after"] = "1"
     elif isinstance(exc, DeadlineError):
         status, kind = 504, "deadline_exceeded"
     else:
@@ -124,11 +134,39 @@ def service_error(exc: WorkplaceEnvError, seeding: bool = False) -> HttpProblem:
     return HttpProblem(json_response({"failure_kind": kind, **body}, status, headers))
 
 
+def draining_problem() -> HttpProblem:
+    """503 + Retry-After for a new seed while the gateway drains (CONTRACT X2)."""
+    return HttpProblem(
+        json_response(
+            {
+                "failure_kind": "unavailable",
+                "reason": "DRAINING",
+                "detail": "the server is shutting down; seed elsewhere or retry later",
+            },
+            503,
+            {"retry-after": "1"},
+        )
+    )
+
+
 async def body_text(request: Request) -> str:
     """The request body as text, in the encoding ``json.loads`` detects (UTF-8/16/32, BOM).
 
-    Raises 422 when the bytes are not text.
+    Raises 413 when Content-Length is over :data:`MAX_BODY_BYTES` (no gRPC message could
+    carry it), 422 when the bytes are not text.
     """
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before it is read
+        raise HttpProblem(
+            json_response(
+                {
+                    "failure_kind": "request_too_large",
+                    "reason": "REQUEST_TOO_LARGE",
+                    "detail": f"the body is over {MAX_BODY_BYTES} bytes",
+                },
+                413,
+            )
+        )
     raw = await request.body()
     try:
         return raw.decode(json.detect_encoding(raw))
@@ -136,13 +174,17 @@ async def body_text(request: Request) -> str:
         raise invalid([((), f"body is not text: {exc}")]) from exc
 
 
-async def object_body(request: Request) -> dict[str, Any]:
-    """The body as a JSON object. Raises 422 when it is not JSON or not an object."""
+async def object_body(request: Request, *, constants: bool = False) -> dict[str, Any]:
+    """The body as a JSON object we can carry (:mod:`workplace_env.wire`: no lone surrogates,
+    giant integers, NaN/Infinity unless ``constants``, or deep nesting). Raises 422 naming the
+    offending field when it is not such JSON, or not an object."""
     text = await body_text(request)
     try:
-        value = fastjson.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise invalid([((), f"body is not valid JSON: {exc}")]) from exc
+        value = fastjson.loads(text, constants=constants)
+    except wire.JsonRefused as exc:
+        if not exc.path:
+            raise invalid([((), f"body is {exc.why}")]) from exc
+        raise invalid([(_field_loc(exc.path), exc.why)]) from exc
     if not isinstance(value, dict):
         raise invalid([((), f"body must be a JSON object, got {_json_type(value)}")])
     return value
@@ -155,9 +197,10 @@ def _json_type(value: Any) -> str:
 
 
 def cookie_session(request: Request) -> str | None:
-    """The session id the request's cookie names, if any."""
+    """The session id the request's cookie names, if any: a cookie naming something that is
+    not a session id (possible with a known signing key) reads as no session."""
     sid = request.session.get(SESSION_ID_KEY)
-    return sid if isinstance(sid, str) and sid else None
+    return sid if isinstance(sid, str) and SESSION_ID_RE.fullmatch(sid) else None
 
 
 def is_typed_seed(body: dict[str, Any]) -> bool:

@@ -1,8 +1,10 @@
 """The EnvironmentAdminService servicer (CONTRACT K1-K6) and the bearer-token guard of admin RPCs.
 
-Checkpoint export, batch restore and retire, over the store's checkpoint methods. When the server
-has an ``admin_token``, :class:`AdminTokenInterceptor` refuses admin calls without the metadata
-``authorization: Bearer <token>`` (UNAUTHENTICATED); the environment service stays open.
+Checkpoint export, batch restore and retire, over the store's checkpoint methods. The admin
+service is off unless the server has an ``admin_token`` (or an explicit ``admin_open``):
+:class:`AdminTokenInterceptor` refuses admin calls without the metadata
+``authorization: Bearer <token>`` (UNAUTHENTICATED with ErrorInfo, CONTRACT A1); the
+environment service stays open.
 """
 
 from __future__ import annotations
@@ -13,14 +15,14 @@ import grpc
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
-from workplace_env.errors import InvalidRequest
+from workplace_env.errors import FieldViolation, InvalidRequest, Unauthenticated
 from workplace_env.model import session_id_violations
 from workplace_env.server import convert
 from workplace_env.server.servicer import _rpc
+from workplace_env.server.status import to_status
 from workplace_env.sessions import SessionStore
+from workplace_env_client.admin import chunk_snapshots, join_snapshots
 
-#: Target size of one streamed chunk of snapshots (bytes), well under the message limit.
-CHUNK_BYTES = 8 * 1024 * 1024
 ADMIN_SERVICE_NAME = admin_pb.DESCRIPTOR.services_by_name["EnvironmentAdminService"].full_name
 
 
@@ -32,17 +34,12 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
 
     def ExportSessions(self, request, context):  # type: ignore[no-untyped-def]
         snapshots, missing, failures = self.store.export(list(request.resources_session_ids))
-        chunk: list[admin_pb.SessionSnapshot] = []
-        size = 0
-        for snapshot in snapshots:
-            message = convert.snapshot_message(snapshot)
-            if chunk and size + message.ByteSize() > CHUNK_BYTES:
-                yield admin_pb.ExportSessionsResponse(snapshots=chunk)
-                chunk, size = [], 0
-            chunk.append(message)
-            size += message.ByteSize()
+        messages = (convert.snapshot_message(snapshot) for snapshot in snapshots)
+        chunks = list(chunk_snapshots(messages))  # sessions of any size: split (K1)
+        for chunk in chunks[:-1]:
+            yield admin_pb.ExportSessionsResponse(snapshots=chunk)
         yield admin_pb.ExportSessionsResponse(
-            snapshots=chunk,
+            snapshots=chunks[-1],
             missing_session_ids=missing,
             failures=[
                 admin_pb.ExportFailure(resources_session_id=sid, reason=why)
@@ -52,10 +49,14 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
 
     @_rpc
     def RestoreSessions(self, request_iterator, context):  # type: ignore[no-untyped-def]
-        snapshots = []
-        for request in request_iterator:
-            for message in request.snapshots:
-                snapshots.append(convert.snapshot(message, f"snapshots[{len(snapshots)}]"))
+        pieces = (message for request in request_iterator for message in request.snapshots)
+        messages = []
+        try:
+            messages.extend(join_snapshots(pieces))
+        except ValueError as exc:  # "<field>: <why>"
+            field, _, why = str(exc).partition(": ")
+            raise InvalidRequest([FieldViolation(field, why)]) from exc
+        snapshots = [convert.snapshot(m, f"snapshots[{i}]") for i, m in enumerate(messages)]
         return admin_pb.RestoreSessionsResponse(restored_count=self.store.restore(snapshots))
 
     @_rpc
@@ -69,23 +70,51 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
 
 
 class AdminTokenInterceptor(grpc.ServerInterceptor):
-    """Refuses admin RPCs whose ``authorization`` metadata is not ``Bearer <token>``."""
+    """The admin guard (CONTRACT A1): admin RPCs need ``authorization: Bearer <token>``.
 
-    def __init__(self, token: str) -> None:
-        self._token = token.encode()
+    With ``token`` None the admin service is off: every admin RPC is refused
+    (``ADMIN_DISABLED``) unless ``open_admin`` was chosen explicitly. Refusals are
+    UNAUTHENTICATED with an ``ErrorInfo`` (``ADMIN_TOKEN_REQUIRED``, ``ADMIN_TOKEN_INVALID``,
+    ``ADMIN_DISABLED``); the environment service is never guarded.
+    """
+
+    def __init__(self, token: str | None, open_admin: bool = False) -> None:
+        self._token = token.encode() if token else None
+        self._open = open_admin and not token
         self._prefix = f"/{ADMIN_SERVICE_NAME}/"
+
+    def _refusal(self, metadata: object) -> Unauthenticated | None:
+        if self._open:
+            return None
+        if self._token is None:
+            return Unauthenticated(
+                "the admin RPCs are off: start the server with --admin-token "
+                "(or --admin-open, loopback only)",
+                "ADMIN_DISABLED",
+            )
+        given = str(dict(metadata or ()).get("authorization", ""))  # type: ignore[call-overload]
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return Unauthenticated(
+                "admin RPCs need the metadata 'authorization: Bearer <token>'",
+                "ADMIN_TOKEN_REQUIRED",
+            )
+        # The scheme is case-insensitive (RFC 6750); the token is compared in constant time.
+        if not hmac.compare_digest(token.encode("utf-8", "replace"), self._token):
+            return Unauthenticated("the admin bearer token is not valid", "ADMIN_TOKEN_INVALID")
+        return None
 
     def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         if not handler_call_details.method.startswith(self._prefix):
             return continuation(handler_call_details)
-        given = str(dict(handler_call_details.invocation_metadata or ()).get("authorization", ""))
-        scheme, _, token = given.partition(" ")
-        # The scheme is case-insensitive (RFC 6750); the token is compared in constant time.
-        if scheme.lower() == "bearer" and hmac.compare_digest(token.encode(), self._token):
+        refusal = self._refusal(handler_call_details.invocation_metadata)
+        if refusal is None:
             return continuation(handler_call_details)
+        rpc = handler_call_details.method.rsplit("/", 1)[-1]
+        status = to_status(refusal, rpc)
 
         def refuse(request, context):  # type: ignore[no-untyped-def]
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "admin RPCs need a valid bearer token")
+            context.abort_with_status(status)
 
         handler = continuation(handler_call_details)
         if handler is not None and handler.unary_stream is not None:

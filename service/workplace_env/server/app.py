@@ -22,6 +22,7 @@ from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env.config import Settings
 from workplace_env.server.admin import ADMIN_SERVICE_NAME, AdminServicer, AdminTokenInterceptor
 from workplace_env.server.affinity import SessionHeaderInterceptor
+from workplace_env.server.guard import RESERVED_THREADS, Admission, GuardInterceptor
 from workplace_env.server.observability import (
     Metrics,
     ObservabilityInterceptor,
@@ -34,6 +35,8 @@ from workplace_env_client.client import KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
 
 MAX_MESSAGE_BYTES = Settings.max_message_bytes
+MAX_CONCURRENT_RPCS = Settings.max_concurrent_rpcs
+MAX_ADMIN_RPCS = Settings.max_admin_rpcs
 
 
 def server_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
@@ -66,10 +69,14 @@ class RunningServer:
     _evictor: threading.Thread | None = None
     _stop: threading.Event | None = None
 
-    def stop(self, grace_s: float = 5.0) -> None:
-        """Drain (X2) and stop: NOT_SERVING, refuse new seeds, let in-flight calls finish."""
+    def start_draining(self) -> None:
+        """X2 from now on: health NOT_SERVING, new seeds UNAVAILABLE; everything else serves."""
         self.health.enter_graceful_shutdown()
         self.store.start_draining()
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Drain (X2) and stop: NOT_SERVING, refuse new seeds, let in-flight calls finish."""
+        self.start_draining()
         if self._stop is not None:
             self._stop.set()
         self.server.stop(grace_s).wait()
@@ -85,21 +92,31 @@ def build_server(
     max_workers: int = 4,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     admin_token: str | None = None,
+    *,
+    admin_open: bool = False,
+    max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS,
+    max_admin_rpcs: int = MAX_ADMIN_RPCS,
 ) -> tuple[grpc.Server, health.HealthServicer]:
     """An unstarted server with the environment, admin, health and reflection services.
 
-    With ``admin_token``, admin RPCs need ``authorization: Bearer <token>`` metadata. A request
+    Admin RPCs need ``authorization: Bearer <admin_token>`` metadata; without a token they are
+    off unless ``admin_open`` (CONTRACT A1). At most ``max_concurrent_rpcs`` RPCs (of them
+    ``max_admin_rpcs`` admin RPCs) are admitted at once, ``max_workers`` of them running;
+    health and reflection always answer (X3, :mod:`workplace_env.server.guard`). A request
     whose ``x-resources-session-id`` header names another session than its body is refused
     (INVALID_ARGUMENT SESSION_HEADER_MISMATCH, issue 9), inside the metrics so it is counted.
     """
+    admission = Admission(max_concurrent_rpcs, max_admin_rpcs, max_workers)
     interceptors: list[grpc.ServerInterceptor] = [
+        AdminTokenInterceptor(admin_token, open_admin=admin_open),
         ObservabilityInterceptor(metrics, f"/{SERVICE_NAME}/"),
+        GuardInterceptor(admission, f"/{ADMIN_SERVICE_NAME}/"),
         SessionHeaderInterceptor(),
     ]
-    if admin_token:
-        interceptors.insert(0, AdminTokenInterceptor(admin_token))
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="rpc"),
+        futures.ThreadPoolExecutor(
+            max_workers=max_concurrent_rpcs + RESERVED_THREADS, thread_name_prefix="rpc"
+        ),
         options=server_options(max_message_bytes),
         interceptors=interceptors,
     )
@@ -157,6 +174,9 @@ def start_server(
         max_workers=workers,
         max_message_bytes=settings.max_message_bytes,
         admin_token=settings.admin_token,
+        admin_open=settings.admin_open,
+        max_concurrent_rpcs=settings.max_concurrent_rpcs,
+        max_admin_rpcs=settings.max_admin_rpcs,
     )
     credentials = server_credentials(settings)
     if credentials is None:

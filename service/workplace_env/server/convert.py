@@ -71,6 +71,11 @@ def snapshot(message: admin_pb.SessionSnapshot, where: str) -> Snapshot:
             [FieldViolation(f"{where}.state_json", f"not JSON: {exc}")],
             message.resources_session_id,
         ) from exc
+    if message.state not in pb.SessionState.values():
+        raise InvalidRequest(
+            [FieldViolation(f"{where}.state", f"unknown session state {message.state}")],
+            message.resources_session_id,
+        )
     return Snapshot(
         session_id=message.resources_session_id,
         episode=optional(message, "episode_id", episode),

@@ -32,6 +32,7 @@ _CODES: dict[type[errors.SessionError], grpc.StatusCode] = {
     errors.CapacityExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.EpisodeMismatch: grpc.StatusCode.FAILED_PRECONDITION,
     errors.ReleaseFailed: grpc.StatusCode.INTERNAL,
+    errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
 }
 
 
@@ -44,7 +45,10 @@ def status_code(error: errors.SessionError, rpc: str) -> grpc.StatusCode:
         if rpc == "RestoreSessions":
             return grpc.StatusCode.FAILED_PRECONDITION
         return grpc.StatusCode.ALREADY_EXISTS if rpc == "SeedSession" else grpc.StatusCode.NOT_FOUND
-    return _CODES.get(type(error), grpc.StatusCode.INTERNAL)
+    for kind in type(error).__mro__:  # a subclass answers as its base (e.g. TooManyRpcs)
+        if kind in _CODES:
+            return _CODES[kind]
+    return grpc.StatusCode.INTERNAL
 
 
 def _pack(message) -> any_pb2.Any:

@@ -32,6 +32,7 @@ from typing import Any
 
 import pandas as pd
 
+from workplace_env import wire
 from workplace_env.sandbox.table import Table
 from workplace_env.sandbox.tables import SessionTables
 
@@ -322,10 +323,13 @@ def parse_arguments(text: str) -> dict[str, Any]:
     Raises :class:`InvalidToolArgumentsError` when the text is not JSON or not a JSON object.
     Integers stay integers; duplicate keys keep the last value (Python's JSON parser).
     """
-    try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise InvalidToolArgumentsError(f"arguments are not valid JSON: {exc}") from exc
+    try:  # NaN/Infinity parse, as in the reference; values no wire can carry are refused
+        value = wire.loads(text, constants=True)
+    except wire.JsonRefused as exc:
+        where = f"arguments{exc.path}"
+        raise InvalidToolArgumentsError(
+            f"arguments are {exc.why}" if not exc.path else f"{where}: {exc.why}"
+        ) from exc
     if not isinstance(value, dict):
         raise InvalidToolArgumentsError(
             f"arguments must be a JSON object, got {type(value).__name__}"

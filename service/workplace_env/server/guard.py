@@ -1,0 +1,213 @@
+"""What reaches the servicers: decodable requests, within the concurrency limit (CONTRACT X3).
+
+:class:`GuardInterceptor` wraps every method handler:
+
+* **Undecodable requests.** A message that is not a valid protobuf of the method's request type
+  (garbage bytes, a string field that is not UTF-8) is answered INVALID_ARGUMENT, reason
+  ``MALFORMED_REQUEST``, with a ``BadRequest``; gRPC's own answer would be INTERNAL.
+* **Admission.** At most ``max_concurrent_rpcs`` RPCs of the environment and admin services run
+  or wait at once, and at most ``max_admin_rpcs`` of them are admin RPCs (export and restore
+  streams hold their slot until the stream ends). Beyond either limit an RPC is answered at once
+  with RESOURCE_EXHAUSTED, reason ``TOO_MANY_RPCS``, and a ``RetryInfo``. Admitted environment
+  RPCs then run ``workers`` at a time (more only add GIL contention; BENCHMARKS.md).
+* Health and reflection are never limited: the server's thread pool has
+  ``max_concurrent_rpcs + RESERVED_THREADS`` threads, so admitted RPCs can never hold them all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+
+from workplace_env import errors
+from workplace_env.server.status import to_status
+
+#: Threads beyond the admission limit: health checks, reflection and refusals always get one.
+RESERVED_THREADS = 4
+#: ``ErrorInfo.reason`` of an RPC refused by the concurrency limit (X3).
+TOO_MANY_RPCS = "TOO_MANY_RPCS"
+#: ``ErrorInfo.reason`` of a request that is not a valid message of its type.
+MALFORMED_REQUEST = "MALFORMED_REQUEST"
+
+_UNLIMITED_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
+
+
+class _Undecodable:
+    """Stands in for a request whose bytes did not parse."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+class TooManyRpcs(errors.CapacityExhausted):
+    """X3: the server runs its maximum of concurrent RPCs (RESOURCE_EXHAUSTED + RetryInfo)."""
+
+    reason = TOO_MANY_RPCS
+
+
+class Admission:
+    """Counts admitted RPCs against the limits; bounds how many environment RPCs run at once."""
+
+    def __init__(
+        self, max_rpcs: int, max_admin_rpcs: int, workers: int, retry_after_s: float = 1.0
+    ) -> None:
+        self.max_rpcs = max_rpcs
+        self.max_admin_rpcs = max_admin_rpcs
+        self.retry_after_s = retry_after_s
+        self.running = threading.BoundedSemaphore(workers)
+        self._lock = threading.Lock()
+        self._rpcs = 0
+        self._admin = 0
+
+    def enter(self, admin: bool) -> None:
+        """Admit one RPC or raise :class:`TooManyRpcs`."""
+        with self._lock:
+            if self._rpcs >= self.max_rpcs:
+                limit = f"{self.max_rpcs} concurrent RPCs"
+            elif admin and self._admin >= self.max_admin_rpcs:
+                limit = f"{self.max_admin_rpcs} concurrent admin RPCs"
+            else:
+                self._rpcs += 1
+                self._admin += admin
+                return
+        raise TooManyRpcs(
+            f"the server runs its maximum of {limit}; retry later",
+            retry_after_s=self.retry_after_s,
+        )
+
+    def leave(self, admin: bool) -> None:
+        """Release the slot of an RPC admitted by :meth:`enter`."""
+        with self._lock:
+            self._rpcs -= 1
+            self._admin -= admin
+
+    def in_flight(self) -> int:
+        """Admitted RPCs running or waiting now."""
+        return self._rpcs
+
+
+def _safe(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def parse(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # any parse failure of the generated message class
+            return _Undecodable(f"{type(exc).__name__}: {exc}")
+
+    return parse
+
+
+def _refuse_undecodable(request: _Undecodable, rpc: str, context: grpc.ServicerContext) -> None:
+    error = errors.InvalidRequest(
+        [errors.FieldViolation("", f"not a valid request message: {request.why}")]
+    )
+    error.reason = MALFORMED_REQUEST
+    context.abort_with_status(to_status(error, rpc))
+
+
+class GuardInterceptor(grpc.ServerInterceptor):
+    """Applies the module's rules to every handler (see the module docstring)."""
+
+    def __init__(self, admission: Admission, admin_prefix: str) -> None:
+        self.admission = admission
+        self._admin_prefix = admin_prefix
+        # id(handler) -> (handler, its guarded twin), built once per method
+        self._guarded: dict[int, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
+    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        known = self._guarded.get(id(handler))
+        if known is None or known[0] is not handler:
+            method = handler_call_details.method
+            known = self._guarded[id(handler)] = (handler, self._guard(handler, method))
+        return known[1]
+
+    def _guard(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
+        rpc = method.rsplit("/", 1)[-1]
+        limited = not method.startswith(_UNLIMITED_PREFIXES)
+        admin = method.startswith(self._admin_prefix)
+        admission = self.admission
+        kwargs = {
+            "request_deserializer": _safe(handler.request_deserializer),
+            "response_serializer": handler.response_serializer,
+        }
+
+        def admit(context: grpc.ServicerContext) -> None:
+            if limited:
+                try:
+                    admission.enter(admin)
+                except TooManyRpcs as exc:
+                    context.abort_with_status(to_status(exc, rpc))
+
+        def done() -> None:
+            if limited:
+                admission.leave(admin)
+
+        def checked(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+            for request in requests:
+                if isinstance(request, _Undecodable):
+                    _refuse_undecodable(request, rpc, context)
+                yield request
+
+        if handler.unary_unary is not None:
+            inner_uu = handler.unary_unary
+            serialised = limited and not admin
+
+            def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
+                if isinstance(request, _Undecodable):
+                    _refuse_undecodable(request, rpc, context)
+                admit(context)
+                try:
+                    if not serialised:
+                        return inner_uu(request, context)
+                    with admission.running:
+                        return inner_uu(request, context)
+                finally:
+                    done()
+
+            return grpc.unary_unary_rpc_method_handler(unary_unary, **kwargs)
+        if handler.unary_stream is not None:
+            inner_us = handler.unary_stream
+
+            def unary_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+                if isinstance(request, _Undecodable):
+                    _refuse_undecodable(request, rpc, context)
+                admit(context)
+                _on_end(context, done)
+                return inner_us(request, context)
+
+            return grpc.unary_stream_rpc_method_handler(unary_stream, **kwargs)
+        if handler.stream_unary is not None:
+            inner_su = handler.stream_unary
+
+            def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+                admit(context)
+                try:
+                    return inner_su(checked(requests, context), context)
+                finally:
+                    done()
+
+            return grpc.stream_unary_rpc_method_handler(stream_unary, **kwargs)
+        inner_ss = handler.stream_stream
+
+        def stream_stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            admit(context)
+            _on_end(context, done)
+            return inner_ss(checked(requests, context), context)
+
+        return grpc.stream_stream_rpc_method_handler(stream_stream, **kwargs)
+
+
+def _on_end(context: grpc.ServicerContext, done: Callable[[], None]) -> None:
+    """Call ``done`` once when the RPC ends, however it ends (a stream may never be read)."""
+    if not context.add_callback(done):
+        done()

@@ -1,0 +1,162 @@
+"""What our wire and encoders can carry: the one rule for JSON that Python parses but we cannot
+send on (issue 13).
+
+Python's JSON parser accepts texts whose values no transport of ours can carry further:
+
+* a lone surrogate (``"\\ud800"``): a ``str`` that UTF-8 cannot encode, so no protobuf string,
+  HTTP body or checkpoint file can hold it;
+* an integer over Python's 4,300-digit conversion limit (the parser raises ``ValueError``,
+  which is not a ``JSONDecodeError``);
+* ``NaN`` / ``Infinity`` (and numbers like ``1e999`` that parse to an infinity): not JSON
+  (RFC 8259), and refused by the strict encoders of HTTP bodies and checkpoints;
+* nesting deeper than :data:`MAX_JSON_DEPTH`: it parses, then the next encoder or tool hits
+  the recursion limit.
+
+:func:`loads` parses a text and raises :class:`JsonRefused` naming the path of the first value
+of those kinds, so every entry refuses such input as a request error naming the field, before
+anything is stored. Where the reference gives a model-visible answer instead, the entry keeps
+it (a verify skips a call whose arguments its parser refuses; a tool call with ``NaN``
+arguments runs, as the reference's does: pass ``constants=True``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+#: The deepest nesting of arrays and objects accepted (the reference's tool arguments are flat;
+#: Responses-API output items nest a few levels).
+MAX_JSON_DEPTH = 128
+#: Python's limit on the digits of an integer parsed from text (``sys.get_int_max_str_digits``).
+INT_MAX_DIGITS = sys.get_int_max_str_digits() or 4300
+
+# An escaped surrogate code unit: the only way a lone surrogate enters through JSON text that
+# is itself valid Unicode.
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class JsonRefused(ValueError):
+    """A JSON text we cannot carry: ``path`` (``""`` for the whole text, else ``.key`` /
+    ``[i]`` steps) and ``why``."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"{path or 'the text'}: {why}" if path else why)
+        self.path = path
+        self.why = why
+
+
+class _GiantInt(str):
+    """An integer literal over :data:`INT_MAX_DIGITS` digits, kept as its text."""
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The index of the first lone surrogate in ``text``, or None when UTF-8 can encode it."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+def loads(
+    text: str,
+    *,
+    constants: bool = False,
+    max_depth: int = MAX_JSON_DEPTH,
+    on_float: Callable[[float, bool], None] | None = None,
+) -> Any:
+    """Parse ``text`` as JSON we can carry; raise :class:`JsonRefused` naming the offending path.
+
+    ``constants``: accept ``NaN``/``Infinity`` and non-finite numbers (Python's parser does,
+    and so does the reference's tool route); otherwise they are refused. ``on_float(value,
+    is_constant)`` sees every float and constant as it is parsed (the gateway's encoder
+    choice, :mod:`workplace_env.gateway.fastjson`).
+    """
+    flagged: list[str] = []
+
+    def parse_int(digits: str) -> int | str:
+        if len(digits) - digits.startswith("-") > INT_MAX_DIGITS:
+            flagged.append("int")
+            return _GiantInt(digits)
+        return int(digits)
+
+    def parse_float(literal: str) -> float:
+        value = float(literal)
+        if not math.isfinite(value):
+            flagged.append("constant")
+        if on_float is not None:
+            on_float(value, False)
+        return value
+
+    def parse_constant(name: str) -> float:
+        flagged.append("constant")
+        value = float(name)
+        if on_float is not None:
+            on_float(value, True)
+        return value
+
+    try:
+        value = json.loads(
+            text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
+        )
+    except RecursionError as exc:
+        raise JsonRefused("", f"nested deeper than {max_depth} levels") from exc
+    except ValueError as exc:
+        raise JsonRefused("", f"not valid JSON: {exc}") from exc
+    suspicious = (
+        "int" in flagged
+        or (not constants and "constant" in flagged)
+        or _ESCAPED_SURROGATE.search(text) is not None
+        or text.count("[") + text.count("{") > max_depth
+    )
+    if suspicious:
+        problem = find_uncarriable(value, constants=constants, max_depth=max_depth)
+        if problem is not None:
+            raise JsonRefused(*problem)
+    return value
+
+
+def find_uncarriable(
+    value: Any, path: str = "", *, constants: bool = False, max_depth: int = MAX_JSON_DEPTH
+) -> tuple[str, str] | None:
+    """``(path, why)`` of the first value in a parsed JSON value we cannot carry, or None."""
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if isinstance(item, _GiantInt):
+            return where, f"an integer of more than {INT_MAX_DIGITS} digits"
+        if isinstance(item, str):
+            at = lone_surrogate(item)
+            if at is not None:
+                return where, f"a lone surrogate (U+{ord(item[at]):04X}) that UTF-8 cannot carry"
+        elif isinstance(item, float):
+            if not constants and not math.isfinite(item):
+                return where, f"{item!r} is not a JSON number"
+        elif isinstance(item, (dict, list)):
+            if depth >= max_depth:
+                return where, f"nested deeper than {max_depth} levels"
+            if isinstance(item, dict):
+                children = [(v, f"{where}.{k}", depth + 1) for k, v in item.items()]
+                for key in item:
+                    if lone_surrogate(key) is not None:
+                        return where, "a key holds a lone surrogate that UTF-8 cannot carry"
+            else:
+                children = [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(item)]
+            stack.extend(reversed(children))
+    return None
+
+
+def is_json_text(text: str) -> bool:
+    """Whether ``text`` is JSON by the reference's parser's grammar (integers of any length;
+    ``NaN``/``Infinity`` as Python accepts them), without building big integers."""
+    try:
+        json.loads(text, parse_int=len)
+    except (ValueError, RecursionError):
+        return False
+    return True

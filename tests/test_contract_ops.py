@@ -1,0 +1,396 @@
+"""CONTRACT X2 (drain, both transports), X3 (admission) and A1 (admin security), and issue 13's
+failures 4-6 (SIGTERM with --http-address; slow streams starving health; an open admin).
+
+Named in ``tests/test_contract.py``'s scheme (``test_<case>_...``); its coverage test reads
+these names too.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import grpc
+import httpx
+import pytest
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_status import rpc_status
+
+from workplace.env.v1 import admin_pb2 as admin_pb
+from workplace.env.v1 import admin_pb2_grpc as admin_grpc
+from workplace.env.v1 import environment_pb2 as pb
+from workplace_env.cli import drain_and_stop
+from workplace_env.config import ConfigError, Settings, load_settings
+from workplace_env.gateway import start_gateway
+from workplace_env.sandbox.load import load_sandbox
+from workplace_env.server.app import start_server
+from workplace_env.server.status import DOMAIN
+from workplace_env.sessions import SessionStore
+from workplace_env_client import (
+    AdminClient,
+    CapacityError,
+    EnvironmentClient,
+    UnauthenticatedError,
+    UnavailableError,
+)
+
+HANG_S = 30.0
+EP, TID = ("rollout-ops", 0), ("ops", "t")
+TASK = {"id": "t"}
+WRITE = ("email_send_email", {"recipient": "a@b.com", "subject": "hello", "body": "hi"})
+SENT = "Email sent successfully."
+SERVE = (sys.executable, "-m", "workplace_env.cli", "serve")
+SERVE_FLAGS = ("--address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--grace-s", "5")
+LOOKUP = ("company_directory_find_email_address", '{"name": "zzzz"}')
+
+
+def _wait(event: threading.Event) -> None:
+    assert event.wait(HANG_S), "hang guard: the awaited step never happened"
+
+
+def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
+    status = rpc_status.from_call(error)
+    assert status is not None, "no rich status"
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info
+    raise AssertionError("no ErrorInfo")
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    return load_sandbox(None)
+
+
+# -- X2: drain -----------------------------------------------------------------------------------
+
+
+def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_calls(sandbox):
+    """The shutdown `serve` runs on SIGTERM, with a gRPC and an HTTP call in flight."""
+    store = SessionStore(sandbox)
+    running = start_server(store, "127.0.0.1:0", evict_interval_s=3600)
+    target = f"127.0.0.1:{running.port}"
+    gateway = start_gateway(target, grace_s=HANG_S)
+    client = EnvironmentClient(target, timeout_s=HANG_S)
+    channel = grpc.insecure_channel(target)
+    in_tool = {sid: threading.Event() for sid in ("x2-grpc", "x2-http")}
+    release_tools, draining, stop_now = threading.Event(), threading.Event(), threading.Event()
+
+    def hold_tool(sid: str) -> None:
+        if sid in in_tool:
+            in_tool[sid].set()
+            _wait(release_tools)
+
+    def hold_drain(_: str) -> None:
+        draining.set()
+        _wait(stop_now)
+
+    store.faults.on("tool", hold_tool)
+    store.faults.on("drain", hold_drain)
+    http = httpx.Client(base_url=gateway.url, timeout=HANG_S)
+    other = httpx.Client(base_url=gateway.url, timeout=HANG_S)
+    try:
+        client.seed("x2-grpc", EP, TID, TASK)
+        typed = {
+            "resources_session_id": "x2-http",
+            "episode_id": {"rollout_id": "r-http", "attempt": 0},
+            "task_id": {"taskset": "ops", "task_id": "t"},
+            "task": TASK,
+        }
+        assert http.post("/seed_session", json=typed).status_code == 200
+        assert other.get("/ready").status_code == 200
+        with ThreadPoolExecutor(3) as pool:
+            grpc_call: Future = pool.submit(client.call_tool, "x2-grpc", *WRITE)
+            http_call: Future = pool.submit(http.post, f"/{WRITE[0]}", json=WRITE[1])
+            for event in in_tool.values():
+                _wait(event)
+            stopping = pool.submit(drain_and_stop, running, gateway, HANG_S)
+            _wait(draining)  # both transports are draining; nothing has stopped yet
+            health = health_pb2_grpc.HealthStub(channel)
+            check = health.Check(health_pb2.HealthCheckRequest(), timeout=HANG_S)
+            assert check.status == health_pb2.HealthCheckResponse.NOT_SERVING
+            ready = other.get("/ready")
+            assert ready.status_code == 503 and ready.headers["retry-after"] == "1"
+            with pytest.raises(UnavailableError) as err:
+                client.seed("x2-new", ("rollout-3", 0), TID, TASK)
+            assert err.value.reason == "DRAINING"
+            seeded = other.post("/seed_session", json=TASK)
+            assert seeded.status_code == 503 and seeded.headers["retry-after"] == "1"
+            assert seeded.json()["reason"] == "DRAINING" and "set-cookie" not in seeded.headers
+            stop_now.set()  # stop accepting; the calls in flight are let finish
+            release_tools.set()
+            assert grpc_call.result(HANG_S) == SENT
+            answer = http_call.result(HANG_S)
+            assert answer.status_code == 200 and answer.json() == {"output": SENT}
+            stopping.result(HANG_S)
+        assert store.live_count() == 2  # nothing admitted after the signal
+    finally:
+        store.faults.clear()
+        release_tools.set()
+        stop_now.set()
+        http.close()
+        other.close()
+        channel.close()
+        client.close()
+        gateway.stop(timeout_s=1)
+        running.stop(0)
+
+
+class _Serve:
+    """``workplace-env serve`` with the HTTP gateway, on free loopback ports."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [*SERVE, *SERVE_FLAGS],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stderr is not None
+        lines = [self.proc.stderr.readline(), self.proc.stderr.readline()]
+        grpc_line = next(line for line in lines if "serving on" in line)
+        http_line = next(line for line in lines if "HTTP gateway on" in line)
+        self.target = grpc_line.split()[-1]
+        self.url = http_line.split()[-1]
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(HANG_S)
+
+
+def test_X2_sigterm_with_the_http_gateway_admits_no_seed_on_either_transport():
+    """Issue 13 failure 4: gRPC stayed SERVING and took 121 seeds after SIGTERM."""
+    serve = _Serve()
+    try:
+        with EnvironmentClient(serve.target, timeout_s=HANG_S, max_attempts=1) as client:
+            health = health_pb2_grpc.HealthStub(client.channel)
+            check = health.Check(health_pb2.HealthCheckRequest(), timeout=HANG_S)
+            assert check.status == health_pb2.HealthCheckResponse.SERVING
+            client.seed("before", EP, TID, TASK)
+            serve.proc.send_signal(signal.SIGTERM)
+            admitted, refused, attempts = [], 0, 0
+            while serve.proc.poll() is None and attempts < 2000:
+                attempts += 1
+                try:
+                    client.seed(f"after-{attempts}", (f"r{attempts}", 0), TID, TASK)
+                    admitted.append(attempts)
+                except UnavailableError:
+                    refused += 1
+                try:
+                    answer = httpx.post(f"{serve.url}/seed_session", json=TASK, timeout=HANG_S)
+                    if answer.status_code == 200:
+                        admitted.append(-attempts)
+                    else:
+                        assert answer.status_code == 503, answer.text
+                except httpx.TransportError:
+                    pass  # the gateway has closed its socket
+            assert admitted == [], f"seeds admitted after SIGTERM: {admitted}"
+            assert refused >= 1
+        assert serve.proc.wait(HANG_S) == 0
+    finally:
+        serve.close()
+
+
+# -- X3: admission -------------------------------------------------------------------------------
+
+
+def test_X3_rpcs_beyond_the_limit_get_resource_exhausted_and_health_always_answers(sandbox):
+    store = SessionStore(sandbox)
+    limits = Settings(max_concurrent_rpcs=2, max_admin_rpcs=1, workers=2, admin_open=True)
+    running = start_server(store, "127.0.0.1:0", settings=limits, evict_interval_s=3600)
+    target = f"127.0.0.1:{running.port}"
+    held = {sid: threading.Event() for sid in ("x3-a", "x3-b")}
+    release = threading.Event()
+
+    def hold(sid: str) -> None:
+        if sid in held:
+            held[sid].set()
+            _wait(release)
+
+    store.faults.on("tool", hold)
+    client = EnvironmentClient(target, timeout_s=HANG_S, max_attempts=1)
+    try:
+        for sid in ("x3-a", "x3-b", "x3-c"):
+            client.seed(sid, (sid, 0), TID, TASK)
+        with ThreadPoolExecutor(2) as pool:
+            calls = [pool.submit(client.call_tool, sid, *WRITE) for sid in held]
+            for event in held.values():
+                _wait(event)
+            request = pb.CallToolRequest(
+                resources_session_id="x3-c", tool_name=LOOKUP[0], arguments=LOOKUP[1]
+            )
+            with pytest.raises(grpc.RpcError) as err:  # the raw status, to read its details
+                client.stub.CallTool(request, timeout=HANG_S)
+            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            info = _error_info(err.value)
+            assert (info.reason, info.domain) == ("TOO_MANY_RPCS", DOMAIN)
+            status = rpc_status.from_call(err.value)
+            assert any(d.Is(error_details_pb2.RetryInfo.DESCRIPTOR) for d in status.details)
+            with pytest.raises(CapacityError) as sdk_err:
+                client.call_tool("x3-c", *WRITE)
+            assert sdk_err.value.retry_after_s == 1.0
+            health = health_pb2_grpc.HealthStub(client.channel)
+            check = health.Check(health_pb2.HealthCheckRequest(), timeout=3)
+            assert check.status == health_pb2.HealthCheckResponse.SERVING
+            assert "workplace.env.v1.EnvironmentService" in _reflected_services(client.channel)
+            release.set()
+            assert [c.result(HANG_S) for c in calls] == [SENT, SENT]
+        assert client.call_tool("x3-c", *WRITE) == SENT  # the slots came back
+    finally:
+        store.faults.clear()
+        release.set()
+        client.close()
+        running.stop(0)
+
+
+def _reflected_services(channel: grpc.Channel) -> set[str]:
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    request = reflection_pb2.ServerReflectionRequest(list_services="")
+    (answer,) = stub.ServerReflectionInfo(iter([request]), timeout=3)
+    return {s.name for s in answer.list_services_response.service}
+
+
+def _held_restore(
+    stub: admin_grpc.EnvironmentAdminServiceStub, gate: threading.Event
+) -> grpc.Future:
+    """A RestoreSessions stream that stays open until ``gate`` is set (a slow client)."""
+
+    def requests() -> Iterator[admin_pb.RestoreSessionsRequest]:
+        yield admin_pb.RestoreSessionsRequest()
+        gate.wait(HANG_S)
+
+    return stub.RestoreSessions.future(requests(), timeout=HANG_S)
+
+
+def test_X3_slow_admin_streams_never_starve_health_or_the_environment(sandbox):
+    """Issue 13 failure 5: 4 slow RestoreSessions streams pinned the 4 workers; the health
+    Check missed a 3 s deadline and every other RPC queued."""
+    store = SessionStore(sandbox)
+    # Admin streams never take the threads health and the environment need (whatever the
+    # limit); at a limit of 2, the third and fourth stream are refused at once.
+    limits = Settings(admin_open=True, max_admin_rpcs=2)
+    running = start_server(store, "127.0.0.1:0", settings=limits)
+    gate = threading.Event()
+    channel = grpc.insecure_channel(f"127.0.0.1:{running.port}")
+    try:
+        stub = admin_grpc.EnvironmentAdminServiceStub(channel)
+        ended = threading.Semaphore(0)
+        streams = [_held_restore(stub, gate) for _ in range(4)]
+        for stream in streams:
+            stream.add_done_callback(lambda _: ended.release())
+        for _ in range(2):  # two are refused at once
+            assert ended.acquire(timeout=HANG_S), "hang guard: no refusal"
+        refused = [s for s in streams if s.done()]
+        assert len(refused) == 2  # the other two are admitted and held open by their client
+        for stream in refused:
+            assert stream.exception().code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert _error_info(stream.exception()).reason == "TOO_MANY_RPCS"
+        health = health_pb2_grpc.HealthStub(channel)
+        check = health.Check(health_pb2.HealthCheckRequest(), timeout=3)
+        assert check.status == health_pb2.HealthCheckResponse.SERVING
+        with EnvironmentClient(channel=channel, timeout_s=3) as client:
+            assert len(client.list_tools()) == 27
+            client.seed("x3-env", EP, TID, TASK)
+            assert client.call_tool("x3-env", *WRITE) == SENT
+        gate.set()
+        admitted = [s for s in streams if s not in refused]
+        assert [s.result(HANG_S).restored_count for s in admitted] == [0, 0]
+    finally:
+        gate.set()
+        channel.close()
+        running.stop(0)
+
+
+# -- A1: admin security --------------------------------------------------------------------------
+
+
+def _export(target: str, token: str | None) -> None:
+    with AdminClient(target, token=token, timeout_s=HANG_S) as admin:
+        admin.export_sessions()
+
+
+def test_A1_admin_is_off_without_a_token_and_every_refusal_carries_error_info(sandbox):
+    """Issue 13 failure 6: admin RPCs were open by default; UNAUTHENTICATED had no ErrorInfo."""
+    servers = {
+        "default": start_server(SessionStore(sandbox), "127.0.0.1:0"),
+        "token": start_server(
+            SessionStore(sandbox), "127.0.0.1:0", settings=Settings(admin_token="s3cret")
+        ),
+        "open": start_server(
+            SessionStore(sandbox), "127.0.0.1:0", settings=Settings(admin_open=True)
+        ),
+    }
+    try:
+        targets = {name: f"127.0.0.1:{s.port}" for name, s in servers.items()}
+        cases = [
+            ("default", None, "ADMIN_DISABLED"),
+            ("default", "anything", "ADMIN_DISABLED"),
+            ("token", None, "ADMIN_TOKEN_REQUIRED"),
+            ("token", "wrong", "ADMIN_TOKEN_INVALID"),
+        ]
+        for name, token, reason in cases:
+            with pytest.raises(UnauthenticatedError) as err:
+                _export(targets[name], token)
+            assert (err.value.reason, err.value.domain) == (reason, DOMAIN), (name, token)
+        with grpc.insecure_channel(targets["default"]) as channel:
+            retire = admin_grpc.EnvironmentAdminServiceStub(channel).RetireSession
+            with pytest.raises(grpc.RpcError) as raw:
+                retire(admin_pb.RetireSessionRequest(resources_session_id="x"), timeout=HANG_S)
+            assert raw.value.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert _error_info(raw.value).reason == "ADMIN_DISABLED"
+        _export(targets["token"], "s3cret")
+        _export(targets["open"], None)
+        with EnvironmentClient(targets["default"], timeout_s=HANG_S) as client:
+            client.seed("a1", EP, TID, TASK)  # the environment service needs no token
+            assert client.call_tool("a1", *WRITE) == SENT
+    finally:
+        for server in servers.values():
+            server.stop(0)
+
+
+def test_A1_an_open_admin_is_refused_on_a_non_loopback_address():
+    with pytest.raises(ConfigError, match="admin_open"):
+        load_settings({"admin_open": True, "address": "0.0.0.0:50051"}, None, {})
+    settings, _ = load_settings({"admin_open": "true"}, None, {})
+    assert settings.admin_open
+    settings, _ = load_settings({"admin_open": True, "admin_token": "t", "address": "[::]:1"})
+    assert settings.admin_token == "t"
+
+
+def test_serve_help_names_every_bound_default():
+    out = subprocess.run(
+        [sys.executable, "-m", "workplace_env.cli", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+        env={"COLUMNS": "200", "PATH": ""},
+    ).stdout
+    for flag in ("--max-concurrent-rpcs", "--max-admin-rpcs", "--admin-open", "--max-sessions"):
+        assert flag in out
+    assert re.search(r"50,000", out) and re.search(r"\[256\]", out) and "[16]" in out
+
+
+def test_serve_warns_when_checkpoints_meet_a_per_process_cookie_secret():
+    """Issue 13 failure 8: restored cookie sessions are orphaned without a fixed secret."""
+    proc = subprocess.Popen(
+        [*SERVE, *SERVE_FLAGS, "--admin-token", "t"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        lines = [proc.stderr.readline() for _ in range(3)]
+        assert any("cookie secret" in line and "--cookie-secret" in line for line in lines), lines
+    finally:
+        proc.kill()
+        proc.wait(HANG_S)
