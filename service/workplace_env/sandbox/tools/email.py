@@ -582,11 +582,14 @@ def search_emails(
     day and parsed with ``pd.Timestamp``; the query filter runs first, so a bad date with no
     query match is just ``"No emails found."``. Paging (:func:`paginate`) is computed whether or
     not anything matched (as the CRM search does, not the calendar's), so a page size of 0 or a
-    string is an error even with no hit (observed on the reference).
+    string is an error even with no hit (observed on the reference). On a table with no rows at
+    all, any string query fails with ``'sent_datetime'`` (the reference's KeyError, observed).
     """
     try:
         words = query.lower().split()
         frame = tables[EMAILS]
+        if not len(frame):
+            raise KeyError(_DATETIME)
         matched = list(range(len(frame)))
         if words:
             texts = _search_texts(
@@ -646,7 +649,7 @@ def search_emails_fast(
     if type(query) is not str:
         return FALLBACK
     table = text_table(tables, EMAILS)
-    if table is None:
+    if table is None or not table.index:  # an empty table's error text is pandas' to give
         return FALLBACK
     index = _search_index(tables, table)
     positions = index.newest_first(query.lower().split())
