@@ -775,8 +775,8 @@ def send_email_fast(
     table = text_table(tables, EMAILS)
     if table is None:
         return FALLBACK
-    # The new id as the pandas path computes it, not zero-padded; any failure there (an empty
-    # table, a missing or non-numeric max id) is left to pandas. The table ends as
+    # The new id as the pandas path computes it (:func:`_new_id`: "1" on an empty table); a
+    # missing or non-numeric max id is left to pandas. The table ends as
     # Table.from_frame stores the appended frame: labels 0..n with a RangeIndex, all text.
     ids = table.data[_ID]
     email_id = next_id(ids, zero_pad=False) if ids else "1"
