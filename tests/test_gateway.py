@@ -39,6 +39,7 @@ from workplace_env.gateway import (
     parse_address,
     start_gateway,
 )
+from workplace_env.gateway.backend import InProcessBackend
 from workplace_env.gateway.serve import local_target
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import RunningServer, start_server
@@ -76,9 +77,13 @@ def sdk(grpc_server) -> Iterator[EnvironmentClient]:
         yield client
 
 
-@pytest.fixture(scope="module")
-def gateway(sdk) -> Iterator[RunningGateway]:
-    gw = start_gateway(client=sdk, settings=SETTINGS)
+@pytest.fixture(scope="module", params=["remote", "in_process"])
+def gateway(request, sdk, grpc_server) -> Iterator[RunningGateway]:
+    """The gateway on each backend: the SDK over gRPC, and the server's servicer in-process."""
+    if request.param == "remote":
+        gw = start_gateway(client=sdk, settings=SETTINGS)
+    else:
+        gw = start_gateway(backend=InProcessBackend.of_server(grpc_server), settings=SETTINGS)
     yield gw
     gw.stop()
 
@@ -143,9 +148,9 @@ def test_health_routes_answer_ok(http, path):
     assert response.status_code == 200 and response.json() == {"status": "ok"}
 
 
-def test_reverify_mode_is_unsupported(http):
+def test_reverify_mode_is_stateless(http):
     response = http.get("/reverify_mode")
-    assert response.status_code == 200 and response.json() == "unsupported"
+    assert response.status_code == 200 and response.json() == "stateless"
 
 
 def test_openapi_documents_every_route(http):
@@ -328,7 +333,7 @@ def typed(sid: str, **over) -> dict:
 def test_typed_seed_binds_the_id_and_the_cookie_carries_it(http, sdk):
     sid = f"typed-{uuid.uuid4().hex}"
     response = http.post("/seed_session", json=typed(sid))
-    assert response.status_code == 200 and response.content == b"{}"
+    assert response.status_code == 200 and response.json()["resources_session_id"] == sid
     assert cookie_sid(response) == sid
     http.post("/email_send_email", json=SEND)
     # the same session over gRPC: the HTTP call mutated it
@@ -366,7 +371,8 @@ def test_typed_seed_of_a_closed_id_is_409_closed(http):
         "/close_session",
         json={"resources_session_id": sid, "episode_id": {"rollout_id": f"r-{sid}"}},
     )
-    assert close.json() == {"outcome": "CLOSED"}
+    assert close.json() == {"resources_session_id": sid}
+    assert close.headers["x-workplace-close-outcome"] == "CLOSED"
     again = http.post("/seed_session", json=typed(sid))
     assert again.status_code == 409 and again.json()["failure_kind"] == "session_closed"
 
@@ -540,10 +546,18 @@ def test_verify_keeps_a_typed_session(http):
     assert http.post("/company_directory_find_email_address", json={}).status_code == 200
 
 
-def test_verify_without_a_session_is_a_masked_session_lost_sample(http):
+def test_verify_without_a_session_cookie_is_scored_by_replay(http):
+    # H5: offline re-verification (the row's ground truth sends the email the call sends)
     response = http.post("/verify", json=verify_body([SEND_CALL]))
     assert response.status_code == 200
     out = response.json()
+    assert (out["reward"], out["mask_sample"], out["failure_kind"]) == (1.0, False, None)
+    assert http.post("/verify", json=verify_body([])).json()["reward"] == 0.0
+
+
+def test_verify_with_an_unreadable_cookie_is_a_masked_session_lost_sample(http):
+    http.cookies.set(COOKIE_NAME, "forged")
+    out = http.post("/verify", json=verify_body([SEND_CALL])).json()
     assert (out["reward"], out["mask_sample"], out["failure_kind"]) == (0.0, True, "session_lost")
 
 
@@ -598,8 +612,10 @@ def test_close_session_outcomes(http):
     body = {"resources_session_id": sid, "episode_id": episode}
     wrong = http.post("/close_session", json={**body, "episode_id": {"rollout_id": "other"}})
     assert wrong.status_code == 409 and wrong.json()["failure_kind"] == "episode_mismatch"
-    assert http.post("/close_session", json=body).json() == {"outcome": "CLOSED"}
-    assert http.post("/close_session", json=body).json() == {"outcome": "ALREADY_CLOSED"}
+    for outcome in ("CLOSED", "ALREADY_CLOSED"):
+        closed = http.post("/close_session", json=body)
+        assert closed.json() == {"resources_session_id": sid}
+        assert closed.headers["x-workplace-close-outcome"] == outcome
     lost = http.post("/company_directory_find_email_address", json={})
     assert lost.status_code == 404
     assert (lost.json()["failure_kind"], lost.json()["reason"]) == (
@@ -607,7 +623,9 @@ def test_close_session_outcomes(http):
         "SESSION_CLOSED",
     )
     never = {"resources_session_id": f"n-{uuid.uuid4().hex}", "episode_id": episode}
-    assert http.post("/close_session", json=never).json() == {"outcome": "NOT_SEEDED"}
+    closed = http.post("/close_session", json=never)
+    assert closed.json() == {"resources_session_id": never["resources_session_id"]}
+    assert closed.headers["x-workplace-close-outcome"] == "NOT_SEEDED"
 
 
 def test_close_of_the_cookie_legacy_session(http):
@@ -721,10 +739,18 @@ def test_service_unreachable_is_503():
             gw.stop()
 
 
-def test_service_at_capacity_is_429_with_retry_after():
+def gateway_on(backend: str, server: RunningServer, max_message_bytes: int | None = None):
+    """A gateway of its own on ``server``: over gRPC (``remote``) or ``in_process``."""
+    if backend == "remote":
+        return start_gateway(f"127.0.0.1:{server.port}")
+    return start_gateway(backend=InProcessBackend.of_server(server, max_message_bytes))
+
+
+@pytest.mark.parametrize("backend", ["remote", "in_process"])
+def test_service_at_capacity_is_429_with_retry_after(backend):
     store = SessionStore(load_sandbox(None), SessionConfig(max_sessions=1, retry_after_s=2.5))
     server = start_server(store, "127.0.0.1:0")
-    gw = start_gateway(f"127.0.0.1:{server.port}")
+    gw = gateway_on(backend, server)
     try:
         with httpx.Client(base_url=gw.url) as first, httpx.Client(base_url=gw.url) as second:
             assert first.post("/seed_session", json=ROW).status_code == 200
@@ -766,10 +792,11 @@ def test_run_gateway_serves_until_sigterm(grpc_server):
             proc.wait(timeout=10)
 
 
-def test_body_over_the_message_limit_is_413_not_retry_later():
+@pytest.mark.parametrize("backend", ["remote", "in_process"])
+def test_body_over_the_message_limit_is_413_not_retry_later(backend):
     store = SessionStore(load_sandbox(None))
     server = start_server(store, "127.0.0.1:0", settings=Settings(max_message_bytes=64 * 1024))
-    gw = start_gateway(f"127.0.0.1:{server.port}")
+    gw = gateway_on(backend, server, max_message_bytes=64 * 1024)
     try:
         with httpx.Client(base_url=gw.url, timeout=30) as client:
             big = {**ROW, "prompt": "x" * 200_000}

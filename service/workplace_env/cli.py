@@ -124,6 +124,9 @@ def serve(
         OptFloat, Opt(help="Seconds a verified legacy session's reward is remembered.")
     ] = None,
     max_markers: Annotated[OptInt, Opt(help="Verified legacy ids remembered at most.")] = None,
+    verify_cache_mb: Annotated[
+        OptFloat, Opt(help="MiB (estimated) of verified end states memoised [64]; 0: none.")
+    ] = None,
     tls_cert: Annotated[OptStr, Opt(help="PEM certificate chain: serve TLS.")] = None,
     tls_key: Annotated[OptStr, Opt(help="PEM private key of --tls-cert.")] = None,
     tls_client_ca: Annotated[
@@ -163,13 +166,16 @@ def serve(
     signal.signal(signal.SIGINT, on_signal)
     gateway = None
     if settings.http_address:
-        from workplace_env.gateway import local_target, start_gateway
+        from workplace_env.gateway import start_gateway
+        from workplace_env.gateway.backend import InProcessBackend
 
         try:
             gateway = start_gateway(
-                local_target(settings.address, server.port),
+                None,
                 settings.http_address,
                 _gateway_settings(settings),
+                # co-hosted: the gateway calls this server's servicer in-process (issue 15)
+                backend=InProcessBackend.of_server(server, settings.max_message_bytes),
                 grace_s=settings.grace_s,
             )
         except RuntimeError as exc:

@@ -54,6 +54,7 @@ class Settings:
     max_call_ids: int = SessionConfig.max_call_ids
     session_close_retry_window_seconds: float = SessionConfig.retry_window_s
     max_markers: int = SessionConfig.max_markers
+    verify_cache_mb: float = SessionConfig.verify_cache_bytes / 2**20  # verifier memo, est. MiB
     # Security
     tls_cert: str | None = None  # PEM server certificate chain; TLS when set with tls_key
     tls_key: str | None = None
@@ -73,6 +74,7 @@ class Settings:
             max_call_ids=self.max_call_ids,
             retry_window_s=self.session_close_retry_window_seconds,
             max_markers=self.max_markers,
+            verify_cache_bytes=int(self.verify_cache_mb * 2**20),
         )
 
 
@@ -180,6 +182,7 @@ _LOWER_BOUNDS: dict[str, tuple[float, bool]] = {
     "max_call_ids": (1, False),
     "session_close_retry_window_seconds": (0, False),
     "max_markers": (1, False),
+    "verify_cache_mb": (0, False),
 }
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

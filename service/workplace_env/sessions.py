@@ -51,7 +51,7 @@ from workplace_env.sandbox.tables import (
 )
 from workplace_env.sandbox.tools import drop_nulls, encode_output, execute
 from workplace_env.sandbox.tools.registry import InvalidToolArgumentsError, parse_arguments
-from workplace_env.verify import Verifier, VerifyResult
+from workplace_env.verify import DEFAULT_CACHE_BYTES, Verifier, VerifyResult
 
 Clock = Callable[[], float]
 _V = TypeVar("_V")
@@ -91,6 +91,7 @@ class SessionConfig:
     ``retry_window_s``: how long a verified legacy session's outcome is remembered, so a
     resent verify scores the same (``session_close_retry_window_seconds``, V2-V3).
     ``max_markers``: verified legacy ids remembered at most (oldest dropped first).
+    ``verify_cache_bytes``: estimated bytes of the verifier's memoised end states (issue 15).
     """
 
     max_sessions: int = 50_000
@@ -102,6 +103,7 @@ class SessionConfig:
     retry_after_s: float = 1.0
     retry_window_s: float = 300.0
     max_markers: int = 100_000
+    verify_cache_bytes: int = DEFAULT_CACHE_BYTES
 
 
 @dataclass(frozen=True)
@@ -297,7 +299,7 @@ class SessionStore:
         self.base = base
         self.config = config or SessionConfig()
         self.clock = clock
-        self.verifier = verifier or Verifier(base)
+        self.verifier = verifier or Verifier(base, self.config.verify_cache_bytes)
         self.table_factory: Callable[[], SessionTables] = lambda: SessionTables(self.base)
         self.faults = Faults()
         self._lock = threading.Lock()

@@ -29,6 +29,7 @@ Speed without changing the answer:
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,6 +45,12 @@ from workplace_env.sandbox.tools import TOOLS, execute
 CASE_SENSITIVE_COLUMNS = frozenset({"status", "list_name", "board"})
 
 _COMPARED = frozenset(COMPARED_TABLES)
+
+#: Default bound of the verifier's memoised end states, in estimated bytes (``Verifier``).
+DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+# Fixed estimated bytes of a cache entry (key tuple, dict, OrderedDict node) and per table.
+_ENTRY_OVERHEAD = 600
+_TABLE_OVERHEAD = 400
 
 # A replayable write: (tool name, canonical JSON of the parsed arguments).
 WriteKey = tuple[tuple[str, str], ...]
@@ -124,16 +131,33 @@ def _write_key(writes: Sequence[tuple[str, dict[str, Any]]]) -> WriteKey:
 class Verifier:
     """Scores predictions against ground truths over one sandbox (REFERENCE.md (c)).
 
-    Thread-safe. ``cache_size`` bounds the memoised end states (each holds the normalised form of
-    only the tables its writes touched).
+    Thread-safe. ``cache_bytes`` bounds the memoised end states by their estimated size (each
+    holds the normalised form of only the tables its writes touched; about 330 KB for the
+    WorkBench email table), least recently used dropped first; 0 keeps none.
     """
 
-    def __init__(self, base: BaseTables, cache_size: int = 2048) -> None:
+    def __init__(self, base: BaseTables, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self._base = base
-        self._cache_size = cache_size
-        self._states: OrderedDict[WriteKey, Mapping[str, NormalForm]] = OrderedDict()
+        self.cache_bytes = cache_bytes
+        self.cached_bytes = 0
+        self._states: OrderedDict[WriteKey, tuple[Mapping[str, NormalForm], int]] = OrderedDict()
         self._lock = threading.Lock()
         self._base_normal = {key: normal_form(base.tables[key]) for key in COMPARED_TABLES}
+        # Estimated bytes per row of each table's normal form (its cells are new strings).
+        self._row_bytes = {
+            key: _deep_size(form) / max(1, len(form[2])) for key, form in self._base_normal.items()
+        }
+
+    def _estimate(self, key: WriteKey, state: Mapping[str, NormalForm]) -> int:
+        """Estimated bytes an end state and its key hold (see :func:`_deep_size`)."""
+        size = _ENTRY_OVERHEAD + sum(len(name) + len(args) + 120 for name, args in key)
+        for table, form in state.items():
+            size += int(len(form[2]) * self._row_bytes[table]) + _TABLE_OVERHEAD
+        return size
+
+    def cached_states(self) -> int:
+        """Number of memoised end states."""
+        return len(self._states)
 
     def end_state(self, calls: Iterable[Any]) -> Mapping[str, NormalForm]:
         """The normalised compared tables after replaying ``calls`` on a fresh sandbox.
@@ -146,17 +170,23 @@ class Verifier:
             cached = self._states.get(key)
             if cached is not None:
                 self._states.move_to_end(key)
-                return cached
+                return cached[0]
         tables = SessionTables(self._base)
         for name, arguments in writes:
             execute(tables, name, arguments)
         state = {
             k: normal_form(tables.table(k)) for k in COMPARED_TABLES if not tables.is_shared(k)
         }
+        size = self._estimate(key, state)
+        if size > self.cache_bytes:
+            return state
         with self._lock:
-            self._states[key] = state
-            while len(self._states) > self._cache_size:
-                self._states.popitem(last=False)
+            if key not in self._states:
+                self._states[key] = (state, size)
+                self.cached_bytes += size
+            while self.cached_bytes > self.cache_bytes:
+                _, (_, dropped) = self._states.popitem(last=False)
+                self.cached_bytes -= dropped
         return state
 
     def score(self, predicted: Iterable[Any], ground_truth: Iterable[Any]) -> VerifyResult:
@@ -178,6 +208,17 @@ class Verifier:
             results.append(TableResult(key, p == e, len(p[2]), len(e[2])))
         reward = 1.0 if all(r.equal for r in results) else 0.0
         return VerifyResult(reward=reward, tables=tuple(results))
+
+
+def _deep_size(form: NormalForm) -> int:
+    """Bytes of a normal form: its tuples and every cell (``sys.getsizeof``; cells of the
+    lower-cased columns are strings of their own, the rest are counted too)."""
+    index, cells = form[2], form[3]
+    size = sum(sys.getsizeof(part) for part in form) + sys.getsizeof(form)
+    size += sum(sys.getsizeof(v) for v in index)
+    for column in cells:
+        size += sys.getsizeof(column) + sum(sys.getsizeof(v) for v in column if v is not None)
+    return size
 
 
 def function_calls_from_response_output(output: Any) -> list[Any]:

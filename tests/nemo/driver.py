@@ -14,6 +14,14 @@ Subcommands (``python driver.py CMD ...``):
 ``serve``        ``--module TYPE.IMPL.app``: NeMo's server of that module, started as its
                  ``__main__`` starts it (``run_webserver``), with Ray off (``ray_enabled`` is a
                  class setting NeMo reads; a server that leaves it unset would start a cluster).
+``reverify``     NeMo's ``RolloutReverificationHelper.run_from_config`` (what ``gym eval
+                 reverify`` runs once its servers are up) with the injected config
+                 (``NEMO_GYM_CONFIG_DICT``: the run plus the reverification settings).
+``mcp``          ``--url BASE``, stdin: a seed body. Seeds BASE, validates the answer with
+                 NeMo's ``ResourcesSeedSessionResponse`` (typed) and takes its MCP metadata
+                 (``resources_tools``, or the ``mcp`` key of a legacy answer), then with the
+                 official ``mcp`` client lists the tools and calls each call of stdin's
+                 ``"calls"``; prints ``{"seed", "tools", "results"}`` as JSON.
 ``conformance``  ``--url BASE``: NeMo's ``check_resources_session_contract`` (unmodified), over an
                  ASGI app that forwards every request to BASE; exit 0 when it passes.
 """
@@ -134,6 +142,59 @@ def _serve(module_name: str) -> None:
     server_cls.run_webserver()
 
 
+def _reverify() -> None:
+    import asyncio
+
+    from nemo_gym.global_config import get_global_config_dict
+    from nemo_gym.rollout_reverification import (
+        RolloutReverificationConfig,
+        RolloutReverificationHelper,
+    )
+
+    config = RolloutReverificationConfig.model_validate(get_global_config_dict())
+    asyncio.run(RolloutReverificationHelper().run_from_config(config))
+
+
+def _mcp(url: str) -> None:
+    import asyncio
+
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+    from nemo_gym.base_resources_server import MCPServerMetadata, ResourcesSeedSessionResponse
+
+    request = json.loads(sys.stdin.read())
+    seeded = httpx.post(f"{url}/seed_session", json=request["seed"], timeout=60)
+    seeded.raise_for_status()
+    answer = seeded.json()
+    if "task_data" in request["seed"] and "resources_tools" in answer:
+        meta = ResourcesSeedSessionResponse.model_validate(answer).resources_tools
+    else:
+        meta = MCPServerMetadata.model_validate(answer["mcp"])
+    assert meta is not None, f"no MCP metadata in {answer}"
+
+    async def session() -> dict:
+        endpoint = url + "/" + meta.url_path.lstrip("/")
+        async with (
+            streamablehttp_client(endpoint, headers=meta.headers) as (read, write, _),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            tools = await client.list_tools()
+            results = []
+            for call in request["calls"]:
+                result = await client.call_tool(call["name"], call["arguments"])
+                results.append(result.model_dump(mode="json", exclude_none=True))
+            return {
+                "seed": answer,
+                "metadata": meta.model_dump(mode="json"),
+                "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools.tools],
+                "results": results,
+            }
+
+    print(json.dumps(asyncio.run(session())))
+
+
 def _conformance(url: str) -> None:
     import httpx
     from nemo_gym.base_resources_server import ResourcesSeedSessionRequest
@@ -182,6 +243,9 @@ def main() -> None:
     model = sub.add_parser("model")
     model.add_argument("--recordings", required=True)
     model.add_argument("--port", type=int, required=True)
+    sub.add_parser("reverify")
+    mcp = sub.add_parser("mcp")
+    mcp.add_argument("--url", required=True)
     serve = sub.add_parser("serve")
     serve.add_argument("--module", required=True)
     conformance = sub.add_parser("conformance")
@@ -191,6 +255,10 @@ def main() -> None:
         _resolve()
     elif args.cmd == "merge":
         _merge()
+    elif args.cmd == "reverify":
+        _reverify()
+    elif args.cmd == "mcp":
+        _mcp(args.url)
     elif args.cmd == "serve":
         _serve(args.module)
     elif args.cmd == "model":

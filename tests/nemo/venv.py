@@ -78,6 +78,7 @@ def _create(venv: Path) -> None:
         shutil.rmtree(venv)  # half-built by an interrupted run
     subprocess.run([python313, "-m", "venv", str(venv)], check=True, timeout=300)
     pip = [str(_venv_python(venv)), "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    pip += ["--no-compile", "--prefer-binary"]  # bytecode of ray, mlflow ... costs minutes
     out = subprocess.run(
         [*pip, "--ignore-requires-python", *REQUIREMENTS],
         capture_output=True,

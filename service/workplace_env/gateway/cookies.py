@@ -17,6 +17,7 @@ own salt, so a cookie value is never a valid token and vice versa).
 from __future__ import annotations
 
 import json
+import time
 from base64 import b64decode, b64encode
 from typing import Any
 
@@ -31,24 +32,59 @@ _TOKEN_SALT = "workplace-env.mcp-session-token"
 
 
 class CookieCodec:
-    """Encodes and decodes the session cookie's value (see the module docstring)."""
+    """Encodes and decodes the session cookie's value (see the module docstring).
 
-    def __init__(self, secret_key: str, max_age_s: int) -> None:
+    Both directions remember their last ``cache_size`` answers: an agent sends the same cookie
+    value on every request of an episode, and every response re-sends a value that only changes
+    with the second of its timestamp, so the HMAC work is done once per value. A remembered
+    decode is still checked against ``max_age_s`` on every use.
+    """
+
+    def __init__(self, secret_key: str, max_age_s: int, cache_size: int = 4096) -> None:
         self._signer = itsdangerous.TimestampSigner(secret_key)
         self.max_age_s = max_age_s
+        self._cache_size = cache_size
+        # cookie value -> (session JSON bytes, signed at): valid ones only
+        self._decoded: dict[str, tuple[bytes, int]] = {}
+        # (session JSON bytes, second) -> the value signed in that second
+        self._encoded: dict[tuple[bytes, int], str] = {}
 
     def encode(self, session: dict[str, Any]) -> str:
         """The signed cookie value of ``session``."""
-        return self._signer.sign(b64encode(json.dumps(session).encode("utf-8"))).decode("utf-8")
+        payload = json.dumps(session).encode("utf-8")
+        key = (payload, int(time.time()))
+        value = self._encoded.get(key)
+        if value is None:
+            value = self._signer.sign(b64encode(payload)).decode("utf-8")
+            _remember(self._encoded, key, value, self._cache_size)
+        return value
 
     def decode(self, value: str) -> dict[str, Any]:
         """The session in a cookie value; ``{}`` when it is forged, expired or malformed."""
+        known = self._decoded.get(value)
+        if known is not None:
+            age = int(time.time()) - known[1]  # itsdangerous' rule, in whole seconds
+            if 0 <= age <= self.max_age_s:
+                session = json.loads(known[0])
+                return session if isinstance(session, dict) else {}
+            self._decoded.pop(value, None)
         try:
-            data = self._signer.unsign(value.encode("utf-8"), max_age=self.max_age_s)
-            session = json.loads(b64decode(data))
+            data, signed_at = self._signer.unsign(
+                value.encode("utf-8"), max_age=self.max_age_s, return_timestamp=True
+            )
+            payload = b64decode(data)
+            session = json.loads(payload)
         except (itsdangerous.BadSignature, ValueError):  # binascii/JSON/Unicode errors
             return {}
+        _remember(self._decoded, value, (payload, int(signed_at.timestamp())), self._cache_size)
         return session if isinstance(session, dict) else {}
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any, size: int) -> None:
+    """Insert into a bounded cache, dropping the oldest entry when full."""
+    if len(cache) >= size:
+        cache.pop(next(iter(cache)), None)
+    cache[key] = value
 
 
 class SessionCookieMiddleware:

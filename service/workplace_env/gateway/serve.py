@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import uvicorn
 
 from workplace_env.gateway.app import create_app
+from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.settings import GatewaySettings
 from workplace_env_client import EnvironmentClient
 
@@ -80,13 +81,14 @@ def _config(app: object, log_level: str, grace_s: float) -> uvicorn.Config:
 
 @dataclass
 class RunningGateway:
-    """A gateway serving in a background thread: its ``host``, bound ``port`` and ``url``."""
+    """A gateway serving in a background thread: its ``host``, bound ``port`` and ``url``;
+    ``client`` is its SDK client (None when it runs on an in-process backend)."""
 
     server: uvicorn.Server
     thread: threading.Thread
     host: str
     port: int
-    client: EnvironmentClient
+    client: EnvironmentClient | None
     _own_client: bool = field(default=False, repr=False)
 
     @property
@@ -103,7 +105,7 @@ class RunningGateway:
         if self.thread.is_alive():
             self.server.force_exit = True
             self.thread.join(timeout_s)
-        if self._own_client:
+        if self._own_client and self.client is not None:
             self.client.close()
 
 
@@ -113,6 +115,7 @@ def start_gateway(
     settings: GatewaySettings | None = None,
     *,
     client: EnvironmentClient | None = None,
+    backend: Backend | None = None,
     log_level: str = "warning",
     grace_s: float = 5.0,
     startup_timeout_s: float = 30.0,
@@ -120,17 +123,19 @@ def start_gateway(
 ) -> RunningGateway:
     """Serve the gateway on ``address`` in a daemon thread; return once it accepts requests.
 
-    Pass the service's ``grpc_target`` (``HOST:PORT``; see :func:`local_target`) or a connected
-    ``client`` (then the caller closes it). ``rpc_timeout_s`` is the deadline of each RPC of a
-    client created here. Raises RuntimeError when the address cannot be bound or the app does
-    not start within ``startup_timeout_s`` seconds.
+    Pass the service's ``grpc_target`` (``HOST:PORT``; see :func:`local_target`), a connected
+    ``client`` (then the caller closes it), or a ``backend`` (the co-hosted server in-process:
+    :class:`~workplace_env.gateway.backend.InProcessBackend`). ``rpc_timeout_s`` is the deadline
+    of each RPC of a client created here. Raises RuntimeError when the address cannot be bound
+    or the app does not start within ``startup_timeout_s`` seconds.
     """
-    if (grpc_target is None) == (client is None):
-        raise ValueError("pass exactly one of grpc_target or client")
+    if [grpc_target, client, backend].count(None) != 2:
+        raise ValueError("pass exactly one of grpc_target, client or backend")
     sock = bind_socket(address)
-    own = client is None
-    sdk = client or EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s)
-    server = uvicorn.Server(_config(create_app(sdk, settings), log_level, grace_s))
+    own = grpc_target is not None
+    sdk = client or (EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s) if own else None)
+    app = create_app(backend if backend is not None else sdk, settings)  # type: ignore[arg-type]
+    server = uvicorn.Server(_config(app, log_level, grace_s))
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="http-gateway", daemon=True
     )
@@ -141,7 +146,7 @@ def start_gateway(
             server.should_exit = True
             thread.join(5.0)
             sock.close()
-            if own:
+            if own and sdk is not None:
                 sdk.close()
             raise RuntimeError(f"the HTTP gateway did not start on {address}")
         thread.join(0.01)

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
+from workplace_env.gateway import fastjson
 from workplace_env.gateway.cookies import SESSION_ID_KEY
 from workplace_env_client import (
     CapacityError,
@@ -48,8 +49,14 @@ class HttpProblem(Exception):
 def json_response(
     content: Any, status_code: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
-    """A JSON body rendered as the reference's stack renders it (compact, UTF-8)."""
-    return JSONResponse(content, status_code=status_code, headers=headers)
+    """A JSON body rendered as the reference's stack renders it (compact, UTF-8; the bytes of
+    Starlette's ``JSONResponse``, see :mod:`workplace_env.gateway.fastjson`)."""
+    return Response(
+        fastjson.dumps(content),
+        status_code=status_code,
+        headers=headers,
+        media_type=JSONResponse.media_type,
+    )
 
 
 def invalid(problems: list[tuple[Loc, str]]) -> HttpProblem:
@@ -133,7 +140,7 @@ async def object_body(request: Request) -> dict[str, Any]:
     """The body as a JSON object. Raises 422 when it is not JSON or not an object."""
     text = await body_text(request)
     try:
-        value = json.loads(text)
+        value = fastjson.loads(text)
     except (ValueError, RecursionError) as exc:
         raise invalid([((), f"body is not valid JSON: {exc}")]) from exc
     if not isinstance(value, dict):

@@ -113,18 +113,31 @@ def _reason(context: grpc.ServicerContext) -> str:
 
 
 class ObservabilityInterceptor(grpc.ServerInterceptor):
-    """Counts, times and logs every unary RPC of the environment service."""
+    """Counts, times and logs every unary RPC of the environment service.
+
+    The counting handler of each method is built once, on its first call (issue 15: per-RPC
+    work is only the timing and the counter updates).
+    """
 
     def __init__(self, metrics: Metrics, prefix: str) -> None:
         self.metrics = metrics
         self.prefix = prefix
+        # id(handler) -> (handler, its counting twin); the handler is kept so the id stays its.
+        self._wrapped: dict[int, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
 
     def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = continuation(handler_call_details)
+        known = self._wrapped.get(id(handler))
+        if known is not None and known[0] is handler:
+            return known[1]
         full = handler_call_details.method
         if handler is None or not full.startswith(self.prefix) or handler.unary_unary is None:
             return handler
-        method = full.rsplit("/", 1)[1]
+        wrapped = self._counting(handler, full.rsplit("/", 1)[1])
+        self._wrapped[id(handler)] = (handler, wrapped)
+        return wrapped
+
+    def _counting(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         inner = handler.unary_unary
         metrics = self.metrics
         rpcs_ok = metrics.rpcs.labels(method, "OK")

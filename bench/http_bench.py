@@ -1,0 +1,392 @@
+"""Benchmark: server CPU per episode over the HTTP gateway, over gRPC, and the gRPC echo floor.
+
+Usage (README): ``.venv/bin/python bench/http_bench.py [--episodes N] [--levels 1,8,32]
+[--repeat R] [--out FILE]``
+
+One ``workplace-env serve --http-address`` process (the co-hosted gateway) and one echo server
+(a gRPC server whose one unary method does nothing) run side by side; for each concurrency
+level the same episode plan goes, in turn, through
+
+* **http**: the gateway, with the request shapes of NeMo Gym's agents: ``POST /seed_session``
+  with the whole dataset row (``responses_create_params`` with the 27 tool definitions, so
+  17-35 KB), one ``POST /<tool>`` per call, ``POST /verify`` with the row plus the Responses-API
+  ``response`` (``function_call`` and ``function_call_output`` items, the tools, a final
+  message), ``POST /close_session``; the session cookie carried by hand, one keep-alive
+  connection per client thread;
+* **grpc**: the SDK on the same plan (typed seed of the row, ``CallTool`` per call, ``Verify``
+  of the calls, ``CloseSession``);
+* **echo**: as many unary RPCs per episode as the grpc path makes, against the echo server
+  (the transport's floor in Python gRPC).
+
+For each it prints **server CPU ms per episode** (user + system time of the server process from
+``/proc/<pid>/stat``, so it holds on a shared machine) and the ratios http/grpc and grpc/echo,
+measured in the same run; ``--repeat`` runs every level that many times (the table shows each
+run). Clients run in 1 process at concurrency 1, 2 above, with threads up to the level.
+
+The plan is ``../shared/data/bench/episode_mix.jsonl`` on the WorkBench CSVs when present, else
+oracle episodes of generated tasks on the embedded default sandbox. Results go to
+``bench/results/http.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+from bench import ServerProcess, load_episodes  # noqa: E402  (bench/ is not a package)
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+COOKIE = "WorkbenchResourcesServer___workplace_assistant"
+ECHO_METHOD = "/bench.Echo/Nothing"
+console = Console()
+
+
+# -- the servers ---------------------------------------------------------------------------------
+
+
+class CoHostedServer(ServerProcess):
+    """``workplace-env serve --http-address`` in a subprocess: gRPC and HTTP ports."""
+
+    def __init__(self, data_dir: str | None) -> None:
+        cmd = [sys.executable, "-m", "workplace_env.cli", "serve", "--address", "127.0.0.1:0"]
+        cmd += ["--http-address", "127.0.0.1:0"]
+        if data_dir:
+            cmd += ["--data-dir", data_dir]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        lines = [self.proc.stderr.readline() if self.proc.stderr else "" for _ in range(2)]
+        if "serving on" not in lines[0] or "HTTP gateway on" not in lines[1]:
+            self.proc.kill()
+            raise RuntimeError(f"server did not start: {lines!r}")
+        self.port = int(lines[0].rsplit(":", 1)[1])
+        self.target = f"127.0.0.1:{self.port}"
+        self.http_port = int(lines[1].strip().rsplit(":", 1)[1])
+
+
+class EchoServer(ServerProcess):
+    """This file's ``--echo-server`` mode in a subprocess: the gRPC floor."""
+
+    def __init__(self, workers: int = 4) -> None:
+        cmd = [sys.executable, __file__, "--echo-server", "--workers", str(workers)]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        line = self.proc.stderr.readline() if self.proc.stderr else ""
+        if "echo on" not in line:
+            self.proc.kill()
+            raise RuntimeError(f"echo server did not start: {line!r}")
+        self.port = int(line.rsplit(":", 1)[1])
+        self.target = f"127.0.0.1:{self.port}"
+
+
+def serve_echo(workers: int) -> None:
+    """A gRPC server with one unary method that answers empty bytes; runs until killed."""
+    from concurrent import futures
+
+    import grpc
+
+    from workplace_env.server.app import server_options
+
+    def nothing(request: bytes, context: Any) -> bytes:
+        return b""
+
+    handler = grpc.method_handlers_generic_handler(
+        "bench.Echo", {"Nothing": grpc.unary_unary_rpc_method_handler(nothing)}
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=server_options())
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(f"echo on 127.0.0.1:{port}", file=sys.stderr, flush=True)
+    server.wait_for_termination()
+
+
+# -- the request shapes of NeMo Gym's agents ---------------------------------------------------
+
+
+def _tools() -> list[dict[str, Any]]:
+    from workplace_env.sandbox.tools import advertised_tools
+
+    return [{"type": "function", **t.schema} for t in advertised_tools()]
+
+
+def nemo_row(line: dict[str, Any], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """A NeMo Gym dataset row for a plan line: the task plus ``responses_create_params``."""
+    return {
+        "id": line["id"],
+        "category": line.get("category", ""),
+        "environment_name": "workplace_assistant",
+        "ground_truth": line["ground_truth"],
+        "responses_create_params": {
+            "input": [
+                {"role": "system", "content": line.get("system") or "Today is 2023-11-30."},
+                {"role": "user", "content": line.get("prompt") or f"Task {line['id']}"},
+            ],
+            "tools": tools,
+            "parallel_tool_calls": False,
+            "temperature": 1.0,
+        },
+    }
+
+
+def responses_output(calls: list[dict[str, Any]], outputs: list[str]) -> list[dict[str, Any]]:
+    """The Responses-API ``output`` of an agent that made ``calls`` and saw ``outputs``."""
+    items: list[dict[str, Any]] = []
+    for i, (call, output) in enumerate(zip(calls, outputs, strict=True)):
+        items.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{i}",
+                "call_id": f"call_{i}",
+                "name": call["name"],
+                "arguments": call["arguments"],
+                "status": "completed",
+            }
+        )
+        items.append({"type": "function_call_output", "call_id": f"call_{i}", "output": output})
+    items.append(
+        {
+            "type": "message",
+            "id": "msg_0",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
+        }
+    )
+    return items
+
+
+def verify_body(row: dict[str, Any], output: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        **row,
+        "response": {
+            "id": f"resp_{uuid.uuid4().hex}",
+            "object": "response",
+            "created_at": 1_764_547_200,
+            "model": "bench-model",
+            "status": "completed",
+            "output": output,
+            "parallel_tool_calls": False,
+            "tool_choice": "auto",
+            "tools": row["responses_create_params"]["tools"],
+            "temperature": 1.0,
+        },
+    }
+
+
+# -- client processes --------------------------------------------------------------------------
+
+
+class _Http:
+    """One keep-alive connection with a hand-carried session cookie."""
+
+    def __init__(self, port: int) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.cookie: str | None = None
+
+    def post(self, path: str, body: bytes) -> bytes:
+        headers = {"content-type": "application/json"}
+        if self.cookie:
+            headers["cookie"] = self.cookie
+        self.conn.request("POST", path, body, headers)
+        response = self.conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"{path}: {response.status} {data[:200]!r}")
+        set_cookie = response.getheader("set-cookie")
+        if set_cookie:
+            self.cookie = set_cookie.split(";", 1)[0]
+        return data
+
+
+def _http_episode(client: _Http, row: dict[str, Any], calls: list[dict[str, Any]]) -> None:
+    client.cookie = None
+    client.post("/seed_session", json.dumps(row).encode())
+    outputs = []
+    for call in calls:
+        body = client.post(f"/{call['name']}", call["arguments"].encode())
+        outputs.append(json.dumps(json.loads(body)["output"]))
+    body = json.dumps(verify_body(row, responses_output(calls, outputs))).encode()
+    answer = json.loads(client.post("/verify", body))
+    if answer["mask_sample"]:
+        raise RuntimeError(f"verify lost the session: {answer['failure_reason']}")
+    client.post("/close_session", b"{}")
+
+
+def _worker(
+    path: str, target: str, http_port: int, lines: list[dict[str, Any]], threads: int
+) -> int:
+    """Run ``lines`` on ``threads`` threads down ``path`` (http, grpc, echo); return RPCs made."""
+    import grpc
+
+    from workplace_env_client import EnvironmentClient
+
+    tools = _tools()
+    lock = threading.Lock()
+    queue = list(reversed(lines))
+
+    def take() -> dict[str, Any] | None:
+        with lock:
+            return queue.pop() if queue else None
+
+    def http_loop() -> None:
+        client = _Http(http_port)
+        while (line := take()) is not None:
+            _http_episode(client, nemo_row(line, tools), line["calls"])
+
+    def grpc_loop(env: EnvironmentClient) -> None:
+        while (line := take()) is not None:
+            row = nemo_row(line, tools)
+            sid, episode = f"b-{uuid.uuid4().hex}", (f"r{uuid.uuid4().hex[:12]}", 0)
+            env.seed(sid, episode, ("bench", str(line["id"])), row)
+            for call in line["calls"]:
+                env.call_tool_raw(sid, call["name"], call["arguments"])
+            env.verify(sid, line["calls"])
+            env.close_session(sid, episode)
+
+    def echo_loop(channel: grpc.Channel) -> None:
+        nothing = channel.unary_unary(ECHO_METHOD)
+        while (line := take()) is not None:
+            for _ in range(len(line["calls"]) + 3):
+                nothing(b"x" * 64, timeout=120)
+
+    if path == "grpc" or path == "echo":
+        env = EnvironmentClient(target, timeout_s=120)
+        loop, args = (grpc_loop, (env,)) if path == "grpc" else (echo_loop, (env.channel,))
+    else:
+        env, loop, args = None, http_loop, ()
+    pool = [threading.Thread(target=loop, args=args) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    if env is not None:
+        env.close()
+    return sum(len(line["calls"]) + 3 for line in lines)
+
+
+def run_path(
+    path: str,
+    server: ServerProcess,
+    http_port: int,
+    lines: list[dict[str, Any]],
+    concurrency: int,
+) -> dict[str, Any]:
+    """Run the plan down ``path`` at ``concurrency``; server CPU ms per episode."""
+    processes = 1 if concurrency == 1 else 2
+    threads = max(1, concurrency // processes)
+    shards = [lines[i::processes] for i in range(processes)]
+    cpu0, wall0 = server.cpu_s(), time.perf_counter()
+    with ProcessPoolExecutor(max_workers=processes) as pool:
+        requests = sum(
+            pool.map(
+                _worker,
+                [path] * processes,
+                [server.target] * processes,
+                [http_port] * processes,
+                shards,
+                [threads] * processes,
+            )
+        )
+    wall, cpu = time.perf_counter() - wall0, server.cpu_s() - cpu0
+    return {
+        "path": path,
+        "concurrency": concurrency,
+        "episodes": len(lines),
+        "requests_per_episode": requests / len(lines),
+        "episodes_per_s": len(lines) / wall,
+        "server_cpu_ms_per_episode": cpu / len(lines) * 1e3,
+        "server_rss_mb": server.rss_mb(),
+    }
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+
+def print_report(report: dict[str, Any]) -> None:
+    table = Table(title=f"server CPU ms per episode; plan: {report['source']}")
+    for col in ("conc.", "run", "http", "grpc", "echo", "http/grpc", "grpc/echo", "http ep/s"):
+        table.add_column(col, justify="right")
+    for run in report["runs"]:
+        http_, grpc_, echo = (run[p]["server_cpu_ms_per_episode"] for p in ("http", "grpc", "echo"))
+        table.add_row(
+            str(run["concurrency"]),
+            str(run["run"]),
+            f"{http_:.2f}",
+            f"{grpc_:.2f}",
+            f"{echo:.2f}",
+            f"{http_ / grpc_:.2f}",
+            f"{grpc_ / echo:.2f}",
+            f"{run['http']['episodes_per_s']:.0f}",
+        )
+    console.print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=None, help="WorkBench CSVs (default: ../shared's)")
+    parser.add_argument("--episodes", type=int, default=400, help="episodes per path and level")
+    parser.add_argument("--levels", default="1,8,32", help="concurrency levels")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each level")
+    parser.add_argument("--out", default=None, help="results file")
+    parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.echo_server:
+        serve_echo(args.workers)
+        return
+    from bench import SHARED
+
+    data_dir = args.data_dir
+    if data_dir is None and (SHARED / "workbench" / "emails.csv").exists():
+        data_dir = str(SHARED / "workbench")
+    lines, source = load_episodes(data_dir, args.episodes)
+    report: dict[str, Any] = {
+        "source": source,
+        "data_dir": data_dir,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "loadavg_at_start": os.getloadavg(),
+        },
+        "runs": [],
+    }
+    server, echo = CoHostedServer(data_dir), EchoServer()
+    try:
+        warm = lines[: min(50, len(lines))]
+        for path, srv in (("http", server), ("grpc", server), ("echo", echo)):
+            run_path(path, srv, server.http_port, warm, 4)
+        for level in (int(x) for x in args.levels.split(",")):
+            for run in range(1, args.repeat + 1):
+                entry: dict[str, Any] = {"concurrency": level, "run": run}
+                for path, srv in (("http", server), ("grpc", server), ("echo", echo)):
+                    entry[path] = run_path(path, srv, server.http_port, lines, level)
+                report["runs"].append(entry)
+                console.print(f"concurrency {level}, run {run}: done")
+    finally:
+        server.stop()
+        echo.stop()
+    out = Path(args.out or REPO / "bench" / "results" / "http.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print_report(report)
+    console.print(f"results: {out}")
+
+
+if __name__ == "__main__":
+    main()

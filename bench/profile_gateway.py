@@ -1,0 +1,140 @@
+"""Profile: where the co-hosted HTTP gateway spends its CPU (cProfile on thread CPU time).
+
+Usage: ``.venv/bin/python bench/profile_gateway.py [--episodes 400] [--concurrency 8]
+[--top 25]``
+
+A child process serves the gateway the way ``serve --http-address`` does (the store, the gRPC
+server, the gateway on its backend), with uvicorn in its main thread under cProfile timed by
+``time.thread_time`` (CPU, not wall clock, so waiting for a core on a shared machine does not
+count). ``http_bench.py``'s HTTP episodes run against it; then it prints the functions with the
+most own CPU time and the share of a few groups (HTTP server, FastAPI/Starlette, JSON, cookies,
+the backend and the environment). Only the event-loop thread is profiled: with the remote
+backend (a checkout from before issue 15) the SDK calls run on worker threads and the loopback
+gRPC server's work on its own threads, which this profile does not see.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+GROUPS = {
+    "HTTP server (uvicorn, httptools, event loop)": ("uvicorn/", "httptools", "asyncio/", "uvloop"),
+    "FastAPI / Starlette stack": ("fastapi/", "starlette/", "anyio/"),
+    "JSON": ("json/", "fastjson.py", "orjson"),
+    "cookies and tokens": ("cookies.py", "itsdangerous/", "hmac.py", "hashlib"),
+    "backend and gRPC messages": ("backend.py", "workplace_env_client/", "grpc/", "protobuf"),
+    "environment (servicer, store, tools, verify)": (
+        "server/servicer.py",
+        "server/convert.py",
+        "sessions.py",
+        "sandbox/",
+        "verify.py",
+        "model.py",
+        "prometheus_client/",
+    ),
+}
+
+
+def serve(out: str, data_dir: str | None) -> None:
+    """The child: serve until SIGTERM, profiling the gateway thread, then dump the stats."""
+    import uvicorn
+
+    from workplace_env.gateway import GatewaySettings, create_app
+    from workplace_env.gateway.serve import _config, bind_socket
+    from workplace_env.sandbox.load import load_sandbox
+    from workplace_env.server.app import start_server
+    from workplace_env.sessions import SessionStore
+    from workplace_env_client import EnvironmentClient
+
+    running = start_server(SessionStore(load_sandbox(data_dir)), "127.0.0.1:0")
+    sock = bind_socket("127.0.0.1:0")
+    try:
+        from workplace_env.gateway.backend import InProcessBackend
+
+        backend: object = InProcessBackend.of_server(running)
+    except ImportError:  # a checkout from before issue 15: the SDK over loopback gRPC
+        backend = EnvironmentClient(f"127.0.0.1:{running.port}")
+    app = create_app(backend, GatewaySettings())  # type: ignore[arg-type]
+    server = uvicorn.Server(_config(app, "warning", 1.0))
+    print(f"gateway on 127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr, flush=True)
+    # uvicorn re-raises the stop signal once drained: a no-op handler lets the stats be written
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    profile = cProfile.Profile(time.thread_time)
+    profile.enable()
+    server.run(sockets=[sock])
+    profile.disable()
+    profile.dump_stats(out)
+    running.stop(grace_s=0)
+
+
+def group_of(filename: str) -> str:
+    for name, needles in GROUPS.items():
+        if any(n in filename for n in needles):
+            return name
+    return "other"
+
+
+def report(stats_file: str, top: int) -> None:
+    stats = pstats.Stats(stats_file)
+    total = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
+    groups: dict[str, float] = {}
+    for (filename, _, _), value in stats.stats.items():  # type: ignore[attr-defined]
+        groups[group_of(filename)] = groups.get(group_of(filename), 0.0) + value[2]
+    print(f"gateway thread CPU: {total:.2f} s (own time by group)")
+    for name, seconds in sorted(groups.items(), key=lambda kv: -kv[1]):
+        print(f"  {seconds / total:6.1%}  {name}")
+    buffer = io.StringIO()
+    pstats.Stats(stats_file, stream=buffer).sort_stats("tottime").print_stats(top)
+    print(buffer.getvalue())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=400)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--out", default="/tmp/workplace-env-gateway.prof")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(args.out, args.data_dir)
+        return
+    import http_bench
+
+    from bench import SHARED, load_episodes
+
+    data_dir = args.data_dir
+    if data_dir is None and (SHARED / "workbench" / "emails.csv").exists():
+        data_dir = str(SHARED / "workbench")
+    lines, _ = load_episodes(data_dir, args.episodes)
+    cmd = [sys.executable, __file__, "--serve", "--out", args.out]
+    if data_dir:
+        cmd += ["--data-dir", data_dir]
+    child = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stderr.readline() if child.stderr else ""
+        if "gateway on" not in line:
+            raise RuntimeError(f"gateway did not start: {line!r}")
+        port = int(line.rsplit(":", 1)[1])
+        threads = max(1, args.concurrency // 2)
+        http_bench._worker("http", "", port, lines, threads)
+    finally:
+        child.send_signal(signal.SIGTERM)
+        child.wait(60)
+    report(args.out, args.top)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,234 @@
+"""The gateway's fast paths answer exactly as the slow ones (issue 15): the in-process backend
+as the SDK over gRPC (values and typed errors), orjson as the standard library (bytes), the
+cookie cache as a full signature check (expiry included)."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import math
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from starlette.responses import JSONResponse
+
+from workplace_env.gateway import CookieCodec, cookies, fastjson
+from workplace_env.gateway.backend import InProcessBackend, RemoteBackend
+from workplace_env.sandbox.load import load_sandbox
+from workplace_env.server.app import RunningServer, start_server
+from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env_client import EnvironmentClient, WorkplaceEnvError
+
+SEND = '{"recipient": "a@b.com", "subject": "s", "body": "b"}'
+
+
+# -- the two backends ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RunningServer]:
+    store = SessionStore(load_sandbox(None), SessionConfig(max_sessions=3))
+    running = start_server(store, "127.0.0.1:0")
+    yield running
+    running.stop(grace_s=0.5)
+
+
+@pytest.fixture(scope="module")
+def backends(server) -> Iterator[tuple[RemoteBackend, InProcessBackend]]:
+    with EnvironmentClient(f"127.0.0.1:{server.port}", timeout_s=20, max_attempts=1) as sdk:
+        yield RemoteBackend(sdk), InProcessBackend.of_server(server, max_message_bytes=4096)
+
+
+def outcome(fn, *args, **kwargs):
+    """A call's answer, or its typed error as comparable values."""
+    try:
+        return ("ok", fn(*args, **kwargs))
+    except WorkplaceEnvError as exc:
+        return (type(exc).__name__, exc.code, exc.reason, exc.violations, exc.retry_after_s)
+
+
+def episode_on(backend, sid: str) -> list:
+    """One episode with every kind of answer and error, ids made unique per backend."""
+    ep, task = (f"r-{sid}", 0), {"id": "t1", "ground_truth": [("email_send_email", SEND)]}
+    out = [
+        outcome(backend.seed, sid, ep, ("fast", "t1"), task),
+        outcome(backend.seed, sid, (f"other-{sid}", 0), ("fast", "t1"), task),  # conflict
+        outcome(backend.seed, sid, ep, ("fast", "t1"), {"id": "t1", "environment_name": "x"}),
+        outcome(backend.call_tool_raw, sid, "email_send_email", SEND, "c1"),
+        outcome(backend.call_tool_raw, sid, "email_send_email", SEND, "c1"),  # replay
+        outcome(backend.call_tool_raw, sid, "email_search_emails", "{}", "c1"),  # reused id
+        outcome(backend.call_tool_raw, sid, "no_such_tool", "{}"),
+        outcome(backend.call_tool_raw, sid, "email_search_emails", "[1]"),
+        outcome(backend.call_tool_raw, f"lost-{sid}", "email_search_emails", "{}"),
+        outcome(backend.call_tool_raw, "", "email_search_emails", "{}"),
+        outcome(backend.verify, sid, [("email_send_email", SEND)]),
+        outcome(backend.verify, sid, response_output="{"),
+        outcome(backend.verify, sid, response_output=[], ground_truth_json="3"),
+        outcome(backend.verify, f"lost-{sid}", []),
+        outcome(backend.close_session, sid, (f"other-{sid}", 0)),
+        outcome(backend.close_session, sid, ep),
+        outcome(backend.close_session, sid, ep),
+        outcome(backend.call_tool_raw, sid, "email_search_emails", "{}"),  # closed
+        outcome(backend.seed, sid, ep, ("fast", "t1"), task),  # closed
+        outcome(backend.seed_legacy, f"legacy-{sid}", {"id": "t2"}),
+        outcome(backend.close_session, f"legacy-{sid}", ("legacy", 0)),
+        outcome(backend.close_session, f"never-{sid}", ("legacy", 0)),
+        outcome(backend.list_tools),
+    ]
+
+    def scrub(value):  # the ids differ per backend by construction
+        return json.loads(json.dumps(value, default=repr).replace(sid, "SID"))
+
+    return [scrub(o) for o in out]
+
+
+def test_in_process_backend_answers_as_the_sdk_over_grpc(backends):
+    remote, local = backends
+    assert episode_on(local, uuid.uuid4().hex) == episode_on(remote, uuid.uuid4().hex)
+
+
+def test_in_process_backend_refuses_what_grpc_refuses(backends, server):
+    remote, local = backends
+    seeded = [f"cap-{i}" for i in range(3 - server.store.live_count())]
+    for sid in seeded:
+        remote.seed_legacy(sid, {"id": "t"})
+    try:
+        full = [outcome(b.seed_legacy, f"cap-x-{i}", {"id": "t"}) for i, b in enumerate(backends)]
+        assert full[0] == full[1] and full[0][0] == "CapacityError"
+        assert full[0][2] == "CAPACITY_EXHAUSTED"
+    finally:
+        for sid in seeded:
+            remote.close_session(sid, ("legacy", 0))
+    big = outcome(local.seed_legacy, "big", {"id": "t", "prompt": "x" * 5000})
+    assert big[0] == "CapacityError" and big[2] == ""  # gRPC's message limit: no reason
+
+
+def test_in_process_calls_are_counted_as_rpcs(server):
+    local = InProcessBackend.of_server(server)
+    counter = server.metrics.rpcs.labels("ListTools", "OK")
+    before = counter._value.get()
+    local.list_tools()
+    assert counter._value.get() == before + 1
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+
+TEXTS = [
+    '{"a": 1, "a": 2}',
+    '{"n": 123456789012345678901234567890, "m": -9223372036854775809}',
+    '{"f": [1e-05, 1e16, 0.1, -0.0, 1E5, 2.5e-324]}',
+    '{"nan": NaN, "inf": -Infinity, "big": 1e400}',
+    '{"s": "\\ud800 lone", "t": "\\u2028 é 😀 \\u0000"}',
+    "[" * 2000 + "]" * 2000,
+    '{"a": }',
+    "",
+    "  [1, 2]  ",
+]
+
+
+def _answer(fn, text):
+    try:
+        return ("ok", repr(fn(text)))
+    except RecursionError:
+        return ("RecursionError",)
+    except ValueError as exc:
+        return ("ValueError", str(exc))
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_loads_is_json_loads(text):
+    ctx = contextvars.copy_context()
+    assert ctx.run(_answer, fastjson.loads, text) == _answer(json.loads, text)
+
+
+def _starlette(content) -> bytes | str:
+    try:
+        return JSONResponse(content).body
+    except ValueError as exc:
+        return str(exc)
+
+
+def _fast(content) -> bytes | str:
+    try:
+        return fastjson.dumps(content)
+    except ValueError as exc:
+        return str(exc)
+
+
+@pytest.mark.parametrize("text", [t for t in TEXTS if _answer(json.loads, t)[0] == "ok"])
+def test_dumps_of_a_parsed_body_is_starlettes_bytes(text):
+    def parse_then_dump():
+        return _fast(fastjson.loads(text))
+
+    assert contextvars.copy_context().run(parse_then_dump) == _starlette(json.loads(text))
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON_VALUES)
+def test_dumps_of_any_parsed_body_is_starlettes_bytes(value):
+    text = json.dumps(value)
+
+    def parse_then_dump():
+        return _fast(fastjson.loads(text))
+
+    assert contextvars.copy_context().run(parse_then_dump) == _starlette(json.loads(text))
+
+
+@pytest.mark.parametrize("extra", [0.0, 1.0, 7, "text", None, True])
+def test_dumps_of_what_the_gateway_adds_is_starlettes_bytes(extra):
+    def run():
+        body = fastjson.loads('{"response": {"output": [], "temperature": 0.7}}')
+        return _fast({**body, "reward": extra})
+
+    assert contextvars.copy_context().run(run) == _starlette(
+        {"response": {"output": [], "temperature": 0.7}, "reward": extra}
+    )
+
+
+def test_after_a_nan_body_dumps_refuses_nan_as_starlette_does_or_passes_it_on_when_asked():
+    def run():
+        body = fastjson.loads('{"x": NaN}')  # only json.loads makes a NaN
+        return _fast(body), fastjson.dumps([math.inf, body["x"]], allow_nan=True)
+
+    refused, passed = contextvars.copy_context().run(run)
+    assert refused == _starlette({"x": math.nan}) and isinstance(refused, str)
+    assert passed == b"[Infinity,NaN]"
+
+
+# -- the cookie cache ----------------------------------------------------------------------------
+
+
+def test_a_cached_cookie_still_expires(monkeypatch):
+    codec = CookieCodec("k", max_age_s=100)
+    now = [1_800_000_000.0]
+    monkeypatch.setattr(cookies.time, "time", lambda: now[0])
+    monkeypatch.setattr("itsdangerous.timed.time.time", lambda: now[0])
+    value = codec.encode({"session_id": "s1"})
+    assert codec.decode(value) == {"session_id": "s1"}  # now cached
+    got = codec.decode(value)
+    got["session_id"] = "changed"  # the caller's copy, not the cache's
+    assert codec.decode(value) == {"session_id": "s1"}
+    now[0] += 101
+    assert codec.decode(value) == {}
+    assert CookieCodec("other", 100).decode(value) == {}
+
+
+def test_cookie_caches_stay_bounded():
+    codec = CookieCodec("k", max_age_s=100, cache_size=8)
+    for i in range(50):
+        assert codec.decode(codec.encode({"session_id": f"s{i}"})) == {"session_id": f"s{i}"}
+    assert len(codec._decoded) <= 8 and len(codec._encoded) <= 8
