@@ -31,6 +31,23 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+def fuzz_sample(stride: int, email_stride: int = 1) -> list[dict[str, Any]]:
+    """A fixed sample of the generated tool-call goldens (tool_calls_fuzz_public.jsonl), to bound
+    CI time: every ``email_stride``-th case that calls an email or directory tool (issue 14's
+    classes) and every ``stride``-th case. [] when the file is absent."""
+    sample = []
+    emails = 0
+    for i, case in enumerate(read_jsonl(GOLDENS / "tool_calls_fuzz_public.jsonl")):
+        if any(call["name"].startswith(("email_", "company_")) for call in case["calls"]):
+            emails += 1
+            if emails % email_stride == 0:
+                sample.append(case)
+                continue
+        if i % stride == 0:
+            sample.append(case)
+    return sample
+
+
 @pytest.fixture(scope="session")
 def workbench_tables() -> Iterator[BaseTables]:
     """The real WorkBench sandbox from ../shared (skips when absent)."""

@@ -24,13 +24,14 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import GOLDENS, WORKBENCH, needs_shared, read_jsonl
+from tests.conftest import GOLDENS, WORKBENCH, fuzz_sample, needs_shared, read_jsonl
 from workplace_env.gateway import TOKEN_HEADER, RunningGateway, start_gateway
 from workplace_env.gateway.backend import InProcessBackend
-from workplace_env.parity import outputs_match
+from workplace_env.parity import outputs_match, state_digests, state_mismatches
 from workplace_env_client import EnvironmentClient, InvalidRequestError
 
 TOOL_CASES = read_jsonl(GOLDENS / "tool_calls_public.jsonl")
+FUZZ_SAMPLE = fuzz_sample(stride=20, email_stride=8)  # run on both gateway backends
 VERIFY_CASES = read_jsonl(GOLDENS / "verify_cases_public.jsonl")
 ROLLOUTS = read_jsonl(WORKBENCH / "rollouts_public.jsonl")
 JSON_CT = {"content-type": "application/json"}
@@ -149,6 +150,19 @@ def test_tool_goldens_are_byte_identical_over_http_and_grpc(case, agent, workben
     for i, (call, grpc_text) in enumerate(zip(case["calls"], expected, strict=True)):
         where = f"call {i} {call['name']} {call['arguments'][:200]}"
         check_http_output(http_call(agent, call), grpc_text, call, where)
+
+
+@needs_shared
+@pytest.mark.parametrize("case", FUZZ_SAMPLE, ids=[c["case_id"] for c in FUZZ_SAMPLE])
+def test_generated_tool_goldens_are_byte_identical_over_http_and_grpc(
+    case, agent, workbench_client
+):
+    test_tool_goldens_are_byte_identical_over_http_and_grpc(case, agent, workbench_client)
+    # The cookie session's tables, read through the admin export, are the reference's.
+    session_id = agent.post("/session_token", json={}).json()["resources_session_id"]
+    exported = workbench_client.admin().export_sessions([session_id])
+    actual = state_digests(exported.snapshots[0].state_json)
+    assert state_mismatches(case["tables_after"], actual) == []
 
 
 @needs_shared

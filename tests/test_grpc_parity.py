@@ -1,15 +1,21 @@
 """Parity over the wire: every goldens file, rollout and task through the gRPC API.
 
 The same runner as ``workplace-env run`` (seed, CallTool per call, Verify, CloseSession), against a
-real server in this process, must reproduce every recorded output and reward.
+real server in this process, must reproduce every recorded output, table state (``tables_after``,
+read through the admin export) and reward. The generated tool-call goldens run as a fixed sample
+(:data:`FUZZ_SAMPLE`; all of them: ``workplace-env run`` on the file, see the README).
 """
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
-from tests.conftest import GOLDENS, WORKBENCH, needs_shared, read_jsonl
+from tests.conftest import GOLDENS, WORKBENCH, fuzz_sample, needs_shared, read_jsonl
 from workplace_env.runner import run_lines
+
+FUZZ_SAMPLE = fuzz_sample(stride=4)
 
 FILES = {
     "tool_calls": (GOLDENS / "tool_calls_public.jsonl", "recorded"),
@@ -32,6 +38,31 @@ def test_file_reproduces_reference_over_grpc(name, workbench_client):
     assert summary.mismatches == []
     if policy == "oracle":
         assert summary.mean_reward == 1.0
+
+
+@needs_shared
+def test_generated_tool_calls_reproduce_reference_over_grpc(workbench_client):
+    summary = run_lines(workbench_client, FUZZ_SAMPLE, policy="recorded", concurrency=4)
+    assert summary.episodes == len(FUZZ_SAMPLE)
+    assert summary.mismatches == []
+    assert summary.output_mismatches == summary.state_mismatches == 0
+
+
+@needs_shared
+def test_a_table_state_that_differs_is_a_state_mismatch(workbench_client):
+    case = next(c for c in FUZZ_SAMPLE if c["case_id"] == "fuzz-empty-email-send")
+    wrong = copy.deepcopy(case)
+    wrong["tables_after"]["email._emails"]["sha256"] = "0" * 64
+    wrong["tables_after"]["calendar._calendar_events"]["rows"] = 7
+    summary = run_lines(workbench_client, [case, wrong], policy="recorded")
+    assert summary.output_mismatches == 0 and summary.reward_mismatches == 0
+    assert summary.state_mismatches == 2
+    details = sorted(m.detail for m in summary.mismatches if m.kind == "state")
+    assert details == [
+        "calendar._calendar_events: rows 300 (expected 7)",
+        "email._emails: sha256 differs",
+    ]
+    assert summary.to_json()["state_mismatches"] == 2
 
 
 @needs_shared

@@ -307,12 +307,14 @@ def config_command(config: ConfigFile = None) -> None:
 
 def _print_summary(summary: RunSummary, title: str) -> None:
     table = Table(title=title)
-    for col in ("episodes", "mean reward", "output mismatches", "reward mismatches", "episodes/s"):
+    columns = ("episodes", "mean reward", "output mismatches", "state mismatches")
+    for col in (*columns, "reward mismatches", "episodes/s"):
         table.add_column(col, justify="right")
     table.add_row(
         str(summary.episodes),
         f"{summary.mean_reward:.4f}",
         str(summary.output_mismatches),
+        str(summary.state_mismatches),
         str(summary.reward_mismatches),
         f"{summary.episodes_per_s:.1f}",
     )
@@ -322,7 +324,7 @@ def _print_summary(summary: RunSummary, title: str) -> None:
 
 
 def _run_with_progress(
-    client: EnvironmentClient, lines: list, policy: str, concurrency: int
+    client: EnvironmentClient, lines: list, policy: str, concurrency: int, token: str | None = None
 ) -> RunSummary:
     with Progress(
         TextColumn("[progress.description]{task.description}"),
@@ -334,7 +336,12 @@ def _run_with_progress(
     ) as progress:
         bar = progress.add_task(f"{policy} episodes", total=len(lines))
         return run_lines(
-            client, lines, policy, concurrency, on_done=lambda _r: progress.advance(bar)
+            client,
+            lines,
+            policy,
+            concurrency,
+            on_done=lambda _r: progress.advance(bar),
+            admin_token=token or os.environ.get("WORKPLACE_ENV_ADMIN_TOKEN"),
         )
 
 
@@ -355,8 +362,15 @@ def run(
         Optional[Path],  # noqa: UP045
         typer.Option("--json-out", help="Write the summary as JSON here."),
     ] = None,
+    token: Annotated[
+        OptStr,
+        Opt(help="Admin token for the tables_after exports (also WORKPLACE_ENV_ADMIN_TOKEN)."),
+    ] = None,
 ) -> None:
-    """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch."""
+    """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch.
+
+    Lines with ``tables_after`` also have the session's tables compared (an admin export).
+    """
     if policy not in POLICIES:
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}[/red]")
         raise typer.Exit(2)
@@ -370,7 +384,7 @@ def run(
         raise typer.Exit(2)
     if target is not None:
         with EnvironmentClient(target) as client:
-            summary = _run_with_progress(client, lines, policy, concurrency)
+            summary = _run_with_progress(client, lines, policy, concurrency, token)
     else:
         with (
             _in_process_server(data_dir) as server,
@@ -380,7 +394,7 @@ def run(
     _print_summary(summary, f"{file.name} ({policy})")
     if json_out is not None:
         json_out.write_text(json.dumps(summary.to_json(), indent=2, default=str) + "\n")
-    if summary.output_mismatches or summary.reward_mismatches:
+    if summary.output_mismatches or summary.state_mismatches or summary.reward_mismatches:
         raise typer.Exit(1)
 
 

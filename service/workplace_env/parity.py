@@ -4,12 +4,23 @@ Objects compare as unordered maps, arrays in order, and integers, floats and boo
 distinct types (``20`` is not ``20.0``, ``1`` is not ``true``). For a call flagged
 ``unstable_ties`` (email search pages whose order among equal timestamps depends on numpy's
 unstable sort), the page's emails may come in any order.
+
+Table state is judged by :func:`table_digest` (the goldens' ``tables_after`` hash) over the
+tables a session exports (:func:`state_digests`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
+
+import pandas as pd
+
+from workplace_env.checkpoint.codec import decode_state
+from workplace_env.sandbox.table import Table
+from workplace_env.sandbox.tables import COLUMNS, TABLE_KEYS
 
 
 def json_values_equal(expected: Any, actual: Any) -> bool:
@@ -51,3 +62,48 @@ def outputs_match(expected: Any, actual: Any, unstable_ties: bool = False) -> bo
         elif not json_values_equal(e, a):
             return False
     return True
+
+
+# -- table state (``tables_after``) -----------------------------------------------------------
+
+
+def table_digest(frame: pd.DataFrame) -> str:
+    """SHA-256 (hex) of ``frame.to_csv(index=True)`` in UTF-8: the goldens' table hash.
+
+    Source: goldens README, ``tables_after`` (index labels, missing cells, float and bool forms
+    are all part of the text, so of the hash).
+    """
+    return hashlib.sha256(frame.to_csv(index=True).encode("utf-8")).hexdigest()
+
+
+def _shape_only(key: str) -> Table:
+    """An empty table with ``key``'s columns: all the state decoder needs to check columns."""
+    columns = COLUMNS[key]
+    return Table(columns, {c: [] for c in columns}, [], ("object",) * len(columns), None)
+
+
+def state_digests(state_json: str) -> dict[str, tuple[int, str]]:
+    """``{table key: (rows, sha256)}`` of an exported session (``SessionSnapshot.state_json``).
+
+    Raises ValueError (``CodecError``) when the state does not decode.
+    """
+    state = json.loads(state_json)
+    tables = decode_state(state, {key: _shape_only(key) for key in TABLE_KEYS})
+    return {key: (len(table), table_digest(table.to_frame())) for key, table in tables.items()}
+
+
+def state_mismatches(
+    expected: Mapping[str, Mapping[str, Any]], actual: Mapping[str, tuple[int, str]]
+) -> list[str]:
+    """The tables of ``expected`` (``{key: {"rows", "sha256"}}``) that ``actual`` does not match,
+    each as ``"<key>: rows R (expected E)"`` or ``"<key>: sha256 differs"`` (rows equal)."""
+    out = []
+    for key, want in expected.items():
+        got = actual.get(key)
+        if got is None:
+            out.append(f"{key}: missing")
+        elif got[0] != want.get("rows"):
+            out.append(f"{key}: rows {got[0]} (expected {want.get('rows')})")
+        elif got[1] != want.get("sha256"):
+            out.append(f"{key}: sha256 differs")
+    return out

@@ -9,7 +9,9 @@ data as it is:
 * rollouts and verify cases: ``function_calls``, ``ground_truth``, ``reward``;
 * tool-call goldens: ``calls`` with each recorded ``output`` (``http_status`` marks a body the
   reference refused, which must get INVALID_ARGUMENT here; ``unstable_ties`` marks pages whose
-  tied items may come in either order).
+  tied items may come in either order), and ``tables_after``: each table's rows and hash after
+  the calls, compared (recorded policy) through the admin export of the session before it is
+  verified (goldens README, :func:`workplace_env.parity.table_digest`).
 
 Policies: ``recorded`` makes the line's ``function_calls`` (or ``calls``); ``oracle`` makes its
 ``ground_truth``; ``perturbed`` drops or alters one ground-truth call (a policy that should
@@ -28,8 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from workplace_env.parity import outputs_match
-from workplace_env_client import EnvironmentClient, InvalidRequestError
+from workplace_env.parity import outputs_match, state_digests, state_mismatches
+from workplace_env_client import EnvironmentClient, InvalidRequestError, WorkplaceEnvError
 
 POLICIES = ("recorded", "oracle", "perturbed")
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
@@ -40,7 +42,7 @@ class Mismatch:
     """One disagreement with a recording: the line's case id, what, expected and actual."""
 
     case_id: str
-    kind: str  # "output" | "reward" | "error"
+    kind: str  # "output" | "state" | "reward" | "error"
     detail: str
     expected: Any = None
     actual: Any = None
@@ -55,6 +57,7 @@ class EpisodeResult:
     reward: float
     mismatches: list[Mismatch] = field(default_factory=list)
     output_mismatches: int = 0
+    state_mismatches: int = 0
     reward_mismatch: bool = False
 
 
@@ -67,6 +70,7 @@ class RunSummary:
     output_mismatches: int
     reward_mismatches: int
     episodes_per_s: float
+    state_mismatches: int
     mismatches: list[Mismatch]
     by_category: dict[str, tuple[int, float]]
 
@@ -76,6 +80,7 @@ class RunSummary:
             "episodes": self.episodes,
             "mean_reward": self.mean_reward,
             "output_mismatches": self.output_mismatches,
+            "state_mismatches": self.state_mismatches,
             "reward_mismatches": self.reward_mismatches,
             "episodes_per_s": self.episodes_per_s,
             "mismatches": [
@@ -156,10 +161,39 @@ def _call_mismatch(
     return None
 
 
+def _state_problems(
+    client: EnvironmentClient, session_id: str, expected: Any, admin_token: str | None
+) -> list[str]:
+    """The tables of the session that differ from ``expected`` (a line's ``tables_after``),
+    read through the admin export; a failed export is one problem naming why."""
+    if not isinstance(expected, dict):
+        return [f"tables_after is not an object: {type(expected).__name__}"]
+    try:
+        with client.admin(admin_token) as admin:
+            result = admin.export_sessions([session_id])
+        if not result.snapshots:
+            why = result.failures.get(session_id, "not held")
+            return [f"cannot export the session's tables: {why}"]
+        actual = state_digests(result.snapshots[0].state_json)
+    except (WorkplaceEnvError, ValueError) as exc:
+        return [f"cannot export the session's tables: {exc}"]
+    return state_mismatches(expected, actual)
+
+
 def run_episode(
-    client: EnvironmentClient, line: Mapping[str, Any], lineno: int, policy: str, seed: int = 0
+    client: EnvironmentClient,
+    line: Mapping[str, Any],
+    lineno: int,
+    policy: str,
+    seed: int = 0,
+    admin_token: str | None = None,
 ) -> EpisodeResult:
-    """Run one line as one episode through the gRPC API; compare with its recordings."""
+    """Run one line as one episode through the gRPC API; compare with its recordings.
+
+    Outputs and ``tables_after`` are compared under the recorded policy (the latter through
+    the admin service, with ``admin_token`` when the server wants one), rewards when the line
+    has one.
+    """
     case_id = case_id_of(line, lineno)
     if not any(key in line for key in ("ground_truth", "function_calls", "calls")):
         raise ValueError(
@@ -180,6 +214,11 @@ def run_episode(
             if problem is not None:
                 result.mismatches.append(Mismatch(case_id, "output", *problem))
                 result.output_mismatches += 1
+        if policy == "recorded" and "tables_after" in line:
+            problems = _state_problems(client, session_id, line["tables_after"], admin_token)
+            for problem in problems:
+                result.mismatches.append(Mismatch(case_id, "state", problem))
+            result.state_mismatches = len(problems)
         verify_kwargs: dict[str, Any] = {}
         if not isinstance(truth, list):
             verify_kwargs["ground_truth_json"] = json.dumps(truth)
@@ -202,10 +241,12 @@ def run_lines(
     concurrency: int = 1,
     seed: int = 0,
     on_done: Callable[[EpisodeResult], None] | None = None,
+    admin_token: str | None = None,
 ) -> RunSummary:
     """Run every line as an episode with ``concurrency`` in flight; summarise.
 
-    ``on_done`` is called once per finished episode (progress bars).
+    ``on_done`` is called once per finished episode (progress bars); ``admin_token`` is sent
+    with the exports that check ``tables_after``.
     """
     items = list(lines)
     started = time.perf_counter()
@@ -214,7 +255,7 @@ def run_lines(
     def one(pair: tuple[int, Mapping[str, Any]]) -> EpisodeResult:
         lineno, line = pair
         try:
-            res = run_episode(client, line, lineno, policy, seed)
+            res = run_episode(client, line, lineno, policy, seed, admin_token)
         except Exception as exc:  # one broken episode is a reported mismatch, not a crash
             case_id = case_id_of(line, lineno)
             res = EpisodeResult(case_id, str(line.get("category") or "uncategorised"), 0.0)
@@ -236,6 +277,7 @@ def run_lines(
         output_mismatches=sum(r.output_mismatches for r in results),
         reward_mismatches=sum(1 for r in results if r.reward_mismatch),
         episodes_per_s=len(results) / elapsed if elapsed > 0 else 0.0,
+        state_mismatches=sum(r.state_mismatches for r in results),
         mismatches=[m for r in results for m in r.mismatches],
         by_category={k: (len(v), sum(v) / len(v)) for k, v in sorted(by_category.items())},
     )

@@ -20,7 +20,7 @@ import re
 import warnings
 from collections.abc import Callable
 from itertools import compress, repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -208,34 +208,41 @@ def filtered_rows(tool: str, table: Table, filters: list[tuple[str, Any]]) -> An
 # -- paging ------------------------------------------------------------------------------------
 
 
-def paginate(
-    total_key: str, total: int, page: Any, page_size: Any, *, clamp_without_pages: bool = False
-) -> tuple[Any, Any, dict[str, Any]]:
-    """The reference's paging of ``total`` results: ``(start, end, pagination)``.
+class PageWindow(NamedTuple):
+    """Where one page of a result list starts and stops, and the ``pagination`` object to show.
 
-    Operation for operation, so odd values give its results or its exceptions: page size 0
-    divides by zero, a str fails on ``+``, a str page fails in ``min``, floats make slice indices
-    that fail when used. The page is clamped to ``[1, total_pages]``. ``pagination`` is
-    ``{total_key: total, page, page_size, total_pages}``.
-
-    The calendar and CRM searches take page 1 without comparing when there are no pages (a
-    negative page size); the email search always clamps, so ``min`` meets the page even then
-    (``clamp_without_pages=True``: a str page raises there and not in the others).
+    Unpacks as ``start, stop, pagination``; ``items[start:stop]`` is the page.
     """
-    total_pages = (total + page_size - 1) // page_size
-    page = max(1, min(page, total_pages)) if clamp_without_pages or total_pages > 0 else 1
-    start = (page - 1) * page_size
-    end = min(start + page_size, total)
-    pagination = {
-        total_key: total,
-        "page": page,
-        "page_size": page_size,
-        "total_pages": total_pages,
-    }
-    return start, end, pagination
+
+    start: Any
+    stop: Any
+    pagination: dict[str, Any]
 
 
-# -- helpers of the pandas implementations -----------------------------------------------------
+def paginate(total_key: str, total: int, page: Any, page_size: Any) -> PageWindow:
+    """The page window of the three paginated searches, with Python's own errors for odd values.
+
+    Observed behaviour (goldens README, ``fuzz_pagination``; REFERENCE.md f.3/f.9/f.24):
+
+    * page count = ceiling of ``total / page_size`` computed as ``(total + page_size - 1) //
+      page_size``: a str or list size fails on the ``+`` (``unsupported operand type(s) for +:
+      'int' and 'str'``), 0 or false on the ``//`` (``integer division or modulo by zero``), a
+      negative size gives a count of 1 for one hit and a negative count for more;
+    * when the count is positive the page is clamped into ``[1, count]``, lowest bound last
+      (``max(1, min(page, count))``: a str page fails with ``'<' not supported between
+      instances of 'int' and 'str'``); when it is not (no hits, negative sizes) the page is 1,
+      whatever was sent;
+    * the window is ``[(page - 1) * size, that + size)``: a float page or size that survives
+      the clamp makes the caller's slice fail (``slice indices must be integers ...``);
+    * ``pagination`` reports the total, the clamped page, the size as sent and the count.
+
+    Raises TypeError or ZeroDivisionError with those texts; the callers word them.
+    """
+    pages = (total + page_size - 1) // page_size
+    shown = max(1, min(page, pages)) if pages > 0 else 1
+    start = (shown - 1) * page_size
+    pagination = {total_key: total, "page": shown, "page_size": page_size, "total_pages": pages}
+    return PageWindow(start, start + page_size, pagination)
 
 
 def frame_records(frame: pd.DataFrame, rows: Any = slice(None)) -> list[dict[str, Any]]:

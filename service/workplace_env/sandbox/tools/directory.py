@@ -33,15 +33,17 @@ def find_email_address(tables: SessionTables, name: str = "") -> list[str] | str
 
     The name is a case-insensitive Python regular expression (``"(?=a)"`` is valid, ``"("`` raises
     ``re.error``, which the caller turns into the tool error string). Returns a list of strings
-    (possibly empty) or ``"Name not provided."`` for an empty name. A non-string name raises
-    ``'<type>' object has no attribute 'lower'`` (the reference lower-cases it first).
+    (possibly empty) or ``"Name not provided."`` for an empty name. Any name that is not a
+    string, falsy ones (``0``, ``false``, ``[]``, ``{}``) included, raises ``'<type>' object has
+    no attribute 'lower'``: the name is lower-cased before it is checked (observed on the
+    reference; a JSON null is dropped by the route, leaving the default ``""``).
     """
-    if not name:
-        return "Name not provided."
-    # The reference lower-cases the name before using it as a pattern (hence the AttributeError
-    # text for numbers and lists) and matches it ignoring case, as pandas' str.contains(case=False)
+    # The lower-cased name is then matched ignoring case, as pandas' str.contains(case=False)
     # does: re.search with re.IGNORECASE (so the Kelvin sign matches "k").
-    pattern = re.compile(name.lower(), flags=re.IGNORECASE)
+    lowered = name.lower()
+    if not lowered:
+        return "Name not provided."
+    pattern = re.compile(lowered, flags=re.IGNORECASE)
     addresses = tables[DIRECTORY]["email_address"].tolist()
     return [address for address in addresses if pattern.search(address) is not None]
 
@@ -50,14 +52,14 @@ def find_email_address(tables: SessionTables, name: str = "") -> list[str] | str
 def find_email_address_fast(tables: SessionTables, name: Any = "") -> Any:
     """The same search on the plain table, for a string ``name``.
 
-    Handles any falsy name ("Name not provided.") and every string that compiles as a pattern.
-    Falls back for a non-string name (the reference's AttributeError text), a pattern ``re``
-    rejects (its error text), and a directory with a missing cell.
+    Handles the empty name ("Name not provided.") and every string that compiles as a pattern.
+    Falls back for a non-string name, falsy or not (the reference's AttributeError text), a
+    pattern ``re`` rejects (its error text), and a directory with a missing cell.
     """
-    if not name:
-        return "Name not provided."
     if type(name) is not str:
         return FALLBACK
+    if not name:
+        return "Name not provided."
     table = tables.table(DIRECTORY)
     if not table.text_only:
         return FALLBACK

@@ -124,6 +124,18 @@ def _id_mask(frame: pd.DataFrame, email_id: Any) -> np.ndarray:
     return (frame[_ID] == email_id).to_numpy()
 
 
+def _listed(frame: pd.DataFrame, email_id: Any) -> bool:
+    """Whether ``email_id`` is among the ids, tested the way numpy's ``in`` tests an array.
+
+    Delete, forward and reply check this before they look the row up (observed on the
+    reference): the id is compared with the whole column element by element, with numpy's
+    broadcasting. So a list of one id stands for that id, and a list of any other length
+    (except the row count) raises ``operands could not be broadcast together with shapes
+    (500,) (2,) ``; a number, bool or dict is simply absent.
+    """
+    return bool(email_id in frame[_ID].to_numpy(dtype=object))
+
+
 def _find(frame: pd.DataFrame, email_id: Any) -> int | None:
     """Position of the first row whose id equals ``email_id``, or None."""
     matches = np.flatnonzero(_id_mask(frame, email_id))
@@ -568,11 +580,16 @@ def search_emails(
     ``"No emails found."``, or ``"Error searching emails: <e>"``. Words are plain substrings of
     ``"<subject> <body> <sender/recipient>"`` (lower-cased). Date bounds are inclusive by calendar
     day and parsed with ``pd.Timestamp``; the query filter runs first, so a bad date with no
-    query match is just ``"No emails found."``. Paging is the reference's arithmetic, unguarded.
+    query match is just ``"No emails found."``. Paging (:func:`paginate`) is computed whether or
+    not anything matched (as the CRM search does, not the calendar's), so a page size of 0 or a
+    string is an error even with no hit (observed on the reference). On a table with no rows at
+    all, any string query fails with ``'sent_datetime'`` (the reference's KeyError, observed).
     """
     try:
         words = query.lower().split()
         frame = tables[EMAILS]
+        if not len(frame):
+            raise KeyError(_DATETIME)
         matched = list(range(len(frame)))
         if words:
             texts = _search_texts(
@@ -580,34 +597,35 @@ def search_emails(
             )
             for word in words:  # every word must occur: narrow the candidates word by word
                 matched = [i for i in matched if word in texts[i]]
-        if not matched:
-            # Inferred from the goldens: no date is parsed when the query matches nothing.
-            return "No emails found."
-        sent = frame[_DATETIME].tolist()
-        if len(matched) < len(sent):
-            sent = [sent[i] for i in matched]
-        stamps = _timestamps(sent)
-        # Sort all query matches before the date filter: that fixes the order among ties.
-        order = _newest_first(stamps)
-        positions = np.array(matched, dtype=np.intp)[order]
-        stamps = stamps[order]
-        days = stamps.astype("datetime64[D]")
-        keep = np.ones(len(positions), dtype=bool)
-        if date_min:
-            keep &= days >= np.datetime64(pd.Timestamp(date_min).date(), "D")
-        if date_max:
-            keep &= days <= np.datetime64(pd.Timestamp(date_max).date(), "D")
-        selected = positions[keep].tolist()
+        selected = _dated(frame, matched, date_min, date_max) if matched else []
+        start, end, pagination = paginate("total_emails", len(selected), page, page_size)
         if not selected:
             return "No emails found."
-        # The reference's paging, including what it does with 0, negatives, floats and strings;
-        # unlike calendar and CRM it clamps the page even when there are no pages.
-        start, end, pagination = paginate(
-            "total_emails", len(selected), page, page_size, clamp_without_pages=True
-        )
         return {"emails": frame_records(frame, selected[start:end]), "pagination": pagination}
     except Exception as exc:
         return f"Error searching emails: {exc}"
+
+
+def _dated(frame: pd.DataFrame, matched: list[int], date_min: Any, date_max: Any) -> list[int]:
+    """The positions ``matched`` newest first, those outside the date bounds left out.
+
+    Only called with matches: no date is parsed when the query matches nothing (goldens).
+    """
+    sent = frame[_DATETIME].tolist()
+    if len(matched) < len(sent):
+        sent = [sent[i] for i in matched]
+    stamps = _timestamps(sent)
+    # Sort all query matches before the date filter: that fixes the order among ties.
+    order = _newest_first(stamps)
+    positions = np.array(matched, dtype=np.intp)[order]
+    stamps = stamps[order]
+    days = stamps.astype("datetime64[D]")
+    keep = np.ones(len(positions), dtype=bool)
+    if date_min:
+        keep &= days >= np.datetime64(pd.Timestamp(date_min).date(), "D")
+    if date_max:
+        keep &= days <= np.datetime64(pd.Timestamp(date_max).date(), "D")
+    return positions[keep].tolist()
 
 
 @fast_path("email_search_emails")
@@ -621,26 +639,26 @@ def search_emails_fast(
 ) -> Any:
     """The search through the table's :class:`_SearchIndex`, for a string query.
 
-    A query that matches nothing is "No emails found." whatever the other arguments (pandas
-    reads them only for matches). Otherwise handles int ``page`` (any value: it is clamped),
-    int ``page_size`` >= 1 and date bounds that are falsy or ``"YYYY-MM-DD"`` /
-    ``"YYYY-MM-DD HH:MM:SS"`` strings. Falls back for a non-string query, any other page, size
-    or date (bools, floats, strings for pages, other date layouts), a matched row whose
-    ``sent_datetime`` is not ``"YYYY-MM-DD HH:MM:SS"``, and a table that is not text-only.
+    Handles int ``page`` (any value: it is clamped), int ``page_size`` >= 1 (with other page
+    values even "no hit" is pandas' to word: paging comes first) and date bounds that are
+    falsy or ``"YYYY-MM-DD"`` / ``"YYYY-MM-DD HH:MM:SS"`` strings. Falls back for a non-string
+    query, any other page, size or date (bools, floats, strings for pages, other date
+    layouts), a matched row whose ``sent_datetime`` is not ``"YYYY-MM-DD HH:MM:SS"``, and a
+    table that is not text-only.
     """
     if type(query) is not str:
         return FALLBACK
     table = text_table(tables, EMAILS)
-    if table is None:
+    if table is None or not table.index:  # an empty table's error text is pandas' to give
         return FALLBACK
     index = _search_index(tables, table)
     positions = index.newest_first(query.lower().split())
     if positions is _UNSURE:
         return FALLBACK
-    if not len(positions):
-        return "No emails found."
     if type(page) is not int or type(page_size) is not int or page_size <= 0:
         return FALLBACK
+    if not len(positions):
+        return "No emails found."
     low = high = None
     if date_min:
         low = _bound_day(date_min) if type(date_min) is str else None
@@ -662,16 +680,24 @@ def search_emails_fast(
     if stop - first <= 0:
         return "No emails found."
     start, end, pagination = paginate("total_emails", stop - first, page, page_size)
-    page_rows = positions[first + start : first + end].tolist()
+    page_rows = positions[first:stop][start:end].tolist()
     return {"emails": table.records(page_rows), "pagination": pagination}
 
 
-def _max_id(frame: pd.DataFrame) -> Any:
-    """``frame["email_id"].max()``: the lexicographic max of the (string) ids."""
+def _new_id(frame: pd.DataFrame) -> str:
+    """The id a send gives its email: one more than the largest id, not zero-padded.
+
+    The largest id is the lexicographic max of the (string) ids, so ``"00000499"`` gives
+    ``"500"``, and then ``"500"`` is the max, giving ``"501"`` (REFERENCE.md c.7). An empty
+    table gives ``"1"`` (goldens, ``fuzz-empty-email-send``), unlike the calendar, task and
+    customer tables, whose creates fail there. Raises like ``int()`` for a non-numeric max.
+    """
+    if not len(frame):
+        return "1"
     ids = frame[_ID].tolist()
-    if ids and all(type(i) is str for i in ids):
-        return max(ids)  # same answer as pandas, without its reduction overhead
-    return frame[_ID].max()
+    # The max of all-string ids is pandas' answer, without its reduction overhead.
+    top = max(ids) if all(type(i) is str for i in ids) else frame[_ID].max()
+    return str(int(top) + 1)
 
 
 def _append(frame: pd.DataFrame, row: list[Any]) -> pd.DataFrame:
@@ -723,9 +749,7 @@ def send_email(
         return "Invalid recipient email address."
     try:
         frame = tables[EMAILS]
-        # The max id is lexicographic and the new id is not zero-padded: "00000499" -> "500",
-        # then "500" is the max, so "501" (REFERENCE.md c.7).
-        email_id = str(int(_max_id(frame)) + 1)
+        email_id = _new_id(frame)
         row = [email_id, "outbox", recipient.lower(), subject, SENT_DATETIME, body]
         tables[EMAILS] = _append(frame, row)
         return "Email sent successfully."
@@ -751,10 +775,11 @@ def send_email_fast(
     table = text_table(tables, EMAILS)
     if table is None:
         return FALLBACK
-    # The new id as the pandas path computes it, not zero-padded; any failure there (an empty
-    # table, a missing or non-numeric max id) is left to pandas. The table ends as
+    # The new id as the pandas path computes it (:func:`_new_id`: "1" on an empty table); a
+    # missing or non-numeric max id is left to pandas. The table ends as
     # Table.from_frame stores the appended frame: labels 0..n with a RangeIndex, all text.
-    email_id = next_id(table.data[_ID], zero_pad=False)
+    ids = table.data[_ID]
+    email_id = next_id(ids, zero_pad=False) if ids else "1"
     if email_id is None:
         return FALLBACK
     row = (email_id, "outbox", recipient.lower(), subject, SENT_DATETIME, body)
@@ -786,10 +811,9 @@ def delete_email(tables: SessionTables, email_id: Any = None) -> str:
         return "Email ID not provided."
     try:
         frame = tables[EMAILS]
-        mask = _id_mask(frame, email_id)
-        if not mask.any():
+        if not _listed(frame, email_id):
             return "Email not found."
-        tables[EMAILS] = frame[~mask]
+        tables[EMAILS] = frame[~_id_mask(frame, email_id)]
         return "Email deleted successfully."
     except Exception as exc:
         return f"Error deleting email: {exc}"
@@ -864,6 +888,10 @@ def forward_email(tables: SessionTables, email_id: Any = None, recipient: Any = 
         return "Invalid recipient email address."
     try:
         frame = tables[EMAILS]
+        if not _listed(frame, email_id):
+            return "Email not found."
+        # The forward lower-cases the address itself, so a failure there is its own error.
+        recipient = recipient.lower()
         position = _find(frame, email_id)
         if position is None:
             return "Email not found."
@@ -932,6 +960,8 @@ def reply_email(tables: SessionTables, email_id: Any = None, body: Any = None) -
         return "Email ID or body not provided."
     try:
         frame = tables[EMAILS]
+        if not _listed(frame, email_id):
+            return "Email not found."
         position = _find(frame, email_id)
         if position is None:
             return "Email not found."
