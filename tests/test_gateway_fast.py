@@ -5,6 +5,7 @@ cookie cache as a full signature check (expiry included)."""
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import math
 import uuid
@@ -15,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.responses import JSONResponse
 
+from workplace_env import wire
 from workplace_env.gateway import CookieCodec, cookies, fastjson
 from workplace_env.gateway.backend import InProcessBackend, RemoteBackend
 from workplace_env.sandbox.load import load_sandbox
@@ -138,10 +140,15 @@ def _answer(fn, text):
         return ("ValueError", str(exc))
 
 
+@pytest.mark.parametrize("constants", [False, True])
 @pytest.mark.parametrize("text", TEXTS)
-def test_loads_is_json_loads(text):
+def test_loads_is_the_wire_rule_over_json_loads(text, constants):
+    """Same refusals as wire.loads (issue 13), and json.loads' value for what it accepts."""
     ctx = contextvars.copy_context()
-    assert ctx.run(_answer, fastjson.loads, text) == _answer(json.loads, text)
+    mine = ctx.run(_answer, functools.partial(fastjson.loads, constants=constants), text)
+    assert mine == _answer(functools.partial(wire.loads, constants=constants), text)
+    if mine[0] == "ok":
+        assert mine == _answer(json.loads, text)
 
 
 def _starlette(content) -> bytes | str:
@@ -158,10 +165,13 @@ def _fast(content) -> bytes | str:
         return str(exc)
 
 
-@pytest.mark.parametrize("text", [t for t in TEXTS if _answer(json.loads, t)[0] == "ok"])
+@pytest.mark.parametrize(
+    "text",
+    [t for t in TEXTS if _answer(functools.partial(wire.loads, constants=True), t)[0] == "ok"],
+)
 def test_dumps_of_a_parsed_body_is_starlettes_bytes(text):
-    def parse_then_dump():
-        return _fast(fastjson.loads(text))
+    def parse_then_dump():  # constants=True: what the tool route accepts
+        return _fast(fastjson.loads(text, constants=True))
 
     assert contextvars.copy_context().run(parse_then_dump) == _starlette(json.loads(text))
 
