@@ -305,7 +305,8 @@ def test_cli_writes_rollouts_summary_and_plot_then_resumes(server, tmp_path, api
     args = [
         "run", str(tasks_file), "--policy", "model", "--api", api, "--model", "stand-in",
         "--api-key-env", "STANDIN_KEY", "--max-retries", "2", "--concurrency", "2",
-        "--target", f"127.0.0.1:{server.port}", "--out", str(out),
+        "--target", f"127.0.0.1:{server.port}", "--out", str(out), "--max-output-tokens", "64",
+        "--temperature", "0.5",
     ]  # fmt: skip
     with StandInModel(scripts) as standin:
         first = _run_cli([*args, "--base-url", standin.base_url])
@@ -319,7 +320,10 @@ def test_cli_writes_rollouts_summary_and_plot_then_resumes(server, tmp_path, api
         second = _run_cli([*args, "--base-url", standin.base_url])
         assert second.exit_code == 0, second.output
         assert "played 1, skipped 2" in second.output
-        assert len(standin.scripts[tasks[0]["prompt"]].requests) == len(_playback(tasks[0], api))
+        requests = standin.scripts[tasks[0]["prompt"]].requests
+        assert len(requests) == len(_playback(tasks[0], api))
+        tokens = "max_output_tokens" if api == "responses" else "max_tokens"
+        assert all(r[tokens] == 64 and r["temperature"] == 0.5 for r in requests)
     lines = read_rollouts(out)
     assert len(out.read_text().splitlines()) == 3
     by_id = {line["id"]: line for line in lines}

@@ -304,6 +304,9 @@ def run(
         int, _model_opt("Retries with exponential backoff on 429, 5xx, timeouts.", min=0)
     ] = 4,
     temperature: Annotated[OptFloat, _model_opt("Sampling temperature [endpoint default].")] = None,
+    max_output_tokens: Annotated[
+        OptInt, _model_opt("Tokens per model answer at most [endpoint default].", min=1)
+    ] = None,
     repeats: Annotated[int, _model_opt("Rollouts per task.", min=1)] = 1,
     out: Annotated[
         Optional[Path],  # noqa: UP045
@@ -341,6 +344,7 @@ def run(
             timeout,
             max_retries,
             temperature,
+            max_output_tokens,
             repeats,
             out or Path(f"{file.stem}_rollouts.jsonl"),
             concurrency,

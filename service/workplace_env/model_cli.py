@@ -38,6 +38,7 @@ class ModelRunOptions:
     timeout_s: float
     max_retries: int
     temperature: float | None
+    max_output_tokens: int | None
     repeats: int
     out: Path
     concurrency: int
@@ -105,7 +106,11 @@ def run_model_policy(
             )
         except ImportError as exc:
             raise _fail(console, str(exc)) from exc
-    request_options = {} if options.temperature is None else {"temperature": options.temperature}
+    request_options: dict[str, Any] = {}
+    if options.temperature is not None:
+        request_options["temperature"] = options.temperature
+    if options.max_output_tokens is not None:
+        request_options["max_output_tokens"] = options.max_output_tokens
     policy = ModelPolicy(
         model=options.model,
         api=options.api,  # type: ignore[arg-type]
