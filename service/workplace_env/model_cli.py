@@ -18,6 +18,7 @@ from workplace_env.model_runs import (
     collect_rollouts,
     materialized_inputs_path,
     read_rollouts,
+    short_category,
     summarise,
     write_plot,
     write_summary,
@@ -53,19 +54,19 @@ def print_summary(summary: Sequence[CategorySummary], title: str) -> None:
     """The per-category table on stdout."""
     table = Table(
         title=title,
-        caption="pass rate and side effects over unmasked episodes; validity: share of the "
+        caption="pass rate and side effects over unmasked episodes; valid calls: share of the "
         "model's tool calls that ran; side effects: a table no ground-truth call writes ends "
         "different",
     )
     table.add_column("category", no_wrap=True)
-    for col in ("episodes", "masked", "pass rate", "mean turns", "tool calls", "validity"):
+    for col in ("episodes", "masked", "pass\nrate", "mean\nturns", "tool\ncalls", "valid\ncalls"):
         table.add_column(col, justify="right")
-    table.add_column("side effects", justify="right")
+    table.add_column("side\neffects", justify="right")
     for s in summary:
         if s.category == "all":
             table.add_section()
         table.add_row(
-            s.category,
+            short_category(s.category),
             str(s.episodes),
             str(s.masked),
             f"{s.pass_rate:.3f}",

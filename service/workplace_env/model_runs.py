@@ -190,6 +190,18 @@ def side_effect_tables(line: Mapping[str, Any]) -> list[str]:
     return [t["table"] for t in tables if not t.get("equal", True) and t["table"] not in asked]
 
 
+_SHORT_CATEGORY = {
+    "customer_relationship_manager": "crm",
+    "project_management": "project mgmt",
+    "multi_domain": "multi-domain",
+}
+
+
+def short_category(category: str) -> str:
+    """A category's name in tables and plots (``customer_relationship_manager`` -> ``crm``)."""
+    return _SHORT_CATEGORY.get(category, category)
+
+
 @dataclass
 class CategorySummary:
     """One category's figures (``pass_rate`` and rates over unmasked episodes)."""
@@ -265,7 +277,7 @@ def write_plot(summary: list[CategorySummary], out: Path, title: str) -> Path | 
     except ImportError:
         return None
     path = plot_path(out)
-    names = [s.category for s in summary]
+    names = [short_category(s.category) for s in summary]
     rates = [s.pass_rate for s in summary]
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(names)), 3.6))
     bars = ax.bar(names, rates, color=["#4c72b0"] * (len(names) - 1) + ["#55a868"])
@@ -280,7 +292,7 @@ def write_plot(summary: list[CategorySummary], out: Path, title: str) -> Path | 
     ax.set_ylim(0, 1.1)
     ax.set_ylabel("pass rate (reward 1.0)")
     ax.set_title(title, fontsize=10)
-    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+    plt.setp(ax.get_xticklabels(), rotation=30, ha="right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
