@@ -411,3 +411,61 @@ def test_rollout_lines_validate_as_nemo_gym_verify_responses(server, env, api, t
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[0] == "1.0"
+
+
+@pytest.mark.skipif(
+    not Path(os.environ.get("WORKPLACE_ENV_NEMO_VENV", "/nonexistent"), "bin", "python").exists(),
+    reason="set WORKPLACE_ENV_NEMO_VENV to a NeMo Gym 0.7.0 venv to re-verify with NeMo Gym",
+)
+def test_nemo_gym_reverification_accepts_the_rollouts(server, tmp_path):
+    """NeMo Gym's own re-verification (e2e/nemo_reverify.py) pairs the rollouts file with its
+    materialized inputs, posts each to our gateway's /verify, and gets every reward back."""
+    import subprocess
+    import urllib.request
+
+    from workplace_env.gateway import start_gateway
+
+    gateway = start_gateway(f"127.0.0.1:{server.port}", "127.0.0.1:0")
+    try:
+        with urllib.request.urlopen(f"{gateway.url}/reverify_mode", timeout=10) as answer:
+            if json.loads(answer.read()) != "stateless":
+                pytest.skip("the gateway does not offer stateless re-verification (issue 12)")
+        tasks = [_crm_multi(server), _crm_single(server), _no_change(server)]
+        tasks_file = tmp_path / "tasks.jsonl"
+        tasks_file.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+        out = tmp_path / "rollouts.jsonl"
+        scripts = {
+            tasks[0]["prompt"]: _playback(tasks[0], "responses"),
+            tasks[1]["prompt"]: [Calls([("email_send_email", SPURIOUS_EMAIL)]), Text()],
+            tasks[2]["prompt"]: [Text("Nothing to change.")],
+        }
+        with StandInModel(scripts) as standin:
+            result = _run_cli(
+                [
+                    "run",
+                    str(tasks_file),
+                    "--policy",
+                    "model",
+                    "--model",
+                    "stand-in",
+                    "--base-url",
+                    standin.base_url,
+                    "--target",
+                    f"127.0.0.1:{server.port}",
+                    "--out",
+                    str(out),
+                ]
+            )
+        assert result.exit_code == 0, result.output
+        python = Path(os.environ["WORKPLACE_ENV_NEMO_VENV"], "bin", "python")
+        script = Path(__file__).resolve().parents[1] / "e2e" / "nemo_reverify.py"
+        done = subprocess.run(
+            [str(python), str(script), "--gateway", gateway.url, "--rollouts", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert "3 agree, 0 differ" in done.stdout
+    finally:
+        gateway.stop(timeout_s=2)
