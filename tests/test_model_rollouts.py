@@ -469,3 +469,35 @@ def test_nemo_gym_reverification_accepts_the_rollouts(server, tmp_path):
         assert "3 agree, 0 differ" in done.stdout
     finally:
         gateway.stop(timeout_s=2)
+
+
+def test_cli_masks_an_episode_whose_seed_is_refused_and_goes_on(server, tmp_path):
+    good = _no_change(server)
+    refused = {**_crm_single(server), "environment_name": "some_other_env"}
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text(json.dumps(refused) + "\n" + json.dumps(good) + "\n")
+    out = tmp_path / "rollouts.jsonl"
+    with StandInModel({good["prompt"]: [Text("Nothing to change.")]}) as standin:
+        result = _run_cli(
+            [
+                "run",
+                str(tasks_file),
+                "--policy",
+                "model",
+                "--model",
+                "stand-in",
+                "--base-url",
+                standin.base_url,
+                "--target",
+                f"127.0.0.1:{server.port}",
+                "--out",
+                str(out),
+            ]
+        )
+    assert result.exit_code == 0, result.output
+    by_id = {line["id"]: line for line in read_rollouts(out)}
+    bad = by_id[refused["id"]]
+    assert bad["mask_sample"] and bad["failure_kind"] == "workplace_env:environment_error"
+    assert "environment_name" in bad["failure_reason"]
+    assert bad["response"]["output"] == [] and bad["response"]["object"] == "response"
+    assert by_id[good["id"]]["reward"] == 1.0

@@ -479,8 +479,20 @@ def _finish(
         tool_calls=dialogue.tool_calls,
         invalid_tool_calls=dialogue.invalid_tool_calls,
         tables=verified.tables,
-        seconds=time.perf_counter() - started,
+        seconds=time.perf_counter() - started if started else 0.0,
     )
+
+
+def failed_rollout(
+    row: Mapping[str, Any],
+    params: dict[str, Any],
+    policy: ModelPolicy,
+    kind: str,
+    reason: str,
+) -> Rollout:
+    """A masked rollout for an episode that could not be played at all (e.g. its seed was
+    refused): an empty response, reward 0, ``failure_kind`` ``kind``."""
+    return _finish(row, params, _Dialogue(params, policy), None, EpisodeFailure(kind, reason), 0.0)
 
 
 def _task_row(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -141,7 +141,7 @@ def run_model_policy(
             )
         except OSError as exc:
             raise _fail(console, f"cannot write {options.out}: {exc}") from exc
-    rollouts = read_rollouts(options.out)
+    rollouts = read_rollouts(options.out, result.keys)
     summary = summarise(rollouts)
     print_summary(summary, f"{options.model} ({options.api}) on {len(rollouts)} episodes")
     masked = [line for line in rollouts if line.get("mask_sample")]

@@ -32,8 +32,14 @@ from typing import Any
 
 from workplace_env.runner import case_id_of
 from workplace_env.sandbox.tools import TOOLS
-from workplace_env_client import EnvironmentClient, ModelPolicy, create_params_for, run_rollout
-from workplace_env_client.rollouts import episode_for
+from workplace_env_client import (
+    EnvironmentClient,
+    ModelPolicy,
+    WorkplaceEnvError,
+    create_params_for,
+    run_rollout,
+)
+from workplace_env_client.rollouts import episode_for, failed_rollout
 
 #: Masked failures that the model caused; resume does not play these again.
 FINISHED_FAILURES = frozenset({"agent_run_error"})
@@ -96,11 +102,13 @@ def _write_lines(path: Path, lines: Iterable[Mapping[str, Any]]) -> None:
 
 @dataclass
 class CollectResult:
-    """What a collection did: episodes played now, skipped as already finished, in total."""
+    """What a collection did: episodes played now, skipped as already finished, in total;
+    ``keys`` identify this run's episodes among the file's lines (see :func:`read_rollouts`)."""
 
     played: int
     skipped: int
     total: int
+    keys: frozenset[tuple[int, int, str]]
 
 
 def collect_rollouts(
@@ -153,15 +161,25 @@ def collect_rollouts(
             if k not in ("responses_create_params", "_ng_task_index", "_ng_rollout_index")
         }
         task_index, rollout_index = item["_ng_task_index"], item["_ng_rollout_index"]
-        rollout = run_rollout(
-            client,
-            model_client,
-            {**row, "responses_create_params": item["responses_create_params"]},
-            policy,
-            tools=tools,
-            episode=episode_for(row, rollout_index),
-            task_id=("model", str(row["id"])),
-        )
+        params = item["responses_create_params"]
+        try:
+            rollout = run_rollout(
+                client,
+                model_client,
+                {**row, "responses_create_params": params},
+                policy,
+                tools=tools,
+                episode=episode_for(row, rollout_index),
+                task_id=("model", str(row["id"])),
+            )
+        except WorkplaceEnvError as exc:  # seed or close refused: masked, played again on resume
+            rollout = failed_rollout(
+                {**row, "responses_create_params": params},
+                params,
+                policy,
+                "workplace_env:environment_error",
+                f"{type(exc).__name__}: {exc}",
+            )
         line = rollout.to_json(task_index, rollout_index)
         with lock, out.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
@@ -171,7 +189,12 @@ def collect_rollouts(
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         for future in [pool.submit(one, item) for item in todo]:
             future.result()
-    return CollectResult(played=len(todo), skipped=len(inputs) - len(todo), total=len(inputs))
+    return CollectResult(
+        played=len(todo),
+        skipped=len(inputs) - len(todo),
+        total=len(inputs),
+        keys=frozenset(_key(i) for i in inputs),
+    )
 
 
 # -- summary ----------------------------------------------------------------------------------
@@ -248,14 +271,18 @@ def summarise(lines: Iterable[Mapping[str, Any]]) -> list[CategorySummary]:
     return [*rows, _category_summary("all", items)]
 
 
-def read_rollouts(out: Path) -> list[dict[str, Any]]:
-    """Every rollout line of ``out`` (the last line of a key wins)."""
+def read_rollouts(
+    out: Path, keys: frozenset[tuple[int, int, str]] | None = None
+) -> list[dict[str, Any]]:
+    """The rollout lines of ``out`` (the last line of a key wins), only those of ``keys`` when
+    given (lines of an earlier run over other tasks stay in the file, out of the summary)."""
     kept: dict[tuple[int, int, str], dict[str, Any]] = {}
     with out.open(encoding="utf-8") as fh:
         for text in fh:
             if text.strip():
                 line = json.loads(text)
-                kept[_key(line)] = line
+                if keys is None or _key(line) in keys:
+                    kept[_key(line)] = line
     return list(kept.values())
 
 
