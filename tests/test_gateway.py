@@ -143,9 +143,9 @@ def test_health_routes_answer_ok(http, path):
     assert response.status_code == 200 and response.json() == {"status": "ok"}
 
 
-def test_reverify_mode_is_unsupported(http):
+def test_reverify_mode_is_stateless(http):
     response = http.get("/reverify_mode")
-    assert response.status_code == 200 and response.json() == "unsupported"
+    assert response.status_code == 200 and response.json() == "stateless"
 
 
 def test_openapi_documents_every_route(http):
@@ -328,7 +328,7 @@ def typed(sid: str, **over) -> dict:
 def test_typed_seed_binds_the_id_and_the_cookie_carries_it(http, sdk):
     sid = f"typed-{uuid.uuid4().hex}"
     response = http.post("/seed_session", json=typed(sid))
-    assert response.status_code == 200 and response.content == b"{}"
+    assert response.status_code == 200 and response.json()["resources_session_id"] == sid
     assert cookie_sid(response) == sid
     http.post("/email_send_email", json=SEND)
     # the same session over gRPC: the HTTP call mutated it
@@ -366,7 +366,8 @@ def test_typed_seed_of_a_closed_id_is_409_closed(http):
         "/close_session",
         json={"resources_session_id": sid, "episode_id": {"rollout_id": f"r-{sid}"}},
     )
-    assert close.json() == {"outcome": "CLOSED"}
+    assert close.json() == {"resources_session_id": sid}
+    assert close.headers["x-workplace-close-outcome"] == "CLOSED"
     again = http.post("/seed_session", json=typed(sid))
     assert again.status_code == 409 and again.json()["failure_kind"] == "session_closed"
 
@@ -540,10 +541,18 @@ def test_verify_keeps_a_typed_session(http):
     assert http.post("/company_directory_find_email_address", json={}).status_code == 200
 
 
-def test_verify_without_a_session_is_a_masked_session_lost_sample(http):
+def test_verify_without_a_session_cookie_is_scored_by_replay(http):
+    # H5: offline re-verification (the row's ground truth sends the email the call sends)
     response = http.post("/verify", json=verify_body([SEND_CALL]))
     assert response.status_code == 200
     out = response.json()
+    assert (out["reward"], out["mask_sample"], out["failure_kind"]) == (1.0, False, None)
+    assert http.post("/verify", json=verify_body([])).json()["reward"] == 0.0
+
+
+def test_verify_with_an_unreadable_cookie_is_a_masked_session_lost_sample(http):
+    http.cookies.set(COOKIE_NAME, "forged")
+    out = http.post("/verify", json=verify_body([SEND_CALL])).json()
     assert (out["reward"], out["mask_sample"], out["failure_kind"]) == (0.0, True, "session_lost")
 
 
@@ -598,8 +607,10 @@ def test_close_session_outcomes(http):
     body = {"resources_session_id": sid, "episode_id": episode}
     wrong = http.post("/close_session", json={**body, "episode_id": {"rollout_id": "other"}})
     assert wrong.status_code == 409 and wrong.json()["failure_kind"] == "episode_mismatch"
-    assert http.post("/close_session", json=body).json() == {"outcome": "CLOSED"}
-    assert http.post("/close_session", json=body).json() == {"outcome": "ALREADY_CLOSED"}
+    for outcome in ("CLOSED", "ALREADY_CLOSED"):
+        closed = http.post("/close_session", json=body)
+        assert closed.json() == {"resources_session_id": sid}
+        assert closed.headers["x-workplace-close-outcome"] == outcome
     lost = http.post("/company_directory_find_email_address", json={})
     assert lost.status_code == 404
     assert (lost.json()["failure_kind"], lost.json()["reason"]) == (
@@ -607,7 +618,9 @@ def test_close_session_outcomes(http):
         "SESSION_CLOSED",
     )
     never = {"resources_session_id": f"n-{uuid.uuid4().hex}", "episode_id": episode}
-    assert http.post("/close_session", json=never).json() == {"outcome": "NOT_SEEDED"}
+    closed = http.post("/close_session", json=never)
+    assert closed.json() == {"resources_session_id": never["resources_session_id"]}
+    assert closed.headers["x-workplace-close-outcome"] == "NOT_SEEDED"
 
 
 def test_close_of_the_cookie_legacy_session(http):

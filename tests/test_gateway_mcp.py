@@ -114,12 +114,15 @@ def test_tools_call_runs_on_the_tokens_session(gateway, agent, sdk, scheme):
         return [sent, found]
 
     sent, found = mcp_run(gateway, headers, calls)
-    assert not sent.isError and [c.text for c in sent.content] == ['"Email sent successfully."']
-    assert json.loads(found.content[0].text)["pagination"]["total_emails"] == 1
+    # H6: NeMo's result shape, text {"output": X} plus structuredContent
+    assert not sent.isError
+    assert [c.text for c in sent.content] == ['{"output":"Email sent successfully."}']
+    assert sent.structuredContent == {"output": "Email sent successfully."}
+    assert found.structuredContent["output"]["pagination"]["total_emails"] == 1
     # the same session as the cookie's: HTTP sees the MCP write, and the same bytes
     assert sent_count(http) == 1
     body = http.post("/email_search_emails", json=SEARCH).content
-    assert body == b'{"output":' + found.content[0].text.encode() + b"}"
+    assert body == found.content[0].text.encode()
 
 
 def test_tool_errors_are_the_reference_texts(gateway, agent):
@@ -138,13 +141,17 @@ def test_tool_errors_are_the_reference_texts(gateway, agent):
         http.post("/email_send_email", json={"recipient": 5, "locatoin": None}).content,
         http.post("/calendar_create_event", json={"location": "x"}).content,
     ]
-    for result, body in zip(results, http_bodies, strict=True):
-        assert not result.isError  # the reference's texts are outputs, not protocol errors
-        assert body == b'{"output":' + result.content[0].text.encode() + b"}"
-    assert (
-        json.loads(results[0].content[0].text)
-        == "Error executing tool 'no_such_tool': 'no_such_tool'"
+    # H6: a tool MCP does not list is an isError result, as NeMo's MCP servers answer it
+    unknown = results[0]
+    assert unknown.isError and unknown.content[0].text.startswith(
+        "Unknown tool: 'no_such_tool'. Available tools: ['analytics_create_plot', "
     )
+    assert json.loads(http_bodies[0]) == {
+        "output": "Error executing tool 'no_such_tool': 'no_such_tool'"
+    }
+    for result, body in zip(results[1:], http_bodies[1:], strict=True):
+        assert not result.isError  # the reference's texts are outputs, not protocol errors
+        assert body == result.content[0].text.encode()
 
 
 def test_token_for_a_grpc_typed_session(gateway, sdk):
@@ -157,7 +164,7 @@ def test_token_for_a_grpc_typed_session(gateway, sdk):
         {"authorization": f"Bearer {token}"},
         lambda s: s.call_tool("email_send_email", SEND),
     )
-    assert result.content[0].text == '"Email sent successfully."'
+    assert result.content[0].text == '{"output":"Email sent successfully."}'
     out = json.loads(sdk.call_tool_raw(sid, "email_search_emails", SEARCH))
     assert out["pagination"]["total_emails"] == 1
 

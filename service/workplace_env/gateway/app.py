@@ -11,11 +11,14 @@ status codes. Routes:
                            A legacy row (scalar ``task_id`` or none) seeds a legacy session
                            (SDK ``seed_legacy``): its id is the cookie's, or a new uuid4; a
                            re-seed on the same cookie rebuilds fresh tables, as the reference
-                           does. A typed body (names ``resources_session_id``, or carries
-                           ``episode_id`` and ``task_id`` as objects) is a typed ``SeedSession``
-                           (S1-S8): ``{resources_session_id, episode_id: {rollout_id, attempt},
-                           task_id: {taskset, task_id}, task: <row>}`` (without ``task`` the
-                           body's other fields are the row); the cookie then names that id.
+                           does. A typed body is a typed ``SeedSession`` (S1-S8): NeMo Gym's
+                           ``ResourcesSeedSessionRequest`` (``task_data`` = the row; H1,
+                           :mod:`~workplace_env.gateway.nemo_protocol`), or (names
+                           ``resources_session_id``, or carries ``episode_id`` and ``task_id``
+                           as objects) ``{resources_session_id, episode_id, task_id, task:
+                           <row>}`` (without ``task`` the other fields are the row). It answers
+                           ``{resources_session_id, resources_tools}`` (NeMo's MCP metadata)
+                           and the cookie then names that id.
 ``POST /<tool_name>``      body: the arguments object -> ``200 {"output": ...}``, the bytes
                            ``{"output":`` + the gRPC output JSON text + ``}`` (byte-exact to
                            the reference, error texts included).
@@ -26,11 +29,16 @@ status codes. Routes:
                            ``ground_truth`` (any JSON, as the reference takes it; absent: the
                            seeded task's). Legacy sessions are released (V2), resends inside
                            the retry window score the same (V3), an unknown session is a masked
-                           ``session_lost`` sample (V4).
+                           ``session_lost`` sample (V4); a body with no session cookie at all
+                           is scored by replay (H5, offline re-verification).
 ``POST /close_session``    body: ``{resources_session_id, episode_id}`` (both default to the
-                           cookie's session / the legacy placeholder) -> ``{"outcome": ...}``.
+                           cookie's session / the legacy placeholder) -> ``{"outcome": ...}``;
+                           exactly ``{resources_session_id, episode_id}`` (NeMo's typed close)
+                           -> ``{"resources_session_id": ...}`` (H2), the outcome in the
+                           ``x-workplace-close-outcome`` header.
+``POST /aggregate_metrics`` NeMo's ``AggregateMetricsRequest`` -> its ``AggregateMetrics`` (H3).
 ``POST /session_token``    body: ``{}`` or ``{resources_session_id}`` -> an MCP session token.
-``GET /reverify_mode``     ``"unsupported"``.
+``GET /reverify_mode``     ``"stateless"`` (H4).
 ``GET /``, ``GET /health`` ``{"status": "ok"}``.
 =========================  =====================================================================
 
@@ -65,6 +73,16 @@ from workplace_env.gateway.cookies import (
 )
 from workplace_env.gateway.docs import ROW_EXAMPLE, body_doc, problem
 from workplace_env.gateway.mcp_tools import TOKEN_HEADER, McpGateway
+from workplace_env.gateway.nemo_protocol import (
+    REVERIFY_MODE,
+    aggregate_metrics,
+    is_nemo_close,
+    is_nemo_seed,
+    mcp_metadata,
+    parse_nemo_seed,
+    replay_verify,
+    seed_response,
+)
 from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.gateway.translate import (
     CALL_ID_HEADER,
@@ -83,6 +101,10 @@ from workplace_env.gateway.translate import (
     service_error,
 )
 from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceEnvError
+
+#: Response header of a typed close: its outcome (CLOSED, ALREADY_CLOSED, NOT_SEEDED), which
+#: NeMo's close response has no field for.
+CLOSE_OUTCOME_HEADER = "x-workplace-close-outcome"
 
 
 def _version() -> str:
@@ -150,8 +172,34 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
 
     @app.get("/reverify_mode", summary="Re-verify mode", tags=["legacy"])
     async def reverify_mode() -> str:
-        """``"unsupported"``: scoring is request-based, there is nothing to re-verify."""
-        return "unsupported"
+        """``"stateless"`` (CONTRACT H4): scoring is a pure replay of the request, so a
+        ``/verify`` without a session re-scores a saved rollout."""
+        return REVERIFY_MODE
+
+    @app.post(
+        "/aggregate_metrics",
+        summary="Aggregate verify responses (NeMo Gym)",
+        tags=["legacy"],
+        openapi_extra=body_doc(
+            "NeMo Gym's `AggregateMetricsRequest`.",
+            {
+                "two rollouts": {
+                    "verify_responses": [
+                        {"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0},
+                        {"_ng_task_index": 1, "_ng_rollout_index": 0, "reward": 0.0},
+                    ]
+                }
+            },
+        ),
+        responses={422: problem("`verify_responses` is not an array of objects.")},
+    )
+    async def aggregate(request: Request) -> Response:
+        """NeMo Gym's ``AggregateMetrics`` for the verify responses (CONTRACT H3)."""
+        body = await object_body(request)
+        rows = body.get("verify_responses")
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise invalid([(("verify_responses",), "required: an array of objects")])
+        return json_response(aggregate_metrics(rows))
 
     @app.post(
         "/seed_session",
@@ -182,9 +230,14 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
     )
     async def seed_session(request: Request) -> Response:
         body = await object_body(request)
-        if is_typed_seed(body):
-            sid, episode, task_id, row = parse_typed_seed(body)
+        if is_nemo_seed(body) or is_typed_seed(body):  # H1; the cookie names the typed id
+            parse = parse_nemo_seed if is_nemo_seed(body) else parse_typed_seed
+            sid, episode, task_id, row = parse(body)
             await call(client.seed, sid, episode, task_id, row, seeding=True)
+            request.session[SESSION_ID_KEY] = sid
+            token = tokens.mint(sid)
+            meta = mcp_metadata(settings.mcp_path, token) if mcp is not None else None
+            return json_response(seed_response(sid, meta), headers={TOKEN_HEADER: token})
         else:
             sid = await call(seed_legacy, client, cookie_session(request), body, seeding=True)
         request.session[SESSION_ID_KEY] = sid
@@ -225,14 +278,17 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         output = response.get("output")
         if not isinstance(output, list):
             raise invalid([(("response", "output"), "required: an array of output items")])
+        kwargs: dict[str, Any] = {"response_output": json.dumps(output, ensure_ascii=False)}
+        if "ground_truth" in body:
+            kwargs["ground_truth_json"] = json.dumps(body["ground_truth"], ensure_ascii=False)
         sid = cookie_session(request)
-        if sid is None:  # V4 without even an id to ask about
-            reward, mask, kind, reason = 0.0, True, "session_lost", "no session cookie"
+        if sid is None and settings.cookie_name in request.cookies:  # unreadable cookie: V4
+            reward, mask, kind, reason = 0.0, True, "session_lost", "unreadable session cookie"
         else:
-            kwargs: dict[str, Any] = {"response_output": json.dumps(output, ensure_ascii=False)}
-            if "ground_truth" in body:
-                kwargs["ground_truth_json"] = json.dumps(body["ground_truth"], ensure_ascii=False)
-            result = await call(client.verify, sid, **kwargs)
+            if sid is None:  # H5: offline re-verification, scored by replay of the body
+                result = await call(replay_verify, client, body, kwargs)
+            else:
+                result = await call(client.verify, sid, **kwargs)
             reward, mask = result.reward, result.mask_sample
             kind, reason = result.failure_kind, result.failure_reason
         return json_response(
@@ -273,6 +329,10 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         if problems:
             raise invalid(problems)
         outcome = await call(client.close_session, sid, episode)
+        if is_nemo_close(body):  # H2: NeMo's ResourcesCloseSessionResponse, outcome aside
+            return json_response(
+                {"resources_session_id": sid}, headers={CLOSE_OUTCOME_HEADER: outcome}
+            )
         return json_response({"outcome": outcome})
 
     @app.post(

@@ -5,10 +5,13 @@
   schemas unchanged). It needs no token.
 * ``tools/call`` needs a session token (minted by ``POST /seed_session`` in its
   ``x-workplace-session-token`` header, or by ``POST /session_token``), sent as
-  ``Authorization: Bearer <token>`` or ``x-workplace-session-token: <token>``. It runs gRPC
-  ``CallTool`` for the token's session and answers one text content block: the output JSON
-  text, byte-for-byte the gRPC ``output``. Tool failures are outputs (``isError`` false), as on
-  the other transports.
+  ``Authorization: Bearer <token>``, ``x-workplace-session-token: <token>`` or NeMo Gym's
+  ``X-NeMo-Gym-Session-Token: <token>`` (the header of the seed's ``resources_tools``, CONTRACT
+  H6). It runs gRPC ``CallTool`` for the token's session and answers as NeMo Gym's MCP servers
+  do: one text block ``{"output":`` + the gRPC ``output`` bytes + ``}``, and
+  ``structuredContent`` ``{"output": <decoded output>}``. Tool failures are outputs
+  (``isError`` false), as on the other transports; a tool name not in ``tools/list`` is an
+  ``isError`` result naming the available tools (NeMo Gym's text).
 * Rejections are JSON-RPC errors and never reach a session: no or invalid token
   (:data:`TOKEN_REQUIRED`), a session the service does not hold (:data:`SESSION_LOST`, data
   ``{"failure_kind": "session_lost", "reason": ...}``), other service errors
@@ -50,11 +53,14 @@ SERVICE_ERROR = -32000
 
 #: Header that carries a session token (``Authorization: Bearer`` works too).
 TOKEN_HEADER = "x-workplace-session-token"
+#: NeMo Gym's session-token header (``NEMO_GYM_MCP_SESSION_TOKEN_HEADER``), accepted as well.
+NEMO_TOKEN_HEADER = "X-NeMo-Gym-Session-Token"
 
 
 def token_from_headers(headers: Any) -> str | None:
-    """The session token of a request: ``x-workplace-session-token``, else a Bearer token."""
-    token = headers.get(TOKEN_HEADER)
+    """The session token of a request: ``x-workplace-session-token`` or
+    ``X-NeMo-Gym-Session-Token``, else a Bearer token."""
+    token = headers.get(TOKEN_HEADER) or headers.get(NEMO_TOKEN_HEADER)
     if token:
         return token.strip()
     scheme, _, credentials = (headers.get("authorization") or "").partition(" ")
@@ -154,6 +160,17 @@ class McpGateway:
 
     async def _call_tool(self, request: types.CallToolRequest) -> types.ServerResult:
         session_id = self._session_id()
+        try:
+            names = sorted(t.name for t in await self.tools())
+        except WorkplaceEnvError as exc:
+            raise _service_error(exc) from exc
+        if request.params.name not in names:
+            text = f"Unknown tool: {request.params.name!r}. Available tools: {names!r}"
+            return types.ServerResult(
+                types.CallToolResult(
+                    content=[types.TextContent(type="text", text=text)], isError=True
+                )
+            )
         arguments = json.dumps(request.params.arguments or {}, ensure_ascii=False)
         try:
             output = await anyio.to_thread.run_sync(
@@ -171,6 +188,8 @@ class McpGateway:
             raise _service_error(exc) from exc
         return types.ServerResult(
             types.CallToolResult(
-                content=[types.TextContent(type="text", text=output)], isError=False
+                content=[types.TextContent(type="text", text='{"output":' + output + "}")],
+                structuredContent={"output": json.loads(output)},
+                isError=False,
             )
         )

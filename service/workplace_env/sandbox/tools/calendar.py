@@ -34,9 +34,11 @@ from workplace_env.sandbox.tables import CALENDAR
 from workplace_env.sandbox.tools.common import (
     contains_search,
     delete_where,
+    frame_next_id,
     next_id,
     only_str,
     paginate,
+    with_row,
 )
 from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
@@ -383,34 +385,27 @@ def _search_events_fast(tables, query="", time_min=None, time_max=None, page=1, 
     writes=(CALENDAR,),
 )
 def create_event(tables, event_name=None, participant_email=None, event_start=None, duration=None):
-    """The new event id: ``str(int(max id) + 1)`` zero-padded to 8 (REFERENCE.md f.10).
+    """Append an event and return its id, the next 8-digit one (REFERENCE.md f.10).
 
-    Strings: "Event name not provided.", "Participant email not provided.", "Event start not
-    provided.", "Event duration not provided." (falsy values, so a duration of 0 too), the
-    event_start format message, "Duration must be a positive number of minutes.", "Invalid
-    duration format. Expected a number of minutes.". The participant is lower-cased (a non-str
-    raises ``'int' object has no attribute 'lower'``); other values are stored as sent.
+    The argument messages come first (:func:`_create_problem`, shared with the fast path), then
+    the participant is lower-cased (a non-str fails on ``lower``, before the id: black-box on an
+    emptied table), then the id is computed (NaN error on an empty table: goldens). Name, start
+    and duration are stored as sent. The row is appended with label 0, nothing renumbered.
     """
     problem = _create_problem(event_name, participant_email, event_start, duration)
     if problem is not None:
         return problem
-
-    participant_email = participant_email.lower()
-    frame = tables[CALENDAR]
-    # Lexicographic max of the zero-padded ids; an empty table raises like the reference.
-    event_id = str(int(frame["event_id"].max()) + 1).zfill(8)
-    new_row = pd.DataFrame(
-        {
-            "event_id": [event_id],
-            "event_name": [event_name],
-            "participant_email": [participant_email],
-            "event_start": [event_start],
-            "duration": [duration],
-        }
-    )
-    # concat without ignore_index: the new row keeps its label 0 (labels become ..., 299, 0),
-    # and the one-row frame's dtypes (e.g. int64 for duration=30) merge exactly as pandas does.
-    tables[CALENDAR] = pd.concat([frame, new_row])
+    participant = participant_email.lower()
+    events = tables[CALENDAR]
+    event_id = frame_next_id(events["event_id"])
+    row = {
+        "event_id": event_id,
+        "event_name": event_name,
+        "participant_email": participant,
+        "event_start": event_start,
+        "duration": duration,
+    }
+    tables[CALENDAR] = with_row(events, row, renumber=False)
     return event_id
 
 

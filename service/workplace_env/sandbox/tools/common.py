@@ -8,8 +8,10 @@ the small pieces of the reference's semantics several toolkits repeat: pandas'
 zero-padded id. Fast paths run on text-only tables (every cell a str, None or NaN) with str
 arguments and return ``FALLBACK`` before changing anything for what pandas must decide.
 
-The last section holds helpers of the pandas implementations (the exact reference): they only
-avoid frame copies where every cell involved is a string, with the same results and errors.
+The last two sections serve the pandas implementations (the exact ones): helpers that only avoid
+frame copies where every cell involved is a string, with the same results and errors, and the
+mechanisms the write tools and searches share on DataFrames (filter steps and the narrowing loop,
+id lookups, appends, new ids).
 """
 
 from __future__ import annotations
@@ -258,3 +260,89 @@ def regex_keep(values: np.ndarray, pattern: str) -> np.ndarray:
     """
     search = contains_search(pattern)
     return np.array([search(v) is not None for v in values.tolist()], dtype=bool)
+
+
+# -- mechanisms of the pandas implementations: filters, id lookups, appends, new ids -------------
+#
+# These run on DataFrames whatever their cells hold, so odd values fail where and how pandas and
+# numpy make them fail; those texts are golden outputs. Which operation decides each failure was
+# read off the goldens and black-box calls to the reference server (see each docstring).
+
+#: A filter step: the boolean Series of the cells of one column that pass.
+Predicate = Callable[[pd.Series], pd.Series]
+
+
+def matches_pattern(pattern: Any) -> Predicate:
+    """Cells that ``str.contains(pattern, case=False)`` (a regex filter of the searches).
+
+    pandas compiles the pattern before it looks at a cell, so a bad pattern fails even on no
+    rows (``first argument must be string or compiled pattern`` for a number, ``unhashable type``
+    for a list); a column left with no text cell fails in the ``.str`` accessor, and a missing or
+    non-text cell among text ones makes the mask NA (:data:`NA_MASK` when it is applied).
+    """
+    return lambda cells: cells.str.contains(pattern, case=False)
+
+
+def equals_lowered(text: str) -> Predicate:
+    """Cells whose lower-cased text equals ``text`` (a missing or non-text cell never does)."""
+    return lambda cells: cells.str.lower() == text
+
+
+def narrow(frame: pd.DataFrame, steps: list[tuple[str, Predicate]]) -> list[int]:
+    """Positions (ascending) of the rows of ``frame`` that pass every ``(column, predicate)`` step.
+
+    Each step sees only the rows the steps before it kept, as chained ``frame[mask]`` filters do:
+    whether a later predicate meets a missing cell, or any text at all, depends on what is left.
+    Exceptions of a predicate or of applying its mask propagate.
+    """
+    left = frame.assign(**{_POSITION: np.arange(len(frame))})
+    for column, predicate in steps:
+        left = left[predicate(left[column])]
+    return left[_POSITION].tolist()
+
+
+_POSITION = "\x00position"  # a column name no table has
+
+
+def id_rows(frame: pd.DataFrame, column: str, value: Any) -> pd.Series | None:
+    """The boolean mask of the rows whose ``column`` equals ``value``; None when none does.
+
+    The lookup of the write tools (PM/CRM update and delete). Presence is numpy's ``value in
+    cells`` (a list of two ids fails there: ``operands could not be broadcast together with
+    shapes (300,) (2,)``), the mask is pandas' ``==`` (a one-id list that is present fails there:
+    ``('Lengths must match to compare', (300,), (1,))``); goldens fuzz_type_confusion. A value
+    of another type than the cells is simply absent (black-box: ``7``, ``true``, ``{}``).
+    """
+    if value not in frame[column].to_numpy():
+        return None
+    return frame[column] == value
+
+
+def without_rows(frame: pd.DataFrame, mask: pd.Series) -> pd.DataFrame:
+    """``frame`` minus the rows ``mask`` marks; the others keep their index labels (goldens
+    README: a delete leaves gaps)."""
+    return frame.take(np.flatnonzero(~mask.to_numpy(dtype=bool)))
+
+
+def with_row(frame: pd.DataFrame, values: dict[str, Any], *, renumber: bool) -> pd.DataFrame:
+    """``frame`` with one row appended; every value is stored as given (a list, dict, number or
+    bool keeps its type: black-box read-backs return it unchanged).
+
+    ``renumber`` True relabels the rows 0..n (the PM, CRM and email creates); False gives the new
+    row label 0 and keeps the others (the calendar create): goldens README, table hashes.
+    """
+    row = pd.DataFrame([values], columns=frame.columns, dtype=object)
+    return pd.concat([frame, row], ignore_index=renumber)
+
+
+def frame_next_id(ids: pd.Series, *, zero_pad: bool = True) -> str:
+    """The id a create gives: the column's pandas ``max`` as an int, plus one, zero-padded to 8
+    unless ``zero_pad`` is False (REFERENCE.md c.7).
+
+    pandas' max skips missing cells and is NaN on an empty column, so a create on an emptied table
+    fails with ``cannot convert float NaN to integer`` (goldens fuzz_empty_table); a str id among
+    numbers fails in numpy's comparison (``'>=' not supported between instances of 'str' and
+    'int'``) and a non-numeric maximum in ``int()`` (black-box observations).
+    """
+    number = str(int(ids.max()) + 1)
+    return number.zfill(8) if zero_pad else number

@@ -24,15 +24,22 @@ import pandas as pd
 
 from workplace_env.sandbox.tables import CRM, SessionTables
 from workplace_env.sandbox.tools.common import (
+    Predicate,
     all_text,
     delete_where,
     filtered_rows,
+    frame_next_id,
     frame_records,
+    id_rows,
+    matches_pattern,
+    narrow,
     next_id,
     paginate,
     regex_keep,
     text_table,
     update_where,
+    with_row,
+    without_rows,
 )
 from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
@@ -123,15 +130,16 @@ def _matching_rows(crm: pd.DataFrame, texts: list[tuple[str, Any]], bounds: list
         return rows
     # Filters narrow the frame one after another, as the reference does: a later filter only sees
     # the rows left (which decides whether a missing or non-string cell makes the mask NaN).
-    narrowed = crm.assign(_row=np.arange(len(crm)))
-    for column, pattern in texts:
-        narrowed = narrowed[narrowed[column].str.contains(pattern, case=False)]
-    for column, op, bound in bounds:
-        if op == ">=":
-            narrowed = narrowed[narrowed[column] >= bound]
-        else:
-            narrowed = narrowed[narrowed[column] <= bound]
-    return narrowed["_row"].to_numpy()
+    steps = [(column, matches_pattern(pattern)) for column, pattern in texts]
+    steps += [(column, _bound_test(op, bound)) for column, op, bound in bounds]
+    return np.asarray(narrow(crm, steps), dtype=np.intp)
+
+
+def _bound_test(op: str, bound: Any) -> Predicate:
+    """Cells ``>=`` or ``<=`` the bound, as pandas compares an object column with a value."""
+    if op == ">=":
+        return lambda cells: cells >= bound
+    return lambda cells: cells <= bound
 
 
 @tool(
@@ -308,12 +316,15 @@ def _search_customers_fast(
 def update_customer(
     tables: SessionTables, customer_id: Any = None, field: Any = None, new_value: Any = None
 ) -> str:
-    """Set ``field`` of every customer with id ``customer_id`` (REFERENCE.md f.25).
+    """Set ``field`` of every customer with this id to ``new_value`` (REFERENCE.md f.25).
 
-    Value checks come before the id lookup, the id before the field: ``"Customer ID, field, or new
-    value not provided."``, the status/product messages (exact case), ``"Customer not found."``,
-    the field message (any column is accepted, ``customer_id`` included), ``"Customer updated
-    successfully."``. Both email fields are lower-cased; other values are stored as sent.
+    Checks, in order (fast path; black-box for odd types): all three truthy; a status or product
+    value must be one of the fixed names (before the lookup); an email value (customer or
+    assignee) is lower-cased (a non-str fails on ``lower``); the customer must exist
+    (:func:`~workplace_env.sandbox.tools.common.id_rows`); the field must be a column, the id
+    column included (an unhashable field fails there). The value is stored with pandas
+    ``.loc[rows, field] = value``: any type, a one-item list is unpacked, a dict stores a missing
+    cell, a longer list fails (black-box and goldens).
     """
     if not customer_id or not field or not new_value:
         return "Customer ID, field, or new value not provided."
@@ -321,15 +332,15 @@ def update_customer(
         return _BAD_STATUS
     if field == "product_interest" and new_value not in _PRODUCTS:
         return _BAD_PRODUCT
-    if field in ["customer_email", "assigned_to_email"]:
+    if field in ("customer_email", "assigned_to_email"):
         new_value = new_value.lower()
     crm = tables[CRM]
-    # ndarray containment: an int id matches nothing, a list id broadcasts.
-    if customer_id not in crm["customer_id"].values:
+    rows = id_rows(crm, "customer_id", customer_id)
+    if rows is None:
         return "Customer not found."
     if field not in crm.columns:
         return _BAD_FIELD
-    crm.loc[crm["customer_id"] == customer_id, field] = new_value
+    crm.loc[rows, field] = new_value
     return "Customer updated successfully."
 
 
@@ -405,34 +416,33 @@ def add_customer(
     notes: Any = "",
     follow_up_by: Any = None,
 ) -> str:
-    """Append a customer; return its id, ``str(int(max id) + 1)`` padded to 8 (REFERENCE.md f.26).
+    """Append a customer and return its id, the next 8-digit one (REFERENCE.md f.26).
 
-    No validation of status or product; omitted optionals are stored as None (``notes`` defaults
-    to ``""``); the assignee and a truthy customer email are lower-cased; other values are stored as
-    sent. The table is renumbered 0..n-1 (REFERENCE.md c.7). String: ``"Please provide all
-    required fields: customer_name, assigned_to_email, status."``.
+    Status and product are not validated. The assignee is lower-cased, then a truthy customer
+    email (a non-str fails on ``lower``, the assignee's first), both before the id is computed
+    (black-box: on an emptied table the ``lower`` error wins over the id's NaN error). Other
+    values are stored as sent, an omitted optional as None; the table is renumbered 0..n.
     """
     if not all([customer_name, assigned_to_email, status]):
         return "Please provide all required fields: customer_name, assigned_to_email, status."
-    assigned_to_email = assigned_to_email.lower()
+    assignee = assigned_to_email.lower()
     if customer_email:
         customer_email = customer_email.lower()
     crm = tables[CRM]
-    # Max of the id strings (lexicographic), so deleting the max id first makes it reused.
-    customer_id = str(int(crm["customer_id"].max()) + 1).zfill(8)
+    customer_id = frame_next_id(crm["customer_id"])
     row = {
-        "customer_id": [customer_id],
-        "assigned_to_email": [assigned_to_email],
-        "customer_name": [customer_name],
-        "customer_email": [customer_email],
-        "customer_phone": [customer_phone],
-        "last_contact_date": [last_contact_date],
-        "product_interest": [product_interest],
-        "status": [status],
-        "follow_up_by": [follow_up_by],
-        "notes": [notes],
+        "customer_id": customer_id,
+        "assigned_to_email": assignee,
+        "customer_name": customer_name,
+        "customer_email": customer_email,
+        "customer_phone": customer_phone,
+        "last_contact_date": last_contact_date,
+        "product_interest": product_interest,
+        "status": status,
+        "follow_up_by": follow_up_by,
+        "notes": notes,
     }
-    tables[CRM] = pd.concat([crm, pd.DataFrame(row)], ignore_index=True)
+    tables[CRM] = with_row(crm, row, renumber=True)
     return customer_id
 
 
@@ -501,18 +511,18 @@ def _add_customer_fast(
     writes=(CRM,),
 )
 def delete_customer(tables: SessionTables, customer_id: Any = None) -> str:
-    """Remove every customer with id ``customer_id``; others keep their labels (REFERENCE.md f.27).
+    """Remove every customer with this id (REFERENCE.md f.27); the other rows keep their labels.
 
-    Strings: ``"Customer ID not provided."``, ``"Customer not found."``, ``"Customer deleted
-    successfully."``.
+    The id is looked up as :func:`~workplace_env.sandbox.tools.common.id_rows` does (a list id
+    fails there; another type than the stored ids is not found).
     """
     if not customer_id:
         return "Customer ID not provided."
     crm = tables[CRM]
-    # ndarray containment (numpy broadcasting for a list id), then pandas' != as the filter.
-    if customer_id not in crm["customer_id"].values:
+    doomed = id_rows(crm, "customer_id", customer_id)
+    if doomed is None:
         return "Customer not found."
-    tables[CRM] = crm[crm["customer_id"] != customer_id]
+    tables[CRM] = without_rows(crm, doomed)
     return "Customer deleted successfully."
 
 

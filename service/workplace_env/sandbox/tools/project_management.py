@@ -11,9 +11,9 @@ Every cell of this table is an object (a value a tool stored keeps the type it w
 Speed: each tool also has a registered fast path over the session's plain-Python table
 (:class:`~workplace_env.sandbox.table.Table`), for string arguments on a text-only table; it
 hands anything else to the pandas implementation, the exact one, before changing anything. Its
-helpers are the shared ones of :mod:`~workplace_env.sandbox.tools.common`. Inside the pandas
-implementations, searches and id lookups also avoid frame copies when every argument and cell
-involved is a string.
+helpers are the shared ones of :mod:`~workplace_env.sandbox.tools.common`, as are the pandas
+implementations' filter steps, id lookups, appends and new ids (written from REFERENCE.md, the
+goldens and black-box calls to the reference server; tests/test_tool_blackbox.py).
 """
 
 from __future__ import annotations
@@ -22,20 +22,24 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from workplace_env.sandbox.tables import TASKS, SessionTables
 from workplace_env.sandbox.tools.common import (
-    all_text,
     cell_flags,
     cell_test,
     delete_where,
+    equals_lowered,
     filtered_rows,
+    frame_next_id,
     frame_records,
+    id_rows,
+    matches_pattern,
+    narrow,
     next_id,
-    regex_keep,
     text_table,
     update_where,
+    with_row,
+    without_rows,
 )
 from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
@@ -57,15 +61,10 @@ _ASSIGNEE = {"type": "string", "description": "Email address of the person assig
 _DUE = {"type": "string", "description": "Due date of the task in YYYY-MM-DD format"}
 
 
-def _is_assignee(tasks: pd.DataFrame, email: str) -> bool:
-    """``email in tasks["assigned_to_email"].str.lower().values`` (``email`` is lower-cased)."""
-    if all_text(tasks, "assigned_to_email"):
-        return email in {value.lower() for value in tasks["assigned_to_email"].tolist()}
-    return email in tasks["assigned_to_email"].str.lower().values
-
-
 def _knows_assignee(cells: list[Any], email: str) -> bool:
-    """:func:`_is_assignee` over the column's cells (a missing cell equals nothing)."""
+    """True when some text cell of the assignee column, lower-cased, equals ``email`` (already
+    lower-cased): the team members a create or update may name (REFERENCE.md f.21). A missing
+    or non-text cell equals nothing."""
     if email in cells and email.lower() == email:  # an exact hit lower-cases to itself
         return True
     entry = cell_test(("=", email))
@@ -185,47 +184,32 @@ def search_tasks(
     due_date: Any = None,
     board: Any = None,
 ) -> list[dict[str, Any]] | str:
-    """Tasks matching every given filter, in table order, as row dicts (REFERENCE.md f.20).
+    """The tasks passing every given filter, as row dicts in table order (REFERENCE.md f.20).
 
-    Name, list, due date and board are case-insensitive regular-expression searches (Python
-    ``re``; a bad pattern is an error); the assignee is an exact case-insensitive match. Strings:
-    ``"No search parameters provided."``, ``"Invalid email format for assigned_to_email."``.
-    An empty match is ``[]``.
+    Falsy arguments are no filter; with none at all: ``"No search parameters provided."``. A
+    given assignee must look like an address first (``"Invalid email format for
+    assigned_to_email."``; a non-str one fails in ``re``, before any filter: black-box). Then the
+    filters narrow the table in parameter order: the assignee is an exact case-insensitive match,
+    the others case-insensitive regular expressions (pandas ``str.contains``), so their pattern
+    errors, the NA-mask error of a non-text cell and the ``.str`` accessor's error on a column
+    left without text are the outputs (goldens; black-box for the last).
     """
-    if not any([task_name, assigned_to_email, list_name, due_date, board]):
-        return "No search parameters provided."
-    if assigned_to_email and not re.match(_EMAIL_FORMAT, assigned_to_email):
-        return "Invalid email format for assigned_to_email."
-    tasks = tables[TASKS]
     filters = _search_filters(task_name, assigned_to_email, list_name, due_date, board)
-    if all(isinstance(value, str) and all_text(tasks, column) for column, value in filters):
-        # Fast path, same result: string patterns over all-string columns cannot hit pandas'
-        # NA-mask or .str-accessor errors, so positions are narrowed instead of frames.
-        rows = np.arange(len(tasks))
-        for column, value in filters:
-            values = tasks[column].to_numpy()[rows]
-            if column == "assigned_to_email":
-                target = value.lower()
-                keep = np.array([v.lower() == target for v in values.tolist()], dtype=bool)
-            else:
-                keep = regex_keep(values, value)
-            rows = rows[keep]
-        return frame_records(tasks, rows)
-
-    # The reference's pandas operations, for odd patterns or cells (their errors are golden).
-    # Filters narrow the frame one after another: a later filter only sees the rows left, which
-    # decides whether a non-string cell makes its mask NaN ("Cannot mask with non-boolean array").
-    if task_name:
-        tasks = tasks[tasks["task_name"].str.contains(task_name, case=False)]
-    if assigned_to_email:
-        tasks = tasks[tasks["assigned_to_email"].str.lower() == assigned_to_email.lower()]
-    if list_name:
-        tasks = tasks[tasks["list_name"].str.contains(list_name, case=False)]
-    if due_date:
-        tasks = tasks[tasks["due_date"].str.contains(due_date, case=False)]
-    if board:
-        tasks = tasks[tasks["board"].str.contains(board, case=False)]
-    return frame_records(tasks)
+    if not filters:
+        return "No search parameters provided."
+    if assigned_to_email and not _email_format_match(assigned_to_email):
+        return "Invalid email format for assigned_to_email."
+    steps = [
+        (
+            column,
+            equals_lowered(value.lower())
+            if column == "assigned_to_email"
+            else matches_pattern(value),
+        )
+        for column, value in filters
+    ]
+    tasks = tables[TASKS]
+    return frame_records(tasks, narrow(tasks, steps))
 
 
 @fast_path("project_management_search_tasks")
@@ -298,33 +282,33 @@ def create_task(
     due_date: Any = None,
     board: Any = None,
 ) -> str:
-    """Append a task; return its id, ``str(int(max id) + 1)`` zero-padded to 8 (REFERENCE.md f.21).
+    """Append a task and return its id, the next 8-digit one (REFERENCE.md f.21).
 
-    The assignee is lower-cased and must already be assigned some task; list and board are
-    exact-case enums. The table is renumbered 0..n-1 (REFERENCE.md c.7). Strings, in check order:
-    ``"Missing task details."``, the assignee, list and board messages.
+    Checks, in order (fast path; black-box for odd types): every argument truthy (``"Missing
+    task details."``); the assignee, lower-cased (a non-str fails on ``lower``), must be someone
+    the table already assigns; the list, then the board, must be one of the fixed names. Name
+    and due date are stored as sent (any type); the table is renumbered 0..n.
     """
     if not all([task_name, assigned_to_email, list_name, due_date, board]):
         return "Missing task details."
-    assigned_to_email = assigned_to_email.lower()
+    assignee = assigned_to_email.lower()
     tasks = tables[TASKS]
-    if not _is_assignee(tasks, assigned_to_email):
+    if not _knows_assignee(tasks["assigned_to_email"].tolist(), assignee):
         return _BAD_ASSIGNEE
     if list_name not in _LISTS:
         return _BAD_LIST
     if board not in _BOARDS:
         return _BAD_BOARD
-    # Max of the id strings (lexicographic), so deleting the max id first makes it reused.
-    task_id = str(int(tasks["task_id"].max()) + 1).zfill(8)
+    task_id = frame_next_id(tasks["task_id"])
     row = {
-        "task_id": [task_id],
-        "task_name": [task_name],
-        "assigned_to_email": [assigned_to_email],
-        "list_name": [list_name],
-        "due_date": [due_date],
-        "board": [board],
+        "task_id": task_id,
+        "task_name": task_name,
+        "assigned_to_email": assignee,
+        "list_name": list_name,
+        "due_date": due_date,
+        "board": board,
     }
-    tables[TASKS] = pd.concat([tasks, pd.DataFrame(row)], ignore_index=True)
+    tables[TASKS] = with_row(tasks, row, renumber=True)
     return task_id
 
 
@@ -378,18 +362,19 @@ def _create_task_fast(
     writes=(TASKS,),
 )
 def delete_task(tables: SessionTables, task_id: Any = None) -> str:
-    """Remove every task with id ``task_id``; the other rows keep their labels (REFERENCE.md f.22).
+    """Remove every task with this id (REFERENCE.md f.22); the other rows keep their labels.
 
-    Strings: ``"Task ID not provided."``, ``"Task deleted successfully."``, ``"Task not found."``.
+    The id is looked up as :func:`~workplace_env.sandbox.tools.common.id_rows` does (a list id
+    fails there; another type than the stored ids is not found).
     """
     if not task_id:
         return "Task ID not provided."
     tasks = tables[TASKS]
-    # ndarray containment (numpy broadcasting for a list id), then pandas' != as the filter.
-    if task_id in tasks["task_id"].values:
-        tables[TASKS] = tasks[tasks["task_id"] != task_id]
-        return "Task deleted successfully."
-    return "Task not found."
+    doomed = id_rows(tasks, "task_id", task_id)
+    if doomed is None:
+        return "Task not found."
+    tables[TASKS] = without_rows(tasks, doomed)
+    return "Task deleted successfully."
 
 
 @fast_path("project_management_delete_task")
@@ -432,29 +417,35 @@ def _delete_task_fast(tables: SessionTables, task_id: Any = None) -> Any:
 def update_task(
     tables: SessionTables, task_id: Any = None, field: Any = None, new_value: Any = None
 ) -> str:
-    """Set ``field`` of every task with id ``task_id`` to ``new_value`` (REFERENCE.md f.23).
+    """Set ``field`` of every task with this id to ``new_value`` (REFERENCE.md f.23).
 
-    Value checks come before the id lookup, the id before the field: ``"Task ID, field, or new
-    value not provided."``, the board/list/assignee messages (the assignee is lower-cased first),
-    ``"Task not found."``, ``"Field not valid."`` (any column is accepted, ``task_id`` included),
-    ``"Task updated successfully."``. The value is stored as sent (an int stays an int).
+    Checks, in order (fast path; black-box for odd types): all three truthy; an assignee value is
+    lower-cased (a non-str fails on ``lower``); a board or list value must be one of the fixed
+    names and an assignee one the table knows (all before the lookup); the task must exist
+    (:func:`~workplace_env.sandbox.tools.common.id_rows`); the field must be a column, the id
+    column included (an unhashable field fails there). The value is stored with pandas
+    ``.loc[rows, field] = value``: any type, a one-item list is unpacked, a dict stores a missing
+    cell, a longer list fails (black-box and goldens).
     """
     if not task_id or not field or not new_value:
         return "Task ID, field, or new value not provided."
-    tasks = tables[TASKS]
     if field == "assigned_to_email":
         new_value = new_value.lower()
     if field == "board" and new_value not in _BOARDS:
         return _BAD_BOARD
     if field == "list_name" and new_value not in _LISTS:
         return _BAD_LIST
-    if field == "assigned_to_email" and not _is_assignee(tasks, new_value):
+    tasks = tables[TASKS]
+    if field == "assigned_to_email" and not _knows_assignee(
+        tasks["assigned_to_email"].tolist(), new_value
+    ):
         return _BAD_ASSIGNEE
-    if task_id not in tasks["task_id"].values:
+    rows = id_rows(tasks, "task_id", task_id)
+    if rows is None:
         return "Task not found."
     if field not in tasks.columns:
         return "Field not valid."
-    tasks.loc[tasks["task_id"] == task_id, field] = new_value
+    tasks.loc[rows, field] = new_value
     return "Task updated successfully."
 
 

@@ -1,0 +1,271 @@
+"""Run inside the NeMo Gym venv (Python 3.13), never imported by the test process.
+
+Subcommands (``python driver.py CMD ...``):
+
+``resolve``      stdin: a NeMo Gym config as JSON -> stdout: the config resolved by NeMo's own
+                 ``GlobalConfigDictParser`` (defaults filled in), as YAML.
+``merge``        stdin: ``{"yaml": <resolved config>, "extra": {...}}`` -> stdout: the YAML with
+                 the extra top-level keys merged in (a CLI's own settings).
+``model``        ``--recordings FILE --port N``: a stand-in Responses-API model server. For a
+                 request whose create params carry ``metadata.ng_stand_in`` (else whose first
+                 user message is) a key of FILE (``{key: [{name, arguments}, ...]}``), it
+                 answers the next recorded call not yet in the request's input as a
+                 ``function_call`` item, then a final assistant message.
+``serve``        ``--module TYPE.IMPL.app``: NeMo's server of that module, started as its
+                 ``__main__`` starts it (``run_webserver``), with Ray off (``ray_enabled`` is a
+                 class setting NeMo reads; a server that leaves it unset would start a cluster).
+``reverify``     NeMo's ``RolloutReverificationHelper.run_from_config`` (what ``gym eval
+                 reverify`` runs once its servers are up) with the injected config
+                 (``NEMO_GYM_CONFIG_DICT``: the run plus the reverification settings).
+``mcp``          ``--url BASE``, stdin: a seed body. Seeds BASE, validates the answer with
+                 NeMo's ``ResourcesSeedSessionResponse`` (typed) and takes its MCP metadata
+                 (``resources_tools``, or the ``mcp`` key of a legacy answer), then with the
+                 official ``mcp`` client lists the tools and calls each call of stdin's
+                 ``"calls"``; prints ``{"seed", "tools", "results"}`` as JSON.
+``conformance``  ``--url BASE``: NeMo's ``check_resources_session_contract`` (unmodified), over an
+                 ASGI app that forwards every request to BASE; exit 0 when it passes.
+"""
+
+import argparse
+import json
+import sys
+import uuid
+
+
+def _resolve() -> None:
+    from nemo_gym.global_config import GlobalConfigDictParser, GlobalConfigDictParserConfig
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.create(json.loads(sys.stdin.read()))
+    parsed = GlobalConfigDictParser().parse(
+        GlobalConfigDictParserConfig(initial_global_config_dict=config, skip_load_from_cli=True)
+    )
+    sys.stdout.write(OmegaConf.to_yaml(parsed))
+
+
+def _merge() -> None:
+    from omegaconf import OmegaConf
+
+    request = json.loads(sys.stdin.read())
+    merged = OmegaConf.merge(OmegaConf.create(request["yaml"]), OmegaConf.create(request["extra"]))
+    sys.stdout.write(OmegaConf.to_yaml(merged))
+
+
+def _text(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _model(recordings_path: str, port: int) -> None:
+    import uvicorn
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    with open(recordings_path, encoding="utf-8") as fh:
+        recordings: dict[str, list[dict[str, str]]] = json.load(fh)
+    app = FastAPI()
+
+    @app.get("/")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/{path:path}")
+    async def responses(path: str, request: Request) -> JSONResponse:
+        body = await request.json()
+        items = body.get("input")
+        items = [{"role": "user", "content": items}] if isinstance(items, str) else items or []
+        key = (body.get("metadata") or {}).get("ng_stand_in")
+        if key is None:
+            key = next((_text(i.get("content")) for i in items if i.get("role") == "user"), None)
+        if key not in recordings:
+            return JSONResponse({"error": f"no recording for {key!r}"}, status_code=400)
+        done = sum(1 for i in items if i.get("type") == "function_call")
+        calls = recordings[key]
+        if done < len(calls):
+            call = calls[done]
+            output = [
+                {
+                    "type": "function_call",
+                    "id": f"fc_{uuid.uuid4().hex}",
+                    "call_id": f"call_{done}",
+                    "name": call["name"],
+                    "arguments": call["arguments"],
+                    "status": "completed",
+                }
+            ]
+        else:
+            output = [
+                {
+                    "type": "message",
+                    "id": f"msg_{uuid.uuid4().hex}",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
+                }
+            ]
+        return JSONResponse(
+            {
+                "id": f"resp_{uuid.uuid4().hex}",
+                "object": "response",
+                "created_at": 0,
+                "model": "stand-in",
+                "output": output,
+                "parallel_tool_calls": False,
+                "tool_choice": "auto",
+                "tools": [],
+                "status": "completed",
+            }
+        )
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def _serve(module_name: str) -> None:
+    import importlib
+
+    from nemo_gym.server_utils import BaseServer
+
+    module = importlib.import_module(module_name)
+    defined = [
+        v
+        for v in vars(module).values()
+        if isinstance(v, type) and issubclass(v, BaseServer) and v.__module__ == module_name
+    ]
+    leaves = [c for c in defined if not any(o is not c and issubclass(o, c) for o in defined)]
+    if len(leaves) != 1:
+        raise SystemExit(f"{module_name}: expected one server class, found {leaves}")
+    server_cls = leaves[0]
+    server_cls.ray_enabled = False
+    server_cls.run_webserver()
+
+
+def _reverify() -> None:
+    import asyncio
+
+    from nemo_gym.global_config import get_global_config_dict
+    from nemo_gym.rollout_reverification import (
+        RolloutReverificationConfig,
+        RolloutReverificationHelper,
+    )
+
+    config = RolloutReverificationConfig.model_validate(get_global_config_dict())
+    asyncio.run(RolloutReverificationHelper().run_from_config(config))
+
+
+def _mcp(url: str) -> None:
+    import asyncio
+
+    import httpx
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+    from nemo_gym.base_resources_server import MCPServerMetadata, ResourcesSeedSessionResponse
+
+    request = json.loads(sys.stdin.read())
+    seeded = httpx.post(f"{url}/seed_session", json=request["seed"], timeout=60)
+    seeded.raise_for_status()
+    answer = seeded.json()
+    if "task_data" in request["seed"] and "resources_tools" in answer:
+        meta = ResourcesSeedSessionResponse.model_validate(answer).resources_tools
+    else:
+        meta = MCPServerMetadata.model_validate(answer["mcp"])
+    assert meta is not None, f"no MCP metadata in {answer}"
+
+    async def session() -> dict:
+        endpoint = url + "/" + meta.url_path.lstrip("/")
+        async with (
+            streamablehttp_client(endpoint, headers=meta.headers) as (read, write, _),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            tools = await client.list_tools()
+            results = []
+            for call in request["calls"]:
+                result = await client.call_tool(call["name"], call["arguments"])
+                results.append(result.model_dump(mode="json", exclude_none=True))
+            return {
+                "seed": answer,
+                "metadata": meta.model_dump(mode="json"),
+                "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools.tools],
+                "results": results,
+            }
+
+    print(json.dumps(asyncio.run(session())))
+
+
+def _conformance(url: str) -> None:
+    import httpx
+    from nemo_gym.base_resources_server import ResourcesSeedSessionRequest
+    from nemo_gym.episode_types import EpisodeId, TaskId
+    from nemo_gym.testing.session_conformance import check_resources_session_contract
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def forward(request: Request) -> Response:
+        headers = {
+            k: v for k, v in request.headers.items() if k.lower() in ("cookie", "content-type")
+        }
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+            upstream = await client.request(
+                request.method, request.url.path, content=await request.body(), headers=headers
+            )
+        response = Response(upstream.content, upstream.status_code)
+        for k, v in upstream.headers.multi_items():
+            if k.lower() in ("content-type", "set-cookie"):
+                response.headers.append(k, v)
+        return response
+
+    app = Starlette(routes=[Route("/{path:path}", forward, methods=["GET", "POST"])])
+    row = {
+        "id": "conformance",
+        "ground_truth": [],
+        "responses_create_params": {"input": [{"role": "user", "content": "hi"}]},
+    }
+    seed = ResourcesSeedSessionRequest(
+        resources_session_id=f"conformance-{uuid.uuid4().hex}",
+        episode_id=EpisodeId(rollout_id=f"r{uuid.uuid4().hex}", attempt=0),
+        task_id=TaskId(taskset="conformance", task_id="t0"),
+        task_data=row,
+    )
+    check_resources_session_contract(app, seed, keeps_state=True)
+    print("check_resources_session_contract: passed")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("resolve")
+    sub.add_parser("merge")
+    model = sub.add_parser("model")
+    model.add_argument("--recordings", required=True)
+    model.add_argument("--port", type=int, required=True)
+    sub.add_parser("reverify")
+    mcp = sub.add_parser("mcp")
+    mcp.add_argument("--url", required=True)
+    serve = sub.add_parser("serve")
+    serve.add_argument("--module", required=True)
+    conformance = sub.add_parser("conformance")
+    conformance.add_argument("--url", required=True)
+    args = parser.parse_args()
+    if args.cmd == "resolve":
+        _resolve()
+    elif args.cmd == "merge":
+        _merge()
+    elif args.cmd == "reverify":
+        _reverify()
+    elif args.cmd == "mcp":
+        _mcp(args.url)
+    elif args.cmd == "serve":
+        _serve(args.module)
+    elif args.cmd == "model":
+        _model(args.recordings, args.port)
+    else:
+        _conformance(args.url)
+
+
+if __name__ == "__main__":
+    main()
