@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.model_standin import Calls, CutOff, Fail, StandInModel, Text
+from tests.nemo.venv import nemo_python
 from workplace_env.model_runs import read_rollouts, side_effect_tables, summarise
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import CRM, EMAILS
@@ -386,10 +386,6 @@ def test_summary_by_category():
     assert overall.tool_call_validity == pytest.approx(4 / 5)
 
 
-@pytest.mark.skipif(
-    not Path(os.environ.get("WORKPLACE_ENV_NEMO_VENV", "/nonexistent"), "bin", "python").exists(),
-    reason="set WORKPLACE_ENV_NEMO_VENV to a NeMo Gym 0.7.0 venv to check the rollout shape",
-)
 @pytest.mark.parametrize("api", APIS)
 def test_rollout_lines_validate_as_nemo_gym_verify_responses(server, env, api, tmp_path):
     import subprocess
@@ -405,18 +401,13 @@ def test_rollout_lines_validate_as_nemo_gym_verify_responses(server, env, api, t
         "v = BaseVerifyResponse.model_validate(json.load(open(sys.argv[1])))\n"
         "print(v.reward, len(v.response.output))\n"
     )
-    python = Path(os.environ["WORKPLACE_ENV_NEMO_VENV"], "bin", "python")
     done = subprocess.run(
-        [str(python), "-c", code, str(path)], capture_output=True, text=True, timeout=120
+        [str(nemo_python()), "-c", code, str(path)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[0] == "1.0"
 
 
-@pytest.mark.skipif(
-    not Path(os.environ.get("WORKPLACE_ENV_NEMO_VENV", "/nonexistent"), "bin", "python").exists(),
-    reason="set WORKPLACE_ENV_NEMO_VENV to a NeMo Gym 0.7.0 venv to re-verify with NeMo Gym",
-)
 def test_nemo_gym_reverification_accepts_the_rollouts(server, tmp_path):
     """NeMo Gym's own re-verification (e2e/nemo_reverify.py) pairs the rollouts file with its
     materialized inputs, posts each to our gateway's /verify, and gets every reward back."""
@@ -457,7 +448,7 @@ def test_nemo_gym_reverification_accepts_the_rollouts(server, tmp_path):
                 ]
             )
         assert result.exit_code == 0, result.output
-        python = Path(os.environ["WORKPLACE_ENV_NEMO_VENV"], "bin", "python")
+        python = nemo_python()
         script = Path(__file__).resolve().parents[1] / "e2e" / "nemo_reverify.py"
         done = subprocess.run(
             [str(python), str(script), "--gateway", gateway.url, "--rollouts", str(out)],
