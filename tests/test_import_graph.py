@@ -109,7 +109,7 @@ def test_the_sdk_needs_only_its_declared_dependencies():
     grpcio-status (``grpc_status``, and ``google.rpc`` through googleapis-common-protos) and
     protobuf (``google.protobuf``). A package an optional extra brings in goes in ``OPTIONAL``."""
     required = {"grpc", "grpc_status", "google"}
-    optional: set[str] = set()
+    optional = {"openai"}  # the "model" extra: rollouts.openai_client() imports it lazily
     full = grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
     sdk = set()
     for package in ("workplace_env_client", "workplace"):

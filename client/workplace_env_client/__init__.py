@@ -38,6 +38,15 @@ from workplace_env_client.errors import (
     WorkplaceEnvError,
 )
 from workplace_env_client.messages import TableDiff, VerifyResult, task_from_row
+from workplace_env_client.rollouts import (
+    ModelPolicy,
+    Rollout,
+    arun_rollout,
+    arun_rollouts,
+    create_params_for,
+    openai_client,
+    run_rollout,
+)
 
 __all__ = [
     "RING_HASH_ENV",
@@ -52,11 +61,13 @@ __all__ = [
     "EpisodeMismatchError",
     "FieldViolation",
     "InvalidRequestError",
+    "ModelPolicy",
     "RecordedCall",
     "Recovery",
     "RecoveryStrategy",
     "ReleaseFailedError",
     "ReplayDivergedError",
+    "Rollout",
     "Session",
     "SessionCheckpoint",
     "SessionClaimedError",
@@ -71,9 +82,14 @@ __all__ = [
     "UnavailableError",
     "VerifyResult",
     "WorkplaceEnvError",
+    "arun_rollout",
+    "arun_rollouts",
     "channel_options",
+    "create_params_for",
     "make_channel",
+    "openai_client",
     "retry_service_config",
+    "run_rollout",
     "snapshot_from_json",
     "snapshot_to_json",
     "task_from_row",

@@ -111,6 +111,11 @@ ConfigFile = Annotated[
 ]
 
 
+def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
+    """An option of ``run --policy model`` (grouped under its own help panel)."""
+    return Opt(help=help, rich_help_panel="--policy model", **kwargs)  # type: ignore[arg-type]
+
+
 def _settings(flags: dict, config_file: Path | None) -> tuple[Settings, dict[str, str]]:
     try:
         return load_settings(flags, config_file)
@@ -356,7 +361,9 @@ def run(
         Optional[str],  # noqa: UP045
         typer.Option(help="HOST:PORT of a running server; default: an in-process server."),
     ] = None,
-    policy: Annotated[str, typer.Option(help="recorded | oracle | perturbed.")] = "recorded",
+    policy: Annotated[
+        str, typer.Option(help="recorded | oracle | perturbed | model.")
+    ] = "recorded",
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes in flight.")] = 1,
     json_out: Annotated[
         Optional[Path],  # noqa: UP045
@@ -366,13 +373,42 @@ def run(
         OptStr,
         Opt(help="Admin token for the tables_after exports (also WORKPLACE_ENV_ADMIN_TOKEN)."),
     ] = None,
+    base_url: Annotated[
+        OptStr, _model_opt("Model endpoint (OpenAI-compatible), e.g. http://host:8000/v1.")
+    ] = None,
+    model: Annotated[OptStr, _model_opt("Model name sent to the endpoint.")] = None,
+    api: Annotated[
+        str, _model_opt("responses | chat (Chat Completions with tools).")
+    ] = "responses",
+    max_turns: Annotated[int, _model_opt("Model calls per episode at most.", min=1)] = 10,
+    api_key_env: Annotated[
+        str, _model_opt("Environment variable holding the API key.")
+    ] = "OPENAI_API_KEY",
+    timeout: Annotated[float, _model_opt("Seconds per model request.", min=0.1)] = 120.0,
+    max_retries: Annotated[
+        int, _model_opt("Retries with exponential backoff on 429, 5xx, timeouts.", min=0)
+    ] = 4,
+    temperature: Annotated[OptFloat, _model_opt("Sampling temperature [endpoint default].")] = None,
+    max_output_tokens: Annotated[
+        OptInt, _model_opt("Tokens per model answer at most [endpoint default].", min=1)
+    ] = None,
+    repeats: Annotated[int, _model_opt("Rollouts per task.", min=1)] = 1,
+    out: Annotated[
+        Optional[Path],  # noqa: UP045
+        _model_opt(
+            "Rollouts JSONL [<file stem>_rollouts.jsonl]; a rerun resumes it.", dir_okay=False
+        ),
+    ] = None,
 ) -> None:
     """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch.
 
     Lines with ``tables_after`` also have the session's tables compared (an admin export).
+    With --policy model, an OpenAI-compatible model plays each task (see README "Evaluate a
+    model"): rollouts go to --out (resumed on a rerun), a summary by category is printed and a
+    pass-rate plot saved next to it.
     """
-    if policy not in POLICIES:
-        console.print(f"[red]--policy must be one of {', '.join(POLICIES)}[/red]")
+    if policy not in (*POLICIES, "model"):
+        console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
     try:
         lines = read_jsonl(str(file))
@@ -382,6 +418,33 @@ def run(
     if not lines:
         console.print(f"[red]{file} holds no episodes[/red]")
         raise typer.Exit(2)
+    if policy == "model":
+        from workplace_env.model_cli import ModelRunOptions, run_model_policy
+
+        options = ModelRunOptions(
+            base_url,
+            model,
+            api,
+            max_turns,
+            api_key_env,
+            timeout,
+            max_retries,
+            temperature,
+            max_output_tokens,
+            repeats,
+            out or Path(f"{file.stem}_rollouts.jsonl"),
+            concurrency,
+        )
+        if target is not None:
+            with EnvironmentClient(target) as client:
+                run_model_policy(client, lines, options, console)
+        else:
+            with (
+                _in_process_server(data_dir) as server,
+                EnvironmentClient(f"127.0.0.1:{server.port}") as client,
+            ):
+                run_model_policy(client, lines, options, console)
+        return
     if target is not None:
         with EnvironmentClient(target) as client:
             summary = _run_with_progress(client, lines, policy, concurrency, token)

@@ -1,0 +1,634 @@
+"""Model-in-the-loop rollouts: an OpenAI-compatible model plays one episode through the SDK.
+
+For one task row: the row's ``responses_create_params`` (built from its ``system`` and ``prompt``
+and the 27 tool schemas when the row has none, the way NeMo Gym sends them) go to the model;
+every function call it makes becomes a ``CallTool`` whose output goes back to it, until it
+answers without calling a tool or ``max_turns`` model calls were made; then ``Verify`` scores the
+accumulated Responses-API ``output`` (function calls, their outputs, the final message) and the
+session is closed. The result has NeMo Gym's rollout shape (the row, ``responses_create_params``,
+``response``, ``reward``, ``mask_sample``, ``failure_kind``, ``failure_reason``) plus our
+diagnostics.
+
+The model client is whatever OpenAI-compatible client object the caller built (duck-typed:
+``client.responses.create(**kw)`` for ``api="responses"``, ``client.chat.completions.create(**kw)``
+for ``api="chat"``; sync for :func:`run_rollout`, awaitable for :func:`arun_rollout`), so the SDK
+itself needs no ``openai`` package; :func:`openai_client` builds one when ``openai`` is installed
+(the ``model`` extra). Timeouts and retries with backoff on 429 and 5xx are the client's own
+(``openai``: ``timeout``, ``max_retries``, honouring ``retry-after``).
+
+Failures of the endpoint never raise: the episode is masked (``mask_sample`` true, reward 0) with
+a failure kind from NeMo Gym's vocabulary and a reason naming what went wrong:
+
+=============================  =========================================================
+``provider_unavailable``       the model call failed after the client's retries (HTTP 5xx,
+                               timeout, connection refused, a body that is not a response)
+``provider_quota_exhausted``   HTTP 429 after the client's retries
+``agent_run_error``            a function call with arguments that are not JSON, or one cut
+                               off by the token limit (``incomplete`` / ``finish_reason
+                               length``)
+``session_lost`` ...           the environment lost the session (masked by Verify, V4)
+=============================  =========================================================
+
+A tool call is *invalid* when the environment refuses it (arguments not a JSON object:
+``INVALID_ARGUMENT``, answered to the model as an ``{"error": ...}`` output) or when its output
+is the reference's dispatch failure text ``"Error executing tool '<name>': ..."`` (unknown tool,
+an argument the tool does not take, an exception inside the tool); the episode goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from workplace_env_client.client import EnvironmentClient
+from workplace_env_client.errors import (
+    InvalidRequestError,
+    SessionExpiredError,
+    SessionLostError,
+    WorkplaceEnvError,
+)
+from workplace_env_client.messages import TableDiff, VerifyResult
+
+#: The two OpenAI-compatible APIs the loop speaks.
+ModelApi = Literal["responses", "chat"]
+MODEL_APIS: tuple[str, ...] = ("responses", "chat")
+_UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass(frozen=True)
+class ModelPolicy:
+    """How the model is asked: ``model`` name, ``api``, at most ``max_turns`` model calls per
+    episode, and extra request fields (``temperature``, ``max_output_tokens`` ...) sent on
+    every call (Responses-API names; ``max_output_tokens`` becomes ``max_tokens`` for chat)."""
+
+    model: str
+    api: ModelApi = "responses"
+    max_turns: int = 10
+    request_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.api not in MODEL_APIS:
+            raise ValueError(f"api must be 'responses' or 'chat', not {self.api!r}")
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, not {self.max_turns}")
+
+
+@dataclass
+class Rollout:
+    """One finished episode: what NeMo Gym's rollout line holds, plus our diagnostics.
+
+    ``turns`` counts model calls, ``tool_calls`` the function calls the model made and
+    ``invalid_tool_calls`` those the environment refused (or that never ran: bad JSON).
+    ``tables`` is Verify's per-table comparison (empty when the episode failed before Verify).
+    """
+
+    row: Mapping[str, Any]
+    responses_create_params: dict[str, Any]
+    response: dict[str, Any]
+    reward: float
+    mask_sample: bool
+    failure_kind: str | None
+    failure_reason: str | None
+    turns: int
+    tool_calls: int
+    invalid_tool_calls: int
+    tables: tuple[TableDiff, ...]
+    seconds: float
+
+    def to_json(self, task_index: int = 0, rollout_index: int = 0) -> dict[str, Any]:
+        """The rollout as a NeMo Gym rollouts-JSONL object: the row's fields, then
+        ``responses_create_params``, ``response``, ``reward``, ``mask_sample``,
+        ``failure_kind``, ``failure_reason``, ``_ng_task_index``, ``_ng_rollout_index``, and
+        ``workplace_env`` (turns, tool-call counts, per-table results, seconds)."""
+        return {
+            **self.row,
+            "responses_create_params": self.responses_create_params,
+            "response": self.response,
+            "reward": self.reward,
+            "mask_sample": self.mask_sample,
+            "failure_kind": self.failure_kind,
+            "failure_reason": self.failure_reason,
+            "_ng_task_index": task_index,
+            "_ng_rollout_index": rollout_index,
+            "workplace_env": {
+                "turns": self.turns,
+                "tool_calls": self.tool_calls,
+                "invalid_tool_calls": self.invalid_tool_calls,
+                "tables": [
+                    {
+                        "table": t.table,
+                        "equal": t.equal,
+                        "predicted_rows": t.predicted_rows,
+                        "expected_rows": t.expected_rows,
+                    }
+                    for t in self.tables
+                ],
+                "seconds": round(self.seconds, 4),
+            },
+        }
+
+
+def create_params_for(row: Mapping[str, Any], tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The request a task row sends: its own ``responses_create_params`` when it has them,
+    else ``{"input": [system message, user message], "tools": tools}`` from its ``system`` and
+    ``prompt`` (``tools``: the 27 schemas as ListTools gives them, NeMo Gym's ``tools``)."""
+    own = row.get("responses_create_params")
+    if isinstance(own, Mapping):
+        copied: dict[str, Any] = json.loads(json.dumps(own))  # the loop never alters the row
+        return copied
+    messages: list[dict[str, Any]] = []
+    if row.get("system"):
+        messages.append({"role": "system", "content": str(row["system"])})
+    messages.append({"role": "user", "content": str(row.get("prompt") or "")})
+    return {"input": messages, "tools": [dict(t) for t in tools]}
+
+
+def episode_for(row: Mapping[str, Any], rollout_index: int = 0) -> tuple[str, int]:
+    """A rollout id for the row's ``id`` (characters a rollout id refuses become ``-``)."""
+    case = _UNSAFE_ID_CHARS.sub("-", str(row.get("id") or "task"))[:200]
+    return (f"r{case}-{rollout_index}", 0)
+
+
+def openai_client(
+    base_url: str,
+    *,
+    api_key: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    timeout_s: float = 120.0,
+    max_retries: int = 4,
+    asynchronous: bool = False,
+) -> Any:
+    """An ``openai.OpenAI`` (or ``AsyncOpenAI``) for ``base_url``: ``timeout_s`` per request,
+    ``max_retries`` retries with exponential backoff on 408/409/429/5xx and connection errors.
+    The key is ``api_key``, else ``$api_key_env``, else ``"EMPTY"`` (local servers need none).
+    Raises ImportError naming the extra when ``openai`` is not installed."""
+    try:
+        import openai
+    except ImportError as exc:  # the SDK's own dependencies stay grpcio and protobuf
+        raise ImportError(
+            "the model loop's client needs the openai package: "
+            "pip install 'workplace-env[model]' (or pip install openai)"
+        ) from exc
+    key = api_key or os.environ.get(api_key_env) or "EMPTY"
+    cls = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+    return cls(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=max_retries)
+
+
+# -- the dialogue: one state machine for both APIs and both drivers -----------------------------
+
+
+class EpisodeFailure(Exception):
+    """The episode cannot go on: ``kind`` (NeMo Gym failure kind) and ``reason``."""
+
+    def __init__(self, kind: str, reason: str) -> None:
+        super().__init__(f"{kind}: {reason}")
+        self.kind = kind
+        self.reason = reason
+
+
+def _plain(value: Any) -> Any:
+    """A response object (pydantic model, dict or plain object) as JSON-ready data."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    if hasattr(value, "__dict__") and not isinstance(value, str | int | float | bool):
+        return {k: _plain(v) for k, v in vars(value).items() if not k.startswith("_")}
+    return value
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, Mapping) and "text" in p
+        )
+    return "" if content is None else str(content)
+
+
+def _endpoint_failure(exc: BaseException) -> EpisodeFailure:
+    status = getattr(exc, "status_code", None)
+    message = str(getattr(exc, "message", None) or exc)[:300]
+    if status == 429:
+        return EpisodeFailure(
+            "provider_quota_exhausted", f"model endpoint: HTTP 429 after retries: {message}"
+        )
+    if isinstance(status, int):
+        return EpisodeFailure(
+            "provider_unavailable", f"model endpoint: HTTP {status} after retries: {message}"
+        )
+    return EpisodeFailure(
+        "provider_unavailable", f"model endpoint: {type(exc).__name__}: {message}"
+    )
+
+
+_DISPATCH_ERROR = "\"Error executing tool '"
+
+
+def _tool_output_body(output_json: str) -> str:
+    # What a NeMo Gym agent passes back: the tool route's body, ``{"output":`` + output + ``}``.
+    return '{"output":' + output_json + "}"
+
+
+class _Dialogue:
+    """The conversation of one episode, independent of how the model is awaited."""
+
+    def __init__(self, params: dict[str, Any], policy: ModelPolicy) -> None:
+        self.params = params
+        self.policy = policy
+        raw_input = params.get("input")
+        if isinstance(raw_input, str):
+            raw_input = [{"role": "user", "content": raw_input}]
+        self.input: list[dict[str, Any]] = [dict(m) for m in raw_input or []]
+        self.output: list[dict[str, Any]] = []  # the response's accumulated output items
+        self.messages: list[dict[str, Any]] = [  # the chat transcript (api="chat")
+            {"role": m.get("role", "user"), "content": _text_of(m.get("content"))}
+            for m in self.input
+            if m.get("type", "message") == "message"
+        ]
+        self.turns = 0
+        self.tool_calls = 0
+        self.invalid_tool_calls = 0
+        self.done = False
+        self.last: dict[str, Any] = {}
+        self.incomplete: dict[str, Any] | None = None
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def request(self) -> dict[str, Any]:
+        """The keyword arguments of the next model call."""
+        options = dict(self.policy.request_options)
+        extra = {
+            k: v
+            for k, v in self.params.items()
+            if k not in ("input", "tools", "model", "stream", "max_output_tokens")
+        }
+        if self.policy.api == "responses":
+            kwargs = {**extra, **options, "model": self.policy.model}
+            kwargs["input"] = self.input + self.output
+            if self.params.get("tools"):
+                kwargs["tools"] = self.params["tools"]
+            if "max_output_tokens" in self.params:
+                kwargs.setdefault("max_output_tokens", self.params["max_output_tokens"])
+            return kwargs
+        chat: dict[str, Any] = {"model": self.policy.model, "messages": list(self.messages)}
+        for key in ("temperature", "top_p", "parallel_tool_calls", "tool_choice"):
+            if key in extra:
+                chat[key] = extra[key]
+        tokens = options.pop("max_output_tokens", self.params.get("max_output_tokens"))
+        if tokens is not None:
+            chat["max_tokens"] = tokens
+        chat.update(options)
+        if self.params.get("tools"):
+            chat["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        k: t[k] for k in ("name", "description", "parameters", "strict") if k in t
+                    },
+                }
+                for t in self.params["tools"]
+                if t.get("type", "function") == "function"
+            ]
+        return chat
+
+    # -- answers ----------------------------------------------------------------------------
+
+    def receive(self, answer: Any) -> list[dict[str, Any]]:
+        """Take one model answer; return the function calls to run (none: the episode ends).
+
+        Raises EpisodeFailure for calls that cannot be run (bad JSON, cut off)."""
+        self.turns += 1
+        data = _plain(answer)
+        if not isinstance(data, Mapping):
+            raise EpisodeFailure("provider_unavailable", "model endpoint: answer is not an object")
+        if self.policy.api == "responses":
+            items, cut = self._from_responses(data)
+        else:
+            items, cut = self._from_chat(data)
+        self.output.extend(items)
+        calls = [i for i in items if i.get("type") == "function_call"]
+        self.tool_calls += len(calls)
+        if cut and calls:
+            self.invalid_tool_calls += len(calls)
+            raise EpisodeFailure(
+                "agent_run_error",
+                f"turn {self.turns}: tool call {calls[-1].get('name')!r} cut off by the token limit"
+                f" ({cut})",
+            )
+        for call in calls:
+            arguments = call.get("arguments")
+            try:
+                json.loads(arguments if isinstance(arguments, str) else "")
+            except json.JSONDecodeError as exc:
+                self.invalid_tool_calls += 1
+                raise EpisodeFailure(
+                    "agent_run_error",
+                    f"turn {self.turns}: tool call {call.get('name')!r} has arguments that are "
+                    f"not JSON ({exc.msg} at char {exc.pos}): {str(arguments)[:200]!r}",
+                ) from exc
+        if cut or not calls or self.turns >= self.policy.max_turns:
+            self.done = True
+            if cut:
+                self.incomplete = {"reason": cut}
+            elif calls:
+                self.incomplete = {"reason": "max_turns"}
+        return calls
+
+    def _from_responses(self, data: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
+        self.last = dict(data)
+        output = data.get("output")
+        if not isinstance(output, list):
+            raise EpisodeFailure("provider_unavailable", "model endpoint: response has no output")
+        items = [dict(i) for i in output if isinstance(i, Mapping)]
+        cut = ""
+        details = data.get("incomplete_details")
+        if data.get("status") == "incomplete" or details:
+            cut = str((details or {}).get("reason") or "incomplete")
+        return items, cut
+
+    def _from_chat(self, data: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+            raise EpisodeFailure(
+                "provider_unavailable", "model endpoint: completion has no choices"
+            )
+        self.last = {"id": data.get("id"), "created": data.get("created")}
+        choice = choices[0]
+        message = choice.get("message") or {}
+        cut = "max_output_tokens" if choice.get("finish_reason") == "length" else ""
+        items: list[dict[str, Any]] = []
+        text = message.get("content")
+        if text:
+            items.append(
+                {
+                    "id": f"msg_{uuid.uuid4().hex}",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "incomplete" if cut else "completed",
+                    "content": [{"type": "output_text", "text": str(text), "annotations": []}],
+                }
+            )
+        tool_calls = [t for t in message.get("tool_calls") or [] if isinstance(t, Mapping)]
+        for t in tool_calls:
+            function = t.get("function") or {}
+            call_id = str(t.get("id") or f"call_{uuid.uuid4().hex}")
+            items.append(
+                {
+                    "id": f"fc_{call_id}",
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": str(function.get("name", "")),
+                    "arguments": function.get("arguments"),
+                    "status": "incomplete" if cut else "completed",
+                }
+            )
+        assistant: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if tool_calls:
+            assistant["tool_calls"] = [
+                {
+                    "id": i["call_id"],
+                    "type": "function",
+                    "function": {"name": i["name"], "arguments": i["arguments"]},
+                }
+                for i in items
+                if i["type"] == "function_call"
+            ]
+        self.messages.append(assistant)
+        return items, cut
+
+    def answer(self, call: Mapping[str, Any], output: str) -> None:
+        """Record a call's output for the model (both transcripts)."""
+        call_id = str(call.get("call_id", ""))
+        self.output.append({"type": "function_call_output", "call_id": call_id, "output": output})
+        self.messages.append({"role": "tool", "tool_call_id": call_id, "content": output})
+
+    def response(self) -> dict[str, Any]:
+        """The episode's response: a Responses-API object whose ``output`` is every turn's
+        items in order (as NeMo Gym's simple agent builds it)."""
+        base = self.last if self.policy.api == "responses" else {}
+        response = {
+            k: v
+            for k, v in base.items()
+            if k not in ("output", "usage", "output_text", "incomplete_details", "status")
+        }
+        response.setdefault("id", f"resp_{self.last.get('id') or uuid.uuid4().hex}")
+        response.setdefault("object", "response")
+        response.setdefault("created_at", float(self.last.get("created") or time.time()))
+        response.setdefault("model", self.policy.model)
+        response.setdefault(
+            "parallel_tool_calls", bool(self.params.get("parallel_tool_calls", True))
+        )
+        response.setdefault("tool_choice", self.params.get("tool_choice", "auto"))
+        response.setdefault("tools", self.params.get("tools", []))
+        response["output"] = self.output
+        response["status"] = "incomplete" if self.incomplete else "completed"
+        response["incomplete_details"] = self.incomplete
+        return response
+
+
+def _refused_output(exc: InvalidRequestError) -> str:
+    return json.dumps({"error": f"{exc.reason or 'INVALID_ARGUMENT'}: {exc}"}, ensure_ascii=False)
+
+
+def _session_failure(exc: WorkplaceEnvError) -> EpisodeFailure:
+    if isinstance(exc, SessionExpiredError):
+        return EpisodeFailure("session_expired", str(exc))
+    if isinstance(exc, SessionLostError):
+        return EpisodeFailure("session_lost", str(exc))
+    return EpisodeFailure("workplace_env:environment_error", f"{type(exc).__name__}: {exc}")
+
+
+def _verify_kwargs(row: Mapping[str, Any]) -> dict[str, Any]:
+    truth = row.get("ground_truth", [])
+    return {} if isinstance(truth, list) else {"ground_truth_json": json.dumps(truth)}
+
+
+def _finish(
+    row: Mapping[str, Any],
+    params: dict[str, Any],
+    dialogue: _Dialogue,
+    verified: VerifyResult | None,
+    failure: EpisodeFailure | None,
+    started: float,
+) -> Rollout:
+    if failure is not None or verified is None:
+        kind = failure.kind if failure else "workplace_env:environment_error"
+        reason = failure.reason if failure else "no verify result"
+        verified = VerifyResult(0.0, True, kind, reason, verified.tables if verified else ())
+    return Rollout(
+        row=row,
+        responses_create_params=params,
+        response=dialogue.response(),
+        reward=verified.reward,
+        mask_sample=verified.mask_sample,
+        failure_kind=verified.failure_kind or None,
+        failure_reason=verified.failure_reason or None,
+        turns=dialogue.turns,
+        tool_calls=dialogue.tool_calls,
+        invalid_tool_calls=dialogue.invalid_tool_calls,
+        tables=verified.tables,
+        seconds=time.perf_counter() - started if started else 0.0,
+    )
+
+
+def failed_rollout(
+    row: Mapping[str, Any],
+    params: dict[str, Any],
+    policy: ModelPolicy,
+    kind: str,
+    reason: str,
+) -> Rollout:
+    """A masked rollout for an episode that could not be played at all (e.g. its seed was
+    refused): an empty response, reward 0, ``failure_kind`` ``kind``."""
+    return _finish(row, params, _Dialogue(params, policy), None, EpisodeFailure(kind, reason), 0.0)
+
+
+def _task_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    truth = row.get("ground_truth", [])
+    return {**row, "ground_truth": truth if isinstance(truth, list) else []}
+
+
+# -- drivers ----------------------------------------------------------------------------------
+
+
+def run_rollout(
+    env: EnvironmentClient,
+    model_client: Any,
+    row: Mapping[str, Any],
+    policy: ModelPolicy,
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    episode: tuple[str, int] | None = None,
+    task_id: tuple[str, str] | None = None,
+) -> Rollout:
+    """Play one episode of ``row`` with the model behind ``model_client`` (sync client).
+
+    ``tools`` defaults to ``env.list_tools()`` (pass them to save the call per episode);
+    ``episode`` to :func:`episode_for` the row. Never raises for the model's or endpoint's
+    faults (see the module docstring); raises the SDK's errors when the seed itself fails.
+    """
+    started = time.perf_counter()
+    params = create_params_for(row, tools if tools is not None else env.list_tools())
+    dialogue = _Dialogue(params, policy)
+    create: Callable[..., Any] = (
+        model_client.responses.create
+        if policy.api == "responses"
+        else model_client.chat.completions.create
+    )
+    verified: VerifyResult | None = None
+    failure: EpisodeFailure | None = None
+    ep = episode or episode_for(row)
+    tid = task_id or ("model", str(row.get("id") or "task"))
+    with env.session(_task_row(row), episode=ep, task_id=tid) as session:
+        try:
+            while not dialogue.done:
+                try:
+                    answer = create(**dialogue.request())
+                except Exception as exc:  # the client's retries are spent: a masked episode
+                    raise _endpoint_failure(exc) from exc
+                for call in dialogue.receive(answer):
+                    try:
+                        text = env.call_tool_raw(session.id, call["name"], call["arguments"])
+                        output = _tool_output_body(text)
+                        if text.startswith(_DISPATCH_ERROR):
+                            dialogue.invalid_tool_calls += 1
+                    except InvalidRequestError as exc:
+                        dialogue.invalid_tool_calls += 1
+                        output = _refused_output(exc)
+                    except WorkplaceEnvError as exc:
+                        raise _session_failure(exc) from exc
+                    dialogue.answer(call, output)
+            verified = env.verify(
+                session.id, response_output=dialogue.output, **_verify_kwargs(row)
+            )
+        except EpisodeFailure as exc:
+            failure = exc
+    return _finish(row, params, dialogue, verified, failure, started)
+
+
+async def arun_rollout(
+    env: Any,
+    model_client: Any,
+    row: Mapping[str, Any],
+    policy: ModelPolicy,
+    *,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    episode: tuple[str, int] | None = None,
+    task_id: tuple[str, str] | None = None,
+) -> Rollout:
+    """:func:`run_rollout` over an :class:`~workplace_env_client.AsyncEnvironmentClient` and an
+    async model client (``openai.AsyncOpenAI`` or alike)."""
+    started = time.perf_counter()
+    params = create_params_for(row, tools if tools is not None else await env.list_tools())
+    dialogue = _Dialogue(params, policy)
+    create: Callable[..., Awaitable[Any]] = (
+        model_client.responses.create
+        if policy.api == "responses"
+        else model_client.chat.completions.create
+    )
+    verified: VerifyResult | None = None
+    failure: EpisodeFailure | None = None
+    ep = episode or episode_for(row)
+    tid = task_id or ("model", str(row.get("id") or "task"))
+    async with env.session(_task_row(row), episode=ep, task_id=tid) as session:
+        try:
+            while not dialogue.done:
+                try:
+                    answer = await create(**dialogue.request())
+                except Exception as exc:
+                    raise _endpoint_failure(exc) from exc
+                for call in dialogue.receive(answer):
+                    try:
+                        text = await env.call_tool_raw(session.id, call["name"], call["arguments"])
+                        output = _tool_output_body(text)
+                        if text.startswith(_DISPATCH_ERROR):
+                            dialogue.invalid_tool_calls += 1
+                    except InvalidRequestError as exc:
+                        dialogue.invalid_tool_calls += 1
+                        output = _refused_output(exc)
+                    except WorkplaceEnvError as exc:
+                        raise _session_failure(exc) from exc
+                    dialogue.answer(call, output)
+            verified = await env.verify(
+                session.id, response_output=dialogue.output, **_verify_kwargs(row)
+            )
+        except EpisodeFailure as exc:
+            failure = exc
+    return _finish(row, params, dialogue, verified, failure, started)
+
+
+async def arun_rollouts(
+    env: Any,
+    model_client: Any,
+    rows: Iterable[Mapping[str, Any]],
+    policy: ModelPolicy,
+    *,
+    concurrency: int = 8,
+    on_done: Callable[[int, Rollout], None] | None = None,
+) -> list[Rollout]:
+    """Play every row once with at most ``concurrency`` episodes in flight; the rollouts in
+    the rows' order. ``on_done(index, rollout)`` is called as each finishes."""
+    items = list(rows)
+    tools = await env.list_tools()
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(index: int, row: Mapping[str, Any]) -> Rollout:
+        async with gate:
+            rollout = await arun_rollout(env, model_client, row, policy, tools=tools)
+        if on_done is not None:
+            on_done(index, rollout)
+        return rollout
+
+    return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(items))))

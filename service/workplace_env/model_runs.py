@@ -1,0 +1,326 @@
+"""``workplace-env run --policy model``: collect model rollouts into a file, resumably; summarise.
+
+Each (task, rollout index) pair is one episode played by :func:`workplace_env_client.run_rollout`
+(the SDK's model loop) with ``concurrency`` episodes in flight. Lines are appended to the
+rollouts JSONL as episodes finish (NeMo Gym's rollout shape plus ``workplace_env``
+diagnostics), next to NeMo Gym's ``<stem>_materialized_inputs.jsonl`` (every pair's row with its
+``responses_create_params``, ``_ng_task_index`` and ``_ng_rollout_index``), so NeMo Gym can
+train on the file or re-verify it.
+
+Resume: a rerun with the same output file keeps the lines of finished episodes and plays only
+the others. Finished means scored (not masked) or failed by the model itself
+(``agent_run_error``); episodes masked by the endpoint or the environment (``provider_*``,
+``session_*``) are played again.
+
+Summary by category (:func:`summarise`): pass rate (reward 1.0 among unmasked episodes), mean
+model turns, tool-call validity (share of the model's calls that ran), and WorkBench's
+side-effect rate: the share of unmasked episodes whose end state differs from the expected one
+in a table that no ground-truth call writes (so the model changed a table the task did not ask
+for).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from workplace_env.runner import case_id_of
+from workplace_env.sandbox.tools import TOOLS
+from workplace_env_client import (
+    EnvironmentClient,
+    ModelPolicy,
+    WorkplaceEnvError,
+    create_params_for,
+    run_rollout,
+)
+from workplace_env_client.rollouts import episode_for, failed_rollout
+
+#: Masked failures that the model caused; resume does not play these again.
+FINISHED_FAILURES = frozenset({"agent_run_error"})
+
+
+def materialized_inputs_path(out: Path) -> Path:
+    """NeMo Gym's companion file: ``rollouts.jsonl`` -> ``rollouts_materialized_inputs.jsonl``."""
+    return out.with_name(out.stem + "_materialized_inputs.jsonl")
+
+
+def plot_path(out: Path) -> Path:
+    """Where the pass-rate plot goes: ``rollouts.jsonl`` -> ``rollouts_pass_rate.png``."""
+    return out.with_name(out.stem + "_pass_rate.png")
+
+
+def summary_path(out: Path) -> Path:
+    """Where the summary JSON goes: ``rollouts.jsonl`` -> ``rollouts_summary.json``."""
+    return out.with_name(out.stem + "_summary.json")
+
+
+def _key(line: Mapping[str, Any]) -> tuple[int, int, str]:
+    return (
+        int(line.get("_ng_task_index", -1)),
+        int(line.get("_ng_rollout_index", -1)),
+        str(line.get("id", "")),
+    )
+
+
+def is_finished(line: Mapping[str, Any]) -> bool:
+    """True when a rollout line needs no replay (see the module docstring)."""
+    return not line.get("mask_sample") or line.get("failure_kind") in FINISHED_FAILURES
+
+
+def read_finished(out: Path) -> list[dict[str, Any]]:
+    """The finished lines of an existing output file (the last line of a key wins); a line cut
+    short by a crash is dropped."""
+    if not out.exists():
+        return []
+    kept: dict[tuple[int, int, str], dict[str, Any]] = {}
+    with out.open(encoding="utf-8") as fh:
+        for text in fh:
+            try:
+                line = json.loads(text)
+            except json.JSONDecodeError:
+                continue  # an append interrupted mid-line
+            if isinstance(line, dict):
+                kept[_key(line)] = line
+    return [line for line in kept.values() if is_finished(line)]
+
+
+def _write_lines(path: Path, lines: Iterable[Mapping[str, Any]]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for line in lines:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+@dataclass
+class CollectResult:
+    """What a collection did: episodes played now, skipped as already finished, in total;
+    ``keys`` identify this run's episodes among the file's lines (see :func:`read_rollouts`)."""
+
+    played: int
+    skipped: int
+    total: int
+    keys: frozenset[tuple[int, int, str]]
+
+
+def collect_rollouts(
+    client: EnvironmentClient,
+    model_client: Any,
+    rows: Sequence[Mapping[str, Any]],
+    policy: ModelPolicy,
+    out: Path,
+    *,
+    repeats: int = 1,
+    concurrency: int = 1,
+    on_start: Callable[[int], None] | None = None,
+    on_done: Callable[[dict[str, Any]], None] | None = None,
+) -> CollectResult:
+    """Play every (row, rollout index < ``repeats``) not finished in ``out``; append each line.
+
+    ``on_start(n)`` gets the number of episodes to play, ``on_done(line)`` each written line.
+    """
+    tools = client.list_tools()
+    pairs = [
+        (task_index, rollout_index, dict(row))
+        for task_index, row in enumerate(rows)
+        for rollout_index in range(repeats)
+    ]
+    inputs = []
+    for task_index, rollout_index, row in pairs:
+        row = {**row, "id": case_id_of(row, task_index + 1)}
+        inputs.append(
+            {
+                **row,
+                "responses_create_params": create_params_for(row, tools),
+                "_ng_task_index": task_index,
+                "_ng_rollout_index": rollout_index,
+            }
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _write_lines(materialized_inputs_path(out), inputs)
+    finished = read_finished(out)
+    done_keys = {_key(line) for line in finished}
+    todo = [i for i in inputs if _key(i) not in done_keys]
+    _write_lines(out, finished)  # drops the lines about to be played again
+    if on_start is not None:
+        on_start(len(todo))
+    lock = threading.Lock()
+
+    def one(item: dict[str, Any]) -> None:
+        row = {
+            k: v
+            for k, v in item.items()
+            if k not in ("responses_create_params", "_ng_task_index", "_ng_rollout_index")
+        }
+        task_index, rollout_index = item["_ng_task_index"], item["_ng_rollout_index"]
+        params = item["responses_create_params"]
+        try:
+            rollout = run_rollout(
+                client,
+                model_client,
+                {**row, "responses_create_params": params},
+                policy,
+                tools=tools,
+                episode=episode_for(row, rollout_index),
+                task_id=("model", str(row["id"])),
+            )
+        except WorkplaceEnvError as exc:  # seed or close refused: masked, played again on resume
+            rollout = failed_rollout(
+                {**row, "responses_create_params": params},
+                params,
+                policy,
+                "workplace_env:environment_error",
+                f"{type(exc).__name__}: {exc}",
+            )
+        line = rollout.to_json(task_index, rollout_index)
+        with lock, out.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+        if on_done is not None:
+            on_done(line)
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        for future in [pool.submit(one, item) for item in todo]:
+            future.result()
+    return CollectResult(
+        played=len(todo),
+        skipped=len(inputs) - len(todo),
+        total=len(inputs),
+        keys=frozenset(_key(i) for i in inputs),
+    )
+
+
+# -- summary ----------------------------------------------------------------------------------
+
+
+def side_effect_tables(line: Mapping[str, Any]) -> list[str]:
+    """Tables where the episode's end state differs from the expected one although no
+    ground-truth call writes them (WorkBench's side effects)."""
+    truth = line.get("ground_truth")
+    asked: set[str] = set()
+    for call in truth if isinstance(truth, list) else []:
+        tool = TOOLS.get(str(call.get("name", ""))) if isinstance(call, Mapping) else None
+        if tool is not None:
+            asked |= tool.writes
+    tables = (line.get("workplace_env") or {}).get("tables") or []
+    return [t["table"] for t in tables if not t.get("equal", True) and t["table"] not in asked]
+
+
+_SHORT_CATEGORY = {
+    "customer_relationship_manager": "crm",
+    "project_management": "project mgmt",
+    "multi_domain": "multi-domain",
+}
+
+
+def short_category(category: str) -> str:
+    """A category's name in tables and plots (``customer_relationship_manager`` -> ``crm``)."""
+    return _SHORT_CATEGORY.get(category, category)
+
+
+@dataclass
+class CategorySummary:
+    """One category's figures (``pass_rate`` and rates over unmasked episodes)."""
+
+    category: str
+    episodes: int
+    masked: int
+    passed: int
+    pass_rate: float
+    mean_turns: float
+    tool_calls: int
+    tool_call_validity: float
+    side_effect_rate: float
+
+
+def _category_summary(category: str, lines: list[Mapping[str, Any]]) -> CategorySummary:
+    scored = [line for line in lines if not line.get("mask_sample")]
+    passed = sum(1 for line in scored if line.get("reward") == 1.0)
+    diag = [line.get("workplace_env") or {} for line in lines]
+    calls = sum(int(d.get("tool_calls", 0)) for d in diag)
+    invalid = sum(int(d.get("invalid_tool_calls", 0)) for d in diag)
+    effects = sum(1 for line in scored if side_effect_tables(line))
+    return CategorySummary(
+        category=category,
+        episodes=len(lines),
+        masked=len(lines) - len(scored),
+        passed=passed,
+        pass_rate=passed / len(scored) if scored else 0.0,
+        mean_turns=sum(int(d.get("turns", 0)) for d in diag) / len(lines) if lines else 0.0,
+        tool_calls=calls,
+        tool_call_validity=(calls - invalid) / calls if calls else 1.0,
+        side_effect_rate=effects / len(scored) if scored else 0.0,
+    )
+
+
+def summarise(lines: Iterable[Mapping[str, Any]]) -> list[CategorySummary]:
+    """Per-category figures, sorted by category, then the row ``all``."""
+    items = list(lines)
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for line in items:
+        category = str(line.get("category") or "uncategorised")
+        groups.setdefault(category.removeprefix("workplace_assistant_"), []).append(line)
+    rows = [_category_summary(c, groups[c]) for c in sorted(groups)]
+    return [*rows, _category_summary("all", items)]
+
+
+def read_rollouts(
+    out: Path, keys: frozenset[tuple[int, int, str]] | None = None
+) -> list[dict[str, Any]]:
+    """The rollout lines of ``out`` (the last line of a key wins), only those of ``keys`` when
+    given (lines of an earlier run over other tasks stay in the file, out of the summary)."""
+    kept: dict[tuple[int, int, str], dict[str, Any]] = {}
+    with out.open(encoding="utf-8") as fh:
+        for text in fh:
+            if text.strip():
+                line = json.loads(text)
+                if keys is None or _key(line) in keys:
+                    kept[_key(line)] = line
+    return list(kept.values())
+
+
+def write_summary(summary: list[CategorySummary], out: Path) -> Path:
+    """Write the summary JSON next to ``out``; return its path."""
+    path = summary_path(out)
+    path.write_text(json.dumps([asdict(s) for s in summary], indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def write_plot(summary: list[CategorySummary], out: Path, title: str) -> Path | None:
+    """Save a bar chart of pass rate by category next to ``out``; None when matplotlib is not
+    installed (the ``plot`` extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    path = plot_path(out)
+    names = [short_category(s.category) for s in summary]
+    rates = [s.pass_rate for s in summary]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(names)), 3.6))
+    bars = ax.bar(names, rates, color=["#4c72b0"] * (len(names) - 1) + ["#55a868"])
+    for bar, s in zip(bars, summary, strict=True):
+        ax.annotate(
+            f"{s.passed}/{s.episodes - s.masked}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel("pass rate (reward 1.0)")
+    ax.set_title(title, fontsize=10)
+    plt.setp(ax.get_xticklabels(), rotation=30, ha="right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
