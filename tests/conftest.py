@@ -58,11 +58,13 @@ def workbench_tables() -> Iterator[BaseTables]:
 
 @pytest.fixture(scope="session")
 def workbench_server(workbench_tables):
-    """A real gRPC server in this process over the WorkBench sandbox."""
+    """A real gRPC server in this process over the WorkBench sandbox (admin open: loopback)."""
+    from workplace_env.config import Settings
     from workplace_env.server.app import start_server
     from workplace_env.sessions import SessionStore
 
-    server = start_server(SessionStore(workbench_tables), "127.0.0.1:0")
+    settings = Settings(admin_open=True)
+    server = start_server(SessionStore(workbench_tables), "127.0.0.1:0", settings=settings)
     yield server
     server.stop(grace_s=0.5)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -89,12 +90,18 @@ def _store(data_dir: Path | None) -> SessionStore:
         raise typer.Exit(2) from exc
 
 
+#: The admin token of the in-process server of `run` (made per process): the `tables_after`
+#: comparisons read the sessions through the admin export, which is off without a token (A1).
+_IN_PROCESS_ADMIN_TOKEN = secrets.token_urlsafe(24)
+
+
 @contextmanager
 def _in_process_server(data_dir: Path | None) -> Iterator[RunningServer]:
     # Refusals are part of some files (e.g. bodies the reference answered with 422): the
     # run's own table reports mismatches, so the server's per-RPC warnings stay quiet.
     logging.getLogger("workplace_env.rpc").setLevel(logging.ERROR)
-    server = start_server(_store(data_dir), "127.0.0.1:0")
+    settings = Settings(admin_token=_IN_PROCESS_ADMIN_TOKEN)
+    server = start_server(_store(data_dir), "127.0.0.1:0", settings=settings)
     try:
         yield server
     finally:
@@ -453,7 +460,9 @@ def run(
             _in_process_server(data_dir) as server,
             EnvironmentClient(f"127.0.0.1:{server.port}") as client,
         ):
-            summary = _run_with_progress(client, lines, policy, concurrency)
+            summary = _run_with_progress(
+                client, lines, policy, concurrency, _IN_PROCESS_ADMIN_TOKEN
+            )
     _print_summary(summary, f"{file.name} ({policy})")
     if json_out is not None:
         json_out.write_text(json.dumps(summary.to_json(), indent=2, default=str) + "\n")
