@@ -173,6 +173,20 @@ def test_K4_matching_seed_claims_restored_tables_without_rebuild(servers):
     assert _found(b.client, "k4") == 1  # the mutation survived: nothing was rebuilt
 
 
+def test_K4_seed_with_another_task_than_the_snapshot_conflicts_not_claims(servers):
+    a, b = servers(), servers()
+    a.client.seed("k4t", EP, TID, TASK)
+    a.client.call_tool("k4t", *SEND)
+    b.admin.restore_sessions(a.admin.export_sessions()[0])
+    with pytest.raises(SessionConflictError) as err:
+        b.client.seed("k4t", EP, TID, {**TASK, "ground_truth": []})
+    assert err.value.reason == "SESSION_CONFLICT" and "task data differs" in err.value.message
+    assert b.running.store.state_counts() == {"restored_unclaimed": 1}  # not claimed
+    response = b.client.seed("k4t", EP, TID, TASK)  # the snapshot's own task still claims
+    assert response.restored and not response.rebuilt
+    assert _found(b.client, "k4t") == 1
+
+
 def test_K4_legacy_request_claims_restored_legacy_session(servers):
     a, b = servers(), servers()
     a.client.seed_legacy("cookie", TASK)

@@ -201,6 +201,19 @@ def test_S3_seed_bound_to_other_episode_or_task_conflicts(env, episode, task_id)
     assert env.client.close_session("s3", EP) == "CLOSED"  # still bound to the first episode
 
 
+def test_S3_seed_of_the_same_identity_with_another_task_conflicts(env):
+    env.client.seed("s3t", EP, TID, TASK)
+    env.client.call_tool("s3t", *WRITE)
+    other = {**TASK, "ground_truth": []}  # same id, episode and task_id; another task
+    with pytest.raises(SessionConflictError) as err:
+        env.client.seed("s3t", EP, TID, other)
+    assert_refused(err.value, grpc.StatusCode.ALREADY_EXISTS, "SESSION_CONFLICT", "s3t")
+    assert "task data differs" in err.value.message
+    assert _emails(env.client, "s3t") == 1  # unchanged
+    # Verify still scores the first task's ground truth (the write it asks for was made).
+    assert env.client.verify("s3t", [(WRITE[0], json.dumps(WRITE[1]))]).reward == 1.0
+
+
 def test_S4_seed_after_close_is_refused(env):
     env.client.seed("s4", EP, TID, TASK)
     env.client.close_session("s4", EP)
@@ -838,6 +851,30 @@ def test_H1_typed_seed_answers_nemo_response_and_binds_the_cookie(env, http):
     env.client.close_session("h1", ("r-h", 0))
     closed = http.post("/seed_session", json=nemo_seed("h1"))
     assert closed.status_code == 409 and closed.json()["reason"] == "SESSION_CLOSED"
+
+
+def test_H1_typed_seed_with_another_task_is_a_conflict_not_a_retry(env, http):
+    junk = nemo_seed("h1j", task_data={"id": "task-1"})  # parsable, but not the row
+    assert http.post("/seed_session", json=junk).status_code == 200
+    real = http.post("/seed_session", json=nemo_seed("h1j"))
+    assert real.status_code == 409 and real.json()["reason"] == "SESSION_CONFLICT"
+    assert "task data differs" in real.json()["detail"]
+    again = http.post("/seed_session", json=junk)  # the identical seed is still a retry
+    assert again.status_code == 200
+
+
+@pytest.mark.parametrize(
+    "task_data",
+    [
+        {"ground_truth": [{"name": "x", "arguments": "{not json"}]},
+        {"id": "t", "environment_name": "other_env"},
+    ],
+)
+def test_H1_typed_seed_422_names_task_data_as_sent(env, http, task_data):
+    response = http.post("/seed_session", json=nemo_seed("h1l", task_data=task_data))
+    assert response.status_code == 422
+    locs = [problem["loc"] for problem in response.json()["detail"]]
+    assert locs and all(loc[:2] == ["body", "task_data"] for loc in locs), locs
 
 
 def test_H2_typed_close_answers_exactly_the_id(env, http):

@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from base64 import b64decode, b64encode
 from collections.abc import Iterator
@@ -39,7 +40,7 @@ from workplace_env.gateway import (
     parse_address,
     start_gateway,
 )
-from workplace_env.gateway.backend import InProcessBackend
+from workplace_env.gateway.backend import InProcessBackend, RemoteBackend
 from workplace_env.gateway.serve import local_target
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import RunningServer, start_server
@@ -146,6 +147,34 @@ def verify_body(calls: list[dict], **extra) -> dict:
 def test_health_routes_answer_ok(http, path):
     response = http.get(path)
     assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def test_remote_gateway_ready_follows_the_grpc_server_health():
+    server = start_server(SessionStore(load_sandbox(None), SessionConfig()), "127.0.0.1:0")
+    gw = start_gateway(grpc_target=local_target("127.0.0.1:0", server.port), settings=SETTINGS)
+    try:
+        with httpx.Client(base_url=gw.url, timeout=10) as client:
+            assert client.get("/ready").json() == {"status": "ready"}
+            server.stop(grace_s=0.5)
+            deadline = time.monotonic() + 15  # the cached answer lasts about a second
+            while (ready := client.get("/ready")).status_code == 200:
+                assert time.monotonic() < deadline, "/ready still 200 with the server stopped"
+                time.sleep(0.05)  # poll interval of a bounded wait, not synchronisation
+            assert ready.status_code == 503 and ready.headers["retry-after"] == "1"
+            assert ready.json()["status"] in ("backend_unavailable", "backend_not_serving")
+            assert client.get("/health").json() == {"status": "ok"}  # liveness: it serves
+    finally:
+        gw.stop()
+        server.stop(grace_s=0)
+
+
+def test_remote_readiness_is_cached_between_probes(sdk):
+    backend = RemoteBackend(sdk)
+    checks = []
+    real = backend._health.Check
+    backend._health.Check = lambda *a, **kw: checks.append(1) or real(*a, **kw)
+    assert [backend.not_ready() for _ in range(5)] == [None] * 5
+    assert len(checks) == 1  # one health RPC for a burst of probes
 
 
 def test_reverify_mode_is_stateless(http):

@@ -169,6 +169,8 @@ class Session:
     # Installed by a restore (K3); ``restored_state`` is the state it had when exported.
     restored: bool = False
     restored_state: SessionState = SessionState.SEEDED
+    # The task's digest (:func:`task_digest`), fixed at bind time: a retry is the same seed.
+    task_digest: bytes = b""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # call_id -> record, oldest first; bounded by SessionConfig.max_call_ids / call_id_ttl_s.
     calls: OrderedDict[str, CallRecord] = field(default_factory=OrderedDict, repr=False)
@@ -210,6 +212,7 @@ class _Build:
     episode: EpisodeId
     task_id: TaskId
     legacy: bool
+    task_digest: bytes
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -221,6 +224,7 @@ class _Eviction:
     episode: EpisodeId
     task_id: TaskId
     legacy: bool
+    task_digest: bytes
 
     @classmethod
     def of(cls, session: Session, at: float) -> _Eviction:
@@ -231,6 +235,7 @@ class _Eviction:
             EpisodeId(_detached(episode.rollout_id), episode.attempt),
             TaskId(_detached(task_id.taskset), _detached(task_id.task_id)),
             session.legacy,
+            session.task_digest,
         )
 
 
@@ -383,6 +388,7 @@ class SessionStore:
             task_id = TaskId("legacy", (task.id if task is not None else "") or "row")
         check_seed(session_id, episode, task_id, task)
         assert episode is not None and task_id is not None and task is not None
+        digest = task_digest(task)
         while True:
             now = self.clock()
             build: _Build | None = None
@@ -391,17 +397,17 @@ class SessionStore:
                 existing = self._sessions.get(session_id)
                 pending = None if existing is not None else self._building.get(session_id)
                 if existing is not None:
-                    same = _same_binding(existing, episode, task_id, legacy)
+                    same = _same_binding(existing, episode, task_id, digest, legacy)
                     if same and existing.state is SessionState.RESTORED_UNCLAIMED:
                         return self._claim_by_seed(existing, now)
                     if not same:
-                        raise _conflict(session_id, existing)
+                        raise _conflict(session_id, existing, digest)
                     if not legacy:
                         existing.last_used = now
                         return SeedResult(existing.state, already_seeded=True)
                 elif pending is None:
-                    self._admit(session_id, episode, task_id, legacy, now)
-                    build = self._building[session_id] = _Build(episode, task_id, legacy)
+                    self._admit(session_id, episode, task_id, digest, legacy, now)
+                    build = self._building[session_id] = _Build(episode, task_id, legacy, digest)
             if pending is not None:
                 self.faults.hit("seed_wait", session_id)
                 pending.done.wait()
@@ -415,7 +421,13 @@ class SessionStore:
             # the legacy session was released while we built: decide again
 
     def _admit(
-        self, session_id: str, episode: EpisodeId, task_id: TaskId, legacy: bool, now: float
+        self,
+        session_id: str,
+        episode: EpisodeId,
+        task_id: TaskId,
+        digest: bytes,
+        legacy: bool,
+        now: float,
     ) -> None:
         """Checks of a seed for an id with no live session (caller holds the store lock)."""
         if self._valid(self._fences.get(session_id), self.config.fence_ttl_s, now):
@@ -424,9 +436,9 @@ class SessionStore:
         if (
             evicted is not None
             and now - evicted.at <= self.config.fence_ttl_s
-            and not _same_binding(evicted, episode, task_id, legacy)
+            and not _same_binding(evicted, episode, task_id, digest, legacy)
         ):
-            raise _conflict(session_id, evicted)
+            raise _conflict(session_id, evicted, digest)
         if self._draining:
             raise errors.Draining("the server is shutting down", session_id)
         if len(self._sessions) + len(self._building) >= self.config.max_sessions:
@@ -457,6 +469,7 @@ class SessionStore:
                 tables=tables,
                 last_used=now,
                 legacy=build.legacy,
+                task_digest=build.task_digest,
             )
         build.done.set()
         return SeedResult(SessionState.SEEDED, already_seeded=False)
@@ -472,6 +485,7 @@ class SessionStore:
                 return None
             session.tables = tables
             session.task = task
+            session.task_digest = task_digest(task)
             session.state = SessionState.SEEDED
             session.calls.clear()
             session.last_used = now
@@ -781,6 +795,7 @@ class SessionStore:
                     legacy=snapshot.legacy,
                     restored=True,
                     restored_state=SessionState(snapshot.session_state),
+                    task_digest=task_digest(task),
                 )
         return len(decoded)
 
@@ -895,13 +910,29 @@ class SessionStore:
         _drop_older(self._markers, lambda m: m.at, now - self.config.retry_window_s)
 
 
+def task_digest(task: Task) -> bytes:
+    """BLAKE2b (16 bytes) of ``task``'s canonical JSON: the fields a verify scores and a
+    checkpoint keeps (id, category, environment name, ground-truth calls), not the prompt.
+
+    S2/S3, K4: a seed is a retry only when it carries the same task as the binding.
+    """
+    canonical = [
+        task.id,
+        task.category,
+        task.environment_name,
+        [[call.name, call.arguments] for call in task.ground_truth],
+    ]
+    return hashlib.blake2b(json.dumps(canonical).encode(), digest_size=16).digest()
+
+
 def _same_binding(
-    bound: Session | _Eviction, episode: EpisodeId, task_id: TaskId, legacy: bool
+    bound: Session | _Eviction, episode: EpisodeId, task_id: TaskId, digest: bytes, legacy: bool
 ) -> bool:
-    """Whether a seed names the binding ``bound`` (any legacy seed names a legacy binding)."""
+    """Whether a seed names the binding ``bound``: same episode, task id and task (S2, K4);
+    any legacy seed names a legacy binding (a legacy re-seed rebuilds, as the reference does)."""
     if bound.legacy or legacy:
         return bound.legacy and legacy
-    return bound.episode == episode and bound.task_id == task_id
+    return bound.episode == episode and bound.task_id == task_id and bound.task_digest == digest
 
 
 def _claim(session: Session) -> None:
@@ -910,7 +941,9 @@ def _claim(session: Session) -> None:
         session.state = session.restored_state
 
 
-def _conflict(session_id: str, bound: Session | _Eviction) -> errors.SessionError:
+def _conflict(
+    session_id: str, bound: Session | _Eviction, digest: bytes = b""
+) -> errors.SessionError:
     if (
         isinstance(bound, Session)
         and bound.restored
@@ -923,10 +956,15 @@ def _conflict(session_id: str, bound: Session | _Eviction) -> errors.SessionErro
         return errors.SessionConflict(
             f"session {session_id} is a legacy (cookie) session", session_id
         )
+    differs = (
+        " (the seed's task data differs from the bound task's)"
+        if (digest and digest != bound.task_digest)
+        else ""
+    )
     return errors.SessionConflict(
         f"session {session_id} is bound to episode "
         f"{bound.episode.rollout_id}/{bound.episode.attempt} and task "
-        f"{bound.task_id.taskset}/{bound.task_id.task_id}",
+        f"{bound.task_id.taskset}/{bound.task_id.task_id}{differs}",
         session_id,
     )
 

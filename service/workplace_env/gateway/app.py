@@ -55,7 +55,7 @@ id, a reused ``x-workplace-call-id``, a close for another episode -> 409; capaci
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from importlib import metadata
 from typing import Any
@@ -172,13 +172,19 @@ def create_app(
     async def _problem_handler(request: Request, exc: HttpProblem) -> Response:
         return exc.response
 
-    async def call(fn: Callable[..., Any], *args: Any, seeding: bool = False, **kw: Any) -> Any:
+    async def call(
+        fn: Callable[..., Any],
+        *args: Any,
+        seeding: bool = False,
+        sent_as: Mapping[str, str] | None = None,
+        **kw: Any,
+    ) -> Any:
         try:
             if backend.blocking:
                 return await run_in_threadpool(fn, *args, **kw)
             return fn(*args, **kw)  # in-process: sub-millisecond, no thread hop
         except WorkplaceEnvError as exc:
-            raise service_error(exc, seeding=seeding) from exc
+            raise service_error(exc, seeding=seeding, sent_as=sent_as) from exc
 
     @app.get("/", summary="Health", tags=["health"])
     @app.get("/health", summary="Health", tags=["health"])
@@ -189,9 +195,16 @@ def create_app(
     @app.get("/ready", summary="Readiness", tags=["health"])
     async def ready() -> Response:
         """``200 {"status": "ready"}``; ``503 {"status": "draining"}`` from the first instant
-        of shutdown (CONTRACT X2), so balancers stop sending new episodes."""
+        of shutdown (CONTRACT X2), so balancers stop sending new episodes; for a remote
+        backend, 503 ``{"status": "backend_unavailable" | "backend_not_serving"}`` while the
+        gRPC server's health service does not answer SERVING."""
         if app.state.draining.is_set():
             return json_response({"status": "draining"}, 503, {"retry-after": "1"})
+        why = (
+            await run_in_threadpool(backend.not_ready) if backend.blocking else backend.not_ready()
+        )
+        if why is not None:
+            return json_response({"status": why}, 503, {"retry-after": "1"})
         return json_response({"status": "ready"})
 
     @app.get("/reverify_mode", summary="Re-verify mode", tags=["legacy"])
@@ -261,13 +274,24 @@ def create_app(
         if is_nemo_seed(body) or is_typed_seed(body):  # H1; the cookie names the typed id
             parse = parse_nemo_seed if is_nemo_seed(body) else parse_typed_seed
             sid, episode, task_id, row = parse(body)
-            await call(backend.seed, sid, episode, task_id, row, seeding=True)
+            # 422 locs name the row's field as sent: NeMo's task_data, our task, or the body
+            sent_as = {
+                "task": "task_data" if is_nemo_seed(body) else "task" if "task" in body else ""
+            }
+            await call(backend.seed, sid, episode, task_id, row, seeding=True, sent_as=sent_as)
             request.session[SESSION_ID_KEY] = sid
             token = tokens.mint(sid)
             meta = mcp_metadata(settings.mcp_path, token) if mcp is not None else None
             return json_response(seed_response(sid, meta), headers={TOKEN_HEADER: token})
         else:
-            sid = await call(seed_legacy, backend, cookie_session(request), body, seeding=True)
+            sid = await call(
+                seed_legacy,
+                backend,
+                cookie_session(request),
+                body,
+                seeding=True,
+                sent_as={"task": ""},  # the body is the row
+            )
         request.session[SESSION_ID_KEY] = sid
         return Response(
             b"{}", media_type="application/json", headers={TOKEN_HEADER: tokens.mint(sid)}

@@ -23,11 +23,13 @@ both:
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env_client import EnvironmentClient, WorkplaceEnvError
@@ -85,20 +87,58 @@ class Backend(Protocol):
 
     def list_tools(self) -> list[dict[str, Any]]: ...
 
+    def not_ready(self) -> str | None:
+        """Why the environment cannot take episodes now (``/ready``'s 503 status), or None."""
+        ...
+
+
+#: How long ``/ready`` waits for the gRPC health answer, and how long that answer is reused.
+READY_DEADLINE_S = 0.5
+READY_CACHE_S = 1.0
+
 
 class RemoteBackend:
-    """The environment over gRPC, through an SDK client (owned by the caller)."""
+    """The environment over gRPC, through an SDK client (owned by the caller).
+
+    Readiness (:meth:`not_ready`) is the server's own gRPC health service: SERVING within
+    :data:`READY_DEADLINE_S`, the answer cached :data:`READY_CACHE_S` so a balancer's probes
+    do not each cost an RPC.
+    """
 
     blocking = True
 
     def __init__(self, client: EnvironmentClient) -> None:
         self.client = client
+        self._health = health_pb2_grpc.HealthStub(client.channel)
+        self._ready_lock = threading.Lock()
+        self._ready_at = -float("inf")
+        self._ready: str | None = None
         self.seed = client.seed
         self.seed_legacy = client.seed_legacy
         self.call_tool_raw = client.call_tool_raw
         self.verify = client.verify
         self.close_session = client.close_session
         self.list_tools = client.list_tools
+
+    def not_ready(self) -> str | None:
+        """None when the server's health service answers SERVING; else ``"backend_unavailable"``
+        (no answer in time) or ``"backend_not_serving"`` (it answered, e.g. draining: X2).
+        Blocking (one health RPC at most per :data:`READY_CACHE_S`)."""
+        with self._ready_lock:
+            now = time.monotonic()
+            if now - self._ready_at < READY_CACHE_S:
+                return self._ready
+            try:
+                answer = self._health.Check(
+                    health_pb2.HealthCheckRequest(service=""), timeout=READY_DEADLINE_S
+                )
+            except grpc.RpcError:
+                self._ready = "backend_unavailable"
+            else:
+                serving = answer.status == health_pb2.HealthCheckResponse.SERVING
+                self._ready = None if serving else "backend_not_serving"
+            self._ready_at = time.monotonic()
+            return self._ready
 
 
 class _Aborted(Exception):
@@ -175,6 +215,11 @@ class InProcessBackend:
             server.metrics,
             MAX_MESSAGE_BYTES if max_message_bytes is None else max_message_bytes,
         )
+
+    def not_ready(self) -> str | None:
+        """Always None: the co-hosted gateway's ``/ready`` follows the server's own draining
+        state (set on the app by :mod:`workplace_env.gateway.serve`)."""
+        return None
 
     def _invoke(self, method: str, request: Any) -> Any:
         if self.max_message_bytes is not None:

@@ -8,6 +8,7 @@ import json
 import math
 import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import Request
@@ -85,10 +86,23 @@ def invalid(problems: list[tuple[Loc, str]]) -> HttpProblem:
 _INDEXED = re.compile(r"^(.*)\[(\d+)\]$")
 
 
-def _field_loc(field: str) -> Loc:
-    """``task.ground_truth[0].arguments`` -> ``("task", "ground_truth", 0, "arguments")``."""
+def _field_loc(field: str, sent_as: Mapping[str, str] | None = None) -> Loc:
+    """``task.ground_truth[0].arguments`` -> ``("task", "ground_truth", 0, "arguments")``.
+
+    ``sent_as`` renames the service's first field to the one the request sent (``task`` ->
+    ``task_data`` for NeMo's seed; ``""``: the body itself was that field), so every loc
+    names the field as sent.
+    """
     loc: list[str | int] = []
-    for part in field.split("."):
+    parts = field.split(".")
+    if sent_as and parts:
+        head = _INDEXED.match(parts[0])
+        name = head.group(1) if head else parts[0]
+        if name in sent_as:
+            renamed = sent_as[name]
+            rest = parts[0][len(name) :]
+            parts[0] = renamed + rest if renamed or rest else ""
+    for part in parts:
         match = _INDEXED.match(part)
         if match:
             if match.group(1):
@@ -99,14 +113,17 @@ def _field_loc(field: str) -> Loc:
     return tuple(loc)
 
 
-def service_error(exc: WorkplaceEnvError, seeding: bool = False) -> HttpProblem:
+def service_error(
+    exc: WorkplaceEnvError, seeding: bool = False, sent_as: Mapping[str, str] | None = None
+) -> HttpProblem:
     """The HTTP answer to an SDK error (see the module docstring's error table).
 
     ``seeding``: a closed id is a 409 conflict for a seed, a lost session (404) otherwise.
+    ``sent_as``: the request's names for the service's fields (see :func:`_field_loc`).
     """
     if isinstance(exc, InvalidRequestError):
         if exc.violations:
-            return invalid([(_field_loc(v.field), v.description) for v in exc.violations])
+            return invalid([(_field_loc(v.field, sent_as), v.description) for v in exc.violations])
         return invalid([((), exc.message)])
     body: dict[str, Any] = {"reason": exc.reason or exc.code.name, "detail": exc.message}
     headers: dict[str, str] = {}
