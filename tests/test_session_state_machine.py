@@ -258,7 +258,8 @@ class SessionMachine(RuleBasedStateMachine):
         self.live: dict[str, ModelSession] = {}
         self.fences: OrderedDict[str, float] = OrderedDict()
         self.evictions: OrderedDict[str, Evicted] = OrderedDict()
-        self.markers: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        # verified legacy id -> (time, reward, the verify's `correct`, the task has a truth)
+        self.markers: OrderedDict[str, tuple[float, float, bool, bool]] = OrderedDict()
         self.writes = 0
 
     def teardown(self) -> None:
@@ -443,11 +444,16 @@ class SessionMachine(RuleBasedStateMachine):
                 held.state, held.last_used = "VERIFIED", self.now
             elif not fail:  # a failed legacy release keeps the session live
                 del self.live[sid]
-                _remember(self.markers, sid, (self.now, reward), CONFIG.max_markers)
+                truth = bool(held.task.ground_truth)
+                _remember(self.markers, sid, (self.now, reward, correct, truth), CONFIG.max_markers)
         else:
             marker = self.markers.get(sid)
             if marker is not None and self.now - marker[0] <= CONFIG.retry_window_s:
-                expected = (marker[1], False, "")
+                # V3: an identical resend gets the remembered reward; another response is
+                # scored afresh against the remembered task
+                _, reward, was_correct, truth = marker
+                fresh = 1.0 if correct == truth else 0.0
+                expected = (reward if correct == was_correct else fresh, False, "")
             else:
                 expected = (0.0, True, "session_lost")
         if fail:
