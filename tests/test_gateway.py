@@ -530,6 +530,14 @@ def test_call_id_header_makes_a_call_idempotent(http):
     assert reused.status_code == 409 and reused.json()["failure_kind"] == "call_id_reused"
 
 
+def test_an_over_long_call_id_header_is_refused_and_nothing_runs(http):
+    seed(http)
+    refused = http.post("/email_send_email", json=SEND, headers={CALL_ID_HEADER: "c" * 257})
+    assert refused.status_code == 422 and refused.json()["failure_kind"] == "invalid_request"
+    assert "call_id" in refused.text
+    assert sent_count(http) == 0
+
+
 # -- verify ----------------------------------------------------------------------------------
 
 

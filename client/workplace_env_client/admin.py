@@ -4,7 +4,8 @@
 ...     snapshots, missing, failures = admin.export_sessions()
 ...     admin.restore_sessions(snapshots)   # on a fresh server: all or nothing
 
-Snapshots travel as ``SessionSnapshot`` messages; :func:`snapshot_to_json` and
+Snapshots travel as ``SessionSnapshot`` messages (tables, identity and the session's call_id
+records, so a call retried after a restore replays, T6); :func:`snapshot_to_json` and
 :func:`snapshot_from_json` turn them into plain JSON objects for files.
 
 Over many servers (issue 9): an RPC about one session (an export or restore naming one id,
@@ -60,25 +61,39 @@ PIECE_CHARS = CHUNK_BYTES // 4
 
 
 def split_snapshot(snapshot: admin_pb.SessionSnapshot) -> list[admin_pb.SessionSnapshot]:
-    """``snapshot`` as messages of at most about :data:`CHUNK_BYTES` of state each: the first
-    carries everything but the rest of ``state_json``, each later one the next piece, all but
-    the last with ``state_json_continues`` (a session of any size fits the message limit)."""
+    """``snapshot`` as messages of about :data:`CHUNK_BYTES` each at most: the first carries
+    everything but the rest of ``state_json`` and of ``call_records``, each later one the next
+    piece of ``state_json`` and/or more call records, all but the last with
+    ``state_json_continues`` (a session of any size fits the message limit; one call record
+    larger than a chunk travels alone)."""
     text = snapshot.state_json
-    if len(text) <= PIECE_CHARS:
+    if len(text) <= PIECE_CHARS and snapshot.ByteSize() <= CHUNK_BYTES:
         return [snapshot]
     first = admin_pb.SessionSnapshot()
     first.CopyFrom(snapshot)
     first.state_json = text[:PIECE_CHARS]
-    first.state_json_continues = True
+    del first.call_records[:]
     pieces = [first]
     for start in range(PIECE_CHARS, len(text), PIECE_CHARS):
         pieces.append(
             admin_pb.SessionSnapshot(
                 resources_session_id=snapshot.resources_session_id,
                 state_json=text[start : start + PIECE_CHARS],
-                state_json_continues=start + PIECE_CHARS < len(text),
             )
         )
+    size = pieces[-1].ByteSize()
+    for record in snapshot.call_records:
+        grown = record.ByteSize() + 8  # the field's tag and length prefix
+        last = pieces[-1]
+        if size + grown > CHUNK_BYTES and (last is first or last.state_json or last.call_records):
+            pieces.append(
+                admin_pb.SessionSnapshot(resources_session_id=snapshot.resources_session_id)
+            )
+            size = pieces[-1].ByteSize()
+        pieces[-1].call_records.append(record)
+        size += grown
+    for piece in pieces[:-1]:
+        piece.state_json_continues = True
     return pieces
 
 
@@ -99,6 +114,7 @@ def join_snapshots(
                     f"{message.resources_session_id!r}, not {pending.resources_session_id!r}"
                 )
             parts.append(message.state_json)
+            pending.call_records.extend(message.call_records)
             if message.state_json_continues:
                 continue
             pending.state_json = "".join(parts)

@@ -427,7 +427,8 @@ class Session:
 
     def checkpoint(self, admin: AdminClient | None = None) -> SessionCheckpoint:
         """Export this session's snapshot (K1) from the server holding it; keep it as
-        :attr:`last_checkpoint` and return it.
+        :attr:`last_checkpoint` and return it. The snapshot carries the session's call_id
+        records, so a call made before it and resent after a recovery replays (T6).
 
         ``admin`` defaults to the handle's, else :meth:`EnvironmentClient.admin`. Raises
         SessionLostError when the server does not hold the session, UnauthenticatedError

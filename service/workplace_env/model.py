@@ -14,6 +14,9 @@ from workplace_env.wire import is_json_text
 
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,256}")
 ROLLOUT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+#: Longest ``call_id`` accepted (characters), as for ``resources_session_id``: call_ids are
+#: kept per session (T6) and travel in checkpoints, so their size is bounded.
+MAX_CALL_ID_CHARS = 256
 ENVIRONMENT_NAME = "workplace_assistant"
 
 
@@ -61,6 +64,14 @@ def session_id_violations(
         return [FieldViolation(path, "required")]
     if not SESSION_ID_RE.fullmatch(session_id):
         return [FieldViolation(path, "must be 1..256 characters of [A-Za-z0-9._:-]")]
+    return []
+
+
+def call_id_violations(call_id: str, path: str = "call_id") -> list[FieldViolation]:
+    """Violations of the call_id bound: at most :data:`MAX_CALL_ID_CHARS` characters
+    (empty means "no call_id" on CallTool; a caller checks presence where it is required)."""
+    if len(call_id) > MAX_CALL_ID_CHARS:
+        return [FieldViolation(path, f"must be at most {MAX_CALL_ID_CHARS} characters")]
     return []
 
 

@@ -23,7 +23,8 @@ again (S8: one table set, and the S2 answer). A failed build leaves nothing behi
 Bounds (:class:`SessionConfig`): live sessions by count; idle sessions by age (the sweep,
 :meth:`SessionStore.evict_idle`); fences, eviction records, legacy markers and per-session
 ``call_id`` records by count and age. A record is valid while younger than its age bound, so
-when the store prunes old records never changes an answer.
+when the store prunes old records never changes an answer. A session's call_id records travel
+with its checkpoint snapshot (their age at export), so a call retried after a restore replays.
 """
 
 from __future__ import annotations
@@ -40,9 +41,16 @@ from typing import Any, TypeVar
 
 from workplace_env import errors
 from workplace_env.checkpoint.codec import CodecError, encode_state
-from workplace_env.checkpoint.snapshot import Snapshot, decode_snapshot
+from workplace_env.checkpoint.snapshot import CallSnapshot, Snapshot, decode_snapshot
 from workplace_env.errors import FieldViolation
-from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId, check_seed
+from workplace_env.model import (
+    EpisodeId,
+    FunctionCall,
+    Task,
+    TaskId,
+    call_id_violations,
+    check_seed,
+)
 from workplace_env.sandbox.tables import (
     TABLE_KEYS,
     BaseTables,
@@ -511,9 +519,13 @@ class SessionStore:
         """Run one tool on the session's tables (T1, T2); return the output JSON text.
 
         With a ``call_id``, a repeat with the same tool and arguments returns the first output
-        without running the tool again (T6). Raises InvalidToolArguments (T3), SessionLost (T4),
-        SessionClosed (T5), CallIdReused (T7), SessionExpired (X1).
+        without running the tool again (T6). Raises InvalidRequest for a ``call_id`` over
+        MAX_CALL_ID_CHARS, InvalidToolArguments (T3), SessionLost (T4), SessionClosed (T5),
+        CallIdReused (T7), SessionExpired (X1).
         """
+        violations = call_id_violations(call_id)
+        if violations:
+            raise errors.InvalidRequest(violations, session_id)
         try:
             kwargs = drop_nulls(parse_arguments(arguments))
         except InvalidToolArgumentsError as exc:
@@ -725,6 +737,12 @@ class SessionStore:
             state = session.state
             if state is SessionState.RESTORED_UNCLAIMED:
                 state = session.restored_state
+            now = self.clock()
+            self._prune_calls(session, now)
+            calls = tuple(
+                CallSnapshot(call_id, record.call, record.output, max(0.0, now - record.at))
+                for call_id, record in session.calls.items()
+            )
             return Snapshot(
                 session_id=session.session_id,
                 episode=None if session.legacy else session.episode,
@@ -733,6 +751,7 @@ class SessionStore:
                 legacy=session.legacy,
                 state=encode_state({key: tables.table(key) for key in TABLE_KEYS}),
                 session_state=state.value,
+                calls=calls,
             )
 
     def restore(self, snapshots: Sequence[Snapshot]) -> int:
@@ -796,8 +815,20 @@ class SessionStore:
                     restored=True,
                     restored_state=SessionState(snapshot.session_state),
                     task_digest=task_digest(task),
+                    calls=self._restored_calls(snapshot.calls, now),
                 )
         return len(decoded)
+
+    def _restored_calls(
+        self, calls: Sequence[CallSnapshot], now: float
+    ) -> OrderedDict[str, CallRecord]:
+        """A snapshot's call records under this store's bounds: those younger than
+        ``call_id_ttl_s``, the newest ``max_call_ids`` of them, oldest first."""
+        kept = sorted((c for c in calls if c.age_s <= self.config.call_id_ttl_s), key=_age_key)
+        records: OrderedDict[str, CallRecord] = OrderedDict()
+        for c in kept[max(0, len(kept) - self.config.max_call_ids) :]:
+            records[c.call_id] = CallRecord(now - c.age_s, c.call, c.output)
+        return records
 
     def retire(self, session_id: str) -> bool:
         """Discard a session's attempt: free its tables; later calls get NOT_FOUND (K6).
@@ -923,6 +954,11 @@ def task_digest(task: Task) -> bytes:
         [[call.name, call.arguments] for call in task.ground_truth],
     ]
     return hashlib.blake2b(json.dumps(canonical).encode(), digest_size=16).digest()
+
+
+def _age_key(call: CallSnapshot) -> float:
+    """Sort key putting the oldest record first."""
+    return -call.age_s
 
 
 def _same_binding(

@@ -8,7 +8,7 @@ from typing import Any
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
-from workplace_env.checkpoint.snapshot import Snapshot
+from workplace_env.checkpoint.snapshot import CallSnapshot, Snapshot
 from workplace_env.errors import FieldViolation, InvalidRequest
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
 
@@ -59,10 +59,41 @@ def task_id(message: pb.TaskId) -> TaskId:
     return TaskId(message.taskset, message.task_id)
 
 
+def call_records(
+    messages: Iterable[admin_pb.CallRecord], where: str, session_id: str
+) -> tuple[CallSnapshot, ...]:
+    """``CallRecord`` messages as domain records (validated by ``decode_snapshot``).
+
+    Raises InvalidRequest naming ``where.call_records[j].age`` when the age is unset or not a
+    normalised, non-negative ``Duration``.
+    """
+    out = []
+    for j, m in enumerate(messages):
+        age = m.age
+        if not m.HasField("age") or age.seconds < 0 or not 0 <= age.nanos < 1_000_000_000:
+            raise InvalidRequest(
+                [FieldViolation(f"{where}.call_records[{j}].age", "must be a duration >= 0")],
+                session_id,
+            )
+        out.append(CallSnapshot(m.call_id, m.call_digest, m.output, age.seconds + age.nanos / 1e9))
+    return tuple(out)
+
+
+def call_record_message(value: CallSnapshot) -> admin_pb.CallRecord:
+    """A domain call record as a ``CallRecord`` message (age to the nanosecond)."""
+    message = admin_pb.CallRecord(
+        call_id=value.call_id, call_digest=value.call, output=value.output
+    )
+    nanos = round(value.age_s * 1e9)
+    message.age.seconds, message.age.nanos = divmod(nanos, 1_000_000_000)
+    return message
+
+
 def snapshot(message: admin_pb.SessionSnapshot, where: str) -> Snapshot:
     """A ``SessionSnapshot`` message as the domain snapshot; its state JSON is parsed here.
 
-    Raises InvalidRequest naming ``where.state_json`` when that is not JSON.
+    Raises InvalidRequest naming ``where.state_json`` when that is not JSON, or a call
+    record's age when it is malformed (see :func:`call_records`).
     """
     try:
         state = json.loads(message.state_json)
@@ -84,6 +115,7 @@ def snapshot(message: admin_pb.SessionSnapshot, where: str) -> Snapshot:
         legacy=message.legacy,
         state=state,
         session_state=pb.SessionState.Name(message.state).removeprefix("SESSION_STATE_"),
+        calls=call_records(message.call_records, where, message.resources_session_id),
     )
 
 
@@ -94,6 +126,7 @@ def snapshot_message(value: Snapshot) -> admin_pb.SessionSnapshot:
         legacy=value.legacy,
         state_json=json.dumps(value.state, ensure_ascii=False, separators=(",", ":")),
         state=pb.SessionState.Value(f"SESSION_STATE_{value.session_state}"),
+        call_records=[call_record_message(c) for c in value.calls],
     )
     if value.episode is not None:
         message.episode_id.CopyFrom(

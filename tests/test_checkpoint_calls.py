@@ -1,0 +1,232 @@
+"""call_id idempotency across a checkpoint (CONTRACT T6, T7 with K1-K4): a session's call_id
+records travel with its snapshot, through the admin RPCs, checkpoint files and the SDK, within
+the store's bounds; malformed records are refused (K2); over-long call_ids are refused."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+
+from workplace.env.v1 import admin_pb2 as admin_pb
+from workplace.env.v1 import environment_pb2 as pb
+from workplace_env.checkpoint.files import read_checkpoint, write_checkpoint
+from workplace_env.config import Settings
+from workplace_env.model import MAX_CALL_ID_CHARS, EpisodeId, Task, TaskId
+from workplace_env.sandbox.load import load_sandbox
+from workplace_env.server.app import start_server
+from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env_client import (
+    AdminClient,
+    CallIdReusedError,
+    EnvironmentClient,
+    InvalidRequestError,
+    snapshot_from_json,
+    snapshot_to_json,
+)
+from workplace_env_client.admin import CHUNK_BYTES, join_snapshots, split_snapshot
+
+EP = ("rollout-k9", 0)
+TID = ("unit", "t1")
+SEND_ARGS = json.dumps({"recipient": "a@b.com", "subject": "once only", "body": "b"})
+OTHER_ARGS = json.dumps({"recipient": "a@b.com", "subject": "another", "body": "b"})
+TASK = {"id": "t1", "ground_truth": [{"name": "email_send_email", "arguments": SEND_ARGS}]}
+
+
+@pytest.fixture(scope="module")
+def base():
+    return load_sandbox(None)
+
+
+class Server:
+    def __init__(self, base) -> None:
+        self.running = start_server(
+            SessionStore(base), "127.0.0.1:0", settings=Settings(admin_open=True)
+        )
+        target = f"127.0.0.1:{self.running.port}"
+        self.client = EnvironmentClient(target, timeout_s=20)
+        self.admin = AdminClient(target, timeout_s=20)
+
+    def send(self, sid: str, call_id: str, arguments: str = SEND_ARGS) -> pb.CallToolResponse:
+        """CallTool through the raw stub, so ``replayed`` is visible."""
+        request = pb.CallToolRequest(
+            resources_session_id=sid,
+            tool_name="email_send_email",
+            arguments=arguments,
+            call_id=call_id,
+        )
+        return self.client.stub.CallTool(request, timeout=20)
+
+    def copies(self, sid: str) -> int:
+        out = self.client.call_tool(sid, "email_search_emails", {"query": "once only"})
+        return 0 if isinstance(out, str) else out["pagination"]["total_emails"]
+
+    def stop(self) -> None:
+        self.client.close()
+        self.admin.close()
+        self.running.stop(grace_s=0.2)
+
+
+@pytest.fixture
+def servers(base):
+    made: list[Server] = []
+
+    def make() -> Server:
+        made.append(Server(base))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.stop()
+
+
+def test_T6_a_call_retried_after_checkpoint_restore_replays_once(servers, tmp_path):
+    """The fresh-user repro: send, checkpoint to files, lose the server, restore into a new
+    one, claim, resend the same call_id: replayed, one email; other arguments: T7."""
+    a = servers()
+    a.client.seed("K9", EP, TID, TASK)
+    first = a.send("K9", "send-1")
+    assert not first.replayed
+    snapshots, _, _ = a.admin.export_sessions()
+    write_checkpoint(tmp_path, [snapshot_to_json(s) for s in snapshots])
+    a.stop()  # the server that ran the call is gone
+
+    b = servers()
+    _, documents = read_checkpoint(tmp_path)
+    assert b.admin.restore_sessions([snapshot_from_json(d) for d in documents]) == 1
+    assert b.client.seed("K9", EP, TID, TASK).restored  # K4
+    again = b.send("K9", "send-1")
+    assert (again.output, again.replayed) == (first.output, True)
+    assert b.copies("K9") == 1  # not executed twice
+    with pytest.raises(CallIdReusedError) as err:
+        b.client.call_tool_raw("K9", "email_send_email", OTHER_ARGS, "send-1")
+    assert (err.value.code, err.value.reason) == (grpc.StatusCode.ALREADY_EXISTS, "CALL_ID_REUSED")
+    assert b.copies("K9") == 1
+
+
+def test_T6_sdk_checkpoint_and_recover_keep_the_call_records(servers):
+    a, b = servers(), servers()
+    with a.client.session(TASK, episode=EP, task_id=TID, admin=a.admin) as s:
+        s.call_tool("email_send_email", SEND_ARGS, call_id="sdk-1")
+        checkpoint = s.checkpoint()
+        assert [r.call_id for r in checkpoint.snapshot.call_records] == ["sdk-1"]
+        s.client, s.admin = b.client, b.admin  # the session's server went away
+        recovery = s.recover("checkpoint")
+        assert recovery.restored and recovery.replayed == 0
+        assert b.send(s.id, "sdk-1").replayed
+        assert b.copies(s.id) == 1
+    b.admin.retire_session(s.id)
+
+
+def test_K3_a_snapshot_without_call_records_still_restores(servers):
+    """Checkpoints written before call records existed restore as before (no records)."""
+    a, b = servers(), servers()
+    a.client.seed("old", EP, TID, TASK)
+    a.send("old", "send-1")
+    (snapshot,), _, _ = a.admin.export_sessions()
+    document = snapshot_to_json(snapshot)
+    assert len(document.pop("call_records")) == 1
+    assert b.admin.restore_sessions([snapshot_from_json(document)]) == 1
+    b.client.seed("old", EP, TID, TASK)
+    assert not b.send("old", "send-1").replayed  # nothing remembered: it runs (old behaviour)
+    assert b.copies("old") == 2
+
+
+def _record(**changes) -> admin_pb.CallRecord:
+    record = admin_pb.CallRecord(call_id="c", call_digest=bytes(16), output='"ok"')
+    record.age.seconds = 1
+    for name, value in changes.items():
+        if name == "age_seconds":
+            record.age.seconds = value
+        elif name == "no_age":
+            record.ClearField("age")
+        else:
+            setattr(record, name, value)
+    return record
+
+
+@pytest.mark.parametrize(
+    ("records", "field"),
+    [
+        ([_record(call_id="")], "call_records[0].call_id"),
+        ([_record(call_id="x" * (MAX_CALL_ID_CHARS + 1))], "call_records[0].call_id"),
+        ([_record(), _record()], "call_records[1].call_id"),
+        ([_record(call_digest=b"abc")], "call_records[0].call_digest"),
+        ([_record(output="not json")], "call_records[0].output"),
+        ([_record(age_seconds=-1)], "call_records[0].age"),
+        ([_record(no_age=True)], "call_records[0].age"),
+    ],
+)
+def test_K2_a_malformed_call_record_is_refused_and_nothing_installed(servers, records, field):
+    a, b = servers(), servers()
+    a.client.seed("fine", ("r1", 0), TID, TASK)
+    a.client.seed("bad", ("r2", 0), TID, TASK)
+    snapshots, _, _ = a.admin.export_sessions()  # id order: bad, fine
+    del snapshots[0].call_records[:]
+    snapshots[0].call_records.extend(records)
+    with pytest.raises(InvalidRequestError) as err:
+        b.admin.restore_sessions(snapshots)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"snapshots[0].{field}" in [v.field for v in err.value.violations]
+    assert b.running.store.live_count() == 0
+
+
+def test_call_id_longer_than_the_bound_is_refused_and_nothing_runs(servers):
+    a = servers()
+    a.client.seed("long", EP, TID, TASK)
+    with pytest.raises(InvalidRequestError) as err:
+        a.client.call_tool_raw("long", "email_send_email", SEND_ARGS, "x" * 100_000)
+    assert [v.field for v in err.value.violations] == ["call_id"]
+    assert a.copies("long") == 0
+    assert not a.send("long", "x" * MAX_CALL_ID_CHARS).replayed  # the bound itself is fine
+    assert a.send("long", "x" * MAX_CALL_ID_CHARS).replayed
+
+
+def _args(i: int) -> str:
+    return json.dumps({"recipient": "a@b.com", "subject": f"mail {i}", "body": "b"})
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_restored_call_records_keep_the_receivers_count_and_age_bounds(base):
+    clock = Clock()
+    source = SessionStore(base, SessionConfig(call_id_ttl_s=100.0), clock=clock)
+    task = Task(id="t1")
+    source.seed("b", EpisodeId("r", 0), TaskId("unit", "t1"), task)
+    for i in range(4):  # ages at export: 30, 20, 10, 0 s
+        source.call_tool("b", "email_send_email", _args(i), f"c{i}")
+        clock.now += 10
+    clock.now -= 10
+    snapshots, _, _ = source.export()
+    assert [c.call_id for c in snapshots[0].calls] == ["c0", "c1", "c2", "c3"]
+    assert [c.age_s for c in snapshots[0].calls] == [30.0, 20.0, 10.0, 0.0]
+
+    target = SessionStore(base, SessionConfig(call_id_ttl_s=25.0, max_call_ids=2), clock=Clock())
+    target.restore(snapshots)
+    target.seed("b", EpisodeId("r", 0), TaskId("unit", "t1"), task)
+    session = target._sessions["b"]
+    assert list(session.calls) == ["c2", "c3"]  # c0 past the TTL, c1 over the count
+    target.clock.now += 16  # c2 is now 26 s old: past the 25 s TTL; c3 is 16 s old
+    assert target.call_tool("b", "email_send_email", _args(3), "c3").replayed
+    assert not target.call_tool("b", "email_send_email", _args(2), "c2").replayed
+
+
+def test_split_snapshot_spreads_call_records_over_chunks_and_join_restores_them():
+    snapshot = admin_pb.SessionSnapshot(resources_session_id="big", state_json="{}")
+    output = json.dumps("x" * 300_000)
+    for i in range(12):  # about 3.6 MB of records: more than one chunk
+        record = snapshot.call_records.add(call_id=f"c{i}", call_digest=bytes(16), output=output)
+        record.age.seconds = i
+    pieces = split_snapshot(snapshot)
+    assert len(pieces) > 1
+    assert all(p.ByteSize() <= CHUNK_BYTES + 64 for p in pieces)
+    assert [p.state_json_continues for p in pieces] == [True] * (len(pieces) - 1) + [False]
+    (joined,) = join_snapshots(pieces)
+    assert joined == snapshot
