@@ -324,6 +324,24 @@ def load_episodes(data_dir: str | None, count: int) -> tuple[list[dict[str, Any]
     return [dict(lines[i % len(lines)]) for i in range(count)], source
 
 
+def default_data_dir(data_dir: str | None) -> str | None:
+    """``data_dir``, else the WorkBench CSVs of ../shared when they are there (else None: the
+    embedded default sandbox)."""
+    if data_dir is None and (SHARED / "workbench" / "emails.csv").exists():
+        return str(SHARED / "workbench")
+    return data_dir
+
+
+def machine_info() -> dict[str, Any]:
+    """What a result file says of the machine (the cores are shared: the load at the start)."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg_at_start": os.getloadavg(),
+    }
+
+
 def print_report(report: dict[str, Any]) -> None:
     table = Table(title=f"episodes: {report['source']}")
     for col in (
@@ -443,24 +461,17 @@ def main() -> None:
     )
     parser.add_argument("--out", default=None, help="results file")
     args = parser.parse_args()
-    data_dir = args.data_dir
-    if data_dir is None and (SHARED / "workbench" / "emails.csv").exists():
-        data_dir = str(SHARED / "workbench")
+    data_dir = default_data_dir(args.data_dir)
     episodes, source = load_episodes(data_dir, args.episodes)
     report: dict[str, Any] = {
         "source": source,
         "data_dir": data_dir,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
+        "machine": machine_info(),
         "levels": [],
     }
     levels = [int(x) for x in args.levels.split(",")]
     if args.servers:
         counts = [int(x) for x in args.servers.split(",")]
-        report["machine"]["loadavg_at_start"] = os.getloadavg()  # the cores are shared
         report["scale_out"] = scale_out(data_dir, episodes, counts, levels)
         out = Path(args.out or REPO / "bench" / "results" / "scale_out.json")
         out.parent.mkdir(parents=True, exist_ok=True)

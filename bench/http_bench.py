@@ -34,7 +34,6 @@ import argparse
 import http.client
 import json
 import os
-import platform
 import subprocess
 import sys
 import threading
@@ -50,7 +49,12 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench import ServerProcess, load_episodes  # noqa: E402  (bench/ is not a package)
+from bench import (  # noqa: E402  (bench/ is not a package)
+    ServerProcess,
+    default_data_dir,
+    load_episodes,
+    machine_info,
+)
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 COOKIE = "WorkbenchResourcesServer___workplace_assistant"
@@ -349,21 +353,12 @@ def main() -> None:
     if args.echo_server:
         serve_echo(args.workers)
         return
-    from bench import SHARED
-
-    data_dir = args.data_dir
-    if data_dir is None and (SHARED / "workbench" / "emails.csv").exists():
-        data_dir = str(SHARED / "workbench")
+    data_dir = default_data_dir(args.data_dir)
     lines, source = load_episodes(data_dir, args.episodes)
     report: dict[str, Any] = {
         "source": source,
         "data_dir": data_dir,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "loadavg_at_start": os.getloadavg(),
-        },
+        "machine": machine_info(),
         "runs": [],
     }
     server, echo = CoHostedServer(data_dir), EchoServer()
