@@ -187,3 +187,17 @@ def mutate(data: bytes, edits: list[tuple[int, int]], cut: int | None) -> bytes:
 
 edits = st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), max_size=3)
 cuts = st.one_of(st.none(), st.integers(0, 1 << 16))
+
+
+def stable_snapshot(snapshot: Any, call_ids: set[str] | None = None) -> Any:
+    """``snapshot`` (a ``SessionSnapshot``) as it stays while nobody writes to the session: its
+    call records' ages (they grow with time) cleared, and only the records of ``call_ids`` (the
+    ones at the start: a check's own reads through the SDK add records of their own)."""
+    stable = type(snapshot)()
+    stable.CopyFrom(snapshot)
+    kept = [r for r in stable.call_records if call_ids is None or r.call_id in call_ids]
+    del stable.call_records[:]
+    stable.call_records.extend(kept)
+    for record in stable.call_records:
+        record.ClearField("age")
+    return stable

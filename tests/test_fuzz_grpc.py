@@ -57,13 +57,15 @@ class Target:
         self.admin = AdminClient(channel=self.channel, timeout_s=30)
         self.client.seed(fz.WELL_BEHAVED, ("well", 0), ("fuzz", "w"), {"id": "w"})
         self.client.call_tool_raw(fz.WELL_BEHAVED, *SEND)
+        self.call_ids: set[str] | None = None
         self.snapshot = self._watched()
+        self.call_ids = {record.call_id for record in self.snapshot.call_records}
 
     def _watched(self) -> admin_pb.SessionSnapshot:
         snapshots, missing, failures = self.admin.export_sessions([fz.WELL_BEHAVED])
         assert (missing, list(failures)) == ([], []), (missing, failures)
         (snapshot,) = snapshots
-        return snapshot
+        return fz.stable_snapshot(snapshot, self.call_ids)
 
     def check_watched(self) -> None:
         """The well-behaved session: same state and export, and it still answers."""

@@ -58,13 +58,15 @@ class Target:
         assert self.watched.post("/seed_session", json={"id": "w"}).status_code == 200
         self.watched_id = self.watched.post("/session_token").json()["resources_session_id"]
         assert self.watched.post("/email_send_email", json=SEND).status_code == 200
+        self.call_ids: set[str] | None = None
         self.snapshot = self._exported()
+        self.call_ids = {record.call_id for record in self.snapshot.call_records}
         self.search = self._search()
 
     def _exported(self) -> Any:
         snapshots, missing, failures = self.admin.export_sessions([self.watched_id])
         assert (missing, list(failures)) == ([], []), (missing, failures)
-        return snapshots[0]
+        return fz.stable_snapshot(snapshots[0], self.call_ids)
 
     def _search(self) -> bytes:
         answer = self.watched.post("/email_search_emails", json={"query": "behaved"})
