@@ -10,6 +10,7 @@ addresses they print and health checks, never sleeps.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -153,6 +154,18 @@ class Served:
     metrics: str
 
 
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """Commands run in this process configure the ``workplace_env`` loggers (JSON on the
+    runner's stderr, no propagation): put them back for the tests that follow."""
+    loggers = [logging.getLogger(name) for name in ("workplace_env", "workplace_env.rpc")]
+    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
+    yield
+    for lg, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+        lg.handlers[:], lg.propagate = handlers, propagate
+        lg.setLevel(level)
+
+
 @pytest.fixture(scope="module")
 def config_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("config") / "server.toml"
@@ -278,6 +291,7 @@ def test_a_yaml_config_file_is_read(tmp_path):
         (["run", "TASKS", "--policy", "model", "--model", "m"], {}, "needs --base-url"),
         (["demo", "--count", "0"], {}, "Invalid value for '--count'"),
         (["checkpoint", "save"], {}, "Missing argument 'directory'"),
+        (["generate-tasks", "--data-dir", "no/such/dir"], {}, "Invalid value for '--data-dir'"),
         (["serve", "--no-such-flag"], {}, "No such option: --no-such-flag"),
     ],
 )
@@ -295,6 +309,17 @@ def test_serve_takes_the_file_settings_the_flags_do_not_override(served):
     """The file's metrics address is served; its admin token lost to the flag's (below)."""
     text = httpx.get(f"http://{served.metrics}/metrics", timeout=HANG_S).text
     assert "workplace_env_seeds_total" in text
+
+
+def test_an_address_in_use_stops_serve_and_gateway_with_a_clear_error(served):
+    taken = f"127.0.0.1:{served.port}"
+    result = invoke("serve", "--address", taken, "--log-level", "ERROR")
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("cannot start:") and taken in result.output
+    http_taken = served.http.removeprefix("http://")
+    result = invoke("gateway", "--grpc-target", taken, "--address", http_taken)
+    assert result.exit_code == 2, result.output
+    assert f"cannot start the HTTP gateway: cannot bind {http_taken}" in result.output
 
 
 def _seed_over_http(url: str) -> str:
