@@ -4,6 +4,7 @@ as HTTP answers. No routes here (see :mod:`workplace_env.gateway.app`).
 
 from __future__ import annotations
 
+import email.message
 import json
 import math
 import re
@@ -166,11 +167,42 @@ def draining_problem() -> HttpProblem:
     )
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """Whether a Content-Type header value names JSON: ``application/json`` or
+    ``application/<anything>+json``, in any case, whatever its parameters. A missing, empty or
+    unparsable value is not JSON. ``charset`` is not consulted: the bytes' own encoding is
+    detected as ``json.loads`` does (what NeMo Gym's FastAPI servers do, observed black box)."""
+    if not content_type:
+        return False
+    header = email.message.Message()
+    header["content-type"] = content_type
+    if header.get_content_maintype() != "application":
+        return False
+    subtype = header.get_content_subtype()
+    return subtype == "json" or subtype.endswith("+json")
+
+
+def require_json_media_type(request: Request) -> None:
+    """Raise 422 (``loc`` ``["body"]``) unless the request's (first) Content-Type is JSON.
+
+    NeMo Gym's own resources server, observed black box (nemo-gym 0.7.0), answers 422 to a
+    body of any other media type, and to one without a Content-Type, on every JSON route
+    (seed, tools, verify, close, aggregate_metrics): it does not read such a body as JSON.
+    """
+    content_type = request.headers.get("content-type")
+    if not is_json_media_type(content_type):
+        got = "no Content-Type" if content_type is None else f"Content-Type {content_type!r}"
+        raise invalid(
+            [((), f"body must be sent as application/json (or application/*+json), got {got}")]
+        )
+
+
 async def body_text(request: Request) -> str:
     """The request body as text, in the encoding ``json.loads`` detects (UTF-8/16/32, BOM).
 
     Raises 413 when Content-Length is over :data:`MAX_BODY_BYTES` (no gRPC message could
-    carry it), 422 when the bytes are not text.
+    carry it), 422 when the Content-Type is not JSON (:func:`require_json_media_type`) or the
+    bytes are not text.
     """
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before it is read
@@ -184,6 +216,7 @@ async def body_text(request: Request) -> str:
                 413,
             )
         )
+    require_json_media_type(request)
     raw = await request.body()
     try:
         return raw.decode(json.detect_encoding(raw))
