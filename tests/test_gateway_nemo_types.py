@@ -1,4 +1,5 @@
-"""The HTTP gateway reads a body as JSON only when its Content-Type says JSON (issue 19).
+"""The HTTP gateway refuses what NeMo Gym's own server refuses (issue 19): a body whose
+Content-Type is not JSON, and a ``/verify`` whose Responses-API output items are mistyped.
 
 Observed black box on NeMo Gym 0.7.0's own ``workplace_assistant`` server (its HTTP routes,
 ``tests/nemo/servers.py``): every JSON route (legacy and typed seed, a tool, ``/verify``,
@@ -181,3 +182,80 @@ def test_charset_is_not_consulted_and_the_first_content_type_counts(http):
     first_json = [("content-type", "application/json"), ("content-type", "text/plain")]
     assert http.post("/email_send_email", content=body, headers=first_json).status_code == 200
     assert sent_count(http) == 1
+
+
+# -- the Responses-API items of /verify -----------------------------------------------------------
+# Observed black box on the same server: NeMo's verify body types ``response.output`` with its
+# Responses types, so a ``function_call`` whose ``arguments`` is an object (not the JSON text a
+# model produces) is 422 naming ``response.output.<i>.function_call.arguments``, and so is every
+# other mistyped field of the call; an item without a string ``type``, or of a type it does not
+# know, is 422 naming the item. Before this the gateway scored such a call.
+
+CALL = {"type": "function_call", "call_id": "c1", "name": "email_send_email", "arguments": "{}"}
+AT = ["body", "response", "output"]
+
+
+def verify_body(*items: Any) -> dict[str, Any]:
+    return {**ROW, "responses_create_params": {"input": "x"}, "response": {"output": list(items)}}
+
+
+@pytest.mark.parametrize(
+    ("item", "loc"),
+    [
+        ({**CALL, "arguments": json.loads(CALL["arguments"])}, [0, "function_call", "arguments"]),
+        ({**CALL, "arguments": {"recipient": "a@b.com"}}, [0, "function_call", "arguments"]),
+        ({**CALL, "arguments": 5}, [0, "function_call", "arguments"]),
+        ({**CALL, "arguments": None}, [0, "function_call", "arguments"]),
+        ({**CALL, "arguments": True}, [0, "function_call", "arguments"]),
+        ({**CALL, "arguments": []}, [0, "function_call", "arguments"]),
+        ({k: v for k, v in CALL.items() if k != "arguments"}, [0, "function_call", "arguments"]),
+        ({**CALL, "name": 5}, [0, "function_call", "name"]),
+        ({**CALL, "name": None}, [0, "function_call", "name"]),
+        ({k: v for k, v in CALL.items() if k != "name"}, [0, "function_call", "name"]),
+        ({**CALL, "call_id": 5}, [0, "function_call", "call_id"]),
+        ({k: v for k, v in CALL.items() if k != "call_id"}, [0, "function_call", "call_id"]),
+        ({**CALL, "id": 5}, [0, "function_call", "id"]),
+        ({**CALL, "namespace": 5}, [0, "function_call", "namespace"]),
+        ({**CALL, "status": "bogus"}, [0, "function_call", "status"]),
+        ({**CALL, "status": 3}, [0, "function_call", "status"]),
+        ({**CALL, "type": "bogus"}, [0]),
+        ({**CALL, "type": 5}, [0]),
+        ({**CALL, "type": None}, [0]),
+        ({k: v for k, v in CALL.items() if k != "type"}, [0]),
+        (5, [0]),
+        ("function_call", [0]),
+    ],
+)
+def test_a_mistyped_output_item_is_422_naming_it(http, item, loc):
+    assert http.post("/seed_session", json=ROW).status_code == 200
+    answer = http.post("/verify", json=verify_body(item))
+    assert answer.status_code == 422, answer.text
+    assert [d["loc"] for d in answer.json()["detail"]] == [AT + loc]
+    # Nothing was scored or released: the session still runs tools (a legacy verify ends it).
+    assert http.post("/email_send_email", json=SEND).status_code == 200
+    http.cookies.clear()  # and without a session (H5 replay) it is refused the same way
+    assert http.post("/verify", json=verify_body(item)).status_code == 422
+
+
+def test_every_mistyped_item_is_named_and_the_accepted_forms_score(http):
+    answer = http.post("/verify", json=verify_body({**CALL, "arguments": {}}, {**CALL, "name": 1}))
+    assert [d["loc"] for d in answer.json()["detail"]] == [
+        [*AT, 0, "function_call", "arguments"],
+        [*AT, 1, "function_call", "name"],
+    ]
+    # Accepted as the reference accepts them: nulls for the optional fields, a known status,
+    # arguments that are text but not JSON, other item types without a look inside.
+    accepted = [
+        {**CALL, "id": None, "status": None, "namespace": None},
+        {**CALL, "id": "fc_1", "status": "completed", "namespace": "ns"},
+        {**CALL, "arguments": "not json"},
+        {"type": "message", "role": "assistant", "content": "hi"},
+        {"type": "reasoning", "id": "r1", "summary": []},
+        {"type": "function_call_output", "call_id": "c1", "output": "x"},
+    ]
+    for item in accepted:
+        answer = http.post("/verify", json=verify_body(item))
+        assert answer.status_code == 200, (item, answer.text)
+        assert answer.json()["mask_sample"] is False
+    right = {**CALL, "arguments": json.dumps(SEND)}  # the ground truth, as a string: scored
+    assert http.post("/verify", json=verify_body(right)).json()["reward"] == 1.0
