@@ -154,7 +154,14 @@ def serve(
     max_admin_rpcs: Annotated[OptInt, Opt(help="Admin RPCs admitted at once [16].")] = None,
     grace_s: Annotated[OptFloat, Opt(help="Seconds in-flight calls get on shutdown [5].")] = None,
     drain_delay_s: Annotated[
-        OptFloat, Opt(help="On SIGTERM, seconds NOT_SERVING before stopping [0].")
+        OptFloat,
+        Opt(
+            help="On SIGTERM, seconds to keep serving while health says NOT_SERVING and /ready "
+            "503, before the listeners close [0]. 0: they close as soon as in-flight calls "
+            "finish, so no client sees the 503 (right when clients connect directly). Behind "
+            "a load balancer, set it above the balancer's time to notice (HAProxy recipe: 1; "
+            "Kubernetes: the readiness probe's period x failure threshold)."
+        ),
     ] = None,
     max_message_bytes: Annotated[OptInt, Opt(help="Largest request/response [64 MiB].")] = None,
     max_sessions: Annotated[
@@ -616,8 +623,22 @@ Token = Annotated[OptStr, Opt(help="Admin bearer token (also WORKPLACE_ENV_ADMIN
 CheckpointDir = Annotated[Path, typer.Argument(help="Checkpoint directory.", file_okay=False)]
 
 
-def _admin(target: str, token: str | None) -> AdminClient:
-    return AdminClient(target, token=token or os.environ.get("WORKPLACE_ENV_ADMIN_TOKEN"))
+#: The deadline of a whole checkpoint export or restore stream: it grows with the number and
+#: size of the sessions, so it is far above the SDK's per-call 30 s.
+CHECKPOINT_TIMEOUT_S = 600.0
+CheckpointTimeout = Annotated[
+    float,
+    Opt(
+        help="Deadline in seconds of the whole export or restore (all sessions in one stream).",
+        min=0.1,
+    ),
+]
+
+
+def _admin(target: str, token: str | None, timeout_s: float) -> AdminClient:
+    return AdminClient(
+        target, token=token or os.environ.get("WORKPLACE_ENV_ADMIN_TOKEN"), timeout_s=timeout_s
+    )
 
 
 @checkpoint_app.command("save")
@@ -625,13 +646,14 @@ def checkpoint_save(
     directory: CheckpointDir,
     target: Target = "127.0.0.1:50051",
     token: Token = None,
+    timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
 ) -> None:
     """Export every live session and write one file each plus a manifest (atomic).
 
     Exits 1, after saving the others, when a session cannot be exported (each is named).
     """
     try:
-        with _admin(target, token) as admin:
+        with _admin(target, token, timeout_s) as admin:
             snapshots, _, failures = admin.export_sessions()
     except WorkplaceEnvError as exc:
         console.print(f"[red]export failed:[/red] {exc}")
@@ -653,6 +675,7 @@ def checkpoint_restore(
     directory: CheckpointDir,
     target: Target = "127.0.0.1:50051",
     token: Token = None,
+    timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
 ) -> None:
     """Verify every file's digest, then restore all sessions in one batch (all or nothing)."""
     try:
@@ -662,7 +685,7 @@ def checkpoint_restore(
         console.print(f"[red]checkpoint refused, nothing sent:[/red] {exc}")
         raise typer.Exit(1) from exc
     try:
-        with _admin(target, token) as admin:
+        with _admin(target, token, timeout_s) as admin:
             count = admin.restore_sessions(snapshots)
     except WorkplaceEnvError as exc:
         console.print(f"[red]restore refused, nothing installed:[/red] {exc}")
