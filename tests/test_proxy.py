@@ -343,6 +343,9 @@ def test_sessions_keep_their_replica_through_haproxy_and_survive_a_sigkill(hapro
         assert sum(seeds) == 2 * SESSIONS, seeds  # each session seeded once, on one replica
         assert min(seeds) > SESSIONS // 5, seeds  # and they spread over all three
 
+        # No replica left the pool under the load so far (a slow one would lose sessions), and
+        # no request went to another replica than its session's.
+        assert cluster.proxy.went_down() == [] and cluster.proxy.redispatched() == []
         victim_name, victim = "r1", cluster.replicas[0]
         on_victim = held_by(victim.grpc, grpc_runs, grpc_pool)
         http_on_victim = {r.index for r in http_runs if r.replicas[0] == victim_name}
@@ -369,6 +372,8 @@ def test_sessions_keep_their_replica_through_haproxy_and_survive_a_sigkill(hapro
         )
         http.close()
         typed_http_seeds_land_where_grpc_routes(cluster)  # on the two survivors' ring
+        # Only the victim left the pool (its gRPC side, and its HTTP side tracking it).
+        assert all("_replicas/r1 is DOWN" in line for line in cluster.proxy.went_down())
 
     for run in grpc_runs:
         assert run.outputs == expected[run.k].outputs, run.session.id
@@ -481,6 +486,7 @@ def test_a_drained_replica_loses_nothing(haproxy, expected):
         drained.proc.send_signal(signal.SIGTERM)
         (_, grpc_new), (_, http_new) = grpc_jobs.result(), http_jobs.result()
         assert drained.proc.wait(timeout=60) == 0  # a clean drain, not a crash
+        assert all("_replicas/r2 is DOWN" in line for line in cluster.proxy.went_down())
         http.close()
 
     for run in [*grpc_runs, *grpc_new]:
@@ -550,6 +556,8 @@ def test_a_stalled_replica_is_slow_not_dead_and_keeps_its_sessions(haproxy, expe
         for job in pending:
             job.result(timeout=120)
         assert stalled.proc.poll() is None
+        assert cluster.proxy.went_down() == []  # HAProxy waited for it
+        assert cluster.proxy.redispatched() == []
         http.close()
 
     for run in grpc_runs:
