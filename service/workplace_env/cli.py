@@ -129,7 +129,14 @@ def serve(
     max_admin_rpcs: Annotated[OptInt, Opt(help="Admin RPCs admitted at once [16].")] = None,
     grace_s: Annotated[OptFloat, Opt(help="Seconds in-flight calls get on shutdown [5].")] = None,
     drain_delay_s: Annotated[
-        OptFloat, Opt(help="On SIGTERM, seconds NOT_SERVING before stopping [0].")
+        OptFloat,
+        Opt(
+            help="On SIGTERM, seconds to keep serving while health says NOT_SERVING and /ready "
+            "503, before the listeners close [0]. 0: they close as soon as in-flight calls "
+            "finish, so no client sees the 503 (right when clients connect directly). Behind "
+            "a load balancer, set it above the balancer's time to notice (HAProxy recipe: 1; "
+            "Kubernetes: the readiness probe's period x failure threshold)."
+        ),
     ] = None,
     max_message_bytes: Annotated[OptInt, Opt(help="Largest request/response [64 MiB].")] = None,
     max_sessions: Annotated[
