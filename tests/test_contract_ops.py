@@ -254,6 +254,79 @@ def test_X3_rpcs_beyond_the_limit_get_resource_exhausted_and_health_always_answe
         running.stop(0)
 
 
+def test_X3_every_ending_of_an_environment_rpc_gives_its_slot_back(sandbox):
+    """Issue 15: environment RPCs are admitted on arrival and their slot is given back by the
+    thread that runs them. Refusals, malformed requests, header mismatches, domain errors and
+    a call that gave up while it waited for a thread must each give back exactly one slot."""
+    store = SessionStore(sandbox)
+    limits = Settings(max_concurrent_rpcs=3, workers=2)
+    running = start_server(store, "127.0.0.1:0", settings=limits, evict_interval_s=3600)
+    arrived = threading.Semaphore(0)
+    release = threading.Event()
+
+    def hold(sid: str) -> None:
+        if sid.startswith("x3-hold"):
+            arrived.release()
+            _wait(release)
+
+    store.faults.on("tool", hold)
+    client = EnvironmentClient(f"127.0.0.1:{running.port}", timeout_s=HANG_S, max_attempts=1)
+    raw_call_tool = client.channel.unary_unary(
+        "/workplace.env.v1.EnvironmentService/CallTool",
+        response_deserializer=pb.CallToolResponse.FromString,
+    )
+    lookup = pb.CallToolRequest(
+        resources_session_id="x3-free", tool_name=LOOKUP[0], arguments=LOOKUP[1]
+    )
+    mismatch = (("x-resources-session-id", "x3-other"),)
+
+    def reason_of(call) -> str:  # type: ignore[no-untyped-def]
+        with pytest.raises(grpc.RpcError) as err:
+            call()
+        return str(_error_info(err.value).reason)
+
+    def all_slots_free() -> None:
+        """Two calls hold both workers; a third waits and gives up; a fourth is refused."""
+        release.clear()
+        with ThreadPoolExecutor(2) as pool:
+            held = [pool.submit(client.call_tool, f"x3-hold-{i}", *WRITE) for i in (1, 2)]
+            for _ in held:
+                assert arrived.acquire(timeout=HANG_S), "hang guard: a held call never ran"
+            with pytest.raises(grpc.RpcError) as err:
+                client.stub.CallTool(lookup, timeout=0.5)
+            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # admitted, waited
+            assert reason_of(lambda: client.stub.CallTool(lookup, timeout=HANG_S)) == (
+                "TOO_MANY_RPCS"
+            )
+            release.set()
+            assert [call.result(HANG_S) for call in held] == [SENT, SENT]
+
+    try:
+        for sid in ("x3-hold-1", "x3-hold-2", "x3-free"):
+            client.seed(sid, (sid, 0), TID, TASK)
+        for _ in range(limits.max_concurrent_rpcs + 1):
+            assert reason_of(lambda: raw_call_tool(b"\xff\xff", timeout=HANG_S)) == (
+                "MALFORMED_REQUEST"
+            )
+            assert (
+                reason_of(lambda: client.stub.CallTool(lookup, timeout=HANG_S, metadata=mismatch))
+                == "SESSION_HEADER_MISMATCH"
+            )
+            unknown = pb.CallToolRequest(
+                resources_session_id="x3-none", tool_name=LOOKUP[0], arguments=LOOKUP[1]
+            )
+            with pytest.raises(grpc.RpcError) as err:
+                client.stub.CallTool(unknown, timeout=HANG_S)
+            assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        all_slots_free()
+        all_slots_free()  # the refused, the waiting and the held calls gave theirs back
+    finally:
+        store.faults.clear()
+        release.set()
+        client.close()
+        running.stop(0)
+
+
 def _reflected_services(channel: grpc.Channel) -> set[str]:
     stub = reflection_pb2_grpc.ServerReflectionStub(channel)
     request = reflection_pb2.ServerReflectionRequest(list_services="")
