@@ -209,6 +209,10 @@ class Served:
         return local(self.running.port)
 
     def stop(self) -> None:
+        """Close the clients and stop the server (once; later calls do nothing)."""
+        if getattr(self, "_stopped", False):
+            return
+        self._stopped = True
         self.client.close()
         self.raw.close()
         self.admin.close()
