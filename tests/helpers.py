@@ -236,6 +236,111 @@ def gateway_on(
     return start_gateway(backend=in_process, settings=settings)
 
 
+# -- the scripted workload of the scale-out and proxy tests ---------------------------------------
+
+SCRIPTS = 20  # distinct call scripts; session i runs script i % SCRIPTS
+PEOPLE = (
+    "micaela.orta@atlas.com",
+    "gang.liao@atlas.com",
+    "juan.cui@atlas.com",
+    "zoe.camacho@atlas.com",
+)
+READ_ONLY = ("company_directory_find_email_address", '{"name": "a"}')
+
+
+def script(k: int) -> list[tuple[str, str]]:
+    """Script ``k``: 15 calls whose later outputs show the earlier writes (ids, searches)."""
+    who = PEOPLE[k % len(PEOPLE)]
+    tag = f"scale-{k}"
+    day = f"2023-12-{1 + k % 20:02d}"
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("email_send_email", {"recipient": who, "subject": f"{tag} first", "body": "b"}),
+        (
+            "calendar_create_event",
+            {
+                "event_name": tag,
+                "participant_email": who,
+                "event_start": f"{day} 10:00:00",
+                "duration": "30",
+            },
+        ),
+        (
+            "project_management_create_task",
+            {
+                "task_name": tag,
+                "assigned_to_email": who,
+                "list_name": "Backlog",
+                "due_date": "2023-12-10",
+                "board": "Back end",
+            },
+        ),
+        (
+            "customer_relationship_manager_add_customer",
+            {"customer_name": f"Scale {k}", "assigned_to_email": who, "status": "Lead"},
+        ),
+        ("email_search_emails", {"query": tag}),
+        ("email_delete_email", {"email_id": f"{1 + k:08d}"}),
+        ("calendar_search_events", {"query": tag}),
+        ("email_send_email", {"recipient": who, "subject": f"{tag} second", "body": "c"}),
+        ("project_management_search_tasks", {"task_name": tag}),
+        ("customer_relationship_manager_search_customers", {"customer_name": f"Scale {k}"}),
+        # after the checkpoint, before the kill
+        (
+            "calendar_create_event",
+            {
+                "event_name": f"{tag} b",
+                "participant_email": who,
+                "event_start": f"{day} 14:00:00",
+                "duration": "60",
+            },
+        ),
+        ("email_get_email_information_by_id", {"email_id": f"{1 + k:08d}", "field": "subject"}),
+        # after the kill
+        ("email_search_emails", {"query": tag}),
+        ("calendar_search_events", {"query": tag}),
+        (
+            "customer_relationship_manager_add_customer",
+            {"customer_name": f"Scale {k} b", "assigned_to_email": who, "status": "Qualified"},
+        ),
+    ]
+    return [(name, json.dumps(arguments)) for name, arguments in calls]
+
+
+WRITES = ("send", "create", "add", "delete")
+
+
+def task_row(k: int) -> dict[str, Any]:
+    """Task ``k``: the script's writes as ground truth (one fewer for odd ``k``: reward 0)."""
+    writes = [{"name": n, "arguments": a} for n, a in script(k) if any(w in n for w in WRITES)]
+    return {"id": f"t{k}", "ground_truth": writes if k % 2 == 0 else writes[:-1]}
+
+
+def predicted(k: int) -> list[tuple[str, str]]:
+    return [(n, a) for n, a in script(k) if any(w in n for w in WRITES)]
+
+
+@dataclass
+class Expected:
+    """A script's outputs, reward and table diffs in an uninterrupted run."""
+
+    outputs: list[Any]
+    reward: float
+    tables: tuple[Any, ...]
+
+
+def uninterrupted(tables: BaseTables, taskset: str) -> dict[int, Expected]:
+    """Each script's :class:`Expected` on one in-process server, uninterrupted."""
+    out = {}
+    with serving(tables, grace_s=0) as server, EnvironmentClient(local(server.port)) as env:
+        for k in range(SCRIPTS):
+            with env.session(task_row(k), task_id=(taskset, f"t{k}")) as s:
+                outputs = [s.call_tool(n, a) for n, a in script(k)]
+                result = s.verify(predicted(k))
+            out[k] = Expected(outputs, result.reward, result.tables)
+    assert {e.reward for e in out.values()} == {0.0, 1.0}
+    return out
+
+
 # -- `workplace-env serve` in a child process ----------------------------------------------------
 
 
@@ -324,6 +429,16 @@ class ServeProcess:
 
     def seeds(self) -> int:
         return int(self.metric("workplace_env_seeds_total"))
+
+    def calls_ok(self) -> int:
+        return int(self.metric("workplace_env_rpc_total", method="CallTool", code="OK"))
+
+    def live(self) -> int:
+        """Live sessions, seeded or verified."""
+        return sum(
+            int(self.metric("workplace_env_sessions_live", state=state))
+            for state in ("seeded", "verified")
+        )
 
     def stop(self) -> None:
         """Kill it if it still runs (tests that stop it by signal check its exit first)."""
