@@ -37,13 +37,10 @@ from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.gateway import start_gateway
 from workplace_env.gateway.cookies import CookieCodec
 from workplace_env.gateway.settings import COOKIE_NAME, GatewaySettings
-from workplace_env.server.app import start_server
 from workplace_env.server.status import DOMAIN
-from workplace_env.sessions import SessionStore
 from workplace_env_client import (
     CallIdReusedError,
     CapacityError,
-    EnvironmentClient,
     EpisodeMismatchError,
     InvalidRequestError,
     ReleaseFailedError,
@@ -562,11 +559,9 @@ def test_X1_evicted_id_can_be_seeded_again_by_its_binding(make_env):
     assert _emails(env.client, "x1b") == 0
 
 
-def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(sandbox):
-    store = SessionStore(sandbox)
-    running = start_server(store, "127.0.0.1:0", evict_interval_s=3600)
-    target = f"127.0.0.1:{running.port}"
-    client = EnvironmentClient(target, timeout_s=HANG_S)
+def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(make_server):
+    served = make_server(evict_interval_s=3600)
+    store, running, target, client = served.store, served.running, served.target, served.client
     channel = grpc.insecure_channel(target)
     health = health_pb2_grpc.HealthStub(channel)
     in_tool, release_tool = threading.Event(), threading.Event()
@@ -606,8 +601,6 @@ def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(sandbox):
         release_tool.set()
         stop_now.set()
         channel.close()
-        client.close()
-        running.stop(0)
 
 
 # -- Error details ----------------------------------------------------------------------------

@@ -54,13 +54,11 @@ LOOKUP = ("company_directory_find_email_address", '{"name": "zzzz"}')
 # -- X2: drain -----------------------------------------------------------------------------------
 
 
-def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_calls(sandbox):
+def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_calls(make_server):
     """The shutdown `serve` runs on SIGTERM, with a gRPC and an HTTP call in flight."""
-    store = SessionStore(sandbox)
-    running = start_server(store, "127.0.0.1:0", evict_interval_s=3600)
-    target = f"127.0.0.1:{running.port}"
+    served = make_server(evict_interval_s=3600)
+    store, running, target, client = served.store, served.running, served.target, served.client
     gateway = start_gateway(target, grace_s=HANG_S)
-    client = EnvironmentClient(target, timeout_s=HANG_S)
     channel = grpc.insecure_channel(target)
     in_tool = {sid: threading.Event() for sid in ("x2-grpc", "x2-http")}
     release_tools, draining, stop_now = threading.Event(), threading.Event(), threading.Event()
@@ -120,9 +118,7 @@ def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_ca
         http.close()
         other.close()
         channel.close()
-        client.close()
         gateway.stop(timeout_s=1)
-        running.stop(0)
 
 
 def test_X2_sigterm_with_the_http_gateway_admits_no_seed_on_either_transport():
