@@ -14,9 +14,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -30,19 +29,19 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import SHARED
+from tests.helpers import EP, HANG_S, TASK, TID, WRITE, assert_refused
+from tests.helpers import emails as _emails
+from tests.helpers import error_info as _error_info
+from tests.helpers import wait as _wait
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.gateway import start_gateway
 from workplace_env.gateway.cookies import CookieCodec
 from workplace_env.gateway.settings import COOKIE_NAME, GatewaySettings
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.status import DOMAIN
-from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     CallIdReusedError,
     CapacityError,
-    EnvironmentClient,
     EpisodeMismatchError,
     InvalidRequestError,
     ReleaseFailedError,
@@ -51,110 +50,7 @@ from workplace_env_client import (
     SessionExpiredError,
     SessionLostError,
     UnavailableError,
-    WorkplaceEnvError,
 )
-
-EP = ("rollout-1", 0)
-TID = ("unit", "task-1")
-WRITE = ("email_send_email", {"recipient": "a@b.com", "subject": "hello", "body": "hi"})
-TASK = {
-    "id": "task-1",
-    "category": "email",
-    "ground_truth": [{"name": WRITE[0], "arguments": json.dumps(WRITE[1])}],
-}
-#: Upper bound for a wait that only guards against a hang (a deadlock fails, not blocks CI).
-HANG_S = 30.0
-
-
-class FakeClock:
-    """A settable clock so TTL tests need no sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class Env:
-    """A server over a fresh store: ``client`` retries like any SDK user; ``raw`` never retries,
-    so a test sees each attempt's answer."""
-
-    client: EnvironmentClient
-    raw: EnvironmentClient
-    store: SessionStore
-    clock: FakeClock
-    server: RunningServer
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    return load_sandbox(None)
-
-
-@pytest.fixture
-def make_env(sandbox) -> Iterator[Callable[..., Env]]:
-    servers: list[Env] = []
-
-    def make(**config: Any) -> Env:
-        clock = FakeClock()
-        store = SessionStore(sandbox, SessionConfig(**config), clock=clock)
-        # The tests drive eviction themselves (fake clock); keep the sweep thread out of it.
-        server = start_server(store, "127.0.0.1:0", evict_interval_s=3600)
-        target = f"127.0.0.1:{server.port}"
-        env = Env(
-            EnvironmentClient(target, timeout_s=HANG_S),
-            EnvironmentClient(target, timeout_s=HANG_S, max_attempts=1),
-            store,
-            clock,
-            server,
-        )
-        servers.append(env)
-        return env
-
-    yield make
-    for env in servers:
-        Faults.of(env.store).clear()
-        env.client.close()
-        env.raw.close()
-        env.server.stop(grace_s=0.2)
-
-
-@pytest.fixture
-def env(make_env) -> Env:
-    return make_env()
-
-
-def _emails(client: EnvironmentClient, sid: str) -> int:
-    out = client.call_tool(sid, "email_search_emails", {"query": "hello", "page_size": 100})
-    return 0 if isinstance(out, str) else out["pagination"]["total_emails"]
-
-
-def _error_info(exc: grpc.RpcError) -> error_details_pb2.ErrorInfo:
-    status = rpc_status.from_call(exc)
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return info
-    raise AssertionError("no ErrorInfo in the status")
-
-
-def assert_refused(
-    error: WorkplaceEnvError, code: grpc.StatusCode, reason: str | None, session_id: str
-) -> None:
-    """The error's status code, and its ErrorInfo: reason, domain, the session it names."""
-    assert error.code == code, error
-    if reason is not None:
-        assert error.reason == reason, error
-    assert error.domain == DOMAIN, error
-    assert error.session_id == session_id, error
-
-
-def _wait(event: threading.Event) -> None:
-    assert event.wait(HANG_S), "hang guard: the awaited step never happened"
-
 
 # -- SeedSession ------------------------------------------------------------------------------
 
@@ -664,11 +560,9 @@ def test_X1_evicted_id_can_be_seeded_again_by_its_binding(make_env):
     assert _emails(env.client, "x1b") == 0
 
 
-def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(sandbox):
-    store = SessionStore(sandbox)
-    running = start_server(store, "127.0.0.1:0", evict_interval_s=3600)
-    target = f"127.0.0.1:{running.port}"
-    client = EnvironmentClient(target, timeout_s=HANG_S)
+def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(make_server):
+    served = make_server(evict_interval_s=3600)
+    store, running, target, client = served.store, served.running, served.target, served.client
     channel = grpc.insecure_channel(target)
     health = health_pb2_grpc.HealthStub(channel)
     in_tool, release_tool = threading.Event(), threading.Event()
@@ -708,8 +602,6 @@ def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(sandbox):
         release_tool.set()
         stop_now.set()
         channel.close()
-        client.close()
-        running.stop(0)
 
 
 # -- Error details ----------------------------------------------------------------------------

@@ -23,12 +23,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
+from tests.helpers import HANG_S, ServeProcess
+from tests.helpers import error_info as _error_info
+from tests.helpers import wait as _wait
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.config import ConfigError, Settings, load_settings
 from workplace_env.gateway import start_gateway
-from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import start_server
 from workplace_env.server.serve import drain_and_stop
 from workplace_env.server.status import DOMAIN
@@ -42,46 +44,22 @@ from workplace_env_client import (
     UnavailableError,
 )
 
-HANG_S = 30.0
 EP, TID = ("rollout-ops", 0), ("ops", "t")
 TASK = {"id": "t"}
 WRITE = ("email_send_email", {"recipient": "a@b.com", "subject": "hello", "body": "hi"})
 SENT = "Email sent successfully."
-SERVE = (sys.executable, "-m", "workplace_env.cli", "serve")
-SERVE_FLAGS = ("--address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--grace-s", "5")
+SERVE_FLAGS = ("--http-address", "127.0.0.1:0", "--grace-s", "5")
 LOOKUP = ("company_directory_find_email_address", '{"name": "zzzz"}')
-
-
-def _wait(event: threading.Event) -> None:
-    assert event.wait(HANG_S), "hang guard: the awaited step never happened"
-
-
-def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
-    status = rpc_status.from_call(error)
-    assert status is not None, "no rich status"
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return info
-    raise AssertionError("no ErrorInfo")
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    return load_sandbox(None)
 
 
 # -- X2: drain -----------------------------------------------------------------------------------
 
 
-def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_calls(sandbox):
+def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_calls(make_server):
     """The shutdown `serve` runs on SIGTERM, with a gRPC and an HTTP call in flight."""
-    store = SessionStore(sandbox)
-    running = start_server(store, "127.0.0.1:0", evict_interval_s=3600)
-    target = f"127.0.0.1:{running.port}"
+    served = make_server(evict_interval_s=3600)
+    store, running, target, client = served.store, served.running, served.target, served.client
     gateway = start_gateway(target, grace_s=HANG_S)
-    client = EnvironmentClient(target, timeout_s=HANG_S)
     channel = grpc.insecure_channel(target)
     in_tool = {sid: threading.Event() for sid in ("x2-grpc", "x2-http")}
     release_tools, draining, stop_now = threading.Event(), threading.Event(), threading.Event()
@@ -141,37 +119,12 @@ def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_ca
         http.close()
         other.close()
         channel.close()
-        client.close()
         gateway.stop(timeout_s=1)
-        running.stop(0)
-
-
-class _Serve:
-    """``workplace-env serve`` with the HTTP gateway, on free loopback ports."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [*SERVE, *SERVE_FLAGS],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stderr is not None
-        lines = [self.proc.stderr.readline(), self.proc.stderr.readline()]
-        grpc_line = next(line for line in lines if "serving on" in line)
-        http_line = next(line for line in lines if "HTTP gateway on" in line)
-        self.target = grpc_line.split()[-1]
-        self.url = http_line.split()[-1]
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(HANG_S)
 
 
 def test_X2_sigterm_with_the_http_gateway_admits_no_seed_on_either_transport():
     """Issue 13 failure 4: gRPC stayed SERVING and took 121 seeds after SIGTERM."""
-    serve = _Serve()
+    serve = ServeProcess(*SERVE_FLAGS).ready()
     try:
         with EnvironmentClient(serve.target, timeout_s=HANG_S, max_attempts=1) as client:
             health = health_pb2_grpc.HealthStub(client.channel)
@@ -199,7 +152,7 @@ def test_X2_sigterm_with_the_http_gateway_admits_no_seed_on_either_transport():
             assert refused >= 1
         assert serve.proc.wait(HANG_S) == 0
     finally:
-        serve.close()
+        serve.stop()
 
 
 # -- X3: admission -------------------------------------------------------------------------------
@@ -269,7 +222,7 @@ def test_X3_every_ending_of_an_environment_rpc_gives_its_slot_back(sandbox):
             arrived.release()
             _wait(release)
 
-    store.faults.on("tool", hold)
+    Faults.of(store).on("tool", hold)
     client = EnvironmentClient(f"127.0.0.1:{running.port}", timeout_s=HANG_S, max_attempts=1)
     raw_call_tool = client.channel.unary_unary(
         "/workplace.env.v1.EnvironmentService/CallTool",
@@ -321,7 +274,7 @@ def test_X3_every_ending_of_an_environment_rpc_gives_its_slot_back(sandbox):
         all_slots_free()
         all_slots_free()  # the refused, the waiting and the held calls gave theirs back
     finally:
-        store.faults.clear()
+        Faults.of(store).clear()
         release.set()
         client.close()
         running.stop(0)
@@ -393,43 +346,35 @@ def _export(target: str, token: str | None) -> None:
         admin.export_sessions()
 
 
-def test_A1_admin_is_off_without_a_token_and_every_refusal_carries_error_info(sandbox):
+def test_A1_admin_is_off_without_a_token_and_every_refusal_carries_error_info(make_server):
     """Issue 13 failure 6: admin RPCs were open by default; UNAUTHENTICATED had no ErrorInfo."""
     servers = {
-        "default": start_server(SessionStore(sandbox), "127.0.0.1:0"),
-        "token": start_server(
-            SessionStore(sandbox), "127.0.0.1:0", settings=Settings(admin_token="s3cret")
-        ),
-        "open": start_server(
-            SessionStore(sandbox), "127.0.0.1:0", settings=Settings(admin_open=True)
-        ),
+        "default": make_server().running,
+        "token": make_server(settings=Settings(admin_token="s3cret")).running,
+        "open": make_server(settings=Settings(admin_open=True)).running,
     }
-    try:
-        targets = {name: f"127.0.0.1:{s.port}" for name, s in servers.items()}
-        cases = [
-            ("default", None, "ADMIN_DISABLED"),
-            ("default", "anything", "ADMIN_DISABLED"),
-            ("token", None, "ADMIN_TOKEN_REQUIRED"),
-            ("token", "wrong", "ADMIN_TOKEN_INVALID"),
-        ]
-        for name, token, reason in cases:
-            with pytest.raises(UnauthenticatedError) as err:
-                _export(targets[name], token)
-            assert (err.value.reason, err.value.domain) == (reason, DOMAIN), (name, token)
-        with grpc.insecure_channel(targets["default"]) as channel:
-            retire = admin_grpc.EnvironmentAdminServiceStub(channel).RetireSession
-            with pytest.raises(grpc.RpcError) as raw:
-                retire(admin_pb.RetireSessionRequest(resources_session_id="x"), timeout=HANG_S)
-            assert raw.value.code() == grpc.StatusCode.UNAUTHENTICATED
-            assert _error_info(raw.value).reason == "ADMIN_DISABLED"
-        _export(targets["token"], "s3cret")
-        _export(targets["open"], None)
-        with EnvironmentClient(targets["default"], timeout_s=HANG_S) as client:
-            client.seed("a1", EP, TID, TASK)  # the environment service needs no token
-            assert client.call_tool("a1", *WRITE) == SENT
-    finally:
-        for server in servers.values():
-            server.stop(0)
+    targets = {name: f"127.0.0.1:{s.port}" for name, s in servers.items()}
+    cases = [
+        ("default", None, "ADMIN_DISABLED"),
+        ("default", "anything", "ADMIN_DISABLED"),
+        ("token", None, "ADMIN_TOKEN_REQUIRED"),
+        ("token", "wrong", "ADMIN_TOKEN_INVALID"),
+    ]
+    for name, token, reason in cases:
+        with pytest.raises(UnauthenticatedError) as err:
+            _export(targets[name], token)
+        assert (err.value.reason, err.value.domain) == (reason, DOMAIN), (name, token)
+    with grpc.insecure_channel(targets["default"]) as channel:
+        retire = admin_grpc.EnvironmentAdminServiceStub(channel).RetireSession
+        with pytest.raises(grpc.RpcError) as raw:
+            retire(admin_pb.RetireSessionRequest(resources_session_id="x"), timeout=HANG_S)
+        assert raw.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert _error_info(raw.value).reason == "ADMIN_DISABLED"
+    _export(targets["token"], "s3cret")
+    _export(targets["open"], None)
+    with EnvironmentClient(targets["default"], timeout_s=HANG_S) as client:
+        client.seed("a1", EP, TID, TASK)  # the environment service needs no token
+        assert client.call_tool("a1", *WRITE) == SENT
 
 
 def test_A1_an_open_admin_is_refused_on_a_non_loopback_address():
@@ -472,16 +417,9 @@ def test_serve_help_says_what_the_default_drain_delay_means():
 def test_X2_a_drain_delay_keeps_ready_503_visible_until_the_listeners_close():
     """``--drain-delay-s``: after SIGTERM, ``/ready`` answers 503 (and gRPC health NOT_SERVING)
     while the listeners stay open; then they close and the process exits 0."""
-    proc = subprocess.Popen(
-        [*SERVE, *SERVE_FLAGS, "--drain-delay-s", "5"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    serve = ServeProcess(*SERVE_FLAGS, "--drain-delay-s", "5").ready()
+    proc, target, url = serve.proc, serve.target, serve.url
     try:
-        assert proc.stderr is not None
-        grpc_line, http_line = proc.stderr.readline(), proc.stderr.readline()
-        target, url = grpc_line.split()[-1], http_line.split()[-1]
-        threading.Thread(target=proc.stderr.read, daemon=True).start()
         with httpx.Client(base_url=url, timeout=HANG_S) as http:
             assert http.get("/ready").status_code == 200
             proc.send_signal(signal.SIGTERM)
@@ -507,15 +445,8 @@ def test_X2_a_drain_delay_keeps_ready_503_visible_until_the_listeners_close():
 
 def test_serve_warns_when_checkpoints_meet_a_per_process_cookie_secret():
     """Issue 13 failure 8: restored cookie sessions are orphaned without a fixed secret."""
-    proc = subprocess.Popen(
-        [*SERVE, *SERVE_FLAGS, "--admin-token", "t"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    serve = ServeProcess(*SERVE_FLAGS, "--admin-token", "t").ready()
     try:
-        assert proc.stderr is not None
-        lines = [proc.stderr.readline() for _ in range(3)]
-        assert any("cookie secret" in line and "--cookie-secret" in line for line in lines), lines
+        assert "--cookie-secret" in serve.wait_line("cookie secret")
     finally:
-        proc.kill()
-        proc.wait(HANG_S)
+        serve.stop()

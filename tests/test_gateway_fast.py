@@ -16,12 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.responses import JSONResponse
 
+from tests.helpers import local
 from workplace_env import wire
 from workplace_env.gateway import CookieCodec, cookies, fastjson
 from workplace_env.gateway.backend import Backend, InProcessBackend, RemoteBackend
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import RunningServer, start_server
-from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env.sessions import SessionConfig
 from workplace_env_client import EnvironmentClient, WorkplaceEnvError
 
 SEND = '{"recipient": "a@b.com", "subject": "s", "body": "b"}'
@@ -30,17 +29,12 @@ SEND = '{"recipient": "a@b.com", "subject": "s", "body": "b"}'
 # -- the two backends ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    store = SessionStore(load_sandbox(None), SessionConfig(max_sessions=3))
-    running = start_server(store, "127.0.0.1:0")
-    yield running
-    running.stop(grace_s=0.5)
+pytestmark = pytest.mark.server(config=SessionConfig(max_sessions=3))
 
 
 @pytest.fixture(scope="module")
 def backends(server) -> Iterator[tuple[RemoteBackend, InProcessBackend]]:
-    with EnvironmentClient(f"127.0.0.1:{server.port}", timeout_s=20, max_attempts=1) as sdk:
+    with EnvironmentClient(local(server.port), timeout_s=20, max_attempts=1) as sdk:
         yield RemoteBackend(sdk), InProcessBackend.of_server(server, max_message_bytes=4096)
 
 

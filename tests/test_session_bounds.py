@@ -9,15 +9,11 @@ import re
 
 import pytest
 
-from tests import test_contract
 from tests.conftest import REPO
-from tests.test_contract import EP, TID, WRITE, FakeClock
+from tests.helpers import EP, TID, WRITE, FakeClock
 from workplace_env import errors
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.sessions import CloseOutcome, SessionConfig, SessionStore
-
-# The contract tests' fixtures, shared.
-sandbox = test_contract.sandbox
 
 EPISODE = EpisodeId(*EP)
 TASK_ID = TaskId(*TID)

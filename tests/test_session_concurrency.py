@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests import test_contract
-from tests.test_contract import EP, HANG_S, TASK, TID, WRITE, FakeClock
+from tests.helpers import EP, HANG_S, TASK, TID, WRITE, FakeClock
+from tests.helpers import wait as _wait
 from workplace_env import errors
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.server.app import start_server
@@ -26,17 +26,10 @@ from workplace_env.sessions import CloseOutcome, SessionConfig, SessionStore
 from workplace_env.testing.faults import Faults
 from workplace_env_client import EnvironmentClient
 
-# The contract tests' fixtures, shared.
-sandbox = test_contract.sandbox
-
 EPISODE = EpisodeId(*EP)
 TASK_ID = TaskId(*TID)
 DOMAIN_TASK = Task(id="task-1", ground_truth=(FunctionCall(WRITE[0], json.dumps(WRITE[1])),))
 SEND = json.dumps(WRITE[1])
-
-
-def _wait(event: threading.Event) -> None:
-    assert event.wait(HANG_S), "hang guard: the awaited step never happened"
 
 
 _HOLDS: list[Hold] = []

@@ -10,17 +10,8 @@ import threading
 import grpc
 import pytest
 
-from tests import test_contract
-from tests.test_contract import (
-    EP,
-    HANG_S,
-    TASK,
-    TID,
-    WRITE,
-    Env,
-    _emails,
-    assert_refused,
-)
+from tests.helpers import EP, HANG_S, TASK, TID, WRITE, Env, assert_refused
+from tests.helpers import emails as _emails
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     CapacityError,
@@ -31,10 +22,6 @@ from workplace_env_client import (
     UnavailableError,
 )
 from workplace_env_client.client import RETRIED_METHODS, SERVICE, retry_service_config
-
-# The contract tests' fixtures, shared.
-sandbox = test_contract.sandbox
-make_env = test_contract.make_env
 
 
 def test_retry_policy_covers_only_idempotent_rpcs_on_unavailable():

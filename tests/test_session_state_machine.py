@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from tests.test_contract import FakeClock
+from tests.helpers import FakeClock
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env import errors
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
