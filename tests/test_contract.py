@@ -723,7 +723,7 @@ def test_errors_carry_error_info_with_domain_and_session(env):
         )
     info = _error_info(err.value)
     assert (info.reason, info.domain) == ("SESSION_LOST", DOMAIN)
-    assert info.metadata["resources_session_id"] == "ghost"
+    assert dict(info.metadata) == {"resources_session_id": "ghost", "rpc": "CallTool"}
 
 
 def test_list_tools_gives_27_schemas(env):
@@ -1060,6 +1060,15 @@ def test_V5_a_verify_replays_at_most_2000_calls_on_each_side(env, side):
     fields = [v.field for v in err.value.violations]
     assert fields in ([side], [side.removesuffix("_json")])  # the side that is too long
     assert env.client.verify("v5edge", [WRITE]).reward == 1.0  # the session is unchanged
+
+
+def test_V5_a_response_output_that_is_not_an_array_is_named_and_why(env):
+    env.client.seed("v5arr", EP, TID, TASK)
+    with pytest.raises(InvalidRequestError) as err:
+        env.client.verify("v5arr", response_output='{"type": "function_call"}')
+    assert [(v.field, v.description) for v in err.value.violations] == [
+        ("response_output_json", "not a JSON array: response output must be a JSON array")
+    ]
 
 
 def test_V2_a_verified_legacy_id_is_remembered_for_exactly_the_retry_window(make_env):
