@@ -6,7 +6,7 @@ Runs on the embedded default sandbox, so it needs nothing from ../shared. Each t
 on the reference's behaviour (which resets state on a repeated seed, leaks abandoned sessions,
 answers lost sessions with 400, and has no fences). Every error case checks the status code and
 the ``ErrorInfo`` (reason, domain, ``resources_session_id``). Races are staged with the store's
-test-only :class:`~workplace_env.sessions.Faults` hooks and ``threading.Event``; no sleeps.
+test-only :class:`~workplace_env.testing.faults.Faults` hooks and ``threading.Event``; no sleeps.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     CallIdReusedError,
     CapacityError,
@@ -115,7 +116,7 @@ def make_env(sandbox) -> Iterator[Callable[..., Env]]:
 
     yield make
     for env in servers:
-        env.store.faults.clear()
+        Faults.of(env.store).clear()
         env.client.close()
         env.raw.close()
         env.server.stop(grace_s=0.2)
@@ -169,7 +170,7 @@ def test_S1_seed_new_id_builds_tables_then_binds(env):
         except Exception as exc:
             during_build.append(exc.reason)
 
-    env.store.faults.on("build", probe)
+    Faults.of(env.store).on("build", probe)
     response = env.client.seed("s1", EP, TID, TASK)
     assert response.state == pb.SESSION_STATE_SEEDED and not response.already_seeded
     assert during_build == [0, "SESSION_LOST"]
@@ -181,7 +182,7 @@ def test_S2_repeated_seed_keeps_mutations(env):
     first = env.client.seed("s2", EP, TID, TASK)
     env.client.call_tool("s2", *WRITE)
     builds = []
-    env.store.faults.on("build", builds.append)
+    Faults.of(env.store).on("build", builds.append)
     again = env.client.seed("s2", EP, TID, TASK)
     assert again.already_seeded and again.state == first.state
     assert builds == []  # nothing rebuilt
@@ -275,7 +276,7 @@ def test_S5_missing_messages_are_required(env):
 
 
 def test_S6_table_build_failure_is_unavailable_and_retryable(env):
-    env.store.faults.fail_next_build()
+    Faults.of(env.store).fail_next_build()
     with pytest.raises(UnavailableError) as err:
         env.raw.seed("s6", EP, TID, TASK)  # one attempt, no SDK retry
     assert_refused(err.value, grpc.StatusCode.UNAVAILABLE, "TABLES_UNAVAILABLE", "s6")
@@ -302,8 +303,8 @@ def test_S6_os_error_in_build_is_unavailable(env):
 
 def test_S6_sdk_retries_a_failed_build_transparently(env):
     builds: list[str] = []
-    env.store.faults.on("build", builds.append)
-    env.store.faults.fail_next_build()
+    Faults.of(env.store).on("build", builds.append)
+    Faults.of(env.store).fail_next_build()
     response = env.client.seed("s6c", EP, TID, TASK)  # the retry policy's second attempt wins
     assert not response.already_seeded
     assert builds == ["s6c", "s6c"] and env.store.live_count() == 1
@@ -312,7 +313,7 @@ def test_S6_sdk_retries_a_failed_build_transparently(env):
 def test_S6_failed_legacy_rebuild_keeps_the_old_tables(env):
     env.client.seed_legacy("cookie-s6", TASK)
     env.client.call_tool("cookie-s6", *WRITE)
-    env.store.faults.fail_next_build()
+    Faults.of(env.store).fail_next_build()
     with pytest.raises(UnavailableError) as err:
         env.raw.seed_legacy("cookie-s6", TASK)
     assert_refused(err.value, grpc.StatusCode.UNAVAILABLE, "TABLES_UNAVAILABLE", "cookie-s6")
@@ -343,8 +344,8 @@ def test_S8_racing_identical_seeds_build_one_table_set(env):
         building.set()
         _wait(go)
 
-    env.store.faults.on("build", hold_build)
-    env.store.faults.on("seed_wait", lambda sid: second_waiting.set())
+    Faults.of(env.store).on("build", hold_build)
+    Faults.of(env.store).on("seed_wait", lambda sid: second_waiting.set())
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(env.client.seed, "s8", EP, TID, TASK)
         _wait(building)  # the first seed is inside its build ...
@@ -368,9 +369,9 @@ def test_S8_second_seed_builds_when_the_racing_build_fails(env):
             building.set()
             _wait(go)
 
-    env.store.faults.on("build", hold_first_build)
-    env.store.faults.on("seed_wait", lambda sid: second_waiting.set())
-    env.store.faults.fail_next_build()
+    Faults.of(env.store).on("build", hold_first_build)
+    Faults.of(env.store).on("seed_wait", lambda sid: second_waiting.set())
+    Faults.of(env.store).fail_next_build()
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(env.raw.seed, "s8b", EP, TID, TASK)
         _wait(building)
@@ -431,7 +432,7 @@ def test_T4_call_on_unheld_session_is_not_found(make_env, how):
     elif how == "lost_in_restart":  # held by another server process, not by this one
         make_env().client.seed("t4", EP, TID, TASK)
     elif how == "failed_seed":
-        env.store.faults.fail_next_build()
+        Faults.of(env.store).fail_next_build()
         with pytest.raises(UnavailableError):
             env.raw.seed("t4", EP, TID, TASK)
     with pytest.raises(SessionLostError) as err:
@@ -472,8 +473,8 @@ def test_T6_repeated_call_id_is_not_executed_twice(env):
 def test_T6_lost_response_is_retried_by_the_sdk_without_running_twice(env):
     env.client.seed("t6b", EP, TID, TASK)
     ran: list[str] = []
-    env.store.faults.on("tool", ran.append)
-    env.store.faults.lose_next_response()
+    Faults.of(env.store).on("tool", ran.append)
+    Faults.of(env.store).lose_next_response()
     # No call_id given: the SDK generates one, so gRPC's retry replays instead of re-running.
     assert env.client.call_tool("t6b", *WRITE) == "Email sent successfully."
     assert ran == ["t6b"]
@@ -614,7 +615,7 @@ def test_C4_close_with_other_episode_is_failed_precondition(env):
 def test_C5_failed_release_is_internal_and_not_recorded(env):
     env.client.seed("c5", EP, TID, TASK)
     env.client.call_tool("c5", *WRITE)
-    env.store.faults.fail_next_release()
+    Faults.of(env.store).fail_next_release()
     with pytest.raises(ReleaseFailedError) as err:
         env.client.close_session("c5", EP)
     assert_refused(err.value, grpc.StatusCode.INTERNAL, "RELEASE_FAILED", "c5")
@@ -683,8 +684,8 @@ def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(sandbox):
         draining.set()
         _wait(stop_now)
 
-    store.faults.on("tool", hold_tool)
-    store.faults.on("drain", hold_drain)
+    Faults.of(store).on("tool", hold_tool)
+    Faults.of(store).on("drain", hold_drain)
     try:
         client.seed("x2-busy", EP, TID, TASK)
         client.seed("x2-idle", ("rollout-2", 0), TID, TASK)
@@ -704,7 +705,7 @@ def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(sandbox):
             assert in_flight.result(HANG_S) == "Email sent successfully."
             stopping.result(HANG_S)
     finally:
-        store.faults.clear()
+        Faults.of(store).clear()
         release_tool.set()
         stop_now.set()
         channel.close()
@@ -771,7 +772,7 @@ def test_legacy_close_after_verify_is_closed_and_fenced(env):
 
 def test_legacy_verify_keeps_the_session_when_the_release_fails(env):
     env.client.seed_legacy("cookie-7", TASK)
-    env.store.faults.fail_next_release()
+    Faults.of(env.store).fail_next_release()
     assert env.client.verify("cookie-7", [WRITE]).reward == 1.0
     assert env.store.live_count() == 1  # still held: a resent verify scores it again
     assert env.client.verify("cookie-7", [WRITE]).reward == 1.0

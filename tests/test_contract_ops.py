@@ -33,6 +33,7 @@ from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import start_server
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionStore
+from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     AdminClient,
     CapacityError,
@@ -94,8 +95,8 @@ def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_ca
         draining.set()
         _wait(stop_now)
 
-    store.faults.on("tool", hold_tool)
-    store.faults.on("drain", hold_drain)
+    Faults.of(store).on("tool", hold_tool)
+    Faults.of(store).on("drain", hold_drain)
     http = httpx.Client(base_url=gateway.url, timeout=HANG_S)
     other = httpx.Client(base_url=gateway.url, timeout=HANG_S)
     try:
@@ -134,7 +135,7 @@ def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_ca
             stopping.result(HANG_S)
         assert store.live_count() == 2  # nothing admitted after the signal
     finally:
-        store.faults.clear()
+        Faults.of(store).clear()
         release_tools.set()
         stop_now.set()
         http.close()
@@ -217,7 +218,7 @@ def test_X3_rpcs_beyond_the_limit_get_resource_exhausted_and_health_always_answe
             held[sid].set()
             _wait(release)
 
-    store.faults.on("tool", hold)
+    Faults.of(store).on("tool", hold)
     client = EnvironmentClient(target, timeout_s=HANG_S, max_attempts=1)
     try:
         for sid in ("x3-a", "x3-b", "x3-c"):
@@ -247,7 +248,7 @@ def test_X3_rpcs_beyond_the_limit_get_resource_exhausted_and_health_always_answe
             assert [c.result(HANG_S) for c in calls] == [SENT, SENT]
         assert client.call_tool("x3-c", *WRITE) == SENT  # the slots came back
     finally:
-        store.faults.clear()
+        Faults.of(store).clear()
         release.set()
         client.close()
         running.stop(0)
