@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mutmut.stats import status_by_exit_code
 
-COLUMNS = ("killed", "survived", "timeout", "no tests", "other")
+COLUMNS = ("killed", "survived", "timeout", "no tests", "not checked", "other")
 
 
 def main() -> int:
@@ -37,13 +37,14 @@ def main() -> int:
                 survivors.append(name)
         module = str(meta.relative_to("mutants"))[: -len(".py.meta")].replace("/", ".")
         rows.append((module, counts, len(codes)))
-    print(f"{'module':40} {'mutants':>7} " + " ".join(f"{c:>9}" for c in COLUMNS) + "  score")
+    print(f"{'module':38} {'mutants':>7} " + " ".join(f"{c:>11}" for c in COLUMNS) + "  score")
     for module, counts, total in rows:
-        tested = total - counts["no tests"] - counts["other"]
+        tested = counts["killed"] + counts["survived"] + counts["timeout"]
         score = f"{100 * counts['killed'] / tested:5.1f}%" if tested else "    -"
-        cells = " ".join(f"{counts[c]:>9}" for c in COLUMNS)
-        print(f"{module:40} {total:>7} {cells}  {score}")
-    print("score = killed / (killed + survived + timeout); 'other': skipped, suspicious, ...")
+        cells = " ".join(f"{counts[c]:>11}" for c in COLUMNS)
+        print(f"{module:38} {total:>7} {cells}  {score}")
+    print("score = killed / (killed + survived + timeout); not checked: the run stopped first;")
+    print("other: skipped, suspicious, segfault (mutmut's own classes)")
     if "--survivors" in sys.argv[1:]:
         print("\nsurvivors (mutmut show NAME prints the change):")
         print("\n".join(f"  {name}" for name in sorted(survivors)))
