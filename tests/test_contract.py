@@ -608,6 +608,7 @@ def test_C4_close_with_other_episode_is_failed_precondition(env):
     with pytest.raises(EpisodeMismatchError) as err:
         env.client.close_session("c4", ("rollout-other", 0))
     assert_refused(err.value, grpc.StatusCode.FAILED_PRECONDITION, "EPISODE_MISMATCH", "c4")
+    assert "belongs to episode rollout-1/0" in str(err.value)  # the binding it has
     assert env.store.live_count() == 1
     assert _emails(env.client, "c4") == 1  # unchanged
 
@@ -740,9 +741,14 @@ def test_list_tools_gives_27_schemas(env):
 def test_legacy_reseed_rebuilds_fresh_tables(env):
     env.client.seed_legacy("cookie-3", TASK)
     env.client.call_tool("cookie-3", *WRITE)
-    assert env.client.seed_legacy("cookie-3", TASK).rebuilt
+    again = env.client.seed_legacy("cookie-3", TASK)
+    assert (again.rebuilt, again.already_seeded, again.state) == (
+        True,
+        False,
+        pb.SESSION_STATE_SEEDED,
+    )
     assert _emails(env.client, "cookie-3") == 0
-    assert env.store.live_count() == 1
+    assert env.store.state_counts() == {"seeded": 1}
 
 
 def test_legacy_and_typed_ids_do_not_mix(env):
@@ -750,8 +756,9 @@ def test_legacy_and_typed_ids_do_not_mix(env):
     with pytest.raises(SessionConflictError):
         env.client.seed_legacy("typed-1", TASK)
     env.client.seed_legacy("cookie-4", TASK)
-    with pytest.raises(SessionConflictError):
+    with pytest.raises(SessionConflictError) as err:
         env.client.seed("cookie-4", EP, TID, TASK)
+    assert "legacy (cookie) session" in str(err.value)
 
 
 def test_legacy_session_is_seeded_again_after_verify(env):
@@ -1070,6 +1077,18 @@ def test_V5_a_response_output_that_is_not_an_array_is_named_and_why(env):
     assert [(v.field, v.description) for v in err.value.violations] == [
         ("response_output_json", "not a JSON array: response output must be a JSON array")
     ]
+
+
+def test_V3_a_resent_verify_that_differs_in_any_call_or_its_truth_is_scored_afresh(make_env):
+    # V3: only an identical resend gets the remembered answer; any other is scored by replay.
+    env = make_env(retry_window_s=30)
+    env.client.seed_legacy("cookie-v3", TASK)
+    assert env.client.verify("cookie-v3", [WRITE]).reward == 1.0
+    assert env.client.verify("cookie-v3", [READ]).reward == 0.0  # another call, same count
+    assert env.client.verify("cookie-v3", [WRITE], ground_truth=[]).reward == 0.0
+    assert env.client.verify("cookie-v3", []).reward == 0.0
+    again = env.client.verify("cookie-v3", [WRITE])
+    assert (again.reward, again.mask_sample) == (1.0, False)
 
 
 def test_V2_a_verified_legacy_id_is_remembered_for_exactly_the_retry_window(make_env):

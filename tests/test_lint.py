@@ -54,7 +54,7 @@ def test_mypy_strict_on_the_sdk():
 
 
 def test_the_mutation_run_names_files_that_exist():
-    # tests/mutation/run.sh mutates workplace_env/ (a symlink to service/workplace_env).
+    # tests/mutation/run.sh mutates .mutation/workplace_env/, a link to service/workplace_env.
     import tomllib
 
     config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]

@@ -5,9 +5,11 @@
 #
 #   tests/mutation/run.sh [MUTANT_GLOB ...]    e.g. 'workplace_env.parity.*'
 #
-# Niced, at most $MUTMUT_CHILDREN (default 2) test processes at once. Results stay in mutants/
-# (git-ignored), so a rerun only tests mutants of functions that changed; rm -rf mutants/ to
-# start afresh. Needs ./build.sh first and the reference data (../shared, or
+# Niced, at most $MUTMUT_CHILDREN (default 2) test processes at once. Results stay in
+# .mutation/mutants/, so a rerun only tests the mutants not decided yet and those of functions
+# that changed; rm -rf .mutation/ to start afresh. `cd .mutation && ../.venv/bin/mutmut show
+# NAME` prints a mutant's change; `../.venv/bin/python ../tests/mutation/score.py --survivors`
+# lists the survivors. Needs ./build.sh first and the reference data (../shared, or
 # WORKPLACE_ENV_SHARED).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,13 +23,14 @@ fi
 # The tests run inside mutants/, so ../shared is not where they look: give an absolute path.
 export WORKPLACE_ENV_SHARED="$(cd "$SHARED" && pwd)"
 
-# mutmut names a mutant after its file's path (service/workplace_env/x.py would be module
-# "service.workplace_env.x", which is not the module's name at run time), so it runs over
-# workplace_env/ at the top: a symlink made for the run and removed after it (git-ignored).
-if [ ! -e workplace_env ]; then
-  ln -s service/workplace_env workplace_env
-  trap 'rm -f "$REPO/workplace_env"' EXIT
-fi
-
-nice -n 10 .venv/bin/mutmut run --max-children "${MUTMUT_CHILDREN:-2}" "$@"
-.venv/bin/python tests/mutation/score.py
+# mutmut names a module after its file's path (service/workplace_env/x.py would be module
+# "service.workplace_env.x", not the module's name at run time), so it runs in .mutation/ (git-
+# ignored), where workplace_env/, tests/ and pyproject.toml are links to the repository's; its
+# results stay in .mutation/mutants/. The repository itself is left as it is.
+mkdir -p .mutation
+for name in workplace_env:service/workplace_env tests:tests pyproject.toml:pyproject.toml; do
+  ln -sfn "../${name#*:}" ".mutation/${name%%:*}"
+done
+cd .mutation
+nice -n 10 ../.venv/bin/mutmut run --max-children "${MUTMUT_CHILDREN:-2}" "$@"
+../.venv/bin/python ../tests/mutation/score.py
