@@ -334,7 +334,7 @@ def test_checkpoint_commands_wait_for_a_slow_server_as_long_as_told(tmp_path):
     30 s (DEADLINE_EXCEEDED in the crash test above). A frozen server (SIGSTOP, what a loaded
     machine looks like from outside) fails a 1 s deadline, and a save started while it is
     frozen completes once it runs again."""
-    proc, port = _serve_process(tmp_path)
+    proc, port = _serve_process()
     target = ("--target", f"127.0.0.1:{port}")
     try:
         with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=LOADED_RPC_S) as client:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -29,7 +30,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import SHARED
-from tests.helpers import EP, HANG_S, TASK, TID, WRITE, assert_refused
+from tests.helpers import EP, HANG_S, TASK, TID, WRITE, FakeClock, assert_refused
 from tests.helpers import emails as _emails
 from tests.helpers import error_info as _error_info
 from tests.helpers import wait as _wait
@@ -37,11 +38,14 @@ from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.gateway import start_gateway
 from workplace_env.gateway.cookies import CookieCodec
 from workplace_env.gateway.settings import COOKIE_NAME, GatewaySettings
+from workplace_env.server.app import start_server
 from workplace_env.server.status import DOMAIN
+from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     CallIdReusedError,
     CapacityError,
+    EnvironmentClient,
     EpisodeMismatchError,
     InvalidRequestError,
     ReleaseFailedError,
@@ -503,6 +507,7 @@ def test_C4_close_with_other_episode_is_failed_precondition(env):
     with pytest.raises(EpisodeMismatchError) as err:
         env.client.close_session("c4", ("rollout-other", 0))
     assert_refused(err.value, grpc.StatusCode.FAILED_PRECONDITION, "EPISODE_MISMATCH", "c4")
+    assert "belongs to episode rollout-1/0" in str(err.value)  # the binding it has
     assert env.store.live_count() == 1
     assert _emails(env.client, "c4") == 1  # unchanged
 
@@ -615,7 +620,7 @@ def test_errors_carry_error_info_with_domain_and_session(env):
         )
     info = _error_info(err.value)
     assert (info.reason, info.domain) == ("SESSION_LOST", DOMAIN)
-    assert info.metadata["resources_session_id"] == "ghost"
+    assert dict(info.metadata) == {"resources_session_id": "ghost", "rpc": "CallTool"}
 
 
 def test_list_tools_gives_27_schemas(env):
@@ -631,9 +636,14 @@ def test_list_tools_gives_27_schemas(env):
 def test_legacy_reseed_rebuilds_fresh_tables(env):
     env.client.seed_legacy("cookie-3", TASK)
     env.client.call_tool("cookie-3", *WRITE)
-    assert env.client.seed_legacy("cookie-3", TASK).rebuilt
+    again = env.client.seed_legacy("cookie-3", TASK)
+    assert (again.rebuilt, again.already_seeded, again.state) == (
+        True,
+        False,
+        pb.SESSION_STATE_SEEDED,
+    )
     assert _emails(env.client, "cookie-3") == 0
-    assert env.store.live_count() == 1
+    assert env.store.state_counts() == {"seeded": 1}
 
 
 def test_legacy_and_typed_ids_do_not_mix(env):
@@ -641,8 +651,9 @@ def test_legacy_and_typed_ids_do_not_mix(env):
     with pytest.raises(SessionConflictError):
         env.client.seed_legacy("typed-1", TASK)
     env.client.seed_legacy("cookie-4", TASK)
-    with pytest.raises(SessionConflictError):
+    with pytest.raises(SessionConflictError) as err:
         env.client.seed("cookie-4", EP, TID, TASK)
+    assert "legacy (cookie) session" in str(err.value)
 
 
 def test_legacy_session_is_seeded_again_after_verify(env):
@@ -911,3 +922,111 @@ def test_V5_too_many_calls_is_invalid_argument(env):
         env.client.verify("v5big", [WRITE] * 2001)
     assert [v.field for v in err.value.violations] == ["function_calls"]
     assert env.client.verify("v5big", [WRITE] * 3).reward == 0.0  # many is fine, too many not
+
+
+# -- boundaries (each kills a one-line mutation of the service the suite once let through) ----
+
+#: A tool that writes no compared table: a verify skips it without replaying it, so a long list
+#: of them costs little.
+READ = ("company_directory_find_email_address", {"name": "a"})
+
+
+def _verify_with(client: EnvironmentClient, sid: str, side: str, calls: list[Any]) -> Any:
+    """Verify ``calls`` on ``side`` of the request; the other side is the task's one write."""
+    if side == "function_calls":
+        return client.verify(sid, calls)
+    if side == "response_output_json":
+        items: list[dict[str, Any]] = [
+            {"type": "function_call", "name": n, "arguments": json.dumps(a), "call_id": f"c{i}"}
+            for i, (n, a) in enumerate(calls)
+        ]
+        # Not a call: the bound counts the function_call items only.
+        items.append({"type": "message", "content": [{"type": "output_text", "text": "done"}]})
+        return client.verify(sid, response_output=items)
+    if side == "ground_truth":
+        return client.verify(sid, [WRITE], ground_truth=calls)
+    truth = [{"name": n, "arguments": json.dumps(a)} for n, a in calls]
+    return client.verify(sid, [WRITE], ground_truth_json=json.dumps(truth))
+
+
+@pytest.mark.parametrize(
+    "side", ["function_calls", "response_output_json", "ground_truth", "ground_truth_json"]
+)
+def test_V5_a_verify_replays_at_most_2000_calls_on_each_side(env, side):
+    # environment.proto, Verify: INVALID_ARGUMENT for more than 2,000 calls on either side.
+    env.client.seed("v5edge", EP, TID, TASK)
+    at_bound = [READ] * 1999 + [WRITE]
+    assert _verify_with(env.client, "v5edge", side, at_bound).reward == 1.0
+    with pytest.raises(InvalidRequestError) as err:
+        _verify_with(env.client, "v5edge", side, [READ, *at_bound])
+    assert_refused(err.value, grpc.StatusCode.INVALID_ARGUMENT, None, "v5edge")
+    fields = [v.field for v in err.value.violations]
+    assert fields in ([side], [side.removesuffix("_json")])  # the side that is too long
+    assert env.client.verify("v5edge", [WRITE]).reward == 1.0  # the session is unchanged
+
+
+def test_V5_a_response_output_that_is_not_an_array_is_named_and_why(env):
+    env.client.seed("v5arr", EP, TID, TASK)
+    with pytest.raises(InvalidRequestError) as err:
+        env.client.verify("v5arr", response_output='{"type": "function_call"}')
+    assert [(v.field, v.description) for v in err.value.violations] == [
+        ("response_output_json", "not a JSON array: response output must be a JSON array")
+    ]
+
+
+def test_V3_a_resent_verify_that_differs_in_any_call_or_its_truth_is_scored_afresh(make_env):
+    # V3: only an identical resend gets the remembered answer; any other is scored by replay.
+    env = make_env(retry_window_s=30)
+    env.client.seed_legacy("cookie-v3", TASK)
+    assert env.client.verify("cookie-v3", [WRITE]).reward == 1.0
+    assert env.client.verify("cookie-v3", [READ]).reward == 0.0  # another call, same count
+    assert env.client.verify("cookie-v3", [WRITE], ground_truth=[]).reward == 0.0
+    assert env.client.verify("cookie-v3", []).reward == 0.0
+    again = env.client.verify("cookie-v3", [WRITE])
+    assert (again.reward, again.mask_sample) == (1.0, False)
+
+
+def test_V2_a_verified_legacy_id_is_remembered_for_exactly_the_retry_window(make_env):
+    # V2/V3: remembered for the window, so at its last instant an identical resend answers the
+    # same and a close finds a verified session (CLOSED); an instant later the id is forgotten.
+    env = make_env(retry_window_s=30)
+    for sid in ("cookie-edge", "cookie-past"):
+        env.client.seed_legacy(sid, TASK)
+        assert env.client.verify(sid, [WRITE]).reward == 1.0
+    env.clock.now += 30
+    again = env.client.verify("cookie-edge", [WRITE])
+    assert (again.reward, again.mask_sample) == (1.0, False)
+    assert env.client.close_session("cookie-edge", EP) == "CLOSED"
+    env.clock.now += 0.5
+    late = env.client.verify("cookie-past", [WRITE])
+    assert (late.mask_sample, late.failure_kind) == (True, "session_lost")
+    assert env.client.close_session("cookie-past", EP) == "NOT_SEEDED"
+
+
+def test_X1_the_servers_own_sweep_evicts_idle_sessions(sandbox):
+    # X1 through the server's background sweep (not a direct evict_idle() call): the idle
+    # session is evicted and answers SESSION_EXPIRED, the one used within the TTL is kept, and
+    # the eviction is counted in the metrics.
+    clock = FakeClock()
+    store = SessionStore(sandbox, SessionConfig(idle_ttl_s=60), clock=clock)
+    running = start_server(store, "127.0.0.1:0", evict_interval_s=0.01)
+    try:
+        with EnvironmentClient(f"127.0.0.1:{running.port}", timeout_s=HANG_S) as client:
+            client.seed("sweep-idle", EP, TID, TASK)
+            client.seed("sweep-busy", ("rollout-2", 0), TID, TASK)
+            clock.now += 45
+            client.call_tool("sweep-busy", *WRITE)
+            clock.now += 16  # sweep-idle: 61 s idle; sweep-busy: 16 s
+            evictions = "workplace_env_evictions_total"
+            deadline = time.monotonic() + HANG_S
+            while running.metrics.registry.get_sample_value(evictions) != 1:
+                # a condition, polled; the deadline only guards against a hang
+                assert time.monotonic() < deadline, "the sweep never evicted the idle session"
+                threading.Event().wait(0.01)
+            assert store.live_count() == 1
+            with pytest.raises(SessionExpiredError) as err:
+                client.call_tool("sweep-idle", *WRITE)
+            assert_refused(err.value, grpc.StatusCode.NOT_FOUND, "SESSION_EXPIRED", "sweep-idle")
+            assert _emails(client, "sweep-busy") == 1
+    finally:
+        running.stop(grace_s=0)

@@ -321,6 +321,34 @@ def test_header_naming_another_session_is_refused_on_every_rpc(server):
         env.close_session("hdr-a", ("r", 0))
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["a-message-each", "one-message"])
+def test_every_snapshot_of_a_restore_stream_is_checked_against_the_header(server, batched):
+    # The header names the first snapshot's session; the second snapshot, in a later message
+    # of the stream or later in the same message, names another: refused, nothing installed.
+    target = f"127.0.0.1:{server.port}"
+    first, second = f"hdr-k{int(batched)}-a", f"hdr-k{int(batched)}-b"
+    with EnvironmentClient(target) as env, env.admin() as admin:
+        for k, sid in enumerate((first, second)):
+            env.seed(sid, (f"r{k}", 0), ("scale", "t"), {"id": "t"})
+        snapshots = admin.export_sessions([first, second]).snapshots
+        assert [s.resources_session_id for s in snapshots] == [first, second]
+        for sid in (first, second):
+            assert admin.retire_session(sid)
+        if batched:
+            stream = [admin_pb.RestoreSessionsRequest(snapshots=snapshots)]
+        else:
+            stream = [admin_pb.RestoreSessionsRequest(snapshots=[s]) for s in snapshots]
+        with pytest.raises(grpc.RpcError) as caught:
+            admin.stub.RestoreSessions(iter(stream), metadata=((SESSION_HEADER, first),))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert _reason(caught.value) == affinity.REASON
+        assert admin.export_sessions([first, second]).missing == [first, second]
+        # The same stream without the header restores both: only the header was wrong.
+        assert admin.stub.RestoreSessions(iter(stream)).restored_count == 2
+        for sid in (first, second):
+            assert admin.retire_session(sid)
+
+
 def test_an_id_that_is_not_a_header_value_still_gets_the_bad_request(server):
     with (
         EnvironmentClient(f"127.0.0.1:{server.port}") as env,

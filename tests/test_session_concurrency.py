@@ -316,3 +316,22 @@ def test_legacy_rebuild_waits_for_its_own_session_only(store, pool):
     assert call.result(HANG_S) == '"Email sent successfully."'
     assert reseed.result(HANG_S).rebuilt
     assert _subjects(store, "cookie") == []  # rebuilt after the call: fresh tables
+
+
+def test_a_sweep_skips_a_busy_or_unreleasable_session_and_evicts_the_rest(store, pool):
+    # X1: a session with a call in flight is in use, and one whose release fails stays live
+    # for the next sweep; neither stops this sweep from evicting the idle sessions after it.
+    for sid in ("sweep-busy", "sweep-stuck", "sweep-idle"):
+        _seed(store, sid, rollout=sid)
+    hold = Hold(store, "sweep-busy")
+    call = pool.submit(_send, store, "sweep-busy", "zq-busy")
+    _wait(hold.entered)
+    store.clock.now += 61  # all three last used 61 s ago; sweep-busy's call still runs
+    Faults.of(store).fail_next_release()  # the first release tried: sweep-stuck's
+    assert store.evict_idle() == 1
+    with pytest.raises(errors.SessionExpired):
+        _subjects(store, "sweep-idle")
+    assert _subjects(store, "sweep-stuck") == []  # still live (and now used again)
+    hold.go.set()
+    assert call.result(HANG_S) == '"Email sent successfully."'
+    assert _subjects(store, "sweep-busy") == ["zq-busy"]

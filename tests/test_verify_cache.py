@@ -43,3 +43,18 @@ def test_the_bound_is_a_setting(sandbox):
     settings = Settings(verify_cache_mb=1.5)
     store = SessionStore(sandbox, settings.session_config())
     assert store.verifier.cache_bytes == int(1.5 * 2**20)
+
+
+def test_the_estimate_counts_the_replayed_writes_kept_as_the_key(base):
+    # The memo's key holds every replayed write's arguments: a long body costs its length, so
+    # a few huge writes cannot hold memory past the bound.
+    small, large = Verifier(base), Verifier(base)
+    short = send(0)
+    long = FunctionCall(
+        "email_send_email",
+        json.dumps({"recipient": "a@b.com", "subject": "s0", "body": "x" * 200_000}),
+    )
+    small.end_state([short])
+    large.end_state([long])
+    grown = len(long.arguments) - len(short.arguments)
+    assert large.cached_bytes - small.cached_bytes >= grown
