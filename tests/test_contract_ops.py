@@ -26,11 +26,11 @@ from grpc_status import rpc_status
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace.env.v1 import environment_pb2 as pb
-from workplace_env.cli import drain_and_stop
 from workplace_env.config import ConfigError, Settings, load_settings
 from workplace_env.gateway import start_gateway
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import start_server
+from workplace_env.server.serve import drain_and_stop
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionStore
 from workplace_env.testing.faults import Faults
