@@ -10,6 +10,7 @@ addresses in the environment variables that file reads (the README recipe, uncha
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -168,6 +169,10 @@ class Replica:
         self.proc.wait(timeout=30)
 
 
+#: The ``actconn/feconn/beconn/srv_conn/retries`` field of an HTTP log line, redispatched.
+_REDISPATCHED = re.compile(r" \d+/\d+/\d+/\d+/\+\d+ ")
+
+
 class HAProxy:
     """``haproxy -f deploy/haproxy.cfg`` on free loopback ports in front of ``replicas``."""
 
@@ -188,10 +193,25 @@ class HAProxy:
             if self._listening(grpc_port, http_port):
                 self.grpc_target = f"127.0.0.1:{grpc_port}"
                 self.http_url = f"http://127.0.0.1:{http_port}"
-                assert self.proc.stderr is not None
-                threading.Thread(target=self.proc.stderr.read, daemon=True).start()
+                #: HAProxy's own messages, such as "Server grpc_replicas/r1 is DOWN, reason:".
+                self.log: list[str] = []
+                threading.Thread(target=self._keep_log, daemon=True).start()
                 return
         raise RuntimeError(f"haproxy did not start: {self.proc.stderr.read()}")  # type: ignore[union-attr]
+
+    def _keep_log(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.log.append(line.rstrip())
+
+    def went_down(self) -> list[str]:
+        """HAProxy's messages so far that took a server out ("... is DOWN, reason: ...")."""
+        return [line for line in list(self.log) if " is DOWN" in line]
+
+    def redispatched(self) -> list[str]:
+        """Requests HAProxy retried on another server than the one first chosen (its log's
+        retries field reads ``+N``): for a session's request, a replica without the session."""
+        return [line for line in list(self.log) if _REDISPATCHED.search(line)]
 
     @staticmethod
     def environment(replicas: list[Replica], grpc_port: int, http_port: int) -> dict[str, str]:
@@ -254,5 +274,8 @@ class Cluster:
     def __enter__(self) -> Cluster:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        proxy: HAProxy | None = getattr(self, "proxy", None)
+        if exc is not None and proxy is not None and proxy.log:  # why a replica left, if one did
+            exc.add_note("HAProxy said:\n" + "\n".join(proxy.log[-20:]))
         self.close()

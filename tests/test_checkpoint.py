@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import grpc
@@ -44,6 +45,11 @@ def base():
     return load_sandbox(None)
 
 
+#: Deadlines far above what these tests take on an idle machine (seconds), where the deadline
+#: is not what is tested: a loaded machine (CI beside other jobs) may be many times slower.
+LOADED_RPC_S, LOADED_PROCESS_S = 120.0, 900.0
+
+
 class Server:
     def __init__(self, base, token: str | None = None) -> None:
         self.running = start_server(
@@ -52,8 +58,8 @@ class Server:
             settings=Settings(admin_token=token, admin_open=token is None),
         )
         target = f"127.0.0.1:{self.running.port}"
-        self.client = EnvironmentClient(target, timeout_s=20)
-        self.admin = AdminClient(target, token=token, timeout_s=20)
+        self.client = EnvironmentClient(target, timeout_s=LOADED_RPC_S)
+        self.admin = AdminClient(target, token=token, timeout_s=LOADED_RPC_S)
 
     def stop(self) -> None:
         self.client.close()
@@ -254,6 +260,7 @@ def test_admin_rpcs_need_the_bearer_token(servers, base):
 #: environment (an open in-process admin ignores it).
 CLI_TOKEN = "checkpoint-admin"
 SERVE = (sys.executable, "-m", "workplace_env.cli", "serve")
+CHECKPOINT = (sys.executable, "-m", "workplace_env.cli", "checkpoint")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -261,7 +268,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "workplace_env.cli", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=LOADED_PROCESS_S,
         env={**os.environ, "WORKPLACE_ENV_ADMIN_TOKEN": CLI_TOKEN},
     )
 
@@ -289,6 +296,8 @@ def _serve_process(tmp_path: Path) -> tuple[subprocess.Popen, int]:
     )
     line = proc.stderr.readline()
     assert "serving on" in line, line
+    # Keep reading its log: a full pipe would block the server mid-RPC (a deadline, a hang).
+    threading.Thread(target=proc.stderr.read, daemon=True).start()
     return proc, int(line.rsplit(":", 1)[1])
 
 
@@ -323,7 +332,7 @@ def test_crash_restore_finishes_every_episode_identically(tmp_path, base):
     proc, port = _serve_process(tmp_path)
     got_first = []
     try:
-        with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=30) as client:
+        with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=LOADED_RPC_S) as client:
             for plan in plans:
                 sid, ep, tid, task, calls = plan
                 client.seed(sid, ep, tid, task)
@@ -332,14 +341,14 @@ def test_crash_restore_finishes_every_episode_identically(tmp_path, base):
         assert saved.returncode == 0, saved.stderr
     finally:
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.wait(timeout=LOADED_RPC_S)
     proc, port = _serve_process(tmp_path)
     try:
         restored = _cli(
             "checkpoint", "restore", str(tmp_path / "ckpt"), "--target", f"127.0.0.1:{port}"
         )
         assert restored.returncode == 0, restored.stderr
-        with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=30) as client:
+        with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=LOADED_RPC_S) as client:
             for plan, first, (want_outputs, want_reward) in zip(
                 plans, got_first, expected, strict=True
             ):
@@ -350,8 +359,42 @@ def test_crash_restore_finishes_every_episode_identically(tmp_path, base):
                 assert client.verify(sid, task["ground_truth"]).reward == want_reward
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        proc.wait(timeout=LOADED_RPC_S)
     assert os.path.exists(tmp_path / "ckpt" / "manifest.json")
+
+
+def test_checkpoint_commands_wait_for_a_slow_server_as_long_as_told(tmp_path):
+    """``checkpoint save/restore`` bound the whole stream by ``--timeout-s`` (default 600 s),
+    not by the SDK's 30 s per call: a 200-session save under heavy load once ran out of those
+    30 s (DEADLINE_EXCEEDED in the crash test above). A frozen server (SIGSTOP, what a loaded
+    machine looks like from outside) fails a 1 s deadline, and a save started while it is
+    frozen completes once it runs again."""
+    proc, port = _serve_process(tmp_path)
+    target = ("--target", f"127.0.0.1:{port}")
+    try:
+        with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=LOADED_RPC_S) as client:
+            client.seed("slow-1", EP, TID, TASK)
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            failed = _cli("checkpoint", "save", str(tmp_path / "a"), *target, "--timeout-s", "1")
+            assert failed.returncode == 1 and "export failed" in failed.stderr, failed
+            assert "DEADLINE_EXCEEDED" in failed.stderr, failed.stderr
+            waiting = subprocess.Popen(
+                [*CHECKPOINT, "save", str(tmp_path / "b"), *target],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "WORKPLACE_ENV_ADMIN_TOKEN": CLI_TOKEN},
+            )
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        out, err = waiting.communicate(timeout=LOADED_PROCESS_S)
+        assert waiting.returncode == 0 and "saved 1 sessions" in out + err, (out, err)
+        restored = _cli("checkpoint", "restore", str(tmp_path / "b"), *target, "--timeout-s", "60")
+        assert restored.returncode == 1 and "SESSION_LIVE" in restored.stdout + restored.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=LOADED_RPC_S)
 
 
 def test_K1_a_session_the_codec_cannot_encode_is_reported_and_the_others_export(servers):

@@ -381,6 +381,57 @@ def test_serve_help_names_every_bound_default():
     assert re.search(r"50,000", out) and re.search(r"\[256\]", out) and "[16]" in out
 
 
+def test_serve_help_says_what_the_default_drain_delay_means():
+    """Issue 19: with the default 0 no client sees /ready 503; the help says so and says when
+    to set it (behind a balancer)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "workplace_env.cli", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+        env={"COLUMNS": "400", "PATH": ""},
+    ).stdout
+    (line,) = [" ".join(x.split("│")[1:]) for x in out.splitlines() if "--drain-delay-s" in x]
+    text = " ".join(line.split())
+    assert "[0]" in text and "no client sees the 503" in text and "load balancer" in text
+
+
+def test_X2_a_drain_delay_keeps_ready_503_visible_until_the_listeners_close():
+    """``--drain-delay-s``: after SIGTERM, ``/ready`` answers 503 (and gRPC health NOT_SERVING)
+    while the listeners stay open; then they close and the process exits 0."""
+    proc = subprocess.Popen(
+        [*SERVE, *SERVE_FLAGS, "--drain-delay-s", "5"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        grpc_line, http_line = proc.stderr.readline(), proc.stderr.readline()
+        target, url = grpc_line.split()[-1], http_line.split()[-1]
+        threading.Thread(target=proc.stderr.read, daemon=True).start()
+        with httpx.Client(base_url=url, timeout=HANG_S) as http:
+            assert http.get("/ready").status_code == 200
+            proc.send_signal(signal.SIGTERM)
+            answers = []
+            while proc.poll() is None and len(answers) < 10_000:  # until the listener closes
+                try:
+                    answers.append(http.get("/ready").status_code)
+                except httpx.TransportError:
+                    break
+            assert 503 in answers and set(answers) <= {200, 503}, answers
+            with grpc.insecure_channel(target) as channel:  # in the window, or already closed
+                health = health_pb2_grpc.HealthStub(channel)
+                try:
+                    status = health.Check(health_pb2.HealthCheckRequest(), timeout=HANG_S).status
+                    assert status == health_pb2.HealthCheckResponse.NOT_SERVING
+                except grpc.RpcError as exc:
+                    assert exc.code() == grpc.StatusCode.UNAVAILABLE
+        assert proc.wait(HANG_S) == 0
+    finally:
+        proc.kill()
+        proc.wait(HANG_S)
+
+
 def test_serve_warns_when_checkpoints_meet_a_per_process_cookie_secret():
     """Issue 13 failure 8: restored cookie sessions are orphaned without a fixed secret."""
     proc = subprocess.Popen(

@@ -47,6 +47,9 @@ from workplace_env.server.app import RunningServer, start_server
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env_client import EnvironmentClient
 
+#: The body's media type, for the posts whose body is what is tested (not its type).
+JSON_CT = {"content-type": "application/json"}
+
 SECRET = "gateway-test-secret"
 SETTINGS = GatewaySettings(secret_key=SECRET)
 CODEC = CookieCodec(SECRET, SETTINGS.cookie_max_age_s)
@@ -212,7 +215,7 @@ def test_cookie_is_resent_on_every_response(http):
     for response in (
         http.post("/company_directory_find_email_address", json={"name": "a"}),
         http.get("/health"),
-        http.post("/email_search_emails", content=b"[1]"),  # a 422
+        http.post("/email_search_emails", content=b"[1]", headers=JSON_CT),  # a 422
     ):
         assert cookie_sid(response) == sid
 
@@ -339,7 +342,7 @@ def test_any_row_without_typed_identity_is_a_legacy_seed(http, row):
 
 @pytest.mark.parametrize("body", [b"[]", b"5", b'"row"', b"null", b"{", b"", b"\xff\xfe\xfa"])
 def test_seed_body_not_a_json_object_is_422(http, body):
-    response = http.post("/seed_session", content=body)
+    response = http.post("/seed_session", content=body, headers=JSON_CT)
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["body"]
     assert "set-cookie" not in response.headers
@@ -512,7 +515,7 @@ def test_tool_call_on_a_cookie_the_service_does_not_hold_is_404_session_lost(htt
 def test_tool_body_not_a_json_object_is_422(http, body, with_session):
     if with_session:
         seed(http)
-    response = http.post("/email_send_email", content=body)
+    response = http.post("/email_send_email", content=body, headers=JSON_CT)
     assert response.status_code == 422
     assert response.json()["failure_kind"] == "invalid_request"
     if with_session:
@@ -636,7 +639,7 @@ def test_malformed_verify_is_422(http, body, loc):
 
 
 def test_verify_body_not_an_object_is_422(http):
-    assert http.post("/verify", content=b"[]").status_code == 422
+    assert http.post("/verify", content=b"[]", headers=JSON_CT).status_code == 422
 
 
 # -- close -----------------------------------------------------------------------------------
@@ -721,7 +724,7 @@ def test_a_token_needs_the_sessions_cookie_not_its_id(http, gateway):
         other = stranger.post("/session_token", json={"resources_session_id": sid})
         assert other.status_code == 403 and other.json()["reason"] == "SESSION_COOKIE_REQUIRED"
     assert http.post("/session_token", json={"resources_session_id": 1}).status_code == 422
-    assert http.post("/session_token", content=b"[").status_code == 422
+    assert http.post("/session_token", content=b"[", headers=JSON_CT).status_code == 422
 
 
 def test_tokens_and_cookies_are_not_interchangeable():

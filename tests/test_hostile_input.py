@@ -28,6 +28,9 @@ from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env_client import AdminClient, EnvironmentClient, InvalidRequestError
 from workplace_env_client import admin as admin_sdk
 
+#: The body's media type, for the posts whose body is what is tested (not its type).
+JSON_CT = {"content-type": "application/json"}
+
 SECRET = "hostile-test-secret"
 EP, TID = ("r-hostile", 0), ("hostile", "t")
 DELETE = ("email_delete_email", '{"email_id": "00000057"}')
@@ -96,13 +99,15 @@ def test_lone_surrogates_are_refused_naming_the_field_and_poison_nothing(server,
     assert env.verify("sur-1", response_output=raw).reward == 1.0
     # Over HTTP: 422 naming the field, for a seed row, a tool body and a verify body.
     bad_row = '{"id": "t", "prompt": "\\ud800"}'
-    seeded = http.post("/seed_session", content=bad_row)
+    seeded = http.post("/seed_session", content=bad_row, headers=JSON_CT)
     assert seeded.status_code == 422
     assert seeded.json()["detail"][0]["loc"] == ["body", "prompt"]
     assert http.post("/seed_session", json={"id": "t"}).status_code == 200
-    tool = http.post("/email_send_email", content=SURROGATE_SEND)
+    tool = http.post("/email_send_email", content=SURROGATE_SEND, headers=JSON_CT)
     assert tool.status_code == 422 and tool.json()["failure_kind"] == "invalid_request"
-    verify = http.post("/verify", content='{"response": {"output": [], "id": "\\udfff"}}')
+    verify = http.post(
+        "/verify", content='{"response": {"output": [], "id": "\\udfff"}}', headers=JSON_CT
+    )
     assert verify.status_code == 422
     assert verify.json()["detail"][0]["loc"] == ["body", "response", "id"]
     assert http.post("/email_search_emails", json={"query": "x"}).status_code == 200
@@ -128,10 +133,10 @@ def test_giant_integers_are_skipped_in_scoring_and_refused_in_live_calls(env, ht
         env.verify("giant-1", [], ground_truth_json=f"[{GIANT}]")
     assert [v.field for v in err.value.violations] == ["ground_truth_json"]
     assert http.post("/seed_session", json={"id": "t"}).status_code == 200
-    tool = http.post("/email_delete_email", content='{"email_id": ' + GIANT + "}")
+    tool = http.post("/email_delete_email", content='{"email_id": ' + GIANT + "}", headers=JSON_CT)
     assert tool.status_code == 422
     body = '{"response": {"output": []}, "n": ' + GIANT + "}"
-    assert http.post("/verify", content=body).status_code == 422
+    assert http.post("/verify", content=body, headers=JSON_CT).status_code == 422
 
 
 def test_nan_and_deep_nesting_answer_as_the_reference_or_name_the_field(env, http):
@@ -148,10 +153,15 @@ def test_nan_and_deep_nesting_answer_as_the_reference_or_name_the_field(env, htt
         env.call_tool_raw("nan-1", "email_search_emails", '{"query": ' * 200 + "1" + "}" * 200)
     assert "nested deeper" in err.value.message
     assert http.post("/seed_session", json={"id": "t"}).status_code == 200
-    verify = http.post("/verify", content='{"response": {"output": [], "x": NaN}}')
+    verify = http.post("/verify", content='{"response": {"output": [], "x": NaN}}', headers=JSON_CT)
     assert verify.status_code == 422
     assert verify.json()["detail"][0]["loc"] == ["body", "response", "x"]
-    assert http.post("/verify", content='{"response": {"output": [1e999]}}').status_code == 422
+    assert (
+        http.post(
+            "/verify", content='{"response": {"output": [1e999]}}', headers=JSON_CT
+        ).status_code
+        == 422
+    )
 
 
 @pytest.mark.parametrize(

@@ -343,6 +343,9 @@ def test_sessions_keep_their_replica_through_haproxy_and_survive_a_sigkill(hapro
         assert sum(seeds) == 2 * SESSIONS, seeds  # each session seeded once, on one replica
         assert min(seeds) > SESSIONS // 5, seeds  # and they spread over all three
 
+        # No replica left the pool under the load so far (a slow one would lose sessions), and
+        # no request went to another replica than its session's.
+        assert cluster.proxy.went_down() == [] and cluster.proxy.redispatched() == []
         victim_name, victim = "r1", cluster.replicas[0]
         on_victim = held_by(victim.grpc, grpc_runs, grpc_pool)
         http_on_victim = {r.index for r in http_runs if r.replicas[0] == victim_name}
@@ -369,6 +372,8 @@ def test_sessions_keep_their_replica_through_haproxy_and_survive_a_sigkill(hapro
         )
         http.close()
         typed_http_seeds_land_where_grpc_routes(cluster)  # on the two survivors' ring
+        # Only the victim left the pool (its gRPC side, and its HTTP side tracking it).
+        assert all("_replicas/r1 is DOWN" in line for line in cluster.proxy.went_down())
 
     for run in grpc_runs:
         assert run.outputs == expected[run.k].outputs, run.session.id
@@ -481,6 +486,7 @@ def test_a_drained_replica_loses_nothing(haproxy, expected):
         drained.proc.send_signal(signal.SIGTERM)
         (_, grpc_new), (_, http_new) = grpc_jobs.result(), http_jobs.result()
         assert drained.proc.wait(timeout=60) == 0  # a clean drain, not a crash
+        assert all("_replicas/r2 is DOWN" in line for line in cluster.proxy.went_down())
         http.close()
 
     for run in [*grpc_runs, *grpc_new]:
@@ -496,3 +502,67 @@ def test_a_drained_replica_loses_nothing(haproxy, expected):
     assert any(r.lost for r in http_runs if r.index in http_on_drained)
     # The fresh sessions never landed on the drained replica once it left.
     assert all(r.replicas[-1] != "r2" for r in http_new)
+
+
+#: How long the stalled replica stays stopped: longer than the 2 s health-check timeout that
+#: took a slow replica out of the pool before issue 19, far below today's 30 s.
+STALL_S = 5.0
+
+
+def test_a_stalled_replica_is_slow_not_dead_and_keeps_its_sessions(haproxy, expected):
+    """A replica that stops answering for a while is waited for, not taken out (issue 19).
+
+    SIGSTOP stands in for what a loaded machine does to a process (no CPU for seconds). Before
+    the fix, HAProxy failed the replica's health check after 2 s and sent its sessions'
+    requests to another replica, which answered SESSION_LOST (the clean-clone failure of
+    ``proxy-369`` above); afterwards they would have gone back to stale state. Now the calls
+    sent during the stall wait for it and every session finishes where it began.
+    """
+    sessions, before, during = 30, 2, 5  # per transport; calls before and through the stall
+    with (
+        Cluster(haproxy) as cluster,
+        ThreadPoolExecutor(max_workers=2 * WORKERS) as pool,
+        EnvironmentClient(cluster.proxy.grpc_target, timeout_s=60) as env,
+    ):
+        http = HttpClients(cluster.proxy.http_url)
+
+        def grpc_start(i: int) -> GrpcRun:
+            run = start_grpc(env, i)
+            run.calls(0, before)
+            return run
+
+        def http_start(i: int) -> HttpRun:
+            run = HttpRun(i)
+            run.seed(http.get())
+            run.calls(http.get(), 0, before)
+            return run
+
+        grpc_runs = list(pool.map(grpc_start, range(sessions)))
+        http_runs = list(pool.map(http_start, range(sessions)))
+        stalled = cluster.replicas[0]
+        on_stalled = held_by(stalled.grpc, grpc_runs, pool)
+        http_on_stalled = {r.index for r in http_runs if r.replicas[0] == "r1"}
+        assert on_stalled and http_on_stalled
+
+        stalled.proc.send_signal(signal.SIGSTOP)
+        try:
+            # No recovery allowed: a SESSION_LOST (gRPC) or 404 (HTTP) fails the test.
+            pending = [pool.submit(r.calls, before, during) for r in grpc_runs] + [
+                pool.submit(lambda r=r: r.calls(http.get(), before, during)) for r in http_runs
+            ]
+            time.sleep(STALL_S)  # the length of the fault under test, not a synchronisation
+        finally:
+            stalled.proc.send_signal(signal.SIGCONT)
+        for job in pending:
+            job.result(timeout=120)
+        assert stalled.proc.poll() is None
+        assert cluster.proxy.went_down() == []  # HAProxy waited for it
+        assert cluster.proxy.redispatched() == []
+        http.close()
+
+    for run in grpc_runs:
+        assert not run.lost and not run.session.recoveries, run.session.id
+        assert run.outputs == expected[run.k].outputs[:during], run.session.id
+    for run in http_runs:
+        assert not run.lost and set(run.replicas) == {run.replicas[0]}, run.index
+        assert run.outputs == expected[run.k].outputs[:during], run.index

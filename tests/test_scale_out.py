@@ -592,8 +592,14 @@ def test_envoy_config_hashes_the_session_header_over_healthy_http2_replicas():
     assert "http2_protocol_options" in http["explicit_http_config"]
     (check,) = cluster["health_checks"]
     assert check["grpc_health_check"]["service_name"] == SERVICE
+    # A slow answer is not a failure (issue 19): only a long silence takes a pod out.
+    assert check["timeout"] == "30s"
     assert cluster["common_lb_config"]["healthy_panic_threshold"] == {"value": 0}
     kinds = [
         d["kind"] for d in yaml.safe_load_all((REPO / "deploy" / "kubernetes.yaml").read_text())
     ]
     assert kinds == ["Service", "Deployment", "Service", "Deployment"]
+    replicas = list(yaml.safe_load_all((REPO / "deploy" / "kubernetes.yaml").read_text()))[1]
+    server = replicas["spec"]["template"]["spec"]["containers"][0]
+    assert server["readinessProbe"]["timeoutSeconds"] >= 30
+    assert server["livenessProbe"]["timeoutSeconds"] >= 30

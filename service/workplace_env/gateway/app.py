@@ -44,10 +44,11 @@ status codes. Routes:
 =========================  =====================================================================
 
 Errors (JSON bodies with ``failure_kind``; 422s in FastAPI's ``detail`` shape, with ``loc``
-naming the offending field): body not JSON / not an object, or a malformed typed seed, close or
-verify -> 422; a tool call without a live session -> 404 ``failure_kind "session_lost"``
-(``reason`` SESSION_LOST, SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed
-id, a reused ``x-workplace-call-id``, a close for another episode -> 409; capacity -> 429 with
+naming the offending field): a Content-Type that is not JSON (or none; as NeMo Gym's server),
+body not JSON / not an object, or a malformed typed seed, close or verify -> 422; a tool call
+without a live session -> 404 ``failure_kind "session_lost"`` (``reason`` SESSION_LOST,
+SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed id, a reused
+``x-workplace-call-id``, a close for another episode -> 409; capacity -> 429 with
 ``Retry-After``; the service unavailable -> 503, its deadline -> 504, anything else it refuses
 -> 502.
 """
@@ -101,6 +102,7 @@ from workplace_env.gateway.translate import (
     object_body,
     parse_episode,
     parse_typed_seed,
+    response_output_problems,
     seed_legacy,
     service_error,
 )
@@ -320,7 +322,13 @@ def create_app(
                 }
             },
         ),
-        responses={422: problem("Not a JSON object, or `response.output` is not an array.")},
+        responses={
+            422: problem(
+                "Not a JSON object, `response.output` not an array, or an output item NeMo's "
+                "Responses types refuse (`loc` names it: a `function_call`'s `arguments` must "
+                "be a JSON string)."
+            )
+        },
     )
     async def verify(request: Request) -> Response:
         body = await object_body(request)
@@ -330,6 +338,8 @@ def create_app(
         output = response.get("output")
         if not isinstance(output, list):
             raise invalid([(("response", "output"), "required: an array of output items")])
+        if problems := response_output_problems(output):  # as NeMo's Responses types
+            raise invalid(problems)
         kwargs: dict[str, Any] = {"response_output": _json_text(output)}
         if "ground_truth" in body:
             kwargs["ground_truth_json"] = _json_text(body["ground_truth"])

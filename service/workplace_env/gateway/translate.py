@@ -4,6 +4,7 @@ as HTTP answers. No routes here (see :mod:`workplace_env.gateway.app`).
 
 from __future__ import annotations
 
+import email.message
 import json
 import math
 import re
@@ -166,11 +167,42 @@ def draining_problem() -> HttpProblem:
     )
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """Whether a Content-Type header value names JSON: ``application/json`` or
+    ``application/<anything>+json``, in any case, whatever its parameters. A missing, empty or
+    unparsable value is not JSON. ``charset`` is not consulted: the bytes' own encoding is
+    detected as ``json.loads`` does (what NeMo Gym's FastAPI servers do, observed black box)."""
+    if not content_type:
+        return False
+    header = email.message.Message()
+    header["content-type"] = content_type
+    if header.get_content_maintype() != "application":
+        return False
+    subtype = header.get_content_subtype()
+    return subtype == "json" or subtype.endswith("+json")
+
+
+def require_json_media_type(request: Request) -> None:
+    """Raise 422 (``loc`` ``["body"]``) unless the request's (first) Content-Type is JSON.
+
+    NeMo Gym's own resources server, observed black box (nemo-gym 0.7.0), answers 422 to a
+    body of any other media type, and to one without a Content-Type, on every JSON route
+    (seed, tools, verify, close, aggregate_metrics): it does not read such a body as JSON.
+    """
+    content_type = request.headers.get("content-type")
+    if not is_json_media_type(content_type):
+        got = "no Content-Type" if content_type is None else f"Content-Type {content_type!r}"
+        raise invalid(
+            [((), f"body must be sent as application/json (or application/*+json), got {got}")]
+        )
+
+
 async def body_text(request: Request) -> str:
     """The request body as text, in the encoding ``json.loads`` detects (UTF-8/16/32, BOM).
 
     Raises 413 when Content-Length is over :data:`MAX_BODY_BYTES` (no gRPC message could
-    carry it), 422 when the bytes are not text.
+    carry it), 422 when the Content-Type is not JSON (:func:`require_json_media_type`) or the
+    bytes are not text.
     """
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before it is read
@@ -184,6 +216,7 @@ async def body_text(request: Request) -> str:
                 413,
             )
         )
+    require_json_media_type(request)
     raw = await request.body()
     try:
         return raw.decode(json.detect_encoding(raw))
@@ -211,6 +244,82 @@ def _json_type(value: Any) -> str:
     return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
         type(value), "number"
     )
+
+
+#: The ``type`` values of the Responses-API output items NeMo Gym 0.7.0's verify body accepts
+#: (its ``NeMoGymResponse.output`` union; an item of another type is refused there).
+RESPONSE_ITEM_TYPES = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "reasoning",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "file_search_call",
+        "web_search_call",
+        "computer_call",
+        "computer_call_output",
+        "image_generation_call",
+        "code_interpreter_call",
+        "local_shell_call",
+        "local_shell_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "compaction",
+        "shell_call",
+        "shell_call_output",
+        "tool_search_call",
+        "tool_search_output",
+        "additional_tools",
+    }
+)
+#: NeMo's ``NeMoGymResponseFunctionToolCall``: required string fields, optional ones (string or
+#: null), and the values ``status`` may take.
+_CALL_REQUIRED = ("arguments", "call_id", "name")
+_CALL_OPTIONAL = ("id", "namespace")
+_CALL_STATUSES = ("in_progress", "completed", "incomplete")
+
+
+def response_output_problems(output: list[Any]) -> list[tuple[Loc, str]]:
+    """What NeMo Gym's typed verify body refuses in ``response.output`` (observed black box on
+    its ``workplace_assistant`` server, nemo-gym 0.7.0; its Responses types carry the model's
+    ``arguments`` as a JSON *string*): an item that is not an object with a known string
+    ``type``, and a ``function_call`` whose ``arguments``, ``call_id`` or ``name`` is missing or
+    not a string, whose ``id`` or ``namespace`` is neither a string nor null, or whose
+    ``status`` is not one of its three values. Each problem's loc is the reference's:
+    ``response.output.<i>[.function_call.<field>]``. Items of other types are not looked into.
+    """
+    problems: list[tuple[Loc, str]] = []
+    for i, item in enumerate(output):
+        at: Loc = ("response", "output", i)
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            problems.append((at, "must be an object with a string `type`"))
+            continue
+        kind = item["type"]
+        if kind not in RESPONSE_ITEM_TYPES:
+            problems.append((at, f"unknown output item type {kind!r}"))
+            continue
+        if kind != "function_call":
+            continue
+        for name in _CALL_REQUIRED:
+            if name not in item:
+                problems.append(((*at, kind, name), "Field required"))
+            elif not isinstance(item[name], str):
+                got = _json_type(item[name])
+                problems.append(((*at, kind, name), f"must be a string (JSON text), got {got}"))
+        for name in _CALL_OPTIONAL:
+            if item.get(name) is not None and not isinstance(item[name], str):
+                got = _json_type(item[name])
+                problems.append(((*at, kind, name), f"must be a string or null, got {got}"))
+        status = item.get("status")
+        if status is not None and status not in _CALL_STATUSES:
+            problems.append(((*at, kind, "status"), f"must be one of {', '.join(_CALL_STATUSES)}"))
+    return problems
 
 
 def cookie_session(request: Request) -> str | None:

@@ -1,0 +1,261 @@
+"""The HTTP gateway refuses what NeMo Gym's own server refuses (issue 19): a body whose
+Content-Type is not JSON, and a ``/verify`` whose Responses-API output items are mistyped.
+
+Observed black box on NeMo Gym 0.7.0's own ``workplace_assistant`` server (its HTTP routes,
+``tests/nemo/servers.py``): every JSON route (legacy and typed seed, a tool, ``/verify``,
+``/close_session``, ``/aggregate_metrics``) answers 422 (``loc ["body"]``) to a body whose
+Content-Type is not ``application/json`` or ``application/<x>+json``, to one without a
+Content-Type and to an empty one, whatever the bytes; the media type is matched in any case and
+with any parameters; ``charset`` is never consulted (the bytes' own UTF-8/16/32 encoding is
+detected); of two Content-Type headers the first counts. Before this, the gateway read any body
+as JSON. Each refused request must also leave no trace: no session, no tool run, no close.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from workplace_env.gateway import GatewaySettings, RunningGateway, start_gateway
+from workplace_env.gateway.backend import InProcessBackend
+from workplace_env.gateway.translate import is_json_media_type
+from workplace_env.sandbox.load import load_sandbox
+from workplace_env.server.app import RunningServer, start_server
+from workplace_env.sessions import SessionStore
+
+SEND = {"recipient": "someone@example.com", "subject": "Media type", "body": "hi"}
+SEARCH = {"query": "Media type", "page_size": 50}
+ROW = {
+    "id": "ct-1",
+    "ground_truth": [{"name": "email_send_email", "arguments": json.dumps(SEND)}],
+}
+
+#: Read as JSON by the reference (200 on its tool route).
+JSON_TYPES = [
+    "application/json",
+    "APPLICATION/JSON",
+    "application/json; charset=utf-8",
+    "application/json;charset=UTF-8",
+    "application/json ; charset=utf-8",
+    "application/json; charset=latin-1",
+    "application/json; charset",
+    "application/vnd.api+json",
+    "application/ld+json; charset=utf-16",
+    "application/+json",
+]
+#: Refused by the reference (422); ``None``: no Content-Type header at all.
+NOT_JSON_TYPES = [
+    None,
+    "",
+    "text/plain",
+    "text/plain; charset=utf-8",
+    "text/json",
+    "application/jsonx",
+    "application/json+x",
+    "application/*",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data",
+    "garbage",
+]
+
+
+@pytest.fixture(scope="module")
+def grpc_server() -> Iterator[RunningServer]:
+    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
+    yield server
+    server.stop(grace_s=0.5)
+
+
+@pytest.fixture(scope="module")
+def gateway(grpc_server) -> Iterator[RunningGateway]:
+    backend = InProcessBackend.of_server(grpc_server)
+    gw = start_gateway(backend=backend, settings=GatewaySettings(secret_key="ct-test-secret"))
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture
+def http(gateway) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gateway.url, timeout=30) as client:
+        yield client
+
+
+def post(http: httpx.Client, path: str, body: Any, content_type: str | None) -> httpx.Response:
+    headers = {} if content_type is None else {"content-type": content_type}
+    return http.post(path, content=json.dumps(body).encode(), headers=headers)
+
+
+def sent_count(http: httpx.Client) -> int:
+    out = http.post("/email_search_emails", json=SEARCH).json()["output"]
+    return 0 if isinstance(out, str) else out["pagination"]["total_emails"]
+
+
+def assert_refused(answer: httpx.Response, content_type: str | None) -> None:
+    assert answer.status_code == 422, answer.text
+    problem = answer.json()
+    assert problem["failure_kind"] == "invalid_request"
+    ((detail,),) = [problem["detail"]]
+    assert detail["loc"] == ["body"]
+    assert ("no Content-Type" if content_type is None else repr(content_type)) in detail["msg"]
+
+
+@pytest.mark.parametrize("content_type", JSON_TYPES + NOT_JSON_TYPES)
+def test_the_media_type_rule_is_the_references(content_type):
+    assert is_json_media_type(content_type) is (content_type in JSON_TYPES)
+
+
+@pytest.mark.parametrize("content_type", NOT_JSON_TYPES)
+def test_a_seed_that_is_not_json_is_422_and_seeds_nothing(http, content_type):
+    answer = post(http, "/seed_session", ROW, content_type)
+    assert_refused(answer, content_type)
+    assert "set-cookie" not in answer.headers
+    sid = f"ct-typed-{uuid.uuid4().hex[:8]}"
+    episode = {"rollout_id": "r", "attempt": 0}
+    typed = {
+        "resources_session_id": sid,
+        "episode_id": episode,
+        "task_id": {"taskset": "ct", "task_id": "t"},
+        "task_data": ROW,
+    }
+    assert_refused(post(http, "/seed_session", typed, content_type), content_type)
+    # Neither bound the id: the same typed seed as JSON is a first seed, not a retry.
+    assert post(http, "/seed_session", typed, "application/json").status_code == 200
+    close = {"resources_session_id": sid, "episode_id": episode}
+    assert_refused(post(http, "/close_session", close, content_type), content_type)
+    assert http.post("/close_session", json=close).json() == {"resources_session_id": sid}
+
+
+@pytest.mark.parametrize("content_type", NOT_JSON_TYPES)
+def test_a_tool_call_that_is_not_json_is_422_and_runs_nothing(http, content_type):
+    assert http.post("/seed_session", json=ROW).status_code == 200
+    assert_refused(post(http, "/email_send_email", SEND, content_type), content_type)
+    assert sent_count(http) == 0
+    http.cookies.clear()  # 422 before the missing session's 404, as the reference
+    assert_refused(post(http, "/email_send_email", SEND, content_type), content_type)
+
+
+@pytest.mark.parametrize("content_type", NOT_JSON_TYPES)
+def test_verify_close_and_metrics_that_are_not_json_are_422(http, content_type):
+    assert http.post("/seed_session", json=ROW).status_code == 200
+    verify = {**ROW, "responses_create_params": {"input": "x"}, "response": {"output": []}}
+    assert_refused(post(http, "/verify", verify, content_type), content_type)
+    metrics = {"verify_responses": []}
+    assert_refused(post(http, "/aggregate_metrics", metrics, content_type), content_type)
+    assert_refused(post(http, "/close_session", {}, content_type), content_type)
+    # Nothing was closed: the session still runs tools, and still sends.
+    assert http.post("/email_send_email", json=SEND).json() == {
+        "output": "Email sent successfully."
+    }
+    assert sent_count(http) == 1
+
+
+@pytest.mark.parametrize("content_type", JSON_TYPES)
+def test_every_json_media_type_is_read(http, content_type):
+    assert post(http, "/seed_session", ROW, content_type).status_code == 200
+    answer = post(http, "/email_send_email", SEND, content_type)
+    assert answer.json() == {"output": "Email sent successfully."}
+    assert sent_count(http) == 1
+
+
+def test_charset_is_not_consulted_and_the_first_content_type_counts(http):
+    assert http.post("/seed_session", json=ROW).status_code == 200
+    query = json.dumps({"query": "é"}, ensure_ascii=False)
+    for encoding, content_type in [
+        ("utf-8", "application/json; charset=latin-1"),  # read as the UTF-8 it is
+        ("utf-16", "application/json"),  # detected, as json.loads does
+    ]:
+        answer = http.post(
+            "/email_search_emails",
+            content=query.encode(encoding),
+            headers={"content-type": content_type},
+        )
+        assert answer.json() == {"output": "No emails found."}, (encoding, answer.text)
+    body = json.dumps(SEND).encode()
+    first_text = [("content-type", "text/plain"), ("content-type", "application/json")]
+    assert http.post("/email_send_email", content=body, headers=first_text).status_code == 422
+    assert sent_count(http) == 0
+    first_json = [("content-type", "application/json"), ("content-type", "text/plain")]
+    assert http.post("/email_send_email", content=body, headers=first_json).status_code == 200
+    assert sent_count(http) == 1
+
+
+# -- the Responses-API items of /verify -----------------------------------------------------------
+# Observed black box on the same server: NeMo's verify body types ``response.output`` with its
+# Responses types, so a ``function_call`` whose ``arguments`` is an object (not the JSON text a
+# model produces) is 422 naming ``response.output.<i>.function_call.arguments``, and so is every
+# other mistyped field of the call; an item without a string ``type``, or of a type it does not
+# know, is 422 naming the item. Before this the gateway scored such a call.
+
+CALL = {"type": "function_call", "call_id": "c1", "name": "email_send_email", "arguments": "{}"}
+AT = ["body", "response", "output"]
+
+
+def verify_body(*items: Any) -> dict[str, Any]:
+    return {**ROW, "responses_create_params": {"input": "x"}, "response": {"output": list(items)}}
+
+
+@pytest.mark.parametrize(
+    ("item", "loc"),
+    [
+        ({**CALL, "arguments": json.loads(CALL["arguments"])}, [0, "function_call", "arguments"]),
+        ({**CALL, "arguments": {"recipient": "a@b.com"}}, [0, "function_call", "arguments"]),
+        ({**CALL, "arguments": 5}, [0, "function_call", "arguments"]),
+        ({**CALL, "arguments": None}, [0, "function_call", "arguments"]),
+        ({**CALL, "arguments": True}, [0, "function_call", "arguments"]),
+        ({**CALL, "arguments": []}, [0, "function_call", "arguments"]),
+        ({k: v for k, v in CALL.items() if k != "arguments"}, [0, "function_call", "arguments"]),
+        ({**CALL, "name": 5}, [0, "function_call", "name"]),
+        ({**CALL, "name": None}, [0, "function_call", "name"]),
+        ({k: v for k, v in CALL.items() if k != "name"}, [0, "function_call", "name"]),
+        ({**CALL, "call_id": 5}, [0, "function_call", "call_id"]),
+        ({k: v for k, v in CALL.items() if k != "call_id"}, [0, "function_call", "call_id"]),
+        ({**CALL, "id": 5}, [0, "function_call", "id"]),
+        ({**CALL, "namespace": 5}, [0, "function_call", "namespace"]),
+        ({**CALL, "status": "bogus"}, [0, "function_call", "status"]),
+        ({**CALL, "status": 3}, [0, "function_call", "status"]),
+        ({**CALL, "type": "bogus"}, [0]),
+        ({**CALL, "type": 5}, [0]),
+        ({**CALL, "type": None}, [0]),
+        ({k: v for k, v in CALL.items() if k != "type"}, [0]),
+        (5, [0]),
+        ("function_call", [0]),
+    ],
+)
+def test_a_mistyped_output_item_is_422_naming_it(http, item, loc):
+    assert http.post("/seed_session", json=ROW).status_code == 200
+    answer = http.post("/verify", json=verify_body(item))
+    assert answer.status_code == 422, answer.text
+    assert [d["loc"] for d in answer.json()["detail"]] == [AT + loc]
+    # Nothing was scored or released: the session still runs tools (a legacy verify ends it).
+    assert http.post("/email_send_email", json=SEND).status_code == 200
+    http.cookies.clear()  # and without a session (H5 replay) it is refused the same way
+    assert http.post("/verify", json=verify_body(item)).status_code == 422
+
+
+def test_every_mistyped_item_is_named_and_the_accepted_forms_score(http):
+    answer = http.post("/verify", json=verify_body({**CALL, "arguments": {}}, {**CALL, "name": 1}))
+    assert [d["loc"] for d in answer.json()["detail"]] == [
+        [*AT, 0, "function_call", "arguments"],
+        [*AT, 1, "function_call", "name"],
+    ]
+    # Accepted as the reference accepts them: nulls for the optional fields, a known status,
+    # arguments that are text but not JSON, other item types without a look inside.
+    accepted = [
+        {**CALL, "id": None, "status": None, "namespace": None},
+        {**CALL, "id": "fc_1", "status": "completed", "namespace": "ns"},
+        {**CALL, "arguments": "not json"},
+        {"type": "message", "role": "assistant", "content": "hi"},
+        {"type": "reasoning", "id": "r1", "summary": []},
+        {"type": "function_call_output", "call_id": "c1", "output": "x"},
+    ]
+    for item in accepted:
+        answer = http.post("/verify", json=verify_body(item))
+        assert answer.status_code == 200, (item, answer.text)
+        assert answer.json()["mask_sample"] is False
+    right = {**CALL, "arguments": json.dumps(SEND)}  # the ground truth, as a string: scored
+    assert http.post("/verify", json=verify_body(right)).json()["reward"] == 1.0
