@@ -63,10 +63,20 @@ class Admission:
         self._lock = threading.Lock()
         self._rpcs = 0
         self._admin = 0
+        self._closed = False
+
+    def close(self) -> None:
+        """Admit nothing from now on (the last step of a drain, X2): every RPC is answered
+        UNAVAILABLE ``DRAINING``, a status a client can act on (retry elsewhere), instead of
+        being cancelled when the listener closes."""
+        with self._lock:
+            self._closed = True
 
     def enter(self, admin: bool) -> None:
-        """Admit one RPC or raise :class:`TooManyRpcs`."""
+        r"""Admit one RPC or raise :class:`TooManyRpcs` (or Draining once :meth:`close`\ d)."""
         with self._lock:
+            if self._closed:
+                raise errors.Draining("the server is stopping; retry on another replica")
             if self._rpcs >= self.max_rpcs:
                 limit = f"{self.max_rpcs} concurrent RPCs"
             elif admin and self._admin >= self.max_admin_rpcs:
@@ -145,7 +155,7 @@ class GuardInterceptor(grpc.ServerInterceptor):
             if limited:
                 try:
                     admission.enter(admin)
-                except TooManyRpcs as exc:
+                except (TooManyRpcs, errors.Draining) as exc:
                     context.abort_with_status(to_status(exc, rpc))
 
         def done() -> None:
