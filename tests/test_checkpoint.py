@@ -151,6 +151,34 @@ def test_K3_restore_over_live_ids_is_refused(servers):
     assert a.running.store.live_count() == 1  # "other" was not installed either
 
 
+def test_K3_a_retried_restore_of_the_same_snapshots_counts_them_restored(servers):
+    """Tester finding 2: a restore whose answer was lost (its deadline passed) had installed
+    everything, and the retry was refused SESSION_LIVE. A snapshot identical to one restored
+    here and not claimed yet counts as restored again; a different snapshot of that id, or one
+    already claimed, stays refused, and nothing of the batch is installed."""
+    a, b = servers(), servers()
+    for sid in ("k3r-1", "k3r-2"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+        a.client.call_tool(sid, *SEND)
+    snapshots, _, _ = a.admin.export_sessions()
+    assert b.admin.restore_sessions(snapshots) == 2
+    assert b.admin.restore_sessions(snapshots) == 2  # the retry: same answer, nothing doubled
+    a.client.seed("k3r-3", ("k3r-3", 0), TID, TASK)
+    more = snapshots + a.admin.export_sessions(["k3r-3"])[0]
+    assert b.admin.restore_sessions(more) == 3  # a batch overlapping an installed one
+    assert b.running.store.state_counts() == {"restored_unclaimed": 3}
+    a.client.call_tool("k3r-1", *SEARCH)  # the session moved on: another snapshot of k3r-1
+    changed = a.admin.export_sessions(["k3r-1"])[0]
+    with pytest.raises(SessionLiveError):
+        b.admin.restore_sessions(changed)
+    b.client.seed("k3r-2", ("k3r-2", 0), TID, TASK)  # claimed (K4)
+    with pytest.raises(SessionLiveError) as err:
+        b.admin.restore_sessions(snapshots)
+    assert err.value.session_id == "k3r-2"
+    assert b.running.store.state_counts() == {"restored_unclaimed": 2, "seeded": 1}
+    assert _found(b.client, "k3r-2") == 1  # the claimant's tables, untouched
+
+
 def test_K4_matching_seed_claims_restored_tables_without_rebuild(servers):
     a, b = servers(), servers()
     a.client.seed("k4", EP, TID, TASK)
@@ -357,6 +385,46 @@ def test_checkpoint_commands_wait_for_a_slow_server_as_long_as_told(tmp_path):
         assert waiting.returncode == 0 and "saved 1 sessions" in out + err, (out, err)
         restored = _cli("checkpoint", "restore", str(tmp_path / "b"), *target, "--timeout-s", "60")
         assert restored.returncode == 1 and "SESSION_LIVE" in restored.stdout + restored.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=LOADED_RPC_S)
+
+
+def test_a_restore_without_an_answer_says_the_outcome_is_unknown_and_a_retry_works(tmp_path):
+    """Tester finding 2: ``checkpoint restore`` printed "restore refused, nothing installed"
+    on DEADLINE_EXCEEDED although the server installed everything, inviting a restore
+    elsewhere (sessions live twice). A frozen server (SIGSTOP) lets the 1 s deadline pass;
+    the message says the outcome is unknown and that a retry is safe, and the retry succeeds
+    whether or not the first attempt was installed when the server ran again."""
+    source, port = _serve_process(tmp_path)
+    try:
+        with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=LOADED_RPC_S) as client:
+            for n in range(3):
+                client.seed(f"lost-{n}", (f"lost-{n}", 0), TID, TASK)
+                client.call_tool(f"lost-{n}", *SEND)
+        saved = _cli("checkpoint", "save", str(tmp_path / "c"), "--target", f"127.0.0.1:{port}")
+        assert saved.returncode == 0, saved.stderr
+    finally:
+        source.send_signal(signal.SIGKILL)
+        source.wait(timeout=LOADED_RPC_S)
+    proc, port = _serve_process(tmp_path)
+    target = ("--target", f"127.0.0.1:{port}")
+    try:
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            lost = _cli("checkpoint", "restore", str(tmp_path / "c"), *target, "--timeout-s", "1")
+        finally:
+            proc.send_signal(signal.SIGCONT)
+        said = " ".join((lost.stdout + lost.stderr).split())
+        assert lost.returncode == 1 and "DEADLINE_EXCEEDED" in said, said
+        assert "outcome unknown" in said and "nothing installed" not in said, said
+        assert "Retrying the same checkpoint" in said and "is safe" in said, said
+        retried = _cli("checkpoint", "restore", str(tmp_path / "c"), *target)
+        assert retried.returncode == 0 and "restored 3 sessions" in retried.stderr, retried
+        with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=LOADED_RPC_S) as client:
+            for n in range(3):
+                assert client.seed(f"lost-{n}", (f"lost-{n}", 0), TID, TASK).restored
+                assert _found(client, f"lost-{n}") == 1
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=LOADED_RPC_S)

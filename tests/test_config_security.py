@@ -3,6 +3,7 @@ TLS and mTLS with real certificates generated here."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import ipaddress
 
@@ -182,3 +183,63 @@ def test_out_of_range_env_setting_names_its_source():
     with pytest.raises(ConfigError) as err:
         load_settings({}, None, {"WORKPLACE_ENV_MAX_SESSIONS": "-4"})
     assert "max_sessions (from env)" in str(err.value)
+
+
+FLOAT_SETTINGS = [
+    name
+    for name, kind in ((f.name, str(f.type)) for f in dataclasses.fields(Settings))
+    if kind.startswith("float")
+]
+
+
+@pytest.mark.parametrize("name", FLOAT_SETTINGS)
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf", "NaN"])
+def test_a_float_setting_that_is_not_finite_is_refused_from_every_source(tmp_path, name, text):
+    """Tester finding 9: ``--idle-ttl-s nan`` passed every range check (NaN compares false) and a
+    server started with it; inf is a TTL or drain that never elapses. Flags, env and file."""
+    path = tmp_path / "f.toml"
+    path.write_text(f"{name} = {text.lower()}\n")  # TOML spells them nan, inf, -inf
+    sources = [
+        ({name: float(text)}, None, {}),
+        ({name: text}, None, {}),
+        ({}, None, {f"WORKPLACE_ENV_{name.upper()}": text}),
+        ({}, path, {}),
+    ]
+    for flags, file, environ in sources:
+        with pytest.raises(ConfigError) as err:
+            load_settings(flags, file, environ)
+        assert name in str(err.value) and "finite" in str(err.value), (flags, file, environ)
+
+
+def test_the_float_settings_are_the_durations_and_sizes():
+    assert {"grace_s", "drain_delay_s", "idle_ttl_s", "evict_interval_s"} <= set(FLOAT_SETTINGS)
+
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("workers = 2\n[server]\nworkers = 7\n", "top-level workers and [server] workers"),
+        ("grace_s = 2\n[server]\nworkers = 7\n", "top-level grace_s beside a [server] table"),
+    ],
+)
+def test_a_setting_both_at_the_top_level_and_under_server_is_refused(tmp_path, text, needle):
+    """Tester finding 9: the file's ``[server] workers = 7`` silently won over ``workers = 2``
+    (and a top-level setting beside a ``[server]`` table was ignored)."""
+    for suffix, body in ((".toml", text), (".yaml", _as_yaml(text))):
+        path = tmp_path / f"both{suffix}"
+        path.write_text(body)
+        with pytest.raises(ConfigError) as err:
+            load_settings({}, path, {})
+        assert needle in str(err.value), suffix
+
+
+def _as_yaml(toml_text: str) -> str:
+    top, _, server = toml_text.partition("[server]\n")
+    indented = "".join(f"  {line.replace(' = ', ': ')}\n" for line in server.splitlines())
+    return top.replace(" = ", ": ") + "server:\n" + indented
+
+
+def test_settings_under_server_alone_still_load(tmp_path):
+    path = tmp_path / "ok.toml"
+    path.write_text("[server]\nworkers = 7\n")
+    assert load_settings({}, path, {})[0].workers == 7

@@ -554,12 +554,21 @@ def test_X1_idle_session_is_evicted_and_answers_expired(make_env):
         env.client.seed("x1", EP, TID, TASK)
 
 
-def test_X1_evicted_id_can_be_seeded_again_by_its_binding(make_env):
+def test_X1_a_late_seed_of_an_evicted_id_answers_expired_not_fresh_tables(make_env):
+    """Tester finding 8: a retried or late seed after eviction used to rebuild fresh tables,
+    silently dropping the episode's tool calls. While the eviction record lasts the same
+    binding is NOT_FOUND SESSION_EXPIRED; past ``fence_ttl_s`` the id is free again."""
     env = make_env(idle_ttl_s=60)
     env.client.seed("x1b", EP, TID, TASK)
     env.client.call_tool("x1b", *WRITE)
     env.clock.now += 61
     assert env.store.evict_idle() == 1
+    for _ in range(2):  # and again: the refusal leaves the record in place
+        with pytest.raises(SessionExpiredError) as err:
+            env.client.seed("x1b", EP, TID, TASK)
+        assert_refused(err.value, grpc.StatusCode.NOT_FOUND, "SESSION_EXPIRED", "x1b")
+    assert env.store.live_count() == 0
+    env.clock.now += env.store.config.fence_ttl_s + 1
     again = env.client.seed("x1b", EP, TID, TASK)
     assert not again.already_seeded  # fresh tables, and the answer says so
     assert _emails(env.client, "x1b") == 0

@@ -12,8 +12,10 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 
 import grpc
 import httpx
@@ -42,8 +44,11 @@ from workplace_env_client import (
     EnvironmentClient,
     UnauthenticatedError,
     UnavailableError,
+    WorkplaceEnvError,
 )
 
+#: Seconds an agent's model thinks between two calls in the drain-under-load test.
+THINK_S = 1.5
 EP, TID = ("rollout-ops", 0), ("ops", "t")
 TASK = {"id": "t"}
 WRITE = ("email_send_email", {"recipient": "a@b.com", "subject": "hello", "body": "hi"})
@@ -110,8 +115,16 @@ def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_ca
             assert grpc_call.result(HANG_S) == SENT
             answer = http_call.result(HANG_S)
             assert answer.status_code == 200 and answer.json() == {"output": SENT}
+            # the admitted episodes are still served, and the drain waits for them to close
+            assert not stopping.done()
+            assert client.close_session("x2-grpc", EP) == "CLOSED"
+            closed = http.post(
+                "/close_session",
+                json={"resources_session_id": "x2-http", "episode_id": {"rollout_id": "r-http"}},
+            )
+            assert closed.status_code == 200
             stopping.result(HANG_S)
-        assert store.live_count() == 2  # nothing admitted after the signal
+        assert store.live_count() == 0  # nothing admitted after the signal
     finally:
         Faults.of(store).clear()
         release_tools.set()
@@ -120,6 +133,136 @@ def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_ca
         other.close()
         channel.close()
         gateway.stop(timeout_s=1)
+        running.stop(0)
+
+
+@pytest.mark.parametrize("http_workers", [0, 4])
+def test_X2_sigterm_under_load_ends_every_rpc_ok_or_explained_and_loses_no_episode(http_workers):
+    """Tester finding 3: SIGTERM under a load of episodes on both transports. Seeds and closes
+    came back CANCELLED (no ErrorInfo) and calls of admitted sessions UNAVAILABLE, because the
+    listeners closed as soon as the RPCs then running had finished. Now every RPC ends OK or
+    UNAVAILABLE ``DRAINING`` with ErrorInfo (HTTP: 503 ``DRAINING``), only a seed may be
+    refused, and every episode seeded before the signal runs to its close."""
+    serve = ServeProcess(*SERVE_FLAGS[:-1], "60").ready()
+    outcomes: list[tuple[str, str]] = []  # (rpc, "OK" or the refusal) of every RPC
+    episodes_done, lock = [0], threading.Lock()
+    enough = threading.Event()
+    stop_at = time.monotonic() + HANG_S * 4
+
+    def record(rpc: str, outcome: str) -> None:
+        with lock:
+            outcomes.append((rpc, outcome))
+
+    def over_grpc(worker: int) -> None:
+        with EnvironmentClient(serve.target, timeout_s=HANG_S, max_attempts=1) as client:
+            for n in range(200):
+                sid, ep = f"g{worker}-{n}", (f"g{worker}-{n}", 0)
+                try:
+                    client.seed(sid, ep, TID, TASK)
+                except WorkplaceEnvError as exc:
+                    record("seed", f"{exc.code.name} {exc.reason or exc.message}")
+                    return  # told: the server takes no new episodes
+                record("seed", "OK")
+                for rpc, call in (
+                    ("call", partial(client.call_tool, sid, *WRITE)),
+                    ("call", partial(client.call_tool, sid, *LOOKUP)),
+                    ("verify", partial(client.verify, sid, [WRITE])),
+                    ("close", partial(client.close_session, sid, ep)),
+                ):
+                    try:
+                        call()
+                        record(rpc, "OK")
+                    except WorkplaceEnvError as exc:
+                        record(rpc, f"{exc.code.name} {exc.reason or exc.message}")
+                with lock:
+                    episodes_done[0] += 1
+                    if episodes_done[0] >= 40:
+                        enough.set()
+                if time.monotonic() > stop_at:
+                    return
+
+    signalled = threading.Event()
+
+    def thinking(worker: int) -> None:
+        """An agent seeded before the signal whose model thinks for THINK_S after it: its
+        calls come after the listener used to close (0.3 s), and must still be served."""
+        sid, ep = f"t{worker}", (f"t{worker}", 0)
+        with EnvironmentClient(serve.target, timeout_s=HANG_S, max_attempts=1) as client:
+            client.seed(sid, ep, TID, TASK)
+            record("seed", "OK")
+            _wait(signalled)
+            time.sleep(THINK_S)  # the model's turn, not a synchronisation
+            for rpc, call in (
+                ("call", partial(client.call_tool, sid, *WRITE)),
+                ("verify", partial(client.verify, sid, [WRITE])),
+                ("close", partial(client.close_session, sid, ep)),
+            ):
+                try:
+                    call()
+                    record(rpc, "OK")
+                except WorkplaceEnvError as exc:
+                    record(rpc, f"{exc.code.name} {exc.reason or exc.message}")
+
+    def over_http(worker: int) -> None:
+        with httpx.Client(base_url=serve.url, timeout=HANG_S) as http:
+            for n in range(200):
+                sid = f"h{worker}-{n}"
+                typed = {
+                    "resources_session_id": sid,
+                    "episode_id": {"rollout_id": sid, "attempt": 0},
+                    "task_id": {"taskset": "ops", "task_id": "t"},
+                    "task": TASK,
+                }
+                try:
+                    seeded = http.post("/seed_session", json=typed)
+                except httpx.TransportError as exc:
+                    record("seed", f"HTTP {type(exc).__name__}")
+                    return
+                if seeded.status_code != 200:
+                    record("seed", f"HTTP {seeded.status_code} {seeded.json().get('reason')}")
+                    return
+                record("seed", "OK")
+                for rpc, path, body in (
+                    ("call", f"/{WRITE[0]}", WRITE[1]),
+                    (
+                        "close",
+                        "/close_session",
+                        {"resources_session_id": sid, "episode_id": {"rollout_id": sid}},
+                    ),
+                ):
+                    answer = http.post(path, json=body)
+                    record(rpc, "OK" if answer.status_code == 200 else f"HTTP {answer.text}")
+                if time.monotonic() > stop_at:
+                    return
+
+    try:
+        with ThreadPoolExecutor(20 + http_workers) as pool:
+            work = [pool.submit(thinking, w) for w in range(4)]
+            work += [pool.submit(over_grpc, w) for w in range(16)]
+            work += [pool.submit(over_http, w) for w in range(http_workers)]
+            assert enough.wait(HANG_S * 2), "the load never got going"
+            serve.proc.send_signal(signal.SIGTERM)
+            signalled.set()
+            for job in work:
+                job.result(HANG_S * 4)
+        assert serve.proc.wait(HANG_S) == 0
+    finally:
+        serve.stop()
+    refused = [(rpc, o) for rpc, o in outcomes if o != "OK"]
+    explained = {"UNAVAILABLE DRAINING", "HTTP 503 DRAINING"}
+
+    def unreached(outcome: str) -> bool:
+        """A seed sent after the listener closed found no server (nothing admitted)."""
+        connect = outcome.startswith("UNAVAILABLE ") and "connect" in outcome.lower()
+        return connect or outcome == "HTTP ConnectError"
+
+    assert all(rpc == "seed" for rpc, _ in refused), refused  # no admitted episode cut short
+    assert all(o in explained or unreached(o) for _, o in refused), refused
+    assert not [o for _, o in refused if "CANCELLED" in o], refused
+    assert sum(o in explained for _, o in refused) >= 1, refused
+    seeds = sum(1 for rpc, o in outcomes if rpc == "seed" and o == "OK")
+    closes = sum(1 for rpc, o in outcomes if rpc == "close" and o == "OK")
+    assert seeds == closes  # every episode seeded before the signal ran to its close
 
 
 def test_X2_sigterm_with_the_http_gateway_admits_no_seed_on_either_transport():
@@ -135,14 +278,17 @@ def test_X2_sigterm_with_the_http_gateway_admits_no_seed_on_either_transport():
             admitted, refused, attempts = [], 0, 0
             while serve.proc.poll() is None and attempts < 2000:
                 attempts += 1
+                # A seed may land before the process has run its signal handler; once one
+                # has been refused (the drain began), none may be admitted.
                 try:
                     client.seed(f"after-{attempts}", (f"r{attempts}", 0), TID, TASK)
-                    admitted.append(attempts)
+                    if refused:
+                        admitted.append(attempts)
                 except UnavailableError:
                     refused += 1
                 try:
                     answer = httpx.post(f"{serve.url}/seed_session", json=TASK, timeout=HANG_S)
-                    if answer.status_code == 200:
+                    if answer.status_code == 200 and refused:
                         admitted.append(-attempts)
                     else:
                         assert answer.status_code == 503, answer.text

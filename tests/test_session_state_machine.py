@@ -321,6 +321,8 @@ class SessionMachine(RuleBasedStateMachine):
         evicted = self._evicted(sid)
         if evicted is not None and not _same(evicted, episode, task_id, legacy):
             return "SESSION_CONFLICT"
+        if evicted is not None and not legacy:
+            return "SESSION_EXPIRED"  # X1: a late seed never hides the loss behind fresh tables
         if len(self.live) >= CONFIG.max_sessions:
             return "CAPACITY_EXHAUSTED"
         if fail:

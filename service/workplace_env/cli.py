@@ -30,7 +30,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from workplace_env.checkpoint.remote import restore_checkpoint, save_checkpoint
+from workplace_env.checkpoint.remote import (
+    CHECKPOINT_TIMEOUT_S,
+    restore_checkpoint,
+    save_checkpoint,
+)
 from workplace_env.config import ConfigError, Settings, load_settings, print_settings
 from workplace_env.demo import run_demo
 from workplace_env.runner import POLICIES
@@ -348,18 +352,28 @@ Token = Annotated[OptStr, Opt(help="Admin bearer token (also WORKPLACE_ENV_ADMIN
 CheckpointDir = Annotated[Path, typer.Argument(help="Checkpoint directory.", file_okay=False)]
 
 
+CheckpointTimeout = Annotated[
+    float,
+    Opt(
+        help="Deadline in seconds of the whole export or restore (all sessions in one stream).",
+        min=0.1,
+    ),
+]
+
+
 @checkpoint_app.command("save")
 def checkpoint_save(
     directory: CheckpointDir,
     target: Target = "127.0.0.1:50051",
     token: Token = None,
+    timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
 ) -> None:
     """Export every live session and write one file each plus a manifest (atomic).
 
     Exits 1, after saving the others, when a session cannot be exported (each is named).
     """
     with _reported():
-        status = save_checkpoint(directory, target, token)
+        status = save_checkpoint(directory, target, token, timeout_s)
     _exit(status)
 
 
@@ -368,10 +382,11 @@ def checkpoint_restore(
     directory: CheckpointDir,
     target: Target = "127.0.0.1:50051",
     token: Token = None,
+    timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
 ) -> None:
     """Verify every file's digest, then restore all sessions in one batch (all or nothing)."""
     with _reported():
-        restore_checkpoint(directory, target, token)
+        restore_checkpoint(directory, target, token, timeout_s)
 
 
 def main() -> None:

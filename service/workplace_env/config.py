@@ -5,7 +5,8 @@ Every setting has a field here. It can be given, from strongest to weakest:
 1. a command-line flag (``--max-sessions 1000``);
 2. an environment variable ``WORKPLACE_ENV_<NAME>`` (``WORKPLACE_ENV_MAX_SESSIONS=1000``);
 3. a TOML or YAML file (``--config FILE`` or ``WORKPLACE_ENV_CONFIG``), top level or under a
-   ``[server]`` table, keys as the field names (``max_sessions = 1000``);
+   ``[server]`` table, keys as the field names (``max_sessions = 1000``); a file that sets
+   settings both at its top level and under ``[server]`` is refused (which would win is a guess);
 4. the default below.
 
 ``workplace-env config`` prints the effective settings and where each came from. Secrets
@@ -15,6 +16,7 @@ Every setting has a field here. It can be given, from strongest to weakest:
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -114,9 +116,13 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         if kind.startswith("float"):
             if isinstance(value, bool):
                 raise ValueError("a boolean is not a number")
-            return float(value)
+            number = float(value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{name} (from {source}): {value!r} is not a {kind.split()[0]}") from exc
+    if kind.startswith("float"):
+        if not math.isfinite(number):  # NaN passes every range check; inf never elapses
+            raise ConfigError(f"{name} (from {source}): {value!r} is not a finite number")
+        return number
     return str(value)
 
 
@@ -139,6 +145,18 @@ def read_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a table of settings")
     section = data.get("server", data)
+    if section is not data:
+        both = sorted(set(data) & set(_FIELDS))
+        if both:
+            named = "; ".join(
+                f"top-level {n} and [server] {n} both set"
+                if isinstance(section, dict) and n in section
+                else f"top-level {n} beside a [server] table"
+                for n in both
+            )
+            raise ConfigError(f"config file {path}: {named}; put every setting in one place")
+    if not isinstance(section, dict):
+        raise ConfigError(f"config file {path}: [server] must be a table of settings")
     unknown = sorted(set(section) - set(_FIELDS))
     if unknown:
         raise ConfigError(f"config file {path}: unknown settings {unknown}")
@@ -221,6 +239,8 @@ def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
     """Raise ConfigError naming the first setting outside its range (and where it came from)."""
     for name, (bound, strict) in _LOWER_BOUNDS.items():
         value = getattr(settings, name)
+        if not math.isfinite(value):  # a Settings built in code, not through _coerce
+            raise ConfigError(f"{name} (from {sources[name]}) must be a finite number, got {value}")
         if value < bound or (strict and value == bound):
             relation = ">" if strict else ">="
             raise ConfigError(

@@ -15,17 +15,24 @@ Build the instance list with the ``*_server`` / ``*_agent`` helpers, then::
         stack.run_cli(["ng_collect_rollouts"], {...})  # a NeMo CLI against this run
 
 Every port is chosen free on 127.0.0.1 by the OS; every child is stopped (SIGTERM, then
-SIGKILL) on exit, and its log is kept in ``workdir`` for the failure message.
+SIGKILL) on exit, and its log is kept in ``workdir`` for the failure message. A test process
+killed outright (``timeout``, SIGKILL) runs no exit code: every child here also gets SIGKILL
+from the kernel when the test process dies (:func:`die_with_parent`), and the process groups
+still running at interpreter exit are killed (:func:`_kill_left_groups`).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import ctypes
+import ctypes.util
 import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -38,6 +45,36 @@ from tests.nemo.venv import site_packages
 DRIVER = Path(__file__).resolve().with_name("driver.py")
 HOST = "127.0.0.1"
 _START_TIMEOUT_S = 120.0
+
+#: Linux ``prctl(PR_SET_PDEATHSIG, sig)``: the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
+# Loaded here, not in the forked child (loading a library there can deadlock).
+_LIBC = (
+    ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if sys.platform == "linux" else None
+)
+#: Process groups of NeMo servers started and not stopped yet (killed at exit).
+_LIVE_GROUPS: set[int] = set()
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` of every NeMo child: the kernel sends it SIGKILL when the test process
+    dies, however it dies (Linux; elsewhere a no-op). The parent is the thread that forked,
+    so children are started from the test's main thread."""
+    if _LIBC is None:
+        return
+    parent = os.getppid()
+    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+@atexit.register
+def _kill_left_groups() -> None:
+    """Kill the process groups of NeMo servers a test left running (no ``stop``)."""
+    for group in list(_LIVE_GROUPS):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+    _LIVE_GROUPS.clear()
 
 
 def free_port() -> int:
@@ -174,6 +211,7 @@ def run_driver(
         text=True,
         timeout=timeout_s,
         env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
+        preexec_fn=die_with_parent,
     )
 
 
@@ -270,7 +308,9 @@ class NemoStack:
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
+                    preexec_fn=die_with_parent,
                 )
+                _LIVE_GROUPS.add(self._procs[server.name].pid)
         for name in self._procs:
             self._wait_ready(name)
 
@@ -306,6 +346,7 @@ class NemoStack:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+            _LIVE_GROUPS.discard(proc.pid)
         self._procs.clear()
 
     def cli_env(self, extra: dict[str, Any] | None = None) -> dict[str, str]:
@@ -331,4 +372,5 @@ class NemoStack:
             capture_output=True,
             text=True,
             timeout=timeout_s,
+            preexec_fn=die_with_parent,
         )

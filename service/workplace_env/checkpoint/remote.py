@@ -17,22 +17,28 @@ from workplace_env_client import (
     snapshot_to_json,
 )
 
+#: The deadline of a whole checkpoint export or restore stream (seconds): it grows with the
+#: number and size of the sessions, so it is far above the SDK's per-call 30 s.
+CHECKPOINT_TIMEOUT_S = 600.0
 
-def _admin(target: str, token: str | None) -> AdminClient:
-    return AdminClient(target, token=token or os.environ.get(ADMIN_TOKEN_ENV))
+
+def _admin(target: str, token: str | None, timeout_s: float) -> AdminClient:
+    return AdminClient(target, token=token or os.environ.get(ADMIN_TOKEN_ENV), timeout_s=timeout_s)
 
 
-def save_checkpoint(directory: Path, target: str, token: str | None = None) -> int:
+def save_checkpoint(
+    directory: Path, target: str, token: str | None = None, timeout_s: float = CHECKPOINT_TIMEOUT_S
+) -> int:
     """Export every live session of the server at ``target`` and write one file each plus a
     manifest into ``directory`` (atomic). ``token``: the admin token (default
-    ``$WORKPLACE_ENV_ADMIN_TOKEN``).
+    ``$WORKPLACE_ENV_ADMIN_TOKEN``); ``timeout_s``: the deadline of the whole export.
 
     Returns the exit status: 1, after saving the others, when a session cannot be exported
     (each is named on stderr), else 0. Raises :class:`CommandError` (exit 1) when the export
     is refused or the directory cannot be written.
     """
     try:
-        with _admin(target, token) as admin:
+        with _admin(target, token, timeout_s) as admin:
             snapshots, _, failures = admin.export_sessions()
     except WorkplaceEnvError as exc:
         raise CommandError("export failed:", exc, exit_code=1) from exc
@@ -46,18 +52,34 @@ def save_checkpoint(directory: Path, target: str, token: str | None = None) -> i
     return 1 if failures else 0
 
 
-def restore_checkpoint(directory: Path, target: str, token: str | None = None) -> None:
+def restore_checkpoint(
+    directory: Path, target: str, token: str | None = None, timeout_s: float = CHECKPOINT_TIMEOUT_S
+) -> None:
     """Verify every file's digest in ``directory``, then restore all its sessions into the
-    server at ``target`` in one batch (all or nothing). Raises :class:`CommandError` (exit 1)
-    when a file is refused (nothing is sent) or the server refuses the batch."""
+    server at ``target`` in one batch (all or nothing) within ``timeout_s`` seconds.
+
+    Raises :class:`CommandError` (exit 1) when a file is refused (nothing is sent), when the
+    server refuses the batch (its answer names why; nothing installed), and when no answer
+    came (a deadline, a lost connection): then the outcome is unknown, and the message says
+    that retrying the same checkpoint is safe (the server's restore is idempotent, K3).
+    """
     try:
         _, documents = read_checkpoint(directory)
         snapshots = [snapshot_from_json(d) for d in documents]
     except (CheckpointFileError, ValueError) as exc:
         raise CommandError("checkpoint refused, nothing sent:", exc, exit_code=1) from exc
     try:
-        with _admin(target, token) as admin:
+        with _admin(target, token, timeout_s) as admin:
             count = admin.restore_sessions(snapshots)
     except WorkplaceEnvError as exc:
+        if not exc.reason:  # no ErrorInfo: the server's answer, if any, never arrived
+            raise CommandError(
+                "restore outcome unknown (no answer from the server; some or all sessions may "
+                "be installed). Retrying the same checkpoint against the same server is safe: "
+                "sessions it already installed count as restored. Do not restore it elsewhere "
+                "before that:",
+                exc,
+                exit_code=1,
+            ) from exc
         raise CommandError("restore refused, nothing installed:", exc, exit_code=1) from exc
     console.print(f"restored {count} sessions from {directory}")

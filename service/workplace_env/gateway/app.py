@@ -261,6 +261,7 @@ def create_app(
                 "description": "`{}`; `Set-Cookie` names the session, "
                 f"`{TOKEN_HEADER}` is an MCP token for it.",
             },
+            404: problem("Typed seed of an id evicted after its idle TTL (`SESSION_EXPIRED`)."),
             409: problem("Typed seed: the id is bound to another episode/task, or closed."),
             422: problem("Not a JSON object, or a malformed typed seed (`loc` names the field)."),
             429: problem("The service is at capacity (`Retry-After`)."),

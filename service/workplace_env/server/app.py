@@ -66,11 +66,22 @@ class RunningServer:
     _evictor: threading.Thread | None = None
     _stop: threading.Event | None = None
     _lane: Lane | None = None
+    admission: Admission | None = None
 
     def start_draining(self) -> None:
         """X2 from now on: health NOT_SERVING, new seeds UNAVAILABLE; everything else serves."""
         self.health.enter_graceful_shutdown()
         self.store.start_draining()
+
+    def refuse_new_rpcs(self) -> None:
+        """X2's last step before the listener closes: new environment and admin RPCs are
+        answered UNAVAILABLE ``DRAINING`` (health and reflection still answer)."""
+        if self.admission is not None:
+            self.admission.close()
+
+    def rpcs_in_flight(self) -> int:
+        """Environment and admin RPCs admitted and not finished."""
+        return 0 if self.admission is None else self.admission.in_flight()
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Drain (X2) and stop: NOT_SERVING, refuse new seeds, let in-flight calls finish."""
@@ -96,6 +107,7 @@ def build_server(
     admin_open: bool = False,
     max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS,
     max_admin_rpcs: int = MAX_ADMIN_RPCS,
+    admission: Admission | None = None,
 ) -> tuple[grpc.Server, health.HealthServicer, Lane]:
     """An unstarted server with the environment, admin, health and reflection services.
 
@@ -109,7 +121,7 @@ def build_server(
     (:mod:`workplace_env.server.dispatch`) and run on the returned :class:`Lane` (shut it down
     after the server stops).
     """
-    admission = Admission(max_concurrent_rpcs, max_admin_rpcs)
+    admission = admission or Admission(max_concurrent_rpcs, max_admin_rpcs)
     lane = Lane(admission, max_workers)
     servicer = EnvironmentServicer(store)
     environment = _Handlers()
@@ -175,6 +187,7 @@ def start_server(
     evict_every = evict_interval_s or settings.evict_interval_s
     metrics = metrics or Metrics()
     metrics.track_live(store.state_counts)
+    admission = Admission(settings.max_concurrent_rpcs, settings.max_admin_rpcs)
     server, health_servicer, lane = build_server(
         store,
         metrics,
@@ -184,6 +197,7 @@ def start_server(
         admin_open=settings.admin_open,
         max_concurrent_rpcs=settings.max_concurrent_rpcs,
         max_admin_rpcs=settings.max_admin_rpcs,
+        admission=admission,
     )
     credentials = server_credentials(settings)
     if credentials is None:
@@ -207,7 +221,7 @@ def start_server(
     evictor = threading.Thread(target=evict_loop, name="evictor", daemon=True)
     evictor.start()
     return RunningServer(
-        server, port, store, health_servicer, metrics, metrics_port, evictor, stop, lane
+        server, port, store, health_servicer, metrics, metrics_port, evictor, stop, lane, admission
     )
 
 

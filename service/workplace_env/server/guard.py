@@ -63,10 +63,21 @@ class Admission:
         self._lock = threading.Lock()
         self._rpcs = 0
         self._admin = 0
+        self._closed = False
 
-    def try_enter(self, admin: bool) -> TooManyRpcs | None:
-        """Admit one RPC (None), or return the refusal when a limit is reached."""
+    def close(self) -> None:
+        """Admit nothing from now on (the last step of a drain, X2): every RPC is answered
+        UNAVAILABLE ``DRAINING``, a status a client can act on (retry elsewhere), instead of
+        being cancelled when the listener closes."""
         with self._lock:
+            self._closed = True
+
+    def try_enter(self, admin: bool) -> TooManyRpcs | errors.Draining | None:
+        """Admit one RPC (None), or return the refusal: a limit is reached (X3), or the server
+        admits nothing any more (:meth:`close`, X2)."""
+        with self._lock:
+            if self._closed:
+                return self._draining()
             if self._rpcs >= self.max_rpcs:
                 limit = f"{self.max_rpcs} concurrent RPCs"
             elif admin and self._admin >= self.max_admin_rpcs:
@@ -77,9 +88,16 @@ class Admission:
                 return None
         return self._refusal(limit)
 
-    def refusal(self) -> TooManyRpcs:
-        """The refusal of a non-admin RPC: ``max_rpcs`` are admitted."""
+    def refusal(self) -> TooManyRpcs | errors.Draining:
+        """The refusal of a non-admin RPC that :meth:`try_enter` did not admit: draining once
+        closed, else ``max_rpcs`` are admitted."""
+        if self._closed:
+            return self._draining()
         return self._refusal(f"{self.max_rpcs} concurrent RPCs")
+
+    @staticmethod
+    def _draining() -> errors.Draining:
+        return errors.Draining("the server is stopping; retry on another replica")
 
     def _refusal(self, limit: str) -> TooManyRpcs:
         return TooManyRpcs(
@@ -88,7 +106,7 @@ class Admission:
         )
 
     def enter(self, admin: bool) -> None:
-        """Admit one RPC or raise :class:`TooManyRpcs`."""
+        """Admit one RPC or raise its refusal (:class:`TooManyRpcs`, or Draining once closed)."""
         refusal = self.try_enter(admin)
         if refusal is not None:
             raise refusal
@@ -189,7 +207,7 @@ class GuardInterceptor(grpc.ServerInterceptor):
             if limited:
                 try:
                     admission.enter(admin)
-                except TooManyRpcs as exc:
+                except (TooManyRpcs, errors.Draining) as exc:
                     context.abort_with_status(to_status(exc, rpc))
 
         def done() -> None:

@@ -52,9 +52,11 @@ def serve_until_signalled(settings: Settings) -> None:
         server = start_server(store, settings=settings)
     except (RuntimeError, TablesUnavailableError, OSError) as exc:
         raise CommandError("cannot start:", exc) from exc
-    stopping = threading.Event()
+    stopping, hurry = threading.Event(), threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
+        if stopping.is_set():
+            hurry.set()  # a second signal: stop waiting for the admitted episodes
         stopping.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -94,27 +96,67 @@ def serve_until_signalled(settings: Settings) -> None:
         )
     stopping.wait()
     console.print("draining ...")
-    drain_and_stop(server, gateway, settings.grace_s, settings.drain_delay_s)
+    drain_and_stop(server, gateway, settings.grace_s, settings.drain_delay_s, hurry)
+
+
+_log = logging.getLogger("workplace_env.server")
+
+#: Seconds calls already running get to finish once the drain stops admitting RPCs (tool calls,
+#: verifies and closes take milliseconds; a checkpoint stream of many sessions, seconds).
+FINISH_S = 5.0
+#: How often the drain looks whether every admitted episode has closed (seconds).
+_POLL_S = 0.05
+#: Session states of an episode still running: its calls must keep being served (X2).
+_OPEN_STATES = ("seeded", "verified")
 
 
 def drain_and_stop(
-    server: RunningServer, gateway: RunningGateway | None, grace_s: float, hold_s: float = 0.0
+    server: RunningServer,
+    gateway: RunningGateway | None,
+    grace_s: float,
+    hold_s: float = 0.0,
+    hurry: threading.Event | None = None,
 ) -> None:
-    """Shut a server (and its co-hosted gateway) down (CONTRACT X2).
+    """Shut a server (and its co-hosted gateway) down (CONTRACT X2: in-flight calls finish;
+    nothing admitted is lost).
 
-    From the first instant both transports report not-ready and refuse new seeds; both keep
-    serving what was admitted for ``hold_s`` seconds (``--drain-delay-s``: until a proxy's health
-    checks have taken this replica out; stopping earlier cancels RPCs it still sends here); then
-    the gateway's in-flight requests finish (they may still need the gRPC service), then gRPC's.
+    1. From the first instant both transports report not-ready and refuse new seeds (gRPC
+       UNAVAILABLE ``DRAINING`` with ErrorInfo, HTTP 503 + Retry-After) and keep serving
+       everything else: for ``hold_s`` seconds (``--drain-delay-s``, until a proxy's health
+       checks have taken this replica out), then until every admitted episode has closed, at
+       most ``grace_s`` more (``--grace-s``; ``hurry``, set by a second signal, ends the wait).
+    2. Every new RPC is answered UNAVAILABLE ``DRAINING`` (retryable, explained) and the gateway
+       stops accepting connections; the calls already running finish (within
+       :data:`FINISH_S`); only then does the gRPC listener close. Closing it with calls still
+       queued would end them CANCELLED, which leaves a client unsure whether a seed or close
+       applied.
     """
     if gateway is not None:
         gateway.start_draining()
     server.start_draining()
     if hold_s > 0:
         time.sleep(hold_s)
+    deadline = time.monotonic() + grace_s
+    hurry = hurry or threading.Event()
+    while time.monotonic() < deadline and _open_episodes(server) and not hurry.is_set():
+        time.sleep(_POLL_S)
+    left = _open_episodes(server)
+    server.refuse_new_rpcs()
+    _log.info("drain: %d episodes still open; refusing every new RPC", left)
     if gateway is not None:
-        gateway.stop(timeout_s=grace_s)
-    server.stop(grace_s=grace_s)
+        gateway.stop(timeout_s=FINISH_S)
+    finish_by = time.monotonic() + FINISH_S
+    while time.monotonic() < finish_by and server.rpcs_in_flight():
+        time.sleep(_POLL_S)
+    _log.info("drain: %d RPCs still running; closing the listener", server.rpcs_in_flight())
+    server.stop(grace_s=max(0.0, finish_by - time.monotonic()))
+    _log.info("drain: stopped")
+
+
+def _open_episodes(server: RunningServer) -> int:
+    """Live sessions whose episode has not closed (restored, unclaimed ones are not running)."""
+    counts = server.store.state_counts()
+    return sum(counts.get(state, 0) for state in _OPEN_STATES)
 
 
 def load_store(data_dir: Path | None) -> SessionStore:

@@ -13,6 +13,8 @@ after a restore replays.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import OrderedDict
 from collections.abc import Sequence
 
@@ -97,10 +99,13 @@ class ExportRestore(Bounds):
 
         Every snapshot is decoded and validated before anything is installed. Restored sessions
         are unclaimed until the first matching seed (typed) or request (legacy) claims them
-        (K4). Raises InvalidRequest naming the snapshot and field (K2), SessionLive when an id
-        is live (nothing installed), CapacityExhausted.
+        (K4). Idempotent, so a restore whose answer was lost (a deadline) is safe to retry: a
+        snapshot identical to one this store restored and nobody has claimed yet counts as
+        restored again. Raises InvalidRequest naming the snapshot and field (K2), SessionLive
+        when an id is live otherwise (claimed, seeded here, or restored from another snapshot;
+        nothing installed), SessionClosed, CapacityExhausted.
         """
-        decoded: list[tuple[Snapshot, SessionTables]] = []
+        decoded: list[tuple[Snapshot, SessionTables, bytes]] = []
         seen: set[str] = set()
         for i, snapshot in enumerate(snapshots):
             tables = decode_snapshot(snapshot, self.base, f"snapshots[{i}]")
@@ -110,29 +115,44 @@ class ExportRestore(Bounds):
                     snapshot.session_id,
                 )
             seen.add(snapshot.session_id)
-            decoded.append((snapshot, SessionTables.from_tables(self.base, tables)))
+            tables_of = SessionTables.from_tables(self.base, tables)
+            decoded.append((snapshot, tables_of, snapshot_digest(snapshot)))
         now = self.clock()
         with self._lock:
-            live = sorted(sid for sid in seen if sid in self._sessions or sid in self._building)
+            # A retry of a restore whose answer was lost finds its sessions installed and
+            # still unclaimed: those count as restored, and only they (idempotent, K3).
+            installed = {
+                snapshot.session_id
+                for snapshot, _, digest in decoded
+                if _is_unclaimed_restore_of(self._sessions.get(snapshot.session_id), digest)
+            }
+            live = sorted(
+                sid for sid in seen - installed if sid in self._sessions or sid in self._building
+            )
             if live:
                 raise errors.SessionLive(
                     f"sessions {live} are live here; nothing was restored", live[0]
                 )
             closed = sorted(
-                sid for sid in seen if is_valid(self._fences.get(sid), self.config.fence_ttl_s, now)
+                sid
+                for sid in seen - installed
+                if is_valid(self._fences.get(sid), self.config.fence_ttl_s, now)
             )
             if closed:  # a closed episode must not run again from an older checkpoint
                 raise errors.SessionClosed(
                     f"sessions {closed} were closed here; nothing was restored", closed[0]
                 )
-            if len(self._sessions) + len(self._building) + len(decoded) > self.config.max_sessions:
+            adding = len(decoded) - len(installed)
+            if len(self._sessions) + len(self._building) + adding > self.config.max_sessions:
                 raise errors.CapacityExhausted(
-                    f"restoring {len(decoded)} sessions would pass the maximum of "
+                    f"restoring {adding} sessions would pass the maximum of "
                     f"{self.config.max_sessions}",
                     retry_after_s=self.config.retry_after_s,
                 )
-            for snapshot, tables in decoded:
+            for snapshot, tables, digest in decoded:
                 sid = snapshot.session_id
+                if sid in installed:
+                    continue
                 for records in (self._fences, self._evictions, self._markers):
                     records.pop(sid, None)
                 task = snapshot.task
@@ -152,6 +172,7 @@ class ExportRestore(Bounds):
                     restored_state=SessionState(snapshot.session_state),
                     task_digest=task_digest(task),
                     calls=self._restored_calls(snapshot.calls, now),
+                    restored_digest=digest,
                 )
         return len(decoded)
 
@@ -195,6 +216,33 @@ def claim_by_seed(session: Session, now: float) -> SeedResult:
     session.state = session.restored_state
     session.last_used = now
     return SeedResult(session.state, already_seeded=False, restored=True)
+
+
+def _is_unclaimed_restore_of(session: Session | None, digest: bytes) -> bool:
+    """Whether ``session`` was restored from the snapshot of ``digest`` and is unclaimed."""
+    return (
+        session is not None
+        and session.state is SessionState.RESTORED_UNCLAIMED
+        and session.restored_digest == digest
+    )
+
+
+def snapshot_digest(snapshot: Snapshot) -> bytes:
+    """BLAKE2b (16 bytes) of everything a snapshot installs: identity, task, state, tables and
+    call records (K3: the same snapshot restored twice is one restore)."""
+    task = snapshot.task
+    canonical = [
+        snapshot.session_id,
+        repr(snapshot.episode),
+        repr(snapshot.task_id),
+        repr(task),
+        snapshot.legacy,
+        snapshot.session_state,
+        snapshot.state,
+        [[c.call_id, c.call.hex(), c.output, c.age_s] for c in snapshot.calls],
+    ]
+    text = json.dumps(canonical, sort_keys=True, default=repr)
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 def _age_key(call: CallSnapshot) -> float:

@@ -66,9 +66,11 @@ class LifeCycle(Bounds):
         Builds the tables, then records the binding (S1); an identical retry answers the same
         and rebuilds nothing (S2); racing identical seeds build one table set (S8). A ``legacy``
         (cookie) seed needs no episode or task id, and re-seeding a legacy session rebuilds
-        fresh tables, as the reference does. An id evicted after its TTL may be seeded again by
-        its own binding (fresh tables). Raises InvalidRequest (S5), SessionConflict (S3),
-        SessionClosed (S4), TablesUnavailable (S6), CapacityExhausted (S7), Draining (X2).
+        fresh tables, as the reference does. A typed seed of an id evicted after its TTL is
+        SessionExpired (X1) while its eviction record lasts (``fence_ttl_s``), so a late or
+        retried seed never silently drops the episode's mutations. Raises InvalidRequest (S5),
+        SessionConflict (S3), SessionClosed (S4), SessionExpired (X1), TablesUnavailable (S6),
+        CapacityExhausted (S7), Draining (X2).
         """
         if legacy:
             episode = LEGACY_EPISODE
@@ -122,12 +124,15 @@ class LifeCycle(Bounds):
         if is_valid(self._fences.get(session_id), self.config.fence_ttl_s, now):
             raise errors.SessionClosed(f"session {session_id} was closed", session_id)
         evicted = self._evictions.get(session_id)
-        if (
-            evicted is not None
-            and now - evicted.at <= self.config.fence_ttl_s
-            and not _same_binding(evicted, episode, task_id, digest, legacy)
-        ):
-            raise _conflict(session_id, evicted, digest)
+        if evicted is not None and now - evicted.at <= self.config.fence_ttl_s:
+            if not _same_binding(evicted, episode, task_id, digest, legacy):
+                raise _conflict(session_id, evicted, digest)
+            if not legacy:  # a late or retried seed must not hide the loss behind fresh tables
+                raise errors.SessionExpired(
+                    f"session {session_id} was evicted after its idle TTL; its tool calls are "
+                    "gone. Seed a new resources_session_id",
+                    session_id,
+                )
         if self._draining:
             raise errors.Draining("the server is shutting down", session_id)
         if len(self._sessions) + len(self._building) >= self.config.max_sessions:

@@ -136,6 +136,9 @@ class Session:
     # Installed by a restore (K3); ``restored_state`` is the state it had when exported.
     restored: bool = False
     restored_state: SessionState = SessionState.SEEDED
+    # The digest of the snapshot it was restored from (:func:`snapshot_digest`): a restore
+    # retried after a lost answer finds the same one installed and counts it as restored.
+    restored_digest: bytes = b""
     # The task's digest (:func:`task_digest`), fixed at bind time: a retry is the same seed.
     task_digest: bytes = b""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
