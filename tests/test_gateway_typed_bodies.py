@@ -97,3 +97,28 @@ def test_verify_ground_truth_refusal_names_the_body_field(http, truth, cookie):
         http.post("/seed_session", json=ROW)
     body = {"ground_truth": truth, "responses_create_params": {}, "response": {"output": []}}
     assert locs(http.post("/verify", json=body)) == [["body", "ground_truth"]]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"responses_create_params": {"input": [{"role": "user", "content": "other"}]}},
+        {"prompt": "another prompt"},
+        {"extra_key": 1},
+        {"ground_truth": [{"name": "email_delete_email", "arguments": '{"email_id": "1"}'}]},
+    ],
+)
+def test_typed_seed_of_the_same_identity_with_other_task_data_is_409(http, change):
+    """Finding 6: any difference in ``task_data`` (not only the ground truth) is a conflict;
+    the identical row is a retry."""
+    sid = seed(http)
+    body = {
+        "resources_session_id": sid,
+        "episode_id": {"rollout_id": "r1", "attempt": 0},
+        "task_id": {"taskset": "ts", "task_id": "typed-bodies"},
+        "task_data": ROW,
+    }
+    assert http.post("/seed_session", json=body).status_code == 200  # retry
+    answer = http.post("/seed_session", json={**body, "task_data": {**ROW, **change}})
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["reason"] == "SESSION_CONFLICT"

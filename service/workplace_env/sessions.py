@@ -348,6 +348,8 @@ class SessionStore:
         self._sessions: dict[str, Session] = {}
         self._building: dict[str, _Build] = {}
         self._fences: OrderedDict[str, float] = OrderedDict()  # closed id -> closed at
+        # closed typed id -> its episode (C4 after the close); bounded with the fences
+        self._fence_episodes: OrderedDict[str, EpisodeId] = OrderedDict()
         self._evictions: OrderedDict[str, _Eviction] = OrderedDict()
         # verified legacy id -> its marker: an identical resent verify scores the same (V3)
         self._markers: OrderedDict[str, _Marker] = OrderedDict()
@@ -360,7 +362,8 @@ class SessionStore:
         return len(self._sessions)
 
     def state_counts(self) -> dict[str, int]:
-        """Live sessions by state name in lower case (``seeded``, ``verified``)."""
+        """Live sessions by state name in lower case (``seeded``, ``verified``,
+        ``restored_unclaimed``)."""
         counts: dict[str, int] = {}
         for session in list(self._sessions.values()):
             name = session.state.value.lower()
@@ -679,12 +682,15 @@ class SessionStore:
                 self._release(session)
                 with self._lock:
                     self._unmap(session)
-                    self._fence(session_id, self.clock())
+                    self._fence(session_id, self.clock(), _bound_episode(session))
             return CloseOutcome.CLOSED
 
     def _close_unheld(self, session_id: str, episode: EpisodeId, now: float) -> CloseOutcome:
         """Close an id with no live session (caller holds the store lock)."""
         if self._valid(self._fences.get(session_id), self.config.fence_ttl_s, now):
+            bound = self._fence_episodes.get(session_id)
+            if bound is not None and bound != episode:  # C4 holds after the close too
+                raise _mismatch(session_id, bound)
             return CloseOutcome.ALREADY_CLOSED
         evicted = self._evictions.get(session_id)
         if evicted is not None and now - evicted.at > self.config.fence_ttl_s:
@@ -694,7 +700,7 @@ class SessionStore:
         self._evictions.pop(session_id, None)
         marker = self._markers.pop(session_id, None)
         verified = marker is not None and now - marker.at <= self.config.retry_window_s
-        self._fence(session_id, now)
+        self._fence(session_id, now, None if evicted is None else _bound_episode(evicted))
         return CloseOutcome.CLOSED if evicted is not None or verified else CloseOutcome.NOT_SEEDED
 
     # -- checkpoint (K1-K6) ------------------------------------------------------------------
@@ -797,7 +803,7 @@ class SessionStore:
                 )
             for snapshot, tables in decoded:
                 sid = snapshot.session_id
-                for records in (self._fences, self._evictions, self._markers):
+                for records in (self._fences, self._fence_episodes, self._evictions, self._markers):
                     records.pop(sid, None)
                 task = snapshot.task
                 assert task is not None  # validated by decode_snapshot
@@ -927,8 +933,13 @@ class SessionStore:
                 )
         return errors.SessionLost(f"the server holds no session {session_id}", session_id)
 
-    def _fence(self, session_id: str, now: float) -> None:
+    def _fence(self, session_id: str, now: float, episode: EpisodeId | None = None) -> None:
+        """Record ``session_id`` as closed; ``episode``: its typed binding, if any (C4)."""
         _remember(self._fences, session_id, now, self.config.max_fences)
+        if episode is not None:
+            _remember(self._fence_episodes, session_id, episode, self.config.max_fences)
+        else:
+            self._fence_episodes.pop(session_id, None)
 
     @staticmethod
     def _valid(at: float | None, ttl_s: float, now: float) -> bool:
@@ -937,13 +948,17 @@ class SessionStore:
     def _prune(self, now: float) -> None:
         """Drop records past their age bounds, oldest first (caller holds the store lock)."""
         _drop_older(self._fences, lambda at: at, now - self.config.fence_ttl_s)
+        fences, episodes = self._fences, self._fence_episodes
+        while episodes and next(iter(episodes)) not in fences:  # same order: dropped with them
+            episodes.popitem(last=False)
         _drop_older(self._evictions, lambda e: e.at, now - self.config.fence_ttl_s)
         _drop_older(self._markers, lambda m: m.at, now - self.config.retry_window_s)
 
 
 def task_digest(task: Task) -> bytes:
     """BLAKE2b (16 bytes) of ``task``'s canonical JSON: the fields a verify scores and a
-    checkpoint keeps (id, category, environment name, ground-truth calls), not the prompt.
+    checkpoint keeps (id, category, environment name, ground-truth calls, the row's digest when
+    set), not the prompt.
 
     S2/S3, K4: a seed is a retry only when it carries the same task as the binding.
     """
@@ -953,6 +968,8 @@ def task_digest(task: Task) -> bytes:
         task.environment_name,
         [[call.name, call.arguments] for call in task.ground_truth],
     ]
+    if task.data_digest:  # the whole row's (S3: the same identity with another row conflicts)
+        canonical.append(task.data_digest)
     return hashlib.blake2b(json.dumps(canonical).encode(), digest_size=16).digest()
 
 
@@ -1019,6 +1036,11 @@ def _detached(text: str) -> str:
     holding the very string a session was seeded with keeps that session's arena resident.
     """
     return text.encode().decode()
+
+
+def _bound_episode(record: Any) -> EpisodeId | None:
+    """The episode a session or eviction record is bound to; None for a legacy one."""
+    return None if record.legacy else record.episode
 
 
 def _remember(records: OrderedDict[str, _V], key: str, value: _V, max_count: int) -> None:
