@@ -130,3 +130,14 @@ def test_http_verify_every_path_and_echo(gateway, path, name, reward):
         body = answer.json()
         assert (body["reward"], body["mask_sample"]) == (reward, False)
         assert body["response"]["output"] == output(name)  # the emitted names, echoed
+
+
+def test_runner_scores_namespaced_recorded_calls(sdk):
+    from workplace_env.runner import run_episode
+
+    line = {
+        "id": "mcp-run",
+        "ground_truth": TRUTH,
+        "function_calls": [{"name": OURS, "arguments": ARGS}],
+    }
+    assert run_episode(sdk, line, 1, "recorded").reward == 1.0
