@@ -15,7 +15,9 @@ when that is impossible.
 from __future__ import annotations
 
 import json
+import re
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +29,13 @@ import grpc
 import httpx
 import pytest
 
-from tests.proxy_cluster import ADMIN_TOKEN, REPLICA_COOKIE, Cluster, ensure_haproxy
+from tests.proxy_cluster import (
+    ADMIN_TOKEN,
+    HAPROXY_CONFIG,
+    REPLICA_COOKIE,
+    Cluster,
+    ensure_haproxy,
+)
 from tests.test_scale_out import READ_ONLY, SCRIPTS, predicted, script, task_row
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import start_server
@@ -566,3 +574,42 @@ def test_a_stalled_replica_is_slow_not_dead_and_keeps_its_sessions(haproxy, expe
     for run in http_runs:
         assert not run.lost and set(run.replicas) == {run.replicas[0]}, run.index
         assert run.outputs == expected[run.k].outputs[:during], run.index
+
+
+def _check_steps() -> tuple[bytes, str, str]:
+    """deploy/haproxy.cfg's gRPC health check: the bytes it sends, and its two expect regexes
+    (HAProxy's ``rbinary`` matches them against the hex of all bytes received so far)."""
+    text = HAPROXY_CONFIG.read_text()
+    sent = bytes.fromhex("".join(re.findall(r"tcp-check send-binary ([0-9a-fA-F]+)", text)))
+    wait, judge = re.findall(r"tcp-check expect (?:min-recv 0 )?rbinary (\S+)", text)
+    return sent, wait, judge
+
+
+def test_the_health_check_judges_the_answer_not_a_ping_that_looks_like_it():
+    """Issue 19's flake, found in HAProxy's log: "r2 is DOWN, reason: Layer7 invalid response,
+    TCPCHK did not match content at step 13, check duration: 1ms" on a live replica, whose
+    sessions then went elsewhere (SESSION_LOST). The server's first bytes hold an HTTP/2 PING
+    with 8 random bytes; the old pattern, the bare gRPC frame ``000000000208..``, could match
+    there before the answer arrived, and the judging step then failed at once. The patterns
+    now include the DATA frame's header, so only the answer itself is judged."""
+    sent, wait, judge = _check_steps()
+    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(sent)
+            received = b""
+            deadline = time.monotonic() + 30
+            while not re.search(judge, received.hex().upper()) and time.monotonic() < deadline:
+                received += sock.recv(65536)
+    finally:
+        server.stop(grace_s=0)
+    answer = received.hex().upper()
+    assert re.search(wait, answer) and re.search(judge, answer)  # SERVING passes both steps
+    not_serving = answer.replace("0000000100000000020801", "0000000100000000020802")
+    assert re.search(wait, not_serving) and not re.search(judge, not_serving)  # out at once
+    # The server's preface up to its PING, whose random payload here begins 02 08 02: all a
+    # check may have read when the answer is late (a loaded machine).
+    start = answer.index("0000080600")  # the PING frame: length 8, type 6, flags 0
+    early = answer[: start + 18] + "020802AABBCCDDEE"
+    assert re.search("000000000208[0-9A-F]{2}", early)  # what fooled the old pattern
+    assert not re.search(wait, early)  # now: still waiting for the answer, not judging
