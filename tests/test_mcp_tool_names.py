@@ -3,11 +3,12 @@
 MCP-native agents record a call of our tool ``email_send_email`` as
 ``mcp__workplace_assistant__email_send_email`` (``workplace_assistant``: the ``server_name`` of
 the seed's ``resources_tools``; NeMo Gym 0.7.0's ``normalize_tool_name`` gives the format).
-Our tools are always served over MCP, so every path that scores takes that one prefix off the
-prediction's names, on a copy: gRPC Verify (both prediction forms), HTTP ``/verify`` on a legacy
-and a typed session, the stateless replay of a cookie-less ``/verify``, and the runner through
-the SDK. The echoed ``response`` keeps the names the model emitted; other servers' prefixes, and
-the ground truth's names, are not touched (the tester's finding 1: rewarded 0.0 before).
+As the reference with MCP exposure on (black box: 1.0 for that prefix, 0.0 for another server's
+or a doubled one, ground truth as sent, echo unchanged), an HTTP gateway that serves MCP scores
+the prediction's names without that one prefix on every ``/verify`` path (legacy, typed, the
+stateless replay); the echoed ``response`` keeps the emitted names (the tester's finding 1).
+gRPC Verify and the runner score names as sent, as the reference without MCP exposure (the
+verify goldens' case ``unknown_namespaced_tool``), and so does a gateway with MCP off.
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def test_grpc_verify_both_prediction_forms(sdk, name, reward):
             result = sdk.verify(sid, response_output=json.dumps(output(name)))
         else:
             result = sdk.verify(sid, [(name, ARGS)])
-        assert (form, result.reward) == (form, reward)
+        # gRPC scores as the reference without MCP exposure (the verify goldens): as sent
+        assert (form, result.reward) == (form, 1.0 if name == "email_send_email" else 0.0)
         assert not result.mask_sample
 
 
@@ -140,4 +142,18 @@ def test_runner_scores_namespaced_recorded_calls(sdk):
         "ground_truth": TRUTH,
         "function_calls": [{"name": OURS, "arguments": ARGS}],
     }
-    assert run_episode(sdk, line, 1, "recorded").reward == 1.0
+    assert run_episode(sdk, line, 1, "recorded").reward == 0.0  # gRPC: MCP exposure off
+
+
+def test_http_verify_with_mcp_off_scores_names_as_sent(sdk):
+    from workplace_env.gateway import GatewaySettings
+
+    gw = start_gateway(client=sdk, settings=GatewaySettings(mcp_path=""))
+    try:
+        with httpx.Client(base_url=gw.url, timeout=30) as http:
+            for name, reward in ((OURS, 0.0), ("email_send_email", 1.0)):
+                answer = http.post("/verify", json=_verify_body(name))
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["reward"] == reward
+    finally:
+        gw.stop()

@@ -106,6 +106,7 @@ from workplace_env.gateway.translate import (
     seed_legacy,
     service_error,
 )
+from workplace_env.verify import bare_predicted_names
 from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceEnvError
 
 #: Response header of a typed close: its outcome (CLOSED, ALREADY_CLOSED, NOT_SEEDED), which
@@ -346,6 +347,8 @@ def create_app(
             raise invalid([(("response", "output"), "required: an array of output items")])
         if problems := response_output_problems(output):  # as NeMo's Responses types
             raise invalid(problems)
+        if mcp is not None:  # REFERENCE.md (c)1: with MCP exposure on, scored as bare names
+            output = bare_predicted_names(output)
         kwargs: dict[str, Any] = {"response_output": _json_text(output)}
         if "ground_truth" in body:
             kwargs["ground_truth_json"] = _json_text(body["ground_truth"])

@@ -26,7 +26,7 @@ from workplace_env.sandbox.tools import advertised_tools
 from workplace_env.server import convert
 from workplace_env.server.status import to_status
 from workplace_env.sessions import CloseOutcome, SessionState, SessionStore
-from workplace_env.verify import bare_predicted_names, function_calls_from_response_output
+from workplace_env.verify import function_calls_from_response_output
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -164,9 +164,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                     [errors.FieldViolation(field, f"at most {MAX_VERIFY_CALLS} calls per verify")],
                     sid,
                 )
-        # REFERENCE.md (c)1: our tools are served over MCP (the gateway's /mcp), so names in
-        # that server's MCP namespace score as the bare tool (every transport verifies here).
-        outcome = self.store.verify(sid, bare_predicted_names(predicted), truth)
+        outcome = self.store.verify(sid, predicted, truth)
         tables = []
         if outcome.result is not None:
             tables = [
