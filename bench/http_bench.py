@@ -97,8 +97,8 @@ class EchoServer(ServerProcess):
         self.target = f"127.0.0.1:{self.port}"
 
 
-def serve_echo(workers: int) -> None:
-    """A gRPC server with one unary method that answers empty bytes; runs until killed."""
+def echo_server(workers: int) -> tuple[Any, int]:
+    """A started gRPC server with one unary method that answers empty bytes, and its port."""
     from concurrent import futures
 
     import grpc
@@ -115,6 +115,12 @@ def serve_echo(workers: int) -> None:
     server.add_generic_rpc_handlers((handler,))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
+    return server, port
+
+
+def serve_echo(workers: int) -> None:
+    """The echo server (:func:`echo_server`) until killed."""
+    server, port = echo_server(workers)
     print(f"echo on 127.0.0.1:{port}", file=sys.stderr, flush=True)
     server.wait_for_termination()
 

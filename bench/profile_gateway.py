@@ -37,7 +37,7 @@ GROUPS = {
     "environment (servicer, store, tools, verify)": (
         "server/servicer.py",
         "server/convert.py",
-        "sessions.py",
+        "sessions/",
         "sandbox/",
         "verify.py",
         "model.py",

@@ -37,8 +37,8 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from tests.helpers import SCRIPTS, predicted, script, task_row  # noqa: E402
 from tests.proxy_cluster import Cluster, ensure_haproxy  # noqa: E402
-from tests.test_scale_out import SCRIPTS, predicted, script, task_row  # noqa: E402
 
 CALLS = 10
 JSON = {"content-type": "application/json"}

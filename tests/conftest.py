@@ -1,16 +1,37 @@
-"""Shared fixtures: where ../shared is, the WorkBench sandbox loaded once per test run."""
+"""Shared fixtures: where ../shared is, the sandboxes loaded once per test run, and the servers,
+SDK clients, gateways and HTTP agents the test modules run against (helpers: tests/helpers.py).
+
+A module picks its variant of the module-scoped ``server`` and ``gateway`` with markers::
+
+    pytestmark = [
+        pytest.mark.server(config=SessionConfig(max_sessions=3), settings=Settings(workers=2)),
+        pytest.mark.gateway(backends=GATEWAY_BACKENDS, settings=GatewaySettings(secret_key="s")),
+    ]
+
+``server(...)`` takes a SessionConfig, Settings and :func:`start_server` keywords (or
+``data="workbench"``: the session's WorkBench server); ``gateway(...)`` takes GatewaySettings and
+the backends every test using the gateway runs on (default: remote only).
+"""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from tests.helpers import HANG_S, Env, FakeClock, Served, gateway_on, local, serving
+from workplace_env.gateway import RunningGateway
+from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import BaseTables
+from workplace_env.server.app import RunningServer
+from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env.testing.faults import Faults
+from workplace_env_client import EnvironmentClient
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("WORKPLACE_ENV_SHARED", REPO.parent / "shared"))
@@ -57,22 +78,141 @@ def workbench_tables() -> Iterator[BaseTables]:
 
 
 @pytest.fixture(scope="session")
-def workbench_server(workbench_tables):
+def workbench_server(workbench_tables) -> Iterator[RunningServer]:
     """A real gRPC server in this process over the WorkBench sandbox (admin open: loopback)."""
     from workplace_env.config import Settings
-    from workplace_env.server.app import start_server
-    from workplace_env.sessions import SessionStore
 
-    settings = Settings(admin_open=True)
-    server = start_server(SessionStore(workbench_tables), "127.0.0.1:0", settings=settings)
-    yield server
-    server.stop(grace_s=0.5)
+    with serving(workbench_tables, settings=Settings(admin_open=True), grace_s=0.5) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
-def workbench_client(workbench_server):
+def workbench_client(workbench_server) -> Iterator[EnvironmentClient]:
     """An SDK client connected to :func:`workbench_server`."""
-    from workplace_env_client import EnvironmentClient
-
-    with EnvironmentClient(f"127.0.0.1:{workbench_server.port}") as client:
+    with EnvironmentClient(local(workbench_server.port)) as client:
         yield client
+
+
+# -- servers, clients and gateways on the embedded default sandbox --------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "server(config, settings, data, **start): the module's `server` variant"
+    )
+    config.addinivalue_line(
+        "markers", "gateway(backends, settings): the module's `gateway` variants and settings"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test that uses the gateway once per backend its module's marker names."""
+    if "gateway_backend" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("gateway")
+    backends = marker.kwargs.get("backends") if marker else None
+    if backends:
+        metafunc.parametrize("gateway_backend", backends, indirect=True, scope="module")
+
+
+def _options(request: pytest.FixtureRequest, name: str) -> dict[str, Any]:
+    marker = request.node.get_closest_marker(name)
+    return dict(marker.kwargs) if marker else {}
+
+
+@pytest.fixture(scope="session")
+def sandbox() -> BaseTables:
+    """The embedded default sandbox (no ../shared needed), parsed once."""
+    return load_sandbox(None)
+
+
+@pytest.fixture(scope="module")
+def server(request: pytest.FixtureRequest, sandbox) -> Iterator[RunningServer]:
+    """The module's gRPC server in this process (variant: the ``server`` marker)."""
+    options = _options(request, "server")
+    if options.pop("data", None) == "workbench":
+        yield request.getfixturevalue("workbench_server")
+        return
+    with serving(sandbox, **options) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def sdk(request: pytest.FixtureRequest, server) -> Iterator[EnvironmentClient]:
+    """An SDK client on :func:`server`."""
+    if _options(request, "server").get("data") == "workbench":
+        yield request.getfixturevalue("workbench_client")
+        return
+    with EnvironmentClient(local(server.port), timeout_s=HANG_S) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def gateway_backend(request: pytest.FixtureRequest) -> str:
+    """The gateway's backend: ``remote`` unless the module's marker names several."""
+    return str(getattr(request, "param", "remote"))
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    request: pytest.FixtureRequest, gateway_backend, server, sdk
+) -> Iterator[RunningGateway]:
+    """The HTTP gateway over :func:`server` (settings: the ``gateway`` marker)."""
+    settings = _options(request, "gateway").get("settings")
+    running = gateway_on(gateway_backend, server, sdk, settings)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def http(gateway) -> Iterator[httpx.Client]:
+    """A fresh HTTP agent on :func:`gateway` with its own cookie jar."""
+    with httpx.Client(base_url=gateway.url, timeout=HANG_S) as client:
+        yield client
+
+
+@pytest.fixture
+def make_server(sandbox) -> Iterator[Callable[..., Served]]:
+    """Start servers for one test (all stopped after it): ``make_server(config, settings,
+    admin_token=..., clock=..., tables=..., **start_server_keywords)``."""
+    made: list[Served] = []
+
+    def make(
+        config: SessionConfig | None = None,
+        settings: Any = None,
+        *,
+        admin_token: str | None = None,
+        clock: Callable[[], float] | None = None,
+        tables: BaseTables | None = None,
+        **start: Any,
+    ) -> Served:
+        store = SessionStore(tables or sandbox, config, **({"clock": clock} if clock else {}))
+        made.append(Served.start(store, settings, admin_token, **start))
+        return made[-1]
+
+    yield make
+    for served in made:
+        served.stop()
+
+
+@pytest.fixture
+def make_env(make_server) -> Iterator[Callable[..., Env]]:
+    """A fresh server per call on a settable clock, ``SessionConfig(**config)``; the tests drive
+    eviction themselves (fake clock), so the sweep thread stays out of it."""
+    made: list[Env] = []
+
+    def make(**config: Any) -> Env:
+        clock = FakeClock()
+        served = make_server(SessionConfig(**config), clock=clock, evict_interval_s=3600)
+        made.append(Env(served.client, served.raw, served.store, clock, served.running))
+        return made[-1]
+
+    yield make
+    for env in made:
+        Faults.of(env.store).clear()
+
+
+@pytest.fixture
+def env(make_env) -> Env:
+    """A fresh server (default SessionConfig) with its two clients (CONTRACT tests)."""
+    return make_env()

@@ -14,15 +14,11 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from prometheus_client.parser import text_string_to_metric_families
+from tests.helpers import ServeProcess
 
 REPO = Path(__file__).resolve().parents[1]
 HAPROXY_CONFIG = REPO / "deploy" / "haproxy.cfg"
@@ -81,92 +77,35 @@ def proc_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def _wait_serving(target: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    with grpc.insecure_channel(target) as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        while time.monotonic() < deadline:
-            try:
-                answer = stub.Check(health_pb2.HealthCheckRequest(), timeout=2, wait_for_ready=True)
-            except grpc.RpcError:
-                continue
-            if answer.status == health_pb2.HealthCheckResponse.SERVING:
-                return
-    raise AssertionError(f"{target} never became SERVING")
-
-
-class Replica:
+class Replica(ServeProcess):
     """One ``workplace-env serve`` process with the gRPC service, the HTTP gateway and metrics,
     each on a free loopback port."""
 
     def __init__(self, *extra: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "workplace_env.cli",
-                "serve",
-                "--address",
-                "127.0.0.1:0",
-                "--http-address",
-                "127.0.0.1:0",
-                "--metrics-address",
-                "127.0.0.1:0",
-                "--cookie-secret",
-                COOKIE_SECRET,
-                "--admin-token",
-                ADMIN_TOKEN,
-                "--log-level",
-                "ERROR",
-                *extra,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
+        super().__init__(
+            "--http-address",
+            "127.0.0.1:0",
+            "--metrics-address",
+            "127.0.0.1:0",
+            "--cookie-secret",
+            COOKIE_SECRET,
+            "--admin-token",
+            ADMIN_TOKEN,
+            "--log-level",
+            "ERROR",
+            *extra,
         )
-        self.grpc = self.http = self.metrics_url = ""
 
-    def ready(self, timeout_s: float = 60.0) -> None:
-        """Read the three addresses it prints, keep draining its stderr, wait for SERVING."""
-        assert self.proc.stderr is not None
-        seen: list[str] = []
-        while not (self.grpc and self.http and self.metrics_url):
-            line = self.proc.stderr.readline()
-            if not line:
-                raise AssertionError(f"replica exited before serving: {seen}")
-            seen.append(line)
-            last = line.split()[-1] if line.split() else ""
-            if "serving on" in line:
-                self.grpc = last
-            elif "HTTP gateway on" in line:
-                self.http = last.removeprefix("http://")
-            elif "metrics on" in line:
-                self.metrics_url = f"http://{last}/metrics"
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-        _wait_serving(self.grpc, timeout_s)
+    @property
+    def grpc(self) -> str:
+        return self.target
 
-    def metric(self, name: str, **labels: str) -> float:
-        """One sample of the replica's Prometheus metrics (0 when absent)."""
-        text = urllib.request.urlopen(self.metrics_url, timeout=10).read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and all(
-                    sample.labels.get(k) == v for k, v in labels.items()
-                ):
-                    return float(sample.value)
-        return 0.0
-
-    def seeds(self) -> int:
-        return int(self.metric("workplace_env_seeds_total"))
+    @property
+    def http(self) -> str:
+        return self.url.removeprefix("http://")
 
     def cpu_s(self) -> float:
         return proc_cpu_s(self.proc.pid)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=30)
 
 
 #: The ``actconn/feconn/beconn/srv_conn/retries`` field of an HTTP log line, redispatched.

@@ -7,9 +7,7 @@ import json
 
 import pytest
 
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import start_server
-from workplace_env.sessions import SessionStore
+from tests.helpers import local
 from workplace_env_client import (
     AsyncEnvironmentClient,
     EnvironmentClient,
@@ -29,10 +27,8 @@ CALLS = [
 
 
 @pytest.fixture(scope="module")
-def target():
-    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
-    yield f"127.0.0.1:{server.port}"
-    server.stop(grace_s=0.2)
+def target(server) -> str:
+    return local(server.port)
 
 
 def test_async_episode_matches_the_sync_client(target):

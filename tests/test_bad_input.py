@@ -14,11 +14,9 @@ from grpc_status import rpc_status
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.helpers import local
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import start_server
-from workplace_env.sessions import SessionStore
 
 ALLOWED = {
     grpc.StatusCode.INVALID_ARGUMENT,
@@ -78,11 +76,9 @@ tasks = st.one_of(
 
 
 @pytest.fixture(scope="module")
-def stub():
-    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
-    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+def stub(server):
+    with grpc.insecure_channel(local(server.port)) as channel:
         yield pb_grpc.EnvironmentServiceStub(channel)
-    server.stop(grace_s=0.2)
 
 
 def _check(fn, request) -> None:

@@ -8,17 +8,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-from pathlib import Path
+from collections.abc import Callable
 
 import grpc
 import pytest
 
+from tests.helpers import Served, ServeProcess, total_emails
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace_env.config import Settings
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import start_server
-from workplace_env.sessions import SessionStore
 from workplace_env.taskgen import generate_tasks
 from workplace_env_client import (
     AdminClient,
@@ -40,49 +37,24 @@ TASK = {"id": "t1", "ground_truth": [{"name": SEND[0], "arguments": json.dumps(S
 SEARCH = ("email_search_emails", {"query": "kept"})
 
 
-@pytest.fixture(scope="module")
-def base():
-    return load_sandbox(None)
-
-
 #: Deadlines far above what these tests take on an idle machine (seconds), where the deadline
 #: is not what is tested: a loaded machine (CI beside other jobs) may be many times slower.
 LOADED_RPC_S, LOADED_PROCESS_S = 120.0, 900.0
 
 
-class Server:
-    def __init__(self, base, token: str | None = None) -> None:
-        self.running = start_server(
-            SessionStore(base),
-            "127.0.0.1:0",
-            settings=Settings(admin_token=token, admin_open=token is None),
-        )
-        target = f"127.0.0.1:{self.running.port}"
-        self.client = EnvironmentClient(target, timeout_s=LOADED_RPC_S)
-        self.admin = AdminClient(target, token=token, timeout_s=LOADED_RPC_S)
-
-    def stop(self) -> None:
-        self.client.close()
-        self.admin.close()
-        self.running.stop(grace_s=0.2)
-
-
 @pytest.fixture
-def servers(base):
-    made: list[Server] = []
+def servers(make_server) -> Callable[..., Served]:
+    """Start a server with the admin RPCs open (loopback), or behind ``token``."""
 
-    def make(token: str | None = None) -> Server:
-        made.append(Server(base, token))
-        return made[-1]
+    def make(token: str | None = None) -> Served:
+        settings = Settings(admin_token=token, admin_open=token is None)
+        return make_server(settings=settings, admin_token=token)
 
-    yield make
-    for server in made:
-        server.stop()
+    return make
 
 
 def _found(client, sid) -> int:
-    out = client.call_tool(sid, *SEARCH)
-    return 0 if isinstance(out, str) else out["pagination"]["total_emails"]
+    return total_emails(client.call_tool(sid, *SEARCH))
 
 
 def test_K1_export_snapshots_live_sessions_and_reports_missing(servers):
@@ -110,7 +82,7 @@ def test_K1_export_snapshots_live_sessions_and_reports_missing(servers):
         == len(json.loads(json.loads(legacy.state_json)["containers"]["email"]["_emails"])["data"])
         + 1
     )
-    assert a.client.call_tool("k1", *SEARCH)  # unchanged by the export
+    assert _found(a.client, "k1") == 1  # unchanged by the export
 
 
 def test_K2_one_invalid_snapshot_installs_nothing_and_names_it(servers):
@@ -235,7 +207,7 @@ def test_K6_retire_is_idempotent_and_later_calls_are_not_found(servers):
         a.client.call_tool("k6", *SEARCH)
 
 
-def test_admin_rpcs_need_the_bearer_token(servers, base):
+def test_admin_rpcs_need_the_bearer_token(servers):
     secured = servers(token="s3cret")
     target = f"127.0.0.1:{secured.running.port}"
     for token in (None, "wrong"):
@@ -245,7 +217,9 @@ def test_admin_rpcs_need_the_bearer_token(servers, base):
     # The scheme is case-insensitive (RFC 6750), the token is not.
     stub = secured.admin.stub
     lower = (("authorization", "bearer s3cret"),)
-    assert list(stub.ExportSessions(admin_pb.ExportSessionsRequest(), metadata=lower, timeout=10))
+    asked = admin_pb.ExportSessionsRequest(resources_session_ids=["ghost"])
+    answer = list(stub.ExportSessions(asked, metadata=lower, timeout=10))
+    assert [list(chunk.missing_session_ids) for chunk in answer] == [["ghost"]]
     wrong_case = (("authorization", "Bearer S3CRET"),)
     with pytest.raises(grpc.RpcError) as err:
         list(stub.ExportSessions(admin_pb.ExportSessionsRequest(), metadata=wrong_case, timeout=10))
@@ -259,7 +233,6 @@ def test_admin_rpcs_need_the_bearer_token(servers, base):
 #: The admin token of the ``serve`` process; the checkpoint commands read it from the
 #: environment (an open in-process admin ignores it).
 CLI_TOKEN = "checkpoint-admin"
-SERVE = (sys.executable, "-m", "workplace_env.cli", "serve")
 CHECKPOINT = (sys.executable, "-m", "workplace_env.cli", "checkpoint")
 
 
@@ -288,25 +261,17 @@ def test_cli_save_then_restore_with_a_corrupted_file_installs_nothing(servers, t
     assert b.running.store.live_count() == 0
 
 
-def _serve_process(tmp_path: Path) -> tuple[subprocess.Popen, int]:
-    proc = subprocess.Popen(
-        [*SERVE, "--address", "127.0.0.1:0", "--admin-token", CLI_TOKEN],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    line = proc.stderr.readline()
-    assert "serving on" in line, line
-    # Keep reading its log: a full pipe would block the server mid-RPC (a deadline, a hang).
-    threading.Thread(target=proc.stderr.read, daemon=True).start()
-    return proc, int(line.rsplit(":", 1)[1])
+def _serve_process() -> tuple[subprocess.Popen, int]:
+    serve = ServeProcess("--admin-token", CLI_TOKEN).ready()
+    return serve.proc, serve.port
 
 
 def _play(client: EnvironmentClient, task: dict, calls: list[dict], sid: str) -> list[str]:
     return [client.call_tool_raw(sid, c["name"], c["arguments"], f"{sid}-{i}") for i, c in calls]
 
 
-def test_crash_restore_finishes_every_episode_identically(tmp_path, base):
-    tasks = [t for t in generate_tasks(base, count=200, seed=7)]
+def test_crash_restore_finishes_every_episode_identically(tmp_path, sandbox, servers):
+    tasks = [t for t in generate_tasks(sandbox, count=200, seed=7)]
     plans = []
     for n, task in enumerate(tasks):
         calls = list(enumerate(task["ground_truth"]))
@@ -317,7 +282,7 @@ def test_crash_restore_finishes_every_episode_identically(tmp_path, base):
         return _play(client, plan[3], calls[start:stop], sid)
 
     # Uninterrupted reference run, in this process.
-    ref = Server(base)
+    ref = servers()
     expected = []
     try:
         for plan in plans:
@@ -329,7 +294,7 @@ def test_crash_restore_finishes_every_episode_identically(tmp_path, base):
         ref.stop()
 
     # Interrupted run: half the calls, checkpoint, SIGKILL, new process, restore, the rest.
-    proc, port = _serve_process(tmp_path)
+    proc, port = _serve_process()
     got_first = []
     try:
         with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=LOADED_RPC_S) as client:
@@ -342,7 +307,7 @@ def test_crash_restore_finishes_every_episode_identically(tmp_path, base):
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=LOADED_RPC_S)
-    proc, port = _serve_process(tmp_path)
+    proc, port = _serve_process()
     try:
         restored = _cli(
             "checkpoint", "restore", str(tmp_path / "ckpt"), "--target", f"127.0.0.1:{port}"
@@ -369,7 +334,7 @@ def test_checkpoint_commands_wait_for_a_slow_server_as_long_as_told(tmp_path):
     30 s (DEADLINE_EXCEEDED in the crash test above). A frozen server (SIGSTOP, what a loaded
     machine looks like from outside) fails a 1 s deadline, and a save started while it is
     frozen completes once it runs again."""
-    proc, port = _serve_process(tmp_path)
+    proc, port = _serve_process()
     target = ("--target", f"127.0.0.1:{port}")
     try:
         with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=LOADED_RPC_S) as client:
@@ -406,7 +371,9 @@ def test_K1_a_session_the_codec_cannot_encode_is_reported_and_the_others_export(
         '{"customer_name": "A", "assigned_to_email": "a@b.com", "status": "Lead",'
         ' "customer_phone": 1e999}'
     )
-    assert a.client.call_tool("inf", "customer_relationship_manager_add_customer", add)
+    assert (
+        a.client.call_tool("inf", "customer_relationship_manager_add_customer", add) == "00000200"
+    )
     snapshots, missing, failures = a.admin.export_sessions()
     assert [s.resources_session_id for s in snapshots] == ["fine"] and missing == []
     assert (

@@ -5,22 +5,20 @@ the store's bounds; malformed records are refused (K2); over-long call_ids are r
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import grpc
 import pytest
 
+from tests.helpers import Served, total_emails
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.checkpoint.files import read_checkpoint, write_checkpoint
 from workplace_env.config import Settings
 from workplace_env.model import MAX_CALL_ID_CHARS, EpisodeId, Task, TaskId
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import start_server
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env_client import (
-    AdminClient,
     CallIdReusedError,
-    EnvironmentClient,
     InvalidRequestError,
     snapshot_from_json,
     snapshot_to_json,
@@ -34,19 +32,8 @@ OTHER_ARGS = json.dumps({"recipient": "a@b.com", "subject": "another", "body": "
 TASK = {"id": "t1", "ground_truth": [{"name": "email_send_email", "arguments": SEND_ARGS}]}
 
 
-@pytest.fixture(scope="module")
-def base():
-    return load_sandbox(None)
-
-
-class Server:
-    def __init__(self, base) -> None:
-        self.running = start_server(
-            SessionStore(base), "127.0.0.1:0", settings=Settings(admin_open=True)
-        )
-        target = f"127.0.0.1:{self.running.port}"
-        self.client = EnvironmentClient(target, timeout_s=20)
-        self.admin = AdminClient(target, timeout_s=20)
+class Server(Served):
+    """A server with the admin RPCs open, and its ``CallTool`` answers as sent."""
 
     def send(self, sid: str, call_id: str, arguments: str = SEND_ARGS) -> pb.CallToolResponse:
         """CallTool through the raw stub, so ``replayed`` is visible."""
@@ -59,26 +46,18 @@ class Server:
         return self.client.stub.CallTool(request, timeout=20)
 
     def copies(self, sid: str) -> int:
-        out = self.client.call_tool(sid, "email_search_emails", {"query": "once only"})
-        return 0 if isinstance(out, str) else out["pagination"]["total_emails"]
-
-    def stop(self) -> None:
-        self.client.close()
-        self.admin.close()
-        self.running.stop(grace_s=0.2)
+        return total_emails(
+            self.client.call_tool(sid, "email_search_emails", {"query": "once only"})
+        )
 
 
 @pytest.fixture
-def servers(base):
-    made: list[Server] = []
-
+def servers(make_server) -> Callable[[], Server]:
     def make() -> Server:
-        made.append(Server(base))
-        return made[-1]
+        served = make_server(settings=Settings(admin_open=True))
+        return Server(served.running, served.client, served.raw, served.admin)
 
-    yield make
-    for server in made:
-        server.stop()
+    return make
 
 
 def test_T6_a_call_retried_after_checkpoint_restore_replays_once(servers, tmp_path):
@@ -195,9 +174,9 @@ class Clock:
         return self.now
 
 
-def test_restored_call_records_keep_the_receivers_count_and_age_bounds(base):
+def test_restored_call_records_keep_the_receivers_count_and_age_bounds(sandbox):
     clock = Clock()
-    source = SessionStore(base, SessionConfig(call_id_ttl_s=100.0), clock=clock)
+    source = SessionStore(sandbox, SessionConfig(call_id_ttl_s=100.0), clock=clock)
     task = Task(id="t1")
     source.seed("b", EpisodeId("r", 0), TaskId("unit", "t1"), task)
     for i in range(4):  # ages at export: 30, 20, 10, 0 s
@@ -208,7 +187,7 @@ def test_restored_call_records_keep_the_receivers_count_and_age_bounds(base):
     assert [c.call_id for c in snapshots[0].calls] == ["c0", "c1", "c2", "c3"]
     assert [c.age_s for c in snapshots[0].calls] == [30.0, 20.0, 10.0, 0.0]
 
-    target = SessionStore(base, SessionConfig(call_id_ttl_s=25.0, max_call_ids=2), clock=Clock())
+    target = SessionStore(sandbox, SessionConfig(call_id_ttl_s=25.0, max_call_ids=2), clock=Clock())
     target.restore(snapshots)
     target.seed("b", EpisodeId("r", 0), TaskId("unit", "t1"), task)
     session = target._sessions["b"]

@@ -13,19 +13,13 @@ from workplace_env.checkpoint.codec import (
     encode_table,
     tables_equal,
 )
-from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import CALENDAR, CRM, TABLE_KEYS, SessionTables
 from workplace_env.sandbox.tools import execute
 
 
-@pytest.fixture(scope="module")
-def base():
-    return load_sandbox(None)
-
-
-def _session(base) -> SessionTables:
+def _session(sandbox) -> SessionTables:
     """A session with every kind of cell the codec must keep apart."""
-    tables = SessionTables(base)
+    tables = SessionTables(sandbox)
     # Calendar append: duplicate index label 0, and a duration stored as a JSON number.
     execute(
         tables,
@@ -63,19 +57,19 @@ def _all(tables: SessionTables) -> dict:
     return {key: tables.table(key) for key in TABLE_KEYS}
 
 
-def test_round_trip_is_bit_exact(base):
-    tables = _session(base)
+def test_round_trip_is_bit_exact(sandbox):
+    tables = _session(sandbox)
     state = encode_state(_all(tables))
     text = json.dumps(state)
-    decoded = decode_state(json.loads(text), base.tables)
+    decoded = decode_state(json.loads(text), sandbox.tables)
     for key in TABLE_KEYS:
         assert tables_equal(decoded[key], tables.table(key)), key
     assert encode_state(decoded) == state  # and the bytes again
 
 
-def test_round_trip_keeps_nan_none_duplicates_and_floats(base):
-    tables = _session(base)
-    decoded = decode_state(encode_state(_all(tables)), base.tables)
+def test_round_trip_keeps_nan_none_duplicates_and_floats(sandbox):
+    tables = _session(sandbox)
+    decoded = decode_state(encode_state(_all(tables)), sandbox.tables)
     calendar = decoded[CALENDAR]
     assert calendar.index[-1] == 0 and calendar.index.count(0) == 2
     assert calendar.data["duration"][-1] == 30 and type(calendar.data["duration"][-1]) is int
@@ -89,21 +83,21 @@ def test_round_trip_keeps_nan_none_duplicates_and_floats(base):
     assert decoded["analytics._plots_data"].range_index is None
 
 
-def test_v0_split_json_is_accepted(base):
-    tables = _session(base)
+def test_v0_split_json_is_accepted(sandbox):
+    tables = _session(sandbox)
     containers: dict = {}
     for key in TABLE_KEYS:
         container, attribute = key.split(".")
         containers.setdefault(container, {})[attribute] = tables.frame(key).to_json(orient="split")
-    decoded = decode_state({"containers": containers}, base.tables)  # no schema_version: v0
+    decoded = decode_state({"containers": containers}, sandbox.tables)  # no schema_version: v0
     crm = decoded[CRM]
     assert all(v is None or isinstance(v, str) for v in crm.data["customer_phone"])
     assert decoded["email._emails"].range_index == (0, len(decoded["email._emails"]), 1)
     assert decoded[CALENDAR].range_index is None and decoded[CALENDAR].index[-1] == 0
 
 
-def _state_with(base, key: str, mutate) -> dict:
-    state = encode_state(dict(base.tables))
+def _state_with(sandbox, key: str, mutate) -> dict:
+    state = encode_state(dict(sandbox.tables))
     container, attribute = key.split(".")
     document = json.loads(state["containers"][container][attribute])
     mutate(document)
@@ -129,18 +123,18 @@ def _state_with(base, key: str, mutate) -> dict:
         (lambda d: d.__setitem__("extra", 1), "containers.email._emails"),
     ],
 )
-def test_invalid_table_names_the_field(base, mutate, field):
+def test_invalid_table_names_the_field(sandbox, mutate, field):
     with pytest.raises(CodecError) as err:
-        decode_state(_state_with(base, "email._emails", mutate), base.tables)
+        decode_state(_state_with(sandbox, "email._emails", mutate), sandbox.tables)
     assert err.value.field == f"state.{field}"
 
 
-def test_non_object_dtype_cells_are_type_checked(base):
+def test_non_object_dtype_cells_are_type_checked(sandbox):
     def bad(d):
         d["data"][0][5] = "yes"  # user_engaged is bool
 
     with pytest.raises(CodecError) as err:
-        decode_state(_state_with(base, "analytics._analytics_data", bad), base.tables)
+        decode_state(_state_with(sandbox, "analytics._analytics_data", bad), sandbox.tables)
     assert "bool" in str(err.value)
 
 
@@ -153,22 +147,22 @@ def test_non_object_dtype_cells_are_type_checked(base):
         ({"schema_version": 1, "containers": {"email": {}}}, "state.containers"),
     ],
 )
-def test_invalid_state_names_the_field(base, state, field):
+def test_invalid_state_names_the_field(sandbox, state, field):
     with pytest.raises(CodecError) as err:
-        decode_state(state, base.tables)
+        decode_state(state, sandbox.tables)
     assert err.value.field == field
 
 
-def test_missing_attribute_is_refused(base):
-    state = encode_state(dict(base.tables))
+def test_missing_attribute_is_refused(sandbox):
+    state = encode_state(dict(sandbox.tables))
     del state["containers"]["analytics"]["_plots_data"]
     with pytest.raises(CodecError) as err:
-        decode_state(state, base.tables)
+        decode_state(state, sandbox.tables)
     assert err.value.field == "state.containers.analytics"
 
 
-def test_infinite_float_cannot_be_encoded(base):
-    table = base.tables["email._emails"].copy()
+def test_infinite_float_cannot_be_encoded(sandbox):
+    table = sandbox.tables["email._emails"].copy()
     table.data["subject"][0] = float("inf")
     with pytest.raises(CodecError):
         encode_table(table)

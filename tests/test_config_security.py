@@ -13,12 +13,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from tests.helpers import serving
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env.config import ConfigError, Settings, describe, load_settings
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import start_server
-from workplace_env.sessions import SessionStore
 
 # -- configuration -------------------------------------------------------------------------------
 
@@ -129,38 +127,33 @@ def _list_tools(target, credentials) -> int:
         return len(stub.ListTools(pb.ListToolsRequest(), timeout=10).tools)
 
 
-def _serve(pki, mtls: bool):
+def _serve(sandbox, pki, mtls: bool):
+    """A server with TLS (and with ``mtls``, client certificates required)."""
     d = pki["dir"]
     settings = Settings(
         tls_cert=str(d / "server_cert.pem"),
         tls_key=str(d / "server_key.pem"),
         tls_client_ca=str(d / "ca.pem") if mtls else None,
     )
-    return start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0", settings=settings)
+    return serving(sandbox, settings=settings)
 
 
-def test_tls_server_accepts_a_client_trusting_its_ca(pki):
-    server = _serve(pki, mtls=False)
-    try:
+def test_tls_server_accepts_a_client_trusting_its_ca(sandbox, pki):
+    with _serve(sandbox, pki, mtls=False) as server:
         target = f"127.0.0.1:{server.port}"
         assert _list_tools(target, grpc.ssl_channel_credentials(pki["ca"])) == 27
         with grpc.insecure_channel(target) as channel, pytest.raises(grpc.RpcError):
             pb_grpc.EnvironmentServiceStub(channel).ListTools(pb.ListToolsRequest(), timeout=5)
-    finally:
-        server.stop(grace_s=0.2)
 
 
-def test_mtls_requires_a_client_certificate(pki):
-    server = _serve(pki, mtls=True)
-    try:
+def test_mtls_requires_a_client_certificate(sandbox, pki):
+    with _serve(sandbox, pki, mtls=True) as server:
         target = f"127.0.0.1:{server.port}"
         with_cert = grpc.ssl_channel_credentials(pki["ca"], pki["client_key"], pki["client_cert"])
         assert _list_tools(target, with_cert) == 27
         with pytest.raises(grpc.RpcError) as err:
             _list_tools(target, grpc.ssl_channel_credentials(pki["ca"]))
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
-    finally:
-        server.stop(grace_s=0.2)
 
 
 @pytest.mark.parametrize(

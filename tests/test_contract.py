@@ -6,7 +6,7 @@ Runs on the embedded default sandbox, so it needs nothing from ../shared. Each t
 on the reference's behaviour (which resets state on a repeated seed, leaks abandoned sessions,
 answers lost sessions with 400, and has no fences). Every error case checks the status code and
 the ``ErrorInfo`` (reason, domain, ``resources_session_id``). Races are staged with the store's
-test-only :class:`~workplace_env.sessions.Faults` hooks and ``threading.Event``; no sleeps.
+test-only :class:`~workplace_env.testing.faults.Faults` hooks and ``threading.Event``; no sleeps.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -30,14 +30,18 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import SHARED
+from tests.helpers import EP, HANG_S, TASK, TID, WRITE, FakeClock, assert_refused
+from tests.helpers import emails as _emails
+from tests.helpers import error_info as _error_info
+from tests.helpers import wait as _wait
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.gateway import start_gateway
 from workplace_env.gateway.cookies import CookieCodec
 from workplace_env.gateway.settings import COOKIE_NAME, GatewaySettings
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import RunningServer, start_server
+from workplace_env.server.app import start_server
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     CallIdReusedError,
     CapacityError,
@@ -50,110 +54,7 @@ from workplace_env_client import (
     SessionExpiredError,
     SessionLostError,
     UnavailableError,
-    WorkplaceEnvError,
 )
-
-EP = ("rollout-1", 0)
-TID = ("unit", "task-1")
-WRITE = ("email_send_email", {"recipient": "a@b.com", "subject": "hello", "body": "hi"})
-TASK = {
-    "id": "task-1",
-    "category": "email",
-    "ground_truth": [{"name": WRITE[0], "arguments": json.dumps(WRITE[1])}],
-}
-#: Upper bound for a wait that only guards against a hang (a deadlock fails, not blocks CI).
-HANG_S = 30.0
-
-
-class FakeClock:
-    """A settable clock so TTL tests need no sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@dataclass
-class Env:
-    """A server over a fresh store: ``client`` retries like any SDK user; ``raw`` never retries,
-    so a test sees each attempt's answer."""
-
-    client: EnvironmentClient
-    raw: EnvironmentClient
-    store: SessionStore
-    clock: FakeClock
-    server: RunningServer
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    return load_sandbox(None)
-
-
-@pytest.fixture
-def make_env(sandbox) -> Iterator[Callable[..., Env]]:
-    servers: list[Env] = []
-
-    def make(**config: Any) -> Env:
-        clock = FakeClock()
-        store = SessionStore(sandbox, SessionConfig(**config), clock=clock)
-        # The tests drive eviction themselves (fake clock); keep the sweep thread out of it.
-        server = start_server(store, "127.0.0.1:0", evict_interval_s=3600)
-        target = f"127.0.0.1:{server.port}"
-        env = Env(
-            EnvironmentClient(target, timeout_s=HANG_S),
-            EnvironmentClient(target, timeout_s=HANG_S, max_attempts=1),
-            store,
-            clock,
-            server,
-        )
-        servers.append(env)
-        return env
-
-    yield make
-    for env in servers:
-        env.store.faults.clear()
-        env.client.close()
-        env.raw.close()
-        env.server.stop(grace_s=0.2)
-
-
-@pytest.fixture
-def env(make_env) -> Env:
-    return make_env()
-
-
-def _emails(client: EnvironmentClient, sid: str) -> int:
-    out = client.call_tool(sid, "email_search_emails", {"query": "hello", "page_size": 100})
-    return 0 if isinstance(out, str) else out["pagination"]["total_emails"]
-
-
-def _error_info(exc: grpc.RpcError) -> error_details_pb2.ErrorInfo:
-    status = rpc_status.from_call(exc)
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return info
-    raise AssertionError("no ErrorInfo in the status")
-
-
-def assert_refused(
-    error: WorkplaceEnvError, code: grpc.StatusCode, reason: str | None, session_id: str
-) -> None:
-    """The error's status code, and its ErrorInfo: reason, domain, the session it names."""
-    assert error.code == code, error
-    if reason is not None:
-        assert error.reason == reason, error
-    assert error.domain == DOMAIN, error
-    assert error.session_id == session_id, error
-
-
-def _wait(event: threading.Event) -> None:
-    assert event.wait(HANG_S), "hang guard: the awaited step never happened"
-
 
 # -- SeedSession ------------------------------------------------------------------------------
 
@@ -168,7 +69,7 @@ def test_S1_seed_new_id_builds_tables_then_binds(env):
         except Exception as exc:
             during_build.append(exc.reason)
 
-    env.store.faults.on("build", probe)
+    Faults.of(env.store).on("build", probe)
     response = env.client.seed("s1", EP, TID, TASK)
     assert response.state == pb.SESSION_STATE_SEEDED and not response.already_seeded
     assert during_build == [0, "SESSION_LOST"]
@@ -180,7 +81,7 @@ def test_S2_repeated_seed_keeps_mutations(env):
     first = env.client.seed("s2", EP, TID, TASK)
     env.client.call_tool("s2", *WRITE)
     builds = []
-    env.store.faults.on("build", builds.append)
+    Faults.of(env.store).on("build", builds.append)
     again = env.client.seed("s2", EP, TID, TASK)
     assert again.already_seeded and again.state == first.state
     assert builds == []  # nothing rebuilt
@@ -274,7 +175,7 @@ def test_S5_missing_messages_are_required(env):
 
 
 def test_S6_table_build_failure_is_unavailable_and_retryable(env):
-    env.store.faults.fail_next_build()
+    Faults.of(env.store).fail_next_build()
     with pytest.raises(UnavailableError) as err:
         env.raw.seed("s6", EP, TID, TASK)  # one attempt, no SDK retry
     assert_refused(err.value, grpc.StatusCode.UNAVAILABLE, "TABLES_UNAVAILABLE", "s6")
@@ -301,8 +202,8 @@ def test_S6_os_error_in_build_is_unavailable(env):
 
 def test_S6_sdk_retries_a_failed_build_transparently(env):
     builds: list[str] = []
-    env.store.faults.on("build", builds.append)
-    env.store.faults.fail_next_build()
+    Faults.of(env.store).on("build", builds.append)
+    Faults.of(env.store).fail_next_build()
     response = env.client.seed("s6c", EP, TID, TASK)  # the retry policy's second attempt wins
     assert not response.already_seeded
     assert builds == ["s6c", "s6c"] and env.store.live_count() == 1
@@ -311,7 +212,7 @@ def test_S6_sdk_retries_a_failed_build_transparently(env):
 def test_S6_failed_legacy_rebuild_keeps_the_old_tables(env):
     env.client.seed_legacy("cookie-s6", TASK)
     env.client.call_tool("cookie-s6", *WRITE)
-    env.store.faults.fail_next_build()
+    Faults.of(env.store).fail_next_build()
     with pytest.raises(UnavailableError) as err:
         env.raw.seed_legacy("cookie-s6", TASK)
     assert_refused(err.value, grpc.StatusCode.UNAVAILABLE, "TABLES_UNAVAILABLE", "cookie-s6")
@@ -342,8 +243,8 @@ def test_S8_racing_identical_seeds_build_one_table_set(env):
         building.set()
         _wait(go)
 
-    env.store.faults.on("build", hold_build)
-    env.store.faults.on("seed_wait", lambda sid: second_waiting.set())
+    Faults.of(env.store).on("build", hold_build)
+    Faults.of(env.store).on("seed_wait", lambda sid: second_waiting.set())
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(env.client.seed, "s8", EP, TID, TASK)
         _wait(building)  # the first seed is inside its build ...
@@ -367,9 +268,9 @@ def test_S8_second_seed_builds_when_the_racing_build_fails(env):
             building.set()
             _wait(go)
 
-    env.store.faults.on("build", hold_first_build)
-    env.store.faults.on("seed_wait", lambda sid: second_waiting.set())
-    env.store.faults.fail_next_build()
+    Faults.of(env.store).on("build", hold_first_build)
+    Faults.of(env.store).on("seed_wait", lambda sid: second_waiting.set())
+    Faults.of(env.store).fail_next_build()
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(env.raw.seed, "s8b", EP, TID, TASK)
         _wait(building)
@@ -430,7 +331,7 @@ def test_T4_call_on_unheld_session_is_not_found(make_env, how):
     elif how == "lost_in_restart":  # held by another server process, not by this one
         make_env().client.seed("t4", EP, TID, TASK)
     elif how == "failed_seed":
-        env.store.faults.fail_next_build()
+        Faults.of(env.store).fail_next_build()
         with pytest.raises(UnavailableError):
             env.raw.seed("t4", EP, TID, TASK)
     with pytest.raises(SessionLostError) as err:
@@ -471,8 +372,8 @@ def test_T6_repeated_call_id_is_not_executed_twice(env):
 def test_T6_lost_response_is_retried_by_the_sdk_without_running_twice(env):
     env.client.seed("t6b", EP, TID, TASK)
     ran: list[str] = []
-    env.store.faults.on("tool", ran.append)
-    env.store.faults.lose_next_response()
+    Faults.of(env.store).on("tool", ran.append)
+    Faults.of(env.store).lose_next_response()
     # No call_id given: the SDK generates one, so gRPC's retry replays instead of re-running.
     assert env.client.call_tool("t6b", *WRITE) == "Email sent successfully."
     assert ran == ["t6b"]
@@ -606,6 +507,7 @@ def test_C4_close_with_other_episode_is_failed_precondition(env):
     with pytest.raises(EpisodeMismatchError) as err:
         env.client.close_session("c4", ("rollout-other", 0))
     assert_refused(err.value, grpc.StatusCode.FAILED_PRECONDITION, "EPISODE_MISMATCH", "c4")
+    assert "belongs to episode rollout-1/0" in str(err.value)  # the binding it has
     assert env.store.live_count() == 1
     assert _emails(env.client, "c4") == 1  # unchanged
 
@@ -613,7 +515,7 @@ def test_C4_close_with_other_episode_is_failed_precondition(env):
 def test_C5_failed_release_is_internal_and_not_recorded(env):
     env.client.seed("c5", EP, TID, TASK)
     env.client.call_tool("c5", *WRITE)
-    env.store.faults.fail_next_release()
+    Faults.of(env.store).fail_next_release()
     with pytest.raises(ReleaseFailedError) as err:
         env.client.close_session("c5", EP)
     assert_refused(err.value, grpc.StatusCode.INTERNAL, "RELEASE_FAILED", "c5")
@@ -663,11 +565,9 @@ def test_X1_evicted_id_can_be_seeded_again_by_its_binding(make_env):
     assert _emails(env.client, "x1b") == 0
 
 
-def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(sandbox):
-    store = SessionStore(sandbox)
-    running = start_server(store, "127.0.0.1:0", evict_interval_s=3600)
-    target = f"127.0.0.1:{running.port}"
-    client = EnvironmentClient(target, timeout_s=HANG_S)
+def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(make_server):
+    served = make_server(evict_interval_s=3600)
+    store, running, target, client = served.store, served.running, served.target, served.client
     channel = grpc.insecure_channel(target)
     health = health_pb2_grpc.HealthStub(channel)
     in_tool, release_tool = threading.Event(), threading.Event()
@@ -682,8 +582,8 @@ def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(sandbox):
         draining.set()
         _wait(stop_now)
 
-    store.faults.on("tool", hold_tool)
-    store.faults.on("drain", hold_drain)
+    Faults.of(store).on("tool", hold_tool)
+    Faults.of(store).on("drain", hold_drain)
     try:
         client.seed("x2-busy", EP, TID, TASK)
         client.seed("x2-idle", ("rollout-2", 0), TID, TASK)
@@ -703,12 +603,10 @@ def test_X2_draining_server_refuses_seeds_and_finishes_in_flight_calls(sandbox):
             assert in_flight.result(HANG_S) == "Email sent successfully."
             stopping.result(HANG_S)
     finally:
-        store.faults.clear()
+        Faults.of(store).clear()
         release_tool.set()
         stop_now.set()
         channel.close()
-        client.close()
-        running.stop(0)
 
 
 # -- Error details ----------------------------------------------------------------------------
@@ -722,7 +620,7 @@ def test_errors_carry_error_info_with_domain_and_session(env):
         )
     info = _error_info(err.value)
     assert (info.reason, info.domain) == ("SESSION_LOST", DOMAIN)
-    assert info.metadata["resources_session_id"] == "ghost"
+    assert dict(info.metadata) == {"resources_session_id": "ghost", "rpc": "CallTool"}
 
 
 def test_list_tools_gives_27_schemas(env):
@@ -738,9 +636,14 @@ def test_list_tools_gives_27_schemas(env):
 def test_legacy_reseed_rebuilds_fresh_tables(env):
     env.client.seed_legacy("cookie-3", TASK)
     env.client.call_tool("cookie-3", *WRITE)
-    assert env.client.seed_legacy("cookie-3", TASK).rebuilt
+    again = env.client.seed_legacy("cookie-3", TASK)
+    assert (again.rebuilt, again.already_seeded, again.state) == (
+        True,
+        False,
+        pb.SESSION_STATE_SEEDED,
+    )
     assert _emails(env.client, "cookie-3") == 0
-    assert env.store.live_count() == 1
+    assert env.store.state_counts() == {"seeded": 1}
 
 
 def test_legacy_and_typed_ids_do_not_mix(env):
@@ -748,8 +651,9 @@ def test_legacy_and_typed_ids_do_not_mix(env):
     with pytest.raises(SessionConflictError):
         env.client.seed_legacy("typed-1", TASK)
     env.client.seed_legacy("cookie-4", TASK)
-    with pytest.raises(SessionConflictError):
+    with pytest.raises(SessionConflictError) as err:
         env.client.seed("cookie-4", EP, TID, TASK)
+    assert "legacy (cookie) session" in str(err.value)
 
 
 def test_legacy_session_is_seeded_again_after_verify(env):
@@ -770,7 +674,7 @@ def test_legacy_close_after_verify_is_closed_and_fenced(env):
 
 def test_legacy_verify_keeps_the_session_when_the_release_fails(env):
     env.client.seed_legacy("cookie-7", TASK)
-    env.store.faults.fail_next_release()
+    Faults.of(env.store).fail_next_release()
     assert env.client.verify("cookie-7", [WRITE]).reward == 1.0
     assert env.store.live_count() == 1  # still held: a resent verify scores it again
     assert env.client.verify("cookie-7", [WRITE]).reward == 1.0
@@ -1018,3 +922,111 @@ def test_V5_too_many_calls_is_invalid_argument(env):
         env.client.verify("v5big", [WRITE] * 2001)
     assert [v.field for v in err.value.violations] == ["function_calls"]
     assert env.client.verify("v5big", [WRITE] * 3).reward == 0.0  # many is fine, too many not
+
+
+# -- boundaries (each kills a one-line mutation of the service the suite once let through) ----
+
+#: A tool that writes no compared table: a verify skips it without replaying it, so a long list
+#: of them costs little.
+READ = ("company_directory_find_email_address", {"name": "a"})
+
+
+def _verify_with(client: EnvironmentClient, sid: str, side: str, calls: list[Any]) -> Any:
+    """Verify ``calls`` on ``side`` of the request; the other side is the task's one write."""
+    if side == "function_calls":
+        return client.verify(sid, calls)
+    if side == "response_output_json":
+        items: list[dict[str, Any]] = [
+            {"type": "function_call", "name": n, "arguments": json.dumps(a), "call_id": f"c{i}"}
+            for i, (n, a) in enumerate(calls)
+        ]
+        # Not a call: the bound counts the function_call items only.
+        items.append({"type": "message", "content": [{"type": "output_text", "text": "done"}]})
+        return client.verify(sid, response_output=items)
+    if side == "ground_truth":
+        return client.verify(sid, [WRITE], ground_truth=calls)
+    truth = [{"name": n, "arguments": json.dumps(a)} for n, a in calls]
+    return client.verify(sid, [WRITE], ground_truth_json=json.dumps(truth))
+
+
+@pytest.mark.parametrize(
+    "side", ["function_calls", "response_output_json", "ground_truth", "ground_truth_json"]
+)
+def test_V5_a_verify_replays_at_most_2000_calls_on_each_side(env, side):
+    # environment.proto, Verify: INVALID_ARGUMENT for more than 2,000 calls on either side.
+    env.client.seed("v5edge", EP, TID, TASK)
+    at_bound = [READ] * 1999 + [WRITE]
+    assert _verify_with(env.client, "v5edge", side, at_bound).reward == 1.0
+    with pytest.raises(InvalidRequestError) as err:
+        _verify_with(env.client, "v5edge", side, [READ, *at_bound])
+    assert_refused(err.value, grpc.StatusCode.INVALID_ARGUMENT, None, "v5edge")
+    fields = [v.field for v in err.value.violations]
+    assert fields in ([side], [side.removesuffix("_json")])  # the side that is too long
+    assert env.client.verify("v5edge", [WRITE]).reward == 1.0  # the session is unchanged
+
+
+def test_V5_a_response_output_that_is_not_an_array_is_named_and_why(env):
+    env.client.seed("v5arr", EP, TID, TASK)
+    with pytest.raises(InvalidRequestError) as err:
+        env.client.verify("v5arr", response_output='{"type": "function_call"}')
+    assert [(v.field, v.description) for v in err.value.violations] == [
+        ("response_output_json", "not a JSON array: response output must be a JSON array")
+    ]
+
+
+def test_V3_a_resent_verify_that_differs_in_any_call_or_its_truth_is_scored_afresh(make_env):
+    # V3: only an identical resend gets the remembered answer; any other is scored by replay.
+    env = make_env(retry_window_s=30)
+    env.client.seed_legacy("cookie-v3", TASK)
+    assert env.client.verify("cookie-v3", [WRITE]).reward == 1.0
+    assert env.client.verify("cookie-v3", [READ]).reward == 0.0  # another call, same count
+    assert env.client.verify("cookie-v3", [WRITE], ground_truth=[]).reward == 0.0
+    assert env.client.verify("cookie-v3", []).reward == 0.0
+    again = env.client.verify("cookie-v3", [WRITE])
+    assert (again.reward, again.mask_sample) == (1.0, False)
+
+
+def test_V2_a_verified_legacy_id_is_remembered_for_exactly_the_retry_window(make_env):
+    # V2/V3: remembered for the window, so at its last instant an identical resend answers the
+    # same and a close finds a verified session (CLOSED); an instant later the id is forgotten.
+    env = make_env(retry_window_s=30)
+    for sid in ("cookie-edge", "cookie-past"):
+        env.client.seed_legacy(sid, TASK)
+        assert env.client.verify(sid, [WRITE]).reward == 1.0
+    env.clock.now += 30
+    again = env.client.verify("cookie-edge", [WRITE])
+    assert (again.reward, again.mask_sample) == (1.0, False)
+    assert env.client.close_session("cookie-edge", EP) == "CLOSED"
+    env.clock.now += 0.5
+    late = env.client.verify("cookie-past", [WRITE])
+    assert (late.mask_sample, late.failure_kind) == (True, "session_lost")
+    assert env.client.close_session("cookie-past", EP) == "NOT_SEEDED"
+
+
+def test_X1_the_servers_own_sweep_evicts_idle_sessions(sandbox):
+    # X1 through the server's background sweep (not a direct evict_idle() call): the idle
+    # session is evicted and answers SESSION_EXPIRED, the one used within the TTL is kept, and
+    # the eviction is counted in the metrics.
+    clock = FakeClock()
+    store = SessionStore(sandbox, SessionConfig(idle_ttl_s=60), clock=clock)
+    running = start_server(store, "127.0.0.1:0", evict_interval_s=0.01)
+    try:
+        with EnvironmentClient(f"127.0.0.1:{running.port}", timeout_s=HANG_S) as client:
+            client.seed("sweep-idle", EP, TID, TASK)
+            client.seed("sweep-busy", ("rollout-2", 0), TID, TASK)
+            clock.now += 45
+            client.call_tool("sweep-busy", *WRITE)
+            clock.now += 16  # sweep-idle: 61 s idle; sweep-busy: 16 s
+            evictions = "workplace_env_evictions_total"
+            deadline = time.monotonic() + HANG_S
+            while running.metrics.registry.get_sample_value(evictions) != 1:
+                # a condition, polled; the deadline only guards against a hang
+                assert time.monotonic() < deadline, "the sweep never evicted the idle session"
+                threading.Event().wait(0.01)
+            assert store.live_count() == 1
+            with pytest.raises(SessionExpiredError) as err:
+                client.call_tool("sweep-idle", *WRITE)
+            assert_refused(err.value, grpc.StatusCode.NOT_FOUND, "SESSION_EXPIRED", "sweep-idle")
+            assert _emails(client, "sweep-busy") == 1
+    finally:
+        running.stop(grace_s=0)

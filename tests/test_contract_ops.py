@@ -23,16 +23,19 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
+from tests.helpers import HANG_S, ServeProcess
+from tests.helpers import error_info as _error_info
+from tests.helpers import wait as _wait
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace.env.v1 import environment_pb2 as pb
-from workplace_env.cli import drain_and_stop
 from workplace_env.config import ConfigError, Settings, load_settings
 from workplace_env.gateway import start_gateway
-from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import start_server
+from workplace_env.server.serve import drain_and_stop
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionStore
+from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     AdminClient,
     CapacityError,
@@ -41,46 +44,22 @@ from workplace_env_client import (
     UnavailableError,
 )
 
-HANG_S = 30.0
 EP, TID = ("rollout-ops", 0), ("ops", "t")
 TASK = {"id": "t"}
 WRITE = ("email_send_email", {"recipient": "a@b.com", "subject": "hello", "body": "hi"})
 SENT = "Email sent successfully."
-SERVE = (sys.executable, "-m", "workplace_env.cli", "serve")
-SERVE_FLAGS = ("--address", "127.0.0.1:0", "--http-address", "127.0.0.1:0", "--grace-s", "5")
+SERVE_FLAGS = ("--http-address", "127.0.0.1:0", "--grace-s", "5")
 LOOKUP = ("company_directory_find_email_address", '{"name": "zzzz"}')
-
-
-def _wait(event: threading.Event) -> None:
-    assert event.wait(HANG_S), "hang guard: the awaited step never happened"
-
-
-def _error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
-    status = rpc_status.from_call(error)
-    assert status is not None, "no rich status"
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return info
-    raise AssertionError("no ErrorInfo")
-
-
-@pytest.fixture(scope="module")
-def sandbox():
-    return load_sandbox(None)
 
 
 # -- X2: drain -----------------------------------------------------------------------------------
 
 
-def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_calls(sandbox):
+def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_calls(make_server):
     """The shutdown `serve` runs on SIGTERM, with a gRPC and an HTTP call in flight."""
-    store = SessionStore(sandbox)
-    running = start_server(store, "127.0.0.1:0", evict_interval_s=3600)
-    target = f"127.0.0.1:{running.port}"
+    served = make_server(evict_interval_s=3600)
+    store, running, target, client = served.store, served.running, served.target, served.client
     gateway = start_gateway(target, grace_s=HANG_S)
-    client = EnvironmentClient(target, timeout_s=HANG_S)
     channel = grpc.insecure_channel(target)
     in_tool = {sid: threading.Event() for sid in ("x2-grpc", "x2-http")}
     release_tools, draining, stop_now = threading.Event(), threading.Event(), threading.Event()
@@ -94,8 +73,8 @@ def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_ca
         draining.set()
         _wait(stop_now)
 
-    store.faults.on("tool", hold_tool)
-    store.faults.on("drain", hold_drain)
+    Faults.of(store).on("tool", hold_tool)
+    Faults.of(store).on("drain", hold_drain)
     http = httpx.Client(base_url=gateway.url, timeout=HANG_S)
     other = httpx.Client(base_url=gateway.url, timeout=HANG_S)
     try:
@@ -134,43 +113,18 @@ def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_ca
             stopping.result(HANG_S)
         assert store.live_count() == 2  # nothing admitted after the signal
     finally:
-        store.faults.clear()
+        Faults.of(store).clear()
         release_tools.set()
         stop_now.set()
         http.close()
         other.close()
         channel.close()
-        client.close()
         gateway.stop(timeout_s=1)
-        running.stop(0)
-
-
-class _Serve:
-    """``workplace-env serve`` with the HTTP gateway, on free loopback ports."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [*SERVE, *SERVE_FLAGS],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stderr is not None
-        lines = [self.proc.stderr.readline(), self.proc.stderr.readline()]
-        grpc_line = next(line for line in lines if "serving on" in line)
-        http_line = next(line for line in lines if "HTTP gateway on" in line)
-        self.target = grpc_line.split()[-1]
-        self.url = http_line.split()[-1]
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(HANG_S)
 
 
 def test_X2_sigterm_with_the_http_gateway_admits_no_seed_on_either_transport():
     """Issue 13 failure 4: gRPC stayed SERVING and took 121 seeds after SIGTERM."""
-    serve = _Serve()
+    serve = ServeProcess(*SERVE_FLAGS).ready()
     try:
         with EnvironmentClient(serve.target, timeout_s=HANG_S, max_attempts=1) as client:
             health = health_pb2_grpc.HealthStub(client.channel)
@@ -198,7 +152,7 @@ def test_X2_sigterm_with_the_http_gateway_admits_no_seed_on_either_transport():
             assert refused >= 1
         assert serve.proc.wait(HANG_S) == 0
     finally:
-        serve.close()
+        serve.stop()
 
 
 # -- X3: admission -------------------------------------------------------------------------------
@@ -217,7 +171,7 @@ def test_X3_rpcs_beyond_the_limit_get_resource_exhausted_and_health_always_answe
             held[sid].set()
             _wait(release)
 
-    store.faults.on("tool", hold)
+    Faults.of(store).on("tool", hold)
     client = EnvironmentClient(target, timeout_s=HANG_S, max_attempts=1)
     try:
         for sid in ("x3-a", "x3-b", "x3-c"):
@@ -247,7 +201,80 @@ def test_X3_rpcs_beyond_the_limit_get_resource_exhausted_and_health_always_answe
             assert [c.result(HANG_S) for c in calls] == [SENT, SENT]
         assert client.call_tool("x3-c", *WRITE) == SENT  # the slots came back
     finally:
-        store.faults.clear()
+        Faults.of(store).clear()
+        release.set()
+        client.close()
+        running.stop(0)
+
+
+def test_X3_every_ending_of_an_environment_rpc_gives_its_slot_back(sandbox):
+    """Issue 15: environment RPCs are admitted on arrival and their slot is given back by the
+    thread that runs them. Refusals, malformed requests, header mismatches, domain errors and
+    a call that gave up while it waited for a thread must each give back exactly one slot."""
+    store = SessionStore(sandbox)
+    limits = Settings(max_concurrent_rpcs=3, workers=2)
+    running = start_server(store, "127.0.0.1:0", settings=limits, evict_interval_s=3600)
+    arrived = threading.Semaphore(0)
+    release = threading.Event()
+
+    def hold(sid: str) -> None:
+        if sid.startswith("x3-hold"):
+            arrived.release()
+            _wait(release)
+
+    Faults.of(store).on("tool", hold)
+    client = EnvironmentClient(f"127.0.0.1:{running.port}", timeout_s=HANG_S, max_attempts=1)
+    raw_call_tool = client.channel.unary_unary(
+        "/workplace.env.v1.EnvironmentService/CallTool",
+        response_deserializer=pb.CallToolResponse.FromString,
+    )
+    lookup = pb.CallToolRequest(
+        resources_session_id="x3-free", tool_name=LOOKUP[0], arguments=LOOKUP[1]
+    )
+    mismatch = (("x-resources-session-id", "x3-other"),)
+
+    def reason_of(call) -> str:  # type: ignore[no-untyped-def]
+        with pytest.raises(grpc.RpcError) as err:
+            call()
+        return str(_error_info(err.value).reason)
+
+    def all_slots_free() -> None:
+        """Two calls hold both workers; a third waits and gives up; a fourth is refused."""
+        release.clear()
+        with ThreadPoolExecutor(2) as pool:
+            held = [pool.submit(client.call_tool, f"x3-hold-{i}", *WRITE) for i in (1, 2)]
+            for _ in held:
+                assert arrived.acquire(timeout=HANG_S), "hang guard: a held call never ran"
+            with pytest.raises(grpc.RpcError) as err:
+                client.stub.CallTool(lookup, timeout=0.5)
+            assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED  # admitted, waited
+            assert reason_of(lambda: client.stub.CallTool(lookup, timeout=HANG_S)) == (
+                "TOO_MANY_RPCS"
+            )
+            release.set()
+            assert [call.result(HANG_S) for call in held] == [SENT, SENT]
+
+    try:
+        for sid in ("x3-hold-1", "x3-hold-2", "x3-free"):
+            client.seed(sid, (sid, 0), TID, TASK)
+        for _ in range(limits.max_concurrent_rpcs + 1):
+            assert reason_of(lambda: raw_call_tool(b"\xff\xff", timeout=HANG_S)) == (
+                "MALFORMED_REQUEST"
+            )
+            assert (
+                reason_of(lambda: client.stub.CallTool(lookup, timeout=HANG_S, metadata=mismatch))
+                == "SESSION_HEADER_MISMATCH"
+            )
+            unknown = pb.CallToolRequest(
+                resources_session_id="x3-none", tool_name=LOOKUP[0], arguments=LOOKUP[1]
+            )
+            with pytest.raises(grpc.RpcError) as err:
+                client.stub.CallTool(unknown, timeout=HANG_S)
+            assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        all_slots_free()
+        all_slots_free()  # the refused, the waiting and the held calls gave theirs back
+    finally:
+        Faults.of(store).clear()
         release.set()
         client.close()
         running.stop(0)
@@ -319,43 +346,35 @@ def _export(target: str, token: str | None) -> None:
         admin.export_sessions()
 
 
-def test_A1_admin_is_off_without_a_token_and_every_refusal_carries_error_info(sandbox):
+def test_A1_admin_is_off_without_a_token_and_every_refusal_carries_error_info(make_server):
     """Issue 13 failure 6: admin RPCs were open by default; UNAUTHENTICATED had no ErrorInfo."""
     servers = {
-        "default": start_server(SessionStore(sandbox), "127.0.0.1:0"),
-        "token": start_server(
-            SessionStore(sandbox), "127.0.0.1:0", settings=Settings(admin_token="s3cret")
-        ),
-        "open": start_server(
-            SessionStore(sandbox), "127.0.0.1:0", settings=Settings(admin_open=True)
-        ),
+        "default": make_server().running,
+        "token": make_server(settings=Settings(admin_token="s3cret")).running,
+        "open": make_server(settings=Settings(admin_open=True)).running,
     }
-    try:
-        targets = {name: f"127.0.0.1:{s.port}" for name, s in servers.items()}
-        cases = [
-            ("default", None, "ADMIN_DISABLED"),
-            ("default", "anything", "ADMIN_DISABLED"),
-            ("token", None, "ADMIN_TOKEN_REQUIRED"),
-            ("token", "wrong", "ADMIN_TOKEN_INVALID"),
-        ]
-        for name, token, reason in cases:
-            with pytest.raises(UnauthenticatedError) as err:
-                _export(targets[name], token)
-            assert (err.value.reason, err.value.domain) == (reason, DOMAIN), (name, token)
-        with grpc.insecure_channel(targets["default"]) as channel:
-            retire = admin_grpc.EnvironmentAdminServiceStub(channel).RetireSession
-            with pytest.raises(grpc.RpcError) as raw:
-                retire(admin_pb.RetireSessionRequest(resources_session_id="x"), timeout=HANG_S)
-            assert raw.value.code() == grpc.StatusCode.UNAUTHENTICATED
-            assert _error_info(raw.value).reason == "ADMIN_DISABLED"
-        _export(targets["token"], "s3cret")
-        _export(targets["open"], None)
-        with EnvironmentClient(targets["default"], timeout_s=HANG_S) as client:
-            client.seed("a1", EP, TID, TASK)  # the environment service needs no token
-            assert client.call_tool("a1", *WRITE) == SENT
-    finally:
-        for server in servers.values():
-            server.stop(0)
+    targets = {name: f"127.0.0.1:{s.port}" for name, s in servers.items()}
+    cases = [
+        ("default", None, "ADMIN_DISABLED"),
+        ("default", "anything", "ADMIN_DISABLED"),
+        ("token", None, "ADMIN_TOKEN_REQUIRED"),
+        ("token", "wrong", "ADMIN_TOKEN_INVALID"),
+    ]
+    for name, token, reason in cases:
+        with pytest.raises(UnauthenticatedError) as err:
+            _export(targets[name], token)
+        assert (err.value.reason, err.value.domain) == (reason, DOMAIN), (name, token)
+    with grpc.insecure_channel(targets["default"]) as channel:
+        retire = admin_grpc.EnvironmentAdminServiceStub(channel).RetireSession
+        with pytest.raises(grpc.RpcError) as raw:
+            retire(admin_pb.RetireSessionRequest(resources_session_id="x"), timeout=HANG_S)
+        assert raw.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert _error_info(raw.value).reason == "ADMIN_DISABLED"
+    _export(targets["token"], "s3cret")
+    _export(targets["open"], None)
+    with EnvironmentClient(targets["default"], timeout_s=HANG_S) as client:
+        client.seed("a1", EP, TID, TASK)  # the environment service needs no token
+        assert client.call_tool("a1", *WRITE) == SENT
 
 
 def test_A1_an_open_admin_is_refused_on_a_non_loopback_address():
@@ -398,16 +417,9 @@ def test_serve_help_says_what_the_default_drain_delay_means():
 def test_X2_a_drain_delay_keeps_ready_503_visible_until_the_listeners_close():
     """``--drain-delay-s``: after SIGTERM, ``/ready`` answers 503 (and gRPC health NOT_SERVING)
     while the listeners stay open; then they close and the process exits 0."""
-    proc = subprocess.Popen(
-        [*SERVE, *SERVE_FLAGS, "--drain-delay-s", "5"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    serve = ServeProcess(*SERVE_FLAGS, "--drain-delay-s", "5").ready()
+    proc, target, url = serve.proc, serve.target, serve.url
     try:
-        assert proc.stderr is not None
-        grpc_line, http_line = proc.stderr.readline(), proc.stderr.readline()
-        target, url = grpc_line.split()[-1], http_line.split()[-1]
-        threading.Thread(target=proc.stderr.read, daemon=True).start()
         with httpx.Client(base_url=url, timeout=HANG_S) as http:
             assert http.get("/ready").status_code == 200
             proc.send_signal(signal.SIGTERM)
@@ -433,15 +445,8 @@ def test_X2_a_drain_delay_keeps_ready_503_visible_until_the_listeners_close():
 
 def test_serve_warns_when_checkpoints_meet_a_per_process_cookie_secret():
     """Issue 13 failure 8: restored cookie sessions are orphaned without a fixed secret."""
-    proc = subprocess.Popen(
-        [*SERVE, *SERVE_FLAGS, "--admin-token", "t"],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    serve = ServeProcess(*SERVE_FLAGS, "--admin-token", "t").ready()
     try:
-        assert proc.stderr is not None
-        lines = [proc.stderr.readline() for _ in range(3)]
-        assert any("cookie secret" in line and "--cookie-secret" in line for line in lines), lines
+        assert "--cookie-secret" in serve.wait_line("cookie secret")
     finally:
-        proc.kill()
-        proc.wait(HANG_S)
+        serve.stop()

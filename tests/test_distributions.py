@@ -138,7 +138,8 @@ def test_the_server_wheel_depends_on_the_sdk_and_holds_the_rest(wheels):
     names, headers = _wheel(wheels["server"])
     top = {n.split("/")[0] for n in names if ".dist-info/" not in n}
     assert top == {"workplace_env"}
-    assert "workplace_env/sessions.py" in names
+    assert "workplace_env/sessions/store.py" in names
+    assert "workplace_env/testing/faults.py" in names
     assert "workplace-env-client" in _required(headers)
     assert {"pandas", "fastapi", "mcp"} <= _required(headers)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))

@@ -25,12 +25,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests import fuzz_inputs as fz
+from tests.helpers import local
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.config import Settings
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import RunningServer, start_server
-from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env.server.app import RunningServer
+from workplace_env.sessions import SessionConfig
 from workplace_env_client import AdminClient, EnvironmentClient, WorkplaceEnvError
 
 ENV = "/workplace.env.v1.EnvironmentService/"
@@ -43,15 +43,18 @@ def _identity(data: bytes) -> bytes:
     return data
 
 
+#: A store big enough for every fuzzed seed; the admin RPCs open (loopback) to watch a session.
+pytestmark = pytest.mark.server(
+    config=SessionConfig(max_sessions=5000), settings=Settings(admin_open=True)
+)
+
+
 class Target:
     """The fuzzed server, raw callables per method, and the watched session's snapshot."""
 
-    def __init__(self) -> None:
-        store = SessionStore(load_sandbox(None), SessionConfig(max_sessions=5000))
-        self.running: RunningServer = start_server(
-            store, "127.0.0.1:0", settings=Settings(admin_open=True)
-        )
-        self.address = f"127.0.0.1:{self.running.port}"
+    def __init__(self, running: RunningServer) -> None:
+        self.running = running
+        self.address = local(running.port)
         self.channel = grpc.insecure_channel(self.address)
         self.client = EnvironmentClient(channel=self.channel, timeout_s=30)
         self.admin = AdminClient(channel=self.channel, timeout_s=30)
@@ -82,8 +85,8 @@ class Target:
 
 
 @pytest.fixture(scope="module")
-def target() -> Iterator[Target]:
-    t = Target()
+def target(server) -> Iterator[Target]:
+    t = Target(server)
     yield t
     fz.write_report()
     t.check_watched()
@@ -93,7 +96,6 @@ def target() -> Iterator[Target]:
     t.client.close()
     t.admin.close()
     t.channel.close()
-    t.running.stop(grace_s=0)
 
 
 def _answer_ok(error: grpc.RpcError | None, method: str) -> None:

@@ -23,13 +23,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests import fuzz_inputs as fz
+from tests.helpers import local
 from workplace_env.config import Settings
-from workplace_env.gateway import GatewaySettings, RunningGateway, start_gateway
+from workplace_env.gateway import GatewaySettings, RunningGateway
 from workplace_env.gateway.cookies import SessionTokens
 from workplace_env.gateway.settings import COOKIE_NAME
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import RunningServer, start_server
-from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env.server.app import RunningServer
+from workplace_env.sessions import SessionConfig
 from workplace_env_client import AdminClient, EnvironmentClient
 
 SECRET = "fuzz-http-secret"
@@ -39,20 +39,21 @@ SEND = {"recipient": "w@b.com", "subject": "well", "body": "behaved"}
 MCP_ACCEPT = "application/json, text/event-stream"
 
 
+#: A store big enough for every fuzzed seed; the admin RPCs open (loopback) to watch a session.
+pytestmark = [
+    pytest.mark.server(config=SessionConfig(max_sessions=5000), settings=Settings(admin_open=True)),
+    pytest.mark.gateway(settings=GatewaySettings(secret_key=SECRET)),
+]
+
+
 class Target:
     """The gRPC server, the gateway over it, and the watched cookie session."""
 
-    def __init__(self) -> None:
-        store = SessionStore(load_sandbox(None), SessionConfig(max_sessions=5000))
-        self.running: RunningServer = start_server(
-            store, "127.0.0.1:0", settings=Settings(admin_open=True)
-        )
-        address = f"127.0.0.1:{self.running.port}"
-        self.sdk = EnvironmentClient(address, timeout_s=30)
-        self.admin = AdminClient(address, timeout_s=30)
-        self.gateway: RunningGateway = start_gateway(
-            client=self.sdk, settings=GatewaySettings(secret_key=SECRET)
-        )
+    def __init__(self, running: RunningServer, sdk: EnvironmentClient, gateway: RunningGateway):
+        self.running = running
+        self.sdk = sdk
+        self.admin = AdminClient(local(running.port), timeout_s=30)
+        self.gateway = gateway
         self.http = httpx.Client(base_url=self.gateway.url, timeout=60)
         self.watched = httpx.Client(base_url=self.gateway.url, timeout=60)
         assert self.watched.post("/seed_session", json={"id": "w"}).status_code == 200
@@ -80,15 +81,12 @@ class Target:
     def close(self) -> None:
         self.http.close()
         self.watched.close()
-        self.gateway.stop()
         self.admin.close()
-        self.sdk.close()
-        self.running.stop(grace_s=0)
 
 
 @pytest.fixture(scope="module")
-def target() -> Iterator[Target]:
-    t = Target()
+def target(server, sdk, gateway) -> Iterator[Target]:
+    t = Target(server, sdk, gateway)
     yield t
     fz.write_report()
     t.check_watched()

@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
+from tests.helpers import GATEWAY_BACKENDS, gateway_on, http_total_emails
 from workplace_env.config import Settings
 from workplace_env.gateway import (
     CALL_ID_HEADER,
@@ -35,16 +36,13 @@ from workplace_env.gateway import (
     TOKEN_HEADER,
     CookieCodec,
     GatewaySettings,
-    RunningGateway,
     SessionTokens,
     parse_address,
     start_gateway,
 )
-from workplace_env.gateway.backend import InProcessBackend, RemoteBackend
+from workplace_env.gateway.backend import RemoteBackend
 from workplace_env.gateway.serve import local_target
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import RunningServer, start_server
-from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env.sessions import SessionConfig
 from workplace_env_client import EnvironmentClient
 
 #: The body's media type, for the posts whose body is what is tested (not its type).
@@ -66,37 +64,10 @@ ROW = {
 }
 
 
-@pytest.fixture(scope="module")
-def grpc_server() -> Iterator[RunningServer]:
-    server = start_server(
-        SessionStore(load_sandbox(None), SessionConfig(retry_window_s=3600.0)), "127.0.0.1:0"
-    )
-    yield server
-    server.stop(grace_s=0.5)
-
-
-@pytest.fixture(scope="module")
-def sdk(grpc_server) -> Iterator[EnvironmentClient]:
-    with EnvironmentClient(f"127.0.0.1:{grpc_server.port}", timeout_s=20) as client:
-        yield client
-
-
-@pytest.fixture(scope="module", params=["remote", "in_process"])
-def gateway(request, sdk, grpc_server) -> Iterator[RunningGateway]:
-    """The gateway on each backend: the SDK over gRPC, and the server's servicer in-process."""
-    if request.param == "remote":
-        gw = start_gateway(client=sdk, settings=SETTINGS)
-    else:
-        gw = start_gateway(backend=InProcessBackend.of_server(grpc_server), settings=SETTINGS)
-    yield gw
-    gw.stop()
-
-
-@pytest.fixture
-def http(gateway) -> Iterator[httpx.Client]:
-    """A fresh client with its own cookie jar (one agent)."""
-    with httpx.Client(base_url=gateway.url, timeout=30) as client:
-        yield client
+pytestmark = [
+    pytest.mark.server(config=SessionConfig(retry_window_s=3600.0)),
+    pytest.mark.gateway(backends=GATEWAY_BACKENDS, settings=SETTINGS),
+]
 
 
 @pytest.fixture
@@ -120,8 +91,7 @@ def seed(client: httpx.Client, row: dict | None = None) -> str:
 
 
 def sent_count(client: httpx.Client) -> int:
-    out = client.post("/email_search_emails", json=SEARCH).json()["output"]
-    return 0 if isinstance(out, str) else out["pagination"]["total_emails"]
+    return http_total_emails(client, SEARCH)
 
 
 def response_of(calls: list[dict]) -> dict:
@@ -152,8 +122,8 @@ def test_health_routes_answer_ok(http, path):
     assert response.status_code == 200 and response.json() == {"status": "ok"}
 
 
-def test_remote_gateway_ready_follows_the_grpc_server_health():
-    server = start_server(SessionStore(load_sandbox(None), SessionConfig()), "127.0.0.1:0")
+def test_remote_gateway_ready_follows_the_grpc_server_health(make_server):
+    server = make_server().running
     gw = start_gateway(grpc_target=local_target("127.0.0.1:0", server.port), settings=SETTINGS)
     try:
         with httpx.Client(base_url=gw.url, timeout=10) as client:
@@ -168,7 +138,6 @@ def test_remote_gateway_ready_follows_the_grpc_server_health():
             assert client.get("/health").json() == {"status": "ok"}  # liveness: it serves
     finally:
         gw.stop()
-        server.stop(grace_s=0)
 
 
 def test_remote_readiness_is_cached_between_probes(sdk):
@@ -790,17 +759,9 @@ def test_service_unreachable_is_503():
             gw.stop()
 
 
-def gateway_on(backend: str, server: RunningServer, max_message_bytes: int | None = None):
-    """A gateway of its own on ``server``: over gRPC (``remote``) or ``in_process``."""
-    if backend == "remote":
-        return start_gateway(f"127.0.0.1:{server.port}")
-    return start_gateway(backend=InProcessBackend.of_server(server, max_message_bytes))
-
-
-@pytest.mark.parametrize("backend", ["remote", "in_process"])
-def test_service_at_capacity_is_429_with_retry_after(backend):
-    store = SessionStore(load_sandbox(None), SessionConfig(max_sessions=1, retry_after_s=2.5))
-    server = start_server(store, "127.0.0.1:0")
+@pytest.mark.parametrize("backend", GATEWAY_BACKENDS)
+def test_service_at_capacity_is_429_with_retry_after(backend, make_server):
+    server = make_server(SessionConfig(max_sessions=1, retry_after_s=2.5)).running
     gw = gateway_on(backend, server)
     try:
         with httpx.Client(base_url=gw.url) as first, httpx.Client(base_url=gw.url) as second:
@@ -811,10 +772,9 @@ def test_service_at_capacity_is_429_with_retry_after(backend):
             assert "set-cookie" not in full.headers
     finally:
         gw.stop()
-        server.stop(grace_s=0.5)
 
 
-def test_run_gateway_serves_until_sigterm(grpc_server):
+def test_run_gateway_serves_until_sigterm(server):
     """The blocking entry point (``workplace-env gateway``), in a child process."""
     code = (
         "import sys\n"
@@ -823,7 +783,7 @@ def test_run_gateway_serves_until_sigterm(grpc_server):
         "            on_listening=lambda url: print(url, flush=True))\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, f"127.0.0.1:{grpc_server.port}"],
+        [sys.executable, "-c", code, f"127.0.0.1:{server.port}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -843,10 +803,9 @@ def test_run_gateway_serves_until_sigterm(grpc_server):
             proc.wait(timeout=10)
 
 
-@pytest.mark.parametrize("backend", ["remote", "in_process"])
-def test_body_over_the_message_limit_is_413_not_retry_later(backend):
-    store = SessionStore(load_sandbox(None))
-    server = start_server(store, "127.0.0.1:0", settings=Settings(max_message_bytes=64 * 1024))
+@pytest.mark.parametrize("backend", GATEWAY_BACKENDS)
+def test_body_over_the_message_limit_is_413_not_retry_later(backend, make_server):
+    server = make_server(settings=Settings(max_message_bytes=64 * 1024)).running
     gw = gateway_on(backend, server, max_message_bytes=64 * 1024)
     try:
         with httpx.Client(base_url=gw.url, timeout=30) as client:
@@ -857,4 +816,3 @@ def test_body_over_the_message_limit_is_413_not_retry_later(backend):
             assert response.json()["failure_kind"] == "request_too_large"
     finally:
         gw.stop()
-        server.stop(grace_s=0.5)

@@ -25,8 +25,8 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import GOLDENS, WORKBENCH, fuzz_sample, needs_shared, read_jsonl
-from workplace_env.gateway import TOKEN_HEADER, RunningGateway, start_gateway
-from workplace_env.gateway.backend import InProcessBackend
+from tests.helpers import GATEWAY_BACKENDS
+from workplace_env.gateway import TOKEN_HEADER
 from workplace_env.parity import outputs_match, state_digests, state_mismatches
 from workplace_env_client import EnvironmentClient, InvalidRequestError
 
@@ -37,15 +37,10 @@ ROLLOUTS = read_jsonl(WORKBENCH / "rollouts_public.jsonl")
 JSON_CT = {"content-type": "application/json"}
 
 
-@pytest.fixture(scope="module", params=["remote", "in_process"])
-def gateway(request, workbench_client, workbench_server) -> Iterator[RunningGateway]:
-    """The gateway on each backend: the SDK over gRPC, and the server's servicer in-process."""
-    if request.param == "remote":
-        gw = start_gateway(client=workbench_client)
-    else:
-        gw = start_gateway(backend=InProcessBackend.of_server(workbench_server))
-    yield gw
-    gw.stop()
+pytestmark = [
+    pytest.mark.server(data="workbench"),
+    pytest.mark.gateway(backends=GATEWAY_BACKENDS),
+]
 
 
 @pytest.fixture(scope="module")

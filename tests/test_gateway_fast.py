@@ -16,12 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.responses import JSONResponse
 
+from tests.helpers import local
 from workplace_env import wire
 from workplace_env.gateway import CookieCodec, cookies, fastjson
-from workplace_env.gateway.backend import InProcessBackend, RemoteBackend
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import RunningServer, start_server
-from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env.gateway.backend import Backend, InProcessBackend, RemoteBackend
+from workplace_env.sessions import SessionConfig
 from workplace_env_client import EnvironmentClient, WorkplaceEnvError
 
 SEND = '{"recipient": "a@b.com", "subject": "s", "body": "b"}'
@@ -30,18 +29,25 @@ SEND = '{"recipient": "a@b.com", "subject": "s", "body": "b"}'
 # -- the two backends ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    store = SessionStore(load_sandbox(None), SessionConfig(max_sessions=3))
-    running = start_server(store, "127.0.0.1:0")
-    yield running
-    running.stop(grace_s=0.5)
+pytestmark = pytest.mark.server(config=SessionConfig(max_sessions=3))
 
 
 @pytest.fixture(scope="module")
 def backends(server) -> Iterator[tuple[RemoteBackend, InProcessBackend]]:
-    with EnvironmentClient(f"127.0.0.1:{server.port}", timeout_s=20, max_attempts=1) as sdk:
+    with EnvironmentClient(local(server.port), timeout_s=20, max_attempts=1) as sdk:
         yield RemoteBackend(sdk), InProcessBackend.of_server(server, max_message_bytes=4096)
+
+
+def test_the_two_backends_are_siblings_of_one_interface(backends):
+    """Both subclass Backend and answer each of its methods with their own (none is a stub)."""
+    stubs = {n: f for n, f in vars(Backend).items() if callable(f) and not n.startswith("_")}
+    assert {"seed", "call_tool_raw", "verify", "close_session", "not_ready"} <= set(stubs)
+    for backend in backends:
+        assert Backend in type(backend).__mro__
+        for name, stub in stubs.items():
+            own = getattr(getattr(backend, name), "__func__", None)
+            assert own is not stub, f"{type(backend).__name__}.{name} is Backend's stub"
+        assert isinstance(backend.blocking, bool)
 
 
 def outcome(fn, *args, **kwargs):

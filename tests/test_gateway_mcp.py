@@ -18,6 +18,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
 
+from tests.helpers import http_total_emails
 from workplace_env.gateway import (
     TOKEN_HEADER,
     GatewaySettings,
@@ -26,9 +27,6 @@ from workplace_env.gateway import (
     start_gateway,
 )
 from workplace_env.gateway.mcp_tools import SERVICE_ERROR, SESSION_LOST, TOKEN_REQUIRED
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import start_server
-from workplace_env.sessions import SessionStore
 from workplace_env_client import EnvironmentClient
 
 SEND = {"recipient": "someone@example.com", "subject": "Mcp hello", "body": "hi"}
@@ -36,19 +34,7 @@ SEARCH = {"query": "Mcp hello", "page_size": 50}
 ROW = {"id": "mcp-task", "ground_truth": []}
 
 
-@pytest.fixture(scope="module")
-def sdk() -> Iterator[EnvironmentClient]:
-    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
-    with EnvironmentClient(f"127.0.0.1:{server.port}", timeout_s=20) as client:
-        yield client
-    server.stop(grace_s=0.5)
-
-
-@pytest.fixture(scope="module")
-def gateway(sdk) -> Iterator[RunningGateway]:
-    gw = start_gateway(client=sdk, settings=GatewaySettings(secret_key="mcp-test"))
-    yield gw
-    gw.stop()
+pytestmark = pytest.mark.gateway(settings=GatewaySettings(secret_key="mcp-test"))
 
 
 def mcp_run(
@@ -88,8 +74,7 @@ def agent(gateway) -> Iterator[tuple[httpx.Client, str]]:
 
 
 def sent_count(client: httpx.Client) -> int:
-    out = client.post("/email_search_emails", json=SEARCH).json()["output"]
-    return 0 if isinstance(out, str) else out["pagination"]["total_emails"]
+    return http_total_emails(client, SEARCH)
 
 
 def test_tools_list_is_list_tools(gateway, sdk):

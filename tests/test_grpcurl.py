@@ -15,9 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import SERVICE_NAME, start_server
-from workplace_env.sessions import SessionStore
+from workplace_env.server.app import SERVICE_NAME
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 README_TARGET = "127.0.0.1:50051"
@@ -52,14 +50,7 @@ def readme_commands() -> list[str]:
     return commands
 
 
-@pytest.fixture
-def server():
-    running = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
-    yield running
-    running.stop(grace_s=0.2)
-
-
-def test_readme_grpcurl_examples_work_as_written(server):
+def test_readme_grpcurl_examples_work_as_written(server, sdk):
     binary = _grpcurl()
     commands = readme_commands()
     assert len(commands) >= 6, commands
@@ -74,6 +65,8 @@ def test_readme_grpcurl_examples_work_as_written(server):
     assert SERVICE_NAME in listed and "grpc.health.v1.Health" in listed
     assert "rpc SeedSession" in described and "rpc CallTool" in described
     assert json.loads(seeded)["state"] == "SESSION_STATE_SEEDED"
-    assert isinstance(json.loads(json.loads(called)["output"]), list)
+    sdk.seed("twin", ("r-twin", 0), ("demo", "t1"), {"id": "t1"})  # the same call via the SDK
+    twin = sdk.call_tool_raw("twin", "company_directory_find_email_address", '{"name": "a"}')
+    assert json.loads(called)["output"] == twin and json.loads(twin) != []
     assert json.loads(verified)["reward"] == 1
     assert json.loads(closed)["outcome"] == "CLOSE_OUTCOME_CLOSED"

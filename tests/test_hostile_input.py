@@ -11,21 +11,18 @@ from __future__ import annotations
 
 import json
 from base64 import b64encode
-from collections.abc import Iterator
 
 import grpc
 import httpx
 import itsdangerous
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
+from tests.helpers import error_info
 from workplace_env.config import Settings
-from workplace_env.gateway import GatewaySettings, RunningGateway, start_gateway
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import RunningServer, start_server
-from workplace_env.sessions import SessionConfig, SessionStore
-from workplace_env_client import AdminClient, EnvironmentClient, InvalidRequestError
+from workplace_env.gateway import GatewaySettings
+from workplace_env.server.app import RunningServer
+from workplace_env.sessions import SessionConfig
+from workplace_env_client import AdminClient, InvalidRequestError
 from workplace_env_client import admin as admin_sdk
 
 #: The body's media type, for the posts whose body is what is tested (not its type).
@@ -39,42 +36,16 @@ SURROGATE_SEND = '{"recipient": "a@b.com", "subject": "\\ud800", "body": "x"}'
 SEARCH = '{"query": "Data Governance"}'
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    store = SessionStore(load_sandbox(None), SessionConfig(retry_window_s=3600.0))
-    running = start_server(store, "127.0.0.1:0", settings=Settings(admin_open=True))
-    yield running
-    running.stop(grace_s=0.2)
-
-
-@pytest.fixture(scope="module")
-def env(server) -> Iterator[EnvironmentClient]:
-    with EnvironmentClient(f"127.0.0.1:{server.port}", timeout_s=30) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def gateway(env) -> Iterator[RunningGateway]:
-    gw = start_gateway(client=env, settings=GatewaySettings(secret_key=SECRET))
-    yield gw
-    gw.stop()
-
-
-@pytest.fixture
-def http(gateway) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=gateway.url, timeout=30) as client:
-        yield client
+pytestmark = [
+    pytest.mark.server(
+        config=SessionConfig(retry_window_s=3600.0), settings=Settings(admin_open=True)
+    ),
+    pytest.mark.gateway(settings=GatewaySettings(secret_key=SECRET)),
+]
 
 
 def _reason(error: grpc.RpcError) -> str:
-    status = rpc_status.from_call(error)
-    assert status is not None, "error without a rich status"
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return info.reason
-    raise AssertionError("error without ErrorInfo")
+    return error_info(error).reason
 
 
 def _exported_ids(server: RunningServer) -> tuple[set[str], dict[str, str]]:
@@ -83,20 +54,20 @@ def _exported_ids(server: RunningServer) -> tuple[set[str], dict[str, str]]:
     return {s.resources_session_id for s in snapshots}, failures
 
 
-def test_lone_surrogates_are_refused_naming_the_field_and_poison_nothing(server, env, http):
+def test_lone_surrogates_are_refused_naming_the_field_and_poison_nothing(server, sdk, http):
     """Failure 1: UNKNOWN over gRPC, 500 over HTTP, then the session and every checkpoint."""
-    env.seed("sur-1", EP, TID, {"id": "t"})
+    sdk.seed("sur-1", EP, TID, {"id": "t"})
     with pytest.raises(InvalidRequestError) as err:
-        env.call_tool_raw("sur-1", "email_send_email", SURROGATE_SEND)
+        sdk.call_tool_raw("sur-1", "email_send_email", SURROGATE_SEND)
     assert err.value.reason == "INVALID_TOOL_ARGUMENTS"
     assert "arguments.subject" in err.value.message and "surrogate" in err.value.message
     # The session was not written to: it still reads, and every session still exports.
     lookup = ("company_directory_find_email_address", '{"name": "zzzz"}')
-    assert env.call_tool_raw("sur-1", *lookup) == "[]"
+    assert sdk.call_tool_raw("sur-1", *lookup) == "[]"
     # A verify call named by a lone surrogate is an unknown tool: skipped, as the reference does.
     output = json.dumps([{"type": "function_call", "name": "\\ud800", "arguments": "{}"}])
     raw = output.replace("\\\\ud800", "\\ud800")
-    assert env.verify("sur-1", response_output=raw).reward == 1.0
+    assert sdk.verify("sur-1", response_output=raw).reward == 1.0
     # Over HTTP: 422 naming the field, for a seed row, a tool body and a verify body.
     bad_row = '{"id": "t", "prompt": "\\ud800"}'
     seeded = http.post("/seed_session", content=bad_row, headers=JSON_CT)
@@ -115,22 +86,22 @@ def test_lone_surrogates_are_refused_naming_the_field_and_poison_nothing(server,
     assert "sur-1" in exported and failures == {}
 
 
-def test_giant_integers_are_skipped_in_scoring_and_refused_in_live_calls(env, http):
+def test_giant_integers_are_skipped_in_scoring_and_refused_in_live_calls(sdk, http):
     """Failure 2: UNKNOWN on CallTool, SeedSession (ground truth) and Verify (both paths)."""
     giant_call = ("email_delete_email", '{"email_id": ' + GIANT + "}")
     row = {"id": "t", "ground_truth": [{"name": giant_call[0], "arguments": giant_call[1]}]}
-    env.seed("giant-1", EP, TID, row)  # accepted: the reference skips the call when scoring
-    assert env.verify("giant-1", []).reward == 1.0  # the ground truth's call is skipped
-    assert env.verify("giant-1", [giant_call]).reward == 1.0
-    assert env.verify("giant-1", [giant_call, DELETE]).reward == 0.0  # the other call counts
+    sdk.seed("giant-1", EP, TID, row)  # accepted: the reference skips the call when scoring
+    assert sdk.verify("giant-1", []).reward == 1.0  # the ground truth's call is skipped
+    assert sdk.verify("giant-1", [giant_call]).reward == 1.0
+    assert sdk.verify("giant-1", [giant_call, DELETE]).reward == 0.0  # the other call counts
     items = [{"type": "function_call", "name": giant_call[0], "arguments": giant_call[1]}]
-    assert env.verify("giant-1", response_output=json.dumps(items)).reward == 1.0
+    assert sdk.verify("giant-1", response_output=json.dumps(items)).reward == 1.0
     with pytest.raises(InvalidRequestError) as err:
-        env.call_tool_raw("giant-1", *giant_call)
+        sdk.call_tool_raw("giant-1", *giant_call)
     assert err.value.reason == "INVALID_TOOL_ARGUMENTS"
     assert "arguments.email_id" in err.value.message and "4300 digits" in err.value.message
     with pytest.raises(InvalidRequestError) as err:  # a JSON text field of the request itself
-        env.verify("giant-1", [], ground_truth_json=f"[{GIANT}]")
+        sdk.verify("giant-1", [], ground_truth_json=f"[{GIANT}]")
     assert [v.field for v in err.value.violations] == ["ground_truth_json"]
     assert http.post("/seed_session", json={"id": "t"}).status_code == 200
     tool = http.post("/email_delete_email", content='{"email_id": ' + GIANT + "}", headers=JSON_CT)
@@ -139,18 +110,23 @@ def test_giant_integers_are_skipped_in_scoring_and_refused_in_live_calls(env, ht
     assert http.post("/verify", content=body, headers=JSON_CT).status_code == 422
 
 
-def test_nan_and_deep_nesting_answer_as_the_reference_or_name_the_field(env, http):
-    env.seed("nan-1", EP, TID, {"id": "t"})
+def test_nan_and_deep_nesting_answer_as_the_reference_or_name_the_field(sdk, http):
+    sdk.seed("nan-1", EP, TID, {"id": "t"})
     # NaN arguments run, as in the reference's tool route.
-    out = env.call_tool(
+    out = sdk.call_tool(
         "nan-1",
         "calendar_create_event",
         '{"event_name": "x", "participant_email": "a@b.com", '
         '"event_start": "2023-11-30 10:00:00", "duration": NaN}',
     )
-    assert isinstance(out, str)  # the tool's own answer (a model-visible text)
+    # The tool's own answer: one of its duration texts (REFERENCE.md, calendar_create_event);
+    # no golden records which one the reference gives a NaN, so either is accepted.
+    assert out in (
+        "Invalid duration format. Expected a number of minutes.",
+        "Duration must be a positive number of minutes.",
+    ), out
     with pytest.raises(InvalidRequestError) as err:
-        env.call_tool_raw("nan-1", "email_search_emails", '{"query": ' * 200 + "1" + "}" * 200)
+        sdk.call_tool_raw("nan-1", "email_search_emails", '{"query": ' * 200 + "1" + "}" * 200)
     assert "nested deeper" in err.value.message
     assert http.post("/seed_session", json={"id": "t"}).status_code == 200
     verify = http.post("/verify", content='{"response": {"output": [], "x": NaN}}', headers=JSON_CT)
@@ -204,7 +180,9 @@ def test_a_forged_cookie_naming_no_valid_id_reads_as_no_session(gateway):
         assert client.post("/email_search_emails", json={}).status_code == 404
 
 
-def test_a_session_over_the_message_limit_is_saved_and_restored_with_the_others(monkeypatch):
+def test_a_session_over_the_message_limit_is_saved_and_restored_with_the_others(
+    monkeypatch, make_server
+):
     """Failure 3: one session over the message limit made `checkpoint save` save 0 of 11.
 
     The limit is scaled down (256 KiB messages, 64 KiB pieces) so the test stays small; the
@@ -213,46 +191,35 @@ def test_a_session_over_the_message_limit_is_saved_and_restored_with_the_others(
     monkeypatch.setattr(admin_sdk, "CHUNK_BYTES", 64 * 1024)
     monkeypatch.setattr(admin_sdk, "PIECE_CHARS", 16 * 1024)
     limit = Settings(admin_open=True, max_message_bytes=256 * 1024)
-    base = load_sandbox(None)
-    a = start_server(SessionStore(base), "127.0.0.1:0", settings=limit)
-    b = start_server(SessionStore(base), "127.0.0.1:0", settings=limit)
-    try:
-        with (
-            EnvironmentClient(f"127.0.0.1:{a.port}") as env,
-            AdminClient(f"127.0.0.1:{a.port}") as admin_a,
-            AdminClient(f"127.0.0.1:{b.port}") as admin_b,
-            EnvironmentClient(f"127.0.0.1:{b.port}") as env_b,
-        ):
-            for i in range(11):
-                env.seed(f"big-{i}", (f"r{i}", 0), TID, {"id": "t"})
-            body = "x" * (200 * 1024)
-            for _ in range(4):  # about 800 KB of state: three times the message limit
-                send = {"recipient": "a@b.com", "subject": "big", "body": body}
-                env.call_tool("big-0", "email_send_email", send)
-            snapshots, missing, failures = admin_a.export_sessions()
-            assert (len(snapshots), missing, failures) == (11, [], {})
-            big = next(s for s in snapshots if s.resources_session_id == "big-0")
-            assert len(big.state_json) > 3 * 256 * 1024
-            assert admin_b.restore_sessions(snapshots) == 11
-            env_b.seed("big-0", ("r0", 0), TID, {"id": "t"})  # claims the restored tables
-            lookup = '{"email_id": "500", "field": "subject"}'
-            info = env_b.call_tool("big-0", "email_get_email_information_by_id", lookup)
-            assert info == {"subject": "big"}
-            (again,), _, _ = admin_b.export_sessions(["big-0"])
-            assert again.state_json == big.state_json
-    finally:
-        a.stop(grace_s=0)
-        b.stop(grace_s=0)
+    a, b = make_server(settings=limit), make_server(settings=limit)
+    sdk, admin_a, admin_b, env_b = a.client, a.admin, b.admin, b.client
+    for i in range(11):
+        sdk.seed(f"big-{i}", (f"r{i}", 0), TID, {"id": "t"})
+    body = "x" * (200 * 1024)
+    for _ in range(4):  # about 800 KB of state: three times the message limit
+        send = {"recipient": "a@b.com", "subject": "big", "body": body}
+        sdk.call_tool("big-0", "email_send_email", send)
+    snapshots, missing, failures = admin_a.export_sessions()
+    assert (len(snapshots), missing, failures) == (11, [], {})
+    big = next(s for s in snapshots if s.resources_session_id == "big-0")
+    assert len(big.state_json) > 3 * 256 * 1024
+    assert admin_b.restore_sessions(snapshots) == 11
+    env_b.seed("big-0", ("r0", 0), TID, {"id": "t"})  # claims the restored tables
+    lookup = '{"email_id": "500", "field": "subject"}'
+    info = env_b.call_tool("big-0", "email_get_email_information_by_id", lookup)
+    assert info == {"subject": "big"}
+    (again,), _, _ = admin_b.export_sessions(["big-0"])
+    assert again.state_json == big.state_json
 
 
-def test_a_legacy_verify_resent_with_another_response_is_scored_afresh(env):
+def test_a_legacy_verify_resent_with_another_response_is_scored_afresh(sdk):
     """Failure 7: a resend with a different response got the first reward (V3 as worded)."""
     row = {"id": "t", "ground_truth": [{"name": DELETE[0], "arguments": DELETE[1]}]}
-    env.seed_legacy("best-of-n", row)
-    assert env.verify("best-of-n", [DELETE]).reward == 1.0  # releases the legacy session
-    assert env.verify("best-of-n", []).reward == 0.0  # another response: scored, not replayed
-    assert env.verify("best-of-n", [DELETE]).reward == 1.0
+    sdk.seed_legacy("best-of-n", row)
+    assert sdk.verify("best-of-n", [DELETE]).reward == 1.0  # releases the legacy session
+    assert sdk.verify("best-of-n", []).reward == 0.0  # another response: scored, not replayed
+    assert sdk.verify("best-of-n", [DELETE]).reward == 1.0
     wrong = ("email_delete_email", '{"email_id": "00000058"}')
-    assert env.verify("best-of-n", [wrong]).reward == 0.0
+    assert sdk.verify("best-of-n", [wrong]).reward == 0.0
     # An override of the ground truth is part of the request too.
-    assert env.verify("best-of-n", [wrong], ground_truth=[wrong]).reward == 1.0
+    assert sdk.verify("best-of-n", [wrong], ground_truth=[wrong]).reward == 1.0

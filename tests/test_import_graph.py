@@ -8,6 +8,7 @@ that cannot be understood (or split apart) one without the other.
 from __future__ import annotations
 
 import sys
+from copy import deepcopy
 
 import grimp
 import pytest
@@ -121,3 +122,59 @@ def test_the_sdk_needs_only_its_declared_dependencies():
     }
     unexpected = imported - sys.stdlib_module_names - required - optional
     assert unexpected - {"workplace_env_client", "workplace"} == set()
+
+
+# -- the session store's parts, and the test support (issue 17) ----------------------------------
+
+#: Test support shipped in the server distribution; the server's own code must not import it.
+TEST_SUPPORT = "workplace_env.testing"
+
+#: The modules of ``workplace_env.sessions``, each importing only those after it.
+SESSION_LAYERS = (
+    "store",
+    "lifecycle",
+    "export_restore",
+    "bounds",
+    "state",
+    "records",
+    "hooks",
+    "types",
+)
+
+
+def importers_of_test_support(graph: grimp.ImportGraph) -> set[str]:
+    """The modules outside :data:`TEST_SUPPORT` that import it, directly or through others."""
+    found = graph.find_downstream_modules(TEST_SUPPORT, as_package=True)
+    return {m for m in found if m != TEST_SUPPORT and not m.startswith(TEST_SUPPORT + ".")}
+
+
+def session_layer_breaches(graph: grimp.ImportGraph) -> list[str]:
+    """Imports in ``workplace_env.sessions`` from a module to one before it in
+    :data:`SESSION_LAYERS` (a cycle in the package needs at least one)."""
+    illegal = graph.find_illegal_dependencies_for_layers(
+        layers=SESSION_LAYERS, containers={"workplace_env.sessions"}
+    )
+    return sorted(f"{d.importer} -> {d.imported}" for d in illegal)
+
+
+def test_the_rule_checks_find_what_they_forbid(graph):
+    copy = deepcopy(graph)
+    copy.add_import(importer="workplace_env.cli", imported=f"{TEST_SUPPORT}.faults")
+    assert importers_of_test_support(copy) == {"workplace_env.cli"}
+    copy.add_import(
+        importer="workplace_env.sessions.state", imported="workplace_env.sessions.lifecycle"
+    )
+    assert session_layer_breaches(copy) == [
+        "workplace_env.sessions.state -> workplace_env.sessions.lifecycle"
+    ]
+
+
+def test_the_server_code_never_imports_the_test_support(graph):
+    assert graph.find_children(TEST_SUPPORT), f"{TEST_SUPPORT} has no modules: is it installed?"
+    assert importers_of_test_support(graph) == set()
+
+
+def test_each_part_of_the_session_store_imports_only_the_parts_below_it(graph):
+    modules = {m.rsplit(".", 1)[1] for m in graph.find_children("workplace_env.sessions")}
+    assert modules == set(SESSION_LAYERS), "a module of workplace_env.sessions is not layered"
+    assert session_layer_breaches(graph) == []

@@ -51,3 +51,15 @@ def test_buf_breaking_against_previous_commit():
 
 def test_mypy_strict_on_the_sdk():
     _run(_tool("mypy"), "--strict", "client/workplace_env_client")
+
+
+def test_the_mutation_run_names_files_that_exist():
+    # tests/mutation/run.sh mutates .mutation/workplace_env/, a link to service/workplace_env.
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mutmut"]
+    assert config["source_paths"] == ["workplace_env"]
+    for path in config["only_mutate"]:
+        assert (REPO / "service" / path).is_file(), path
+    for path in config["pytest_add_cli_args_test_selection"]:
+        assert (REPO / path).is_file(), path

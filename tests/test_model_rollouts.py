@@ -16,17 +16,14 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import local
 from tests.model_standin import Calls, CutOff, Fail, StandInModel, Text
 from tests.nemo.venv import nemo_python
 from workplace_env.model_runs import read_rollouts, side_effect_tables, summarise
-from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import CRM, EMAILS
-from workplace_env.server.app import start_server
-from workplace_env.sessions import SessionStore
 from workplace_env.taskgen import generate_tasks
 from workplace_env_client import (
     AsyncEnvironmentClient,
-    EnvironmentClient,
     ModelPolicy,
     arun_rollouts,
     openai_client,
@@ -40,18 +37,10 @@ SPURIOUS_EMAIL = json.dumps({"recipient": "someone@example.com", "subject": "Hi"
 
 
 @pytest.fixture(scope="module")
-def server():
-    base = load_sandbox(None)
-    running = start_server(SessionStore(base), "127.0.0.1:0")
-    running.tasks = generate_tasks(base, 60, 3)  # type: ignore[attr-defined]
-    yield running
-    running.stop(grace_s=0.5)
-
-
-@pytest.fixture(scope="module")
-def env(server):
-    with EnvironmentClient(f"127.0.0.1:{server.port}") as client:
-        yield client
+def server(server, sandbox):
+    """The module's server (conftest), with the generated tasks the tests pick from."""
+    server.tasks = generate_tasks(sandbox, 60, 3)
+    return server
 
 
 def _task(server, want) -> dict[str, Any]:
@@ -113,10 +102,10 @@ def _policy(api: str, max_turns: int = 10) -> ModelPolicy:
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_ground_truth_playback_scores_one_and_sends_outputs_back(server, env, api):
+def test_ground_truth_playback_scores_one_and_sends_outputs_back(server, sdk, api):
     task = _crm_multi(server)
     with StandInModel({task["prompt"]: _playback(task, api)}) as standin:
-        rollout = run_rollout(env, _client(standin), task, _policy(api))
+        rollout = run_rollout(sdk, _client(standin), task, _policy(api))
         requests = standin.scripts[task["prompt"]].requests
     n = len(task["ground_truth"])
     assert (rollout.reward, rollout.mask_sample, rollout.failure_kind) == (1.0, False, None)
@@ -138,7 +127,11 @@ def test_ground_truth_playback_scores_one_and_sends_outputs_back(server, env, ap
         else [m for m in last["messages"] if m["role"] == "tool"]
     )
     assert len(outputs) == n
-    assert all(json.loads(o.get("output") or o.get("content"))["output"] for o in outputs)
+    sent_back = [json.loads(o.get("output") or o.get("content"))["output"] for o in outputs]
+    with sdk.session(task) as twin:  # the same calls on a fresh session: the outputs to expect
+        assert sent_back == [
+            twin.call_tool(c["name"], c["arguments"]) for c in task["ground_truth"]
+        ]
     # The response: calls, their outputs, then the final message (NeMo Gym's output order).
     kinds = [i["type"] for i in rollout.response["output"]]
     assert kinds.count("function_call") == n and kinds.count("function_call_output") == n
@@ -148,11 +141,11 @@ def test_ground_truth_playback_scores_one_and_sends_outputs_back(server, env, ap
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_wrong_write_scores_zero_and_counts_as_a_side_effect(server, env, api):
+def test_a_wrong_write_scores_zero_and_counts_as_a_side_effect(server, sdk, api):
     task = _crm_single(server)
     script = [Calls([("email_send_email", SPURIOUS_EMAIL)]), Text()]
     with StandInModel({task["prompt"]: script}) as standin:
-        rollout = run_rollout(env, _client(standin), task, _policy(api))
+        rollout = run_rollout(sdk, _client(standin), task, _policy(api))
     assert (rollout.reward, rollout.mask_sample) == (0.0, False)
     line = rollout.to_json(3, 1)
     assert side_effect_tables(line) == [EMAILS]  # emails changed; CRM was asked and not done
@@ -161,12 +154,12 @@ def test_a_wrong_write_scores_zero_and_counts_as_a_side_effect(server, env, api)
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_malformed_arguments_mask_the_episode_with_the_reason(server, env, api):
+def test_malformed_arguments_mask_the_episode_with_the_reason(server, sdk, api):
     task = _crm_single(server)
     bad = '{"customer_id": "00000001", "field": '
     script = [Calls([("customer_relationship_manager_update_customer", bad)]), Text()]
     with StandInModel({task["prompt"]: script}) as standin:
-        rollout = run_rollout(env, _client(standin), task, _policy(api))
+        rollout = run_rollout(sdk, _client(standin), task, _policy(api))
     assert (rollout.reward, rollout.mask_sample, rollout.failure_kind) == (
         0.0,
         True,
@@ -177,22 +170,22 @@ def test_malformed_arguments_mask_the_episode_with_the_reason(server, env, api):
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_cut_off_tool_call_masks_the_episode(server, env, api):
+def test_a_cut_off_tool_call_masks_the_episode(server, sdk, api):
     task = _crm_single(server)
     script = [CutOff("customer_relationship_manager_update_customer", '{"customer_id": "000')]
     with StandInModel({task["prompt"]: script}) as standin:
-        rollout = run_rollout(env, _client(standin), task, _policy(api))
+        rollout = run_rollout(sdk, _client(standin), task, _policy(api))
     assert rollout.mask_sample and rollout.failure_kind == "agent_run_error"
     assert "cut off" in rollout.failure_reason
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_429_and_500_are_retried_with_backoff_then_the_episode_goes_on(server, env, api):
+def test_429_and_500_are_retried_with_backoff_then_the_episode_goes_on(server, sdk, api):
     task = _crm_multi(server)
     script = [Fail(429, 2), *_playback(task, api)]
     script.insert(2, Fail(500, 1))
     with StandInModel({task["prompt"]: script}) as standin:
-        rollout = run_rollout(env, _client(standin, max_retries=3), task, _policy(api))
+        rollout = run_rollout(sdk, _client(standin, max_retries=3), task, _policy(api))
         requests = standin.scripts[task["prompt"]].requests
     assert (rollout.reward, rollout.mask_sample) == (1.0, False)
     assert len(requests) == rollout.turns + 3  # 2 x 429 and 1 x 500 were sent again
@@ -202,35 +195,35 @@ def test_429_and_500_are_retried_with_backoff_then_the_episode_goes_on(server, e
     ("status", "kind"), [(500, "provider_unavailable"), (429, "provider_quota_exhausted")]
 )
 @pytest.mark.parametrize("api", APIS)
-def test_errors_past_the_retries_mask_the_episode(server, env, api, status, kind):
+def test_errors_past_the_retries_mask_the_episode(server, sdk, api, status, kind):
     task = _crm_single(server)
     with StandInModel({task["prompt"]: [Fail(status, 99)]}) as standin:
-        rollout = run_rollout(env, _client(standin, max_retries=2), task, _policy(api))
+        rollout = run_rollout(sdk, _client(standin, max_retries=2), task, _policy(api))
         requests = standin.scripts[task["prompt"]].requests
     assert (rollout.reward, rollout.mask_sample, rollout.failure_kind) == (0.0, True, kind)
     assert f"HTTP {status} after retries" in rollout.failure_reason
     assert len(requests) == 3 and rollout.tables == ()
 
 
-def test_an_unreachable_endpoint_masks_the_episode(server, env):
+def test_an_unreachable_endpoint_masks_the_episode(server, sdk):
     task = _crm_single(server)
     with StandInModel({}) as standin:
         url = standin.base_url
     client = openai_client(url, api_key="k", timeout_s=2, max_retries=0)
-    rollout = run_rollout(env, client, task, _policy("responses"))
+    rollout = run_rollout(sdk, client, task, _policy("responses"))
     assert rollout.mask_sample and rollout.failure_kind == "provider_unavailable"
     assert "APIConnectionError" in rollout.failure_reason
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_refused_calls_go_back_to_the_model_and_count_invalid(server, env, api):
+def test_refused_calls_go_back_to_the_model_and_count_invalid(server, sdk, api):
     task = _no_change(server)
     script = [
         Calls([("no_such_tool", "{}"), ("company_directory_find_email_address", "[1]")]),
         Text("Nothing to change."),
     ]
     with StandInModel({task["prompt"]: script}) as standin:
-        rollout = run_rollout(env, _client(standin), task, _policy(api))
+        rollout = run_rollout(sdk, _client(standin), task, _policy(api))
     assert (rollout.reward, rollout.mask_sample) == (1.0, False)  # nothing changed: right
     assert (rollout.tool_calls, rollout.invalid_tool_calls) == (2, 2)
     outputs = [
@@ -244,11 +237,11 @@ def test_refused_calls_go_back_to_the_model_and_count_invalid(server, env, api):
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_max_turns_bounds_the_episode(server, env, api):
+def test_max_turns_bounds_the_episode(server, sdk, api):
     task = _no_change(server)
     lookup = ("company_directory_find_email_address", '{"name": "a"}')
     with StandInModel({task["prompt"]: [Calls([lookup])] * 10}) as standin:
-        rollout = run_rollout(env, _client(standin), task, _policy(api, max_turns=3))
+        rollout = run_rollout(sdk, _client(standin), task, _policy(api, max_turns=3))
         requests = standin.scripts[task["prompt"]].requests
     assert rollout.turns == 3 and len(requests) == 3 and rollout.tool_calls == 3
     assert rollout.response["status"] == "incomplete"
@@ -257,7 +250,7 @@ def test_max_turns_bounds_the_episode(server, env, api):
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_async_loop_matches_the_sync_loop(server, env, api):
+def test_async_loop_matches_the_sync_loop(server, sdk, api):
     tasks = [_crm_multi(server), _crm_single(server), _no_change(server)]
     scripts = {
         tasks[0]["prompt"]: _playback(tasks[0], api),
@@ -266,7 +259,7 @@ def test_async_loop_matches_the_sync_loop(server, env, api):
     }
 
     async def collect(standin):
-        async with AsyncEnvironmentClient(f"127.0.0.1:{server.port}") as aenv:
+        async with AsyncEnvironmentClient(local(server.port)) as aenv:
             model = _client(standin, max_retries=1, asynchronous=True)
             return await arun_rollouts(aenv, model, tasks, _policy(api), concurrency=3)
 
@@ -305,7 +298,7 @@ def test_cli_writes_rollouts_summary_and_plot_then_resumes(server, tmp_path, api
     args = [
         "run", str(tasks_file), "--policy", "model", "--api", api, "--model", "stand-in",
         "--api-key-env", "STANDIN_KEY", "--max-retries", "2", "--concurrency", "2",
-        "--target", f"127.0.0.1:{server.port}", "--out", str(out), "--max-output-tokens", "64",
+        "--target", local(server.port), "--out", str(out), "--max-output-tokens", "64",
         "--temperature", "0.5",
     ]  # fmt: skip
     with StandInModel(scripts) as standin:
@@ -387,12 +380,12 @@ def test_summary_by_category():
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_rollout_lines_validate_as_nemo_gym_verify_responses(server, env, api, tmp_path):
+def test_rollout_lines_validate_as_nemo_gym_verify_responses(server, sdk, api, tmp_path):
     import subprocess
 
     task = _crm_multi(server)
     with StandInModel({task["prompt"]: _playback(task, api)}) as standin:
-        line = run_rollout(env, _client(standin), task, _policy(api)).to_json()
+        line = run_rollout(sdk, _client(standin), task, _policy(api)).to_json()
     path = tmp_path / "line.json"
     path.write_text(json.dumps(line))
     code = (
@@ -408,6 +401,26 @@ def test_rollout_lines_validate_as_nemo_gym_verify_responses(server, env, api, t
     assert done.stdout.split()[0] == "1.0"
 
 
+def _run_model(tasks_file: Path, standin: StandInModel, server, out: Path) -> Any:
+    """``workplace-env run TASKS --policy model`` against the stand-in and ``server``."""
+    return _run_cli(
+        [
+            "run",
+            str(tasks_file),
+            "--policy",
+            "model",
+            "--model",
+            "stand-in",
+            "--base-url",
+            standin.base_url,
+            "--target",
+            local(server.port),
+            "--out",
+            str(out),
+        ]
+    )
+
+
 def test_nemo_gym_reverification_accepts_the_rollouts(server, tmp_path):
     """NeMo Gym's own re-verification (e2e/nemo_reverify.py) pairs the rollouts file with its
     materialized inputs, posts each to our gateway's /verify, and gets every reward back."""
@@ -416,7 +429,7 @@ def test_nemo_gym_reverification_accepts_the_rollouts(server, tmp_path):
 
     from workplace_env.gateway import start_gateway
 
-    gateway = start_gateway(f"127.0.0.1:{server.port}", "127.0.0.1:0")
+    gateway = start_gateway(local(server.port), "127.0.0.1:0")
     try:
         with urllib.request.urlopen(f"{gateway.url}/reverify_mode", timeout=10) as answer:
             if json.loads(answer.read()) != "stateless":
@@ -431,22 +444,7 @@ def test_nemo_gym_reverification_accepts_the_rollouts(server, tmp_path):
             tasks[2]["prompt"]: [Text("Nothing to change.")],
         }
         with StandInModel(scripts) as standin:
-            result = _run_cli(
-                [
-                    "run",
-                    str(tasks_file),
-                    "--policy",
-                    "model",
-                    "--model",
-                    "stand-in",
-                    "--base-url",
-                    standin.base_url,
-                    "--target",
-                    f"127.0.0.1:{server.port}",
-                    "--out",
-                    str(out),
-                ]
-            )
+            result = _run_model(tasks_file, standin, server, out)
         assert result.exit_code == 0, result.output
         python = nemo_python()
         script = Path(__file__).resolve().parents[1] / "e2e" / "nemo_reverify.py"
@@ -469,22 +467,7 @@ def test_cli_masks_an_episode_whose_seed_is_refused_and_goes_on(server, tmp_path
     tasks_file.write_text(json.dumps(refused) + "\n" + json.dumps(good) + "\n")
     out = tmp_path / "rollouts.jsonl"
     with StandInModel({good["prompt"]: [Text("Nothing to change.")]}) as standin:
-        result = _run_cli(
-            [
-                "run",
-                str(tasks_file),
-                "--policy",
-                "model",
-                "--model",
-                "stand-in",
-                "--base-url",
-                standin.base_url,
-                "--target",
-                f"127.0.0.1:{server.port}",
-                "--out",
-                str(out),
-            ]
-        )
+        result = _run_model(tasks_file, standin, server, out)
     assert result.exit_code == 0, result.output
     by_id = {line["id"]: line for line in read_rollouts(out)}
     bad = by_id[refused["id"]]

@@ -33,9 +33,8 @@ from tests.nemo.servers import (
     stand_in_model,
 )
 from tests.nemo.venv import nemo_python
-from workplace_env.gateway import RunningGateway, start_gateway
 
-pytestmark = needs_shared
+pytestmark = [needs_shared, pytest.mark.server(data="workbench")]
 
 ROLLOUTS = read_jsonl(WORKBENCH / "rollouts_public.jsonl")
 TASKS = read_jsonl(WORKBENCH / "tasks_public.jsonl")
@@ -95,13 +94,6 @@ def dataset_row(index: int, episode: dict[str, Any], tools: list[Any]) -> dict[s
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
-
-
-@pytest.fixture(scope="module")
-def gateway(workbench_client) -> Iterator[RunningGateway]:
-    gw = start_gateway(client=workbench_client)
-    yield gw
-    gw.stop()
 
 
 @pytest.fixture(scope="module")

@@ -3,27 +3,22 @@
 from __future__ import annotations
 
 import json
-import logging
 import urllib.request
 
 import pytest
 
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import start_server
-from workplace_env.server.observability import JsonFormatter, start_metrics_server
-from workplace_env.sessions import SessionStore
+from tests.helpers import HANG_S, ServeProcess
+from workplace_env.server.observability import start_metrics_server
 from workplace_env_client import EnvironmentClient, SessionConflictError
 
 TASK = {"id": "t", "ground_truth": []}
 
 
 @pytest.fixture
-def served():
-    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
-    client = EnvironmentClient(f"127.0.0.1:{server.port}")
-    yield server, client
-    client.close()
-    server.stop(grace_s=0.2)
+def served(make_server):
+    """A fresh server (its metrics start at zero) and a client."""
+    served = make_server()
+    return served.running, served.client
 
 
 def _scrape(server) -> dict[str, float]:
@@ -60,24 +55,32 @@ def test_metrics_after_an_episode(served):
     assert m['workplace_env_sessions_live{state="verified"}'] == 0.0
 
 
-def test_failed_rpc_is_logged_as_json(served, caplog):
-    _, client = served
-    client.seed("l1", ("r", 0), ("u", "t"), TASK)
-    with (
-        caplog.at_level(logging.WARNING, logger="workplace_env.rpc"),
-        pytest.raises(SessionConflictError),
-    ):
-        client.seed("l1", ("r2", 0), ("u", "t"), TASK)
-    record = json.loads(JsonFormatter().format(caplog.records[-1]))
-    assert record["method"] == "SeedSession" and record["code"] == "ALREADY_EXISTS"
-    assert record["reason"] == "SESSION_CONFLICT" and record["resources_session_id"] == "l1"
-    assert record["level"] == "WARNING" and record["duration_ms"] >= 0
+def test_failed_rpc_is_logged_as_json_by_serve():
+    """The real logging configuration of ``serve``: a failed RPC is one JSON line on stderr at
+    WARNING; at the default level (INFO) a successful one writes nothing."""
+    serve = ServeProcess().ready()
+    try:
+        with EnvironmentClient(serve.target, timeout_s=HANG_S, max_attempts=1) as client:
+            client.seed("l1", ("r", 0), ("u", "t"), TASK)
+            with pytest.raises(SessionConflictError):
+                client.seed("l1", ("r2", 0), ("u", "t"), TASK)
+        record = json.loads(serve.wait_line("SESSION_CONFLICT"))
+        assert record["method"] == "SeedSession" and record["code"] == "ALREADY_EXISTS"
+        assert record["reason"] == "SESSION_CONFLICT" and record["resources_session_id"] == "l1"
+        assert record["level"] == "WARNING" and record["logger"] == "workplace_env.rpc"
+        assert record["duration_ms"] >= 0 and record["ts"] > 0
+        logged = [json.loads(line) for line in serve.lines if line.startswith("{")]
+        assert [r["code"] for r in logged] == ["ALREADY_EXISTS"]  # the OK seed: not at INFO
+    finally:
+        serve.stop()
 
 
 def test_live_gauge_counts_every_live_state(served):
     """Restored, unclaimed sessions are live too (they were left out of the gauge)."""
+    from workplace_env.sandbox.load import load_sandbox
+    from workplace_env.server.app import start_server
     from workplace_env.server.observability import LIVE_STATES
-    from workplace_env.sessions import SessionState
+    from workplace_env.sessions import SessionState, SessionStore
 
     assert set(LIVE_STATES) == {s.value.lower() for s in SessionState} - {"closed"}
     server, client = served

@@ -11,10 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
-import subprocess
-import sys
-import threading
-import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -24,20 +20,24 @@ from typing import Any
 import grpc
 import pytest
 import yaml
-from google.rpc import error_details_pb2
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_status import rpc_status
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.helpers import (
+    READ_ONLY,
+    SCRIPTS,
+    Expected,
+    ServeProcess,
+    error_info,
+    predicted,
+    script,
+    task_row,
+    uninterrupted,
+)
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env.config import Settings
-from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server import affinity
-from workplace_env.server.app import start_server
-from workplace_env.sessions import SessionStore
 from workplace_env_client import (
     RING_HASH_ENV,
     SESSION_HEADER,
@@ -57,201 +57,31 @@ from workplace_env_client.routing import channel_target, service_config_json
 
 REPO = Path(__file__).resolve().parents[1]
 SESSIONS = 1_000
-SCRIPTS = 20  # distinct call scripts; session i runs script i % SCRIPTS
 BEFORE_CHECKPOINT, BEFORE_KILL = 10, 12  # calls made before the checkpoint, before the kill
-PEOPLE = (
-    "micaela.orta@atlas.com",
-    "gang.liao@atlas.com",
-    "juan.cui@atlas.com",
-    "zoe.camacho@atlas.com",
-)
-READ_ONLY = ("company_directory_find_email_address", '{"name": "a"}')
 
 
 # -- the workload --------------------------------------------------------------------------------
 
 #: The admin token of the serve processes (admin RPCs are off without one, CONTRACT A1).
 ADMIN_TOKEN = "scale-out-admin"
-
-
-def script(k: int) -> list[tuple[str, str]]:
-    """Script ``k``: 15 calls whose later outputs show the earlier writes (ids, searches)."""
-    who = PEOPLE[k % len(PEOPLE)]
-    tag = f"scale-{k}"
-    day = f"2023-12-{1 + k % 20:02d}"
-    calls: list[tuple[str, dict[str, Any]]] = [
-        ("email_send_email", {"recipient": who, "subject": f"{tag} first", "body": "b"}),
-        (
-            "calendar_create_event",
-            {
-                "event_name": tag,
-                "participant_email": who,
-                "event_start": f"{day} 10:00:00",
-                "duration": "30",
-            },
-        ),
-        (
-            "project_management_create_task",
-            {
-                "task_name": tag,
-                "assigned_to_email": who,
-                "list_name": "Backlog",
-                "due_date": "2023-12-10",
-                "board": "Back end",
-            },
-        ),
-        (
-            "customer_relationship_manager_add_customer",
-            {"customer_name": f"Scale {k}", "assigned_to_email": who, "status": "Lead"},
-        ),
-        ("email_search_emails", {"query": tag}),
-        ("email_delete_email", {"email_id": f"{1 + k:08d}"}),
-        ("calendar_search_events", {"query": tag}),
-        ("email_send_email", {"recipient": who, "subject": f"{tag} second", "body": "c"}),
-        ("project_management_search_tasks", {"task_name": tag}),
-        ("customer_relationship_manager_search_customers", {"customer_name": f"Scale {k}"}),
-        # after the checkpoint, before the kill
-        (
-            "calendar_create_event",
-            {
-                "event_name": f"{tag} b",
-                "participant_email": who,
-                "event_start": f"{day} 14:00:00",
-                "duration": "60",
-            },
-        ),
-        ("email_get_email_information_by_id", {"email_id": f"{1 + k:08d}", "field": "subject"}),
-        # after the kill
-        ("email_search_emails", {"query": tag}),
-        ("calendar_search_events", {"query": tag}),
-        (
-            "customer_relationship_manager_add_customer",
-            {"customer_name": f"Scale {k} b", "assigned_to_email": who, "status": "Qualified"},
-        ),
-    ]
-    return [(name, json.dumps(arguments)) for name, arguments in calls]
-
-
-WRITES = ("send", "create", "add", "delete")
-
-
-def task_row(k: int) -> dict[str, Any]:
-    """Task ``k``: the script's writes as ground truth (one fewer for odd ``k``: reward 0)."""
-    writes = [{"name": n, "arguments": a} for n, a in script(k) if any(w in n for w in WRITES)]
-    return {"id": f"t{k}", "ground_truth": writes if k % 2 == 0 else writes[:-1]}
-
-
-def predicted(k: int) -> list[tuple[str, str]]:
-    return [(n, a) for n, a in script(k) if any(w in n for w in WRITES)]
-
-
-@dataclass
-class Expected:
-    outputs: list[Any]
-    reward: float
-    tables: tuple
+SERVE_FLAGS = ("--metrics-address", "127.0.0.1:0", "--log-level", "ERROR")
+SERVE_FLAGS += ("--admin-token", ADMIN_TOKEN)
 
 
 @pytest.fixture(scope="module")
-def expected() -> dict[int, Expected]:
+def expected(sandbox) -> dict[int, Expected]:
     """Each script's outputs, reward and table diffs in an uninterrupted run (in-process)."""
-    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
-    out = {}
-    try:
-        with EnvironmentClient(f"127.0.0.1:{server.port}") as env:
-            for k in range(SCRIPTS):
-                with env.session(task_row(k), task_id=("scale", f"t{k}")) as s:
-                    outputs = [s.call_tool(n, a) for n, a in script(k)]
-                    result = s.verify(predicted(k))
-                out[k] = Expected(outputs, result.reward, result.tables)
-    finally:
-        server.stop(grace_s=0)
-    assert {e.reward for e in out.values()} == {0.0, 1.0}
-    return out
+    return uninterrupted(sandbox, "scale")
 
 
 # -- the cluster ---------------------------------------------------------------------------------
 
 
-class ServeProcess:
-    """``python -m workplace_env.cli serve`` on a free loopback port, with metrics."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "workplace_env.cli",
-                "serve",
-                "--address",
-                "127.0.0.1:0",
-                "--metrics-address",
-                "127.0.0.1:0",
-                "--log-level",
-                "ERROR",
-                "--admin-token",
-                ADMIN_TOKEN,
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-    def ready(self) -> None:
-        """Read the addresses it prints, drain its stderr, and poll health until SERVING."""
-        assert self.proc.stderr is not None
-        serving = self.proc.stderr.readline()
-        metrics = self.proc.stderr.readline()
-        assert "serving on" in serving and "metrics on" in metrics, (serving, metrics)
-        self.target = serving.split()[-1]
-        self.metrics_url = f"http://{metrics.split()[-1]}/metrics"
-        # Keep reading so a chatty server never blocks on a full pipe.
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()
-        with grpc.insecure_channel(self.target) as channel:
-            stub = health_pb2_grpc.HealthStub(channel)
-            for _ in range(50):
-                try:
-                    answer = stub.Check(
-                        health_pb2.HealthCheckRequest(), timeout=2, wait_for_ready=True
-                    )
-                except grpc.RpcError:
-                    continue
-                if answer.status == health_pb2.HealthCheckResponse.SERVING:
-                    return
-        raise AssertionError(f"{self.target} never became SERVING")
-
-    def metric(self, name: str, **labels: str) -> float:
-        """The value of one sample of the server's Prometheus metrics (0 when absent)."""
-        text = urllib.request.urlopen(self.metrics_url, timeout=10).read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and all(
-                    sample.labels.get(k) == v for k, v in labels.items()
-                ):
-                    return sample.value
-        return 0.0
-
-    def calls_ok(self) -> int:
-        return int(self.metric("workplace_env_rpc_total", method="CallTool", code="OK"))
-
-    def seeds(self) -> int:
-        return int(self.metric("workplace_env_seeds_total"))
-
-    def live(self) -> int:
-        """Live sessions, seeded or verified."""
-        return sum(
-            int(self.metric("workplace_env_sessions_live", state=state))
-            for state in ("seeded", "verified")
-        )
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=30)
-
-
 @pytest.fixture
 def cluster() -> Iterator[list[ServeProcess]]:
-    servers = [ServeProcess() for _ in range(3)]  # started together: they import in parallel
+    servers = [
+        ServeProcess(*SERVE_FLAGS) for _ in range(3)
+    ]  # started together: they import in parallel
     try:
         for server in servers:
             server.ready()
@@ -404,24 +234,11 @@ def test_sessions_stay_on_one_process_and_survive_losing_one(cluster, expected):
 # -- the header check and the SDK's routing pieces -------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def server():
-    running = start_server(
-        SessionStore(load_sandbox(None)), "127.0.0.1:0", settings=Settings(admin_open=True)
-    )
-    yield running
-    running.stop(grace_s=0)
+pytestmark = pytest.mark.server(settings=Settings(admin_open=True))
 
 
 def _reason(error: grpc.RpcError) -> str:
-    status = rpc_status.from_call(error)
-    assert status is not None
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return info.reason
-    return ""
+    return error_info(error).reason
 
 
 def test_header_naming_another_session_is_refused_on_every_rpc(server):
@@ -504,6 +321,34 @@ def test_header_naming_another_session_is_refused_on_every_rpc(server):
         env.close_session("hdr-a", ("r", 0))
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["a-message-each", "one-message"])
+def test_every_snapshot_of_a_restore_stream_is_checked_against_the_header(server, batched):
+    # The header names the first snapshot's session; the second snapshot, in a later message
+    # of the stream or later in the same message, names another: refused, nothing installed.
+    target = f"127.0.0.1:{server.port}"
+    first, second = f"hdr-k{int(batched)}-a", f"hdr-k{int(batched)}-b"
+    with EnvironmentClient(target) as env, env.admin() as admin:
+        for k, sid in enumerate((first, second)):
+            env.seed(sid, (f"r{k}", 0), ("scale", "t"), {"id": "t"})
+        snapshots = admin.export_sessions([first, second]).snapshots
+        assert [s.resources_session_id for s in snapshots] == [first, second]
+        for sid in (first, second):
+            assert admin.retire_session(sid)
+        if batched:
+            stream = [admin_pb.RestoreSessionsRequest(snapshots=snapshots)]
+        else:
+            stream = [admin_pb.RestoreSessionsRequest(snapshots=[s]) for s in snapshots]
+        with pytest.raises(grpc.RpcError) as caught:
+            admin.stub.RestoreSessions(iter(stream), metadata=((SESSION_HEADER, first),))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert _reason(caught.value) == affinity.REASON
+        assert admin.export_sessions([first, second]).missing == [first, second]
+        # The same stream without the header restores both: only the header was wrong.
+        assert admin.stub.RestoreSessions(iter(stream)).restored_count == 2
+        for sid in (first, second):
+            assert admin.retire_session(sid)
+
+
 def test_an_id_that_is_not_a_header_value_still_gets_the_bad_request(server):
     with (
         EnvironmentClient(f"127.0.0.1:{server.port}") as env,
@@ -565,12 +410,12 @@ def test_recover_after_retire_replays_and_a_diverging_replay_is_an_error(server)
         admin = env.admin()
         with env.session(task_row(5), recovery="replay") as s:
             first = [s.call_tool(n, a) for n, a in script(5)[:5]]
-            assert admin.retire_session(s.id)  # K6: the server lets the session go
+            assert admin.retire_session(s.id) is True  # K6: the server lets the session go
             # Recovered inside the call: the next output is the uninterrupted one.
             assert s.call_tool(*script(5)[5]) == "Email deleted successfully."
             assert s.recoveries == (Recovery("replay", False, 5, False),)
             assert len(s.calls) == 6 and first[4]["pagination"]["total_emails"] == 1
-            assert admin.retire_session(s.id)
+            assert admin.retire_session(s.id) is True
             s._calls[0] = dataclasses.replace(s._calls[0], output_digest=bytes(8))
             with pytest.raises(ReplayDivergedError) as caught:
                 s.recover("replay")

@@ -2,38 +2,40 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
+import httpx
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import SERVICE_NAME, start_server
-from workplace_env.sessions import SessionStore
+from tests.helpers import (
+    EP,
+    HANG_S,
+    NOT_SERVING,
+    SERVING,
+    TASK,
+    TID,
+    WRITE,
+    ServeProcess,
+    emails,
+    health,
+    local,
+    wait,
+)
+from workplace_env.server.app import SERVICE_NAME
 from workplace_env_client import EnvironmentClient, UnavailableError
 
-
-@pytest.fixture
-def server():
-    running = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
-    yield running
-    running.stop(grace_s=0.2)
-
-
-def _health(port: int, service: str = "") -> int:
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        stub = health_pb2_grpc.HealthStub(channel)
-        return stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5).status
+SENT = "Email sent successfully."
 
 
 def test_fresh_server_is_serving(server):
-    assert _health(server.port) == health_pb2.HealthCheckResponse.SERVING
-    assert _health(server.port, SERVICE_NAME) == health_pb2.HealthCheckResponse.SERVING
+    assert health(local(server.port)) == SERVING
+    assert health(local(server.port), SERVICE_NAME) == SERVING
 
 
 def test_reflection_lists_services(server):
@@ -46,67 +48,84 @@ def test_reflection_lists_services(server):
     assert {SERVICE_NAME, "grpc.health.v1.Health"} <= names
 
 
-def test_draining_refuses_new_seeds_but_serves_live_sessions(server):
-    client = EnvironmentClient(f"127.0.0.1:{server.port}")
+def test_draining_refuses_new_seeds_but_serves_live_sessions(make_server):
+    served = make_server()
+    server, client = served.running, served.client
     task = {"id": "t", "ground_truth": []}
     client.seed("live", ("r", 0), ("u", "t"), task)
     server.health.enter_graceful_shutdown()
     server.store.start_draining()
-    assert _health(server.port) == health_pb2.HealthCheckResponse.NOT_SERVING
+    assert health(served.target) == NOT_SERVING
     with pytest.raises(UnavailableError) as err:
         client.seed("new", ("r2", 0), ("u", "t"), task)
     assert err.value.reason == "DRAINING"
     assert client.call_tool("live", "company_directory_find_email_address", {"name": "zzzz"}) == []
-    client.close()
 
 
-def test_serve_command_drains_on_sigterm(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "workplace_env.cli", "serve", "--address", "127.0.0.1:0"],
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+def _held_body(sent: threading.Event, release: threading.Event) -> Iterator[bytes]:
+    """A tool body sent in two parts: the second once ``release`` is set (a call in flight)."""
+    yield b'{"recipient": "a@b.com", "subject": "in flight", '
+    sent.set()
+    wait(release)
+    yield b'"body": "b"}'
+
+
+def test_serve_command_drains_on_sigterm():
+    """What a user relies on when ``serve`` gets SIGTERM (CONTRACT X2): from then on health is
+    NOT_SERVING and ``/ready`` 503, a new seed is refused (UNAVAILABLE, HTTP 503), sessions
+    already admitted are served, a call in flight finishes with its real output, and the
+    process exits 0. ``--drain-delay-s`` keeps it listening while the test looks."""
+    serve = ServeProcess(
+        "--http-address", "127.0.0.1:0", "--drain-delay-s", "5", "--grace-s", str(HANG_S)
+    ).ready()
+    body_sent, release = threading.Event(), threading.Event()
     try:
-        line = proc.stderr.readline()  # "workplace-env serving on HOST:PORT"
-        assert "serving on" in line, line
-        port = int(line.rsplit(":", 1)[1])
-        assert _health(port) == health_pb2.HealthCheckResponse.SERVING
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        with (
+            EnvironmentClient(serve.target, timeout_s=HANG_S, max_attempts=1) as client,
+            httpx.Client(base_url=serve.url, timeout=HANG_S) as agent,
+            httpx.Client(base_url=serve.url, timeout=HANG_S) as probe,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            client.seed("live", EP, TID, TASK)
+            assert agent.post("/seed_session", json=TASK).status_code == 200
+            assert probe.get("/ready").status_code == 200
+            in_flight = pool.submit(
+                agent.post,
+                f"/{WRITE[0]}",
+                content=_held_body(body_sent, release),
+                headers={"content-type": "application/json"},
+            )
+            wait(body_sent)
+            serve.proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + HANG_S
+            while health(serve.target) != NOT_SERVING:  # the signal is taken
+                assert time.monotonic() < deadline, "still SERVING after SIGTERM"
+            ready = probe.get("/ready")
+            assert (ready.status_code, ready.json()) == (503, {"status": "draining"})
+            seeded = probe.post("/seed_session", json=TASK)
+            assert seeded.status_code == 503 and seeded.json()["reason"] == "DRAINING"
+            with pytest.raises(UnavailableError) as err:
+                client.seed("new", ("rollout-new", 0), TID, TASK)
+            assert err.value.reason == "DRAINING"
+            assert client.call_tool("live", *WRITE) == SENT
+            assert emails(client, "live") == 1
+            release.set()
+            answer = in_flight.result(HANG_S)
+            assert (answer.status_code, answer.json()) == (200, {"output": SENT})
+        assert serve.proc.wait(HANG_S) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        release.set()
+        serve.stop()
 
 
 def test_serve_cohosts_the_http_gateway():
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "workplace_env.cli",
-            "serve",
-            "--address",
-            "127.0.0.1:0",
-            "--http-address",
-            "127.0.0.1:0",
-        ],
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    serve = ServeProcess("--http-address", "127.0.0.1:0").ready()
     try:
-        assert "serving on" in proc.stderr.readline()
-        line = proc.stderr.readline()
-        assert "HTTP gateway on" in line, line
-        url = line.split("HTTP gateway on", 1)[1].strip()
-        import httpx
-
-        with httpx.Client(base_url=url, timeout=10) as http:
+        with httpx.Client(base_url=serve.url, timeout=10) as http:
             assert http.post("/seed_session", json={"task_id": 1}).json() == {}
             out = http.post("/company_directory_find_email_address", json={"name": "zzzz"})
             assert out.content == b'{"output":[]}'
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0
+        serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        serve.stop()

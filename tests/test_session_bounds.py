@@ -9,15 +9,11 @@ import re
 
 import pytest
 
-from tests import test_contract
 from tests.conftest import REPO
-from tests.test_contract import EP, TID, WRITE, FakeClock
+from tests.helpers import EP, TID, WRITE, FakeClock
 from workplace_env import errors
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.sessions import CloseOutcome, SessionConfig, SessionStore
-
-# The contract tests' fixtures, shared.
-sandbox = test_contract.sandbox
 
 EPISODE = EpisodeId(*EP)
 TASK_ID = TaskId(*TID)
@@ -190,6 +186,32 @@ def test_every_request_on_a_session_keeps_it_alive(sandbox):
     store.clock.now += 5  # type: ignore[attr-defined]
     assert store.evict_idle() == 1
     assert sorted(store._sessions) == ["called", "retried", "verified"]
+
+
+def test_a_session_idle_exactly_its_ttl_is_kept_and_one_idle_longer_is_evicted(sandbox):
+    # X1: evicted once idle *past* its TTL.
+    store = _store(sandbox, idle_ttl_s=10)
+    _seed(store, "edge")
+    store.clock.now += 10  # type: ignore[attr-defined]
+    assert store.evict_idle() == 0
+    store.clock.now += 0.5  # type: ignore[attr-defined]
+    assert store.evict_idle() == 1
+    assert store.live_count() == 0
+
+
+def test_an_evicted_legacy_session_keeps_its_legacy_binding(sandbox):
+    # Its record answers as a legacy (cookie) session: a legacy re-seed gets fresh tables, a
+    # typed seed of the id conflicts, and a close needs no episode of its own.
+    store = _store(sandbox, idle_ttl_s=10)
+    store.seed("cookie-ev", None, None, TASK, legacy=True)
+    store.clock.now += 11  # type: ignore[attr-defined]
+    assert store.evict_idle() == 1
+    with pytest.raises(errors.SessionConflict):
+        _seed(store, "cookie-ev")
+    assert not store.seed("cookie-ev", None, None, TASK, legacy=True).already_seeded
+    store.clock.now += 11  # type: ignore[attr-defined]
+    assert store.evict_idle() == 1
+    assert store.close("cookie-ev", EPISODE) is CloseOutcome.CLOSED
 
 
 # -- documentation ----------------------------------------------------------------------------

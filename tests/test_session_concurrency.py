@@ -17,25 +17,19 @@ from typing import Any
 
 import pytest
 
-from tests import test_contract
-from tests.test_contract import EP, HANG_S, TASK, TID, WRITE, FakeClock
+from tests.helpers import EP, HANG_S, TASK, TID, WRITE, FakeClock
+from tests.helpers import wait as _wait
 from workplace_env import errors
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.server.app import start_server
 from workplace_env.sessions import CloseOutcome, SessionConfig, SessionStore
+from workplace_env.testing.faults import Faults
 from workplace_env_client import EnvironmentClient
-
-# The contract tests' fixtures, shared.
-sandbox = test_contract.sandbox
 
 EPISODE = EpisodeId(*EP)
 TASK_ID = TaskId(*TID)
 DOMAIN_TASK = Task(id="task-1", ground_truth=(FunctionCall(WRITE[0], json.dumps(WRITE[1])),))
 SEND = json.dumps(WRITE[1])
-
-
-def _wait(event: threading.Event) -> None:
-    assert event.wait(HANG_S), "hang guard: the awaited step never happened"
 
 
 _HOLDS: list[Hold] = []
@@ -51,7 +45,7 @@ class Hold:
         self.entered = threading.Event()
         self.go = threading.Event()
         self.session_id = session_id
-        store.faults.on(point, self)
+        Faults.of(store).on(point, self)
         _HOLDS.append(self)
 
     def __call__(self, sid: str) -> None:
@@ -70,7 +64,7 @@ def _release_holds() -> None:
 def store(sandbox) -> Iterator[SessionStore]:
     store = SessionStore(sandbox, SessionConfig(idle_ttl_s=60), clock=FakeClock())
     yield store
-    store.faults.clear()
+    Faults.of(store).clear()
     _release_holds()
 
 
@@ -128,7 +122,7 @@ def test_other_sessions_never_wait_for_a_held_session(store, pool):
     assert pool.submit(_other_sessions_work, store, clock, "a").result(HANG_S)[:5] == expected
     # a close of the held session waits for its call, and only it waits
     closing_started = threading.Event()
-    store.faults.on("release_wait", lambda sid: closing_started.set())
+    Faults.of(store).on("release_wait", lambda sid: closing_started.set())
     closing = pool.submit(store.close, "held", EPISODE)
     _wait(closing_started)
     result = pool.submit(_other_sessions_work, store, clock, "b").result(HANG_S)
@@ -177,9 +171,10 @@ def test_calls_on_one_session_are_serialised(store, pool):
     _seed(store, "s")
     hold = Hold(store, "s")
     ran: list[str] = []
-    store.faults.on("tool", lambda sid: (hold(sid), ran.append(sid)))
+    Faults.of(store).on("tool", lambda sid: (hold(sid), ran.append(sid)))
     second_waiting = threading.Event()
-    store.faults.on("tool_wait", lambda sid: second_waiting.set() if hold.entered.is_set() else 0)
+    faults = Faults.of(store)
+    faults.on("tool_wait", lambda sid: second_waiting.set() if hold.entered.is_set() else 0)
     first = pool.submit(_send, store, "s", "zq1")
     _wait(hold.entered)
     second = pool.submit(_send, store, "s", "zq2")
@@ -192,7 +187,7 @@ def test_calls_on_one_session_are_serialised(store, pool):
 
 def test_S8_many_racing_identical_seeds_build_once(store):
     builds: list[str] = []
-    store.faults.on("build", builds.append)
+    Faults.of(store).on("build", builds.append)
     start = threading.Barrier(8)
 
     def seed() -> bool:
@@ -211,7 +206,7 @@ def test_close_racing_a_call_that_already_holds_the_session(store, pool):
     call = pool.submit(_send, store, "c", "zq")
     _wait(hold.entered)
     waiting = threading.Event()
-    store.faults.on("release_wait", lambda sid: waiting.set())
+    Faults.of(store).on("release_wait", lambda sid: waiting.set())
     close = pool.submit(store.close, "c", EPISODE)
     _wait(waiting)
     hold.go.set()
@@ -225,7 +220,7 @@ def test_a_call_that_found_the_session_before_its_removal_is_not_found(store, po
     _seed(store, "c")
     hold = Hold(store, "c", point="tool_wait")  # found the session, not yet its lock
     ran: list[str] = []
-    store.faults.on("tool", ran.append)
+    Faults.of(store).on("tool", ran.append)
     call = pool.submit(_send, store, "c", "zq")
     _wait(hold.entered)
     if remover == "close":
@@ -256,7 +251,7 @@ def test_close_during_a_seed_build_waits_for_it(store, pool):
     seed = pool.submit(_seed, store, "c")
     _wait(hold.entered)
     waiting = threading.Event()
-    store.faults.on("seed_wait", lambda sid: waiting.set())
+    Faults.of(store).on("seed_wait", lambda sid: waiting.set())
     close = pool.submit(store.close, "c", EPISODE)
     _wait(waiting)
     hold.go.set()
@@ -321,3 +316,22 @@ def test_legacy_rebuild_waits_for_its_own_session_only(store, pool):
     assert call.result(HANG_S) == '"Email sent successfully."'
     assert reseed.result(HANG_S).rebuilt
     assert _subjects(store, "cookie") == []  # rebuilt after the call: fresh tables
+
+
+def test_a_sweep_skips_a_busy_or_unreleasable_session_and_evicts_the_rest(store, pool):
+    # X1: a session with a call in flight is in use, and one whose release fails stays live
+    # for the next sweep; neither stops this sweep from evicting the idle sessions after it.
+    for sid in ("sweep-busy", "sweep-stuck", "sweep-idle"):
+        _seed(store, sid, rollout=sid)
+    hold = Hold(store, "sweep-busy")
+    call = pool.submit(_send, store, "sweep-busy", "zq-busy")
+    _wait(hold.entered)
+    store.clock.now += 61  # all three last used 61 s ago; sweep-busy's call still runs
+    Faults.of(store).fail_next_release()  # the first release tried: sweep-stuck's
+    assert store.evict_idle() == 1
+    with pytest.raises(errors.SessionExpired):
+        _subjects(store, "sweep-idle")
+    assert _subjects(store, "sweep-stuck") == []  # still live (and now used again)
+    hold.go.set()
+    assert call.result(HANG_S) == '"Email sent successfully."'
+    assert _subjects(store, "sweep-busy") == ["zq-busy"]

@@ -10,17 +10,9 @@ import threading
 import grpc
 import pytest
 
-from tests import test_contract
-from tests.test_contract import (
-    EP,
-    HANG_S,
-    TASK,
-    TID,
-    WRITE,
-    Env,
-    _emails,
-    assert_refused,
-)
+from tests.helpers import EP, HANG_S, TASK, TID, WRITE, Env, assert_refused
+from tests.helpers import emails as _emails
+from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     CapacityError,
     DeadlineError,
@@ -30,10 +22,6 @@ from workplace_env_client import (
     UnavailableError,
 )
 from workplace_env_client.client import RETRIED_METHODS, SERVICE, retry_service_config
-
-# The contract tests' fixtures, shared.
-sandbox = test_contract.sandbox
-make_env = test_contract.make_env
 
 
 def test_retry_policy_covers_only_idempotent_rpcs_on_unavailable():
@@ -64,7 +52,7 @@ def test_sdk_calls_without_call_id_are_distinct_calls(make_env):
 def test_without_retries_a_lost_response_surfaces_and_the_call_id_replays(make_env):
     env: Env = make_env()
     env.raw.seed("s", EP, TID, TASK)
-    env.store.faults.lose_next_response()
+    Faults.of(env.store).lose_next_response()
     with pytest.raises(UnavailableError) as err:
         env.raw.call_tool("s", *WRITE, call_id="mine")
     assert_refused(err.value, grpc.StatusCode.UNAVAILABLE, "INJECTED_FAULT", "s")
@@ -75,8 +63,8 @@ def test_without_retries_a_lost_response_surfaces_and_the_call_id_replays(make_e
 def test_retries_give_up_after_max_attempts_with_the_last_status(make_env):
     env: Env = make_env()
     builds: list[str] = []
-    env.store.faults.on("build", builds.append)
-    env.store.faults.fail_next_build(10)
+    Faults.of(env.store).on("build", builds.append)
+    Faults.of(env.store).fail_next_build(10)
     with pytest.raises(UnavailableError) as err:
         env.client.seed("s", EP, TID, TASK)
     assert_refused(err.value, grpc.StatusCode.UNAVAILABLE, "TABLES_UNAVAILABLE", "s")
@@ -90,15 +78,15 @@ def test_non_retryable_errors_are_not_retried(make_env, case):
     env.client.seed("a", EP, TID, TASK)
     if case == "capacity":
         builds: list[str] = []
-        env.store.faults.on("build", builds.append)
+        Faults.of(env.store).on("build", builds.append)
         with pytest.raises(CapacityError):
             env.client.seed("b", ("r-b", 0), TID, TASK)
         assert builds == []
     else:
-        env.store.faults.fail_next_release(2)  # a retry would hit the second fault too
+        Faults.of(env.store).fail_next_release(2)  # a retry would hit the second fault too
         with pytest.raises(ReleaseFailedError):
             env.client.close_session("a", EP)
-        env.store.faults.clear()
+        Faults.of(env.store).clear()
         assert env.client.close_session("a", EP) == "CLOSED"  # one fault was used, not two
 
 
@@ -111,7 +99,7 @@ def test_every_rpc_has_a_deadline(make_env):
         held.set()
         assert go.wait(HANG_S)
 
-    env.store.faults.on("tool", hold)
+    Faults.of(env.store).on("tool", hold)
     target = f"127.0.0.1:{env.server.port}"
     with EnvironmentClient(target, timeout_s=0.5) as impatient:
         try:
@@ -158,7 +146,7 @@ def test_session_closes_when_the_block_raises(make_env, exc_type):
 def test_a_failing_close_does_not_hide_the_blocks_error(make_env):
     env: Env = make_env()
     with pytest.raises(ValueError, match="policy crashed"), env.client.session(TASK) as s:
-        env.store.faults.fail_next_release()
+        Faults.of(env.store).fail_next_release()
         raise ValueError("policy crashed")
     assert env.store.live_count() == 1  # the close failed (C5) ...
     assert env.client.close_session(s.id, s.episode) == "CLOSED"  # ... and can be retried
@@ -167,18 +155,18 @@ def test_a_failing_close_does_not_hide_the_blocks_error(make_env):
 def test_a_failing_close_after_a_clean_block_raises(make_env):
     env: Env = make_env()
     with pytest.raises(ReleaseFailedError), env.client.session(TASK) as s:
-        env.store.faults.fail_next_release()
+        Faults.of(env.store).fail_next_release()
     assert env.client.close_session(s.id, s.episode) == "CLOSED"
 
 
 def test_a_failed_seed_fences_an_sdk_generated_id(make_env):
     env: Env = make_env()
     seen: list[str] = []
-    env.store.faults.on("build", seen.append)
-    env.store.faults.fail_next_build(10)
+    Faults.of(env.store).on("build", seen.append)
+    Faults.of(env.store).fail_next_build(10)
     with pytest.raises(UnavailableError), env.client.session(TASK):
         pytest.fail("the block must not run")
-    env.store.faults.clear()
+    Faults.of(env.store).clear()
     # the id is fenced, so a seed of it that arrives late cannot leak a session
     assert env.client.close_session(seen[0], EP) == "ALREADY_CLOSED"
     assert env.store.live_count() == 0
@@ -186,9 +174,9 @@ def test_a_failed_seed_fences_an_sdk_generated_id(make_env):
 
 def test_a_failed_seed_leaves_a_callers_id_free(make_env):
     env: Env = make_env()
-    env.store.faults.fail_next_build(10)
+    Faults.of(env.store).fail_next_build(10)
     with pytest.raises(UnavailableError), env.client.session(TASK, session_id="mine", episode=EP):
         pytest.fail("the block must not run")
-    env.store.faults.clear()
+    Faults.of(env.store).clear()
     with env.client.session(TASK, session_id="mine", episode=EP) as s:  # the caller retries
         assert s.id == "mine"

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-from tests.test_contract import FakeClock
+from tests.helpers import FakeClock
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env import errors
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
@@ -34,6 +34,7 @@ from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import start_server
 from workplace_env.server.status import DOMAIN, status_code
 from workplace_env.sessions import LEGACY_EPISODE, SessionConfig, SessionStore
+from workplace_env.testing.faults import Faults
 from workplace_env.verify import Verifier
 from workplace_env_client import EnvironmentClient, WorkplaceEnvError
 from workplace_env_client.errors import from_rpc_error
@@ -100,7 +101,7 @@ class StoreDriver:
     def __init__(self) -> None:
         self.clock = FakeClock()
         self.store = SessionStore(_SANDBOX, CONFIG, clock=self.clock, verifier=_VERIFIER)
-        self.faults = self.store.faults
+        self.faults = Faults.of(self.store)
 
     def _run(self, rpc: str, fn: Callable[[], Any]) -> Any:
         try:

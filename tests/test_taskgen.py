@@ -355,10 +355,13 @@ def test_cli_generate_tasks(tmp_path, default_base):
     assert result.exit_code == 0, result.output
     lines = [json.loads(x) for x in result.stdout.splitlines()]
     assert lines == generate_tasks(default_base, 25, 4)
+    printed = result.stdout
     out = tmp_path / "tasks.jsonl"
     result = runner.invoke(app, ["generate-tasks", "--count", "25", "--seed", "4", "--out", out])
     assert result.exit_code == 0, result.output
-    assert out.read_text(encoding="utf-8") == result.stdout or not result.stdout
+    assert result.stdout == ""  # the tasks go to the file only
+    assert "wrote 25 tasks" in result.stderr
+    assert out.read_text(encoding="utf-8") == printed  # the very text stdout got
     assert [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()] == lines
 
 

@@ -1,52 +1,49 @@
-"""``workplace-env``: serve the environment, run episodes through it, and the tools around them."""
+"""``workplace-env``: serve the environment, run episodes through it, and the tools around them.
+
+This module only declares the commands and their arguments; each command calls one function
+that lives with the code it runs:
+
+=========================  ===============================================================
+``serve``                  :func:`workplace_env.server.serve.serve_until_signalled`
+``serve --print-config``,  :func:`workplace_env.config.print_settings`
+``config``
+``gateway``                :func:`workplace_env.gateway.serve.serve_gateway_until_signalled`
+``run``                    :func:`workplace_env.runs.run_scripted`,
+                           :func:`workplace_env.runs.run_model_policy` (``--policy model``)
+``generate-tasks``         :func:`workplace_env.taskgen.generate_to`
+``demo``                   :func:`workplace_env.demo.run_demo`
+``checkpoint save``,       :func:`workplace_env.checkpoint.remote.save_checkpoint`,
+``checkpoint restore``     :func:`workplace_env.checkpoint.remote.restore_checkpoint`
+=========================  ===============================================================
+
+Those functions raise :class:`~workplace_env.terminal.CommandError` for what stops a command
+(printed here, with its exit status) and return the exit status of what completes.
+"""
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-import secrets
-import signal
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from workplace_env.checkpoint.files import CheckpointFileError, read_checkpoint, write_checkpoint
-from workplace_env.config import ConfigError, Settings, describe, load_settings
-from workplace_env.runner import POLICIES, RunSummary, read_jsonl, run_lines
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.sandbox.tables import TablesUnavailableError
-from workplace_env.server.app import RunningServer, start_server
-from workplace_env.server.observability import configure_logging
-from workplace_env.sessions import SessionStore
-from workplace_env.taskgen import CATEGORIES, TEMPLATES, generate_tasks, write_jsonl
-from workplace_env_client import (
-    AdminClient,
-    EnvironmentClient,
-    WorkplaceEnvError,
-    snapshot_from_json,
-    snapshot_to_json,
-)
-
-if TYPE_CHECKING:  # the gateway (FastAPI, uvicorn) loads only when a command needs it
-    from workplace_env.gateway import GatewaySettings
-    from workplace_env.gateway.serve import RunningGateway
+from workplace_env.checkpoint.remote import restore_checkpoint, save_checkpoint
+from workplace_env.config import ConfigError, Settings, load_settings, print_settings
+from workplace_env.demo import run_demo
+from workplace_env.runner import POLICIES
+from workplace_env.runs import ModelRunOptions, read_episodes, run_model_policy, run_scripted
+from workplace_env.server.serve import serve_until_signalled
+from workplace_env.taskgen import generate_to
+from workplace_env.terminal import CommandError, console
 
 app = typer.Typer(
     help="gRPC environment server for the workplace assistant (WorkBench) benchmark.",
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console(stderr=True, soft_wrap=True)  # messages never wrap mid-path
 
 
 def _print_version(value: bool) -> None:
@@ -71,6 +68,21 @@ def _main(
     """gRPC environment server for the workplace assistant (WorkBench) benchmark."""
 
 
+@contextmanager
+def _reported() -> Iterator[None]:
+    """A :class:`CommandError` becomes its message on stderr and its exit status."""
+    try:
+        yield
+    except CommandError as exc:
+        console.print(exc.markup())
+        raise typer.Exit(exc.exit_code) from exc
+
+
+def _exit(status: int) -> None:
+    if status:
+        raise typer.Exit(status)
+
+
 DataDir = Annotated[
     Optional[Path],  # noqa: UP045  (typer needs Optional at runtime on 3.11)
     typer.Option(
@@ -80,34 +92,6 @@ DataDir = Annotated[
         file_okay=False,
     ),
 ]
-
-
-def _store(data_dir: Path | None) -> SessionStore:
-    try:
-        return SessionStore(load_sandbox(data_dir))
-    except TablesUnavailableError as exc:
-        console.print(f"[red]cannot load the sandbox:[/red] {exc}")
-        raise typer.Exit(2) from exc
-
-
-#: The admin token of the in-process server of `run` (made per process): the `tables_after`
-#: comparisons read the sessions through the admin export, which is off without a token (A1).
-_IN_PROCESS_ADMIN_TOKEN = secrets.token_urlsafe(24)
-
-
-@contextmanager
-def _in_process_server(data_dir: Path | None) -> Iterator[RunningServer]:
-    # Refusals are part of some files (e.g. bodies the reference answered with 422): the
-    # run's own table reports mismatches, so the server's per-RPC warnings stay quiet.
-    logging.getLogger("workplace_env.rpc").setLevel(logging.ERROR)
-    settings = Settings(admin_token=_IN_PROCESS_ADMIN_TOKEN)
-    server = start_server(_store(data_dir), "127.0.0.1:0", settings=settings)
-    try:
-        yield server
-    finally:
-        server.stop(grace_s=1.0)
-
-
 Opt = typer.Option
 OptStr = Optional[str]  # noqa: UP045  (typer needs Optional at runtime on 3.11)
 OptInt = Optional[int]  # noqa: UP045
@@ -129,15 +113,6 @@ def _settings(flags: dict, config_file: Path | None) -> tuple[Settings, dict[str
     except ConfigError as exc:
         console.print(f"[red]configuration error:[/red] {exc}")
         raise typer.Exit(2) from exc
-
-
-def _print_settings(settings: Settings, sources: dict[str, str]) -> None:
-    table = Table(title="effective configuration")
-    for col in ("setting", "value", "source"):
-        table.add_column(col)
-    for row in describe(settings, sources):
-        table.add_row(*row)
-    Console().print(table)
 
 
 @app.command()
@@ -210,86 +185,10 @@ def serve(
         flags["data_dir"] = str(data_dir)
     settings, sources = _settings(flags, config)
     if print_config:
-        _print_settings(settings, sources)
+        print_settings(settings, sources)
         return
-    configure_logging(settings.log_level)
-    try:
-        store = SessionStore(load_sandbox(settings.data_dir), settings.session_config())
-        server = start_server(store, settings=settings)
-    except (RuntimeError, TablesUnavailableError, OSError) as exc:
-        console.print(f"[red]cannot start:[/red] {exc}")
-        raise typer.Exit(2) from exc
-    stopping = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    gateway = None
-    if settings.http_address:
-        from workplace_env.gateway import start_gateway
-        from workplace_env.gateway.backend import InProcessBackend
-
-        try:
-            gateway = start_gateway(
-                None,
-                settings.http_address,
-                _gateway_settings(settings),
-                # co-hosted: the gateway calls this server's servicer in-process (issue 15)
-                backend=InProcessBackend.of_server(server, settings.max_message_bytes),
-                grace_s=settings.grace_s,
-            )
-        except RuntimeError as exc:
-            server.stop(grace_s=0)
-            console.print(f"[red]cannot start the HTTP gateway:[/red] {exc}")
-            raise typer.Exit(2) from exc
-    host = settings.address.rsplit(":", 1)[0]
-    console.print(f"workplace-env serving on {host}:{server.port}")
-    if gateway is not None:
-        console.print(f"HTTP gateway on {gateway.url}")
-    if server.metrics_port:
-        console.print(
-            f"metrics on {settings.metrics_address.rsplit(':', 1)[0]}:{server.metrics_port}"
-        )
-    checkpoints = settings.admin_open or bool(settings.admin_token)
-    if gateway is not None and checkpoints and not settings.cookie_secret:
-        console.print(
-            "[yellow]warning:[/yellow] checkpoints are on (admin RPCs) but the cookie secret "
-            "is random per process: cookie sessions restored into another process are orphaned "
-            "(their cookies do not verify there); set --cookie-secret"
-        )
-    stopping.wait()
-    console.print("draining ...")
-    drain_and_stop(server, gateway, settings.grace_s, settings.drain_delay_s)
-
-
-def drain_and_stop(
-    server: RunningServer, gateway: RunningGateway | None, grace_s: float, hold_s: float = 0.0
-) -> None:
-    """Shut a server (and its co-hosted gateway) down (CONTRACT X2).
-
-    From the first instant both transports report not-ready and refuse new seeds; both keep
-    serving what was admitted for ``hold_s`` seconds (``--drain-delay-s``: until a proxy's health
-    checks have taken this replica out; stopping earlier cancels RPCs it still sends here); then
-    the gateway's in-flight requests finish (they may still need the gRPC service), then gRPC's.
-    """
-    if gateway is not None:
-        gateway.start_draining()
-    server.start_draining()
-    if hold_s > 0:
-        time.sleep(hold_s)
-    if gateway is not None:
-        gateway.stop(timeout_s=grace_s)
-    server.stop(grace_s=grace_s)
-
-
-def _gateway_settings(settings: Settings) -> GatewaySettings:
-    from workplace_env.gateway import GatewaySettings
-
-    if settings.cookie_secret:
-        return GatewaySettings(secret_key=settings.cookie_secret)
-    return GatewaySettings()
+    with _reported():
+        serve_until_signalled(settings)
 
 
 @app.command()
@@ -300,68 +199,18 @@ def gateway(
     cookie_secret: Annotated[OptStr, Opt(help="Cookie signing key [random per process].")] = None,
 ) -> None:
     """Serve the reference's legacy cookie HTTP routes (and MCP) over a gRPC server."""
-    from workplace_env.gateway import run_gateway
+    from workplace_env.gateway.serve import serve_gateway_until_signalled
 
     settings, _ = _settings({"cookie_secret": cookie_secret}, config)
-    configure_logging(settings.log_level)
-    try:
-        run_gateway(
-            grpc_target,
-            address,
-            _gateway_settings(settings),
-            grace_s=settings.grace_s,
-            on_listening=lambda url: console.print(f"HTTP gateway on {url} -> {grpc_target}"),
-        )
-    except RuntimeError as exc:
-        console.print(f"[red]cannot start the HTTP gateway:[/red] {exc}")
-        raise typer.Exit(2) from exc
+    with _reported():
+        serve_gateway_until_signalled(grpc_target, address, settings)
 
 
 @app.command("config")
 def config_command(config: ConfigFile = None) -> None:
     """Print the effective settings (environment and config file over defaults)."""
     settings, sources = _settings({}, config)
-    _print_settings(settings, sources)
-
-
-def _print_summary(summary: RunSummary, title: str) -> None:
-    table = Table(title=title)
-    columns = ("episodes", "mean reward", "output mismatches", "state mismatches")
-    for col in (*columns, "reward mismatches", "episodes/s"):
-        table.add_column(col, justify="right")
-    table.add_row(
-        str(summary.episodes),
-        f"{summary.mean_reward:.4f}",
-        str(summary.output_mismatches),
-        str(summary.state_mismatches),
-        str(summary.reward_mismatches),
-        f"{summary.episodes_per_s:.1f}",
-    )
-    Console().print(table)
-    for m in summary.mismatches[:10]:
-        Console().print(f"[yellow]mismatch[/yellow] {m.case_id} {m.kind}: {m.detail}")
-
-
-def _run_with_progress(
-    client: EnvironmentClient, lines: list, policy: str, concurrency: int, token: str | None = None
-) -> RunSummary:
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        bar = progress.add_task(f"{policy} episodes", total=len(lines))
-        return run_lines(
-            client,
-            lines,
-            policy,
-            concurrency,
-            on_done=lambda _r: progress.advance(bar),
-            admin_token=token or os.environ.get("WORKPLACE_ENV_ADMIN_TOKEN"),
-        )
+    print_settings(settings, sources)
 
 
 @app.command()
@@ -424,57 +273,36 @@ def run(
     if policy not in (*POLICIES, "model"):
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
-    try:
-        lines = read_jsonl(str(file))
-    except ValueError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from exc
-    if not lines:
-        console.print(f"[red]{file} holds no episodes[/red]")
-        raise typer.Exit(2)
-    if policy == "model":
-        from workplace_env.model_cli import ModelRunOptions, run_model_policy
-
-        options = ModelRunOptions(
-            base_url,
-            model,
-            api,
-            max_turns,
-            api_key_env,
-            timeout,
-            max_retries,
-            temperature,
-            max_output_tokens,
-            repeats,
-            out or Path(f"{file.stem}_rollouts.jsonl"),
-            concurrency,
-        )
-        if target is not None:
-            with EnvironmentClient(target) as client:
-                run_model_policy(client, lines, options, console)
-        else:
-            with (
-                _in_process_server(data_dir) as server,
-                EnvironmentClient(f"127.0.0.1:{server.port}") as client,
-            ):
-                run_model_policy(client, lines, options, console)
-        return
-    if target is not None:
-        with EnvironmentClient(target) as client:
-            summary = _run_with_progress(client, lines, policy, concurrency, token)
-    else:
-        with (
-            _in_process_server(data_dir) as server,
-            EnvironmentClient(f"127.0.0.1:{server.port}") as client,
-        ):
-            summary = _run_with_progress(
-                client, lines, policy, concurrency, _IN_PROCESS_ADMIN_TOKEN
+    with _reported():
+        lines = read_episodes(file)
+        if policy == "model":
+            options = ModelRunOptions(
+                base_url,
+                model,
+                api,
+                max_turns,
+                api_key_env,
+                timeout,
+                max_retries,
+                temperature,
+                max_output_tokens,
+                repeats,
+                out or Path(f"{file.stem}_rollouts.jsonl"),
+                concurrency,
             )
-    _print_summary(summary, f"{file.name} ({policy})")
-    if json_out is not None:
-        json_out.write_text(json.dumps(summary.to_json(), indent=2, default=str) + "\n")
-    if summary.output_mismatches or summary.state_mismatches or summary.reward_mismatches:
-        raise typer.Exit(1)
+            run_model_policy(lines, options, target=target, data_dir=data_dir)
+            return
+        status = run_scripted(
+            lines,
+            policy,
+            title=f"{file.name} ({policy})",
+            target=target,
+            data_dir=data_dir,
+            concurrency=concurrency,
+            token=token,
+            json_out=json_out,
+        )
+    _exit(status)
 
 
 @app.command("generate-tasks")
@@ -488,94 +316,8 @@ def generate_tasks_command(
     ] = None,
 ) -> None:
     """Generate WorkBench-style tasks whose ground truths are computed from the sandbox (JSONL)."""
-    base = _store(data_dir).base
-    try:
-        tasks = generate_tasks(base, count, seed)
-    except ValueError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from exc
-    if out is None:
-        write_jsonl(tasks, sys.stdout)
-        sys.stdout.flush()
-        return
-    try:
-        with out.open("w", encoding="utf-8", newline="\n") as fh:
-            write_jsonl(tasks, fh)
-    except OSError as exc:
-        console.print(f"[red]cannot write {out}:[/red] {exc}")
-        raise typer.Exit(2) from exc
-    console.print(f"wrote {len(tasks)} tasks to {out}")
-
-
-_DEMO_POLICIES = ("oracle", "perturbed")
-_SHORT_CATEGORY = {
-    "project_management": "project mgmt",
-    "customer_relationship_manager": "crm",
-    "multi_domain": "multi-domain",
-}
-
-
-def _demo_runs(
-    client: EnvironmentClient, tasks: list, concurrency: int, seed: int
-) -> dict[str, dict[str, RunSummary]]:
-    """Run every category's tasks with each demo policy; one progress bar per policy."""
-    groups = {c: [t for t in tasks if t["category"] == c] for c in CATEGORIES}
-    groups = {c: lines for c, lines in groups.items() if lines}
-    results: dict[str, dict[str, RunSummary]] = {}
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        for policy in _DEMO_POLICIES:
-            bar = progress.add_task(f"{policy} episodes", total=len(tasks))
-            results[policy] = {
-                category: run_lines(
-                    client,
-                    lines,
-                    policy,
-                    concurrency,
-                    seed=seed,
-                    on_done=lambda _r, bar=bar: progress.advance(bar),
-                )
-                for category, lines in groups.items()
-            }
-    return results
-
-
-def _print_demo(results: dict[str, dict[str, RunSummary]], title: str) -> None:
-    table = Table(
-        title=title,
-        caption="oracle: the ground-truth calls; perturbed: one of them dropped, or a spurious "
-        "write when the answer is to change nothing",
-    )
-    table.add_column("category", no_wrap=True)
-    table.add_column("episodes", justify="right")
-    for policy in _DEMO_POLICIES:
-        table.add_column(f"{policy}\nmean reward", justify="right")
-        table.add_column(f"{policy}\nepisodes/s", justify="right")
-    first = results[_DEMO_POLICIES[0]]
-    totals = {p: [0, 0.0, 0.0] for p in _DEMO_POLICIES}  # episodes, reward sum, seconds
-    for category, summary in first.items():
-        short = category.removeprefix("workplace_assistant_")
-        row = [_SHORT_CATEGORY.get(short, short), str(summary.episodes)]
-        for policy in _DEMO_POLICIES:
-            s = results[policy][category]
-            row += [f"{s.mean_reward:.3f}", f"{s.episodes_per_s:.0f}"]
-            totals[policy][0] += s.episodes
-            totals[policy][1] += s.mean_reward * s.episodes
-            totals[policy][2] += s.episodes / s.episodes_per_s if s.episodes_per_s else 0.0
-        table.add_row(*row)
-    row = ["all", str(totals[_DEMO_POLICIES[0]][0])]
-    for policy in _DEMO_POLICIES:
-        n, reward, seconds = totals[policy]
-        row += [f"{reward / n:.3f}" if n else "-", f"{n / seconds:.0f}" if seconds else "-"]
-    table.add_section()
-    table.add_row(*row, style="bold")
-    Console().print(table)
+    with _reported():
+        generate_to(data_dir, count, seed, out)
 
 
 @app.command()
@@ -591,26 +333,9 @@ def demo(
     drops one of them (or makes a spurious write when the answer is to change nothing). Exit
     status 1 when an episode fails or the oracle scores below 1.0.
     """
-    started = time.perf_counter()
-    with (
-        _in_process_server(data_dir) as server,
-        EnvironmentClient(f"127.0.0.1:{server.port}") as client,
-    ):
-        base = server.store.base
-        generated = time.perf_counter()
-        tasks = generate_tasks(base, count, seed)
-        console.print(
-            f"generated {len(tasks)} tasks from {len(TEMPLATES)} templates (seed {seed}) in "
-            f"{time.perf_counter() - generated:.2f} s on the sandbox {base.origin or '(unnamed)'}"
-        )
-        results = _demo_runs(client, tasks, concurrency, seed)
-    _print_demo(results, f"{len(tasks)} generated tasks through the gRPC API")
-    errors = [m for by in results.values() for s in by.values() for m in s.mismatches]
-    for m in errors[:10]:
-        console.print(f"[yellow]{m.kind}[/yellow] {m.case_id}: {m.detail}")
-    console.print(f"done in {time.perf_counter() - started:.1f} s")
-    if errors or any(s.mean_reward < 1.0 for s in results["oracle"].values()):
-        raise typer.Exit(1)
+    with _reported():
+        status = run_demo(count, seed, concurrency, data_dir)
+    _exit(status)
 
 
 checkpoint_app = typer.Typer(
@@ -623,51 +348,19 @@ Token = Annotated[OptStr, Opt(help="Admin bearer token (also WORKPLACE_ENV_ADMIN
 CheckpointDir = Annotated[Path, typer.Argument(help="Checkpoint directory.", file_okay=False)]
 
 
-#: The deadline of a whole checkpoint export or restore stream: it grows with the number and
-#: size of the sessions, so it is far above the SDK's per-call 30 s.
-CHECKPOINT_TIMEOUT_S = 600.0
-CheckpointTimeout = Annotated[
-    float,
-    Opt(
-        help="Deadline in seconds of the whole export or restore (all sessions in one stream).",
-        min=0.1,
-    ),
-]
-
-
-def _admin(target: str, token: str | None, timeout_s: float) -> AdminClient:
-    return AdminClient(
-        target, token=token or os.environ.get("WORKPLACE_ENV_ADMIN_TOKEN"), timeout_s=timeout_s
-    )
-
-
 @checkpoint_app.command("save")
 def checkpoint_save(
     directory: CheckpointDir,
     target: Target = "127.0.0.1:50051",
     token: Token = None,
-    timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
 ) -> None:
     """Export every live session and write one file each plus a manifest (atomic).
 
     Exits 1, after saving the others, when a session cannot be exported (each is named).
     """
-    try:
-        with _admin(target, token, timeout_s) as admin:
-            snapshots, _, failures = admin.export_sessions()
-    except WorkplaceEnvError as exc:
-        console.print(f"[red]export failed:[/red] {exc}")
-        raise typer.Exit(1) from exc
-    try:
-        manifest = write_checkpoint(directory, [snapshot_to_json(s) for s in snapshots])
-    except OSError as exc:
-        console.print(f"[red]cannot write the checkpoint:[/red] {exc}")
-        raise typer.Exit(1) from exc
-    console.print(f"saved {len(snapshots)} sessions to {directory} ({manifest['checkpoint_id']})")
-    for sid, why in sorted(failures.items()):
-        console.print(f"[red]not saved:[/red] session {sid}: {why}")
-    if failures:
-        raise typer.Exit(1)
+    with _reported():
+        status = save_checkpoint(directory, target, token)
+    _exit(status)
 
 
 @checkpoint_app.command("restore")
@@ -675,22 +368,10 @@ def checkpoint_restore(
     directory: CheckpointDir,
     target: Target = "127.0.0.1:50051",
     token: Token = None,
-    timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
 ) -> None:
     """Verify every file's digest, then restore all sessions in one batch (all or nothing)."""
-    try:
-        _, documents = read_checkpoint(directory)
-        snapshots = [snapshot_from_json(d) for d in documents]
-    except (CheckpointFileError, ValueError) as exc:
-        console.print(f"[red]checkpoint refused, nothing sent:[/red] {exc}")
-        raise typer.Exit(1) from exc
-    try:
-        with _admin(target, token, timeout_s) as admin:
-            count = admin.restore_sessions(snapshots)
-    except WorkplaceEnvError as exc:
-        console.print(f"[red]restore refused, nothing installed:[/red] {exc}")
-        raise typer.Exit(1) from exc
-    console.print(f"restored {count} sessions from {directory}")
+    with _reported():
+        restore_checkpoint(directory, target, token)
 
 
 def main() -> None:

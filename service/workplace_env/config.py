@@ -25,6 +25,9 @@ from typing import Any
 from workplace_env.sessions import SessionConfig
 
 ENV_PREFIX = "WORKPLACE_ENV_"
+#: The admin token the client commands (``run --target``, ``checkpoint``) send when no
+#: ``--token`` is given (the same variable as the server's ``admin_token`` setting).
+ADMIN_TOKEN_ENV = f"{ENV_PREFIX}ADMIN_TOKEN"
 SECRETS = frozenset({"cookie_secret", "admin_token"})
 
 
@@ -243,3 +246,17 @@ def describe(settings: Settings, sources: Mapping[str, str]) -> list[tuple[str, 
         shown = "***" if name in SECRETS and value else ("" if value is None else str(value))
         rows.append((name, shown, sources.get(name, "default")))
     return rows
+
+
+def print_settings(settings: Settings, sources: Mapping[str, str]) -> None:
+    """The :func:`describe` rows as a table on stdout (``workplace-env config``, ``serve
+    --print-config``)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="effective configuration")
+    for col in ("setting", "value", "source"):
+        table.add_column(col)
+    for row in describe(settings, sources):
+        table.add_row(*row)
+    Console().print(table)

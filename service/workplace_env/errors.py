@@ -121,7 +121,8 @@ class ReleaseFailed(SessionError):
 class InjectedFault(SessionError):
     """A test-injected transient failure (UNAVAILABLE), e.g. a tool call's lost response.
 
-    Only :class:`workplace_env.sessions.Faults` raises it; clients see a retryable status.
+    The session store raises it only when its hooks say a response is lost (tests install
+    :class:`workplace_env.testing.faults.Faults` there); clients see a retryable status.
     """
 
     reason = "INJECTED_FAULT"

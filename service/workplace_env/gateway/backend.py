@@ -18,7 +18,9 @@ both:
   reason); the RPC metrics count these calls as gRPC calls. The work is sub-millisecond, so the
   gateway runs it on its event loop (``blocking`` is False).
 
-:func:`backend_for` picks one (the one place that chooses).
+:func:`backend_for`, called once by ``create_app``, turns what the gateway was given into a
+backend: an SDK client becomes a :class:`RemoteBackend`, a backend is used as it is (the
+co-hosted ``serve`` passes its :class:`InProcessBackend`). Both subclass :class:`Backend`.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ READY_DEADLINE_S = 0.5
 READY_CACHE_S = 1.0
 
 
-class RemoteBackend:
+class RemoteBackend(Backend):
     """The environment over gRPC, through an SDK client (owned by the caller).
 
     Readiness (:meth:`not_ready`) is the server's own gRPC health service: SERVING within
@@ -178,7 +180,7 @@ class _StatusError(grpc.RpcError):
 _CONTEXT = _Context()
 
 
-class InProcessBackend:
+class InProcessBackend(Backend):
     """The co-hosted server's servicer, called directly (see the module docstring).
 
     ``servicer``: the :class:`~workplace_env.server.servicer.EnvironmentServicer` of the

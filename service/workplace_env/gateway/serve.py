@@ -1,5 +1,6 @@
-"""Running the gateway: blocking (``workplace-env gateway``) or in a background thread next to
-the gRPC server (``workplace-env serve --http-address``).
+"""Running the gateway: blocking (``workplace-env gateway``: :func:`run_gateway`,
+:func:`serve_gateway_until_signalled`) or in a background thread next to the gRPC server
+(``workplace-env serve --http-address``: :func:`start_gateway`).
 
 Both bind the HTTP socket themselves before serving, so a bad address fails at once (like
 ``start_server``), port 0 picks a free port, and the bound port is known before the first
@@ -15,13 +16,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from workplace_env.gateway.app import create_app
 from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.settings import GatewaySettings
+from workplace_env.server.observability import configure_logging
+from workplace_env.terminal import CommandError, console
 from workplace_env_client import EnvironmentClient
+
+if TYPE_CHECKING:
+    from workplace_env.config import Settings
 
 _WILDCARD_HOSTS = {"", "0.0.0.0", "::", "[::]"}
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -218,3 +225,22 @@ def run_gateway(
         sock.close()
         if own:
             sdk.close()
+
+
+def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Settings) -> None:
+    """``workplace-env gateway``: serve the gateway on ``address`` in front of the gRPC server
+    at ``grpc_target`` until SIGTERM or SIGINT (:func:`run_gateway`), with the server settings'
+    cookie secret, log level and grace period. Prints ``HTTP gateway on URL -> TARGET`` to
+    stderr once bound; raises :class:`~workplace_env.terminal.CommandError` (exit 2) when the
+    address cannot be bound."""
+    configure_logging(settings.log_level)
+    try:
+        run_gateway(
+            grpc_target,
+            address,
+            GatewaySettings.with_secret(settings.cookie_secret),
+            grace_s=settings.grace_s,
+            on_listening=lambda url: console.print(f"HTTP gateway on {url} -> {grpc_target}"),
+        )
+    except RuntimeError as exc:
+        raise CommandError("cannot start the HTTP gateway:", exc) from exc

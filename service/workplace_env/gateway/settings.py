@@ -49,6 +49,12 @@ class GatewaySettings:
             raise ValueError("mcp_path must start with '/' and not end with '/' (or be '')")
 
     @classmethod
+    def with_secret(cls, secret_key: str | None) -> GatewaySettings:
+        """The defaults, signed with ``secret_key`` (the server settings' ``cookie_secret``);
+        None or empty: a random secret per process."""
+        return cls(secret_key=secret_key) if secret_key else cls()
+
+    @classmethod
     def from_env(cls, **overrides: object) -> GatewaySettings:
         """Settings whose secret is ``$WORKPLACE_ENV_COOKIE_SECRET`` when set (the server
         settings' ``cookie_secret``), else random per process; ``overrides`` pass through."""

@@ -66,7 +66,8 @@ def mismatch_status(header: str, session_id: str, rpc: str) -> grpc.Status:
     return to_status(error, rpc)
 
 
-def _check(request: Any, rpc: str, context: grpc.ServicerContext) -> None:
+def check_session_header(request: Any, rpc: str, context: grpc.ServicerContext) -> None:
+    """Abort ``rpc`` with SESSION_HEADER_MISMATCH when the header names another session."""
     header = _header(context.invocation_metadata())
     if header is None:
         return
@@ -85,7 +86,7 @@ def _checked(handler: grpc.RpcMethodHandler, rpc: str) -> grpc.RpcMethodHandler:
         inner_uu = handler.unary_unary
 
         def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
-            _check(request, rpc, context)
+            check_session_header(request, rpc, context)
             return inner_uu(request, context)
 
         return grpc.unary_unary_rpc_method_handler(unary_unary, **kwargs)
@@ -93,7 +94,7 @@ def _checked(handler: grpc.RpcMethodHandler, rpc: str) -> grpc.RpcMethodHandler:
         inner_us = handler.unary_stream
 
         def unary_stream(request: Any, context: grpc.ServicerContext) -> Any:
-            _check(request, rpc, context)
+            check_session_header(request, rpc, context)
             return inner_us(request, context)
 
         return grpc.unary_stream_rpc_method_handler(unary_stream, **kwargs)
@@ -102,7 +103,7 @@ def _checked(handler: grpc.RpcMethodHandler, rpc: str) -> grpc.RpcMethodHandler:
 
         def each(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
             for request in requests:
-                _check(request, rpc, context)
+                check_session_header(request, rpc, context)
                 yield request
 
         def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:

@@ -22,12 +22,9 @@ from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env.config import Settings
 from workplace_env.server.admin import ADMIN_SERVICE_NAME, AdminServicer, AdminTokenInterceptor
 from workplace_env.server.affinity import SessionHeaderInterceptor
-from workplace_env.server.guard import RESERVED_THREADS, Admission, GuardInterceptor
-from workplace_env.server.observability import (
-    Metrics,
-    ObservabilityInterceptor,
-    start_metrics_server,
-)
+from workplace_env.server.dispatch import EnvironmentDispatch
+from workplace_env.server.guard import RESERVED_THREADS, Admission, GuardInterceptor, Lane
+from workplace_env.server.observability import Metrics, start_metrics_server
 from workplace_env.server.servicer import EnvironmentServicer
 from workplace_env.sessions import SessionStore
 from workplace_env_client.client import KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS
@@ -68,6 +65,7 @@ class RunningServer:
     metrics_port: int | None = None
     _evictor: threading.Thread | None = None
     _stop: threading.Event | None = None
+    _lane: Lane | None = None
 
     def start_draining(self) -> None:
         """X2 from now on: health NOT_SERVING, new seeds UNAVAILABLE; everything else serves."""
@@ -80,6 +78,8 @@ class RunningServer:
         if self._stop is not None:
             self._stop.set()
         self.server.stop(grace_s).wait()
+        if self._lane is not None:
+            self._lane.shutdown(wait=False)
 
     def wait(self) -> None:
         """Block until the server terminates."""
@@ -96,7 +96,7 @@ def build_server(
     admin_open: bool = False,
     max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS,
     max_admin_rpcs: int = MAX_ADMIN_RPCS,
-) -> tuple[grpc.Server, health.HealthServicer]:
+) -> tuple[grpc.Server, health.HealthServicer, Lane]:
     """An unstarted server with the environment, admin, health and reflection services.
 
     Admin RPCs need ``authorization: Bearer <admin_token>`` metadata; without a token they are
@@ -105,11 +105,18 @@ def build_server(
     health and reflection always answer (X3, :mod:`workplace_env.server.guard`). A request
     whose ``x-resources-session-id`` header names another session than its body is refused
     (INVALID_ARGUMENT SESSION_HEADER_MISMATCH, issue 9), inside the metrics so it is counted.
+    The environment service's RPCs take a path of their own, built here once per method
+    (:mod:`workplace_env.server.dispatch`) and run on the returned :class:`Lane` (shut it down
+    after the server stops).
     """
-    admission = Admission(max_concurrent_rpcs, max_admin_rpcs, max_workers)
+    admission = Admission(max_concurrent_rpcs, max_admin_rpcs)
+    lane = Lane(admission, max_workers)
+    servicer = EnvironmentServicer(store)
+    environment = _Handlers()
+    pb_grpc.add_EnvironmentServiceServicer_to_server(servicer, environment)
     interceptors: list[grpc.ServerInterceptor] = [
+        EnvironmentDispatch(environment.handlers, admission, lane, metrics),
         AdminTokenInterceptor(admin_token, open_admin=admin_open),
-        ObservabilityInterceptor(metrics, f"/{SERVICE_NAME}/"),
         GuardInterceptor(admission, f"/{ADMIN_SERVICE_NAME}/"),
         SessionHeaderInterceptor(),
     ]
@@ -120,14 +127,14 @@ def build_server(
         options=server_options(max_message_bytes),
         interceptors=interceptors,
     )
-    pb_grpc.add_EnvironmentServiceServicer_to_server(EnvironmentServicer(store), server)
+    pb_grpc.add_EnvironmentServiceServicer_to_server(servicer, server)
     admin_grpc.add_EnvironmentAdminServiceServicer_to_server(AdminServicer(store), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    return server, health_servicer
+    return server, health_servicer, lane
 
 
 def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
@@ -168,7 +175,7 @@ def start_server(
     evict_every = evict_interval_s or settings.evict_interval_s
     metrics = metrics or Metrics()
     metrics.track_live(store.state_counts)
-    server, health_servicer = build_server(
+    server, health_servicer, lane = build_server(
         store,
         metrics,
         max_workers=workers,
@@ -199,4 +206,21 @@ def start_server(
 
     evictor = threading.Thread(target=evict_loop, name="evictor", daemon=True)
     evictor.start()
-    return RunningServer(server, port, store, health_servicer, metrics, metrics_port, evictor, stop)
+    return RunningServer(
+        server, port, store, health_servicer, metrics, metrics_port, evictor, stop, lane
+    )
+
+
+class _Handlers:
+    """Stands in for a server at registration: keeps the method handlers by full name."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
+
+    def add_generic_rpc_handlers(self, handlers: object) -> None:
+        pass  # the same handlers come by name below
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: dict[str, grpc.RpcMethodHandler]
+    ) -> None:
+        self.handlers.update({f"/{service}/{name}": h for name, h in handlers.items()})

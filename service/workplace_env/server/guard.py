@@ -8,8 +8,10 @@
 * **Admission.** At most ``max_concurrent_rpcs`` RPCs of the environment and admin services run
   or wait at once, and at most ``max_admin_rpcs`` of them are admin RPCs (export and restore
   streams hold their slot until the stream ends). Beyond either limit an RPC is answered at once
-  with RESOURCE_EXHAUSTED, reason ``TOO_MANY_RPCS``, and a ``RetryInfo``. Admitted environment
-  RPCs then run ``workers`` at a time (more only add GIL contention; BENCHMARKS.md).
+  with RESOURCE_EXHAUSTED, reason ``TOO_MANY_RPCS``, and a ``RetryInfo``. Environment RPCs are
+  admitted when they arrive and then wait in the queue of a :class:`Lane`, whose ``workers``
+  threads run them (more only add GIL contention; BENCHMARKS.md); the lane releases each
+  slot when its RPC ends (:mod:`workplace_env.server.dispatch`).
 * Health and reflection are never limited: the server's thread pool has
   ``max_concurrent_rpcs + RESERVED_THREADS`` threads, so admitted RPCs can never hold them all.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from typing import Any
 
 import grpc
@@ -35,7 +38,7 @@ MALFORMED_REQUEST = "MALFORMED_REQUEST"
 _UNLIMITED_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
 
 
-class _Undecodable:
+class Undecodable:
     """Stands in for a request whose bytes did not parse."""
 
     __slots__ = ("why",)
@@ -51,21 +54,18 @@ class TooManyRpcs(errors.CapacityExhausted):
 
 
 class Admission:
-    """Counts admitted RPCs against the limits; bounds how many environment RPCs run at once."""
+    """Counts admitted RPCs against the limits."""
 
-    def __init__(
-        self, max_rpcs: int, max_admin_rpcs: int, workers: int, retry_after_s: float = 1.0
-    ) -> None:
+    def __init__(self, max_rpcs: int, max_admin_rpcs: int, retry_after_s: float = 1.0) -> None:
         self.max_rpcs = max_rpcs
         self.max_admin_rpcs = max_admin_rpcs
         self.retry_after_s = retry_after_s
-        self.running = threading.BoundedSemaphore(workers)
         self._lock = threading.Lock()
         self._rpcs = 0
         self._admin = 0
 
-    def enter(self, admin: bool) -> None:
-        """Admit one RPC or raise :class:`TooManyRpcs`."""
+    def try_enter(self, admin: bool) -> TooManyRpcs | None:
+        """Admit one RPC (None), or return the refusal when a limit is reached."""
         with self._lock:
             if self._rpcs >= self.max_rpcs:
                 limit = f"{self.max_rpcs} concurrent RPCs"
@@ -74,11 +74,24 @@ class Admission:
             else:
                 self._rpcs += 1
                 self._admin += admin
-                return
-        raise TooManyRpcs(
+                return None
+        return self._refusal(limit)
+
+    def refusal(self) -> TooManyRpcs:
+        """The refusal of a non-admin RPC: ``max_rpcs`` are admitted."""
+        return self._refusal(f"{self.max_rpcs} concurrent RPCs")
+
+    def _refusal(self, limit: str) -> TooManyRpcs:
+        return TooManyRpcs(
             f"the server runs its maximum of {limit}; retry later",
             retry_after_s=self.retry_after_s,
         )
+
+    def enter(self, admin: bool) -> None:
+        """Admit one RPC or raise :class:`TooManyRpcs`."""
+        refusal = self.try_enter(admin)
+        if refusal is not None:
+            raise refusal
 
     def leave(self, admin: bool) -> None:
         """Release the slot of an RPC admitted by :meth:`enter`."""
@@ -91,7 +104,37 @@ class Admission:
         return self._rpcs
 
 
-def _safe(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+class Lane(futures.ThreadPoolExecutor):
+    """The ``workers`` threads that run admitted environment RPCs, in arrival order.
+
+    grpcio submits an RPC here when its behaviour carries this lane as
+    ``experimental_thread_pool``; each work item releases one (non-admin) admission slot when
+    it ends, however it ends (the handler may never run: a call cancelled before its request
+    arrived). Waiting RPCs hold no thread, so only ``workers`` threads contend for the GIL.
+    """
+
+    def __init__(self, admission: Admission, workers: int) -> None:
+        super().__init__(max_workers=workers, thread_name_prefix="env-rpc")
+        self.admission = admission
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
+        try:
+            return super().submit(self._run_then_release, fn, args, kwargs)
+        except BaseException:  # shut down: the RPC will not run
+            self.admission.leave(False)
+            raise
+
+    def _run_then_release(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.admission.leave(False)
+
+
+def safe_deserializer(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """``deserializer`` answering :class:`Undecodable` instead of raising on bad bytes."""
     if deserializer is None:
         return None
 
@@ -99,12 +142,13 @@ def _safe(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any]
         try:
             return deserializer(data)
         except Exception as exc:  # any parse failure of the generated message class
-            return _Undecodable(f"{type(exc).__name__}: {exc}")
+            return Undecodable(f"{type(exc).__name__}: {exc}")
 
     return parse
 
 
-def _refuse_undecodable(request: _Undecodable, rpc: str, context: grpc.ServicerContext) -> None:
+def refuse_undecodable(request: Undecodable, rpc: str, context: grpc.ServicerContext) -> None:
+    """Abort with INVALID_ARGUMENT ``MALFORMED_REQUEST`` for a request that did not parse."""
     error = errors.InvalidRequest(
         [errors.FieldViolation("", f"not a valid request message: {request.why}")]
     )
@@ -137,7 +181,7 @@ class GuardInterceptor(grpc.ServerInterceptor):
         admin = method.startswith(self._admin_prefix)
         admission = self.admission
         kwargs = {
-            "request_deserializer": _safe(handler.request_deserializer),
+            "request_deserializer": safe_deserializer(handler.request_deserializer),
             "response_serializer": handler.response_serializer,
         }
 
@@ -154,23 +198,19 @@ class GuardInterceptor(grpc.ServerInterceptor):
 
         def checked(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
             for request in requests:
-                if isinstance(request, _Undecodable):
-                    _refuse_undecodable(request, rpc, context)
+                if isinstance(request, Undecodable):
+                    refuse_undecodable(request, rpc, context)
                 yield request
 
         if handler.unary_unary is not None:
             inner_uu = handler.unary_unary
-            serialised = limited and not admin
 
             def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
-                if isinstance(request, _Undecodable):
-                    _refuse_undecodable(request, rpc, context)
+                if isinstance(request, Undecodable):
+                    refuse_undecodable(request, rpc, context)
                 admit(context)
                 try:
-                    if not serialised:
-                        return inner_uu(request, context)
-                    with admission.running:
-                        return inner_uu(request, context)
+                    return inner_uu(request, context)
                 finally:
                     done()
 
@@ -179,8 +219,8 @@ class GuardInterceptor(grpc.ServerInterceptor):
             inner_us = handler.unary_stream
 
             def unary_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-                if isinstance(request, _Undecodable):
-                    _refuse_undecodable(request, rpc, context)
+                if isinstance(request, Undecodable):
+                    refuse_undecodable(request, rpc, context)
                 admit(context)
                 _on_end(context, done)
                 return inner_us(request, context)

@@ -1,4 +1,4 @@
-"""Metrics and logs of the gRPC server: one interceptor sees every RPC.
+"""Metrics and logs of the gRPC server: every RPC of the environment service is counted.
 
 Prometheus metrics (prometheus-client, served on their own HTTP port by
 :func:`start_metrics_server`):
@@ -117,64 +117,40 @@ def _reason(context: grpc.ServicerContext) -> str:
     return ""
 
 
-class ObservabilityInterceptor(grpc.ServerInterceptor):
-    """Counts, times and logs every unary RPC of the environment service.
+def counting(
+    inner: Callable[[Any, grpc.ServicerContext], Any], method: str, metrics: Metrics
+) -> Callable[[Any, grpc.ServicerContext], Any]:
+    """``inner`` (a unary behaviour of ``method``) counted, timed and logged.
 
-    The counting handler of each method is built once, on its first call (issue 15: per-RPC
-    work is only the timing and the counter updates).
+    Built once per method (issue 15: per RPC, only the timing and the counter updates). A
+    failure is counted by its status code and ``ErrorInfo`` reason and logged at WARNING.
     """
+    rpcs_ok = metrics.rpcs.labels(method, "OK")
+    timer = metrics.duration.labels(method)
 
-    def __init__(self, metrics: Metrics, prefix: str) -> None:
-        self.metrics = metrics
-        self.prefix = prefix
-        # id(handler) -> (handler, its counting twin); the handler is kept so the id stays its.
-        self._wrapped: dict[int, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
-
-    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
-        handler = continuation(handler_call_details)
-        known = self._wrapped.get(id(handler))
-        if known is not None and known[0] is handler:
-            return known[1]
-        full = handler_call_details.method
-        if handler is None or not full.startswith(self.prefix) or handler.unary_unary is None:
-            return handler
-        wrapped = self._counting(handler, full.rsplit("/", 1)[1])
-        self._wrapped[id(handler)] = (handler, wrapped)
-        return wrapped
-
-    def _counting(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
-        inner = handler.unary_unary
-        metrics = self.metrics
-        rpcs_ok = metrics.rpcs.labels(method, "OK")
-        timer = metrics.duration.labels(method)
-
-        def wrapped(request: Any, context: grpc.ServicerContext) -> Any:
-            start = time.perf_counter()
-            try:
-                response = inner(request, context)
-            except BaseException:
-                elapsed = time.perf_counter() - start
-                code = context.code() or grpc.StatusCode.UNKNOWN
-                reason = _reason(context)
-                timer.observe(elapsed)
-                metrics.rpcs.labels(method, code.name).inc()
-                if reason:
-                    metrics.errors.labels(method, reason).inc()
-                _log(logging.WARNING, method, code.name, elapsed, request, reason)
-                raise
+    def counted(request: Any, context: grpc.ServicerContext) -> Any:
+        start = time.perf_counter()
+        try:
+            response = inner(request, context)
+        except BaseException:
             elapsed = time.perf_counter() - start
+            code = context.code() or grpc.StatusCode.UNKNOWN
+            reason = _reason(context)
             timer.observe(elapsed)
-            rpcs_ok.inc()
-            metrics.observe(method, response)
-            if log.isEnabledFor(logging.DEBUG):
-                _log(logging.DEBUG, method, "OK", elapsed, request, "")
-            return response
+            metrics.rpcs.labels(method, code.name).inc()
+            if reason:
+                metrics.errors.labels(method, reason).inc()
+            _log(logging.WARNING, method, code.name, elapsed, request, reason)
+            raise
+        elapsed = time.perf_counter() - start
+        timer.observe(elapsed)
+        rpcs_ok.inc()
+        metrics.observe(method, response)
+        if log.isEnabledFor(logging.DEBUG):
+            _log(logging.DEBUG, method, "OK", elapsed, request, "")
+        return response
 
-        return grpc.unary_unary_rpc_method_handler(
-            wrapped,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )
+    return counted
 
 
 def _log(level: int, method: str, code: str, elapsed: float, request: Any, reason: str) -> None:

@@ -25,7 +25,13 @@ Determinism: the output depends only on the sandbox, ``count``, ``seed`` (one
 
 from workplace_env.taskgen import analytics, calendar, crm, email, multi, project  # noqa: F401
 from workplace_env.taskgen.base import CATEGORIES, TEMPLATES, Draft, Template
-from workplace_env.taskgen.core import generate_tasks, is_failure_output, replay, write_jsonl
+from workplace_env.taskgen.core import (
+    generate_tasks,
+    generate_to,
+    is_failure_output,
+    replay,
+    write_jsonl,
+)
 from workplace_env.taskgen.world import NOW, SYSTEM_PROMPT, World
 
 __all__ = [
@@ -37,6 +43,7 @@ __all__ = [
     "Template",
     "World",
     "generate_tasks",
+    "generate_to",
     "is_failure_output",
     "replay",
     "write_jsonl",

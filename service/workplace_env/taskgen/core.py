@@ -1,17 +1,22 @@
-"""The generation loop, the self-check of ground truths, and the JSONL writer."""
+"""The generation loop, the self-check of ground truths, the JSONL writer, and
+``workplace-env generate-tasks`` (:func:`generate_to`)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from random import Random
 from typing import IO, Any
 
 from workplace_env.model import ENVIRONMENT_NAME
-from workplace_env.sandbox.tables import BaseTables, SessionTables
+from workplace_env.sandbox.load import load_sandbox
+from workplace_env.sandbox.tables import BaseTables, SessionTables, TablesUnavailableError
 from workplace_env.sandbox.tools import execute
 from workplace_env.taskgen.base import TEMPLATES, Draft, Template
 from workplace_env.taskgen.world import SYSTEM_PROMPT, World
+from workplace_env.terminal import CommandError, console
 
 #: Draws per template instance before it gives up on this instance.
 ATTEMPTS = 40
@@ -141,3 +146,28 @@ def write_jsonl(tasks: Iterable[Mapping[str, Any]], out: IO[str]) -> None:
     """Write one task per line as compact-key JSON (UTF-8 text, ``\\n`` line ends)."""
     for task in tasks:
         out.write(json.dumps(task, ensure_ascii=False) + "\n")
+
+
+def generate_to(data_dir: Path | None, count: int, seed: int, out: Path | None) -> None:
+    """Generate ``count`` tasks (``seed``) on the sandbox of ``data_dir`` (None: the embedded
+    one) and write them as JSONL to ``out`` (None: stdout; a file is followed by ``wrote N
+    tasks to FILE`` on stderr). Raises :class:`~workplace_env.terminal.CommandError` (exit 2)
+    when the sandbox cannot be loaded, the count cannot be met or ``out`` cannot be written."""
+    try:
+        base = load_sandbox(data_dir)
+    except TablesUnavailableError as exc:
+        raise CommandError("cannot load the sandbox:", exc) from exc
+    try:
+        tasks = generate_tasks(base, count, seed)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    if out is None:
+        write_jsonl(tasks, sys.stdout)
+        sys.stdout.flush()
+        return
+    try:
+        with out.open("w", encoding="utf-8", newline="\n") as fh:
+            write_jsonl(tasks, fh)
+    except OSError as exc:
+        raise CommandError(f"cannot write {out}:", exc) from exc
+    console.print(f"wrote {len(tasks)} tasks to {out}")

@@ -1,0 +1,63 @@
+"""Checkpoints of a running server (``workplace-env checkpoint save|restore``): its live
+sessions exported into a checkpoint directory, or a directory restored into it, through the
+admin RPCs (CONTRACT K1-K5) and the files of :mod:`workplace_env.checkpoint.files`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from workplace_env.checkpoint.files import CheckpointFileError, read_checkpoint, write_checkpoint
+from workplace_env.config import ADMIN_TOKEN_ENV
+from workplace_env.terminal import CommandError, console
+from workplace_env_client import (
+    AdminClient,
+    WorkplaceEnvError,
+    snapshot_from_json,
+    snapshot_to_json,
+)
+
+
+def _admin(target: str, token: str | None) -> AdminClient:
+    return AdminClient(target, token=token or os.environ.get(ADMIN_TOKEN_ENV))
+
+
+def save_checkpoint(directory: Path, target: str, token: str | None = None) -> int:
+    """Export every live session of the server at ``target`` and write one file each plus a
+    manifest into ``directory`` (atomic). ``token``: the admin token (default
+    ``$WORKPLACE_ENV_ADMIN_TOKEN``).
+
+    Returns the exit status: 1, after saving the others, when a session cannot be exported
+    (each is named on stderr), else 0. Raises :class:`CommandError` (exit 1) when the export
+    is refused or the directory cannot be written.
+    """
+    try:
+        with _admin(target, token) as admin:
+            snapshots, _, failures = admin.export_sessions()
+    except WorkplaceEnvError as exc:
+        raise CommandError("export failed:", exc, exit_code=1) from exc
+    try:
+        manifest = write_checkpoint(directory, [snapshot_to_json(s) for s in snapshots])
+    except OSError as exc:
+        raise CommandError("cannot write the checkpoint:", exc, exit_code=1) from exc
+    console.print(f"saved {len(snapshots)} sessions to {directory} ({manifest['checkpoint_id']})")
+    for sid, why in sorted(failures.items()):
+        console.print(f"[red]not saved:[/red] session {sid}: {why}")
+    return 1 if failures else 0
+
+
+def restore_checkpoint(directory: Path, target: str, token: str | None = None) -> None:
+    """Verify every file's digest in ``directory``, then restore all its sessions into the
+    server at ``target`` in one batch (all or nothing). Raises :class:`CommandError` (exit 1)
+    when a file is refused (nothing is sent) or the server refuses the batch."""
+    try:
+        _, documents = read_checkpoint(directory)
+        snapshots = [snapshot_from_json(d) for d in documents]
+    except (CheckpointFileError, ValueError) as exc:
+        raise CommandError("checkpoint refused, nothing sent:", exc, exit_code=1) from exc
+    try:
+        with _admin(target, token) as admin:
+            count = admin.restore_sessions(snapshots)
+    except WorkplaceEnvError as exc:
+        raise CommandError("restore refused, nothing installed:", exc, exit_code=1) from exc
+    console.print(f"restored {count} sessions from {directory}")

@@ -1,0 +1,156 @@
+"""Running the gRPC server as a process: ``workplace-env serve`` until a stop signal, the drain
+that follows it (CONTRACT X2), and the in-process server ``run`` and ``demo`` play against.
+
+Like :mod:`workplace_env.gateway.serve` for the HTTP gateway: the wiring of one server is
+:mod:`workplace_env.server.app`; this module owns the process around it (signals, what is
+printed, the co-hosted gateway, shutdown order).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from workplace_env.config import ADMIN_TOKEN_ENV, Settings
+from workplace_env.sandbox.load import load_sandbox
+from workplace_env.sandbox.tables import TablesUnavailableError
+from workplace_env.server.app import RunningServer, start_server
+from workplace_env.server.observability import configure_logging
+from workplace_env.sessions import SessionStore
+from workplace_env.terminal import CommandError, console
+from workplace_env_client import EnvironmentClient
+
+if TYPE_CHECKING:  # the gateway (FastAPI, uvicorn) loads only when a command needs it
+    from workplace_env.gateway.serve import RunningGateway
+
+#: The admin token of the in-process server of ``run`` and ``demo`` (made per process): the
+#: ``tables_after`` comparisons read the sessions through the admin export, which is off without
+#: a token (A1).
+LOCAL_ADMIN_TOKEN = secrets.token_urlsafe(24)
+
+
+def serve_until_signalled(settings: Settings) -> None:
+    """Serve the environment (and, with ``http_address``, the co-hosted HTTP gateway) until
+    SIGTERM or SIGINT, then drain and stop (:func:`drain_and_stop`).
+
+    Prints the bound addresses to stderr (``workplace-env serving on HOST:PORT``, then ``HTTP
+    gateway on URL`` and ``metrics on HOST:PORT`` when served); tests and scripts read the port
+    from the first line. Raises :class:`CommandError` (exit 2) when the sandbox cannot be loaded
+    or an address cannot be bound.
+    """
+    configure_logging(settings.log_level)
+    try:
+        store = SessionStore(load_sandbox(settings.data_dir), settings.session_config())
+        server = start_server(store, settings=settings)
+    except (RuntimeError, TablesUnavailableError, OSError) as exc:
+        raise CommandError("cannot start:", exc) from exc
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    gateway = None
+    if settings.http_address:
+        from workplace_env.gateway import start_gateway
+        from workplace_env.gateway.backend import InProcessBackend
+        from workplace_env.gateway.settings import GatewaySettings
+
+        try:
+            gateway = start_gateway(
+                None,
+                settings.http_address,
+                GatewaySettings.with_secret(settings.cookie_secret),
+                # co-hosted: the gateway calls this server's servicer in-process (issue 15)
+                backend=InProcessBackend.of_server(server, settings.max_message_bytes),
+                grace_s=settings.grace_s,
+            )
+        except RuntimeError as exc:
+            server.stop(grace_s=0)
+            raise CommandError("cannot start the HTTP gateway:", exc) from exc
+    host = settings.address.rsplit(":", 1)[0]
+    console.print(f"workplace-env serving on {host}:{server.port}")
+    if gateway is not None:
+        console.print(f"HTTP gateway on {gateway.url}")
+    if server.metrics_port:
+        console.print(
+            f"metrics on {settings.metrics_address.rsplit(':', 1)[0]}:{server.metrics_port}"
+        )
+    checkpoints = settings.admin_open or bool(settings.admin_token)
+    if gateway is not None and checkpoints and not settings.cookie_secret:
+        console.print(
+            "[yellow]warning:[/yellow] checkpoints are on (admin RPCs) but the cookie secret "
+            "is random per process: cookie sessions restored into another process are orphaned "
+            "(their cookies do not verify there); set --cookie-secret"
+        )
+    stopping.wait()
+    console.print("draining ...")
+    drain_and_stop(server, gateway, settings.grace_s, settings.drain_delay_s)
+
+
+def drain_and_stop(
+    server: RunningServer, gateway: RunningGateway | None, grace_s: float, hold_s: float = 0.0
+) -> None:
+    """Shut a server (and its co-hosted gateway) down (CONTRACT X2).
+
+    From the first instant both transports report not-ready and refuse new seeds; both keep
+    serving what was admitted for ``hold_s`` seconds (``--drain-delay-s``: until a proxy's health
+    checks have taken this replica out; stopping earlier cancels RPCs it still sends here); then
+    the gateway's in-flight requests finish (they may still need the gRPC service), then gRPC's.
+    """
+    if gateway is not None:
+        gateway.start_draining()
+    server.start_draining()
+    if hold_s > 0:
+        time.sleep(hold_s)
+    if gateway is not None:
+        gateway.stop(timeout_s=grace_s)
+    server.stop(grace_s=grace_s)
+
+
+def load_store(data_dir: Path | None) -> SessionStore:
+    """A session store over the sandbox of ``data_dir`` (None: the embedded one). Raises
+    :class:`CommandError` (exit 2) when its tables cannot be loaded."""
+    try:
+        return SessionStore(load_sandbox(data_dir))
+    except TablesUnavailableError as exc:
+        raise CommandError("cannot load the sandbox:", exc) from exc
+
+
+@contextmanager
+def local_server(data_dir: Path | None) -> Iterator[RunningServer]:
+    """A server on a free loopback port for the duration, admin RPCs behind
+    :data:`LOCAL_ADMIN_TOKEN`; its per-RPC warnings are quiet."""
+    # Refusals are part of some files (e.g. bodies the reference answered with 422): the
+    # run's own table reports mismatches, so the server's per-RPC warnings stay quiet.
+    logging.getLogger("workplace_env.rpc").setLevel(logging.ERROR)
+    settings = Settings(admin_token=LOCAL_ADMIN_TOKEN)
+    server = start_server(load_store(data_dir), "127.0.0.1:0", settings=settings)
+    try:
+        yield server
+    finally:
+        server.stop(grace_s=1.0)
+
+
+@contextmanager
+def connect(
+    target: str | None, data_dir: Path | None, token: str | None = None
+) -> Iterator[tuple[EnvironmentClient, str | None]]:
+    """A client of the server at ``target`` (``HOST:PORT``), or, when it is None, of a
+    :func:`local_server` over ``data_dir``; with the admin token to use on it (for a target:
+    ``token``, else ``$WORKPLACE_ENV_ADMIN_TOKEN``, else None)."""
+    if target is not None:
+        with EnvironmentClient(target) as client:
+            yield client, token or os.environ.get(ADMIN_TOKEN_ENV)
+        return
+    with local_server(data_dir) as server, EnvironmentClient(f"127.0.0.1:{server.port}") as client:
+        yield client, LOCAL_ADMIN_TOKEN

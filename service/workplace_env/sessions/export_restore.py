@@ -1,0 +1,202 @@
+"""The store's side of checkpoints (CONTRACT.md K1-K6): export, restore, claims, retire.
+
+Owns :class:`ExportRestore`: live sessions to :class:`~workplace_env.checkpoint.snapshot.Snapshot`
+values (:meth:`~ExportRestore.export`, K1), a batch of snapshots installed all or none as
+unclaimed sessions (:meth:`~ExportRestore.restore`, K2-K3), and discarding an exported attempt
+(:meth:`~ExportRestore.retire`, K6); and the claims (:func:`claim`, :func:`claim_by_seed`, K4)
+the life cycle makes on restored tables. The snapshot format, its codec and checkpoint files
+are :mod:`workplace_env.checkpoint`'s.
+
+A session's call_id records travel with its snapshot (their age at export), so a call retried
+after a restore replays.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from workplace_env import errors
+from workplace_env.checkpoint.codec import CodecError, encode_state
+from workplace_env.checkpoint.snapshot import CallSnapshot, Snapshot, decode_snapshot
+from workplace_env.errors import FieldViolation
+from workplace_env.model import TaskId
+from workplace_env.sandbox.tables import TABLE_KEYS, SessionTables
+from workplace_env.sessions.bounds import Bounds
+from workplace_env.sessions.records import is_valid
+from workplace_env.sessions.types import (
+    LEGACY_EPISODE,
+    CallRecord,
+    SeedResult,
+    Session,
+    SessionState,
+    task_digest,
+)
+
+
+class ExportRestore(Bounds):
+    """Export, restore and retire of sessions (K1-K3, K6)."""
+
+    def export(
+        self, session_ids: Sequence[str] = ()
+    ) -> tuple[list[Snapshot], list[str], list[tuple[str, str]]]:
+        """Snapshots of the live sessions (or of ``session_ids``), the ids not held, and the
+        held sessions that cannot be encoded, with why (K1).
+
+        Each session is read under its own lock, so a snapshot never shows half a tool call.
+        One session whose tables the codec cannot write (an infinite float stored by a tool)
+        is reported, never a reason to fail the others.
+        """
+        with self._lock:
+            if session_ids:
+                chosen = [(sid, self._sessions.get(sid)) for sid in dict.fromkeys(session_ids)]
+            else:
+                chosen = sorted(self._sessions.items())
+        snapshots: list[Snapshot] = []
+        missing: list[str] = []
+        failures: list[tuple[str, str]] = []
+        for sid, session in chosen:
+            try:
+                snapshot = None if session is None else self._snapshot(session)
+            except CodecError as exc:
+                failures.append((sid, str(exc)))
+                continue
+            if snapshot is None:
+                missing.append(sid)
+            else:
+                snapshots.append(snapshot)
+        return snapshots, missing, failures
+
+    def _snapshot(self, session: Session) -> Snapshot | None:
+        with session.lock:
+            tables = session.tables
+            if tables is None:
+                return None
+            state = session.state
+            if state is SessionState.RESTORED_UNCLAIMED:
+                state = session.restored_state
+            now = self.clock()
+            self._prune_calls(session, now)
+            calls = tuple(
+                CallSnapshot(call_id, record.call, record.output, max(0.0, now - record.at))
+                for call_id, record in session.calls.items()
+            )
+            return Snapshot(
+                session_id=session.session_id,
+                episode=None if session.legacy else session.episode,
+                task_id=None if session.legacy else session.task_id,
+                task=session.task,
+                legacy=session.legacy,
+                state=encode_state({key: tables.table(key) for key in TABLE_KEYS}),
+                session_state=state.value,
+                calls=calls,
+            )
+
+    def restore(self, snapshots: Sequence[Snapshot]) -> int:
+        """Install a batch of snapshots, all or none (K2, K3); return how many.
+
+        Every snapshot is decoded and validated before anything is installed. Restored sessions
+        are unclaimed until the first matching seed (typed) or request (legacy) claims them
+        (K4). Raises InvalidRequest naming the snapshot and field (K2), SessionLive when an id
+        is live (nothing installed), CapacityExhausted.
+        """
+        decoded: list[tuple[Snapshot, SessionTables]] = []
+        seen: set[str] = set()
+        for i, snapshot in enumerate(snapshots):
+            tables = decode_snapshot(snapshot, self.base, f"snapshots[{i}]")
+            if snapshot.session_id in seen:
+                raise errors.InvalidRequest(
+                    [FieldViolation(f"snapshots[{i}].resources_session_id", "appears twice")],
+                    snapshot.session_id,
+                )
+            seen.add(snapshot.session_id)
+            decoded.append((snapshot, SessionTables.from_tables(self.base, tables)))
+        now = self.clock()
+        with self._lock:
+            live = sorted(sid for sid in seen if sid in self._sessions or sid in self._building)
+            if live:
+                raise errors.SessionLive(
+                    f"sessions {live} are live here; nothing was restored", live[0]
+                )
+            closed = sorted(
+                sid for sid in seen if is_valid(self._fences.get(sid), self.config.fence_ttl_s, now)
+            )
+            if closed:  # a closed episode must not run again from an older checkpoint
+                raise errors.SessionClosed(
+                    f"sessions {closed} were closed here; nothing was restored", closed[0]
+                )
+            if len(self._sessions) + len(self._building) + len(decoded) > self.config.max_sessions:
+                raise errors.CapacityExhausted(
+                    f"restoring {len(decoded)} sessions would pass the maximum of "
+                    f"{self.config.max_sessions}",
+                    retry_after_s=self.config.retry_after_s,
+                )
+            for snapshot, tables in decoded:
+                sid = snapshot.session_id
+                for records in (self._fences, self._fence_episodes, self._evictions, self._markers):
+                    records.pop(sid, None)
+                task = snapshot.task
+                assert task is not None  # validated by decode_snapshot
+                self._sessions[sid] = Session(
+                    session_id=sid,
+                    episode=snapshot.episode if not snapshot.legacy else LEGACY_EPISODE,
+                    task_id=snapshot.task_id
+                    if not snapshot.legacy and snapshot.task_id is not None
+                    else TaskId("legacy", task.id or "row"),
+                    task=task,
+                    tables=tables,
+                    last_used=now,
+                    state=SessionState.RESTORED_UNCLAIMED,
+                    legacy=snapshot.legacy,
+                    restored=True,
+                    restored_state=SessionState(snapshot.session_state),
+                    task_digest=task_digest(task),
+                    calls=self._restored_calls(snapshot.calls, now),
+                )
+        return len(decoded)
+
+    def _restored_calls(
+        self, calls: Sequence[CallSnapshot], now: float
+    ) -> OrderedDict[str, CallRecord]:
+        """A snapshot's call records under this store's bounds: those younger than
+        ``call_id_ttl_s``, the newest ``max_call_ids`` of them, oldest first."""
+        kept = sorted((c for c in calls if c.age_s <= self.config.call_id_ttl_s), key=_age_key)
+        records: OrderedDict[str, CallRecord] = OrderedDict()
+        for c in kept[max(0, len(kept) - self.config.max_call_ids) :]:
+            records[c.call_id] = CallRecord(now - c.age_s, c.call, c.output)
+        return records
+
+    def retire(self, session_id: str) -> bool:
+        """Discard a session's attempt: free its tables; later calls get NOT_FOUND (K6).
+
+        Idempotent: returns False when the server does not hold the session. Raises
+        ReleaseFailed (nothing changes then).
+        """
+        session = self._sessions.get(session_id)
+        if session is None:
+            return False
+        with session.lock:
+            if session.tables is None:
+                return False
+            self._release(session)
+            with self._lock:
+                self._unmap(session)
+        return True
+
+
+def claim(session: Session) -> None:
+    """K4: a request on restored, unclaimed tables claims them (session lock held)."""
+    if session.state is SessionState.RESTORED_UNCLAIMED:
+        session.state = session.restored_state
+
+
+def claim_by_seed(session: Session, now: float) -> SeedResult:
+    """K4: the first matching seed claims restored tables (no rebuild; store lock held)."""
+    session.state = session.restored_state
+    session.last_used = now
+    return SeedResult(session.state, already_seeded=False, restored=True)
+
+
+def _age_key(call: CallSnapshot) -> float:
+    """Sort key putting the oldest record first."""
+    return -call.age_s

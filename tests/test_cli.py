@@ -1,0 +1,450 @@
+"""Every ``workplace-env`` command and setting, typed as a user types it (issue 17).
+
+Each test asserts what a user notices: the output, the exit status, the files written, a server
+that answers. ``serve`` and ``gateway`` run as real processes of the console script (they block
+until a signal); the other commands run in-process through typer's runner, which goes through
+the same argument parsing. The processes listen on loopback port 0 and are awaited through the
+addresses they print and health checks, never sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from typer.testing import CliRunner
+
+from workplace_env.cli import app
+from workplace_env.config import Settings
+from workplace_env.gateway import COOKIE_NAME, CookieCodec
+from workplace_env.sandbox.load import load_sandbox
+from workplace_env.server.app import start_server
+from workplace_env.sessions import SessionStore
+from workplace_env_client import EnvironmentClient
+
+HANG_S = 60.0  # bound of every wait on a process (a hang guard, never a pacing delay)
+FILE_TOKEN = "token-from-file"  # the config file's admin token, overridden by the flag
+FLAG_TOKEN = "token-from-flag"
+ENV_SECRET = "cookie-secret-from-env"
+FLAG_SECRET = "cookie-secret-from-flag"
+COOKIE_AGE_S = 14 * 24 * 3600
+TASK_COUNT = 6
+LOOKUP = ("company_directory_find_email_address", {"name": "zzzz"})
+
+
+def _command() -> list[str]:
+    """The console script as installed (``.venv/bin/workplace-env``), else ``python -m``."""
+    script = Path(sys.executable).with_name("workplace-env")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "workplace_env.cli"]
+
+
+def invoke(*args: object, env: dict[str, str] | None = None):
+    """``workplace-env ARGS`` in this process; wide columns so tables are not cut."""
+    result = CliRunner().invoke(
+        app,
+        [str(a) for a in args],
+        env={"COLUMNS": "200", **(env or {})},
+        prog_name="workplace-env",
+    )
+    assert "Traceback" not in result.output, result.output
+    return result
+
+
+def table_rows(output: str) -> dict[str, list[str]]:
+    """The body rows of the rich tables in ``output``: first cell -> the other cells."""
+    rows = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells and cells[0]:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def _serving(port: int) -> bool:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        answer = stub.Check(health_pb2.HealthCheckRequest(), wait_for_ready=True, timeout=HANG_S)
+    return answer.status == health_pb2.HealthCheckResponse.SERVING
+
+
+@dataclass
+class Process:
+    """A ``workplace-env`` process whose stderr is read line by line in the background."""
+
+    proc: subprocess.Popen
+    lines: list[str] = field(default_factory=list)
+    _new_line: threading.Condition = field(default_factory=threading.Condition)
+
+    @classmethod
+    def start(cls, args: list[str], env: dict[str, str]) -> Process:
+        proc = subprocess.Popen(
+            [*_command(), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**env, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
+        )
+        process = cls(proc)
+        threading.Thread(target=process._read, daemon=True).start()
+        return process
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            with self._new_line:
+                self.lines.append(line.rstrip("\n"))
+                self._new_line.notify_all()
+        with self._new_line:
+            self.lines.append("")  # EOF
+            self._new_line.notify_all()
+
+    def wait_for(self, pattern: str) -> re.Match[str]:
+        """The first stderr line matching ``pattern`` (waits for it; fails at exit)."""
+        deadline = time.monotonic() + HANG_S
+        seen = 0
+        with self._new_line:
+            while True:
+                for line in self.lines[seen:]:
+                    found = re.search(pattern, line)
+                    if found:
+                        return found
+                    if line == "" and self.proc.poll() is not None:
+                        raise AssertionError(f"exited before {pattern!r}: {self.lines}")
+                seen = len(self.lines)
+                left = deadline - time.monotonic()
+                assert left > 0, f"hang guard: no {pattern!r} in {self.lines}"
+                self._new_line.wait(left)
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(HANG_S)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("WORKPLACE_ENV_")}
+
+
+@dataclass
+class Served:
+    process: Process
+    port: int
+    http: str
+    metrics: str
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """Commands run in this process configure the ``workplace_env`` loggers (JSON on the
+    runner's stderr, no propagation): put them back for the tests that follow."""
+    loggers = [logging.getLogger(name) for name in ("workplace_env", "workplace_env.rpc")]
+    saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
+    yield
+    for lg, (handlers, level, propagate) in zip(loggers, saved, strict=True):
+        lg.handlers[:], lg.propagate = handlers, propagate
+        lg.setLevel(level)
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("config") / "server.toml"
+    path.write_text(
+        "[server]\n"
+        'metrics_address = "127.0.0.1:0"\n'
+        f'admin_token = "{FILE_TOKEN}"\n'
+        'log_level = "WARNING"\n'
+        "workers = 3\n"
+        "grace_s = 2.0\n"
+    )
+    return path
+
+
+@pytest.fixture(scope="module")
+def served(config_file) -> Iterator[Served]:
+    """``workplace-env serve --config FILE ...`` with the cookie secret from the environment:
+    the file turns metrics on and sets an admin token, the flag's admin token wins."""
+    env = {**_clean_env(), "WORKPLACE_ENV_COOKIE_SECRET": ENV_SECRET}
+    args = ["serve", "--config", str(config_file), "--address", "127.0.0.1:0"]
+    args += ["--http-address", "127.0.0.1:0", "--admin-token", FLAG_TOKEN]
+    process = Process.start(args, env)
+    try:
+        port = int(process.wait_for(r"serving on 127\.0\.0\.1:(\d+)$").group(1))
+        http = process.wait_for(r"HTTP gateway on (http://\S+)$").group(1)
+        metrics = process.wait_for(r"metrics on (127\.0\.0\.1:\d+)$").group(1)
+        assert _serving(port)
+        yield Served(process, port, http, metrics)
+    finally:
+        status = process.stop()
+    assert status == 0, process.lines
+    assert "draining ..." in process.lines
+
+
+@pytest.fixture(scope="module")
+def gateway_url(served) -> Iterator[str]:
+    """``workplace-env gateway`` in front of the served process, its cookie secret a flag."""
+    target = f"127.0.0.1:{served.port}"
+    args = ["gateway", "--grpc-target", target, "--address", "127.0.0.1:0"]
+    process = Process.start([*args, "--cookie-secret", FLAG_SECRET], _clean_env())
+    try:
+        url = process.wait_for(rf"HTTP gateway on (http://\S+) -> {re.escape(target)}$").group(1)
+        assert httpx.get(f"{url}/health", timeout=HANG_S).json() == {"status": "ok"}
+        yield url
+    finally:
+        status = process.stop()
+    assert status == 0, process.lines
+
+
+@pytest.fixture(scope="module")
+def tasks_file(tmp_path_factory) -> Path:
+    """``workplace-env generate-tasks --count 6 --seed 3 --out FILE``."""
+    path = tmp_path_factory.mktemp("tasks") / "tasks.jsonl"
+    result = invoke("generate-tasks", "--count", TASK_COUNT, "--seed", 3, "--out", path)
+    assert result.exit_code == 0, result.output
+    assert f"wrote {TASK_COUNT} tasks to {path}" in result.output
+    return path
+
+
+@pytest.fixture
+def restore_target() -> Iterator[tuple[str, SessionStore]]:
+    """An empty server whose admin token is ``restore-token``."""
+    store = SessionStore(load_sandbox(None))
+    running = start_server(store, "127.0.0.1:0", settings=Settings(admin_token="restore-token"))
+    yield f"127.0.0.1:{running.port}", store
+    running.stop(grace_s=0.5)
+
+
+# -- settings -------------------------------------------------------------------------------------
+
+
+def test_version_prints_the_installed_version():
+    done = subprocess.run(
+        [*_command(), "--version"], capture_output=True, text=True, timeout=HANG_S
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"workplace-env {metadata.version('workplace-env')}\n"
+
+
+def test_config_shows_each_setting_and_where_it_came_from(config_file):
+    env = {"WORKPLACE_ENV_CONFIG": str(config_file), "WORKPLACE_ENV_MAX_SESSIONS": "77"}
+    result = invoke("config", env=env)
+    assert result.exit_code == 0, result.output
+    rows = table_rows(result.stdout)
+    assert rows["max_sessions"] == ["77", "env"]
+    assert rows["workers"] == ["3", "file"]
+    assert rows["address"] == ["127.0.0.1:50051", "default"]
+    assert rows["admin_token"] == ["***", "file"]  # a secret is never printed
+    assert FILE_TOKEN not in result.output
+
+
+def test_serve_print_config_puts_flags_over_env_over_file(config_file):
+    result = invoke(
+        "serve", "--print-config", "--config", config_file, "--workers", "5",
+        env={"WORKPLACE_ENV_GRACE_S": "7", "WORKPLACE_ENV_WORKERS": "4"},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = table_rows(result.stdout)
+    assert rows["workers"] == ["5", "flag"]  # over the env's 4 and the file's 3
+    assert rows["grace_s"] == ["7.0", "env"]  # over the file's 2.0
+    assert rows["log_level"] == ["WARNING", "file"]
+    assert rows["max_sessions"] == ["50000", "default"]
+
+
+def test_a_yaml_config_file_is_read(tmp_path):
+    path = tmp_path / "server.yaml"
+    path.write_text("server:\n  max_call_ids: 12\n  admin_open: true\n")
+    result = invoke("config", "--config", path)
+    assert result.exit_code == 0, result.output
+    rows = table_rows(result.stdout)
+    assert rows["max_call_ids"] == ["12", "file"] and rows["admin_open"] == ["True", "file"]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (["serve", "--workers", "many"], {}, "Invalid value for '--workers'"),
+        (["serve", "--print-config", "--max-sessions", "0"], {}, "max_sessions (from flag)"),
+        (["config"], {"WORKPLACE_ENV_MAX_SESSIONS": "lots"}, "WORKPLACE_ENV_MAX_SESSIONS"),
+        (["config", "--config", "missing.toml"], {}, "cannot read config file missing.toml"),
+        (["run", "TASKS", "--policy", "greedy"], {}, "--policy must be one of"),
+        (["run", "TASKS", "--concurrency", "0"], {}, "Invalid value for '--concurrency'"),
+        (["run", "TASKS", "--policy", "model", "--model", "m"], {}, "needs --base-url"),
+        (["demo", "--count", "0"], {}, "Invalid value for '--count'"),
+        (["checkpoint", "save"], {}, "Missing argument 'directory'"),
+        (["generate-tasks", "--data-dir", "no/such/dir"], {}, "Invalid value for '--data-dir'"),
+        (["serve", "--no-such-flag"], {}, "No such option: --no-such-flag"),
+    ],
+)
+def test_a_bad_value_is_a_usage_error_not_a_traceback(tasks_file, args, env, says):
+    result = invoke(*[str(tasks_file) if a == "TASKS" else a for a in args], env=env)
+    assert result.exit_code == 2, result.output
+    assert type(result.exception) is SystemExit  # an exit status, not a crash
+    assert says in " ".join(result.output.split()), result.output
+
+
+# -- serve, gateway and the cookie secret ---------------------------------------------------------
+
+
+def test_serve_takes_the_file_settings_the_flags_do_not_override(served):
+    """The file's metrics address is served; its admin token lost to the flag's (below)."""
+    text = httpx.get(f"http://{served.metrics}/metrics", timeout=HANG_S).text
+    assert "workplace_env_seeds_total" in text
+
+
+def test_an_address_in_use_stops_serve_and_gateway_with_a_clear_error(served):
+    taken = f"127.0.0.1:{served.port}"
+    result = invoke("serve", "--address", taken, "--log-level", "ERROR")
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("cannot start:") and taken in result.output
+    http_taken = served.http.removeprefix("http://")
+    result = invoke("gateway", "--grpc-target", taken, "--address", http_taken)
+    assert result.exit_code == 2, result.output
+    assert f"cannot start the HTTP gateway: cannot bind {http_taken}" in result.output
+
+
+def _seed_over_http(url: str) -> str:
+    """A legacy seed through a gateway: the value of the session cookie it sets."""
+    with httpx.Client(base_url=url, timeout=HANG_S) as http:
+        assert http.post("/seed_session", json={"task_id": 1}).json() == {}
+        return http.cookies[COOKIE_NAME]
+
+
+@pytest.mark.parametrize("which", ["serve (env secret)", "gateway (flag secret)"])
+def test_a_cookie_signed_with_the_configured_secret_is_accepted_another_refused(
+    served, gateway_url, which
+):
+    url, secret, other = (
+        (served.http, ENV_SECRET, FLAG_SECRET)
+        if which.startswith("serve")
+        else (gateway_url, FLAG_SECRET, ENV_SECRET)
+    )
+    issued = _seed_over_http(url)
+    session = CookieCodec(secret, COOKIE_AGE_S).decode(issued)
+    assert session.get("session_id"), "the issued cookie is not signed with the secret"
+    assert CookieCodec(other, COOKIE_AGE_S).decode(issued) == {}
+    for signer, status in ((secret, 200), (other, 404)):
+        cookie = CookieCodec(signer, COOKIE_AGE_S).encode(session)
+        with httpx.Client(base_url=url, cookies={COOKIE_NAME: cookie}, timeout=HANG_S) as http:
+            answer = http.post(f"/{LOOKUP[0]}", json=LOOKUP[1])
+        assert answer.status_code == status, answer.text
+        if status == 200:
+            assert answer.content == b'{"output":[]}'
+        else:
+            assert answer.json()["failure_kind"] == "session_lost"
+
+
+# -- run ------------------------------------------------------------------------------------------
+
+
+def _seeds(served: Served) -> float:
+    text = httpx.get(f"http://{served.metrics}/metrics", timeout=HANG_S).text
+    return float(re.search(r"^workplace_env_seeds_total (\S+)$", text, re.M).group(1))
+
+
+def test_run_against_a_target_with_concurrency_writes_the_json_summary(
+    served, tasks_file, tmp_path
+):
+    before = _seeds(served)
+    out = tmp_path / "summary.json"
+    result = invoke(
+        "run", tasks_file, "--policy", "oracle", "--target", f"127.0.0.1:{served.port}",
+        "--concurrency", "3", "--json-out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    summary = json.loads(out.read_text())
+    assert summary["episodes"] == TASK_COUNT and summary["mean_reward"] == 1.0
+    assert summary["mismatches"] == []
+    assert table_rows(result.stdout)[str(TASK_COUNT)][0] == "1.0000"
+    assert _seeds(served) - before == TASK_COUNT  # played on the target, not in-process
+
+
+def test_run_perturbed_scores_below_the_oracle(served, tasks_file):
+    target = f"127.0.0.1:{served.port}"
+    result = invoke("run", tasks_file, "--policy", "perturbed", "--target", target)
+    assert result.exit_code == 0, result.output  # no recording to disagree with
+    assert float(table_rows(result.stdout)[str(TASK_COUNT)][0]) < 1.0
+
+
+def test_run_recorded_in_process_exits_1_on_a_reward_that_differs(tasks_file, tmp_path):
+    tasks = [json.loads(line) for line in tasks_file.read_text().splitlines()][:2]
+    rollouts = tmp_path / "rollouts.jsonl"
+    lines = [
+        {**tasks[0], "function_calls": tasks[0]["ground_truth"], "reward": 1.0},
+        {**tasks[1], "function_calls": tasks[1]["ground_truth"], "reward": 0.0},
+    ]
+    rollouts.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = invoke("run", rollouts)  # --policy recorded, an in-process server
+    assert result.exit_code == 1, result.output
+    assert table_rows(result.stdout)["2"][:4] == ["1.0000", "0", "0", "1"]
+    assert f"mismatch {tasks[1]['id']} reward" in result.output
+
+
+# -- checkpoint -----------------------------------------------------------------------------------
+
+
+def test_checkpoint_save_and_restore_need_the_right_token(served, restore_target, tmp_path):
+    source = f"127.0.0.1:{served.port}"
+    with EnvironmentClient(source, timeout_s=HANG_S) as client:
+        client.seed("cli-ckpt", ("cli-rollout", 0), ("cli", "t"), {"id": "t"})
+        sent = client.call_tool(
+            "cli-ckpt", "email_send_email",
+            {"recipient": "a@b.com", "subject": "cli-checkpoint", "body": "hi"},
+        )  # fmt: skip
+        assert sent == "Email sent successfully."
+    directory = tmp_path / "ckpt"
+
+    refused = invoke("checkpoint", "save", directory, "--target", source, "--token", FILE_TOKEN)
+    assert refused.exit_code == 1 and "export failed:" in refused.output, refused.output
+    assert not (directory / "manifest.json").exists()
+    saved = invoke("checkpoint", "save", directory, "--target", source, "--token", FLAG_TOKEN)
+    assert saved.exit_code == 0, saved.output
+    count = int(re.search(r"saved (\d+) sessions to", saved.output).group(1))
+    assert count >= 1 and len(list(directory.glob("session-*.json"))) == count
+    assert (directory / "manifest.json").exists()
+
+    target, store = restore_target
+    refused = invoke("checkpoint", "restore", directory, "--target", target, "--token", "nope")
+    assert refused.exit_code == 1, refused.output
+    assert "restore refused, nothing installed:" in refused.output
+    assert store.live_count() == 0
+    restored = invoke(  # the token from the environment this time
+        "checkpoint", "restore", directory, "--target", target,
+        env={"WORKPLACE_ENV_ADMIN_TOKEN": "restore-token"},
+    )  # fmt: skip
+    assert restored.exit_code == 0, restored.output
+    assert f"restored {count} sessions from {directory}" in " ".join(restored.output.split())
+    with EnvironmentClient(target, timeout_s=HANG_S) as client:
+        client.seed("cli-ckpt", ("cli-rollout", 0), ("cli", "t"), {"id": "t"})  # claims it (K4)
+        found = client.call_tool("cli-ckpt", "email_search_emails", {"query": "cli-checkpoint"})
+    assert "cli-checkpoint" in json.dumps(found)
+
+
+# -- demo -----------------------------------------------------------------------------------------
+
+
+def test_demo_plays_generated_tasks_with_both_policies():
+    result = invoke("demo", "--count", "8", "--concurrency", "2")
+    assert result.exit_code == 0, result.output
+    assert "generated 8 tasks" in result.output
+    all_row = table_rows(result.stdout)["all"]
+    assert all_row[:2] == ["8", "1.000"] and float(all_row[3]) < 1.0
