@@ -179,6 +179,8 @@ def test_tools_call_without_a_valid_token_is_an_mcp_error_and_reaches_no_session
     with pytest.raises(McpError) as err:
         mcp_run(gateway, headers, lambda s: s.call_tool("email_send_email", SEND))
     assert err.value.error.code == TOKEN_REQUIRED
+    for header in ("X-NeMo-Gym-Session-Token", TOKEN_HEADER, "Authorization: Bearer"):
+        assert header in err.value.error.message  # every way the seed hands a token out
     assert sent_count(http) == 0
 
 

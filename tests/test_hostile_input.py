@@ -158,6 +158,7 @@ def test_undecodable_messages_are_invalid_argument(server, method, data):
         except grpc.RpcError as exc:
             assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT, exc.details()
             assert _reason(exc) in ("MALFORMED_REQUEST", "INVALID_REQUEST")
+            assert ": :" not in exc.details(), exc.details()  # no empty field name
 
 
 def test_a_forged_cookie_naming_no_valid_id_reads_as_no_session(gateway):

@@ -73,3 +73,29 @@ def test_failed_rpc_is_logged_as_json_by_serve():
         assert [r["code"] for r in logged] == ["ALREADY_EXISTS"]  # the OK seed: not at INFO
     finally:
         serve.stop()
+
+
+def test_live_gauge_counts_every_live_state(served):
+    """Restored, unclaimed sessions are live too (they were left out of the gauge)."""
+    from workplace_env.sandbox.load import load_sandbox
+    from workplace_env.server.app import start_server
+    from workplace_env.server.observability import LIVE_STATES
+    from workplace_env.sessions import SessionState, SessionStore
+
+    assert set(LIVE_STATES) == {s.value.lower() for s in SessionState} - {"closed"}
+    server, client = served
+    for i in range(3):
+        client.seed(f"g{i}", ("r", i), ("u", "t"), TASK)
+    client.verify("g0", [])
+    snapshots, _, _ = server.store.export(["g1", "g2"])
+    other = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
+    try:
+        assert other.store.restore(snapshots) == 2
+        m = _scrape(other)
+        assert m['workplace_env_sessions_live{state="restored_unclaimed"}'] == 2.0
+        assert m['workplace_env_sessions_live{state="seeded"}'] == 0.0
+    finally:
+        other.stop(grace_s=0.2)
+    m = _scrape(server)
+    assert m['workplace_env_sessions_live{state="seeded"}'] == 2.0
+    assert m['workplace_env_sessions_live{state="verified"}'] == 1.0

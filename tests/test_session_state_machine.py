@@ -258,6 +258,8 @@ class SessionMachine(RuleBasedStateMachine):
         self.driver = self.driver_type()
         self.live: dict[str, ModelSession] = {}
         self.fences: OrderedDict[str, float] = OrderedDict()
+        # fenced id -> the episode its typed binding had (C4 after the close), set with its fence
+        self.fence_episodes: dict[str, EpisodeId | None] = {}
         self.evictions: OrderedDict[str, Evicted] = OrderedDict()
         # verified legacy id -> (time, reward, the verify's `correct`, the task has a truth)
         self.markers: OrderedDict[str, tuple[float, float, bool, bool]] = OrderedDict()
@@ -486,9 +488,11 @@ class SessionMachine(RuleBasedStateMachine):
                 return "RELEASE_FAILED"
             del self.live[sid]
             _remember(self.fences, sid, self.now, CONFIG.max_fences)
+            self.fence_episodes[sid] = None if held.legacy else held.episode
             return "CLOSED"
         if self._fenced(sid):
-            return "ALREADY_CLOSED"
+            bound = self.fence_episodes.get(sid)
+            return "EPISODE_MISMATCH" if bound not in (None, episode) else "ALREADY_CLOSED"
         evicted = self._evicted(sid)
         if evicted is not None and not evicted.legacy and evicted.episode != episode:
             return "EPISODE_MISMATCH"
@@ -496,6 +500,7 @@ class SessionMachine(RuleBasedStateMachine):
         marker = self.markers.pop(sid, None)
         verified = marker is not None and self.now - marker[0] <= CONFIG.retry_window_s
         _remember(self.fences, sid, self.now, CONFIG.max_fences)
+        self.fence_episodes[sid] = None if evicted is None or evicted.legacy else evicted.episode
         return "CLOSED" if evicted is not None or verified else "NOT_SEEDED"
 
     @rule(seconds=st.sampled_from((1, 49, 50, 100, 150)))  # hits the bounds exactly

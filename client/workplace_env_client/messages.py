@@ -6,6 +6,7 @@ turns the response into the SDK's return value. The two clients differ only in h
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -68,7 +69,8 @@ def task_from_row(row: Mapping[str, Any]) -> pb.WorkplaceTask:
     """A dataset row (tasks JSONL: ``id, category, environment_name, ground_truth, ...``) as a task.
 
     A ground truth given as a JSON string is kept out of the typed task (send it with
-    ``verify(ground_truth_json=...)``); other missing fields are left empty.
+    ``verify(ground_truth_json=...)``); other missing fields are left empty. ``data_digest``
+    is :func:`row_digest` of the whole row, so a retried seed must send the same row.
     """
     truth = row.get("ground_truth") or []
     return pb.WorkplaceTask(
@@ -78,7 +80,18 @@ def task_from_row(row: Mapping[str, Any]) -> pb.WorkplaceTask:
         ground_truth=[to_function_call(c) for c in truth] if isinstance(truth, list) else [],
         prompt=str(row.get("prompt") or ""),
         system=str(row.get("system") or ""),
+        data_digest=row_digest(row),
     )
+
+
+def row_digest(row: Mapping[str, Any]) -> str:
+    """BLAKE2b (16 bytes, hex) of ``row``'s canonical JSON (sorted keys; a value JSON cannot
+    hold is written as its ``str``)."""
+    try:
+        text = json.dumps(row, sort_keys=True, ensure_ascii=False, default=str)
+    except TypeError:  # keys of mixed types cannot be sorted: their order as given
+        text = json.dumps(row, ensure_ascii=False, default=str)
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def task_message(task: TaskLike) -> pb.WorkplaceTask:

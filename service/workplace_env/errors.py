@@ -34,7 +34,10 @@ class InvalidRequest(SessionError):
     reason = "INVALID_REQUEST"
 
     def __init__(self, violations: list[FieldViolation], session_id: str = "") -> None:
-        summary = "; ".join(f"{v.field}: {v.description}" for v in violations)
+        # a violation of the request as a whole (field "") reads without a field name
+        summary = "; ".join(
+            f"{v.field}: {v.description}" if v.field else v.description for v in violations
+        )
         super().__init__(f"invalid request: {summary}", session_id)
         self.violations = violations
 

@@ -54,6 +54,7 @@ class Task:
     ground_truth: tuple[FunctionCall, ...] = ()
     prompt: str = field(default="", compare=False)
     system: str = field(default="", compare=False)
+    data_digest: str = ""  # of the dataset row (the proto's WorkplaceTask.data_digest)
 
 
 def session_id_violations(

@@ -41,6 +41,10 @@ from workplace_env.sandbox.table import Table, is_missing
 from workplace_env.sandbox.tables import COMPARED_TABLES, BaseTables, SessionTables
 from workplace_env.sandbox.tools import TOOLS, execute
 
+#: The MCP server name this service's tools are exposed under (NeMo Gym's config name of the
+#: environment; the ``server_name`` of the seed's ``resources_tools``, CONTRACT H6).
+MCP_SERVER_NAME = "workplace_assistant"
+
 #: Columns the verifier leaves as they are (REFERENCE.md c.5): matched by name in every table.
 CASE_SENSITIVE_COLUMNS = frozenset({"status", "list_name", "board"})
 
@@ -233,3 +237,35 @@ def function_calls_from_response_output(output: Any) -> list[Any]:
     return [
         item for item in output if isinstance(item, dict) and item.get("type") == "function_call"
     ]
+
+
+def mcp_bare_name(name: str, server_name: str = MCP_SERVER_NAME) -> str:
+    """``name`` without the ``mcp__<server_name>__`` prefix MCP clients namespace tools with.
+
+    Only that one server's prefix comes off, once; any other name is returned as it is (the
+    format of NeMo Gym 0.7.0's ``normalize_tool_name`` with a server name).
+    """
+    prefix = f"mcp__{server_name}__"
+    return name[len(prefix) :] if name.startswith(prefix) else name
+
+
+def bare_predicted_names(calls: Iterable[Any], server_name: str = MCP_SERVER_NAME) -> list[Any]:
+    """The predicted ``calls`` with their names as :func:`mcp_bare_name` gives them, for scoring.
+
+    REFERENCE.md (c)1: with the tools exposed over MCP, the prediction's tool-call names are
+    scored without the server's MCP namespace, so a rollout scores the same whether the agent
+    called the tools over HTTP or MCP. Works on copies (a caller echoing the request keeps the
+    names the model emitted); calls of other shapes, and the ground truth, are not touched.
+    """
+    out: list[Any] = []
+    for call in calls:
+        if isinstance(call, FunctionCall):
+            bare = mcp_bare_name(call.name, server_name)
+            if bare != call.name:
+                call = FunctionCall(bare, call.arguments)
+        elif isinstance(call, dict) and isinstance(call.get("name"), str):
+            bare = mcp_bare_name(call["name"], server_name)
+            if bare != call["name"]:
+                call = {**call, "name": bare}
+        out.append(call)
+    return out

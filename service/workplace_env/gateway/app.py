@@ -80,6 +80,7 @@ from workplace_env.gateway.mcp_tools import TOKEN_HEADER, McpGateway
 from workplace_env.gateway.nemo_protocol import (
     REVERIFY_MODE,
     aggregate_metrics,
+    close_problems,
     is_nemo_close,
     is_nemo_seed,
     mcp_metadata,
@@ -92,7 +93,6 @@ from workplace_env.gateway.translate import (
     CALL_ID_HEADER,
     LEGACY_EPISODE,
     HttpProblem,
-    Loc,
     body_text,
     cookie_session,
     draining_problem,
@@ -106,11 +106,18 @@ from workplace_env.gateway.translate import (
     seed_legacy,
     service_error,
 )
+from workplace_env.verify import bare_predicted_names
 from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceEnvError
 
 #: Response header of a typed close: its outcome (CLOSED, ALREADY_CLOSED, NOT_SEEDED), which
 #: NeMo's close response has no field for.
 CLOSE_OUTCOME_HEADER = "x-workplace-close-outcome"
+#: ``/verify``'s body names for the service's Verify fields (a replay's seed: the body is the row).
+_VERIFY_SENT_AS = {
+    "response_output_json": "response.output",
+    "ground_truth_json": "ground_truth",
+    "task": "",
+}
 
 
 def _json_text(value: Any) -> str:
@@ -341,6 +348,8 @@ def create_app(
             raise invalid([(("response", "output"), "required: an array of output items")])
         if problems := response_output_problems(output):  # as NeMo's Responses types
             raise invalid(problems)
+        if mcp is not None:  # REFERENCE.md (c)1: with MCP exposure on, scored as bare names
+            output = bare_predicted_names(output)
         kwargs: dict[str, Any] = {"response_output": _json_text(output)}
         if "ground_truth" in body:
             kwargs["ground_truth_json"] = _json_text(body["ground_truth"])
@@ -349,9 +358,9 @@ def create_app(
             reward, mask, kind, reason = 0.0, True, "session_lost", "unreadable session cookie"
         else:
             if sid is None:  # H5: offline re-verification, scored by replay of the body
-                result = await call(replay_verify, backend, body, kwargs)
+                result = await call(replay_verify, backend, body, kwargs, sent_as=_VERIFY_SENT_AS)
             else:
-                result = await call(backend.verify, sid, **kwargs)
+                result = await call(backend.verify, sid, sent_as=_VERIFY_SENT_AS, **kwargs)
             reward, mask = result.reward, result.mask_sample
             kind, reason = result.failure_kind, result.failure_reason
         return json_response(
@@ -381,7 +390,7 @@ def create_app(
     async def close_session(request: Request) -> Response:
         body = await object_body(request)
         sid = body.get("resources_session_id", cookie_session(request))
-        problems: list[tuple[Loc, str]] = []
+        problems = close_problems(body)
         if not isinstance(sid, str):
             problems.append(
                 (("resources_session_id",), "required (a string) when there is no cookie")

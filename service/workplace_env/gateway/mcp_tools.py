@@ -226,8 +226,8 @@ class McpGateway:
                 types.ErrorData(
                     code=TOKEN_REQUIRED,
                     message="tools/call needs a valid session token (header "
-                    f"'{TOKEN_HEADER}' or 'Authorization: Bearer'); get one from "
-                    "POST /seed_session or POST /session_token",
+                    f"'{NEMO_TOKEN_HEADER}', '{TOKEN_HEADER}' or 'Authorization: Bearer'); "
+                    "get one from POST /seed_session or POST /session_token",
                 )
             )
         return session_id

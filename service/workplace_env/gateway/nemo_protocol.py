@@ -25,12 +25,10 @@ import numpy as np
 
 from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.translate import Loc, invalid, parse_episode, seed_legacy
+from workplace_env.verify import MCP_SERVER_NAME
 
 #: NeMo's MCP session-token header (``NEMO_GYM_MCP_SESSION_TOKEN_HEADER``).
 NEMO_TOKEN_HEADER = "X-NeMo-Gym-Session-Token"
-#: The MCP server name NeMo clients namespace tools with (``mcp__<name>__<tool>``): the
-#: reference's config name.
-MCP_SERVER_NAME = "workplace_assistant"
 #: H4: scoring is a pure replay of the request (REFERENCE.md (c)), so re-verification needs no
 #: session state.
 REVERIFY_MODE = "stateless"
@@ -130,6 +128,15 @@ def replay_verify(backend: Backend, row: dict[str, Any], verify_kwargs: dict[str
     """
     session_id = seed_legacy(backend, None, row)
     return backend.verify(session_id, **verify_kwargs)
+
+
+def close_problems(body: dict[str, Any]) -> list[tuple[Loc, str]]:
+    """H2: keys outside ``ResourcesCloseSessionRequest`` (and its ``episode_id``), each a 422
+    problem as pydantic's ``extra="forbid"`` names it; a legacy close sends a subset."""
+    problems: list[tuple[Loc, str]] = []
+    _closed_object(body, _CLOSE_KEYS, (), problems)
+    _closed_object(body.get("episode_id"), ("rollout_id", "attempt"), ("episode_id",), problems)
+    return problems
 
 
 def is_nemo_close(body: dict[str, Any]) -> bool:

@@ -91,8 +91,8 @@ def _field_loc(field: str, sent_as: Mapping[str, str] | None = None) -> Loc:
     """``task.ground_truth[0].arguments`` -> ``("task", "ground_truth", 0, "arguments")``.
 
     ``sent_as`` renames the service's first field to the one the request sent (``task`` ->
-    ``task_data`` for NeMo's seed; ``""``: the body itself was that field), so every loc
-    names the field as sent.
+    ``task_data`` for NeMo's seed; ``""``: the body itself was that field; dotted: a nested
+    field), so every loc names the field as sent.
     """
     loc: list[str | int] = []
     parts = field.split(".")
@@ -102,7 +102,8 @@ def _field_loc(field: str, sent_as: Mapping[str, str] | None = None) -> Loc:
         if name in sent_as:
             renamed = sent_as[name]
             rest = parts[0][len(name) :]
-            parts[0] = renamed + rest if renamed or rest else ""
+            # a dotted name sent nested (``response.output``) becomes one loc part per level
+            parts = [*(renamed + rest).split("."), *parts[1:]]
     for part in parts:
         match = _INDEXED.match(part)
         if match:

@@ -32,6 +32,7 @@ def task(message: pb.WorkplaceTask) -> Task:
         ground_truth=calls(message.ground_truth),
         prompt=message.prompt,
         system=message.system,
+        data_digest=message.data_digest,
     )
 
 
@@ -46,6 +47,7 @@ def task_message(value: Task) -> pb.WorkplaceTask:
         ],
         prompt=value.prompt,
         system=value.system,
+        data_digest=value.data_digest,
     )
 
 

@@ -10,7 +10,8 @@ name                                           type       labels / meaning
 ``workplace_env_rpc_duration_seconds``         histogram  ``method``; server time of the handler
 ``workplace_env_errors_total``                 counter    ``method``, ``reason`` (ErrorInfo reason:
                                                           SESSION_CONFLICT, TABLES_UNAVAILABLE, ...)
-``workplace_env_sessions_live``                gauge      ``state`` (seeded, verified)
+``workplace_env_sessions_live``                gauge      ``state`` (seeded, verified,
+                                                          restored_unclaimed)
 ``workplace_env_seeds_total``                  counter    successful seeds (new sessions, retries)
 ``workplace_env_closes_total``                 counter    ``outcome`` (closed, already_closed, ...)
 ``workplace_env_evictions_total``              counter    sessions evicted after their idle TTL
@@ -41,6 +42,10 @@ from workplace.env.v1 import environment_pb2 as pb
 log = logging.getLogger("workplace_env.rpc")
 
 _BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
+
+
+#: The states a live session can be in (CONTRACT "Session states"; closed ones are fences).
+LIVE_STATES = ("seeded", "verified", "restored_unclaimed")
 
 
 class Metrics:
@@ -79,7 +84,7 @@ class Metrics:
 
     def track_live(self, counts: Callable[[], dict[str, int]]) -> None:
         """Read the live-session gauge from ``counts()`` (state -> number) at scrape time."""
-        for state in ("seeded", "verified"):
+        for state in LIVE_STATES:
             self.live.labels(state).set_function(lambda s=state: counts().get(s, 0))
 
     def observe(self, method: str, response: Any) -> None:

@@ -13,6 +13,7 @@ changes an answer.
 from __future__ import annotations
 
 from workplace_env import errors
+from workplace_env.model import EpisodeId
 from workplace_env.sessions.records import Eviction, detached, drop_older, remember
 from workplace_env.sessions.state import StoreState
 from workplace_env.sessions.types import Session
@@ -58,13 +59,21 @@ class Bounds(StoreState):
                 session.lock.release()
         return len(released)
 
-    def _fence(self, session_id: str, now: float) -> None:
-        """Remember ``session_id`` as closed at ``now`` (caller holds the store lock)."""
+    def _fence(self, session_id: str, now: float, episode: EpisodeId | None = None) -> None:
+        """Remember ``session_id`` as closed at ``now``; ``episode``: its typed binding, if any
+        (C4 after the close). Caller holds the store lock."""
         remember(self._fences, session_id, now, self.config.max_fences)
+        if episode is not None:
+            remember(self._fence_episodes, session_id, episode, self.config.max_fences)
+        else:
+            self._fence_episodes.pop(session_id, None)
 
     def _prune(self, now: float) -> None:
         """Drop records past their age bounds, oldest first (caller holds the store lock)."""
         drop_older(self._fences, lambda at: at, now - self.config.fence_ttl_s)
+        fences, episodes = self._fences, self._fence_episodes
+        while episodes and next(iter(episodes)) not in fences:  # same order: dropped with them
+            episodes.popitem(last=False)
         drop_older(self._evictions, lambda e: e.at, now - self.config.fence_ttl_s)
         drop_older(self._markers, lambda m: m.at, now - self.config.retry_window_s)
 

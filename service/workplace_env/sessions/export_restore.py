@@ -153,7 +153,7 @@ class ExportRestore(Bounds):
                 sid = snapshot.session_id
                 if sid in installed:
                     continue
-                for records in (self._fences, self._evictions, self._markers):
+                for records in (self._fences, self._fence_episodes, self._evictions, self._markers):
                     records.pop(sid, None)
                 task = snapshot.task
                 assert task is not None  # validated by decode_snapshot

@@ -367,12 +367,17 @@ class LifeCycle(Bounds):
                 self._release(session)
                 with self._lock:
                     self._unmap(session)
-                    self._fence(session_id, self.clock())
+                    self._fence(
+                        session_id, self.clock(), None if session.legacy else session.episode
+                    )
             return CloseOutcome.CLOSED
 
     def _close_unheld(self, session_id: str, episode: EpisodeId, now: float) -> CloseOutcome:
         """Close an id with no live session (caller holds the store lock)."""
         if is_valid(self._fences.get(session_id), self.config.fence_ttl_s, now):
+            bound = self._fence_episodes.get(session_id)
+            if bound is not None and bound != episode:  # C4 holds after the close too
+                raise _mismatch(session_id, bound)
             return CloseOutcome.ALREADY_CLOSED
         evicted = self._evictions.get(session_id)
         if evicted is not None and now - evicted.at > self.config.fence_ttl_s:
@@ -382,7 +387,8 @@ class LifeCycle(Bounds):
         self._evictions.pop(session_id, None)
         marker = self._markers.pop(session_id, None)
         verified = marker is not None and now - marker.at <= self.config.retry_window_s
-        self._fence(session_id, now)
+        bound = None if evicted is None or evicted.legacy else evicted.episode
+        self._fence(session_id, now, bound)
         return CloseOutcome.CLOSED if evicted is not None or verified else CloseOutcome.NOT_SEEDED
 
 

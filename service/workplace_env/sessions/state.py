@@ -70,6 +70,8 @@ class StoreState:
         self._sessions: dict[str, Session] = {}
         self._building: dict[str, PendingBuild] = {}
         self._fences: OrderedDict[str, float] = OrderedDict()  # closed id -> closed at
+        # closed typed id -> its episode (C4 after the close); bounded with the fences
+        self._fence_episodes: OrderedDict[str, EpisodeId] = OrderedDict()
         self._evictions: OrderedDict[str, Eviction] = OrderedDict()
         # verified legacy id -> its marker: an identical resent verify scores the same (V3)
         self._markers: OrderedDict[str, Marker] = OrderedDict()

@@ -29,7 +29,8 @@ class SessionStore(LifeCycle, ExportRestore):
         return len(self._sessions)
 
     def state_counts(self) -> dict[str, int]:
-        """Live sessions by state name in lower case (``seeded``, ``verified``)."""
+        """Live sessions by state name in lower case (``seeded``, ``verified``,
+        ``restored_unclaimed``)."""
         counts: dict[str, int] = {}
         for session in list(self._sessions.values()):
             name = session.state.value.lower()

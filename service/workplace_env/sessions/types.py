@@ -158,4 +158,6 @@ def task_digest(task: Task) -> bytes:
         task.environment_name,
         [[call.name, call.arguments] for call in task.ground_truth],
     ]
+    if task.data_digest:  # the whole row's (S3: the same identity with another row conflicts)
+        canonical.append(task.data_digest)
     return hashlib.blake2b(json.dumps(canonical).encode(), digest_size=16).digest()

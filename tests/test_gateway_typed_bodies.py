@@ -1,0 +1,124 @@
+"""Typed HTTP bodies are refused as NeMo Gym's models refuse them, naming the field as sent.
+
+The tester's findings 5 and 7: a ``/close_session`` with a key outside
+``ResourcesCloseSessionRequest`` closed the session and answered the legacy shape (README: extra
+keys are 422); a ``/verify`` whose ``ground_truth`` the service refuses named the service's
+field ``ground_truth_json`` instead of the body's ``ground_truth``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from workplace_env.gateway import RunningGateway, start_gateway
+from workplace_env.sandbox.load import load_sandbox
+from workplace_env.server.app import RunningServer, start_server
+from workplace_env.sessions import SessionStore
+from workplace_env_client import EnvironmentClient
+
+ROW = {"id": "typed-bodies", "ground_truth": [], "responses_create_params": {"input": []}}
+
+
+@pytest.fixture(scope="module")
+def grpc_server() -> Iterator[RunningServer]:
+    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
+    yield server
+    server.stop(grace_s=0.5)
+
+
+@pytest.fixture(scope="module")
+def gateway(grpc_server) -> Iterator[RunningGateway]:
+    with EnvironmentClient(f"127.0.0.1:{grpc_server.port}", timeout_s=30) as sdk:
+        gw = start_gateway(client=sdk)
+        yield gw
+        gw.stop()
+
+
+@pytest.fixture
+def http(gateway) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gateway.url, timeout=30) as client:
+        yield client
+
+
+def seed(http: httpx.Client, task_data: dict | None = None) -> str:
+    sid = f"tb-{uuid.uuid4().hex}"
+    body = {
+        "resources_session_id": sid,
+        "episode_id": {"rollout_id": "r1", "attempt": 0},
+        "task_id": {"taskset": "ts", "task_id": "typed-bodies"},
+        "task_data": ROW if task_data is None else task_data,
+    }
+    answer = http.post("/seed_session", json=body)
+    assert answer.status_code == 200, answer.text
+    return sid
+
+
+def locs(answer: httpx.Response) -> list[list]:
+    assert answer.status_code == 422, answer.text
+    return [d["loc"] for d in answer.json()["detail"]]
+
+
+@pytest.mark.parametrize(
+    ("extra", "loc"),
+    [
+        ({"junk": 1}, ["body", "junk"]),
+        (
+            {"episode_id": {"rollout_id": "r1", "attempt": 0, "junk": 1}},
+            ["body", "episode_id", "junk"],
+        ),
+    ],
+)
+def test_close_with_an_extra_key_is_422_and_closes_nothing(http, extra, loc):
+    sid = seed(http)
+    episode = {"rollout_id": "r1", "attempt": 0}
+    body = {"resources_session_id": sid, "episode_id": episode, **extra}
+    http.cookies.clear()
+    assert loc in locs(http.post("/close_session", json=body))
+    # still live: the typed close closes it now, and says so
+    answer = http.post("/close_session", json={"resources_session_id": sid, "episode_id": episode})
+    assert answer.status_code == 200 and answer.json() == {"resources_session_id": sid}
+    assert answer.headers["x-workplace-close-outcome"] == "CLOSED"
+
+
+def test_legacy_close_with_an_extra_key_is_422(http):
+    http.post("/seed_session", json=ROW)
+    assert ["body", "junk"] in locs(http.post("/close_session", json={"junk": 1}))
+
+
+@pytest.mark.parametrize("truth", [None, 3, True])
+@pytest.mark.parametrize("cookie", [False, True])
+def test_verify_ground_truth_refusal_names_the_body_field(http, truth, cookie):
+    http.cookies.clear()
+    if cookie:
+        http.post("/seed_session", json=ROW)
+    body = {"ground_truth": truth, "responses_create_params": {}, "response": {"output": []}}
+    assert locs(http.post("/verify", json=body)) == [["body", "ground_truth"]]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"responses_create_params": {"input": [{"role": "user", "content": "other"}]}},
+        {"prompt": "another prompt"},
+        {"extra_key": 1},
+        {"ground_truth": [{"name": "email_delete_email", "arguments": '{"email_id": "1"}'}]},
+    ],
+)
+def test_typed_seed_of_the_same_identity_with_other_task_data_is_409(http, change):
+    """Finding 6: any difference in ``task_data`` (not only the ground truth) is a conflict;
+    the identical row is a retry."""
+    sid = seed(http)
+    body = {
+        "resources_session_id": sid,
+        "episode_id": {"rollout_id": "r1", "attempt": 0},
+        "task_id": {"taskset": "ts", "task_id": "typed-bodies"},
+        "task_data": ROW,
+    }
+    assert http.post("/seed_session", json=body).status_code == 200  # retry
+    answer = http.post("/seed_session", json={**body, "task_data": {**ROW, **change}})
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["reason"] == "SESSION_CONFLICT"
