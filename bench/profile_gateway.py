@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -78,22 +79,32 @@ def serve(out: str, data_dir: str | None) -> None:
     running.stop(grace_s=0)
 
 
-def group_of(filename: str) -> str:
-    for name, needles in GROUPS.items():
+def group_of(
+    filename: str, groups: dict[str, tuple[str, ...]] | None = None, rest: str = "other"
+) -> str:
+    """The group of ``groups`` (default: this module's GROUPS) whose needle is in ``filename``."""
+    for name, needles in (GROUPS if groups is None else groups).items():
         if any(n in filename for n in needles):
             return name
-    return "other"
+    return rest
 
 
-def report(stats_file: str, top: int) -> None:
-    stats = pstats.Stats(stats_file)
-    total = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
+def report(stats_file: str, top: int, episodes: int | None = None, **grouping: Any) -> None:
+    """Print own time by group (``grouping``: :func:`group_of`'s keywords), per episode when
+    ``episodes`` is given, then the ``top`` functions by own time."""
+    stats: Any = pstats.Stats(stats_file)
+    total = sum(v[2] for v in stats.stats.values())
     groups: dict[str, float] = {}
-    for (filename, _, _), value in stats.stats.items():  # type: ignore[attr-defined]
-        groups[group_of(filename)] = groups.get(group_of(filename), 0.0) + value[2]
-    print(f"gateway thread CPU: {total:.2f} s (own time by group)")
+    for (filename, _, _), value in stats.stats.items():
+        group = group_of(filename, **grouping)
+        groups[group] = groups.get(group, 0.0) + value[2]
+    if episodes:
+        print(f"server CPU under the profiler: {total / episodes * 1e3:.2f} ms per episode")
+    else:
+        print(f"gateway thread CPU: {total:.2f} s (own time by group)")
     for name, seconds in sorted(groups.items(), key=lambda kv: -kv[1]):
-        print(f"  {seconds / total:6.1%}  {name}")
+        per = f"  {seconds / episodes * 1e3:6.3f} ms" if episodes else ""
+        print(f"  {seconds / total:6.1%}{per}  {name}")
     buffer = io.StringIO()
     pstats.Stats(stats_file, stream=buffer).sort_stats("tottime").print_stats(top)
     print(buffer.getvalue())

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import io
 import pstats
 import signal
 import subprocess
@@ -25,7 +24,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -109,27 +107,6 @@ def serve(out: str, data_dir: str | None, echo: bool) -> None:
     server.stop(0)
 
 
-def group_of(filename: str) -> str:
-    for name, needles in GROUPS.items():
-        if any(n in filename for n in needles):
-            return name
-    return "other (builtins, protobuf, ...)"
-
-
-def report(stats_file: str, top: int, episodes: int) -> None:
-    stats: Any = pstats.Stats(stats_file)
-    total = sum(v[2] for v in stats.stats.values())
-    groups: dict[str, float] = {}
-    for (filename, _, _), value in stats.stats.items():
-        groups[group_of(filename)] = groups.get(group_of(filename), 0.0) + value[2]
-    print(f"server CPU under the profiler: {total / episodes * 1e3:.2f} ms per episode")
-    for name, seconds in sorted(groups.items(), key=lambda kv: -kv[1]):
-        print(f"  {seconds / total:6.1%}  {seconds / episodes * 1e3:6.3f} ms  {name}")
-    buffer = io.StringIO()
-    pstats.Stats(stats_file, stream=buffer).sort_stats("tottime").print_stats(top)
-    print(buffer.getvalue())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=400)
@@ -162,7 +139,9 @@ def main() -> None:
     finally:
         child.send_signal(signal.SIGTERM)
         child.wait(60)
-    report(args.out, args.top, len(lines))
+    from profile_gateway import report
+
+    report(args.out, args.top, len(lines), groups=GROUPS, rest="other (builtins, protobuf, ...)")
 
 
 if __name__ == "__main__":

@@ -9,40 +9,17 @@ binding", and closing does not unbind. The binding's own episode still gets ALRE
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from workplace_env import errors
-from workplace_env.gateway import RunningGateway, start_gateway
 from workplace_env.model import EpisodeId, Task, TaskId
 from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import RunningServer, start_server
 from workplace_env.sessions import SessionConfig, SessionStore
-from workplace_env_client import EnvironmentClient, EpisodeMismatchError
+from workplace_env_client import EpisodeMismatchError
 
 TASK = {"id": "c4", "ground_truth": []}
-
-
-@pytest.fixture(scope="module")
-def grpc_server() -> Iterator[RunningServer]:
-    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
-    yield server
-    server.stop(grace_s=0.5)
-
-
-@pytest.fixture(scope="module")
-def sdk(grpc_server) -> Iterator[EnvironmentClient]:
-    with EnvironmentClient(f"127.0.0.1:{grpc_server.port}", timeout_s=30) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def gateway(sdk) -> Iterator[RunningGateway]:
-    gw = start_gateway(client=sdk)
-    yield gw
-    gw.stop()
 
 
 def test_grpc_close_of_a_closed_id_from_another_episode_is_episode_mismatch(sdk):

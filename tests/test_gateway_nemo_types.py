@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from workplace_env.gateway import GatewaySettings, RunningGateway, start_gateway
-from workplace_env.gateway.backend import InProcessBackend
+from workplace_env.gateway import GatewaySettings
 from workplace_env.gateway.translate import is_json_media_type
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import RunningServer, start_server
-from workplace_env.sessions import SessionStore
+
+pytestmark = pytest.mark.gateway(
+    backends=("in_process",), settings=GatewaySettings(secret_key="ct-test-secret")
+)
+
 
 SEND = {"recipient": "someone@example.com", "subject": "Media type", "body": "hi"}
 SEARCH = {"query": "Media type", "page_size": 50}
@@ -62,27 +62,6 @@ NOT_JSON_TYPES = [
     "multipart/form-data",
     "garbage",
 ]
-
-
-@pytest.fixture(scope="module")
-def grpc_server() -> Iterator[RunningServer]:
-    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
-    yield server
-    server.stop(grace_s=0.5)
-
-
-@pytest.fixture(scope="module")
-def gateway(grpc_server) -> Iterator[RunningGateway]:
-    backend = InProcessBackend.of_server(grpc_server)
-    gw = start_gateway(backend=backend, settings=GatewaySettings(secret_key="ct-test-secret"))
-    yield gw
-    gw.stop()
-
-
-@pytest.fixture
-def http(gateway) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=gateway.url, timeout=30) as client:
-        yield client
 
 
 def post(http: httpx.Client, path: str, body: Any, content_type: str | None) -> httpx.Response:

@@ -9,39 +9,11 @@ field ``ground_truth_json`` instead of the body's ``ground_truth``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from workplace_env.gateway import RunningGateway, start_gateway
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import RunningServer, start_server
-from workplace_env.sessions import SessionStore
-from workplace_env_client import EnvironmentClient
-
 ROW = {"id": "typed-bodies", "ground_truth": [], "responses_create_params": {"input": []}}
-
-
-@pytest.fixture(scope="module")
-def grpc_server() -> Iterator[RunningServer]:
-    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
-    yield server
-    server.stop(grace_s=0.5)
-
-
-@pytest.fixture(scope="module")
-def gateway(grpc_server) -> Iterator[RunningGateway]:
-    with EnvironmentClient(f"127.0.0.1:{grpc_server.port}", timeout_s=30) as sdk:
-        gw = start_gateway(client=sdk)
-        yield gw
-        gw.stop()
-
-
-@pytest.fixture
-def http(gateway) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=gateway.url, timeout=30) as client:
-        yield client
 
 
 def seed(http: httpx.Client, task_data: dict | None = None) -> str:

@@ -15,19 +15,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from workplace_env.gateway import RunningGateway, start_gateway
+from workplace_env.gateway import start_gateway
 from workplace_env.model import FunctionCall
-from workplace_env.sandbox.load import load_sandbox
-from workplace_env.server.app import RunningServer, start_server
-from workplace_env.sessions import SessionStore
 from workplace_env.verify import bare_predicted_names, mcp_bare_name
-from workplace_env_client import EnvironmentClient
 
 ARGS = json.dumps({"recipient": "a@b.com", "subject": "s", "body": "b"})
 TRUTH = [{"name": "email_send_email", "arguments": ARGS}]
@@ -50,26 +45,6 @@ def output(name: str) -> list[dict[str, Any]]:
         {"type": "function_call", "call_id": "c1", "name": name, "arguments": ARGS},
         {"type": "function_call_output", "call_id": "c1", "output": "{}"},
     ]
-
-
-@pytest.fixture(scope="module")
-def grpc_server() -> Iterator[RunningServer]:
-    server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
-    yield server
-    server.stop(grace_s=0.5)
-
-
-@pytest.fixture(scope="module")
-def sdk(grpc_server) -> Iterator[EnvironmentClient]:
-    with EnvironmentClient(f"127.0.0.1:{grpc_server.port}", timeout_s=30) as client:
-        yield client
-
-
-@pytest.fixture(scope="module")
-def gateway(sdk) -> Iterator[RunningGateway]:
-    gw = start_gateway(client=sdk)  # remote: HTTP -> SDK -> gRPC Verify
-    yield gw
-    gw.stop()
 
 
 def test_only_our_server_prefix_comes_off_once():

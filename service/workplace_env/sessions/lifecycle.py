@@ -252,15 +252,6 @@ class LifeCycle(Bounds):
                 raise errors.InjectedFault("injected fault: the response was lost", session_id)
             return ToolResult(output)
 
-    def _prune_calls(self, session: Session, now: float) -> None:
-        """Drop call_id records older than ``call_id_ttl_s`` (caller holds the session lock)."""
-        calls = session.calls
-        while calls:
-            record = next(iter(calls.values()))
-            if now - record.at <= self.config.call_id_ttl_s:
-                break
-            calls.popitem(last=False)
-
     # -- verify ------------------------------------------------------------------------------
 
     def verify(
