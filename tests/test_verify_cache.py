@@ -45,10 +45,10 @@ def test_the_bound_is_a_setting(sandbox):
     assert store.verifier.cache_bytes == int(1.5 * 2**20)
 
 
-def test_the_estimate_counts_the_replayed_writes_kept_as_the_key(base):
+def test_the_estimate_counts_the_replayed_writes_kept_as_the_key(sandbox):
     # The memo's key holds every replayed write's arguments: a long body costs its length, so
     # a few huge writes cannot hold memory past the bound.
-    small, large = Verifier(base), Verifier(base)
+    small, large = Verifier(sandbox), Verifier(sandbox)
     short = send(0)
     long = FunctionCall(
         "email_send_email",
