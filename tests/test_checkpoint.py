@@ -396,7 +396,7 @@ def test_a_restore_without_an_answer_says_the_outcome_is_unknown_and_a_retry_wor
     elsewhere (sessions live twice). A frozen server (SIGSTOP) lets the 1 s deadline pass;
     the message says the outcome is unknown and that a retry is safe, and the retry succeeds
     whether or not the first attempt was installed when the server ran again."""
-    source, port = _serve_process(tmp_path)
+    source, port = _serve_process()
     try:
         with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=LOADED_RPC_S) as client:
             for n in range(3):
@@ -407,7 +407,7 @@ def test_a_restore_without_an_answer_says_the_outcome_is_unknown_and_a_retry_wor
     finally:
         source.send_signal(signal.SIGKILL)
         source.wait(timeout=LOADED_RPC_S)
-    proc, port = _serve_process(tmp_path)
+    proc, port = _serve_process()
     target = ("--target", f"127.0.0.1:{port}")
     try:
         proc.send_signal(signal.SIGSTOP)

@@ -112,6 +112,9 @@ def test_serve_command_drains_on_sigterm():
             release.set()
             answer = in_flight.result(HANG_S)
             assert (answer.status_code, answer.json()) == (200, {"output": SENT})
+            # the drain waits for the admitted episodes: once both close, the process exits
+            assert client.close_session("live", EP) == "CLOSED"
+            assert agent.post("/close_session", json={}).json() == {"outcome": "CLOSED"}
         assert serve.proc.wait(HANG_S) == 0
     finally:
         release.set()
