@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
@@ -153,6 +153,15 @@ def test_X2_sigterm_under_load_ends_every_rpc_ok_or_explained_and_loses_no_episo
         with lock:
             outcomes.append((rpc, outcome))
 
+    def play(*steps: tuple[str, Callable[[], object]]) -> None:
+        """Run each step of an episode in turn, recording OK or the refusal of each."""
+        for rpc, call in steps:
+            try:
+                call()
+                record(rpc, "OK")
+            except WorkplaceEnvError as exc:
+                record(rpc, f"{exc.code.name} {exc.reason or exc.message}")
+
     def over_grpc(worker: int) -> None:
         with EnvironmentClient(serve.target, timeout_s=HANG_S, max_attempts=1) as client:
             for n in range(200):
@@ -163,17 +172,12 @@ def test_X2_sigterm_under_load_ends_every_rpc_ok_or_explained_and_loses_no_episo
                     record("seed", f"{exc.code.name} {exc.reason or exc.message}")
                     return  # told: the server takes no new episodes
                 record("seed", "OK")
-                for rpc, call in (
+                play(
                     ("call", partial(client.call_tool, sid, *WRITE)),
                     ("call", partial(client.call_tool, sid, *LOOKUP)),
                     ("verify", partial(client.verify, sid, [WRITE])),
                     ("close", partial(client.close_session, sid, ep)),
-                ):
-                    try:
-                        call()
-                        record(rpc, "OK")
-                    except WorkplaceEnvError as exc:
-                        record(rpc, f"{exc.code.name} {exc.reason or exc.message}")
+                )
                 with lock:
                     episodes_done[0] += 1
                     if episodes_done[0] >= 40:
@@ -192,16 +196,11 @@ def test_X2_sigterm_under_load_ends_every_rpc_ok_or_explained_and_loses_no_episo
             record("seed", "OK")
             _wait(signalled)
             time.sleep(THINK_S)  # the model's turn, not a synchronisation
-            for rpc, call in (
+            play(
                 ("call", partial(client.call_tool, sid, *WRITE)),
                 ("verify", partial(client.verify, sid, [WRITE])),
                 ("close", partial(client.close_session, sid, ep)),
-            ):
-                try:
-                    call()
-                    record(rpc, "OK")
-                except WorkplaceEnvError as exc:
-                    record(rpc, f"{exc.code.name} {exc.reason or exc.message}")
+            )
 
     def over_http(worker: int) -> None:
         with httpx.Client(base_url=serve.url, timeout=HANG_S) as http:
