@@ -102,10 +102,10 @@ from workplace_env.gateway.translate import (
     object_body,
     parse_episode,
     parse_typed_seed,
-    response_output_problems,
     seed_legacy,
     service_error,
 )
+from workplace_env.responses import response_output_problems
 from workplace_env.verify import bare_predicted_names
 from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceEnvError
 
@@ -347,7 +347,7 @@ def create_app(
         if not isinstance(output, list):
             raise invalid([(("response", "output"), "required: an array of output items")])
         if problems := response_output_problems(output):  # as NeMo's Responses types
-            raise invalid(problems)
+            raise invalid([(("response", "output", *path), why) for path, why in problems])
         if mcp is not None:  # REFERENCE.md (c)1: with MCP exposure on, scored as bare names
             output = bare_predicted_names(output)
         kwargs: dict[str, Any] = {"response_output": _json_text(output)}
