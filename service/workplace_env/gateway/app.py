@@ -45,7 +45,8 @@ status codes. Routes:
 
 Errors (JSON bodies with ``failure_kind``; 422s in FastAPI's ``detail`` shape, with ``loc``
 naming the offending field): a Content-Type that is not JSON (or none; as NeMo Gym's server),
-body not JSON / not an object, or a malformed typed seed, close or verify -> 422; a tool call
+body not JSON / not an object, or a malformed typed seed, close or verify -> 422; bytes that
+are not text -> 400 (as NeMo Gym's server); a tool call
 without a live session -> 404 ``failure_kind "session_lost"`` (``reason`` SESSION_LOST,
 SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed id, a reused
 ``x-workplace-call-id``, a close for another episode -> 409; capacity -> 429 with

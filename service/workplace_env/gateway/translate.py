@@ -84,6 +84,9 @@ def invalid(problems: list[tuple[Loc, str]]) -> HttpProblem:
     )
 
 
+#: NeMo Gym's (FastAPI's) ``detail`` for a body whose bytes are not text.
+UNPARSABLE_BODY = "There was an error parsing the body"
+
 _INDEXED = re.compile(r"^(.*)\[(\d+)\]$")
 
 
@@ -202,8 +205,10 @@ async def body_text(request: Request) -> str:
     """The request body as text, in the encoding ``json.loads`` detects (UTF-8/16/32, BOM).
 
     Raises 413 when Content-Length is over :data:`MAX_BODY_BYTES` (no gRPC message could
-    carry it), 422 when the Content-Type is not JSON (:func:`require_json_media_type`) or the
-    bytes are not text.
+    carry it), 422 when the Content-Type is not JSON (:func:`require_json_media_type`), and 400
+    ``{"detail": "There was an error parsing the body"}`` when the bytes are not text in that
+    encoding (NeMo Gym's FastAPI server, observed black box: a decode error is not a JSON
+    error there, so not a 422).
     """
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before it is read
@@ -222,7 +227,9 @@ async def body_text(request: Request) -> str:
     try:
         return raw.decode(json.detect_encoding(raw))
     except UnicodeDecodeError as exc:
-        raise invalid([((), f"body is not text: {exc}")]) from exc
+        raise HttpProblem(
+            json_response({"detail": UNPARSABLE_BODY, "failure_kind": "invalid_request"}, 400)
+        ) from exc
 
 
 async def object_body(request: Request, *, constants: bool = False) -> dict[str, Any]:
