@@ -86,8 +86,23 @@ def cookie_sid(response: httpx.Response) -> str:
 def seed(client: httpx.Client, row: dict | None = None) -> str:
     response = client.post("/seed_session", json=ROW if row is None else row)
     assert response.status_code == 200, response.text
-    assert response.content == b"{}"
+    assert legacy_seed_answer(response) == {"mcp"}
     return cookie_sid(response)
+
+
+def legacy_seed_answer(response: httpx.Response) -> set[str]:
+    """The keys of a legacy seed's answer, checking its MCP metadata (NeMo's
+    ``MCPServerMetadata`` under ``"mcp"``, as its servers with MCP exposure answer) names the
+    session's token."""
+    body = response.json()
+    if "mcp" in body:
+        assert body["mcp"] == {
+            "server_name": "workplace_assistant",
+            "url_path": "/mcp",
+            "transport": "http",
+            "headers": {"X-NeMo-Gym-Session-Token": response.headers[TOKEN_HEADER]},
+        }
+    return set(body)
 
 
 def sent_count(client: httpx.Client) -> int:
@@ -166,9 +181,9 @@ def test_openapi_documents_every_route(http):
 # -- seed and the cookie ---------------------------------------------------------------------
 
 
-def test_legacy_seed_answers_empty_object_and_reference_cookie(http):
+def test_legacy_seed_answers_mcp_metadata_and_reference_cookie(http):
     response = http.post("/seed_session", json=ROW)
-    assert response.status_code == 200 and response.content == b"{}"
+    assert response.status_code == 200 and legacy_seed_answer(response) == {"mcp"}
     sid = cookie_sid(response)
     assert uuid.UUID(sid).version == 4
 
@@ -753,7 +768,8 @@ def test_without_mcp_the_path_is_just_a_tool_name(sdk):
     gw = start_gateway(client=sdk, settings=GatewaySettings(mcp_path=""))
     try:
         with httpx.Client(base_url=gw.url) as client:
-            assert client.post("/seed_session", json=ROW).status_code == 200
+            seeded = client.post("/seed_session", json=ROW)
+            assert seeded.status_code == 200 and seeded.content == b"{}"  # no MCP metadata
             assert client.post("/mcp", json={}).json() == {
                 "output": "Error executing tool 'mcp': 'mcp'"
             }

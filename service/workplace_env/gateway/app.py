@@ -7,7 +7,8 @@ and their errors all live in the service; this module only translates HTTP bodie
 status codes. Routes:
 
 =========================  =====================================================================
-``POST /seed_session``     body: a dataset row -> ``200 {}``, sets the session cookie, and the
+``POST /seed_session``     body: a dataset row -> ``200 {"mcp": <MCP metadata>}`` (``{}`` when
+                           MCP is not served), sets the session cookie, and the
                            ``x-workplace-session-token`` header (an MCP token for the session).
                            A legacy row (scalar ``task_id`` or none) seeds a legacy session
                            (SDK ``seed_legacy``): its id is the cookie's, or a new uuid4; a
@@ -266,8 +267,10 @@ def create_app(
         ),
         responses={
             200: {
-                "description": "`{}`; `Set-Cookie` names the session, "
-                f"`{TOKEN_HEADER}` is an MCP token for it.",
+                "description": "A legacy row: `{\"mcp\": {server_name, url_path, transport, "
+                "headers}}` (`{}` when MCP is not served); a typed seed: `{resources_session_id, "
+                f"resources_tools}}`. `Set-Cookie` names the session, `{TOKEN_HEADER}` is an MCP "
+                "token for it.",
             },
             404: problem("Typed seed of an id evicted after its idle TTL (`SESSION_EXPIRED`)."),
             409: problem("Typed seed: the id is bound to another episode/task, or closed."),
@@ -304,9 +307,13 @@ def create_app(
                 sent_as={"task": ""},  # the body is the row
             )
         request.session[SESSION_ID_KEY] = sid
-        return Response(
-            b"{}", media_type="application/json", headers={TOKEN_HEADER: tokens.mint(sid)}
-        )
+        token = tokens.mint(sid)
+        if mcp is None:
+            return Response(b"{}", media_type="application/json", headers={TOKEN_HEADER: token})
+        # As NeMo Gym's servers with MCP exposure answer a legacy seed: its agents (and its
+        # sandbox tools) find the MCP server and the session token under "mcp".
+        meta = mcp_metadata(settings.mcp_path, token)
+        return json_response({"mcp": meta}, headers={TOKEN_HEADER: token})
 
     @app.post(
         "/verify",
