@@ -5,6 +5,7 @@ its call_ids, deadlines, and the session context manager closing on every exit.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -12,20 +13,26 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from tests.helpers import EP, HANG_S, TASK, TID, WRITE, Env, assert_refused
+from tests.helpers import EP, HANG_S, TASK, TID, WRITE, Env, FakeClock, assert_refused
 from tests.helpers import emails as _emails
 from workplace.env.v1 import environment_pb2 as pb
+from workplace_env.config import Settings
+from workplace_env.sessions import SessionConfig
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
+    AdminClient,
     CapacityError,
     DeadlineError,
     EnvironmentClient,
     ReleaseFailedError,
+    ReplayDivergedError,
     SessionClosedError,
+    SessionExpiredError,
+    UnauthenticatedError,
     UnavailableError,
     WorkplaceEnvError,
 )
-from workplace_env_client.client import RETRIED_METHODS, SERVICE, retry_service_config
+from workplace_env_client.client import RETRIED_METHODS, SERVICE, Recovery, retry_service_config
 
 
 def test_retry_policy_covers_only_idempotent_rpcs_on_unavailable_and_cancelled():
@@ -229,3 +236,75 @@ def test_a_failed_seed_leaves_a_callers_id_free(make_env):
     Faults.of(env.store).clear()
     with env.client.session(TASK, session_id="mine", episode=EP) as s:  # the caller retries
         assert s.id == "mine"
+
+
+# -- automatic recovery never does worse than none ---------------------------------------------
+
+#: (recovery, take a checkpoint first): every automatic recovery path, and none.
+ADMIN = Settings(admin_token="adm")
+RECOVERY_MODES = [(None, False), ("replay", False), ("checkpoint", False), ("checkpoint", True)]
+
+
+def _evicted_session(make_server):
+    """A server on a fake clock (idle TTL 60 s) with admin RPCs, and an admin client of it."""
+    clock = FakeClock()
+    served = make_server(SessionConfig(idle_ttl_s=60), ADMIN, clock=clock, evict_interval_s=3600)
+    admin = AdminClient(served.target, token="adm", timeout_s=HANG_S)
+    return served, clock, admin
+
+
+@pytest.mark.parametrize(("recovery", "checkpointed"), RECOVERY_MODES)
+def test_recovery_of_an_evicted_session_degrades_to_the_outcome_without_it(
+    make_server, recovery, checkpointed
+):
+    served, clock, admin = _evicted_session(make_server)
+    with admin, served.client.session(TASK, episode=EP, recovery=recovery, admin=admin) as s:
+        assert s.call_tool(*WRITE) == "Email sent successfully."
+        if checkpointed:
+            s.checkpoint()
+        clock.now += 61
+        assert served.store.evict_idle() == 1
+        result = s.verify([WRITE])
+        if checkpointed:  # the one way back: restore the snapshot, claim it (K4), verify it
+            assert (result.reward, result.mask_sample) == (1.0, False)
+            assert s.recoveries == (Recovery("checkpoint", True, 0, False),)
+            return
+        # verify: the masked V4 sample, as without recovery (was: SessionExpiredError raised)
+        assert (result.reward, result.mask_sample, result.failure_kind) == (
+            0.0,
+            True,
+            "session_lost",
+        )
+        # tool calls: the call's own typed error, as without recovery
+        with pytest.raises(SessionExpiredError) as caught:
+            s.call_tool(*WRITE)
+        assert caught.value.reason == "SESSION_EXPIRED"
+        assert s.recoveries == ()
+        assert len(s.failed_recoveries) == (0 if recovery is None else 2)
+        assert all(isinstance(e, SessionExpiredError) for e in s.failed_recoveries)
+        if recovery is not None:
+            assert "recovery (" in "".join(getattr(caught.value, "__notes__", []))
+    # close (the block's exit) neither recovers nor raises; nothing is left live
+    assert served.store.live_count() == 0
+
+
+@pytest.mark.parametrize("recovery", ["replay", "checkpoint"])
+def test_a_failing_recovery_after_a_retire_keeps_the_outcome_without_it(make_server, recovery):
+    """The other ways a recovery fails: a restore refused (no admin token) and a diverging
+    replay; the caller still gets the masked sample / the call's own SESSION_LOST."""
+    served = make_server(None, ADMIN)
+    admin = AdminClient(served.target, token="adm", timeout_s=HANG_S)
+    tokenless = AdminClient(served.target, timeout_s=HANG_S)
+    with admin, tokenless, served.client.session(TASK, recovery=recovery, admin=tokenless) as s:
+        s.call_tool(*WRITE)
+        if recovery == "checkpoint":
+            s.checkpoint(admin)  # a checkpoint exists, but the handle's restores are refused
+        else:
+            s._calls[0] = dataclasses.replace(s._calls[0], output_digest=bytes(8))
+        assert admin.retire_session(s.id) is True  # K6: the server lets the session go
+        result = s.verify([WRITE])
+        assert (result.mask_sample, result.failure_kind) == (True, "session_lost")
+        assert isinstance(
+            s.failed_recoveries[0],
+            UnauthenticatedError if recovery == "checkpoint" else ReplayDivergedError,
+        )

@@ -293,6 +293,11 @@ class EnvironmentClient:
 #: How :meth:`Session.recover` rebuilds a lost session.
 RecoveryStrategy = Literal["replay", "checkpoint"]
 
+#: What an automatic recovery may fail with: an SDK error of the seed, restore or replayed
+#: calls (e.g. SESSION_EXPIRED: the server refuses to re-seed an evicted id, CONTRACT X1;
+#: REPLAY_DIVERGED; UNAUTHENTICATED restores), or ValueError (a handle without its task).
+_RECOVERY_FAILURES = (WorkplaceEnvError, ValueError)
+
 
 def _digest(output: str) -> bytes:
     return hashlib.blake2b(output.encode(), digest_size=8).digest()
@@ -353,6 +358,15 @@ class Session:
     ``failure_kind "session_lost"``, recovers once by that strategy and is sent again
     (``"checkpoint"`` falls back to replay while no checkpoint was taken); :attr:`recoveries`
     lists what was done. A handle is for one caller at a time (calls and checkpoints in order).
+
+    An automatic recovery never leaves the caller worse off than no recovery: when it fails
+    (the seed, restore or a replayed call raises, e.g. SESSION_EXPIRED because the server
+    refuses to re-seed an evicted id, CONTRACT X1; or the replay diverges), or the call sent
+    again after it fails, :meth:`verify` returns the first, masked ``session_lost`` answer
+    (CONTRACT V4) and :meth:`call_tool` raises the call's own error (e.g.
+    :class:`~workplace_env_client.errors.SessionExpiredError`, with a note naming the recovery's
+    error); :attr:`failed_recoveries` keeps those errors. Closing (the ``session()`` block's
+    exit) never recovers. :meth:`recover`, called by you, raises its errors.
     """
 
     def __init__(
@@ -379,6 +393,7 @@ class Session:
         self.last_checkpoint: SessionCheckpoint | None = None
         self._calls: list[RecordedCall] = []
         self._recoveries: list[Recovery] = []
+        self._failed_recoveries: list[Exception] = []
 
     @property
     def calls(self) -> tuple[RecordedCall, ...]:
@@ -389,6 +404,12 @@ class Session:
     def recoveries(self) -> tuple[Recovery, ...]:
         """Every recovery of this handle (automatic or by :meth:`recover`), in order."""
         return tuple(self._recoveries)
+
+    @property
+    def failed_recoveries(self) -> tuple[Exception, ...]:
+        """The errors of automatic recoveries that did not succeed, in order (each left the
+        caller with the outcome it gets without recovery; see the class docstring)."""
+        return tuple(self._failed_recoveries)
 
     def call_tool(
         self, name: str, arguments: str | Mapping[str, Any] | None = None, call_id: str = ""
@@ -402,11 +423,17 @@ class Session:
         cid = call_id or new_call_id()
         try:
             output = self.client.call_tool_raw(self.id, name, text, cid)
-        except SessionLostError:
+        except SessionLostError as lost:
             if self.recovery is None:
                 raise
-            self._auto_recover()
-            output = self.client.call_tool_raw(self.id, name, text, cid)
+            try:
+                self._auto_recover()
+                output = self.client.call_tool_raw(self.id, name, text, cid)
+            except _RECOVERY_FAILURES as failed:
+                # Never worse than without recovery: the caller gets the call's own error.
+                self._failed_recoveries.append(failed)
+                lost.add_note(f"recovery ({self.recovery}) failed: {failed}")
+                raise lost from lost.__cause__
         self._calls.append(RecordedCall(name, text, cid, _digest(output)))
         return json.loads(output)
 
@@ -418,8 +445,12 @@ class Session:
         calls = None if function_calls is None else list(function_calls)
         result = self.client.verify(self.id, calls, **kwargs)
         if result.failure_kind == "session_lost" and self.recovery is not None:
-            self._auto_recover()
-            result = self.client.verify(self.id, calls, **kwargs)
+            try:
+                self._auto_recover()
+                return self.client.verify(self.id, calls, **kwargs)
+            except _RECOVERY_FAILURES as failed:
+                # Never worse than without recovery: the masked sample (CONTRACT V4).
+                self._failed_recoveries.append(failed)
         return result
 
     def _admin(self, admin: AdminClient | None) -> AdminClient:
