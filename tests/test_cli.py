@@ -302,6 +302,40 @@ def test_a_bad_value_is_a_usage_error_not_a_traceback(tasks_file, args, env, say
     assert says in " ".join(result.output.split()), result.output
 
 
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        (
+            {"WORKPLACE_ENV_WORKERS": "abc"},
+            "workers (from WORKPLACE_ENV_WORKERS): 'abc' is not an integer",
+        ),
+        ({"WORKPLACE_ENV_GRACE_S": "soon"}, "'soon' is not a number"),
+        ({"WORKPLACE_ENV_ADMIN_OPEN": "maybe"}, "'maybe' is not a boolean (true/false"),
+        ({}, "config file both.toml: top-level workers and [server] workers both set"),
+    ],
+)
+def test_config_errors_read_as_written(tmp_path, monkeypatch, env, says):
+    """Tester findings: "[server]" was eaten as rich markup ("top-level workers and  workers
+    both set"), and a bad integer read "'abc' is not a int"."""
+    monkeypatch.chdir(tmp_path)
+    Path("both.toml").write_text("workers = 2\n[server]\nworkers = 7\n")
+    args = ["config"] if env else ["config", "--config", "both.toml"]
+    result = invoke(*args, env=env)
+    assert result.exit_code == 2, result.output
+    assert says in " ".join(result.output.split()), result.output
+
+
+def test_printed_values_keep_their_brackets(tmp_path):
+    """Every value shown through rich is escaped: a setting's value in the config table and a
+    command error's detail (here an address with brackets in it) are printed as they are."""
+    result = invoke("config", env={"WORKPLACE_ENV_DATA_DIR": "/srv/[data]/wb"})
+    assert result.exit_code == 0, result.output
+    assert table_rows(result.output)["data_dir"][0] == "/srv/[data]/wb"
+    result = invoke("serve", "--address", "[fe80::1%nosuch]:1", "--log-level", "ERROR")
+    assert result.exit_code == 2, result.output
+    assert "[fe80::1%nosuch]:1" in result.output, result.output
+
+
 # -- serve, gateway and the cookie secret ---------------------------------------------------------
 
 

@@ -41,7 +41,7 @@ from workplace_env.runner import POLICIES
 from workplace_env.runs import ModelRunOptions, read_episodes, run_model_policy, run_scripted
 from workplace_env.server.serve import serve_until_signalled
 from workplace_env.taskgen import generate_to
-from workplace_env.terminal import CommandError, console
+from workplace_env.terminal import CommandError, console, plain
 
 app = typer.Typer(
     help="gRPC environment server for the workplace assistant (WorkBench) benchmark.",
@@ -115,7 +115,7 @@ def _settings(flags: dict, config_file: Path | None) -> tuple[Settings, dict[str
     try:
         return load_settings(flags, config_file)
     except ConfigError as exc:
-        console.print(f"[red]configuration error:[/red] {exc}")
+        console.print(f"[red]configuration error:[/red] {plain(exc)}")
         raise typer.Exit(2) from exc
 
 

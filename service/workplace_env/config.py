@@ -92,6 +92,14 @@ class Settings:
 _FIELDS = {f.name: f for f in fields(Settings)}
 
 
+#: What a value of each setting type must be, as a config error names it.
+_EXPECTED = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "a boolean (true/false, yes/no, on/off, 1/0)",
+}
+
+
 def _coerce(name: str, value: Any, source: str) -> Any:
     """``value`` as the type of setting ``name`` (strings from env/flags are parsed)."""
     kind = str(_FIELDS[name].type)
@@ -118,7 +126,8 @@ def _coerce(name: str, value: Any, source: str) -> Any:
                 raise ValueError("a boolean is not a number")
             number = float(value)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{name} (from {source}): {value!r} is not a {kind.split()[0]}") from exc
+        expected = _EXPECTED[kind.split()[0]]
+        raise ConfigError(f"{name} (from {source}): {value!r} is not {expected}") from exc
     if kind.startswith("float"):
         if not math.isfinite(number):  # NaN passes every range check; inf never elapses
             raise ConfigError(f"{name} (from {source}): {value!r} is not a finite number")
@@ -272,11 +281,12 @@ def print_settings(settings: Settings, sources: Mapping[str, str]) -> None:
     """The :func:`describe` rows as a table on stdout (``workplace-env config``, ``serve
     --print-config``)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="effective configuration")
     for col in ("setting", "value", "source"):
         table.add_column(col)
     for row in describe(settings, sources):
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))  # a value's brackets are text
     Console().print(table)

@@ -19,7 +19,7 @@ from rich.table import Table
 from workplace_env.runner import RunSummary, run_lines
 from workplace_env.server.serve import local_server
 from workplace_env.taskgen import CATEGORIES, TEMPLATES, generate_tasks
-from workplace_env.terminal import console, episode_progress
+from workplace_env.terminal import console, episode_progress, plain
 from workplace_env_client import EnvironmentClient
 
 POLICIES = ("oracle", "perturbed")
@@ -42,15 +42,16 @@ def run_demo(count: int, seed: int, concurrency: int, data_dir: Path | None = No
         base = server.store.base
         generated = time.perf_counter()
         tasks = generate_tasks(base, count, seed)
+        origin = plain(base.origin or "(unnamed)")
         console.print(
             f"generated {len(tasks)} tasks from {len(TEMPLATES)} templates (seed {seed}) in "
-            f"{time.perf_counter() - generated:.2f} s on the sandbox {base.origin or '(unnamed)'}"
+            f"{time.perf_counter() - generated:.2f} s on the sandbox {origin}"
         )
         results = _play(client, tasks, concurrency, seed)
     print_demo(results, f"{len(tasks)} generated tasks through the gRPC API")
     errors = [m for by in results.values() for s in by.values() for m in s.mismatches]
     for m in errors[:10]:
-        console.print(f"[yellow]{m.kind}[/yellow] {m.case_id}: {m.detail}")
+        console.print(f"[yellow]{plain(m.kind)}[/yellow] {plain(m.case_id)}: {plain(m.detail)}")
     console.print(f"done in {time.perf_counter() - started:.1f} s")
     if errors or any(s.mean_reward < 1.0 for s in results["oracle"].values()):
         return 1
@@ -84,7 +85,7 @@ def _play(
 def print_demo(results: Mapping[str, Mapping[str, RunSummary]], title: str) -> None:
     """Mean reward and episodes/s by category and policy, with an ``all`` row, on stdout."""
     table = Table(
-        title=title,
+        title=plain(title),
         caption="oracle: the ground-truth calls; perturbed: one of them dropped, or a spurious "
         "write when the answer is to change nothing",
     )
@@ -97,7 +98,7 @@ def print_demo(results: Mapping[str, Mapping[str, RunSummary]], title: str) -> N
     totals = {p: [0, 0.0, 0.0] for p in POLICIES}  # episodes, reward sum, seconds
     for category, summary in first.items():
         short = category.removeprefix("workplace_assistant_")
-        row = [_SHORT_CATEGORY.get(short, short), str(summary.episodes)]
+        row = [plain(_SHORT_CATEGORY.get(short, short)), str(summary.episodes)]
         for policy in POLICIES:
             s = results[policy][category]
             row += [f"{s.mean_reward:.3f}", f"{s.episodes_per_s:.0f}"]

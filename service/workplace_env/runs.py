@@ -35,7 +35,7 @@ from workplace_env.model_runs import (
 )
 from workplace_env.runner import RunSummary, read_jsonl, run_lines
 from workplace_env.server.serve import connect
-from workplace_env.terminal import CommandError, console, episode_progress
+from workplace_env.terminal import CommandError, console, episode_progress, plain
 from workplace_env_client import EnvironmentClient, ModelPolicy, openai_client
 from workplace_env_client.rollouts import MODEL_APIS
 
@@ -54,7 +54,7 @@ def read_episodes(file: Path) -> list[dict[str, Any]]:
 
 def print_summary(summary: RunSummary, title: str) -> None:
     """The run's totals as a table on stdout, then its first 10 mismatches."""
-    table = Table(title=title)
+    table = Table(title=plain(title))
     columns = ("episodes", "mean reward", "output mismatches", "state mismatches")
     for col in (*columns, "reward mismatches", "episodes/s"):
         table.add_column(col, justify="right")
@@ -68,7 +68,7 @@ def print_summary(summary: RunSummary, title: str) -> None:
     )
     Console().print(table)
     for m in summary.mismatches[:10]:
-        Console().print(f"[yellow]mismatch[/yellow] {m.case_id} {m.kind}: {m.detail}")
+        Console().print(f"[yellow]mismatch[/yellow] {plain(f'{m.case_id} {m.kind}: {m.detail}')}")
 
 
 def run_scripted(
@@ -126,7 +126,7 @@ class ModelRunOptions:
 def print_model_summary(summary: Sequence[CategorySummary], title: str) -> None:
     """The per-category table of a model run on stdout."""
     table = Table(
-        title=title,
+        title=plain(title),
         caption="pass rate and side effects over unmasked episodes; valid calls: share of the "
         "model's tool calls that ran; side effects: a table no ground-truth call writes ends "
         "different",
@@ -139,7 +139,7 @@ def print_model_summary(summary: Sequence[CategorySummary], title: str) -> None:
         if s.category == "all":
             table.add_section()
         table.add_row(
-            short_category(s.category),
+            plain(short_category(s.category)),
             str(s.episodes),
             str(s.masked),
             f"{s.pass_rate:.3f}",
@@ -226,8 +226,11 @@ def _collect_and_report(
     masked = [line for line in rollouts if line.get("mask_sample")]
     for line in masked[:10]:
         console.print(
-            f"[yellow]masked[/yellow] {line.get('id')}#{line.get('_ng_rollout_index')}: "
-            f"{line.get('failure_kind')}: {line.get('failure_reason')}"
+            "[yellow]masked[/yellow] "
+            + plain(
+                f"{line.get('id')}#{line.get('_ng_rollout_index')}: "
+                f"{line.get('failure_kind')}: {line.get('failure_reason')}"
+            )
         )
     if len(masked) > 10:
         console.print(f"[yellow]masked[/yellow] ... {len(masked) - 10} more")

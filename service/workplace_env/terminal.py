@@ -3,6 +3,8 @@
 * :data:`console`: messages and progress go to stderr (tables and JSONL go to stdout), never
   wrapped mid-path;
 * :func:`episode_progress`: the one progress bar of every command that plays episodes;
+* :func:`plain`: a value put into a markup string shows as written (every message built with
+  f-strings goes through it);
 * :class:`CommandError`: a command that cannot go on; the CLI prints it and exits with its
   status (2 for bad input, as click does for a bad flag; 1 for a refused operation).
 """
@@ -10,6 +12,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 console = Console(stderr=True, soft_wrap=True)
@@ -28,8 +31,14 @@ class CommandError(Exception):
     def markup(self) -> str:
         """The message in rich markup."""
         if self.detail is None:
-            return f"[red]{self.headline}[/red]"
-        return f"[red]{self.headline}[/red] {self.detail}"
+            return f"[red]{plain(self.headline)}[/red]"
+        return f"[red]{plain(self.headline)}[/red] {plain(self.detail)}"
+
+
+def plain(value: object) -> str:
+    """``value`` as text for a markup string: its brackets are shown, never read as rich
+    markup (``[server]``, an IPv6 ``[fe80::1]``, a list in an error message)."""
+    return escape(str(value))
 
 
 def episode_progress() -> Progress:

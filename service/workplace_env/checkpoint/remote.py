@@ -9,7 +9,7 @@ from pathlib import Path
 
 from workplace_env.checkpoint.files import CheckpointFileError, read_checkpoint, write_checkpoint
 from workplace_env.config import ADMIN_TOKEN_ENV
-from workplace_env.terminal import CommandError, console
+from workplace_env.terminal import CommandError, console, plain
 from workplace_env_client import (
     AdminClient,
     WorkplaceEnvError,
@@ -46,9 +46,11 @@ def save_checkpoint(
         manifest = write_checkpoint(directory, [snapshot_to_json(s) for s in snapshots])
     except OSError as exc:
         raise CommandError("cannot write the checkpoint:", exc, exit_code=1) from exc
-    console.print(f"saved {len(snapshots)} sessions to {directory} ({manifest['checkpoint_id']})")
+    console.print(
+        plain(f"saved {len(snapshots)} sessions to {directory} ({manifest['checkpoint_id']})")
+    )
     for sid, why in sorted(failures.items()):
-        console.print(f"[red]not saved:[/red] session {sid}: {why}")
+        console.print(f"[red]not saved:[/red] {plain(f'session {sid}: {why}')}")
     return 1 if failures else 0
 
 
@@ -82,4 +84,4 @@ def restore_checkpoint(
                 exit_code=1,
             ) from exc
         raise CommandError("restore refused, nothing installed:", exc, exit_code=1) from exc
-    console.print(f"restored {count} sessions from {directory}")
+    console.print(plain(f"restored {count} sessions from {directory}"))

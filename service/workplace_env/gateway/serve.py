@@ -24,7 +24,7 @@ from workplace_env.gateway.app import create_app
 from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.server.observability import configure_logging
-from workplace_env.terminal import CommandError, console
+from workplace_env.terminal import CommandError, console, plain
 from workplace_env_client import EnvironmentClient
 
 if TYPE_CHECKING:
@@ -240,7 +240,9 @@ def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Sett
             address,
             GatewaySettings.with_secret(settings.cookie_secret),
             grace_s=settings.grace_s,
-            on_listening=lambda url: console.print(f"HTTP gateway on {url} -> {grpc_target}"),
+            on_listening=lambda url: console.print(
+                plain(f"HTTP gateway on {url} -> {grpc_target}")
+            ),
         )
     except RuntimeError as exc:
         raise CommandError("cannot start the HTTP gateway:", exc) from exc

@@ -25,7 +25,7 @@ from workplace_env.sandbox.tables import TablesUnavailableError
 from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.observability import configure_logging
 from workplace_env.sessions import SessionStore
-from workplace_env.terminal import CommandError, console
+from workplace_env.terminal import CommandError, console, plain
 from workplace_env_client import EnvironmentClient
 
 if TYPE_CHECKING:  # the gateway (FastAPI, uvicorn) loads only when a command needs it
@@ -80,12 +80,12 @@ def serve_until_signalled(settings: Settings) -> None:
             server.stop(grace_s=0)
             raise CommandError("cannot start the HTTP gateway:", exc) from exc
     host = settings.address.rsplit(":", 1)[0]
-    console.print(f"workplace-env serving on {host}:{server.port}")
+    console.print(f"workplace-env serving on {plain(host)}:{server.port}")
     if gateway is not None:
-        console.print(f"HTTP gateway on {gateway.url}")
+        console.print(f"HTTP gateway on {plain(gateway.url)}")
     if server.metrics_port:
         console.print(
-            f"metrics on {settings.metrics_address.rsplit(':', 1)[0]}:{server.metrics_port}"
+            f"metrics on {plain(settings.metrics_address.rsplit(':', 1)[0])}:{server.metrics_port}"
         )
     checkpoints = settings.admin_open or bool(settings.admin_token)
     if gateway is not None and checkpoints and not settings.cookie_secret:

@@ -16,7 +16,7 @@ from workplace_env.sandbox.tables import BaseTables, SessionTables, TablesUnavai
 from workplace_env.sandbox.tools import execute
 from workplace_env.taskgen.base import TEMPLATES, Draft, Template
 from workplace_env.taskgen.world import SYSTEM_PROMPT, World
-from workplace_env.terminal import CommandError, console
+from workplace_env.terminal import CommandError, console, plain
 
 #: Draws per template instance before it gives up on this instance.
 ATTEMPTS = 40
@@ -170,4 +170,4 @@ def generate_to(data_dir: Path | None, count: int, seed: int, out: Path | None) 
             write_jsonl(tasks, fh)
     except OSError as exc:
         raise CommandError(f"cannot write {out}:", exc) from exc
-    console.print(f"wrote {len(tasks)} tasks to {out}")
+    console.print(plain(f"wrote {len(tasks)} tasks to {out}"))
