@@ -35,7 +35,9 @@ from tests.helpers import emails as _emails
 from tests.helpers import error_info as _error_info
 from tests.helpers import wait as _wait
 from workplace.env.v1 import environment_pb2 as pb
+from workplace_env.config import Settings
 from workplace_env.gateway import start_gateway
+from workplace_env.gateway.backend import InProcessBackend
 from workplace_env.gateway.cookies import CookieCodec
 from workplace_env.gateway.settings import COOKIE_NAME, GatewaySettings
 from workplace_env.server.app import start_server
@@ -972,6 +974,23 @@ def test_V5_a_verify_replays_at_most_2000_calls_on_each_side(env, side):
     fields = [v.field for v in err.value.violations]
     assert fields in ([side], [side.removesuffix("_json")])  # the side that is too long
     assert env.client.verify("v5edge", [WRITE]).reward == 1.0  # the session is unchanged
+
+
+@pytest.mark.parametrize("bound", [0, 2001])
+def test_V5_a_raised_verify_bound_scores_2001_calls_on_grpc_and_the_co_hosted_gateway(
+    make_server, bound
+):
+    """The bound is the ``max_verify_calls`` setting (0: none, as the reference, which scored
+    2,001 read-only calls 1.0 where the default bound refuses them); the co-hosted gateway's
+    in-process servicer applies the server's setting too."""
+    served = make_server(None, Settings(max_verify_calls=bound))
+    backend = InProcessBackend.of_server(served.running)
+    calls = [READ] * 2000 + [WRITE]
+    for name, client in (("grpc", served.client), ("in_process", backend)):
+        sid = f"v5raised-{name}"
+        client.seed(sid, EP, TID, TASK)
+        for side in ("function_calls", "ground_truth"):
+            assert _verify_with(client, sid, side, calls).reward == 1.0, (name, side)
 
 
 def test_V5_a_response_output_that_is_not_an_array_is_named_and_why(env):

@@ -162,6 +162,9 @@ def serve(
     verify_cache_mb: Annotated[
         OptFloat, Opt(help="MiB (estimated) of verified end states memoised [64]; 0: none.")
     ] = None,
+    max_verify_calls: Annotated[
+        OptInt, Opt(help="Calls a verify replays per side at most [2,000]; 0: no bound.")
+    ] = None,
     tls_cert: Annotated[OptStr, Opt(help="PEM certificate chain: serve TLS.")] = None,
     tls_key: Annotated[OptStr, Opt(help="PEM private key of --tls-cert.")] = None,
     tls_client_ca: Annotated[

@@ -65,6 +65,9 @@ class Settings:
     session_close_retry_window_seconds: float = SessionConfig.retry_window_s
     max_markers: int = SessionConfig.max_markers
     verify_cache_mb: float = SessionConfig.verify_cache_bytes / 2**20  # verifier memo, est. MiB
+    # Calls a verify replays per side at most (0: no bound, as the reference); beyond it
+    # INVALID_ARGUMENT. Bounds the CPU one request can take (replay cost grows ~ count squared).
+    max_verify_calls: int = 2_000
     # Security
     tls_cert: str | None = None  # PEM server certificate chain; TLS when set with tls_key
     tls_key: str | None = None
@@ -239,6 +242,7 @@ _LOWER_BOUNDS: dict[str, tuple[float, bool]] = {
     "session_close_retry_window_seconds": (0, False),
     "max_markers": (1, False),
     "verify_cache_mb": (0, False),
+    "max_verify_calls": (0, False),
 }
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -213,7 +213,7 @@ class InProcessBackend(Backend):
         from workplace_env.server.servicer import EnvironmentServicer
 
         return cls(
-            EnvironmentServicer(server.store),
+            EnvironmentServicer(server.store, server.max_verify_calls),
             server.metrics,
             MAX_MESSAGE_BYTES if max_message_bytes is None else max_message_bytes,
         )

@@ -67,6 +67,8 @@ class RunningServer:
     _stop: threading.Event | None = None
     _lane: Lane | None = None
     admission: Admission | None = None
+    #: The verify bound its servicer applies (a co-hosted gateway's servicer applies it too).
+    max_verify_calls: int = Settings.max_verify_calls
 
     def start_draining(self) -> None:
         """X2 from now on: health NOT_SERVING, new seeds UNAVAILABLE; everything else serves."""
@@ -108,13 +110,15 @@ def build_server(
     max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS,
     max_admin_rpcs: int = MAX_ADMIN_RPCS,
     admission: Admission | None = None,
+    max_verify_calls: int = Settings.max_verify_calls,
 ) -> tuple[grpc.Server, health.HealthServicer, Lane]:
     """An unstarted server with the environment, admin, health and reflection services.
 
     Admin RPCs need ``authorization: Bearer <admin_token>`` metadata; without a token they are
     off unless ``admin_open`` (CONTRACT A1). At most ``max_concurrent_rpcs`` RPCs (of them
     ``max_admin_rpcs`` admin RPCs) are admitted at once, ``max_workers`` of them running;
-    health and reflection always answer (X3, :mod:`workplace_env.server.guard`). A request
+    health and reflection always answer (X3, :mod:`workplace_env.server.guard`). A verify
+    replays at most ``max_verify_calls`` calls per side (0: no bound). A request
     whose ``x-resources-session-id`` header names another session than its body is refused
     (INVALID_ARGUMENT SESSION_HEADER_MISMATCH, issue 9), inside the metrics so it is counted.
     The environment service's RPCs take a path of their own, built here once per method
@@ -123,7 +127,7 @@ def build_server(
     """
     admission = admission or Admission(max_concurrent_rpcs, max_admin_rpcs)
     lane = Lane(admission, max_workers)
-    servicer = EnvironmentServicer(store)
+    servicer = EnvironmentServicer(store, max_verify_calls)
     environment = _Handlers()
     pb_grpc.add_EnvironmentServiceServicer_to_server(servicer, environment)
     interceptors: list[grpc.ServerInterceptor] = [
@@ -198,6 +202,7 @@ def start_server(
         max_concurrent_rpcs=settings.max_concurrent_rpcs,
         max_admin_rpcs=settings.max_admin_rpcs,
         admission=admission,
+        max_verify_calls=settings.max_verify_calls,
     )
     credentials = server_credentials(settings)
     if credentials is None:
@@ -221,7 +226,17 @@ def start_server(
     evictor = threading.Thread(target=evict_loop, name="evictor", daemon=True)
     evictor.start()
     return RunningServer(
-        server, port, store, health_servicer, metrics, metrics_port, evictor, stop, lane, admission
+        server,
+        port,
+        store,
+        health_servicer,
+        metrics,
+        metrics_port,
+        evictor,
+        stop,
+        lane,
+        admission,
+        settings.max_verify_calls,
     )
 
 

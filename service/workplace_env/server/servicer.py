@@ -18,6 +18,7 @@ import grpc
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env import errors
+from workplace_env.config import Settings
 from workplace_env.model import (
     episode_violations,
     session_id_violations,
@@ -34,9 +35,10 @@ from workplace_env.sessions import CloseOutcome, SessionState, SessionStore
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
-#: Calls a verify may replay per side: far above any episode, low enough that one request
-#: cannot hold a core for seconds (replaying appends grows with the square of the count).
-MAX_VERIFY_CALLS = 2_000
+#: Calls a verify may replay per side by default (the ``max_verify_calls`` setting; 0: no
+#: bound, as the reference): far above any episode, low enough that one request cannot hold a
+#: core for seconds (replaying appends grows with the square of the count).
+MAX_VERIFY_CALLS = Settings.max_verify_calls
 
 _STATES = {
     SessionState.SEEDED: pb.SESSION_STATE_SEEDED,
@@ -73,10 +75,12 @@ def _require_session_id(session_id: str) -> None:
 
 
 class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
-    """Serves one :class:`SessionStore` over gRPC."""
+    """Serves one :class:`SessionStore` over gRPC; a verify replays at most
+    ``max_verify_calls`` calls per side (0: no bound; beyond it INVALID_ARGUMENT, V5)."""
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: SessionStore, max_verify_calls: int = MAX_VERIFY_CALLS) -> None:
         self.store = store
+        self.max_verify_calls = max_verify_calls
         self._tools = pb.ListToolsResponse(
             tools=[
                 pb.Tool(
@@ -168,11 +172,11 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                     ],
                     sid,
                 )
+        bound = self.max_verify_calls
         for field, calls in ((which, predicted), ("ground_truth", truth)):
-            if isinstance(calls, list) and len(calls) > MAX_VERIFY_CALLS:
+            if bound and isinstance(calls, list) and len(calls) > bound:
                 raise errors.InvalidRequest(
-                    [errors.FieldViolation(field, f"at most {MAX_VERIFY_CALLS} calls per verify")],
-                    sid,
+                    [errors.FieldViolation(field, f"at most {bound} calls per verify")], sid
                 )
         outcome = self.store.verify(sid, predicted, truth)
         tables = []
