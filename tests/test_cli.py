@@ -356,6 +356,53 @@ def test_an_address_in_use_stops_serve_and_gateway_with_a_clear_error(served):
     assert f"cannot start the HTTP gateway: cannot bind {http_taken}" in result.output
 
 
+MCP_NAME = "mcp__workplace_assistant__email_send_email"
+SEND_ARGS = {"recipient": "a@b.com", "subject": "s", "body": "b"}
+MCP_ROW = {
+    "id": "mcp-off",
+    "ground_truth": [{"name": "email_send_email", "arguments": json.dumps(SEND_ARGS)}],
+}
+
+
+def _legacy_episode(url: str, name: str) -> tuple[dict, float]:
+    """A legacy seed (its answer) and the reward of one call of ``name`` with the truth's
+    arguments, through the gateway at ``url``."""
+    call = {"type": "function_call", "call_id": "c1", "name": name}
+    call["arguments"] = MCP_ROW["ground_truth"][0]["arguments"]
+    with httpx.Client(base_url=url, timeout=HANG_S) as http:
+        seeded = http.post("/seed_session", json=MCP_ROW)
+        assert seeded.status_code == 200, seeded.text
+        body = {**MCP_ROW, "responses_create_params": {"input": []}, "response": {"output": [call]}}
+        verified = http.post("/verify", json=body)
+        assert verified.status_code == 200, verified.text
+        return seeded.json(), verified.json()["reward"]
+
+
+def test_mcp_is_on_by_default_and_off_with_an_empty_mcp_path(served, tmp_path):
+    """``--mcp-path ''`` (serve's co-hosted gateway) and ``WORKPLACE_ENV_MCP_PATH=`` (the
+    ``gateway`` command) turn MCP off: the legacy seed answers ``{}`` and a call named in the
+    MCP namespace is scored as sent (an unknown tool), as the reference's default config."""
+    seeded, reward = _legacy_episode(served.http, MCP_NAME)
+    assert "mcp" in seeded and reward == 1.0  # the served fixture: MCP on
+    args = ["serve", "--address", "127.0.0.1:0", "--http-address", "127.0.0.1:0"]
+    off = Process.start([*args, "--mcp-path", "", "--log-level", "ERROR"], _clean_env())
+    target = f"127.0.0.1:{served.port}"
+    args = ["gateway", "--grpc-target", target, "--address", "127.0.0.1:0"]
+    gateway_off = Process.start(args, {**_clean_env(), "WORKPLACE_ENV_MCP_PATH": ""})
+    try:
+        urls = [
+            off.wait_for(r"HTTP gateway on (http://\S+)$").group(1),
+            gateway_off.wait_for(r"HTTP gateway on (http://\S+) -> ").group(1),
+        ]
+        for url in urls:
+            assert _legacy_episode(url, MCP_NAME) == ({}, 0.0), url
+            assert _legacy_episode(url, "email_send_email") == ({}, 1.0), url
+    finally:
+        assert (off.stop(), gateway_off.stop()) == (0, 0)
+    result = invoke("config", env={"WORKPLACE_ENV_MCP_PATH": "mcp"})
+    assert result.exit_code == 2 and "mcp_path (from env) must start with '/'" in result.output
+
+
 def _seed_over_http(url: str) -> str:
     """A legacy seed through a gateway: the value of the session cookie it sets."""
     with httpx.Client(base_url=url, timeout=HANG_S) as http:

@@ -106,6 +106,9 @@ ConfigFile = Annotated[
 ]
 
 
+MCP_PATH_HELP = "HTTP path of the gateway's MCP endpoint [/mcp]; '' turns MCP off."
+
+
 def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
     """An option of ``run --policy model`` (grouped under its own help panel)."""
     return Opt(help=help, rich_help_panel="--policy model", **kwargs)  # type: ignore[arg-type]
@@ -178,6 +181,7 @@ def serve(
         Opt("--admin-open/--no-admin-open", help="Admin RPCs without a token (loopback only)."),
     ] = None,
     cookie_secret: Annotated[OptStr, Opt(help="HTTP gateway cookie signing key.")] = None,
+    mcp_path: Annotated[OptStr, Opt(help=MCP_PATH_HELP)] = None,
     log_level: Annotated[OptStr, Opt(help="DEBUG logs every RPC [INFO].")] = None,
     print_config: Annotated[
         bool, Opt("--print-config", help="Print the settings and exit.")
@@ -204,11 +208,12 @@ def gateway(
     address: Annotated[str, Opt(help="HOST:PORT to serve HTTP on.")] = "127.0.0.1:8000",
     config: ConfigFile = None,
     cookie_secret: Annotated[OptStr, Opt(help="Cookie signing key [random per process].")] = None,
+    mcp_path: Annotated[OptStr, Opt(help=MCP_PATH_HELP)] = None,
 ) -> None:
     """Serve the reference's legacy cookie HTTP routes (and MCP) over a gRPC server."""
     from workplace_env.gateway.serve import serve_gateway_until_signalled
 
-    settings, _ = _settings({"cookie_secret": cookie_secret}, config)
+    settings, _ = _settings({"cookie_secret": cookie_secret, "mcp_path": mcp_path}, config)
     with _reported():
         serve_gateway_until_signalled(grpc_target, address, settings)
 

@@ -75,6 +75,9 @@ class Settings:
     admin_token: str | None = None  # bearer token for admin RPCs (checkpoint, restore, retire)
     admin_open: bool = False  # admin RPCs without a token (loopback addresses only); else off
     cookie_secret: str | None = None  # HTTP gateway cookie signing key; unset: random per process
+    # HTTP gateway: where MCP (streamable HTTP) is served; "" turns MCP off (the legacy seed then
+    # answers {} and mcp__workplace_assistant__ names score as sent, as the reference's default)
+    mcp_path: str = "/mcp"
     # Logging
     log_level: str = "INFO"
 
@@ -261,6 +264,12 @@ def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
             )
     if settings.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level (from {sources['log_level']}) must be one of {LOG_LEVELS}")
+    mcp_path = settings.mcp_path
+    if mcp_path and (not mcp_path.startswith("/") or mcp_path.endswith("/")):
+        raise ConfigError(
+            f"mcp_path (from {sources['mcp_path']}) must start with '/' and not end with '/', "
+            f"or be empty (MCP off): {mcp_path!r}"
+        )
     for name in ("address", "http_address", "metrics_address"):
         address = getattr(settings, name)
         if address is None:

@@ -230,7 +230,7 @@ def run_gateway(
 def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Settings) -> None:
     """``workplace-env gateway``: serve the gateway on ``address`` in front of the gRPC server
     at ``grpc_target`` until SIGTERM or SIGINT (:func:`run_gateway`), with the server settings'
-    cookie secret, log level and grace period. Prints ``HTTP gateway on URL -> TARGET`` to
+    cookie secret, MCP path, log level and grace period. Prints ``HTTP gateway on URL -> TARGET`` to
     stderr once bound; raises :class:`~workplace_env.terminal.CommandError` (exit 2) when the
     address cannot be bound."""
     configure_logging(settings.log_level)
@@ -238,7 +238,7 @@ def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Sett
         run_gateway(
             grpc_target,
             address,
-            GatewaySettings.with_secret(settings.cookie_secret),
+            GatewaySettings.with_secret(settings.cookie_secret, settings.mcp_path),
             grace_s=settings.grace_s,
             on_listening=lambda url: console.print(
                 plain(f"HTTP gateway on {url} -> {grpc_target}")

@@ -49,10 +49,12 @@ class GatewaySettings:
             raise ValueError("mcp_path must start with '/' and not end with '/' (or be '')")
 
     @classmethod
-    def with_secret(cls, secret_key: str | None) -> GatewaySettings:
+    def with_secret(cls, secret_key: str | None, mcp_path: str = "/mcp") -> GatewaySettings:
         """The defaults, signed with ``secret_key`` (the server settings' ``cookie_secret``);
-        None or empty: a random secret per process."""
-        return cls(secret_key=secret_key) if secret_key else cls()
+        None or empty: a random secret per process. ``mcp_path``: the server settings' one."""
+        if secret_key:
+            return cls(secret_key=secret_key, mcp_path=mcp_path)
+        return cls(mcp_path=mcp_path)
 
     @classmethod
     def from_env(cls, **overrides: object) -> GatewaySettings:
