@@ -6,18 +6,26 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import ipaddress
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
 
 import grpc
+import httpx
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.helpers import serving
+from tests.helpers import HANG_S, serving
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env.config import ConfigError, Settings, describe, load_settings
+from workplace_env_client import EnvironmentClient, tls_credentials
 
 # -- configuration -------------------------------------------------------------------------------
 
@@ -157,6 +165,107 @@ def test_mtls_requires_a_client_certificate(sandbox, pki):
         assert err.value.code() == grpc.StatusCode.UNAVAILABLE
 
 
+# -- TLS with the HTTP gateway, co-hosted and separate ---------------------------------------------
+
+CLI = (sys.executable, "-m", "workplace_env.cli")
+ROW = {"id": "tls-row", "ground_truth": []}
+
+
+class _Lines:
+    """A CLI process's stderr, read in a thread; :meth:`wait_for` a line (bounded wait)."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [*CLI, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={k: v for k, v in os.environ.items() if not k.startswith("WORKPLACE_ENV_")},
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put("")  # EOF
+
+    def wait_for(self, pattern: str) -> re.Match[str]:
+        seen = []
+        while True:
+            line = self.lines.get(timeout=HANG_S)  # hang guard, not pacing
+            assert line or self.proc.poll() is None, f"exited before {pattern!r}: {seen}"
+            found = re.search(pattern, line)
+            if found:
+                return found
+            seen.append(line)
+
+    def stop(self) -> int:
+        self.proc.terminate()
+        return self.proc.wait(HANG_S)
+
+
+def _http_episode(url: str) -> None:
+    """/ready, a legacy seed and a tool call through the gateway at ``url``, all answered."""
+    with httpx.Client(base_url=url, timeout=HANG_S) as http:
+        ready = http.get("/ready")
+        assert ready.status_code == 200, ready.text
+        assert http.post("/seed_session", json=ROW).status_code == 200
+        found = http.post("/company_directory_find_email_address", json={"name": "zzzz"})
+        assert found.status_code == 200 and found.json() == {"output": []}, found.text
+
+
+def test_tls_serve_co_hosts_its_plain_http_gateway(pki):
+    """Tester finding: ``serve --tls-cert --tls-key --http-address`` was refused, though the
+    co-hosted gateway calls the servicer in-process. One process: TLS gRPC and plain HTTP."""
+    d = pki["dir"]
+    serve = _Lines(
+        "serve", "--address", "127.0.0.1:0", "--http-address", "127.0.0.1:0",
+        "--tls-cert", str(d / "server_cert.pem"), "--tls-key", str(d / "server_key.pem"),
+    )  # fmt: skip
+    try:
+        port = serve.wait_for(r"serving on 127\.0\.0\.1:(\d+)$").group(1)
+        url = serve.wait_for(r"HTTP gateway on (http://\S+)$").group(1)
+        assert _list_tools(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(pki["ca"])) == 27
+        _http_episode(url)
+    finally:
+        assert serve.stop() == 0
+
+
+@pytest.mark.parametrize("mtls", [False, True])
+def test_the_separate_gateway_reaches_a_tls_server_with_its_ca(sandbox, pki, mtls):
+    """Tester finding: ``workplace-env gateway`` had no TLS option (``/ready`` said
+    backend_unavailable, seeds 503). ``--tls-ca`` (and, for mTLS, ``--tls-client-cert`` /
+    ``--tls-client-key``) make its channel a TLS one."""
+    d = pki["dir"]
+    with _serve(sandbox, pki, mtls=mtls) as server:
+        target = f"127.0.0.1:{server.port}"
+        tls = ["--tls-ca", str(d / "ca.pem")]
+        if mtls:
+            tls += ["--tls-client-cert", str(d / "client_cert.pem")]
+            tls += ["--tls-client-key", str(d / "client_key.pem")]
+        gateway = _Lines("gateway", "--grpc-target", target, "--address", "127.0.0.1:0", *tls)
+        try:
+            url = gateway.wait_for(rf"HTTP gateway on (http://\S+) -> {target} \(TLS\)$").group(1)
+            _http_episode(url)
+        finally:
+            assert gateway.stop() == 0
+
+
+def test_a_tls_client_of_the_sdk_reaches_an_mtls_server(sandbox, pki):
+    d = pki["dir"]
+    with _serve(sandbox, pki, mtls=True) as server:
+        credentials = tls_credentials(
+            str(d / "ca.pem"), str(d / "client_cert.pem"), str(d / "client_key.pem")
+        )
+        with EnvironmentClient(f"127.0.0.1:{server.port}", credentials=credentials) as client:
+            assert len(client.list_tools()) == 27
+        with pytest.raises(ValueError):
+            tls_credentials(str(d / "ca.pem"), str(d / "client_cert.pem"))
+
+
 @pytest.mark.parametrize(
     "flags,needle",
     [
@@ -170,7 +279,7 @@ def test_mtls_requires_a_client_certificate(sandbox, pki):
         ({"log_level": "FOO"}, "log_level"),
         ({"address": "127.0.0.1:99999"}, "address"),
         ({"metrics_address": "nohost"}, "metrics_address"),
-        ({"http_address": "127.0.0.1:8000", "tls_cert": "c", "tls_key": "k"}, "http_address"),
+        ({"tls_client_cert": "c.pem"}, "tls_client_key"),
     ],
 )
 def test_out_of_range_settings_are_refused(flags, needle):

@@ -8,7 +8,12 @@ set), which grpcio needs for session affinity over many servers (:mod:`.routing`
 from workplace_env_client.routing import RING_HASH_ENV, SESSION_HEADER  # isort: skip
 from workplace_env_client.admin import AdminClient, snapshot_from_json, snapshot_to_json
 from workplace_env_client.aio import AsyncEnvironmentClient, AsyncSession
-from workplace_env_client.channel import channel_options, make_channel, retry_service_config
+from workplace_env_client.channel import (
+    channel_options,
+    make_channel,
+    retry_service_config,
+    tls_credentials,
+)
 from workplace_env_client.client import (
     EnvironmentClient,
     RecordedCall,
@@ -93,4 +98,5 @@ __all__ = [
     "snapshot_from_json",
     "snapshot_to_json",
     "task_from_row",
+    "tls_credentials",
 ]

@@ -9,6 +9,7 @@ RPCs of :data:`RETRIED_METHODS`, by gRPC's own retry policy, on UNAVAILABLE and 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -91,12 +92,35 @@ def channel_options(
     return options
 
 
+def tls_credentials(
+    ca_file: str | None = None, cert_file: str | None = None, key_file: str | None = None
+) -> grpc.ChannelCredentials:
+    """TLS channel credentials from PEM files: ``ca_file``, the CA bundle trusted for the
+    server's certificate (None: the system's roots); ``cert_file`` and ``key_file``, this
+    client's certificate chain and key, for a server that requires them (mTLS, the server's
+    ``--tls-client-ca``). Raises OSError when a file cannot be read, ValueError when only one of
+    ``cert_file`` and ``key_file`` is given."""
+    if (cert_file is None) != (key_file is None):
+        raise ValueError("give both cert_file and key_file, or neither")
+
+    def read(path: str | None) -> bytes | None:
+        return None if path is None else Path(path).read_bytes()
+
+    return grpc.ssl_channel_credentials(read(ca_file), read(key_file), read(cert_file))
+
+
 def make_channel(
-    target: Target, *, max_attempts: int = DEFAULT_MAX_ATTEMPTS, affinity: bool | None = None
+    target: Target,
+    *,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    affinity: bool | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> grpc.Channel:
-    """An insecure channel to ``target`` with the SDK's options (see :class:`EnvironmentClient`
-    for ``target`` and ``affinity``). Raises ValueError for a malformed target list."""
+    """A channel to ``target`` with the SDK's options (see :class:`EnvironmentClient` for
+    ``target`` and ``affinity``): TLS with ``credentials`` (e.g. :func:`tls_credentials`), else
+    plaintext. Raises ValueError for a malformed target list."""
     uri, multi = channel_target(target)
-    return grpc.insecure_channel(
-        uri, options=channel_options(max_attempts, affinity=multi if affinity is None else affinity)
-    )
+    options = channel_options(max_attempts, affinity=multi if affinity is None else affinity)
+    if credentials is not None:
+        return grpc.secure_channel(uri, credentials, options=options)
+    return grpc.insecure_channel(uri, options=options)

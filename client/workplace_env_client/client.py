@@ -97,8 +97,11 @@ class EnvironmentClient:
     to the channel the client creates (for your own channel, see :func:`channel_options`). Use as a
     context manager, or call :meth:`close` to release a channel the client created (a
     passed-in channel is the caller's). ``admin_token`` is the bearer token :meth:`admin` (and a
-    session's checkpoint recovery) sends by default. Raises ValueError for a malformed target list,
-    RuntimeError when affinity is asked for and grpcio's switch for it is off.
+    session's checkpoint recovery) sends by default. ``credentials`` makes the channel the client
+    creates a TLS one (:func:`~workplace_env_client.channel.tls_credentials`: a server started
+    with ``--tls-cert``, and with ``--tls-client-ca`` this client's certificate); without it the
+    channel is plaintext. Raises ValueError for a malformed target list, RuntimeError when
+    affinity is asked for and grpcio's switch for it is off.
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class EnvironmentClient:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         affinity: bool | None = None,
         admin_token: str | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
@@ -118,7 +122,9 @@ class EnvironmentClient:
         self._own_channel = channel is None
         if channel is None:
             assert target is not None
-            channel = make_channel(target, max_attempts=max_attempts, affinity=affinity)
+            channel = make_channel(
+                target, max_attempts=max_attempts, affinity=affinity, credentials=credentials
+            )
         self.channel = channel
         self.stub = pb_grpc.EnvironmentServiceStub(self.channel)
         self.timeout_s = timeout_s

@@ -209,11 +209,28 @@ def gateway(
     config: ConfigFile = None,
     cookie_secret: Annotated[OptStr, Opt(help="Cookie signing key [random per process].")] = None,
     mcp_path: Annotated[OptStr, Opt(help=MCP_PATH_HELP)] = None,
+    tls_ca: Annotated[
+        OptStr, Opt(help="PEM CA bundle trusted for a TLS gRPC server: connect over TLS.")
+    ] = None,
+    tls_client_cert: Annotated[
+        OptStr, Opt(help="PEM certificate of this gateway, for a server requiring one (mTLS).")
+    ] = None,
+    tls_client_key: Annotated[OptStr, Opt(help="PEM private key of --tls-client-cert.")] = None,
 ) -> None:
-    """Serve the reference's legacy cookie HTTP routes (and MCP) over a gRPC server."""
+    """Serve the reference's legacy cookie HTTP routes (and MCP) over a gRPC server.
+
+    Every option but the addresses can also come from WORKPLACE_ENV_<NAME> or the --config file.
+    """
     from workplace_env.gateway.serve import serve_gateway_until_signalled
 
-    settings, _ = _settings({"cookie_secret": cookie_secret, "mcp_path": mcp_path}, config)
+    flags = {
+        "cookie_secret": cookie_secret,
+        "mcp_path": mcp_path,
+        "tls_ca": tls_ca,
+        "tls_client_cert": tls_client_cert,
+        "tls_client_key": tls_client_key,
+    }
+    settings, _ = _settings(flags, config)
     with _reported():
         serve_gateway_until_signalled(grpc_target, address, settings)
 

@@ -72,6 +72,11 @@ class Settings:
     tls_cert: str | None = None  # PEM server certificate chain; TLS when set with tls_key
     tls_key: str | None = None
     tls_client_ca: str | None = None  # PEM CA bundle; when set, clients must present a cert
+    # `workplace-env gateway` to a TLS gRPC server: the CA bundle it trusts (TLS when set; else
+    # plaintext), and its own certificate and key for a server requiring them (mTLS)
+    tls_ca: str | None = None
+    tls_client_cert: str | None = None
+    tls_client_key: str | None = None
     admin_token: str | None = None  # bearer token for admin RPCs (checkpoint, restore, retire)
     admin_open: bool = False  # admin RPCs without a token (loopback addresses only); else off
     cookie_secret: str | None = None  # HTTP gateway cookie signing key; unset: random per process
@@ -208,13 +213,11 @@ def load_settings(
             )
     settings = Settings(**values)
     _check_ranges(settings, sources)
-    if settings.http_address and settings.tls_cert:
-        raise ConfigError(
-            "http_address with TLS: the co-hosted gateway speaks plaintext gRPC to this server; "
-            "serve the gateway separately (workplace-env gateway) or drop one of them"
-        )
+    # TLS with http_address is fine: the co-hosted gateway calls the servicer in-process.
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise ConfigError("tls_cert and tls_key must be given together")
+    if (settings.tls_client_cert is None) != (settings.tls_client_key is None):
+        raise ConfigError("tls_client_cert and tls_client_key must be given together")
     if settings.admin_open and not settings.admin_token:
         host = settings.address.rpartition(":")[0].strip("[]")
         if host not in _LOOPBACK_HOSTS:

@@ -25,7 +25,7 @@ from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.server.observability import configure_logging
 from workplace_env.terminal import CommandError, console, plain
-from workplace_env_client import EnvironmentClient
+from workplace_env_client import EnvironmentClient, tls_credentials
 
 if TYPE_CHECKING:
     from workplace_env.config import Settings
@@ -230,19 +230,34 @@ def run_gateway(
 def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Settings) -> None:
     """``workplace-env gateway``: serve the gateway on ``address`` in front of the gRPC server
     at ``grpc_target`` until SIGTERM or SIGINT (:func:`run_gateway`), with the server settings'
-    cookie secret, MCP path, log level and grace period. Prints ``HTTP gateway on URL -> TARGET`` to
-    stderr once bound; raises :class:`~workplace_env.terminal.CommandError` (exit 2) when the
-    address cannot be bound."""
+    cookie secret, MCP path, log level and grace period. The gRPC channel is TLS when
+    ``tls_ca`` (the CA bundle trusted for the server) or ``tls_client_cert``/``tls_client_key``
+    (this gateway's certificate, for a server requiring one: mTLS) is set, else plaintext.
+    Prints ``HTTP gateway on URL -> TARGET`` to stderr once bound; raises
+    :class:`~workplace_env.terminal.CommandError` (exit 2) when the address cannot be bound or
+    a TLS file cannot be read."""
     configure_logging(settings.log_level)
+    tls = bool(settings.tls_ca or settings.tls_client_cert)
+    try:
+        credentials = (
+            tls_credentials(settings.tls_ca, settings.tls_client_cert, settings.tls_client_key)
+            if tls
+            else None
+        )
+    except (OSError, ValueError) as exc:
+        raise CommandError("cannot read the gateway's TLS files:", exc) from exc
+    shown = plain(f"-> {grpc_target}" + (" (TLS)" if tls else ""))
+    client = EnvironmentClient(grpc_target, credentials=credentials)
     try:
         run_gateway(
-            grpc_target,
+            None,
             address,
             GatewaySettings.with_secret(settings.cookie_secret, settings.mcp_path),
+            client=client,
             grace_s=settings.grace_s,
-            on_listening=lambda url: console.print(
-                plain(f"HTTP gateway on {url} -> {grpc_target}")
-            ),
+            on_listening=lambda url: console.print(f"HTTP gateway on {plain(url)} {shown}"),
         )
     except RuntimeError as exc:
         raise CommandError("cannot start the HTTP gateway:", exc) from exc
+    finally:
+        client.close()
