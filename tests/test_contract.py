@@ -29,6 +29,7 @@ from grpc_status import rpc_status
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from tests import aggregate_cases
 from tests.conftest import SHARED
 from tests.helpers import EP, HANG_S, TASK, TID, WRITE, FakeClock, assert_refused
 from tests.helpers import emails as _emails
@@ -833,6 +834,20 @@ def test_H3_aggregate_metrics_answers_nemo_aggregate_metrics(http):
     empty = http.post("/aggregate_metrics", json={"verify_responses": []}).json()
     assert empty["agent_metrics"] == {} and empty["perf_summary"] is None
     assert http.post("/aggregate_metrics", json={"verify_responses": 3}).status_code == 422
+
+
+def test_H3_aggregate_metrics_over_http_as_the_reference_answered(http):
+    """Through the route and its JSON rendering (an integer stays ``1``, not ``1.0``): the
+    bodies of tests/aggregate_cases.py answer what the reference answered them."""
+    recorded = aggregate_cases.reference_answers()
+    for name, rows in aggregate_cases.CASES.items():
+        response = http.post("/aggregate_metrics", json={"verify_responses": rows})
+        assert response.status_code == 200, name
+        assert aggregate_cases.same_metrics(response.json(), recorded[name]) == [], name
+    for name, (rows, loc) in aggregate_cases.REFUSED.items():
+        response = http.post("/aggregate_metrics", json={"verify_responses": rows})
+        assert response.status_code == 422, name
+        assert [p["loc"] for p in response.json()["detail"]] == [loc], name
 
 
 def test_H4_reverify_mode_is_stateless(http):

@@ -21,6 +21,14 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.aggregate_cases import (
+    CASES,
+    REFERENCE_ANSWERS_PATH,
+    REFUSED,
+    random_bodies,
+    reference_answers,
+    same_metrics,
+)
 from tests.conftest import WORKBENCH, needs_shared, read_jsonl
 from tests.nemo.servers import (
     NemoStack,
@@ -233,35 +241,9 @@ def test_reverify_without_force_reproduces_the_rewards(stack, legacy_collection,
     assert got == expected_rewards(inputs)
 
 
-def same_metrics(ours: Any, theirs: Any, path: str = "") -> list[str]:
-    """Where two metrics documents differ: keys (and their order), lengths, and values (floats
-    to 1e-12 relative: the reference's pandas sums in another order, the last bit differs)."""
-    if isinstance(ours, dict) and isinstance(theirs, dict):
-        if list(ours) != list(theirs):
-            return [f"{path}: keys {list(ours)} != {list(theirs)}"]
-        return [d for k in ours for d in same_metrics(ours[k], theirs[k], f"{path}/{k}")]
-    if isinstance(ours, list) and isinstance(theirs, list):
-        if len(ours) != len(theirs):
-            return [f"{path}: {len(ours)} items != {len(theirs)}"]
-        return [
-            d
-            for i, pair in enumerate(zip(ours, theirs, strict=True))
-            for d in same_metrics(*pair, f"{path}[{i}]")
-        ]
-    if isinstance(ours, float) and isinstance(theirs, float):
-        return (
-            []
-            if ours == pytest.approx(theirs, rel=1e-12, abs=1e-15)
-            else [f"{path}: {ours} != {theirs}"]
-        )
-    return (
-        [] if ours == theirs and type(ours) is type(theirs) else [f"{path}: {ours!r} != {theirs!r}"]
-    )
-
-
 def test_aggregate_metrics_equal_the_reference(stack, legacy_collection):
-    """H3: the collected verify responses, also masked and as three repeats, aggregate as the
-    reference aggregates them."""
+    """H3: the collected verify responses (whole, with their responses' usage, and stripped to
+    the scores), also masked and as three repeats, aggregate as the reference aggregates them."""
     rows = read_jsonl(legacy_collection)
     light = [
         {k: v for k, v in r.items() if k not in ("response", "responses_create_params")}
@@ -269,12 +251,51 @@ def test_aggregate_metrics_equal_the_reference(stack, legacy_collection):
     ]
     masked = [dict(r, mask_sample=(i % 4 == 0)) for i, r in enumerate(light)]
     repeats = [dict(r, _ng_rollout_index=i % 3) for i, r in enumerate(light)]
-    for verify_responses in (light, masked, repeats, [light[0]], []):
+    for verify_responses in (rows, light, masked, repeats, [light[0]], []):
         body = {"verify_responses": verify_responses}
         ours = httpx.post(f"{stack.url('workplace_assistant')}/aggregate_metrics", json=body)
         theirs = httpx.post(f"{stack.url(REFERENCE)}/aggregate_metrics", json=body)
         assert ours.status_code == theirs.status_code == 200
         assert same_metrics(ours.json(), theirs.json()) == []
+
+
+def test_aggregate_metrics_of_every_body_shape_equal_the_reference(stack):
+    """H3 side by side for usage (present, partial, nested), booleans, integer rewards, null
+    and missing fields, indices, repeats, masks and ``ng_perf`` (tests/aggregate_cases.py); the
+    recorded answers the fast test pins are still the reference's. What the reference fails on
+    (500) we refuse with a 422."""
+    recorded = reference_answers()
+    for name, rows in CASES.items():
+        body = {"verify_responses": rows}
+        ours = httpx.post(f"{stack.url('workplace_assistant')}/aggregate_metrics", json=body)
+        theirs = httpx.post(f"{stack.url(REFERENCE)}/aggregate_metrics", json=body)
+        assert (ours.status_code, theirs.status_code) == (200, 200), name
+        assert same_metrics(ours.json(), theirs.json()) == [], name
+        assert same_metrics(recorded[name], theirs.json()) == [], (
+            f"the reference now answers {name} otherwise: re-record {REFERENCE_ANSWERS_PATH.name}"
+        )
+    for name, (rows, _) in REFUSED.items():
+        body = {"verify_responses": rows}
+        ours = httpx.post(f"{stack.url('workplace_assistant')}/aggregate_metrics", json=body)
+        theirs = httpx.post(f"{stack.url(REFERENCE)}/aggregate_metrics", json=body)
+        assert (ours.status_code, theirs.status_code) == (422, 500), name
+
+
+def test_aggregate_metrics_of_random_bodies_equal_the_reference(stack):
+    """H3 on 150 random bodies (any value in any field, usage, masks, repeated indices): the
+    same answer, or a 422 from us where the reference fails (500)."""
+    compared = 0
+    for rows in random_bodies(seed=23, count=150):
+        body = {"verify_responses": rows}
+        ours = httpx.post(f"{stack.url('workplace_assistant')}/aggregate_metrics", json=body)
+        theirs = httpx.post(f"{stack.url(REFERENCE)}/aggregate_metrics", json=body)
+        if theirs.status_code == 500:
+            assert ours.status_code == 422, rows
+            continue
+        assert (ours.status_code, theirs.status_code) == (200, 200), rows
+        assert same_metrics(ours.json(), theirs.json()) == [], rows
+        compared += 1
+    assert compared > 50  # most bodies are aggregated, not refused
 
 
 @pytest.mark.parametrize("form", ["typed", "legacy"])

@@ -1,0 +1,546 @@
+"""CONTRACT H3: NeMo Gym 0.7.0's ``AggregateMetrics`` for an ``AggregateMetricsRequest``.
+
+The rule below was established black box against the reference ``workplace_assistant``
+resources server, guided by NeMo's protocol models and its aggregation module
+(``nemo_gym.reward_profile``); tests/test_nemo_gym.py runs every body shape side by side, and
+tests/test_aggregate_metrics.py pins the reference's answers.
+
+What is measured (per scored verify response, i.e. ``mask_sample`` falsy):
+
+* every top-level field whose name does not start with ``_`` and whose value is a number or a
+  boolean (a boolean counts as 0/1), ``mask_sample`` excepted, plus every number or boolean in
+  ``response.usage`` (``input_tokens``, ``output_tokens``, ``total_tokens``, ...; nested objects
+  such as ``input_tokens_details`` are not); a usage count overrides a same-named top-level field;
+* a field is a *column*; columns are ordered by first appearance over the responses sorted by
+  ``(_ng_task_index, _ng_rollout_index)``; a column is *integer* when every scored response carries
+  it as an integer or boolean, otherwise *float* (a response without it counts as missing).
+
+Output (key order is part of the answer):
+
+* ``group_level_metrics``: per task (sorted), the statistics ``mean``, ``max``, ``min``,
+  ``median``, ``std`` (sample, ddof 1) of each column, stat-major; a statistic with no value is
+  left out; ``max``/``min`` stay integers only while *every* column is integer; ``std`` of a
+  single value is missing, except that when no column of the task has a ``std`` every column
+  present in all its rows gets 0.0. Then ``sample``, the rollout counts, and ``rollout_infos``.
+* ``agent_metrics``: the same statistics over all scored responses, then (two or more repeats)
+  the ``*_across_repeats/mean/<column>`` summaries of the per-repeat means, then ``coverage/*``
+  (when anything was masked), then ``num_repeats``; ``key_metrics``: its ``mean/*`` plus coverage.
+* ``repeat_level_metrics`` (two or more repeats): per ``_ng_rollout_index``, columns sorted by
+  name, ``mean median std sem min max p25 p75`` and the 95% t interval (two or more values).
+* ``perf_summary``: the rollouts' ``ng_perf`` records summarised (None when there are none).
+
+Input the reference cannot aggregate (it answers 500) is a 422 naming the field here: a repeated
+``(_ng_task_index, _ng_rollout_index)``, indices that are not numbers or strings or that mix
+the two, a ``response``/``usage`` that is not an object, an integer outside int64.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from workplace_env.gateway.translate import Loc, invalid
+
+TASK_INDEX = "_ng_task_index"
+ROLLOUT_INDEX = "_ng_rollout_index"
+MASK_SAMPLE = "mask_sample"
+#: The only agent of a resources server's aggregation (NeMo's synthetic ``agent_ref``).
+AGENT_NAME = "agent"
+_INT64 = (-(2**63), 2**63 - 1)
+
+Number = int | float
+Row = dict[str, Number]
+
+
+# --- numbers -----------------------------------------------------------------------------------
+
+
+def _mean(values: Sequence[Number]) -> float:
+    return float(np.mean(np.asarray(values, dtype=float)))
+
+
+def _median(values: Sequence[Number]) -> float:
+    return float(np.median(np.asarray(values, dtype=float)))
+
+
+def _sample_std(values: Sequence[Number]) -> float:
+    """ddof-1 standard deviation; 0.0 for a single value (the per-repeat convention)."""
+    if len(values) < 2:
+        return 0.0
+    return float(np.std(np.asarray(values, dtype=float), ddof=1))
+
+
+def _quantile(values: Sequence[Number], q: float) -> float:
+    """Linear-interpolation quantile (numpy's and pandas' default)."""
+    return float(np.percentile(np.asarray(values, dtype=float), q * 100.0))
+
+
+def _incomplete_beta(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (continued fraction, modified Lentz)."""
+    if x <= 0.0 or x >= 1.0:
+        return min(max(x, 0.0), 1.0)
+    if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast on this side only
+        return 1.0 - _incomplete_beta(1.0 - x, b, a)
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 500):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-16:
+            break
+    return front * result / a
+
+
+def _t_quantile_975(df: int) -> float:
+    """Student's t 97.5% quantile for ``df`` degrees of freedom (bisection on the CDF)."""
+    lo, hi = 0.0, 1e4
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        upper_tail = 0.5 * _incomplete_beta(df / (df + mid * mid), df / 2.0, 0.5)
+        lo, hi = (mid, hi) if upper_tail > 0.025 else (lo, mid)
+        if hi - lo <= 1e-15 * hi:
+            break
+    return (lo + hi) / 2.0
+
+
+def _ci95(mean: float, se: float, n: int) -> tuple[float, float] | None:
+    """The 95% t interval of a mean of ``n`` values; None under two values; a point when the
+    standard error is 0."""
+    if n < 2:
+        return None
+    if se == 0.0:
+        return mean, mean
+    half = _t_quantile_975(n - 1) * se
+    return mean - half, mean + half
+
+
+# --- reading the verify responses --------------------------------------------------------------
+
+
+def _index(row: dict[str, Any], key: str, where: Loc) -> Any:
+    """``row[key]`` (0 when absent): a number or a string, as the reference can sort it."""
+    value = row.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise invalid([((*where, key), "must be an integer (or a string)")])
+    if isinstance(value, float) and not math.isfinite(value):
+        raise invalid([((*where, key), "must be finite")])
+    return value
+
+
+def _sortable(values: Iterable[Any], key: str) -> list[Any]:
+    """``values`` sorted; numbers and strings do not mix (the reference cannot order them)."""
+    values = list(values)
+    if len({isinstance(v, str) for v in values}) > 1:
+        raise invalid([(("verify_responses", key), "mixes numbers and strings")])
+    return sorted(values)
+
+
+def _number(value: Any, where: Loc) -> Number | None:
+    """A measurable value: a boolean as 0/1, an int64 integer, a finite float; else None."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise invalid([(where, "integer out of the 64-bit range")])
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    return None
+
+
+def _usage(row: dict[str, Any], where: Loc) -> dict[str, Any]:
+    """``row.response.usage`` as an object ({} when absent or empty)."""
+    response = row.get("response") or {}
+    if not isinstance(response, dict):
+        raise invalid([((*where, "response"), "must be an object")])
+    usage = response.get("usage") or {}
+    if not isinstance(usage, dict):
+        raise invalid([((*where, "response", "usage"), "must be an object")])
+    return usage
+
+
+def _measured(row: dict[str, Any], where: Loc) -> Row:
+    """The measured fields of one scored response, in the reference's order."""
+    fields = {k: v for k, v in row.items() if k != MASK_SAMPLE}
+    usage = _usage(row, where)
+    fields.update(usage)  # a usage count wins, keeping a same-named field's place
+    out: Row = {}
+    for key, value in fields.items():
+        if key.startswith("_"):
+            continue
+        place = (*where, "response", "usage", key) if key in usage else (*where, key)
+        number = _number(value, place)
+        if number is not None:
+            out[key] = number
+    return out
+
+
+def _rollout_info(task: Any, repeat: Any, row: dict[str, Any], where: Loc) -> dict[str, Any]:
+    """One ``rollout_infos`` entry: ids, the raw ``reward``, then usage and top-level numbers
+    (booleans as 0/1); a top-level number overrides a usage count in place."""
+    info: dict[str, Any] = {
+        "rollout_id": f"{task}:{repeat}",
+        TASK_INDEX: task,
+        ROLLOUT_INDEX: repeat,
+    }
+    if "reward" in row:
+        info["reward"] = row["reward"]
+    for key, value in _usage(row, where).items():
+        number = _number(value, (*where, "response", "usage", key))
+        if number is not None:
+            info[key] = number
+    for key, value in row.items():
+        if key.startswith("_") or key in ("reward", "response", MASK_SAMPLE):
+            continue
+        number = _number(value, (*where, key))
+        if number is not None:
+            info[key] = number
+    return info
+
+
+class _Rollout:
+    """One scored verify response: its indices, measured fields and ``rollout_infos`` entry."""
+
+    __slots__ = ("info", "repeat", "task", "values")
+
+    def __init__(self, position: int, row: dict[str, Any]) -> None:
+        where: Loc = ("verify_responses", position)
+        self.task = _index(row, TASK_INDEX, where)
+        self.repeat = _index(row, ROLLOUT_INDEX, where)
+        self.values = _measured(row, where)
+        self.info = _rollout_info(self.task, self.repeat, row, where)
+
+
+# --- statistics --------------------------------------------------------------------------------
+
+
+def _columns(rollouts: Sequence[_Rollout]) -> tuple[list[str], bool]:
+    """The columns in first-appearance order, and whether every one is integer (present as an
+    integer in every rollout), which keeps ``max``/``min`` integers."""
+    columns: dict[str, None] = {}
+    for r in rollouts:
+        columns.update(dict.fromkeys(r.values))
+    all_int = all(all(isinstance(r.values.get(c), int) for r in rollouts) for c in columns)
+    return list(columns), all_int
+
+
+def _describe(rollouts: Sequence[_Rollout], columns: list[str], all_int: bool) -> dict[str, Any]:
+    """``mean/max/min/median/std`` of each column over ``rollouts``, stat-major."""
+    present = {c: [r.values[c] for r in rollouts if c in r.values] for c in columns}
+    extreme: Callable[[Number], Number] = int if all_int else float
+    stds = {
+        c: float(np.std(np.asarray(v, dtype=float), ddof=1))
+        for c, v in present.items()
+        if len(v) > 1
+    }
+    if not stds:  # no column has a spread: the complete ones report 0.0
+        stds = {c: 0.0 for c, v in present.items() if v and len(v) == len(rollouts)}
+    out: dict[str, Any] = {}
+    for stat, compute in (
+        ("mean", _mean),
+        ("max", lambda v: extreme(max(v))),
+        ("min", lambda v: extreme(min(v))),
+        ("median", _median),
+    ):
+        for c in columns:
+            if present[c]:
+                out[f"{stat}/{c}"] = compute(present[c])
+    for c in columns:
+        if c in stds:
+            out[f"std/{c}"] = stds[c]
+    return out
+
+
+def _group_level(
+    rollouts: list[_Rollout], columns: list[str], all_int: bool
+) -> list[dict[str, Any]]:
+    by_task: dict[Any, list[_Rollout]] = {}
+    for r in rollouts:
+        by_task.setdefault(r.task, []).append(r)
+    groups = []
+    for task in _sortable(by_task, TASK_INDEX):
+        members = by_task[task]
+        groups.append(
+            {
+                TASK_INDEX: task,
+                **_describe(members, columns, all_int),
+                "sample": {"agent_ref": {"name": AGENT_NAME}},
+                "num_rollouts": len(members),
+                "expected_num_rollouts": len(members),
+                "missing_num_rollouts": 0,
+                "reward_profile_completion_pct": 100.0,
+                "rollout_infos": [r.info for r in members],
+            }
+        )
+    return groups
+
+
+def _repeat_level(rollouts: list[_Rollout], columns: list[str]) -> list[dict[str, Any]]:
+    """Per-repeat summaries; nothing when there is a single repeat."""
+    repeats = _sortable({r.repeat for r in rollouts}, ROLLOUT_INDEX)
+    if len(repeats) < 2:
+        return []
+    task_count = len({r.task for r in rollouts})
+    rows = []
+    for repeat in repeats:
+        members = [r for r in rollouts if r.repeat == repeat]
+        present_tasks = len({r.task for r in members})
+        entry: dict[str, Any] = {
+            ROLLOUT_INDEX: repeat,
+            "sample_count": present_tasks,
+            "missing_count": task_count - present_tasks,
+        }
+        for c in sorted(columns):
+            values = [r.values[c] for r in members if c in r.values]
+            if not values:
+                continue
+            mean = _mean(values)
+            std = _sample_std(values)
+            sem = std / math.sqrt(len(values))
+            entry.update(
+                {
+                    f"mean/{c}": mean,
+                    f"median/{c}": _median(values),
+                    f"std/{c}": std,
+                    f"sem/{c}": sem,
+                    f"min/{c}": float(min(values)),
+                    f"max/{c}": float(max(values)),
+                    f"p25/{c}": _quantile(values, 0.25),
+                    f"p75/{c}": _quantile(values, 0.75),
+                }
+            )
+            interval = _ci95(mean, sem, len(values))
+            if interval is not None:
+                entry[f"ci_low_95/{c}"], entry[f"ci_high_95/{c}"] = interval
+        rows.append(entry)
+    return rows
+
+
+#: Endings of metric names NeMo does not summarise across repeats (bounds, quantiles, spreads).
+_NOT_ACROSS_REPEATS = (
+    "/max",
+    "/min",
+    "/median",
+    "/p5",
+    "/p25",
+    "/p75",
+    "/p95",
+    "/ci_low_95",
+    "/ci_high_95",
+    "/ci_lower",
+    "/ci_upper",
+    "_ci_lower",
+    "_ci_upper",
+    "_ci95_lower",
+    "_ci95_upper",
+    "/_ng_attempt_index",
+    "/std_dev_across_runs",
+    "/std_err_across_runs",
+    "/avg_sample_std_dev",
+)
+
+
+def _across_repeats(repeat_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """``<stat>_across_repeats/mean/<column>``: each repeat's mean taken as one observation."""
+    names: dict[str, None] = {}
+    for entry in repeat_rows:
+        names.update(
+            (k, None)
+            for k in entry
+            if k.startswith("mean/")
+            and not k.endswith(_NOT_ACROSS_REPEATS)
+            and "_across_repeats/" not in k
+        )
+    out: dict[str, Any] = {}
+    for name in names:
+        values = [entry[name] for entry in repeat_rows if name in entry]
+        mean = _mean(values)
+        std = _sample_std(values)
+        se = std / math.sqrt(len(values))
+        out[f"mean_across_repeats/{name}"] = mean
+        out[f"median_across_repeats/{name}"] = _median(values)
+        out[f"std_across_repeats/{name}"] = std
+        out[f"min_across_repeats/{name}"] = float(min(values))
+        out[f"max_across_repeats/{name}"] = float(max(values))
+        out[f"se_across_repeats/{name}"] = se
+        interval = _ci95(mean, se, len(values))
+        if interval is not None:
+            out[f"ci_low_95_across_repeats/{name}"] = interval[0]
+            out[f"ci_high_95_across_repeats/{name}"] = interval[1]
+    return out
+
+
+# --- ng_perf -----------------------------------------------------------------------------------
+
+_PERF_TOKEN_FIELDS = (
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+)
+
+
+def perf_summary(records: list[dict[str, Any]], total: int) -> dict[str, Any] | None:
+    """NeMo's ``perf_summary`` of the rollouts' ``ng_perf`` records (``total`` rollouts in all,
+    masked ones included); None without records. A field's statistics appear only when some
+    record carries it as a number (booleans count, as in the reference)."""
+    if total <= 0 or not records:
+        return None
+
+    def values(key: str) -> list[Any]:
+        return [r[key] for r in records if isinstance(r.get(key), int | float)]
+
+    def quantile(vals: list[Any], percent: int) -> float:
+        return float(np.percentile(np.asarray(vals, dtype=float), percent))
+
+    summary: dict[str, Any] = {
+        "overall_observability_coverage": len(records) / total,
+        "token_observability_coverage": sum(
+            1
+            for r in records
+            if isinstance(r.get("token_observability_coverage"), int | float)
+            and r["token_observability_coverage"] > 0
+        )
+        / total,
+    }
+    for field in _PERF_TOKEN_FIELDS:
+        vals = values(field)
+        if vals:
+            summary[f"mean_{field}"] = statistics.fmean(vals)
+            summary[f"median_{field}"] = statistics.median(vals)
+            summary[f"total_{field}"] = sum(vals)
+    turns = values("num_turns")
+    if turns:
+        summary["mean_num_turns"] = statistics.fmean(turns)
+        summary["median_num_turns"] = statistics.median(turns)
+        summary["std_num_turns"] = statistics.pstdev(turns)
+        summary["min_num_turns"] = min(turns)
+        summary["p90_num_turns"] = quantile(turns, 90)
+        summary["max_num_turns"] = max(turns)
+    per_turn = [
+        r["completion_tokens"] / r["num_turns"]
+        for r in records
+        if isinstance(r.get("completion_tokens"), int | float)
+        and isinstance(r.get("num_turns"), int | float)
+        and r["num_turns"] > 0
+    ]
+    if per_turn:
+        summary["mean_tokens_per_turn"] = statistics.fmean(per_turn)
+        summary["median_tokens_per_turn"] = statistics.median(per_turn)
+    latency = values("total_latency_ms")
+    if latency:
+        for percent in (50, 90, 99):
+            summary[f"total_latency_p{percent}_ms"] = quantile(latency, percent)
+        summary["total_latency_mean_ms"] = statistics.fmean(latency)
+    return summary
+
+
+# --- the answer --------------------------------------------------------------------------------
+
+
+def _coverage(verify_responses: list[dict[str, Any]], scored: list[int]) -> dict[str, Any]:
+    """``coverage/*`` when some response is masked, else {}."""
+    masked = len(verify_responses) - len(scored)
+    if not masked:
+        return {}
+    all_tasks = {r.get(TASK_INDEX, 0) for r in verify_responses}
+    measured_tasks = {verify_responses[i].get(TASK_INDEX, 0) for i in scored}
+    return {
+        "coverage/measured_rollouts": len(scored),
+        "coverage/masked_rollouts": masked,
+        "coverage/measured_tasks": len(measured_tasks),
+        "coverage/fully_masked_tasks": len(all_tasks - measured_tasks),
+    }
+
+
+def _scored_rollouts(verify_responses: list[dict[str, Any]], scored: list[int]) -> list[_Rollout]:
+    """The scored responses, sorted by (task, repeat); each pair must be unique, and not one a
+    masked response also names."""
+    measured = set(scored)
+    where = {
+        (
+            _index(r, TASK_INDEX, ("verify_responses", i)),
+            _index(r, ROLLOUT_INDEX, ("verify_responses", i)),
+        ): i
+        for i, r in enumerate(verify_responses)
+        if i not in measured
+    }
+    rollouts: list[_Rollout] = []
+    for i in scored:
+        rollout = _Rollout(i, verify_responses[i])
+        key = (rollout.task, rollout.repeat)
+        if key in where:
+            raise invalid(
+                [
+                    (
+                        ("verify_responses", i),
+                        f"repeats ({TASK_INDEX}, {ROLLOUT_INDEX}) of item {where[key]}",
+                    )
+                ]
+            )
+        where[key] = i
+        rollouts.append(rollout)
+    _sortable((r.task for r in rollouts), TASK_INDEX)
+    _sortable((r.repeat for r in rollouts), ROLLOUT_INDEX)
+    return sorted(rollouts, key=lambda r: (r.task, r.repeat))
+
+
+def aggregate_metrics(verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
+    """H3: NeMo Gym's ``AggregateMetrics`` (as a JSON object, its field order) for an
+    ``AggregateMetricsRequest``'s ``verify_responses`` (see the module docstring for the rule).
+    Raises 422 (:func:`workplace_env.gateway.translate.invalid`) for input the reference
+    cannot aggregate."""
+    answer: dict[str, Any] = {
+        "group_level_metrics": [],
+        "agent_metrics": {},
+        "key_metrics": {},
+        "perf_summary": None,
+        "repeat_level_metrics": [],
+    }
+    if not verify_responses:
+        return answer
+    answer["perf_summary"] = perf_summary(
+        [r["ng_perf"] for r in verify_responses if isinstance(r.get("ng_perf"), dict)],
+        len(verify_responses),
+    )
+    scored = [i for i, r in enumerate(verify_responses) if not r.get(MASK_SAMPLE)]
+    for i, r in enumerate(verify_responses):  # every index is hashable and orderable
+        _index(r, TASK_INDEX, ("verify_responses", i))
+        _index(r, ROLLOUT_INDEX, ("verify_responses", i))
+    coverage = _coverage(verify_responses, scored)
+    if not scored:
+        answer["agent_metrics"] = dict(coverage)
+        answer["key_metrics"] = dict(coverage)
+        return answer
+    rollouts = _scored_rollouts(verify_responses, scored)
+    columns, all_int = _columns(rollouts)
+    repeat_rows = _repeat_level(rollouts, columns)
+    agent = _describe(rollouts, columns, all_int)
+    agent.update(_across_repeats(repeat_rows))
+    agent.update(coverage)
+    agent["num_repeats"] = len({r.get(ROLLOUT_INDEX, 0) for r in verify_responses})
+    key_metrics = {k: v for k, v in agent.items() if k.startswith("mean/")}
+    key_metrics.update(coverage)
+    answer.update(
+        group_level_metrics=_group_level(rollouts, columns, all_int),
+        agent_metrics=agent,
+        key_metrics=key_metrics,
+        repeat_level_metrics=repeat_rows,
+    )
+    return answer

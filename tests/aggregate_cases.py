@@ -1,0 +1,280 @@
+"""Bodies for CONTRACT H3 (``POST /aggregate_metrics``), and how two metrics documents compare.
+
+:data:`CASES` are ``verify_responses`` lists of every shape the aggregation must treat as the
+reference does: ``response.usage`` present, absent, partial and nested, booleans, integer and
+float rewards, fields null or missing in some rows, strings/lists/objects, per-task grouping,
+repeats, masked samples, ``ng_perf`` records, and no input at all. tests/test_nemo_gym.py sends
+each to NeMo Gym 0.7.0's reference ``workplace_assistant`` server and to the gateway side by side;
+:data:`REFERENCE_ANSWERS` holds the reference's answers from such a run (black-box facts), which
+tests/test_aggregate_metrics.py pins without the NeMo venv, and which the side-by-side test checks
+are still what the reference answers. :data:`REFUSED` are inputs the reference fails on (500)
+that the gateway refuses with a 422 naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REFERENCE_ANSWERS_PATH = Path(__file__).resolve().with_name("aggregate_reference_answers.json")
+
+Rows = list[dict[str, Any]]
+
+
+def usage(inputs: int, outputs: int, **extra: Any) -> dict[str, Any]:
+    """A Responses ``response`` whose ``usage`` is what an OpenAI-style model reports."""
+    counts = {
+        "input_tokens": inputs,
+        "output_tokens": outputs,
+        "total_tokens": inputs + outputs,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+        **extra,
+    }
+    return {"id": "resp", "object": "response", "output": [], "usage": counts}
+
+
+def vr(task: Any, repeat: Any, reward: Any, **fields: Any) -> dict[str, Any]:
+    """One verify response as a collection run strips it for aggregation."""
+    return {"_ng_task_index": task, "_ng_rollout_index": repeat, "reward": reward, **fields}
+
+
+def _collection_like(seed: int) -> Rows:
+    """A shuffled run: 6 tasks x 3 repeats with gaps, usage on every rollout, some booleans,
+    scores and masked samples."""
+    rnd = random.Random(seed)
+    rows = []
+    for task in range(6):
+        for repeat in range(3):
+            if rnd.random() < 0.1:
+                continue
+            row = vr(task, repeat, rnd.choice([0.0, 1.0, 0.5]))
+            row["response"] = usage(rnd.randint(100, 5000), rnd.randint(1, 900))
+            if rnd.random() < 0.5:
+                row["flag"] = rnd.random() < 0.5
+            if rnd.random() < 0.2:
+                row["mask_sample"] = True
+            if rnd.random() < 0.3:
+                row["score"] = round(rnd.random(), 6)
+            rows.append(row)
+    rnd.shuffle(rows)
+    return rows
+
+
+CASES: dict[str, Rows] = {
+    "usage": [
+        vr(0, 0, 1.0, mask_sample=False, response=usage(3, 5)),
+        vr(0, 1, 0.0, response=usage(4, 6)),
+        vr(1, 0, 1.0, response=usage(7, 1)),
+        vr(1, 1, 1.0, response=usage(2, 2)),
+    ],
+    "usage_with_integer_rewards": [
+        vr(0, 0, 1, response=usage(3, 5)),
+        vr(1, 0, 0, response=usage(4, 6)),
+    ],
+    "usage_partial": [
+        vr(0, 0, 1.0, response=usage(3, 5)),
+        vr(0, 1, 0.0, response={"usage": None}),
+        vr(1, 0, 1.0),
+        vr(1, 1, 0.5, response={"usage": {"input_tokens": 9}}),
+    ],
+    "usage_overrides_a_field": [
+        vr(
+            0,
+            0,
+            1,
+            input_tokens=100,
+            response={"usage": {"input_tokens": 3, "reward": 7, "_p": 1, "flag": True}},
+        )
+    ],
+    "falsy_response_or_usage": [
+        vr(0, 0, 1.0, response=""),
+        vr(1, 0, 1.0, response=[]),
+        vr(2, 0, 1.0, response={"usage": 0}),
+    ],
+    "booleans": [
+        vr(0, 0, 1.0, flag=True, ok=False),
+        vr(0, 1, 0.0, flag=False, ok=False),
+        vr(1, 0, 1.0, flag=True),
+    ],
+    "booleans_and_integers_only": [vr(0, 0, 1, flag=True), vr(1, 0, 0, flag=False)],
+    "integer_rewards": [vr(0, 0, 1), vr(0, 1, 0), vr(1, 0, 1)],
+    "integer_reward_single": [vr(0, 0, 1)],
+    "integer_and_float_rewards": [vr(0, 0, 1), vr(1, 0, 0.5)],
+    "big_integers": [vr(0, 0, 2**62), vr(0, 1, -(2**62))],
+    "null_and_missing_fields": [
+        vr(0, 0, 1.0, x=None, y=2),
+        vr(0, 1, 0.0, x=3.5),
+        vr(1, 0, 1.0, y=4),
+        vr(2, 0, 0.0),
+    ],
+    "field_in_one_of_two_rows": [vr(0, 0, 1.0, x=1), vr(0, 1, 0.0)],
+    "no_column_has_a_spread": [vr(0, 0, 1.0), vr(0, 1, None, x=1)],
+    "one_value_per_task": [vr(0, 0, 1.0, x=1.0), vr(0, 1, 0.5, x=2.0), vr(1, 0, 1.0, x=3.0)],
+    "null_and_string_rewards": [vr(0, 0, None), vr(1, 0, "x")],
+    "strings_lists_objects": [
+        vr(0, 0, 1.0, s="a", l=[1, 2], d={"a": 1}, n=None),
+        vr(1, 0, 0.0, s="b", l=[], d={}),
+    ],
+    "string_task_indices": [vr("b", 0, 1), vr("a", 0, 0), vr("a", 1, 1)],
+    "float_task_index": [vr(1.5, 0, 1.0), vr(0, 0, 0.0)],
+    "no_indices": [{"reward": 1.0}, {"reward": 0.5, "_ng_rollout_index": 2}],
+    "repeats_with_columns_missing": [
+        vr(0, 0, 1.0),
+        vr(0, 1, 0.0, b=2, a=1),
+        vr(1, 1, 0.5, a=3),
+        vr(1, 2, 0.25, c=1.5),
+    ],
+    "names_not_summarised_across_repeats": [
+        vr(0, 0, 1.0, **{"x/max": 1, "y_ci_lower": 2, "p5": 3, "z_across_repeats/q": 4}),
+        vr(0, 1, 0.0, **{"x/max": 2, "y_ci_lower": 3, "p5": 4, "z_across_repeats/q": 5}),
+    ],
+    "masked": [
+        vr(0, 0, 1.0, mask_sample=True, response=usage(1, 1)),
+        vr(0, 1, 0.0, response=usage(2, 2)),
+        vr(1, 0, 1.0, mask_sample=True),
+        vr(2, 0, 1.0, response=usage(3, 3)),
+    ],
+    "all_masked": [vr(0, 0, 1.0, mask_sample=True), vr(1, 0, 1.0, mask_sample=True)],
+    "masked_share_an_index": [
+        vr(0, 0, 1.0, mask_sample=True),
+        vr(0, 0, 0.0, mask_sample=True),
+        vr(1, 0, 1.0),
+    ],
+    "masked_response_not_an_object": [vr(0, 0, 1, response="x", mask_sample=True), vr(1, 0, 1)],
+    "ng_perf": [
+        vr(
+            0,
+            0,
+            1,
+            ng_perf={
+                "prompt_tokens": 3,
+                "num_turns": 2,
+                "completion_tokens": 5,
+                "total_latency_ms": 10,
+                "token_observability_coverage": 1,
+            },
+        ),
+        vr(
+            1,
+            0,
+            1,
+            mask_sample=True,
+            ng_perf={
+                "prompt_tokens": True,
+                "num_turns": 3,
+                "completion_tokens": 4.5,
+                "total_latency_ms": 12.5,
+            },
+        ),
+        vr(2, 0, 0, ng_perf={"num_turns": 0, "reasoning_tokens": 7, "cached_prompt_tokens": "x"}),
+    ],
+    "ng_perf_all_masked": [
+        vr(0, 0, 1, mask_sample=True, ng_perf={"num_turns": True}),
+        vr(0, 1, None, mask_sample=True, ng_perf={"num_turns": 4, "prompt_tokens": False}),
+    ],
+    "collection_like": _collection_like(7),
+    "empty": [],
+}
+
+_ANY_VALUE: tuple[Any, ...] = (None, True, False, 0, 1, 2, -3, 7, 10**12, 0.5, 1.25, 3.0, 1e6, "s")
+_ANY_VALUE += ([1], {"a": 1})
+_FIELDS = ("reward", "flag", "x", "score", "input_tokens", "a/max", "p5", "mask_sample")
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "total_tokens", "reward", "flag")
+
+
+def random_bodies(seed: int, count: int) -> list[Rows]:
+    """``count`` random ``verify_responses`` lists: up to 4 tasks x 4 repeats, indices sometimes
+    absent, any JSON value in any field (usage and ``mask_sample`` included), some ``ng_perf``;
+    a list may repeat an index (which the reference fails on)."""
+    rnd = random.Random(seed)
+    bodies = []
+    for _ in range(count):
+        rows: Rows = []
+        for _ in range(rnd.randint(1, 10)):
+            row: dict[str, Any] = {}
+            if rnd.random() < 0.9:
+                row["_ng_task_index"] = rnd.randint(0, 3)
+            if rnd.random() < 0.9:
+                row["_ng_rollout_index"] = rnd.randint(0, 3)
+            for name in rnd.sample(_FIELDS, rnd.randint(0, len(_FIELDS))):
+                row[name] = rnd.choice(_ANY_VALUE)
+            if rnd.random() < 0.6:
+                counts = {k: rnd.choice(_ANY_VALUE) for k in rnd.sample(_USAGE_FIELDS, 3)}
+                counts["input_tokens_details"] = {"cached_tokens": 1}
+                row["response"] = rnd.choice([{"usage": counts}, {"usage": None}, {}, None])
+            if rnd.random() < 0.2:
+                row["ng_perf"] = {"num_turns": rnd.randint(0, 5), "total_latency_ms": rnd.random()}
+            rows.append(row)
+        bodies.append(rows)
+    return bodies
+
+
+#: Inputs the reference cannot aggregate (500 there), each with the 422 ``loc`` we answer.
+REFUSED: dict[str, tuple[Rows, list[Any]]] = {
+    "repeated_index": (
+        [vr(0, 0, 1), vr(0, 0, 0)],
+        ["body", "verify_responses", 1],
+    ),
+    "scored_repeats_a_masked_index": (
+        [vr(0, 0, 1, mask_sample=True), vr(0, 0, 0)],
+        ["body", "verify_responses", 1],
+    ),
+    "numbers_and_strings_as_tasks": (
+        [vr("a", 0, 1), vr(1, 0, 0)],
+        ["body", "verify_responses", "_ng_task_index"],
+    ),
+    "null_task": (
+        [vr(None, 0, 1), vr(0, 0, 1)],
+        ["body", "verify_responses", 0, "_ng_task_index"],
+    ),
+    "response_not_an_object": (
+        [vr(0, 0, 1, response="x")],
+        ["body", "verify_responses", 0, "response"],
+    ),
+    "usage_not_an_object": (
+        [vr(0, 0, 1, response={"usage": [1]})],
+        ["body", "verify_responses", 0, "response", "usage"],
+    ),
+    "integer_beyond_int64": (
+        [vr(0, 0, 1, big=2**63)],
+        ["body", "verify_responses", 0, "big"],
+    ),
+}
+
+
+def reference_answers() -> dict[str, Any]:
+    """The recorded reference answers, by case name."""
+    answers: dict[str, Any] = json.loads(REFERENCE_ANSWERS_PATH.read_text())
+    return answers
+
+
+def same_metrics(ours: Any, theirs: Any, path: str = "") -> list[str]:
+    """Where two metrics documents differ: keys (and their order), lengths, types (an integer
+    is not a float) and values (floats to 1e-12 relative: the reference's pandas sums in
+    another order, the last bit differs)."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        if list(ours) != list(theirs):
+            return [f"{path}: keys {list(ours)} != {list(theirs)}"]
+        return [d for k in ours for d in same_metrics(ours[k], theirs[k], f"{path}/{k}")]
+    if isinstance(ours, list) and isinstance(theirs, list):
+        if len(ours) != len(theirs):
+            return [f"{path}: {len(ours)} items != {len(theirs)}"]
+        return [
+            d
+            for i, pair in enumerate(zip(ours, theirs, strict=True))
+            for d in same_metrics(*pair, f"{path}[{i}]")
+        ]
+    if isinstance(ours, float) and isinstance(theirs, float):
+        return (
+            []
+            if ours == pytest.approx(theirs, rel=1e-12, abs=1e-15)
+            else [f"{path}: {ours} != {theirs}"]
+        )
+    return (
+        [] if ours == theirs and type(ours) is type(theirs) else [f"{path}: {ours!r} != {theirs!r}"]
+    )

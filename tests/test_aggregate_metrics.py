@@ -1,0 +1,83 @@
+"""CONTRACT H3 without the NeMo venv: :func:`aggregate_metrics` answers every body of
+tests/aggregate_cases.py as NeMo Gym 0.7.0's reference ``workplace_assistant`` server answered it
+(keys, key order, integer vs float, values to 1e-12), and refuses with a 422 naming the field
+what the reference fails on. tests/test_nemo_gym.py checks the same bodies against the live
+reference."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.aggregate_cases import CASES, REFUSED, reference_answers, same_metrics, usage, vr
+from workplace_env.gateway.aggregate import aggregate_metrics
+from workplace_env.gateway.translate import HttpProblem
+
+ANSWERS = reference_answers()
+
+
+def test_every_case_has_a_recorded_reference_answer():
+    assert list(ANSWERS) == list(CASES)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_equals_the_recorded_reference_answer(name):
+    assert same_metrics(aggregate_metrics(CASES[name]), ANSWERS[name]) == []
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_what_the_reference_fails_on_is_a_422_naming_the_field(name):
+    rows, loc = REFUSED[name]
+    with pytest.raises(HttpProblem) as refused:
+        aggregate_metrics(rows)
+    assert refused.value.response.status_code == 422
+    [problem] = json.loads(bytes(refused.value.response.body))["detail"]
+    assert problem["loc"] == loc
+
+
+def test_usage_counts_are_aggregated_and_headline():
+    """Every real model's response carries ``usage``: its counts are columns (nested details
+    are not), after the top-level fields, and their means are key metrics."""
+    out = aggregate_metrics(
+        [vr(0, 0, 1.0, response=usage(3, 5)), vr(1, 0, 0.0, response=usage(4, 6))]
+    )
+    assert out["key_metrics"] == {
+        "mean/reward": 0.5,
+        "mean/input_tokens": 3.5,
+        "mean/output_tokens": 5.5,
+        "mean/total_tokens": 9.0,
+    }
+    assert out["group_level_metrics"][0]["rollout_infos"][0] == {
+        "rollout_id": "0:0",
+        "_ng_task_index": 0,
+        "_ng_rollout_index": 0,
+        "reward": 1.0,
+        "input_tokens": 3,
+        "output_tokens": 5,
+        "total_tokens": 8,
+    }
+
+
+def test_booleans_are_columns_of_0_and_1():
+    out = aggregate_metrics([vr(0, 0, 1.0, flag=True), vr(1, 0, 0.0, flag=False)])
+    assert out["agent_metrics"]["mean/flag"] == 0.5
+    assert out["group_level_metrics"][0]["rollout_infos"][0]["flag"] == 1
+
+
+def test_integer_extremes_stay_integers_while_every_column_is_integer():
+    only_ints = aggregate_metrics([vr(0, 0, 1), vr(1, 0, 0)])["agent_metrics"]
+    assert (only_ints["max/reward"], only_ints["min/reward"]) == (1, 0)
+    assert type(only_ints["max/reward"]) is int and type(only_ints["mean/reward"]) is float
+    with_a_float = aggregate_metrics([vr(0, 0, 1, x=0.5), vr(1, 0, 0, x=1.5)])["agent_metrics"]
+    assert type(with_a_float["max/reward"]) is float
+
+
+def test_a_field_missing_in_some_rows():
+    """Missing and null are alike; a column with one value among several rows has no ``std``,
+    while a task where no column has a spread reports 0.0 for its complete columns."""
+    out = aggregate_metrics([vr(0, 0, 1.0, x=None), vr(0, 1, 0.0, x=2.5), vr(1, 0, 1.0)])
+    first, second = out["group_level_metrics"]
+    assert "mean/x" in first and "std/x" not in first and "std/reward" in first
+    assert "mean/x" not in second and second["std/reward"] == 0.0
+    assert list(out["agent_metrics"])[:4] == ["mean/reward", "mean/x", "max/reward", "max/x"]
