@@ -267,7 +267,7 @@ def create_app(
         ),
         responses={
             200: {
-                "description": "A legacy row: `{\"mcp\": {server_name, url_path, transport, "
+                "description": 'A legacy row: `{"mcp": {server_name, url_path, transport, '
                 "headers}}` (`{}` when MCP is not served); a typed seed: `{resources_session_id, "
                 f"resources_tools}}`. `Set-Cookie` names the session, `{TOKEN_HEADER}` is an MCP "
                 "token for it.",
