@@ -94,6 +94,7 @@ from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.gateway.translate import (
     CALL_ID_HEADER,
     LEGACY_EPISODE,
+    HeaderName,
     HttpProblem,
     body_text,
     cookie_session,
@@ -104,6 +105,7 @@ from workplace_env.gateway.translate import (
     object_body,
     parse_episode,
     parse_typed_seed,
+    read_body,
     seed_legacy,
     service_error,
 )
@@ -120,6 +122,10 @@ _VERIFY_SENT_AS = {
     "ground_truth_json": "ground_truth",
     "task": "",
 }
+
+
+#: A tool call's ``call_id`` arrives as a request header.
+_CALL_SENT_AS = {"call_id": HeaderName(CALL_ID_HEADER)}
 
 
 def _json_text(value: Any) -> str:
@@ -431,7 +437,7 @@ def create_app(
         },
     )
     async def session_token(request: Request) -> Response:
-        raw = await request.body()
+        raw = await read_body(request)
         body = await object_body(request) if raw.strip() else {}
         # Only the cookie's session: knowing a cookie session's id is no credential (issue 13).
         sid = cookie_session(request)
@@ -502,7 +508,9 @@ def create_app(
                 )
             )
         call_id = request.headers.get(CALL_ID_HEADER, "")
-        output = await call(backend.call_tool_raw, sid, tool_name, text, call_id)
+        output = await call(
+            backend.call_tool_raw, sid, tool_name, text, call_id, sent_as=_CALL_SENT_AS
+        )
         return Response(
             b'{"output":' + output.encode("utf-8") + b"}", media_type="application/json"
         )

@@ -10,7 +10,7 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
@@ -68,16 +68,31 @@ def json_response(
     )
 
 
-def invalid(problems: list[tuple[Loc, str]]) -> HttpProblem:
-    """A 422 in FastAPI's shape: ``{"detail": [{type, loc, msg}], "failure_kind"}``."""
+class HeaderName(str):
+    """A request header a problem names: its loc is FastAPI's ``["header", <name>]``."""
+
+
+def _loc(loc: Loc) -> list[str | int]:
+    if loc and isinstance(loc[0], HeaderName):
+        return ["header", str(loc[0])]
+    return ["body", *loc]
+
+
+def invalid(problems: list[tuple[Loc, str]], reason: str = "INVALID_REQUEST") -> HttpProblem:
+    """A 422 in FastAPI's shape: ``{"detail": [{type, loc, msg}], "failure_kind", "reason"}``.
+
+    Each loc is under ``body``, or ``["header", name]`` when it starts with a
+    :class:`HeaderName`; ``reason`` is the service's ``ErrorInfo`` reason for the refusal
+    (INVALID_REQUEST, or e.g. SESSION_HEADER_MISMATCH for CONTRACT X4).
+    """
     return HttpProblem(
         json_response(
             {
                 "detail": [
-                    {"type": "value_error", "loc": ["body", *loc], "msg": msg}
-                    for loc, msg in problems
+                    {"type": "value_error", "loc": _loc(loc), "msg": msg} for loc, msg in problems
                 ],
                 "failure_kind": "invalid_request",
+                "reason": reason,
             },
             422,
         )
@@ -104,6 +119,8 @@ def _field_loc(field: str, sent_as: Mapping[str, str] | None = None) -> Loc:
         name = head.group(1) if head else parts[0]
         if name in sent_as:
             renamed = sent_as[name]
+            if isinstance(renamed, HeaderName):  # sent as a request header
+                return (renamed,)
             rest = parts[0][len(name) :]
             # a dotted name sent nested (``response.output``) becomes one loc part per level
             parts = [*(renamed + rest).split("."), *parts[1:]]
@@ -127,9 +144,11 @@ def service_error(
     ``sent_as``: the request's names for the service's fields (see :func:`_field_loc`).
     """
     if isinstance(exc, InvalidRequestError):
+        reason = exc.reason or "INVALID_REQUEST"
         if exc.violations:
-            return invalid([(_field_loc(v.field, sent_as), v.description) for v in exc.violations])
-        return invalid([((), exc.message)])
+            problems = [(_field_loc(v.field, sent_as), v.description) for v in exc.violations]
+            return invalid(problems, reason)
+        return invalid([((), exc.message)], reason)
     body: dict[str, Any] = {"reason": exc.reason or exc.code.name, "detail": exc.message}
     headers: dict[str, str] = {}
     if isinstance(exc, SessionLostError) or (isinstance(exc, SessionClosedError) and not seeding):
@@ -142,7 +161,7 @@ def service_error(
     elif isinstance(exc, CapacityError) and exc.reason not in _RETRYABLE_CAPACITY:
         # RESOURCE_EXHAUSTED without the server's reason is gRPC's own message-size limit:
         # retrying the same body cannot help, so no Retry-After.
-        status, kind = 413, "request_too_large"
+        return too_large_problem(exc.message)
     elif isinstance(exc, CapacityError):
         status, kind = 429, "capacity_exhausted"
         headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s or 1.0)))
@@ -154,6 +173,18 @@ def service_error(
     else:
         status, kind = 502, "service_error"
     return HttpProblem(json_response({"failure_kind": kind, **body}, status, headers))
+
+
+def too_large_problem(detail: str = f"the body is over {MAX_BODY_BYTES} bytes") -> HttpProblem:
+    """413 ``REQUEST_TOO_LARGE`` (no Retry-After: the same body cannot pass later): a body over
+    :data:`MAX_BODY_BYTES`, however it is sent, or a request over the service's message limit.
+    """
+    return HttpProblem(
+        json_response(
+            {"failure_kind": "request_too_large", "reason": "REQUEST_TOO_LARGE", "detail": detail},
+            413,
+        )
+    )
 
 
 def draining_problem() -> HttpProblem:
@@ -201,29 +232,44 @@ def require_json_media_type(request: Request) -> None:
         )
 
 
+async def read_body(request: Request) -> bytes:
+    """The request's body bytes, read once (later calls answer the same bytes).
+
+    Raises 413 REQUEST_TOO_LARGE (:func:`too_large_problem`) for a body over
+    :data:`MAX_BODY_BYTES` (no gRPC message could carry it): before reading when its
+    Content-Length says so, else as soon as the bytes read (a chunked body) pass the limit.
+    """
+    cached = getattr(request.state, "body_bytes", None)
+    if cached is not None:
+        return cast(bytes, cached)
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before it is read
+        raise too_large_problem()
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large_problem()
+        parts.append(chunk)
+    raw = request.state.body_bytes = b"".join(parts)
+    return raw
+
+
 async def body_text(request: Request) -> str:
     """The request body as text, in the encoding ``json.loads`` detects (UTF-8/16/32, BOM).
 
-    Raises 413 when Content-Length is over :data:`MAX_BODY_BYTES` (no gRPC message could
-    carry it), 422 when the Content-Type is not JSON (:func:`require_json_media_type`), and 400
+    Raises 413 for a body over :data:`MAX_BODY_BYTES` (:func:`read_body`), 422 when the
+    Content-Type is not JSON (:func:`require_json_media_type`), and 400
     ``{"detail": "There was an error parsing the body"}`` when the bytes are not text in that
     encoding (NeMo Gym's FastAPI server, observed black box: a decode error is not a JSON
     error there, so not a 422).
     """
     length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before it is read
-        raise HttpProblem(
-            json_response(
-                {
-                    "failure_kind": "request_too_large",
-                    "reason": "REQUEST_TOO_LARGE",
-                    "detail": f"the body is over {MAX_BODY_BYTES} bytes",
-                },
-                413,
-            )
-        )
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before anything else
+        raise too_large_problem()
     require_json_media_type(request)
-    raw = await request.body()
+    raw = await read_body(request)
     try:
         return raw.decode(json.detect_encoding(raw))
     except UnicodeDecodeError as exc:
