@@ -1039,3 +1039,70 @@ def test_X1_the_servers_own_sweep_evicts_idle_sessions(sandbox):
             assert _emails(client, "sweep-busy") == 1
     finally:
         running.stop(grace_s=0)
+
+
+# -- X4 over HTTP, and a repeated header on both transports (the tester's finding 1) ---------
+
+X4_HEADER = "x-resources-session-id"
+
+
+def _x4_refused(answer: httpx.Response) -> None:
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["reason"] == "SESSION_HEADER_MISMATCH", answer.text
+    assert answer.json()["failure_kind"] == "invalid_request"
+    assert [d["loc"] for d in answer.json()["detail"]] == [["body", "resources_session_id"]]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [(X4_HEADER, "other")],
+        [(X4_HEADER, "x4h"), (X4_HEADER, "other")],  # each value must name the body's id
+        [(X4_HEADER, "other"), (X4_HEADER, "x4h")],
+    ],
+)
+def test_X4_over_http_typed_seed_and_close_naming_another_session_change_nothing(
+    env, http, headers
+):
+    own_form = {**nemo_seed("x4h")}
+    own_form["task"] = own_form.pop("task_data")
+    for body in (nemo_seed("x4h"), own_form):
+        _x4_refused(http.post("/seed_session", json=body, headers=headers))
+    # nothing was bound: another episode seeds the id
+    env.client.seed("x4h", ("r-other", 0), TID, TASK)
+    close = {"resources_session_id": "x4h", "episode_id": {"rollout_id": "r-other", "attempt": 0}}
+    _x4_refused(http.post("/close_session", json=close, headers=headers))
+    env.client.call_tool("x4h", *WRITE)  # still live: nothing was closed
+    _x4_refused(http.post("/session_token", json={"resources_session_id": "x4h"}, headers=headers))
+    # an unseeded id is not fenced by a refused close
+    ghost = {"resources_session_id": "x4h-ghost", "episode_id": {"rollout_id": EP[0]}}
+    _x4_refused(http.post("/close_session", json={**ghost}, headers=headers))
+    env.client.seed("x4h-ghost", EP, TID, TASK)
+    # the header naming the body's id, once or twice, passes
+    both = [(X4_HEADER, "x4h"), (X4_HEADER, "x4h")]
+    answer = http.post("/close_session", json=close, headers=both)
+    assert answer.status_code == 200 and answer.headers["x-workplace-close-outcome"] == "CLOSED"
+
+
+def test_X4_a_repeated_grpc_header_must_name_the_session_in_every_value(env):
+    env.client.seed("x4-rep", EP, TID, TASK)
+    with grpc.insecure_channel(f"127.0.0.1:{env.server.port}") as channel:
+        call = channel.unary_unary(
+            "/workplace.env.v1.EnvironmentService/CallTool",
+            request_serializer=pb.CallToolRequest.SerializeToString,
+            response_deserializer=pb.CallToolResponse.FromString,
+        )
+        request = pb.CallToolRequest(
+            resources_session_id="x4-rep", tool_name=WRITE[0], arguments=json.dumps(WRITE[1])
+        )
+        for metadata in (
+            ((X4_HEADER, "x4-rep"), (X4_HEADER, "x4-other")),
+            ((X4_HEADER, "x4-other"), (X4_HEADER, "x4-rep")),
+        ):
+            with pytest.raises(grpc.RpcError) as err:
+                call(request, metadata=metadata, timeout=HANG_S)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert _error_info(err.value).reason == "SESSION_HEADER_MISMATCH"
+        assert _emails(env.client, "x4-rep") == 0  # nothing ran
+        call(request, metadata=((X4_HEADER, "x4-rep"), (X4_HEADER, "x4-rep")), timeout=HANG_S)
+    assert _emails(env.client, "x4-rep") == 1

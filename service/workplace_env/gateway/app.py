@@ -97,6 +97,7 @@ from workplace_env.gateway.translate import (
     HeaderName,
     HttpProblem,
     body_text,
+    check_session_header,
     cookie_session,
     draining_problem,
     invalid,
@@ -294,6 +295,7 @@ def create_app(
         if is_nemo_seed(body) or is_typed_seed(body):  # H1; the cookie names the typed id
             parse = parse_nemo_seed if is_nemo_seed(body) else parse_typed_seed
             sid, episode, task_id, row = parse(body)
+            check_session_header(request, sid)  # X4
             # 422 locs name the row's field as sent: NeMo's task_data, our task, or the body
             sent_as = {
                 "task": "task_data" if is_nemo_seed(body) else "task" if "task" in body else ""
@@ -414,6 +416,7 @@ def create_app(
         )
         if problems:
             raise invalid(problems)
+        check_session_header(request, body.get("resources_session_id"))  # X4
         outcome = await call(backend.close_session, sid, episode)
         if is_nemo_close(body):  # H2: NeMo's ResourcesCloseSessionResponse, outcome aside
             return json_response(
@@ -444,6 +447,7 @@ def create_app(
         named = body.get("resources_session_id", sid)
         if named is not None and (not isinstance(named, str) or not named):
             raise invalid([(("resources_session_id",), "must be a non-empty string")])
+        check_session_header(request, body.get("resources_session_id"))  # X4
         if sid is None:
             return json_response(
                 {

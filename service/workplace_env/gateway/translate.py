@@ -20,6 +20,7 @@ from workplace_env.gateway import fastjson
 from workplace_env.gateway.cookies import SESSION_ID_KEY
 from workplace_env.model import SESSION_ID_RE
 from workplace_env_client import (
+    SESSION_HEADER,
     CapacityError,
     DeadlineError,
     EnvironmentClient,
@@ -32,6 +33,8 @@ from workplace_env_client import (
 )
 from workplace_env_client.client import MAX_MESSAGE_BYTES
 
+#: ``ErrorInfo.reason`` of CONTRACT X4: the session header names another session than the body.
+SESSION_HEADER_MISMATCH = "SESSION_HEADER_MISMATCH"
 #: Optional request header: the CallTool idempotency key (CONTRACT T6/T7).
 CALL_ID_HEADER = "x-workplace-call-id"
 #: The episode a close names when the body gives none; the service ignores the episode of a
@@ -292,6 +295,27 @@ async def object_body(request: Request, *, constants: bool = False) -> dict[str,
     if not isinstance(value, dict):
         raise invalid([((), f"body must be a JSON object, got {wire.json_type(value)}")])
     return value
+
+
+def check_session_header(request: Request, session_id: Any) -> None:
+    """CONTRACT X4 over HTTP: raise 422 (``reason`` SESSION_HEADER_MISMATCH, ``loc``
+    ``["body", "resources_session_id"]``, as gRPC's INVALID_ARGUMENT maps here) when the request
+    carries the ``x-resources-session-id`` header and any of its values (a header sent twice:
+    each) is not the id the body names; nothing is asked of the service then. A request
+    without the header, or a body naming no id, passes."""
+    if not isinstance(session_id, str):
+        return
+    for header in request.headers.getlist(SESSION_HEADER):
+        if header != session_id:
+            raise invalid(
+                [
+                    (
+                        ("resources_session_id",),
+                        f"is {session_id!r} but the {SESSION_HEADER} header is {header!r}",
+                    )
+                ],
+                SESSION_HEADER_MISMATCH,
+            )
 
 
 def cookie_session(request: Request) -> str | None:
