@@ -94,3 +94,39 @@ def test_typed_seed_of_the_same_identity_with_other_task_data_is_409(http, chang
     answer = http.post("/seed_session", json={**body, "task_data": {**ROW, **change}})
     assert answer.status_code == 409, answer.text
     assert answer.json()["reason"] == "SESSION_CONFLICT"
+
+
+def test_typed_seed_without_task_data_is_422_and_binds_nothing(http):
+    """The tester's finding 3: a typed seed with no row at all (NeMo's ``task_data`` is
+    required) answered 200 and bound an empty task."""
+    sid = f"tb-{uuid.uuid4().hex}"
+    identity = {
+        "resources_session_id": sid,
+        "episode_id": {"rollout_id": "r1", "attempt": 0},
+        "task_id": {"taskset": "ts", "task_id": "typed-bodies"},
+    }
+    assert locs(http.post("/seed_session", json=identity)) == [["body", "task_data"]]
+    assert http.post("/email_send_email", json={}).status_code == 404  # no cookie was set
+    # nothing bound: the same id seeds for another episode
+    other = {**identity, "episode_id": {"rollout_id": "r2", "attempt": 0}, "task_data": ROW}
+    assert http.post("/seed_session", json=other).status_code == 200
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_close_naming_an_id_without_episode_id_is_422_and_closes_nothing(http, live):
+    """The tester's finding 3: ``{"resources_session_id": X}`` (NeMo's typed close without its
+    required ``episode_id``) was taken as a legacy close: X fenced, or 409 when live. NeMo
+    Gym's server answers 422 ``["body", "episode_id"]`` (observed black box)."""
+    sid = seed(http) if live else f"tb-{uuid.uuid4().hex}"
+    http.cookies.clear()
+    assert locs(http.post("/close_session", json={"resources_session_id": sid})) == [
+        ["body", "episode_id"]
+    ]
+    episode = {"rollout_id": "r1", "attempt": 0}
+    answer = http.post("/close_session", json={"resources_session_id": sid, "episode_id": episode})
+    assert answer.headers["x-workplace-close-outcome"] == ("CLOSED" if live else "NOT_SEEDED")
+    # and with no cookie and no id at all, both fields are named, as NeMo Gym names them
+    assert locs(http.post("/close_session", json={})) == [
+        ["body", "resources_session_id"],
+        ["body", "episode_id"],
+    ]

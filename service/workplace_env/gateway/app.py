@@ -411,6 +411,9 @@ def create_app(
             problems.append(
                 (("resources_session_id",), "required (a string) when there is no cookie")
             )
+        if "episode_id" not in body and ("resources_session_id" in body or sid is None):
+            # NeMo's typed close names both; only the cookie's legacy session may omit them
+            problems.append((("episode_id",), "Field required"))
         episode = (
             parse_episode(body["episode_id"], problems) if "episode_id" in body else LEGACY_EPISODE
         )

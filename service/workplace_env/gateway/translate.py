@@ -370,8 +370,9 @@ def parse_typed_seed(
 ) -> tuple[str, tuple[str, int], tuple[str, str], dict[str, Any]]:
     """``(session_id, (rollout_id, attempt), (taskset, task_id), row)`` of a typed seed body.
 
-    Raises 422 naming every offending field whose type is wrong; the service validates the
-    values (S5) and its violations come back as 422s too.
+    Raises 422 naming every offending field whose type is wrong, and ``task_data`` (NeMo's
+    name, required there) when the body carries no row at all: neither ``task`` nor keys of its
+    own. The service validates the values (S5) and its violations come back as 422s too.
     """
     problems: list[tuple[Loc, str]] = []
     sid = body.get("resources_session_id")
@@ -391,7 +392,9 @@ def parse_typed_seed(
         row, path = body["task"], ("task",)
     else:
         row, path = {k: v for k, v in body.items() if k not in _TYPED_KEYS}, ()
-    if not isinstance(row, dict):
+    if row == {} and not path:  # no row at all: NeMo's seed requires its task_data
+        problems.append((("task_data",), "Field required"))
+    elif not isinstance(row, dict):
         problems.append((path, "must be an object (a dataset row)"))
     else:
         problems.extend(_ground_truth_problems(row, path))
