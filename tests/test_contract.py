@@ -416,7 +416,7 @@ def test_V1_verify_reports_which_table_differs(env):
 def test_V1_verify_accepts_raw_response_output(env):
     env.client.seed("v1c", EP, TID, TASK)
     output = [
-        {"type": "reasoning", "summary": []},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
         {
             "type": "function_call",
             "name": WRITE[0],
@@ -424,7 +424,12 @@ def test_V1_verify_accepts_raw_response_output(env):
             "call_id": "x",
         },
         {"type": "function_call_output", "call_id": "x", "output": "Email sent successfully."},
-        {"type": "message", "content": [{"type": "output_text", "text": "done"}]},
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "done", "annotations": []}],
+        },
     ]
     assert env.client.verify("v1c", response_output=output).reward == 1.0
 
@@ -917,12 +922,34 @@ def test_every_contract_case_has_a_test_named_after_it():
         assert sorted(c for c in listed if not c.startswith("K")) == sorted([*CASES, *PENDING])
 
 
-@pytest.mark.parametrize("truth", ["1", "true", "1.5", "null"])
-def test_V5_scalar_ground_truth_is_invalid_argument(env, truth):
+@pytest.mark.parametrize(
+    ("truth", "fields"),
+    [
+        ("1", ["ground_truth_json"]),
+        ("true", ["ground_truth_json"]),
+        ("1.5", ["ground_truth_json"]),
+        ("null", ["ground_truth_json"]),
+        # the tester's finding 2: an object scored 1.0; items are typed as the reference types
+        # them over HTTP (an array of objects whose values are strings)
+        ('{"a": 1}', ["ground_truth_json"]),
+        ("{}", ["ground_truth_json"]),
+        ('["x"]', ["ground_truth_json[0]"]),
+        ('[{"name": "email_send_email", "arguments": {}}]', ["ground_truth_json[0].arguments"]),
+        (
+            '[{"name": 1, "arguments": "{}"}, null]',
+            ["ground_truth_json[0].name", "ground_truth_json[1]"],
+        ),
+    ],
+)
+def test_V5_ground_truth_json_of_another_shape_is_invalid_argument(env, truth, fields):
     env.client.seed("v5s", EP, TID, TASK)
     with pytest.raises(InvalidRequestError) as err:
         env.client.verify("v5s", [], ground_truth_json=truth)
-    assert [v.field for v in err.value.violations] == ["ground_truth_json"]
+    assert [v.field for v in err.value.violations] == fields
+    # a JSON string (the reference's "change nothing") and a well-typed array are taken
+    assert env.client.verify("v5s", [], ground_truth_json='"[]"').reward == 1.0
+    odd = '[{"name": "email_send_email"}, {"arguments": "{}", "x": "y"}]'  # typed right: scored
+    assert env.client.verify("v5s", [], ground_truth_json=odd).mask_sample is False
 
 
 def test_V5_too_many_calls_is_invalid_argument(env):
@@ -950,7 +977,8 @@ def _verify_with(client: EnvironmentClient, sid: str, side: str, calls: list[Any
             for i, (n, a) in enumerate(calls)
         ]
         # Not a call: the bound counts the function_call items only.
-        items.append({"type": "message", "content": [{"type": "output_text", "text": "done"}]})
+        done = {"type": "output_text", "text": "done", "annotations": []}
+        items.append({"type": "message", "id": "m1", "role": "assistant", "content": [done]})
         return client.verify(sid, response_output=items)
     if side == "ground_truth":
         return client.verify(sid, [WRITE], ground_truth=calls)

@@ -8,10 +8,13 @@ field ``ground_truth_json`` instead of the body's ``ground_truth``.
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import httpx
 import pytest
+
+from workplace_env_client import InvalidRequestError
 
 ROW = {"id": "typed-bodies", "ground_truth": [], "responses_create_params": {"input": []}}
 
@@ -61,14 +64,57 @@ def test_legacy_close_with_an_extra_key_is_422(http):
     assert ["body", "junk"] in locs(http.post("/close_session", json={"junk": 1}))
 
 
-@pytest.mark.parametrize("truth", [None, 3, True])
+LIST, STR = "list[dict[str,str]]", "str"  # the reference's two ground-truth branches
+
+
+@pytest.mark.parametrize(
+    ("truth", "at"),
+    [
+        (None, [[]]),
+        (3, [[]]),
+        (True, [[]]),
+        # the tester's finding 2: an object, and an item whose arguments is an object, scored
+        ({"a": 1}, [[]]),
+        ({}, [[]]),
+        (["x"], [[0]]),
+        ([{"name": "email_send_email", "arguments": {}}], [[0, "arguments"]]),
+        ([{"name": 1, "arguments": "{}"}, None], [[0, "name"], [1]]),
+        ([{"name": "a", "arguments": "{}", "extra": 2}], [[0, "extra"]]),
+    ],
+)
 @pytest.mark.parametrize("cookie", [False, True])
-def test_verify_ground_truth_refusal_names_the_body_field(http, truth, cookie):
+def test_verify_ground_truth_is_typed_as_the_reference_types_it(http, sdk, truth, at, cookie):
+    """NeMo Gym's verify body (observed black box) types ``ground_truth`` as an array of
+    objects whose values are strings, or a string: anything else is 422 with a loc under each
+    branch (the list's offending place, then ``str``). gRPC's ``ground_truth_json`` follows the
+    same rule, naming ``ground_truth_json[i].<key>``."""
     http.cookies.clear()
     if cookie:
         http.post("/seed_session", json=ROW)
     body = {"ground_truth": truth, "responses_create_params": {}, "response": {"output": []}}
-    assert locs(http.post("/verify", json=body)) == [["body", "ground_truth"]]
+    expected = [["body", "ground_truth", LIST, *p] for p in at] + [["body", "ground_truth", STR]]
+    assert locs(http.post("/verify", json=body)) == expected
+    if cookie:  # nothing was scored or released: the legacy session still runs tools
+        assert http.post("/email_search_emails", json={"query": "x"}).status_code == 200
+    sid = seed(http)
+    with pytest.raises(InvalidRequestError) as err:
+        sdk.verify(sid, [], ground_truth_json=json.dumps(truth))
+    fields = [
+        "ground_truth_json" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in a)
+        for a in at
+    ]
+    assert [v.field for v in err.value.violations] == fields
+
+
+@pytest.mark.parametrize(
+    "truth",
+    ["[]", "not json", [], [{}], [{"name": "email_send_email"}], [{"arguments": "{}", "x": "y"}]],
+)
+def test_verify_takes_every_ground_truth_the_reference_takes(http, truth):
+    body = {"ground_truth": truth, "responses_create_params": {}, "response": {"output": []}}
+    answer = http.post("/verify", json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["mask_sample"] is False
 
 
 @pytest.mark.parametrize(

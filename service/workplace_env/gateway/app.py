@@ -96,6 +96,7 @@ from workplace_env.gateway.translate import (
     LEGACY_EPISODE,
     HeaderName,
     HttpProblem,
+    Loc,
     body_text,
     check_session_header,
     cookie_session,
@@ -110,7 +111,12 @@ from workplace_env.gateway.translate import (
     seed_legacy,
     service_error,
 )
-from workplace_env.responses import response_output_problems
+from workplace_env.responses import (
+    GROUND_TRUTH_LIST,
+    GROUND_TRUTH_STR,
+    ground_truth_problems,
+    response_output_problems,
+)
 from workplace_env.verify import bare_predicted_names
 from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceEnvError
 
@@ -362,8 +368,15 @@ def create_app(
         output = response.get("output")
         if not isinstance(output, list):
             raise invalid([(("response", "output"), "required: an array of output items")])
-        if problems := response_output_problems(output):  # as NeMo's Responses types
-            raise invalid([(("response", "output", *path), why) for path, why in problems])
+        # Refused as NeMo's verify body types refuse them, every problem named at once.
+        problems: list[tuple[Loc, str]] = [
+            (("response", "output", *path), why) for path, why in response_output_problems(output)
+        ]
+        if "ground_truth" in body and (truth := ground_truth_problems(body["ground_truth"])):
+            problems += [(("ground_truth", GROUND_TRUTH_LIST, *p), why) for p, why in truth]
+            problems.append((("ground_truth", GROUND_TRUTH_STR), "Input should be a valid string"))
+        if problems:
+            raise invalid(problems)
         if mcp is not None:  # REFERENCE.md (c)1: with MCP exposure on, scored as bare names
             output = bare_predicted_names(output)
         kwargs: dict[str, Any] = {"response_output": _json_text(output)}
