@@ -28,8 +28,8 @@ status codes. Routes:
                            responses_create_params, response, reward, mask_sample, failure_kind,
                            failure_reason}``; predicted calls are ``response.output``'s
                            ``function_call`` items, the ground truth is the body's
-                           ``ground_truth`` (any JSON, as the reference takes it; absent: the
-                           seeded task's). Legacy sessions are released (V2), resends inside
+                           ``ground_truth`` (a string or an array of string-valued objects, as
+                           the reference types it; absent: the seeded task's). Legacy sessions are released (V2), resends inside
                            the retry window score the same (V3), an unknown session is a masked
                            ``session_lost`` sample (V4); a body with no session cookie at all
                            is scored by replay (H5, offline re-verification).
@@ -45,8 +45,12 @@ status codes. Routes:
 =========================  =====================================================================
 
 Errors (JSON bodies with ``failure_kind``; 422s in FastAPI's ``detail`` shape, with ``loc``
-naming the offending field): a Content-Type that is not JSON (or none; as NeMo Gym's server),
-body not JSON / not an object, or a malformed typed seed, close or verify -> 422; bytes that
+naming the offending field, and the service's ``reason``): a Content-Type that is not JSON (or
+none; as NeMo Gym's server), body not JSON / not an object, or a malformed typed seed (one
+without a row: ``task_data``), close (one naming an id without ``episode_id``) or verify (as
+NeMo's types, :mod:`workplace_env.responses`) -> 422; an ``x-resources-session-id`` header
+naming another session than the body -> 422 ``SESSION_HEADER_MISMATCH`` (CONTRACT X4); a body
+over the limit -> 413 ``REQUEST_TOO_LARGE``; bytes that
 are not text -> 400 (as NeMo Gym's server); a tool call
 without a live session -> 404 ``failure_kind "session_lost"`` (``reason`` SESSION_LOST,
 SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed id, a reused
