@@ -419,7 +419,7 @@ def test_V1_verify_reports_which_table_differs(env):
 def test_V1_verify_accepts_raw_response_output(env):
     env.client.seed("v1c", EP, TID, TASK)
     output = [
-        {"type": "reasoning", "summary": []},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
         {
             "type": "function_call",
             "name": WRITE[0],
@@ -427,7 +427,12 @@ def test_V1_verify_accepts_raw_response_output(env):
             "call_id": "x",
         },
         {"type": "function_call_output", "call_id": "x", "output": "Email sent successfully."},
-        {"type": "message", "content": [{"type": "output_text", "text": "done"}]},
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "done", "annotations": []}],
+        },
     ]
     assert env.client.verify("v1c", response_output=output).reward == 1.0
 
@@ -934,12 +939,34 @@ def test_every_contract_case_has_a_test_named_after_it():
         assert sorted(c for c in listed if not c.startswith("K")) == sorted([*CASES, *PENDING])
 
 
-@pytest.mark.parametrize("truth", ["1", "true", "1.5", "null"])
-def test_V5_scalar_ground_truth_is_invalid_argument(env, truth):
+@pytest.mark.parametrize(
+    ("truth", "fields"),
+    [
+        ("1", ["ground_truth_json"]),
+        ("true", ["ground_truth_json"]),
+        ("1.5", ["ground_truth_json"]),
+        ("null", ["ground_truth_json"]),
+        # the tester's finding 2: an object scored 1.0; items are typed as the reference types
+        # them over HTTP (an array of objects whose values are strings)
+        ('{"a": 1}', ["ground_truth_json"]),
+        ("{}", ["ground_truth_json"]),
+        ('["x"]', ["ground_truth_json[0]"]),
+        ('[{"name": "email_send_email", "arguments": {}}]', ["ground_truth_json[0].arguments"]),
+        (
+            '[{"name": 1, "arguments": "{}"}, null]',
+            ["ground_truth_json[0].name", "ground_truth_json[1]"],
+        ),
+    ],
+)
+def test_V5_ground_truth_json_of_another_shape_is_invalid_argument(env, truth, fields):
     env.client.seed("v5s", EP, TID, TASK)
     with pytest.raises(InvalidRequestError) as err:
         env.client.verify("v5s", [], ground_truth_json=truth)
-    assert [v.field for v in err.value.violations] == ["ground_truth_json"]
+    assert [v.field for v in err.value.violations] == fields
+    # a JSON string (the reference's "change nothing") and a well-typed array are taken
+    assert env.client.verify("v5s", [], ground_truth_json='"[]"').reward == 1.0
+    odd = '[{"name": "email_send_email"}, {"arguments": "{}", "x": "y"}]'  # typed right: scored
+    assert env.client.verify("v5s", [], ground_truth_json=odd).mask_sample is False
 
 
 def test_V5_too_many_calls_is_invalid_argument(env):
@@ -967,7 +994,8 @@ def _verify_with(client: EnvironmentClient, sid: str, side: str, calls: list[Any
             for i, (n, a) in enumerate(calls)
         ]
         # Not a call: the bound counts the function_call items only.
-        items.append({"type": "message", "content": [{"type": "output_text", "text": "done"}]})
+        done = {"type": "output_text", "text": "done", "annotations": []}
+        items.append({"type": "message", "id": "m1", "role": "assistant", "content": [done]})
         return client.verify(sid, response_output=items)
     if side == "ground_truth":
         return client.verify(sid, [WRITE], ground_truth=calls)
@@ -1073,3 +1101,70 @@ def test_X1_the_servers_own_sweep_evicts_idle_sessions(sandbox):
             assert _emails(client, "sweep-busy") == 1
     finally:
         running.stop(grace_s=0)
+
+
+# -- X4 over HTTP, and a repeated header on both transports (the tester's finding 1) ---------
+
+X4_HEADER = "x-resources-session-id"
+
+
+def _x4_refused(answer: httpx.Response) -> None:
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["reason"] == "SESSION_HEADER_MISMATCH", answer.text
+    assert answer.json()["failure_kind"] == "invalid_request"
+    assert [d["loc"] for d in answer.json()["detail"]] == [["body", "resources_session_id"]]
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [(X4_HEADER, "other")],
+        [(X4_HEADER, "x4h"), (X4_HEADER, "other")],  # each value must name the body's id
+        [(X4_HEADER, "other"), (X4_HEADER, "x4h")],
+    ],
+)
+def test_X4_over_http_typed_seed_and_close_naming_another_session_change_nothing(
+    env, http, headers
+):
+    own_form = {**nemo_seed("x4h")}
+    own_form["task"] = own_form.pop("task_data")
+    for body in (nemo_seed("x4h"), own_form):
+        _x4_refused(http.post("/seed_session", json=body, headers=headers))
+    # nothing was bound: another episode seeds the id
+    env.client.seed("x4h", ("r-other", 0), TID, TASK)
+    close = {"resources_session_id": "x4h", "episode_id": {"rollout_id": "r-other", "attempt": 0}}
+    _x4_refused(http.post("/close_session", json=close, headers=headers))
+    env.client.call_tool("x4h", *WRITE)  # still live: nothing was closed
+    _x4_refused(http.post("/session_token", json={"resources_session_id": "x4h"}, headers=headers))
+    # an unseeded id is not fenced by a refused close
+    ghost = {"resources_session_id": "x4h-ghost", "episode_id": {"rollout_id": EP[0]}}
+    _x4_refused(http.post("/close_session", json={**ghost}, headers=headers))
+    env.client.seed("x4h-ghost", EP, TID, TASK)
+    # the header naming the body's id, once or twice, passes
+    both = [(X4_HEADER, "x4h"), (X4_HEADER, "x4h")]
+    answer = http.post("/close_session", json=close, headers=both)
+    assert answer.status_code == 200 and answer.headers["x-workplace-close-outcome"] == "CLOSED"
+
+
+def test_X4_a_repeated_grpc_header_must_name_the_session_in_every_value(env):
+    env.client.seed("x4-rep", EP, TID, TASK)
+    with grpc.insecure_channel(f"127.0.0.1:{env.server.port}") as channel:
+        call = channel.unary_unary(
+            "/workplace.env.v1.EnvironmentService/CallTool",
+            request_serializer=pb.CallToolRequest.SerializeToString,
+            response_deserializer=pb.CallToolResponse.FromString,
+        )
+        request = pb.CallToolRequest(
+            resources_session_id="x4-rep", tool_name=WRITE[0], arguments=json.dumps(WRITE[1])
+        )
+        for metadata in (
+            ((X4_HEADER, "x4-rep"), (X4_HEADER, "x4-other")),
+            ((X4_HEADER, "x4-other"), (X4_HEADER, "x4-rep")),
+        ):
+            with pytest.raises(grpc.RpcError) as err:
+                call(request, metadata=metadata, timeout=HANG_S)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert _error_info(err.value).reason == "SESSION_HEADER_MISMATCH"
+        assert _emails(env.client, "x4-rep") == 0  # nothing ran
+        call(request, metadata=((X4_HEADER, "x4-rep"), (X4_HEADER, "x4-rep")), timeout=HANG_S)
+    assert _emails(env.client, "x4-rep") == 1

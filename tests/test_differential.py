@@ -9,6 +9,7 @@ The NeMo Gym venv comes from tests/nemo (``WORKPLACE_ENV_NEMO_VENV`` names an ex
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -38,3 +39,84 @@ def test_generated_sequences_match_the_reference(seed, reference_url, workbench_
     made, differences = compare(reference_url, workbench_tables, all_calls)
     assert made >= 3 * SEQUENCES
     assert differences == [], "\n".join(map(str, differences[:20]))
+
+
+def test_verify_bodies_are_refused_where_and_as_the_reference_refuses_them(
+    reference_url, make_server
+):
+    """The tester's finding 2, black box on both sides: each verify body below (complete, as
+    NeMo's types require, but for the part under test) gets the same status from our gateway
+    as from the reference, and the same 422 ``loc``s."""
+    import httpx
+
+    from tests.helpers import gateway_on
+    from tests.test_gateway_nemo_types import CALL, OUT_TEXT, SEND
+
+    right = {**CALL, "arguments": json.dumps(SEND)}
+    truth = [{"name": "email_send_email", "arguments": json.dumps(SEND)}]
+
+    def body(items: list, ground_truth: object = truth) -> dict:
+        response = {
+            "id": "resp_1",
+            "created_at": 0,
+            "model": "m",
+            "object": "response",
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "output": items,
+        }
+        return {
+            "id": 1,
+            "category": "c",
+            "environment_name": "workplace_assistant",
+            "responses_create_params": {"input": "x"},
+            "response": response,
+            "ground_truth": ground_truth,
+        }
+
+    message = {"type": "message"}
+    bodies = [
+        body([right]),
+        *(
+            body([right], t)
+            for t in (
+                {"a": 1},
+                None,
+                3,
+                "[]",
+                [],
+                ["x"],
+                [{"name": "email_send_email", "arguments": {}}],
+                [{"name": 1}, {"arguments": "{}", "x": 2}],
+                [{}],
+            )
+        ),
+        body([{**message, "role": "assistant", "content": [CALL]}, right]),
+        body([{**message, "role": "user", "status": "completed", "content": [CALL]}]),
+        body([{**message, "id": "m", "role": "assistant", "content": [OUT_TEXT, CALL]}]),
+        body([{**message, "role": "assistant", "content": 5}]),
+        body([{**message, "content": "hi"}, right]),
+        body([{**message, "role": "assistant", "content": [OUT_TEXT]}, right]),
+        body([{**message, "id": "m", "role": "assistant", "content": [OUT_TEXT]}, right]),
+        body([{**message, "role": "user", "content": [{"type": "input_text", "text": "x"}]}]),
+        body([{"type": "reasoning", "summary": []}, right]),
+        body([{"type": "reasoning", "id": "r", "summary": [{"text": 1}]}]),
+        body([{"type": "function_call_output", "output": "x"}, right]),
+        body([{**CALL, "arguments": {}}]),
+    ]
+    gateway = gateway_on("in_process", make_server().running)
+    try:
+        with (
+            httpx.Client(base_url=reference_url, timeout=60) as ref,
+            httpx.Client(base_url=gateway.url, timeout=60) as ours,
+        ):
+            for sent in bodies:
+                answers = [client.post("/verify", json=sent) for client in (ref, ours)]
+                statuses = [a.status_code for a in answers]
+                assert statuses[0] == statuses[1], (sent, [a.text[:300] for a in answers])
+                if statuses[0] == 422:
+                    locs = [[d["loc"] for d in a.json()["detail"]] for a in answers]
+                    assert locs[0] == locs[1], sent
+    finally:
+        gateway.stop()

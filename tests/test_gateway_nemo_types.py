@@ -247,3 +247,122 @@ def test_every_mistyped_item_is_named_and_the_accepted_forms_score(http):
         assert answer.json()["mask_sample"] is False
     right = {**CALL, "arguments": json.dumps(SEND)}  # the ground truth, as a string: scored
     assert http.post("/verify", json=verify_body(right)).json()["reward"] == 1.0
+
+
+# -- message, reasoning and call-output items (the tester's finding 2) --------------------------
+# Observed black box on the same server: a ``message`` item is read as one of NeMo's three message
+# models (chosen by its role, content and status) and its content parts are typed, so a
+# ``function_call`` put inside a message's content is 422, not a message to skip; so are a
+# message without its content or role, an output message without its id, a reasoning item
+# without its id, a call output without its call_id. The locs below are the reference's.
+
+PARTS = (
+    "list[function-before[_validate_input_video_part(), union[ResponseInputTextParam,"
+    "ResponseInputImageParam,ResponseInputFileParam,NeMoGymInputVideoPart]]]"
+)
+INPUT_MEMBERS = [
+    ["ResponseInputTextParam", "text"],
+    ["ResponseInputTextParam", "type"],
+    ["ResponseInputImageParam", "detail"],
+    ["ResponseInputImageParam", "type"],
+    ["ResponseInputFileParam", "type"],
+    ["NeMoGymInputVideoPart", "type"],
+]
+OUT_TEXT = {"type": "output_text", "text": "hi", "annotations": []}
+
+
+@pytest.mark.parametrize(
+    ("item", "locs"),
+    [
+        (
+            {"type": "message", "role": "assistant", "content": [CALL]},
+            [[0, "easy_message", "content", "str"]]
+            + [[0, "easy_message", "content", PARTS, 0, *m] for m in INPUT_MEMBERS],
+        ),
+        (
+            {"type": "message", "role": "user", "status": "completed", "content": [CALL]},
+            [[0, "input_message", "content", 0, *m] for m in INPUT_MEMBERS],
+        ),
+        (
+            {"type": "message", "id": "m1", "role": "assistant", "content": [OUT_TEXT, CALL]},
+            [
+                [0, "output_message", "content", 1, "NeMoGymResponseOutputText", "annotations"],
+                [0, "output_message", "content", 1, "NeMoGymResponseOutputText", "text"],
+                [0, "output_message", "content", 1, "NeMoGymResponseOutputText", "type"],
+                [0, "output_message", "content", 1, "NeMoGymResponseOutputRefusal", "refusal"],
+                [0, "output_message", "content", 1, "NeMoGymResponseOutputRefusal", "type"],
+            ],
+        ),
+        (
+            {"type": "message", "role": "assistant", "content": CALL},
+            [[0, "easy_message", "content", "str"], [0, "easy_message", "content", PARTS]],
+        ),
+        ({"type": "message", "role": "assistant"}, [[0, "easy_message", "content"]]),
+        ({"type": "message", "content": "hi"}, [[0, "easy_message", "role"]]),
+        ({"type": "message", "role": "bogus", "content": "hi"}, [[0, "easy_message", "role"]]),
+        (
+            {"type": "message", "role": "assistant", "content": "hi", "phase": "x"},
+            [[0, "easy_message", "phase"]],
+        ),
+        (
+            {"type": "message", "role": "assistant", "content": [OUT_TEXT]},
+            [[0, "output_message", "id"]],
+        ),
+        (
+            {
+                "type": "message",
+                "id": "m",
+                "role": "assistant",
+                "status": "x",
+                "content": [OUT_TEXT],
+            },
+            [[0, "output_message", "status"]],
+        ),
+        ({"type": "reasoning", "summary": []}, [[0, "reasoning", "id"]]),
+        ({"type": "reasoning", "id": "r", "summary": "x"}, [[0, "reasoning", "summary"]]),
+        (
+            {"type": "reasoning", "id": "r", "summary": [{"text": 1}]},
+            [[0, "reasoning", "summary", 0, "text"], [0, "reasoning", "summary", 0, "type"]],
+        ),
+        (
+            {"type": "function_call_output", "output": "x"},
+            [[0, "function_call_output_input", "call_id"]],
+        ),
+        (
+            {"type": "function_call_output", "id": "o", "status": "completed", "output": "x"},
+            [[0, "function_call_output", "call_id"]],
+        ),
+    ],
+)
+def test_a_malformed_message_or_other_item_is_422_as_the_reference(http, sdk, item, locs):
+    assert http.post("/seed_session", json=ROW).status_code == 200
+    answer = http.post("/verify", json=verify_body(item, {**CALL, "arguments": json.dumps(SEND)}))
+    assert answer.status_code == 422, answer.text
+    assert [d["loc"] for d in answer.json()["detail"]] == [AT + loc for loc in locs]
+    assert http.post("/email_send_email", json=SEND).status_code == 200  # nothing released
+    # gRPC refuses the same output, naming the same places under response_output_json
+    sid = f"typed-{uuid.uuid4().hex}"
+    sdk.seed(sid, (sid, 0), ("ops", "t"), {"id": "t"})
+    with pytest.raises(InvalidRequestError) as err:
+        sdk.verify(sid, response_output=json.dumps([item]))
+    assert len(err.value.violations) == len(locs)
+    assert all(v.field.startswith("response_output_json[0].") for v in err.value.violations)
+
+
+def test_well_formed_messages_and_items_are_taken_as_the_reference_takes_them(http):
+    accepted = [
+        {"type": "message", "role": "assistant", "content": "hi"},
+        {"type": "message", "role": "assistant", "content": []},
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "x"}]},
+        {"type": "message", "role": "user", "content": [{"type": "input_image", "detail": "auto"}]},
+        {"type": "message", "role": "assistant", "content": "hi", "status": "bogus", "junk": 1},
+        {"type": "message", "id": "m1", "role": "assistant", "content": [OUT_TEXT]},
+        {"type": "message", "id": "m1", "content": [{"type": "refusal", "refusal": "no"}]},
+        {"type": "reasoning", "id": "r", "summary": [{"type": "summary_text", "text": "x"}]},
+        {"type": "function_call_output", "call_id": "c", "output": "x"},
+    ]
+    right = {**CALL, "arguments": json.dumps(SEND)}
+    for item in accepted:
+        answer = http.post("/verify", json=verify_body(item, right))
+        assert answer.status_code == 200, (item, answer.text)
+        assert answer.json()["reward"] == 1.0

@@ -99,3 +99,40 @@ def test_live_gauge_counts_every_live_state(served):
     m = _scrape(server)
     assert m['workplace_env_sessions_live{state="seeded"}'] == 2.0
     assert m['workplace_env_sessions_live{state="verified"}'] == 1.0
+
+
+def test_errors_of_the_co_hosted_gateway_are_counted_by_reason(make_server):
+    """The tester's finding: a co-hosted gateway's (and MCP's) calls that the service refused
+    were counted in ``workplace_env_rpc_total`` by code but missing from
+    ``workplace_env_errors_total``; they count by ``ErrorInfo`` reason as gRPC calls do."""
+    import httpx
+
+    from tests.helpers import gateway_on
+
+    served = make_server()
+    gateway = gateway_on("in_process", served.running)
+    typed = {
+        "resources_session_id": "obs-1",
+        "episode_id": {"rollout_id": "r", "attempt": 0},
+        "task_id": {"taskset": "u", "task_id": "t"},
+        "task_data": TASK,
+    }
+    try:
+        with httpx.Client(base_url=gateway.url, timeout=HANG_S) as http:
+            assert http.post("/seed_session", json=typed).status_code == 200
+            other = {**typed, "episode_id": {"rollout_id": "other", "attempt": 0}}
+            assert http.post("/seed_session", json=other).status_code == 409
+            bad = {**typed, "resources_session_id": "obs-2", "episode_id": {"rollout_id": "!"}}
+            assert http.post("/seed_session", json=bad).status_code == 422
+            close = {"resources_session_id": "obs-1", "episode_id": typed["episode_id"]}
+            assert http.post("/close_session", json=close).status_code == 200
+            answer = http.post("/email_send_email", json={})
+            assert answer.status_code == 404 and answer.json()["reason"] == "SESSION_CLOSED"
+    finally:
+        gateway.stop()
+    m = _scrape(served.running)
+    assert m['workplace_env_rpc_total{code="ALREADY_EXISTS",method="SeedSession"}'] == 1.0
+    assert m['workplace_env_errors_total{method="SeedSession",reason="SESSION_CONFLICT"}'] == 1.0
+    assert m['workplace_env_rpc_total{code="INVALID_ARGUMENT",method="SeedSession"}'] == 1.0
+    assert m['workplace_env_errors_total{method="SeedSession",reason="INVALID_REQUEST"}'] == 1.0
+    assert m['workplace_env_errors_total{method="CallTool",reason="SESSION_CLOSED"}'] == 1.0

@@ -28,9 +28,10 @@ status codes. Routes:
                            responses_create_params, response, reward, mask_sample, failure_kind,
                            failure_reason}``; predicted calls are ``response.output``'s
                            ``function_call`` items, the ground truth is the body's
-                           ``ground_truth`` (any JSON, as the reference takes it; absent: the
-                           seeded task's). Legacy sessions are released (V2), resends inside
-                           the retry window score the same (V3), an unknown session is a masked
+                           ``ground_truth`` (a string or an array of string-valued objects, as
+                           the reference types it; absent: the seeded task's). Legacy
+                           sessions are released (V2), resends inside the retry window score
+                           the same (V3), an unknown session is a masked
                            ``session_lost`` sample (V4); a body with no session cookie at all
                            is scored by replay (H5, offline re-verification).
 ``POST /close_session``    body: ``{resources_session_id, episode_id}`` (both default to the
@@ -45,8 +46,12 @@ status codes. Routes:
 =========================  =====================================================================
 
 Errors (JSON bodies with ``failure_kind``; 422s in FastAPI's ``detail`` shape, with ``loc``
-naming the offending field): a Content-Type that is not JSON (or none; as NeMo Gym's server),
-body not JSON / not an object, or a malformed typed seed, close or verify -> 422; bytes that
+naming the offending field, and the service's ``reason``): a Content-Type that is not JSON (or
+none; as NeMo Gym's server), body not JSON / not an object, or a malformed typed seed (one
+without a row: ``task_data``), close (one naming an id without ``episode_id``) or verify (as
+NeMo's types, :mod:`workplace_env.responses`) -> 422; an ``x-resources-session-id`` header
+naming another session than the body -> 422 ``SESSION_HEADER_MISMATCH`` (CONTRACT X4); a body
+over the limit -> 413 ``REQUEST_TOO_LARGE``; bytes that
 are not text -> 400 (as NeMo Gym's server); a tool call
 without a live session -> 404 ``failure_kind "session_lost"`` (``reason`` SESSION_LOST,
 SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed id, a reused
@@ -94,8 +99,11 @@ from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.gateway.translate import (
     CALL_ID_HEADER,
     LEGACY_EPISODE,
+    HeaderName,
     HttpProblem,
+    Loc,
     body_text,
+    check_session_header,
     cookie_session,
     draining_problem,
     invalid,
@@ -104,10 +112,16 @@ from workplace_env.gateway.translate import (
     object_body,
     parse_episode,
     parse_typed_seed,
+    read_body,
     seed_legacy,
     service_error,
 )
-from workplace_env.responses import response_output_problems
+from workplace_env.responses import (
+    GROUND_TRUTH_LIST,
+    GROUND_TRUTH_STR,
+    ground_truth_problems,
+    response_output_problems,
+)
 from workplace_env.verify import bare_predicted_names
 from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceEnvError
 
@@ -120,6 +134,10 @@ _VERIFY_SENT_AS = {
     "ground_truth_json": "ground_truth",
     "task": "",
 }
+
+
+#: A tool call's ``call_id`` arrives as a request header.
+_CALL_SENT_AS = {"call_id": HeaderName(CALL_ID_HEADER)}
 
 
 def _json_text(value: Any) -> str:
@@ -288,6 +306,7 @@ def create_app(
         if is_nemo_seed(body) or is_typed_seed(body):  # H1; the cookie names the typed id
             parse = parse_nemo_seed if is_nemo_seed(body) else parse_typed_seed
             sid, episode, task_id, row = parse(body)
+            check_session_header(request, sid)  # X4
             # 422 locs name the row's field as sent: NeMo's task_data, our task, or the body
             sent_as = {
                 "task": "task_data" if is_nemo_seed(body) else "task" if "task" in body else ""
@@ -354,8 +373,15 @@ def create_app(
         output = response.get("output")
         if not isinstance(output, list):
             raise invalid([(("response", "output"), "required: an array of output items")])
-        if problems := response_output_problems(output):  # as NeMo's Responses types
-            raise invalid([(("response", "output", *path), why) for path, why in problems])
+        # Refused as NeMo's verify body types refuse them, every problem named at once.
+        problems: list[tuple[Loc, str]] = [
+            (("response", "output", *path), why) for path, why in response_output_problems(output)
+        ]
+        if "ground_truth" in body and (truth := ground_truth_problems(body["ground_truth"])):
+            problems += [(("ground_truth", GROUND_TRUTH_LIST, *p), why) for p, why in truth]
+            problems.append((("ground_truth", GROUND_TRUTH_STR), "Input should be a valid string"))
+        if problems:
+            raise invalid(problems)
         if mcp is not None:  # REFERENCE.md (c)1: with MCP exposure on, scored as bare names
             output = bare_predicted_names(output)
         kwargs: dict[str, Any] = {"response_output": _json_text(output)}
@@ -403,11 +429,15 @@ def create_app(
             problems.append(
                 (("resources_session_id",), "required (a string) when there is no cookie")
             )
+        if "episode_id" not in body and ("resources_session_id" in body or sid is None):
+            # NeMo's typed close names both; only the cookie's legacy session may omit them
+            problems.append((("episode_id",), "Field required"))
         episode = (
             parse_episode(body["episode_id"], problems) if "episode_id" in body else LEGACY_EPISODE
         )
         if problems:
             raise invalid(problems)
+        check_session_header(request, body.get("resources_session_id"))  # X4
         outcome = await call(backend.close_session, sid, episode)
         if is_nemo_close(body):  # H2: NeMo's ResourcesCloseSessionResponse, outcome aside
             return json_response(
@@ -431,13 +461,14 @@ def create_app(
         },
     )
     async def session_token(request: Request) -> Response:
-        raw = await request.body()
+        raw = await read_body(request)
         body = await object_body(request) if raw.strip() else {}
         # Only the cookie's session: knowing a cookie session's id is no credential (issue 13).
         sid = cookie_session(request)
         named = body.get("resources_session_id", sid)
         if named is not None and (not isinstance(named, str) or not named):
             raise invalid([(("resources_session_id",), "must be a non-empty string")])
+        check_session_header(request, body.get("resources_session_id"))  # X4
         if sid is None:
             return json_response(
                 {
@@ -502,7 +533,9 @@ def create_app(
                 )
             )
         call_id = request.headers.get(CALL_ID_HEADER, "")
-        output = await call(backend.call_tool_raw, sid, tool_name, text, call_id)
+        output = await call(
+            backend.call_tool_raw, sid, tool_name, text, call_id, sent_as=_CALL_SENT_AS
+        )
         return Response(
             b'{"output":' + output.encode("utf-8") + b"}", media_type="application/json"
         )

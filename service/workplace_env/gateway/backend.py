@@ -15,8 +15,9 @@ both:
   ``workplace_env_client.messages``) and no transport. Domain errors come back as the same rich
   status a remote call carries, decoded by the SDK's own ``from_rpc_error``; a request larger
   than the server's message limit is refused as gRPC refuses it (RESOURCE_EXHAUSTED, no
-  reason); the RPC metrics count these calls as gRPC calls. The work is sub-millisecond, so the
-  gateway runs it on its event loop (``blocking`` is False).
+  reason); the RPC metrics count these calls as gRPC calls (by code, and a failure also by its
+  ErrorInfo reason). The work is sub-millisecond, so the gateway runs it on its event loop
+  (``blocking`` is False).
 
 :func:`backend_for`, called once by ``create_app``, turns what the gateway was given into a
 backend: an SDK client becomes a :class:`RemoteBackend`, a backend is used as it is (the
@@ -238,10 +239,11 @@ class InProcessBackend(Backend):
             response = self._handlers[method](request, _CONTEXT)
         except _Aborted as exc:
             status = exc.status
-            self._count(method, status.code.name, start)
-            raise from_rpc_error(
+            error = from_rpc_error(
                 _StatusError(status.code, status.details, status.trailing_metadata)
-            ) from None
+            )
+            self._count(method, status.code.name, start, reason=error.reason)
+            raise error from None
         except Exception as exc:  # a bug: INTERNAL, as grpc answers an unhandled exception
             self._count(method, "UNKNOWN", start)
             raise WorkplaceEnvError(
@@ -250,7 +252,11 @@ class InProcessBackend(Backend):
         self._count(method, "OK", start, response)
         return response
 
-    def _count(self, method: str, code: str, start: float, response: Any = None) -> None:
+    def _count(
+        self, method: str, code: str, start: float, response: Any = None, reason: str = ""
+    ) -> None:
+        """Count the call as the gRPC server counts an RPC (its code; a failure also by its
+        ``ErrorInfo`` reason, as :func:`~workplace_env.server.observability.counting` does)."""
         metrics = self.metrics
         if metrics is None:
             return
@@ -263,6 +269,8 @@ class InProcessBackend(Backend):
             timer = self._timers[method] = metrics.duration.labels(method)
         counter.inc()
         timer.observe(elapsed)
+        if reason:
+            metrics.errors.labels(method, reason).inc()
         if response is not None:
             metrics.observe(method, response)
 

@@ -10,7 +10,7 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
@@ -20,6 +20,7 @@ from workplace_env.gateway import fastjson
 from workplace_env.gateway.cookies import SESSION_ID_KEY
 from workplace_env.model import SESSION_ID_RE
 from workplace_env_client import (
+    SESSION_HEADER,
     CapacityError,
     DeadlineError,
     EnvironmentClient,
@@ -32,6 +33,8 @@ from workplace_env_client import (
 )
 from workplace_env_client.client import MAX_MESSAGE_BYTES
 
+#: ``ErrorInfo.reason`` of CONTRACT X4: the session header names another session than the body.
+SESSION_HEADER_MISMATCH = "SESSION_HEADER_MISMATCH"
 #: Optional request header: the CallTool idempotency key (CONTRACT T6/T7).
 CALL_ID_HEADER = "x-workplace-call-id"
 #: The episode a close names when the body gives none; the service ignores the episode of a
@@ -68,16 +71,31 @@ def json_response(
     )
 
 
-def invalid(problems: list[tuple[Loc, str]]) -> HttpProblem:
-    """A 422 in FastAPI's shape: ``{"detail": [{type, loc, msg}], "failure_kind"}``."""
+class HeaderName(str):
+    """A request header a problem names: its loc is FastAPI's ``["header", <name>]``."""
+
+
+def _loc(loc: Loc) -> list[str | int]:
+    if loc and isinstance(loc[0], HeaderName):
+        return ["header", str(loc[0])]
+    return ["body", *loc]
+
+
+def invalid(problems: list[tuple[Loc, str]], reason: str = "INVALID_REQUEST") -> HttpProblem:
+    """A 422 in FastAPI's shape: ``{"detail": [{type, loc, msg}], "failure_kind", "reason"}``.
+
+    Each loc is under ``body``, or ``["header", name]`` when it starts with a
+    :class:`HeaderName`; ``reason`` is the service's ``ErrorInfo`` reason for the refusal
+    (INVALID_REQUEST, or e.g. SESSION_HEADER_MISMATCH for CONTRACT X4).
+    """
     return HttpProblem(
         json_response(
             {
                 "detail": [
-                    {"type": "value_error", "loc": ["body", *loc], "msg": msg}
-                    for loc, msg in problems
+                    {"type": "value_error", "loc": _loc(loc), "msg": msg} for loc, msg in problems
                 ],
                 "failure_kind": "invalid_request",
+                "reason": reason,
             },
             422,
         )
@@ -104,6 +122,8 @@ def _field_loc(field: str, sent_as: Mapping[str, str] | None = None) -> Loc:
         name = head.group(1) if head else parts[0]
         if name in sent_as:
             renamed = sent_as[name]
+            if isinstance(renamed, HeaderName):  # sent as a request header
+                return (renamed,)
             rest = parts[0][len(name) :]
             # a dotted name sent nested (``response.output``) becomes one loc part per level
             parts = [*(renamed + rest).split("."), *parts[1:]]
@@ -127,9 +147,11 @@ def service_error(
     ``sent_as``: the request's names for the service's fields (see :func:`_field_loc`).
     """
     if isinstance(exc, InvalidRequestError):
+        reason = exc.reason or "INVALID_REQUEST"
         if exc.violations:
-            return invalid([(_field_loc(v.field, sent_as), v.description) for v in exc.violations])
-        return invalid([((), exc.message)])
+            problems = [(_field_loc(v.field, sent_as), v.description) for v in exc.violations]
+            return invalid(problems, reason)
+        return invalid([((), exc.message)], reason)
     body: dict[str, Any] = {"reason": exc.reason or exc.code.name, "detail": exc.message}
     headers: dict[str, str] = {}
     if isinstance(exc, SessionLostError) or (isinstance(exc, SessionClosedError) and not seeding):
@@ -142,7 +164,7 @@ def service_error(
     elif isinstance(exc, CapacityError) and exc.reason not in _RETRYABLE_CAPACITY:
         # RESOURCE_EXHAUSTED without the server's reason is gRPC's own message-size limit:
         # retrying the same body cannot help, so no Retry-After.
-        status, kind = 413, "request_too_large"
+        return too_large_problem(exc.message)
     elif isinstance(exc, CapacityError):
         status, kind = 429, "capacity_exhausted"
         headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s or 1.0)))
@@ -154,6 +176,18 @@ def service_error(
     else:
         status, kind = 502, "service_error"
     return HttpProblem(json_response({"failure_kind": kind, **body}, status, headers))
+
+
+def too_large_problem(detail: str = f"the body is over {MAX_BODY_BYTES} bytes") -> HttpProblem:
+    """413 ``REQUEST_TOO_LARGE`` (no Retry-After: the same body cannot pass later): a body over
+    :data:`MAX_BODY_BYTES`, however it is sent, or a request over the service's message limit.
+    """
+    return HttpProblem(
+        json_response(
+            {"failure_kind": "request_too_large", "reason": "REQUEST_TOO_LARGE", "detail": detail},
+            413,
+        )
+    )
 
 
 def draining_problem() -> HttpProblem:
@@ -201,29 +235,44 @@ def require_json_media_type(request: Request) -> None:
         )
 
 
+async def read_body(request: Request) -> bytes:
+    """The request's body bytes, read once (later calls answer the same bytes).
+
+    Raises 413 REQUEST_TOO_LARGE (:func:`too_large_problem`) for a body over
+    :data:`MAX_BODY_BYTES` (no gRPC message could carry it): before reading when its
+    Content-Length says so, else as soon as the bytes read (a chunked body) pass the limit.
+    """
+    cached = getattr(request.state, "body_bytes", None)
+    if cached is not None:
+        return cast(bytes, cached)
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before it is read
+        raise too_large_problem()
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large_problem()
+        parts.append(chunk)
+    raw = request.state.body_bytes = b"".join(parts)
+    return raw
+
+
 async def body_text(request: Request) -> str:
     """The request body as text, in the encoding ``json.loads`` detects (UTF-8/16/32, BOM).
 
-    Raises 413 when Content-Length is over :data:`MAX_BODY_BYTES` (no gRPC message could
-    carry it), 422 when the Content-Type is not JSON (:func:`require_json_media_type`), and 400
+    Raises 413 for a body over :data:`MAX_BODY_BYTES` (:func:`read_body`), 422 when the
+    Content-Type is not JSON (:func:`require_json_media_type`), and 400
     ``{"detail": "There was an error parsing the body"}`` when the bytes are not text in that
     encoding (NeMo Gym's FastAPI server, observed black box: a decode error is not a JSON
     error there, so not a 422).
     """
     length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before it is read
-        raise HttpProblem(
-            json_response(
-                {
-                    "failure_kind": "request_too_large",
-                    "reason": "REQUEST_TOO_LARGE",
-                    "detail": f"the body is over {MAX_BODY_BYTES} bytes",
-                },
-                413,
-            )
-        )
+    if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before anything else
+        raise too_large_problem()
     require_json_media_type(request)
-    raw = await request.body()
+    raw = await read_body(request)
     try:
         return raw.decode(json.detect_encoding(raw))
     except UnicodeDecodeError as exc:
@@ -246,6 +295,27 @@ async def object_body(request: Request, *, constants: bool = False) -> dict[str,
     if not isinstance(value, dict):
         raise invalid([((), f"body must be a JSON object, got {wire.json_type(value)}")])
     return value
+
+
+def check_session_header(request: Request, session_id: Any) -> None:
+    """CONTRACT X4 over HTTP: raise 422 (``reason`` SESSION_HEADER_MISMATCH, ``loc``
+    ``["body", "resources_session_id"]``, as gRPC's INVALID_ARGUMENT maps here) when the request
+    carries the ``x-resources-session-id`` header and any of its values (a header sent twice:
+    each) is not the id the body names; nothing is asked of the service then. A request
+    without the header, or a body naming no id, passes."""
+    if not isinstance(session_id, str):
+        return
+    for header in request.headers.getlist(SESSION_HEADER):
+        if header != session_id:
+            raise invalid(
+                [
+                    (
+                        ("resources_session_id",),
+                        f"is {session_id!r} but the {SESSION_HEADER} header is {header!r}",
+                    )
+                ],
+                SESSION_HEADER_MISMATCH,
+            )
 
 
 def cookie_session(request: Request) -> str | None:
@@ -300,8 +370,9 @@ def parse_typed_seed(
 ) -> tuple[str, tuple[str, int], tuple[str, str], dict[str, Any]]:
     """``(session_id, (rollout_id, attempt), (taskset, task_id), row)`` of a typed seed body.
 
-    Raises 422 naming every offending field whose type is wrong; the service validates the
-    values (S5) and its violations come back as 422s too.
+    Raises 422 naming every offending field whose type is wrong, and ``task_data`` (NeMo's
+    name, required there) when the body carries no row at all: neither ``task`` nor keys of its
+    own. The service validates the values (S5) and its violations come back as 422s too.
     """
     problems: list[tuple[Loc, str]] = []
     sid = body.get("resources_session_id")
@@ -321,7 +392,9 @@ def parse_typed_seed(
         row, path = body["task"], ("task",)
     else:
         row, path = {k: v for k, v in body.items() if k not in _TYPED_KEYS}, ()
-    if not isinstance(row, dict):
+    if row == {} and not path:  # no row at all: NeMo's seed requires its task_data
+        problems.append((("task_data",), "Field required"))
+    elif not isinstance(row, dict):
         problems.append((path, "must be an object (a dataset row)"))
     else:
         problems.extend(_ground_truth_problems(row, path))

@@ -9,8 +9,9 @@ on ``resources_session_id``), before the handler runs.
 
 When the header is present, every session id the request names must equal it: the
 ``resources_session_id`` of the environment RPCs and of RetireSession, each id of an
-ExportSessions, the id of each snapshot of a RestoreSessions stream. A request without the
-header (direct clients, grpcurl) is not checked, and costs one metadata scan.
+ExportSessions, the id of each snapshot of a RestoreSessions stream; a header sent more than
+once must name it in every value (a proxy may route by either). A request without the header
+(direct clients, grpcurl) is not checked, and costs one metadata scan.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ SESSION_HEADER = "x-resources-session-id"
 REASON = "SESSION_HEADER_MISMATCH"
 
 
-def _header(metadata: Sequence[Any] | None) -> str | None:
-    for key, value in metadata or ():
-        if key == SESSION_HEADER:
-            return value if isinstance(value, str) else value.decode("ascii", "replace")
-    return None
+def _headers(metadata: Sequence[Any] | None) -> list[str]:
+    """Every value of the session header in ``metadata`` (a repeated header: each of them)."""
+    return [
+        value if isinstance(value, str) else value.decode("ascii", "replace")
+        for key, value in metadata or ()
+        if key == SESSION_HEADER
+    ]
 
 
 def _named_ids(request: Any) -> Iterable[str]:
@@ -67,13 +70,15 @@ def mismatch_status(header: str, session_id: str, rpc: str) -> grpc.Status:
 
 
 def check_session_header(request: Any, rpc: str, context: grpc.ServicerContext) -> None:
-    """Abort ``rpc`` with SESSION_HEADER_MISMATCH when the header names another session."""
-    header = _header(context.invocation_metadata())
-    if header is None:
+    """Abort ``rpc`` with SESSION_HEADER_MISMATCH when a value of the header names another
+    session (a header sent twice passes only when both values name the body's session)."""
+    headers = _headers(context.invocation_metadata())
+    if not headers:
         return
     for sid in _named_ids(request):
-        if sid != header:
-            context.abort_with_status(mismatch_status(header, sid, rpc))
+        for header in headers:
+            if sid != header:
+                context.abort_with_status(mismatch_status(header, sid, rpc))
 
 
 def _checked(handler: grpc.RpcMethodHandler, rpc: str) -> grpc.RpcMethodHandler:
@@ -127,7 +132,7 @@ class SessionHeaderInterceptor(grpc.ServerInterceptor):
 
     def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
         handler = continuation(handler_call_details)
-        if handler is None or _header(handler_call_details.invocation_metadata) is None:
+        if handler is None or not _headers(handler_call_details.invocation_metadata):
             return handler
         known = self._checked.get(id(handler))
         if known is None or known[0] is not handler:

@@ -27,6 +27,7 @@ from workplace_env.responses import (
     ResponseOutputError,
     field_path,
     function_calls_from_response_output,
+    ground_truth_problems,
 )
 from workplace_env.sandbox.tools import advertised_tools
 from workplace_env.server import convert
@@ -51,6 +52,8 @@ _OUTCOMES = {
     CloseOutcome.ALREADY_CLOSED: pb.CLOSE_OUTCOME_ALREADY_CLOSED,
     CloseOutcome.NOT_SEEDED: pb.CLOSE_OUTCOME_NOT_SEEDED,
 }
+#: What a ground truth is, for the message of a refused one.
+_TRUTH_SHAPE = "an array of {name, arguments} objects whose values are strings"
 _FAILURE_KINDS = {"": pb.FAILURE_KIND_UNSPECIFIED, "session_lost": pb.FAILURE_KIND_SESSION_LOST}
 
 
@@ -161,17 +164,17 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                 raise errors.InvalidRequest(
                     [errors.FieldViolation("ground_truth_json", f"not JSON: {exc}")], sid
                 ) from exc
-            # The reference iterates the ground truth: a list or a string (characters, each
-            # skipped) scores; a number, boolean or null is an error there, V5 here.
-            if not isinstance(truth, (list, str, dict)):
-                raise errors.InvalidRequest(
-                    [
-                        errors.FieldViolation(
-                            "ground_truth_json", "must be a JSON array (or a string)"
-                        )
-                    ],
-                    sid,
-                )
+            # V5, as the reference's verify body types it (responses.ground_truth_problems):
+            # a JSON string ("change nothing") or an array of string-valued objects.
+            if problems := ground_truth_problems(truth):
+                violations = [
+                    errors.FieldViolation(
+                        field_path("ground_truth_json", path),
+                        detail if path else f"{detail} (or a JSON string): {_TRUTH_SHAPE}",
+                    )
+                    for path, detail in problems
+                ]
+                raise errors.InvalidRequest(violations, sid)
         bound = self.max_verify_calls
         for field, calls in ((which, predicted), ("ground_truth", truth)):
             if bound and isinstance(calls, list) and len(calls) > bound:
