@@ -122,6 +122,8 @@ def test_a_remembered_task_is_the_task_the_message_converts_to():
             change.get("prompt", "p")
         )
     assert len(memo._tasks) <= 2  # bounded: starts over when full
+    big = _task_message(prompt="x" * 20_000)
+    assert memo(big) == task(big) and memo(big) is not memo(big)  # too big to keep
 
 
 def test_a_tasks_remembered_digest_and_checks_are_the_computed_ones():
