@@ -114,16 +114,27 @@ def calls_violations(calls: tuple[FunctionCall, ...], path: str) -> list[FieldVi
 
 
 def task_violations(task: Task | None, path: str = "task") -> list[FieldViolation]:
-    """Violations of the task data: present, for this environment, with well-formed calls."""
+    """Violations of the task data: present, for this environment, with well-formed calls.
+
+    A task found valid is marked so (it is immutable): a remembered task seeded again is not
+    checked again.
+    """
     if task is None:
         return [FieldViolation(path, "required")]
+    if task.__dict__.get(_VALID):
+        return []
     out = []
     if task.environment_name and task.environment_name != ENVIRONMENT_NAME:
         out.append(
             FieldViolation(f"{path}.environment_name", f"must be {ENVIRONMENT_NAME!r} when set")
         )
     out.extend(calls_violations(task.ground_truth, f"{path}.ground_truth"))
+    if not out:
+        task.__dict__[_VALID] = True  # not a field: equality, hashing and asdict ignore it
     return out
+
+
+_VALID = "_valid"
 
 
 def check_seed(

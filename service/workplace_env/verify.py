@@ -23,7 +23,10 @@ Speed without changing the answer:
   (read tools, and the average-session-duration side effect on the uncompared analytics table);
 * end states are memoised by the sequence of replayed writes (same writes from the same base,
   same state), so a task's ground truth is replayed once per process;
-* a table no replayed call wrote is still the base frame; its normalised form is computed once.
+* a table no replayed call wrote is still the base frame; its normalised form is computed once;
+* with the memo on, the result of a pair (predicted writes, ground-truth writes) is remembered
+  too, and each arguments text's canonical form is remembered (bounded), so a task's repeated
+  rollouts neither re-parse their calls nor compare tables again.
 """
 
 from __future__ import annotations
@@ -55,6 +58,14 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 # Fixed estimated bytes of a cache entry (key tuple, dict, OrderedDict node) and per table.
 _ENTRY_OVERHEAD = 600
 _TABLE_OVERHEAD = 400
+
+# ``json.dumps(value, sort_keys=True)``, with its encoder built once instead of per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True)
+
+# Bounds of the memo of results: pairs of write sequences of at most this many characters
+# (about 4 MB at most), emptied when it holds this many.
+_RESULT_KEY_CHARS = 4096
+_RESULT_ENTRIES = 1024
 
 # A replayable write: (tool name, canonical JSON of the parsed arguments).
 WriteKey = tuple[tuple[str, str], ...]
@@ -100,14 +111,15 @@ def normal_form(table: Table) -> NormalForm:
     return table.columns, table.dtypes, tuple(table.index), tuple(cells)
 
 
-def _replayable(calls: Iterable[Any]) -> list[tuple[str, dict[str, Any], str]]:
-    """The calls of a prediction or ground truth that can change a compared table, parsed.
+def _replayable(calls: Iterable[Any]) -> list[tuple[str, str, str]]:
+    """The calls of a prediction or ground truth that can change a compared table: each as
+    its tool, its ``arguments`` text and the canonical JSON of the parsed arguments.
 
     ``calls`` holds :class:`FunctionCall` or raw JSON values (the wire form of a ground truth
     may be anything; a string yields characters). Anything that would raise in the reference's
     replay loop is skipped here, as it is there.
     """
-    out: list[tuple[str, dict[str, Any]]] = []
+    out: list[tuple[str, str, str]] = []
     for call in calls:
         if isinstance(call, FunctionCall):
             name, arguments = call.name, call.arguments
@@ -118,18 +130,42 @@ def _replayable(calls: Iterable[Any]) -> list[tuple[str, dict[str, Any], str]]:
         spec = TOOLS.get(name) if isinstance(name, str) else None
         if spec is None or not (spec.writes & _COMPARED) or not isinstance(arguments, str):
             continue
-        try:  # ValueError: not JSON, or an integer over Python's digit limit (skipped there too)
-            parsed = json.loads(arguments)
-            # Canonical JSON keeps 1, 1.0 and true apart (they can store different cells).
-            key = json.dumps(parsed, sort_keys=True)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(parsed, dict):
-            out.append((spec.name, parsed, key))
+        key = _canonical_arguments(arguments)
+        if key is not None:
+            out.append((spec.name, arguments, key))
     return out
 
 
-def _write_key(writes: Sequence[tuple[str, dict[str, Any], str]]) -> WriteKey:
+def _canonical_arguments(arguments: str) -> str | None:
+    """The canonical JSON of ``arguments`` when they parse to an object, else None (skipped).
+
+    Remembered per text (``_CANONICAL_MEMO``): a task's ground truth, and often its rollouts'
+    calls, come back with every verify.
+    """
+    key = _CANONICAL_MEMO.get(arguments, _UNSEEN)
+    if key is not _UNSEEN:
+        return key
+    try:  # ValueError: not JSON, or an integer over Python's digit limit (skipped there too)
+        parsed = json.loads(arguments)
+        # Canonical JSON keeps 1, 1.0 and true apart (they can store different cells).
+        key = _CANONICAL.encode(parsed) if isinstance(parsed, dict) else None
+    except (ValueError, RecursionError):
+        key = None
+    if len(_CANONICAL_MEMO) >= _CANONICAL_MEMO_ENTRIES:
+        _CANONICAL_MEMO.clear()
+    if len(arguments) <= _CANONICAL_MEMO_CHARS:
+        _CANONICAL_MEMO[arguments] = key
+    return key
+
+
+# arguments text -> canonical JSON (None: skipped); bounded in entries and in text length.
+_CANONICAL_MEMO: dict[str, str | None] = {}
+_CANONICAL_MEMO_ENTRIES = 2048
+_CANONICAL_MEMO_CHARS = 2048
+_UNSEEN = object()
+
+
+def _write_key(writes: Sequence[tuple[str, str, str]]) -> WriteKey:
     return tuple((name, key) for name, _, key in writes)
 
 
@@ -147,6 +183,8 @@ class Verifier:
         self.cached_bytes = 0
         self._states: OrderedDict[WriteKey, tuple[Mapping[str, NormalForm], int]] = OrderedDict()
         self._lock = threading.Lock()
+        # (predicted key, ground-truth key) -> result; bounded in entries and key size
+        self._results: dict[tuple[WriteKey, WriteKey], VerifyResult] = {}
         self._base_normal = {key: normal_form(base.tables[key]) for key in COMPARED_TABLES}
         # Estimated bytes per row of each table's normal form (its cells are new strings).
         self._row_bytes = {
@@ -170,7 +208,11 @@ class Verifier:
         Only the tables a replayed call wrote are present; the others are the base tables.
         """
         writes = _replayable(calls)
-        key = _write_key(writes)
+        return self._end_state(writes, _write_key(writes))
+
+    def _end_state(
+        self, writes: Sequence[tuple[str, str, str]], key: WriteKey
+    ) -> Mapping[str, NormalForm]:
         with self._lock:
             cached = self._states.get(key)
             if cached is not None:
@@ -178,7 +220,7 @@ class Verifier:
                 return cached[0]
         tables = SessionTables(self._base)
         for name, arguments, _ in writes:
-            execute(tables, name, arguments)
+            execute(tables, name, json.loads(arguments))
         state = {
             k: normal_form(tables.table(k)) for k in COMPARED_TABLES if not tables.is_shared(k)
         }
@@ -198,9 +240,17 @@ class Verifier:
         """Reward of ``predicted`` calls against ``ground_truth`` calls, with per-table results.
 
         Both are iterables of :class:`FunctionCall` or raw JSON values (see :func:`_replayable`).
+        With the memo on, the result of a pair of write sequences is remembered too (the same
+        pair scores the same from the same base): a task's rollouts that make the same writes
+        skip the table comparisons.
         """
-        got = self.end_state(predicted)
-        want = self.end_state(ground_truth)
+        got_writes, want_writes = _replayable(predicted), _replayable(ground_truth)
+        pair = (_write_key(got_writes), _write_key(want_writes))
+        result = self._results.get(pair)
+        if result is not None:
+            return result
+        got = self._end_state(got_writes, pair[0])
+        want = self._end_state(want_writes, pair[1])
         results = []
         for key in COMPARED_TABLES:
             p, e = got.get(key), want.get(key)
@@ -212,7 +262,16 @@ class Verifier:
             e = self._base_normal[key] if e is None else e
             results.append(TableResult(key, p == e, len(p[2]), len(e[2])))
         reward = 1.0 if all(r.equal for r in results) else 0.0
-        return VerifyResult(reward=reward, tables=tuple(results))
+        result = VerifyResult(reward=reward, tables=tuple(results))
+        if self.cache_bytes > 0 and _key_chars(pair) <= _RESULT_KEY_CHARS:
+            if len(self._results) >= _RESULT_ENTRIES:
+                self._results.clear()
+            self._results[pair] = result
+        return result
+
+
+def _key_chars(pair: tuple[WriteKey, WriteKey]) -> int:
+    return sum(len(name) + len(args) for key in pair for name, args in key)
 
 
 def _deep_size(form: NormalForm) -> int:

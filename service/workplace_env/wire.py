@@ -78,6 +78,20 @@ def loads(
     is_constant)`` sees every float and constant as it is parsed (the gateway's encoder
     choice, :mod:`workplace_env.gateway.fastjson`).
     """
+    if constants and on_float is None:
+        # Most texts hold nothing to flag: the shared plain parser gives the same value (its
+        # ints, floats and constants are parsed as below), and any text it refuses takes the
+        # flagging parse, which raises exactly as before.
+        try:
+            value = json.loads(text)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            if (
+                _ESCAPED_SURROGATE.search(text) is None
+                and text.count("[") + text.count("{") <= max_depth
+            ):
+                return value
     flagged: list[str] = []
 
     def parse_int(digits: str) -> int | str:
@@ -156,10 +170,18 @@ def is_json_text(text: str) -> bool:
     """Whether ``text`` is JSON by the reference's parser's grammar (integers of any length;
     ``NaN``/``Infinity`` as Python accepts them), without building big integers."""
     try:
-        json.loads(text, parse_int=len)
+        if isinstance(text, str) and not text.startswith("\ufeff"):
+            _GRAMMAR.decode(text)  # what json.loads(text, parse_int=len) runs, built once
+        else:
+            json.loads(text, parse_int=len)
     except (ValueError, RecursionError):
         return False
     return True
+
+
+# ``parse_int=len`` checks an integer's digits without converting them; a C callable, so one
+# shared decoder serves all threads as ``json.loads``'s own does.
+_GRAMMAR = json.JSONDecoder(parse_int=len)
 
 
 def json_type(value: Any) -> str:

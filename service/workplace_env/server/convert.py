@@ -36,6 +36,37 @@ def task(message: pb.WorkplaceTask) -> Task:
     )
 
 
+class TaskMemo:
+    """:func:`task` remembered by the message's bytes, for up to ``max_entries`` tasks of at
+    most ``max_bytes`` each (about 20 MB at most with the defaults; a larger task is converted
+    every time).
+
+    A task is seeded once per rollout of it, so most seeds carry a task seen before; the
+    remembered :class:`Task` is the same immutable value and carries its digest and checks
+    (:func:`~workplace_env.sessions.types.task_digest`, :func:`~workplace_env.model.
+    task_violations`), so a repeat does not convert, check or digest it again. Equal bytes
+    parse to equal messages, so a hit is always the task :func:`task` would build. Thread-safe
+    (single dictionary operations); when full it starts over.
+    """
+
+    def __init__(self, max_entries: int = 512, max_bytes: int = 16_384) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._tasks: dict[bytes, Task] = {}
+
+    def __call__(self, message: pb.WorkplaceTask) -> Task:
+        key = message.SerializeToString()
+        value = self._tasks.get(key)
+        if value is None:
+            value = task(message)
+            if len(key) > self.max_bytes:
+                return value
+            if len(self._tasks) >= self.max_entries:
+                self._tasks.clear()
+            self._tasks[key] = value
+        return value
+
+
 def task_message(value: Task) -> pb.WorkplaceTask:
     """The domain task as a ``WorkplaceTask`` message."""
     return pb.WorkplaceTask(

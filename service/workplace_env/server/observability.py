@@ -81,6 +81,7 @@ class Metrics:
         self.rewards = Counter("workplace_env_rewards", "Scored verifies.", registry=r)
         self.reward_sum = Counter("workplace_env_reward_sum", "Sum of rewards.", registry=r)
         self.masked = Counter("workplace_env_rewards_masked", "Masked verifies.", registry=r)
+        self._closes: dict[int, Any] = {}  # CloseOutcome value -> its child of ``closes``
 
     def track_live(self, counts: Callable[[], dict[str, int]]) -> None:
         """Read the live-session gauge from ``counts()`` (state -> number) at scrape time."""
@@ -92,8 +93,11 @@ class Metrics:
         if method == "SeedSession":
             self.seeds.inc()
         elif method == "CloseSession":
-            outcome = pb.CloseOutcome.Name(response.outcome).removeprefix("CLOSE_OUTCOME_")
-            self.closes.labels(outcome.lower()).inc()
+            closes = self._closes.get(response.outcome)
+            if closes is None:  # made on first use, so the exposition lists seen outcomes only
+                outcome = pb.CloseOutcome.Name(response.outcome).removeprefix("CLOSE_OUTCOME_")
+                closes = self._closes[response.outcome] = self.closes.labels(outcome.lower())
+            closes.inc()
         elif method == "Verify":
             if response.mask_sample:
                 self.masked.inc()

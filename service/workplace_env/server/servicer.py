@@ -33,6 +33,7 @@ from workplace_env.sandbox.tools import advertised_tools
 from workplace_env.server import convert
 from workplace_env.server.status import to_status
 from workplace_env.sessions import CloseOutcome, SessionState, SessionStore
+from workplace_env.verify import TableResult
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -54,6 +55,8 @@ _OUTCOMES = {
 }
 #: What a ground truth is, for the message of a refused one.
 _TRUTH_SHAPE = "an array of {name, arguments} objects whose values are strings"
+#: Results whose ``TableComparison`` messages are kept (the verifier remembers 1,024 pairs).
+_TABLE_MESSAGES = 1024
 _FAILURE_KINDS = {"": pb.FAILURE_KIND_UNSPECIFIED, "session_lost": pb.FAILURE_KIND_SESSION_LOST}
 
 
@@ -84,6 +87,9 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
     def __init__(self, store: SessionStore, max_verify_calls: int = MAX_VERIFY_CALLS) -> None:
         self.store = store
         self.max_verify_calls = max_verify_calls
+        self._task = convert.TaskMemo()
+        # id(result tables) -> (those tables, their messages); see _table_messages
+        self._tables: dict[int, tuple[tuple[TableResult, ...], list[pb.TableComparison]]] = {}
         self._tools = pb.ListToolsResponse(
             tools=[
                 pb.Tool(
@@ -101,7 +107,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
             request.resources_session_id,
             convert.optional(request, "episode_id", convert.episode),
             convert.optional(request, "task_id", convert.task_id),
-            convert.optional(request, "task", convert.task),
+            convert.optional(request, "task", self._task),
             legacy=request.legacy,
         )
         return pb.SeedSessionResponse(
@@ -182,17 +188,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                     [errors.FieldViolation(field, f"at most {bound} calls per verify")], sid
                 )
         outcome = self.store.verify(sid, predicted, truth)
-        tables = []
-        if outcome.result is not None:
-            tables = [
-                pb.TableComparison(
-                    table=t.table,
-                    equal=t.equal,
-                    predicted_rows=t.predicted_rows,
-                    expected_rows=t.expected_rows,
-                )
-                for t in outcome.result.tables
-            ]
+        tables = [] if outcome.result is None else self._table_messages(outcome.result.tables)
         return pb.VerifyResponse(
             reward=outcome.reward,
             mask_sample=outcome.mask_sample,
@@ -200,6 +196,26 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
             failure_reason=outcome.failure_reason,
             tables=tables,
         )
+
+    def _table_messages(self, results: tuple[TableResult, ...]) -> list[pb.TableComparison]:
+        """The ``TableComparison`` messages of a result's tables; the verifier hands out one
+        result object per remembered pair, so its messages are built once (by identity)."""
+        known = self._tables.get(id(results))
+        if known is not None and known[0] is results:
+            return known[1]
+        messages = [
+            pb.TableComparison(
+                table=t.table,
+                equal=t.equal,
+                predicted_rows=t.predicted_rows,
+                expected_rows=t.expected_rows,
+            )
+            for t in results
+        ]
+        if len(self._tables) >= _TABLE_MESSAGES:
+            self._tables.clear()
+        self._tables[id(results)] = (results, messages)  # holds ``results``: its id stays its
+        return messages
 
     @_rpc
     def CloseSession(self, request: pb.CloseSessionRequest, context: grpc.ServicerContext):

@@ -38,6 +38,26 @@ from workplace_env.sessions.types import Clock, Session, SessionConfig, SessionS
 from workplace_env.verify import Verifier
 
 
+class Latch:
+    """Opens once (:meth:`set`); :meth:`wait` blocks until then. One lock: a seed makes one per
+    new session, and ``threading.Event`` costs a condition and its lock to build."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        """Open the latch (call once)."""
+        self._lock.release()
+
+    def wait(self) -> None:
+        """Block until the latch is open."""
+        with self._lock:  # each waiter passes through in turn and leaves it open
+            pass
+
+
 @dataclass
 class PendingBuild:
     """A seed building an id's tables; racing seeds and closes wait for ``done``."""
@@ -46,7 +66,7 @@ class PendingBuild:
     task_id: TaskId
     legacy: bool
     task_digest: bytes
-    done: threading.Event = field(default_factory=threading.Event)
+    done: Latch = field(default_factory=Latch)
 
 
 class StoreState:

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from json.encoder import encode_basestring_ascii as _ascii_json
 
 from workplace_env.model import EpisodeId, Task, TaskId
 from workplace_env.sandbox.tables import SessionTables
@@ -117,7 +118,9 @@ class CallRecord:
     @staticmethod
     def digest(tool_name: str, arguments: str) -> bytes:
         """The ``call`` of a tool name and arguments text (BLAKE2b, 16 bytes)."""
-        data = json.dumps([tool_name, arguments]).encode()  # ASCII: any str encodes
+        # The text of ``json.dumps([tool_name, arguments])``, without building an encoder per
+        # call; ASCII, so any str encodes.
+        data = f"[{_ascii_json(tool_name)}, {_ascii_json(arguments)}]".encode()
         return hashlib.blake2b(data, digest_size=16).digest()
 
 
@@ -150,8 +153,13 @@ def task_digest(task: Task) -> bytes:
     """BLAKE2b (16 bytes) of ``task``'s canonical JSON: the fields a verify scores and a
     checkpoint keeps (id, category, environment name, ground-truth calls), not the prompt.
 
-    S2/S3, K4: a seed is a retry only when it carries the same task as the binding.
+    S2/S3, K4: a seed is a retry only when it carries the same task as the binding. Kept on
+    the (immutable) task once computed: a remembered task (the servicer's ``TaskMemo``) is
+    seeded again and again.
     """
+    cached: bytes | None = task.__dict__.get(_DIGEST)
+    if cached is not None:
+        return cached
     canonical = [
         task.id,
         task.category,
@@ -160,4 +168,9 @@ def task_digest(task: Task) -> bytes:
     ]
     if task.data_digest:  # the whole row's (S3: the same identity with another row conflicts)
         canonical.append(task.data_digest)
-    return hashlib.blake2b(json.dumps(canonical).encode(), digest_size=16).digest()
+    digest = hashlib.blake2b(json.dumps(canonical).encode(), digest_size=16).digest()
+    task.__dict__[_DIGEST] = digest  # not a field: equality, hashing and asdict ignore it
+    return digest
+
+
+_DIGEST = "_task_digest"

@@ -301,11 +301,17 @@ def encode_output(value: Any) -> str:
     web stack renders for ``{"output": value}``, minus the envelope.
     """
     try:
-        return json.dumps(
-            value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
-        )
+        return _OUTPUT_ENCODER.encode(value)
     except ValueError:  # a NaN or infinity somewhere: walk the value and turn them into null
-        return json.dumps(_plain(value), ensure_ascii=False, separators=(",", ":"))
+        return _PLAIN_ENCODER.encode(_plain(value))
+
+
+# The encoders of ``encode_output``, built once (``json.dumps`` with options builds one per
+# call); the same settings, so the same texts.
+_OUTPUT_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default
+)
+_PLAIN_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def drop_nulls(arguments: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,170 @@
+"""The per-episode shortcuts of issue 15 answer exactly as the work they skip.
+
+Each shortcut (a remembered task, a remembered verify result, a remembered canonical form, a
+one-parse route for tool arguments, encoders and decoders built once, the call digest built by
+hand) is checked against the plain computation it replaces, on inputs chosen to reach every
+branch of the plain one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workplace.env.v1 import environment_pb2 as pb
+from workplace_env import wire
+from workplace_env.model import FunctionCall, Task, task_violations
+from workplace_env.sandbox.tools.registry import encode_output
+from workplace_env.server.convert import TaskMemo, task
+from workplace_env.sessions.types import CallRecord, task_digest
+from workplace_env.verify import Verifier
+from workplace_env_client.errors import InvalidRequestError
+
+# Texts reaching each refusal and acceptance of the flagging parse (issue 13's rule).
+TEXTS = [
+    '{"a": 1, "a": 2}',
+    '{"n": 123456789012345678901234567890, "m": -9223372036854775809}',
+    '{"f": [1e-05, 1e16, 0.1, -0.0, 1E5, 2.5e-324]}',
+    '{"nan": NaN, "inf": -Infinity, "big": 1e400}',
+    '{"s": "\\ud800 lone"}',
+    '{"pair": "\\ud83d\\ude00", "t": "\\u2028 é 😀 \\u0000"}',
+    '{"giant": ' + "9" * 5000 + "}",
+    "[" * 128 + "]" * 128,
+    "[" * 129 + "]" * 129,
+    "[" * 2000 + "]" * 2000,
+    '{"a": }',
+    "",
+    "\ufeff{}",
+    "  [1, 2]  ",
+    '"text"',
+]
+
+
+def _answer(parse, text):
+    try:
+        return ("ok", repr(parse(text)))
+    except wire.JsonRefused as exc:
+        return ("refused", exc.path, exc.why)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_tool_routes_one_parse_answers_as_the_flagging_parse(text):
+    def flagging(t):  # an on_float observer always takes the flagging parse
+        return wire.loads(t, constants=True, on_float=lambda value, constant: None)
+
+    assert _answer(lambda t: wire.loads(t, constants=True), text) == _answer(flagging, text)
+
+
+@pytest.mark.parametrize("text", [*TEXTS, b"[1]", b"{"])
+def test_the_shared_grammar_decoder_accepts_what_json_loads_accepts(text):
+    try:
+        json.loads(text, parse_int=len)
+        expected = True
+    except (ValueError, RecursionError):
+        expected = False
+    assert wire.is_json_text(text) is expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.text(max_size=20), arguments=st.text(max_size=60))
+def test_the_call_digest_is_the_digest_checkpoints_carry(name, arguments):
+    # CallRecord digests travel in snapshots: an older server's must restore on this one.
+    old = hashlib.blake2b(json.dumps([name, arguments]).encode(), digest_size=16).digest()
+    assert CallRecord.digest(name, arguments) == old
+
+
+def test_tool_outputs_encode_as_before():
+    import numpy as np
+
+    cases = {
+        "é \ud800": '"é \ud800"',
+        "x": '"x"',
+        None: "null",
+        (1, 2.5, None, True): "[1,2.5,null,true]",
+        "{nan}": '"{nan}"',
+    }
+    for value, text in cases.items():
+        assert encode_output(value) == text
+    assert (
+        encode_output({"nan": float("nan"), "l": [float("-inf"), 1]}) == '{"nan":null,"l":[null,1]}'
+    )
+    assert encode_output({"n": np.int64(3), "f": np.float64(1.5)}) == '{"n":3,"f":1.5}'
+
+
+def _task_message(**fields):
+    base = {
+        "id": "t1",
+        "category": "email",
+        "ground_truth": [pb.FunctionCall(name="email_send_email", arguments='{"a": 1}')],
+        "prompt": "p",
+        "data_digest": "d",
+    }
+    base.update(fields)
+    return pb.WorkplaceTask(**base)
+
+
+def test_a_remembered_task_is_the_task_the_message_converts_to():
+    memo = TaskMemo(max_entries=2)
+    first = memo(_task_message())
+    assert memo(_task_message()) is first and first == task(_task_message())
+    for change in (
+        {"id": "t2"},
+        {"prompt": "other"},  # not compared, but another message: its own task
+        {"ground_truth": []},
+        {"data_digest": "e"},
+    ):
+        other = memo(_task_message(**change))
+        assert other == task(_task_message(**change)) and other.prompt == (
+            change.get("prompt", "p")
+        )
+    assert len(memo._tasks) <= 2  # bounded: starts over when full
+    big = _task_message(prompt="x" * 20_000)
+    assert memo(big) == task(big) and memo(big) is not memo(big)  # too big to keep
+
+
+def test_a_tasks_remembered_digest_and_checks_are_the_computed_ones():
+    calls = (FunctionCall("email_send_email", '{"a": 1}'),)
+    remembered, fresh = Task(id="t", ground_truth=calls), Task(id="t", ground_truth=calls)
+    assert task_digest(remembered) == task_digest(remembered)  # the second one is remembered
+    assert task_digest(remembered) == task_digest(Task(id="t", ground_truth=calls))
+    assert remembered == fresh and hash(remembered) == hash(fresh)
+    assert task_violations(remembered) == [] and task_violations(remembered) == []
+    bad = Task(id="t", ground_truth=(FunctionCall("x", "{not json"),))
+    for _ in range(2):  # an invalid task is refused each time it comes
+        assert [v.field for v in task_violations(bad)] == ["task.ground_truth[0].arguments"]
+
+
+def test_an_invalid_task_seeded_again_is_refused_again(sdk):
+    row = {"id": "bad", "ground_truth": [{"name": "x", "arguments": "{not json"}]}
+    for i in range(2):
+        with pytest.raises(InvalidRequestError) as caught:
+            sdk.seed(f"shortcut-bad-{i}", ("r-bad", 0), ("t", "bad"), row)
+        fields = [v.field for v in caught.value.violations]
+        assert fields == ["task.ground_truth[0].arguments"]
+
+
+def send(i: int, body: str = "b") -> FunctionCall:
+    args = {"recipient": "a@b.com", "subject": f"s{i}", "body": body}
+    return FunctionCall("email_send_email", json.dumps(args))
+
+
+def test_a_remembered_verify_result_is_the_scored_one(sandbox):
+    memo, plain = Verifier(sandbox), Verifier(sandbox, cache_bytes=0)
+    cases = [
+        ([send(1)], [send(1)]),
+        ([send(1)], [send(2)]),
+        ([], [send(2)]),
+        ([send(3)], []),
+        # other texts of the same writes: remembered under their canonical form
+        ([FunctionCall("email_send_email", send(4).arguments.replace(", ", ","))], [send(4)]),
+    ]
+    for predicted, truth in cases * 3:
+        assert memo.score(predicted, truth) == plain.score(predicted, truth)
+    assert len(memo._results) == 5 and not plain._results  # the memo off remembers nothing
+    long = [send(5, "x" * 5000)]
+    assert memo.score(long, long) == plain.score(long, long)
+    assert len(memo._results) == 5  # a pair of long writes is scored, not remembered
