@@ -325,6 +325,30 @@ def test_config_errors_read_as_written(tmp_path, monkeypatch, env, says):
     assert says in " ".join(result.output.split()), result.output
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        [],
+        ["serve"],
+        ["gateway"],
+        ["config"],
+        ["run"],
+        ["generate-tasks"],
+        ["demo"],
+        ["checkpoint"],
+        ["checkpoint", "save"],
+        ["checkpoint", "restore"],
+    ],
+)
+def test_every_help_renders(command):
+    """Help texts are rich markup too: a default written ``[/mcp]`` was read as a closing tag
+    and ``serve --help`` crashed (MarkupError)."""
+    result = invoke(*command, "--help")
+    assert result.exit_code == 0, result.output
+    if command in (["serve"], ["gateway"]):
+        assert "MCP endpoint [/mcp]; '' turns MCP off" in result.output
+
+
 def test_printed_values_keep_their_brackets(tmp_path):
     """Every value shown through rich is escaped: a setting's value in the config table and a
     command error's detail (here an address with brackets in it) are printed as they are."""

@@ -21,7 +21,7 @@ from workplace_env.model import FunctionCall, Task, task_violations
 from workplace_env.sandbox.tools.registry import encode_output
 from workplace_env.server.convert import TaskMemo, task
 from workplace_env.sessions.types import CallRecord, task_digest
-from workplace_env.verify import Verifier
+from workplace_env.verify import Verifier, _canonical_arguments
 from workplace_env_client.errors import InvalidRequestError
 
 # Texts reaching each refusal and acceptance of the flagging parse (issue 13's rule).
@@ -168,3 +168,14 @@ def test_a_remembered_verify_result_is_the_scored_one(sandbox):
     long = [send(5, "x" * 5000)]
     assert memo.score(long, long) == plain.score(long, long)
     assert len(memo._results) == 5  # a pair of long writes is scored, not remembered
+
+
+@pytest.mark.parametrize("text", [*TEXTS, '{"b": 1, "a": [1.0, true]}', '{"x": NaN}'])
+def test_a_remembered_canonical_form_is_the_computed_one(text):
+    try:
+        parsed = json.loads(text)
+        expected = json.dumps(parsed, sort_keys=True) if isinstance(parsed, dict) else None
+    except (ValueError, RecursionError):
+        expected = None
+    for _ in range(2):  # computed, then remembered
+        assert _canonical_arguments(text) == expected

@@ -106,7 +106,8 @@ ConfigFile = Annotated[
 ]
 
 
-MCP_PATH_HELP = "HTTP path of the gateway's MCP endpoint [/mcp]; '' turns MCP off."
+# Help texts are rich markup: "\\[" keeps a bracketed default from being read as a tag.
+MCP_PATH_HELP = "HTTP path of the gateway's MCP endpoint \\[/mcp]; '' turns MCP off."
 
 
 def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:

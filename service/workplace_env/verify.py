@@ -151,9 +151,9 @@ def _canonical_arguments(arguments: str) -> str | None:
         key = _CANONICAL.encode(parsed) if isinstance(parsed, dict) else None
     except (ValueError, RecursionError):
         key = None
-    if len(_CANONICAL_MEMO) >= _CANONICAL_MEMO_ENTRIES:
-        _CANONICAL_MEMO.clear()
     if len(arguments) <= _CANONICAL_MEMO_CHARS:
+        if len(_CANONICAL_MEMO) >= _CANONICAL_MEMO_ENTRIES:
+            _CANONICAL_MEMO.clear()
         _CANONICAL_MEMO[arguments] = key
     return key
 
