@@ -29,8 +29,9 @@ status codes. Routes:
                            failure_reason}``; predicted calls are ``response.output``'s
                            ``function_call`` items, the ground truth is the body's
                            ``ground_truth`` (a string or an array of string-valued objects, as
-                           the reference types it; absent: the seeded task's). Legacy sessions are released (V2), resends inside
-                           the retry window score the same (V3), an unknown session is a masked
+                           the reference types it; absent: the seeded task's). Legacy
+                           sessions are released (V2), resends inside the retry window score
+                           the same (V3), an unknown session is a masked
                            ``session_lost`` sample (V4); a body with no session cookie at all
                            is scored by replay (H5, offline re-verification).
 ``POST /close_session``    body: ``{resources_session_id, episode_id}`` (both default to the
