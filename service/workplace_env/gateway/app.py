@@ -34,8 +34,10 @@ status codes. Routes:
                            the same (V3), an unknown session is a masked
                            ``session_lost`` sample (V4); a body with no session cookie at all
                            is scored by replay (H5, offline re-verification).
-``POST /close_session``    body: ``{resources_session_id, episode_id}`` (both default to the
-                           cookie's session / the legacy placeholder) -> ``{"outcome": ...}``;
+``POST /close_session``    body: ``{resources_session_id, episode_id}`` (with a cookie, both
+                           may be left out: the cookie's session, the legacy placeholder
+                           episode; a body naming an id names its episode too) ->
+                           ``{"outcome": ...}``;
                            exactly ``{resources_session_id, episode_id}`` (NeMo's typed close)
                            -> ``{"resources_session_id": ...}`` (H2), the outcome in the
                            ``x-workplace-close-outcome`` header.
