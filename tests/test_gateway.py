@@ -86,8 +86,23 @@ def cookie_sid(response: httpx.Response) -> str:
 def seed(client: httpx.Client, row: dict | None = None) -> str:
     response = client.post("/seed_session", json=ROW if row is None else row)
     assert response.status_code == 200, response.text
-    assert response.content == b"{}"
+    assert legacy_seed_answer(response) == {"mcp"}
     return cookie_sid(response)
+
+
+def legacy_seed_answer(response: httpx.Response) -> set[str]:
+    """The keys of a legacy seed's answer, checking its MCP metadata (NeMo's
+    ``MCPServerMetadata`` under ``"mcp"``, as its servers with MCP exposure answer) names the
+    session's token."""
+    body = response.json()
+    if "mcp" in body:
+        assert body["mcp"] == {
+            "server_name": "workplace_assistant",
+            "url_path": "/mcp",
+            "transport": "http",
+            "headers": {"X-NeMo-Gym-Session-Token": response.headers[TOKEN_HEADER]},
+        }
+    return set(body)
 
 
 def sent_count(client: httpx.Client) -> int:
@@ -166,9 +181,9 @@ def test_openapi_documents_every_route(http):
 # -- seed and the cookie ---------------------------------------------------------------------
 
 
-def test_legacy_seed_answers_empty_object_and_reference_cookie(http):
+def test_legacy_seed_answers_mcp_metadata_and_reference_cookie(http):
     response = http.post("/seed_session", json=ROW)
-    assert response.status_code == 200 and response.content == b"{}"
+    assert response.status_code == 200 and legacy_seed_answer(response) == {"mcp"}
     sid = cookie_sid(response)
     assert uuid.UUID(sid).version == 4
 
@@ -309,12 +324,29 @@ def test_any_row_without_typed_identity_is_a_legacy_seed(http, row):
     }
 
 
-@pytest.mark.parametrize("body", [b"[]", b"5", b'"row"', b"null", b"{", b"", b"\xff\xfe\xfa"])
+@pytest.mark.parametrize("body", [b"[]", b"5", b'"row"', b"null", b"{", b""])
 def test_seed_body_not_a_json_object_is_422(http, body):
     response = http.post("/seed_session", content=body, headers=JSON_CT)
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["body"]
     assert "set-cookie" not in response.headers
+
+
+@pytest.mark.parametrize("body", [b"\xff\xfe\xfa", b'{"query": "\xff"}'])
+@pytest.mark.parametrize(
+    "path", ["/seed_session", "/email_search_emails", "/verify", "/close_session"]
+)
+def test_a_body_that_is_not_text_is_400_as_nemo_gym_answers(http, body, path):
+    """Observed on NeMo Gym 0.7.0's workplace_assistant server: bytes that do not decode are
+    400 ``There was an error parsing the body`` on every JSON route (a BOM-marked UTF-8 or
+    UTF-16 body decodes and is read)."""
+    seed(http)
+    response = http.post(path, content=body, headers=JSON_CT)
+    assert response.status_code == 400, response.text
+    assert response.json()["detail"] == "There was an error parsing the body"
+    assert sent_count(http) == 0
+    utf16 = json.dumps({"query": "x"}).encode("utf-16")
+    assert http.post("/email_search_emails", content=utf16, headers=JSON_CT).status_code == 200
 
 
 # -- typed seeds -----------------------------------------------------------------------------
@@ -477,9 +509,7 @@ def test_tool_call_on_a_cookie_the_service_does_not_hold_is_404_session_lost(htt
     assert response.json()["reason"] == "SESSION_LOST"
 
 
-@pytest.mark.parametrize(
-    "body", [b"[1, 2]", b'"x"', b"5", b"null", b"{not json", b"", b"\xff\xfe\xfa"]
-)
+@pytest.mark.parametrize("body", [b"[1, 2]", b'"x"', b"5", b"null", b"{not json", b""])
 @pytest.mark.parametrize("with_session", [True, False])
 def test_tool_body_not_a_json_object_is_422(http, body, with_session):
     if with_session:
@@ -738,7 +768,8 @@ def test_without_mcp_the_path_is_just_a_tool_name(sdk):
     gw = start_gateway(client=sdk, settings=GatewaySettings(mcp_path=""))
     try:
         with httpx.Client(base_url=gw.url) as client:
-            assert client.post("/seed_session", json=ROW).status_code == 200
+            seeded = client.post("/seed_session", json=ROW)
+            assert seeded.status_code == 200 and seeded.content == b"{}"  # no MCP metadata
             assert client.post("/mcp", json={}).json() == {
                 "output": "Error executing tool 'mcp': 'mcp'"
             }

@@ -82,8 +82,10 @@ def json_or_none(text: str) -> Any:
 def http_seed(agent: httpx.Client, row: dict[str, Any]) -> str:
     """Seed the row as the reference's agent does; return the MCP token of the session."""
     response = agent.post("/seed_session", json=row)
-    assert response.status_code == 200 and response.content == b"{}"
-    return response.headers[TOKEN_HEADER]
+    assert response.status_code == 200
+    token = response.headers[TOKEN_HEADER]
+    assert response.json()["mcp"]["headers"] == {"X-NeMo-Gym-Session-Token": token}
+    return token
 
 
 def http_call(agent: httpx.Client, call: dict) -> httpx.Response:

@@ -22,6 +22,7 @@ import pytest
 
 from workplace_env.gateway import GatewaySettings
 from workplace_env.gateway.translate import is_json_media_type
+from workplace_env_client import InvalidRequestError
 
 pytestmark = pytest.mark.gateway(
     backends=("in_process",), settings=GatewaySettings(secret_key="ct-test-secret")
@@ -205,7 +206,7 @@ def verify_body(*items: Any) -> dict[str, Any]:
         ("function_call", [0]),
     ],
 )
-def test_a_mistyped_output_item_is_422_naming_it(http, item, loc):
+def test_a_mistyped_output_item_is_422_naming_it(http, sdk, item, loc):
     assert http.post("/seed_session", json=ROW).status_code == 200
     answer = http.post("/verify", json=verify_body(item))
     assert answer.status_code == 422, answer.text
@@ -214,6 +215,14 @@ def test_a_mistyped_output_item_is_422_naming_it(http, item, loc):
     assert http.post("/email_send_email", json=SEND).status_code == 200
     http.cookies.clear()  # and without a session (H5 replay) it is refused the same way
     assert http.post("/verify", json=verify_body(item)).status_code == 422
+    # gRPC's Verify takes the same output as JSON text and refuses it the same way (V1).
+    sid = f"typed-{uuid.uuid4().hex}"
+    sdk.seed(sid, (sid, 0), ("ops", "t"), {"id": "t"})
+    with pytest.raises(InvalidRequestError) as err:
+        sdk.verify(sid, response_output=json.dumps([item]))
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+    assert [v.field for v in err.value.violations] == [f"response_output_json{path}"]
+    assert sdk.verify(sid, response_output=json.dumps([CALL])).reward == 1.0  # not scored before
 
 
 def test_every_mistyped_item_is_named_and_the_accepted_forms_score(http):

@@ -65,7 +65,8 @@ def test_lone_surrogates_are_refused_naming_the_field_and_poison_nothing(server,
     lookup = ("company_directory_find_email_address", '{"name": "zzzz"}')
     assert sdk.call_tool_raw("sur-1", *lookup) == "[]"
     # A verify call named by a lone surrogate is an unknown tool: skipped, as the reference does.
-    output = json.dumps([{"type": "function_call", "name": "\\ud800", "arguments": "{}"}])
+    call = {"type": "function_call", "call_id": "c", "name": "\\ud800", "arguments": "{}"}
+    output = json.dumps([call])
     raw = output.replace("\\\\ud800", "\\ud800")
     assert sdk.verify("sur-1", response_output=raw).reward == 1.0
     # Over HTTP: 422 naming the field, for a seed row, a tool body and a verify body.
@@ -94,7 +95,9 @@ def test_giant_integers_are_skipped_in_scoring_and_refused_in_live_calls(sdk, ht
     assert sdk.verify("giant-1", []).reward == 1.0  # the ground truth's call is skipped
     assert sdk.verify("giant-1", [giant_call]).reward == 1.0
     assert sdk.verify("giant-1", [giant_call, DELETE]).reward == 0.0  # the other call counts
-    items = [{"type": "function_call", "name": giant_call[0], "arguments": giant_call[1]}]
+    items = [
+        {"type": "function_call", "call_id": "c", "name": giant_call[0], "arguments": giant_call[1]}
+    ]
     assert sdk.verify("giant-1", response_output=json.dumps(items)).reward == 1.0
     with pytest.raises(InvalidRequestError) as err:
         sdk.call_tool_raw("giant-1", *giant_call)

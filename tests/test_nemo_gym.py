@@ -277,9 +277,12 @@ def test_aggregate_metrics_equal_the_reference(stack, legacy_collection):
         assert same_metrics(ours.json(), theirs.json()) == []
 
 
-def test_official_mcp_client_with_nemo_seed_metadata(stack):
+@pytest.mark.parametrize("form", ["typed", "legacy"])
+def test_official_mcp_client_with_nemo_seed_metadata(stack, form):
     """H6: the seed's MCP metadata leads NeMo's client to our /mcp; listing and results have
-    the reference's shapes and bytes (the reference started with expose_tools_over_mcp)."""
+    the reference's shapes and bytes (the reference started with expose_tools_over_mcp). A
+    legacy seed (the row alone) answers the metadata under ``"mcp"``, as the reference does:
+    NeMo's sandbox tools and coding agents look for it there."""
     row = {
         "id": 0,
         "category": "workplace_assistant_email",
@@ -304,6 +307,8 @@ def test_official_mcp_client_with_nemo_seed_metadata(stack):
             "task_id": {"taskset": "mcp", "task_id": "0"},
             "task_data": row,
         }
+        if form == "legacy":
+            seed = row
         out = run_driver(
             stack.python,
             ["mcp", "--url", stack.url(name)],
@@ -312,7 +317,10 @@ def test_official_mcp_client_with_nemo_seed_metadata(stack):
         assert out.returncode == 0, out.stderr[-4000:]
         answers[name] = json.loads(out.stdout)
     ours, theirs = answers["workplace_assistant"], answers[REFERENCE]
-    assert ours["seed"]["resources_session_id"]  # typed answer (the reference answers legacy)
+    if form == "typed":
+        assert ours["seed"]["resources_session_id"]  # typed answer (the reference answers legacy)
+    else:
+        assert set(ours["seed"]) == set(theirs["seed"]) == {"mcp"}
     # server_name is each server's config instance name (what MCP clients namespace tools by)
     assert (ours["metadata"]["server_name"], theirs["metadata"]["server_name"]) == (
         "workplace_assistant",

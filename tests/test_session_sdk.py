@@ -1,4 +1,5 @@
-"""The SDK's side of the life cycle: what it retries (only idempotent RPCs, on UNAVAILABLE),
+"""The SDK's side of the life cycle: what it retries (only idempotent RPCs, on UNAVAILABLE and
+CANCELLED),
 its call_ids, deadlines, and the session context manager closing on every exit.
 """
 
@@ -6,12 +7,14 @@ from __future__ import annotations
 
 import json
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
 
 from tests.helpers import EP, HANG_S, TASK, TID, WRITE, Env, assert_refused
 from tests.helpers import emails as _emails
+from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     CapacityError,
@@ -20,11 +23,12 @@ from workplace_env_client import (
     ReleaseFailedError,
     SessionClosedError,
     UnavailableError,
+    WorkplaceEnvError,
 )
 from workplace_env_client.client import RETRIED_METHODS, SERVICE, retry_service_config
 
 
-def test_retry_policy_covers_only_idempotent_rpcs_on_unavailable():
+def test_retry_policy_covers_only_idempotent_rpcs_on_unavailable_and_cancelled():
     config = json.loads(retry_service_config(4))
     (method_config,) = config["methodConfig"]
     names = {(n["service"], n["method"]) for n in method_config["name"]}
@@ -37,8 +41,53 @@ def test_retry_policy_covers_only_idempotent_rpcs_on_unavailable():
         "ListTools",
     }
     policy = method_config["retryPolicy"]
-    assert policy["retryableStatusCodes"] == ["UNAVAILABLE"]
+    assert policy["retryableStatusCodes"] == ["UNAVAILABLE", "CANCELLED"]
     assert policy["maxAttempts"] == 4
+
+
+class _CancelsFirst:
+    """A stand-in EnvironmentService whose SeedSession answers CANCELLED to its first
+    ``cancels`` attempts, as gRPC does to an RPC that races a draining server's listener
+    closing (X2), then OK."""
+
+    def __init__(self, cancels: int) -> None:
+        self.cancels = cancels
+        self.attempts = 0
+        self.server = grpc.server(ThreadPoolExecutor(2))
+        handler = grpc.unary_unary_rpc_method_handler(
+            self._seed,
+            request_deserializer=pb.SeedSessionRequest.FromString,
+            response_serializer=pb.SeedSessionResponse.SerializeToString,
+        )
+        self.server.add_generic_rpc_handlers(
+            [grpc.method_handlers_generic_handler(SERVICE, {"SeedSession": handler})]
+        )
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def _seed(self, request: pb.SeedSessionRequest, context: grpc.ServicerContext):
+        self.attempts += 1
+        if self.attempts <= self.cancels:
+            context.abort(grpc.StatusCode.CANCELLED, "listener closing")
+        return pb.SeedSessionResponse()
+
+
+@pytest.mark.parametrize("max_attempts", [1, 4])
+def test_a_seed_cancelled_by_a_closing_listener_is_retried(max_attempts):
+    stand_in = _CancelsFirst(cancels=1)
+    try:
+        with EnvironmentClient(
+            f"127.0.0.1:{stand_in.port}", timeout_s=HANG_S, max_attempts=max_attempts
+        ) as client:
+            if max_attempts == 1:
+                with pytest.raises(WorkplaceEnvError) as err:
+                    client.seed("s", EP, TID, TASK)
+                assert err.value.code == grpc.StatusCode.CANCELLED
+            else:
+                client.seed("s", EP, TID, TASK)
+        assert stand_in.attempts == (1 if max_attempts == 1 else 2)
+    finally:
+        stand_in.server.stop(None)
 
 
 def test_sdk_calls_without_call_id_are_distinct_calls(make_env):

@@ -2,8 +2,9 @@
 
 Shared by the sync client (:mod:`.client`), the async one (:mod:`.aio`) and the admin client
 (:mod:`.admin`), so none of them imports another for its channel. Retries: only the idempotent
-RPCs of :data:`RETRIED_METHODS`, by gRPC's own retry policy, on UNAVAILABLE, within the call's
-deadline (CONTRACT S2, C2, V1, V3, T6). Affinity (issue 9): :mod:`.routing`.
+RPCs of :data:`RETRIED_METHODS`, by gRPC's own retry policy, on UNAVAILABLE and CANCELLED
+(:data:`RETRIED_CODES`), within the call's deadline (CONTRACT S2, C2, V1, V3, T6). Affinity
+(issue 9): :mod:`.routing`.
 """
 
 from __future__ import annotations
@@ -21,11 +22,15 @@ from workplace_env_client.routing import (
 )
 
 DEFAULT_TIMEOUT_S = 30.0
-#: Attempts per RPC (the first one included) when the server answers UNAVAILABLE; gRPC caps it at 5.
+#: Attempts per RPC (the first one included) on a retryable status; gRPC caps it at 5.
 DEFAULT_MAX_ATTEMPTS = 4
 SERVICE = pb.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
 #: The RPCs safe to retry: each is idempotent (CallTool through the SDK's call_id).
 RETRIED_METHODS = ("SeedSession", "CloseSession", "Verify", "CallTool", "ListTools")
+#: The statuses retried. CANCELLED (never sent by our servicer) is what gRPC answers an RPC that
+#: races a server's listener closing at the end of a drain (X2): it was not run, and a retry of
+#: an idempotent RPC is safe even when it was.
+RETRIED_CODES = ("UNAVAILABLE", "CANCELLED")
 #: Largest message the SDK accepts, in bytes (the server's limit).
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: Keepalive: ping an idle connection every 30 s, drop it after 10 s without an answer (the
@@ -43,7 +48,7 @@ def _retry_method_config(max_attempts: int) -> list[dict[str, Any]]:
                 "initialBackoff": "0.05s",
                 "maxBackoff": "1s",
                 "backoffMultiplier": 2,
-                "retryableStatusCodes": ["UNAVAILABLE"],
+                "retryableStatusCodes": list(RETRIED_CODES),
             },
         }
     ]
@@ -52,7 +57,8 @@ def _retry_method_config(max_attempts: int) -> list[dict[str, Any]]:
 def retry_service_config(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS, *, affinity: bool = False
 ) -> str:
-    """The gRPC service config (JSON text) retrying :data:`RETRIED_METHODS` on UNAVAILABLE.
+    """The gRPC service config (JSON text) retrying :data:`RETRIED_METHODS` on
+    :data:`RETRIED_CODES`.
 
     Backoff: 50 ms, doubling, at most 1 s, randomised by gRPC. With ``affinity`` it also picks
     the ``ring_hash`` policy keyed by the session header (issue 9). Pass it as channel option

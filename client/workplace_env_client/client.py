@@ -9,10 +9,10 @@ Every RPC has a deadline (``timeout_s``); failures raise the typed exceptions of
 :mod:`workplace_env_client.errors`, never a bare ``grpc.RpcError``.
 
 Retries: only idempotent RPCs are retried, by gRPC itself (the channel's service config,
-:func:`retry_service_config`), on UNAVAILABLE, within the call's deadline: SeedSession (S2),
-CloseSession (C2), Verify (V1, V3), ListTools, and CallTool, which the SDK always sends with a
-``call_id`` (generated when the caller gives none) so a retry replays instead of running the
-tool twice (T6).
+:func:`retry_service_config`), on UNAVAILABLE and CANCELLED, within the call's deadline:
+SeedSession (S2), CloseSession (C2), Verify (V1, V3), ListTools, and CallTool, which the SDK
+always sends with a ``call_id`` (generated when the caller gives none) so a retry replays
+instead of running the tool twice (T6).
 
 Many servers (issue 9): ``EnvironmentClient(["10.0.0.1:50051", "10.0.0.2:50051"])`` (or one
 DNS name resolving to every replica, with ``affinity=True``) balances sessions over them with
@@ -93,8 +93,8 @@ class EnvironmentClient:
     session RPC whatever the channel, so proxies (Envoy) can hash it too.
 
     ``timeout_s`` is the deadline of every RPC (retries included), in seconds. ``max_attempts``
-    bounds the attempts of a retried RPC on UNAVAILABLE (1: no retries); it applies to the
-    channel the client creates (for your own channel, see :func:`channel_options`). Use as a
+    bounds the attempts of a retried RPC on UNAVAILABLE or CANCELLED (1: no retries); it applies
+    to the channel the client creates (for your own channel, see :func:`channel_options`). Use as a
     context manager, or call :meth:`close` to release a channel the client created (a
     passed-in channel is the caller's). ``admin_token`` is the bearer token :meth:`admin` (and a
     session's checkpoint recovery) sends by default. Raises ValueError for a malformed target list,

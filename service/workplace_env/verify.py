@@ -226,19 +226,6 @@ def _deep_size(form: NormalForm) -> int:
     return size
 
 
-def function_calls_from_response_output(output: Any) -> list[Any]:
-    """The top-level ``function_call`` items of a Responses-API ``output`` array, in order.
-
-    Items of other types (messages, reasoning, ``function_call_output``) are ignored
-    (REFERENCE.md c.1). Raises ValueError when ``output`` is not a list.
-    """
-    if not isinstance(output, list):
-        raise ValueError("response output must be a JSON array")
-    return [
-        item for item in output if isinstance(item, dict) and item.get("type") == "function_call"
-    ]
-
-
 def mcp_bare_name(name: str, server_name: str = MCP_SERVER_NAME) -> str:
     """``name`` without the ``mcp__<server_name>__`` prefix MCP clients namespace tools with.
 

@@ -160,3 +160,14 @@ def is_json_text(text: str) -> bool:
     except (ValueError, RecursionError):
         return False
     return True
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a parsed value (``object``, ``array``, ``string``, ``number``,
+    ``boolean``, ``null``), for error messages naming what was sent instead."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    names = {dict: "object", list: "array", str: "string", type(None): "null"}
+    return names.get(type(value), type(value).__name__)

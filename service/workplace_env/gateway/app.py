@@ -7,7 +7,8 @@ and their errors all live in the service; this module only translates HTTP bodie
 status codes. Routes:
 
 =========================  =====================================================================
-``POST /seed_session``     body: a dataset row -> ``200 {}``, sets the session cookie, and the
+``POST /seed_session``     body: a dataset row -> ``200 {"mcp": <MCP metadata>}`` (``{}`` when
+                           MCP is not served), sets the session cookie, and the
                            ``x-workplace-session-token`` header (an MCP token for the session).
                            A legacy row (scalar ``task_id`` or none) seeds a legacy session
                            (SDK ``seed_legacy``): its id is the cookie's, or a new uuid4; a
@@ -45,7 +46,8 @@ status codes. Routes:
 
 Errors (JSON bodies with ``failure_kind``; 422s in FastAPI's ``detail`` shape, with ``loc``
 naming the offending field): a Content-Type that is not JSON (or none; as NeMo Gym's server),
-body not JSON / not an object, or a malformed typed seed, close or verify -> 422; a tool call
+body not JSON / not an object, or a malformed typed seed, close or verify -> 422; bytes that
+are not text -> 400 (as NeMo Gym's server); a tool call
 without a live session -> 404 ``failure_kind "session_lost"`` (``reason`` SESSION_LOST,
 SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed id, a reused
 ``x-workplace-call-id``, a close for another episode -> 409; capacity -> 429 with
@@ -102,10 +104,10 @@ from workplace_env.gateway.translate import (
     object_body,
     parse_episode,
     parse_typed_seed,
-    response_output_problems,
     seed_legacy,
     service_error,
 )
+from workplace_env.responses import response_output_problems
 from workplace_env.verify import bare_predicted_names
 from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceEnvError
 
@@ -265,8 +267,10 @@ def create_app(
         ),
         responses={
             200: {
-                "description": "`{}`; `Set-Cookie` names the session, "
-                f"`{TOKEN_HEADER}` is an MCP token for it.",
+                "description": 'A legacy row: `{"mcp": {server_name, url_path, transport, '
+                "headers}}` (`{}` when MCP is not served); a typed seed: `{resources_session_id, "
+                f"resources_tools}}`. `Set-Cookie` names the session, `{TOKEN_HEADER}` is an MCP "
+                "token for it.",
             },
             404: problem("Typed seed of an id evicted after its idle TTL (`SESSION_EXPIRED`)."),
             409: problem("Typed seed: the id is bound to another episode/task, or closed."),
@@ -303,9 +307,13 @@ def create_app(
                 sent_as={"task": ""},  # the body is the row
             )
         request.session[SESSION_ID_KEY] = sid
-        return Response(
-            b"{}", media_type="application/json", headers={TOKEN_HEADER: tokens.mint(sid)}
-        )
+        token = tokens.mint(sid)
+        if mcp is None:
+            return Response(b"{}", media_type="application/json", headers={TOKEN_HEADER: token})
+        # As NeMo Gym's servers with MCP exposure answer a legacy seed: its agents (and its
+        # sandbox tools) find the MCP server and the session token under "mcp".
+        meta = mcp_metadata(settings.mcp_path, token)
+        return json_response({"mcp": meta}, headers={TOKEN_HEADER: token})
 
     @app.post(
         "/verify",
@@ -347,7 +355,7 @@ def create_app(
         if not isinstance(output, list):
             raise invalid([(("response", "output"), "required: an array of output items")])
         if problems := response_output_problems(output):  # as NeMo's Responses types
-            raise invalid(problems)
+            raise invalid([(("response", "output", *path), why) for path, why in problems])
         if mcp is not None:  # REFERENCE.md (c)1: with MCP exposure on, scored as bare names
             output = bare_predicted_names(output)
         kwargs: dict[str, Any] = {"response_output": _json_text(output)}

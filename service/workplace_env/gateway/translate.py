@@ -84,6 +84,9 @@ def invalid(problems: list[tuple[Loc, str]]) -> HttpProblem:
     )
 
 
+#: NeMo Gym's (FastAPI's) ``detail`` for a body whose bytes are not text.
+UNPARSABLE_BODY = "There was an error parsing the body"
+
 _INDEXED = re.compile(r"^(.*)\[(\d+)\]$")
 
 
@@ -202,8 +205,10 @@ async def body_text(request: Request) -> str:
     """The request body as text, in the encoding ``json.loads`` detects (UTF-8/16/32, BOM).
 
     Raises 413 when Content-Length is over :data:`MAX_BODY_BYTES` (no gRPC message could
-    carry it), 422 when the Content-Type is not JSON (:func:`require_json_media_type`) or the
-    bytes are not text.
+    carry it), 422 when the Content-Type is not JSON (:func:`require_json_media_type`), and 400
+    ``{"detail": "There was an error parsing the body"}`` when the bytes are not text in that
+    encoding (NeMo Gym's FastAPI server, observed black box: a decode error is not a JSON
+    error there, so not a 422).
     """
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before it is read
@@ -222,7 +227,9 @@ async def body_text(request: Request) -> str:
     try:
         return raw.decode(json.detect_encoding(raw))
     except UnicodeDecodeError as exc:
-        raise invalid([((), f"body is not text: {exc}")]) from exc
+        raise HttpProblem(
+            json_response({"detail": UNPARSABLE_BODY, "failure_kind": "invalid_request"}, 400)
+        ) from exc
 
 
 async def object_body(request: Request, *, constants: bool = False) -> dict[str, Any]:
@@ -237,90 +244,8 @@ async def object_body(request: Request, *, constants: bool = False) -> dict[str,
             raise invalid([((), f"body is {exc.why}")]) from exc
         raise invalid([(_field_loc(exc.path), exc.why)]) from exc
     if not isinstance(value, dict):
-        raise invalid([((), f"body must be a JSON object, got {_json_type(value)}")])
+        raise invalid([((), f"body must be a JSON object, got {wire.json_type(value)}")])
     return value
-
-
-def _json_type(value: Any) -> str:
-    return {list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number"
-    )
-
-
-#: The ``type`` values of the Responses-API output items NeMo Gym 0.7.0's verify body accepts
-#: (its ``NeMoGymResponse.output`` union; an item of another type is refused there).
-RESPONSE_ITEM_TYPES = frozenset(
-    {
-        "message",
-        "function_call",
-        "function_call_output",
-        "reasoning",
-        "mcp_call",
-        "mcp_list_tools",
-        "mcp_approval_request",
-        "mcp_approval_response",
-        "file_search_call",
-        "web_search_call",
-        "computer_call",
-        "computer_call_output",
-        "image_generation_call",
-        "code_interpreter_call",
-        "local_shell_call",
-        "local_shell_call_output",
-        "custom_tool_call",
-        "custom_tool_call_output",
-        "apply_patch_call",
-        "apply_patch_call_output",
-        "compaction",
-        "shell_call",
-        "shell_call_output",
-        "tool_search_call",
-        "tool_search_output",
-        "additional_tools",
-    }
-)
-#: NeMo's ``NeMoGymResponseFunctionToolCall``: required string fields, optional ones (string or
-#: null), and the values ``status`` may take.
-_CALL_REQUIRED = ("arguments", "call_id", "name")
-_CALL_OPTIONAL = ("id", "namespace")
-_CALL_STATUSES = ("in_progress", "completed", "incomplete")
-
-
-def response_output_problems(output: list[Any]) -> list[tuple[Loc, str]]:
-    """What NeMo Gym's typed verify body refuses in ``response.output`` (observed black box on
-    its ``workplace_assistant`` server, nemo-gym 0.7.0; its Responses types carry the model's
-    ``arguments`` as a JSON *string*): an item that is not an object with a known string
-    ``type``, and a ``function_call`` whose ``arguments``, ``call_id`` or ``name`` is missing or
-    not a string, whose ``id`` or ``namespace`` is neither a string nor null, or whose
-    ``status`` is not one of its three values. Each problem's loc is the reference's:
-    ``response.output.<i>[.function_call.<field>]``. Items of other types are not looked into.
-    """
-    problems: list[tuple[Loc, str]] = []
-    for i, item in enumerate(output):
-        at: Loc = ("response", "output", i)
-        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
-            problems.append((at, "must be an object with a string `type`"))
-            continue
-        kind = item["type"]
-        if kind not in RESPONSE_ITEM_TYPES:
-            problems.append((at, f"unknown output item type {kind!r}"))
-            continue
-        if kind != "function_call":
-            continue
-        for name in _CALL_REQUIRED:
-            if name not in item:
-                problems.append(((*at, kind, name), "Field required"))
-            elif not isinstance(item[name], str):
-                got = _json_type(item[name])
-                problems.append(((*at, kind, name), f"must be a string (JSON text), got {got}"))
-        for name in _CALL_OPTIONAL:
-            if item.get(name) is not None and not isinstance(item[name], str):
-                got = _json_type(item[name])
-                problems.append(((*at, kind, name), f"must be a string or null, got {got}"))
-        status = item.get("status")
-        if status is not None and status not in _CALL_STATUSES:
-            problems.append(((*at, kind, "status"), f"must be one of {', '.join(_CALL_STATUSES)}"))
-    return problems
 
 
 def cookie_session(request: Request) -> str | None:

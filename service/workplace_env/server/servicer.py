@@ -22,11 +22,15 @@ from workplace_env.model import (
     episode_violations,
     session_id_violations,
 )
+from workplace_env.responses import (
+    ResponseOutputError,
+    field_path,
+    function_calls_from_response_output,
+)
 from workplace_env.sandbox.tools import advertised_tools
 from workplace_env.server import convert
 from workplace_env.server.status import to_status
 from workplace_env.sessions import CloseOutcome, SessionState, SessionStore
-from workplace_env.verify import function_calls_from_response_output
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -121,6 +125,12 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                 predicted = function_calls_from_response_output(
                     json.loads(request.response_output_json)
                 )
+            except ResponseOutputError as exc:  # items NeMo's Responses types refuse (V1)
+                violations = [
+                    errors.FieldViolation(field_path("response_output_json", path), why)
+                    for path, why in exc.problems
+                ]
+                raise errors.InvalidRequest(violations, sid) from exc
             except (ValueError, RecursionError) as exc:
                 raise errors.InvalidRequest(
                     [errors.FieldViolation("response_output_json", f"not a JSON array: {exc}")],
