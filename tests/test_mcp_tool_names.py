@@ -61,6 +61,16 @@ def test_only_our_server_prefix_comes_off_once():
     assert calls[1]["name"] == OURS  # a copy: the caller's request is unchanged
 
 
+def test_the_prefix_is_the_named_servers():
+    """Under another server name, that server's prefix comes off and ours stays."""
+    calls = [FunctionCall("mcp__other__x", ARGS), {"name": "mcp__other__x"}, {"name": OURS}]
+    assert bare_predicted_names(calls, "other") == [
+        FunctionCall("x", ARGS),
+        {"name": "x"},
+        {"name": OURS},
+    ]
+
+
 @pytest.mark.parametrize(("name", "reward"), CASES)
 def test_grpc_verify_both_prediction_forms(sdk, name, reward):
     for form in ("response_output", "function_calls"):

@@ -251,9 +251,11 @@ def test_close_during_a_seed_build_waits_for_it(store, pool):
     seed = pool.submit(_seed, store, "c")
     _wait(hold.entered)
     waiting = threading.Event()
-    Faults.of(store).on("seed_wait", lambda sid: waiting.set())
+    waited_for: list[str] = []
+    Faults.of(store).on("seed_wait", lambda sid: (waited_for.append(sid), waiting.set()))
     close = pool.submit(store.close, "c", EPISODE)
     _wait(waiting)
+    assert waited_for == ["c"]  # the hook point names the session it waits on
     hold.go.set()
     seed.result(HANG_S)
     assert close.result(HANG_S) is CloseOutcome.CLOSED  # closed what the seed built
