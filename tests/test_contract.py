@@ -15,8 +15,10 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -31,7 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests import aggregate_cases
 from tests.conftest import SHARED
-from tests.helpers import EP, HANG_S, TASK, TID, WRITE, FakeClock, assert_refused
+from tests.helpers import EP, HANG_S, TASK, TID, WRITE, Env, FakeClock, assert_refused
 from tests.helpers import emails as _emails
 from tests.helpers import error_info as _error_info
 from tests.helpers import wait as _wait
@@ -701,8 +703,9 @@ def test_legacy_verify_keeps_the_session_when_the_release_fails(env):
 # -- X4 and the HTTP cases H1-H6 (NeMo Gym's typed protocol over the gateway) --------------
 
 
-def test_X4_header_naming_another_session_is_invalid_argument(env):
-    env.client.seed("x4-a", EP, TID, TASK)
+@contextmanager
+def _raw_write(env: Env, sid: str) -> Iterator[Callable[..., Any]]:
+    """A CallTool of WRITE on ``sid`` over a bare channel: call it with ``metadata=``."""
     with grpc.insecure_channel(f"127.0.0.1:{env.server.port}") as channel:
         call = channel.unary_unary(
             "/workplace.env.v1.EnvironmentService/CallTool",
@@ -710,10 +713,15 @@ def test_X4_header_naming_another_session_is_invalid_argument(env):
             response_deserializer=pb.CallToolResponse.FromString,
         )
         request = pb.CallToolRequest(
-            resources_session_id="x4-a", tool_name=WRITE[0], arguments=json.dumps(WRITE[1])
+            resources_session_id=sid, tool_name=WRITE[0], arguments=json.dumps(WRITE[1])
         )
-        with pytest.raises(grpc.RpcError) as err:
-            call(request, metadata=(("x-resources-session-id", "x4-b"),), timeout=HANG_S)
+        yield partial(call, request, timeout=HANG_S)
+
+
+def test_X4_header_naming_another_session_is_invalid_argument(env):
+    env.client.seed("x4-a", EP, TID, TASK)
+    with _raw_write(env, "x4-a") as call, pytest.raises(grpc.RpcError) as err:
+        call(metadata=(("x-resources-session-id", "x4-b"),))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert _error_info(err.value).reason == "SESSION_HEADER_MISMATCH"
     assert _emails(env.client, "x4-a") == 0  # nothing ran
@@ -1148,23 +1156,15 @@ def test_X4_over_http_typed_seed_and_close_naming_another_session_change_nothing
 
 def test_X4_a_repeated_grpc_header_must_name_the_session_in_every_value(env):
     env.client.seed("x4-rep", EP, TID, TASK)
-    with grpc.insecure_channel(f"127.0.0.1:{env.server.port}") as channel:
-        call = channel.unary_unary(
-            "/workplace.env.v1.EnvironmentService/CallTool",
-            request_serializer=pb.CallToolRequest.SerializeToString,
-            response_deserializer=pb.CallToolResponse.FromString,
-        )
-        request = pb.CallToolRequest(
-            resources_session_id="x4-rep", tool_name=WRITE[0], arguments=json.dumps(WRITE[1])
-        )
+    with _raw_write(env, "x4-rep") as call:
         for metadata in (
             ((X4_HEADER, "x4-rep"), (X4_HEADER, "x4-other")),
             ((X4_HEADER, "x4-other"), (X4_HEADER, "x4-rep")),
         ):
             with pytest.raises(grpc.RpcError) as err:
-                call(request, metadata=metadata, timeout=HANG_S)
+                call(metadata=metadata)
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert _error_info(err.value).reason == "SESSION_HEADER_MISMATCH"
         assert _emails(env.client, "x4-rep") == 0  # nothing ran
-        call(request, metadata=((X4_HEADER, "x4-rep"), (X4_HEADER, "x4-rep")), timeout=HANG_S)
+        call(metadata=((X4_HEADER, "x4-rep"), (X4_HEADER, "x4-rep")))
     assert _emails(env.client, "x4-rep") == 1
