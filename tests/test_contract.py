@@ -45,6 +45,7 @@ from workplace_env.gateway.cookies import CookieCodec
 from workplace_env.gateway.settings import COOKIE_NAME, GatewaySettings
 from workplace_env.server.app import start_server
 from workplace_env.server.status import DOMAIN
+from workplace_env.session_header import SessionHeaderMismatch, check_session_header
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
@@ -1168,3 +1169,47 @@ def test_X4_a_repeated_grpc_header_must_name_the_session_in_every_value(env):
         assert _emails(env.client, "x4-rep") == 0  # nothing ran
         call(metadata=((X4_HEADER, "x4-rep"), (X4_HEADER, "x4-rep")))
     assert _emails(env.client, "x4-rep") == 1
+
+
+def test_X4_the_rule_checks_every_named_id_against_every_header_value():
+    check_session_header([], ["a", "b"])  # no header: nothing checked
+    check_session_header(["a", "a"], ["a"])
+    check_session_header(["a"], [])  # a request naming no session
+    for headers, ids, bad in (
+        (["b"], ["a"], ("b", "a")),
+        (["a", "b"], ["a"], ("b", "a")),
+        (["b", "a"], ["a"], ("b", "a")),
+        (["a"], ["a", "c", "d"], ("a", "c")),  # the first id that differs
+    ):
+        with pytest.raises(SessionHeaderMismatch) as err:
+            check_session_header(headers, ids)
+        assert (err.value.header, err.value.session_id) == bad
+        assert err.value.reason == "SESSION_HEADER_MISMATCH"
+
+
+def test_X4_both_transports_answer_the_rule_s_refusal_with_its_text(env, http):
+    """One rule, two answers: gRPC's status (message, ErrorInfo, BadRequest) and HTTP's 422."""
+    text = f"is 'x4-t' but the {X4_HEADER} header is 'x4-u'"
+    env.client.seed("x4-t", EP, TID, TASK)
+    with _raw_write(env, "x4-t") as call, pytest.raises(grpc.RpcError) as err:
+        call(metadata=((X4_HEADER, "x4-u"),))
+    assert err.value.details() == f"invalid request: resources_session_id: {text}"
+    info = _error_info(err.value)
+    assert (info.reason, dict(info.metadata)) == (
+        "SESSION_HEADER_MISMATCH",
+        {"resources_session_id": "x4-t", "rpc": "CallTool"},
+    )
+    bad = error_details_pb2.BadRequest()
+    status = rpc_status.from_call(err.value)
+    assert [d.Unpack(bad) for d in status.details if d.Is(bad.DESCRIPTOR)] == [True]
+    assert [(v.field, v.description) for v in bad.field_violations] == [
+        ("resources_session_id", text)
+    ]
+    answer = http.post(
+        "/session_token", json={"resources_session_id": "x4-t"}, headers={X4_HEADER: "x4-u"}
+    )
+    assert answer.json() == {
+        "detail": [{"type": "value_error", "loc": ["body", "resources_session_id"], "msg": text}],
+        "failure_kind": "invalid_request",
+        "reason": "SESSION_HEADER_MISMATCH",
+    }

@@ -178,3 +178,44 @@ def test_each_part_of_the_session_store_imports_only_the_parts_below_it(graph):
     modules = {m.rsplit(".", 1)[1] for m in graph.find_children("workplace_env.sessions")}
     assert modules == set(SESSION_LAYERS), "a module of workplace_env.sessions is not layered"
     assert session_layer_breaches(graph) == []
+
+
+# -- the domain knows no transport (CONTRACT rules answered by gRPC and HTTP each their own way) --
+
+#: Modules (packages: all their modules) of the domain: rules and data, no transport.
+DOMAIN = (
+    "workplace_env.errors",
+    "workplace_env.model",
+    "workplace_env.wire",
+    "workplace_env.session_header",
+    "workplace_env.responses",
+    "workplace_env.sessions",
+    "workplace_env.sandbox",
+)
+#: The transports' packages: gRPC, its generated stubs, and the HTTP stack.
+TRANSPORTS = ("grpc", "workplace", "fastapi", "starlette")
+
+
+@pytest.fixture(scope="module")
+def external_graph() -> grimp.ImportGraph:
+    return grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
+
+
+def transport_chains(graph: grimp.ImportGraph) -> list[str]:
+    """Each chain by which a :data:`DOMAIN` module reaches a :data:`TRANSPORTS` package."""
+    found = []
+    for module in DOMAIN:
+        for transport in TRANSPORTS:
+            chain = graph.find_shortest_chain(importer=module, imported=transport, as_packages=True)
+            if chain:
+                found.append(" -> ".join(chain))
+    return found
+
+
+def test_the_domain_imports_no_transport(external_graph):
+    """E.g. CONTRACT X4's rule (``workplace_env.session_header``) is one function both the gRPC
+    server and the HTTP gateway call; neither transport's types may leak into it."""
+    assert transport_chains(external_graph) == []
+    copy = deepcopy(external_graph)
+    copy.add_import(importer="workplace_env.session_header", imported="grpc")
+    assert transport_chains(copy) == ["workplace_env.session_header -> grpc"]

@@ -15,12 +15,11 @@ from typing import Any, cast
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from workplace_env import wire
+from workplace_env import session_header, wire
 from workplace_env.gateway import fastjson
 from workplace_env.gateway.cookies import SESSION_ID_KEY
 from workplace_env.model import SESSION_ID_RE
 from workplace_env_client import (
-    SESSION_HEADER,
     CapacityError,
     DeadlineError,
     EnvironmentClient,
@@ -33,8 +32,6 @@ from workplace_env_client import (
 )
 from workplace_env_client.client import MAX_MESSAGE_BYTES
 
-#: ``ErrorInfo.reason`` of CONTRACT X4: the session header names another session than the body.
-SESSION_HEADER_MISMATCH = "SESSION_HEADER_MISMATCH"
 #: Optional request header: the CallTool idempotency key (CONTRACT T6/T7).
 CALL_ID_HEADER = "x-workplace-call-id"
 #: The episode a close names when the body gives none; the service ignores the episode of a
@@ -298,24 +295,21 @@ async def object_body(request: Request, *, constants: bool = False) -> dict[str,
 
 
 def check_session_header(request: Request, session_id: Any) -> None:
-    """CONTRACT X4 over HTTP: raise 422 (``reason`` SESSION_HEADER_MISMATCH, ``loc``
-    ``["body", "resources_session_id"]``, as gRPC's INVALID_ARGUMENT maps here) when the request
-    carries the ``x-resources-session-id`` header and any of its values (a header sent twice:
-    each) is not the id the body names; nothing is asked of the service then. A request
-    without the header, or a body naming no id, passes."""
+    """CONTRACT X4 over HTTP (the rule: :mod:`workplace_env.session_header`): raise 422
+    (``reason`` SESSION_HEADER_MISMATCH, ``loc`` ``["body", "resources_session_id"]``, as gRPC's
+    INVALID_ARGUMENT maps here) when a value of the ``x-resources-session-id`` header (a header
+    sent twice: each) is not the id the body names; nothing is asked of the service then. A
+    request without the header, or a body naming no id, passes."""
     if not isinstance(session_id, str):
         return
-    for header in request.headers.getlist(SESSION_HEADER):
-        if header != session_id:
-            raise invalid(
-                [
-                    (
-                        ("resources_session_id",),
-                        f"is {session_id!r} but the {SESSION_HEADER} header is {header!r}",
-                    )
-                ],
-                SESSION_HEADER_MISMATCH,
-            )
+    try:
+        session_header.check_session_header(
+            request.headers.getlist(session_header.SESSION_HEADER), (session_id,)
+        )
+    except session_header.SessionHeaderMismatch as mismatch:
+        raise invalid(
+            [(_field_loc(v.field), v.description) for v in mismatch.violations], mismatch.reason
+        ) from None
 
 
 def cookie_session(request: Request) -> str | None:

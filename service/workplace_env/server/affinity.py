@@ -1,17 +1,11 @@
-"""The session header check: a request routed by ``x-resources-session-id`` names that session.
+"""The session header check of the gRPC server (CONTRACT X4): a routed request names that session.
 
-Clients and proxies route every RPC of a session to one server by hashing the header
-``x-resources-session-id`` (issue 9: gRPC ``ring_hash`` with ``request_hash_header``, or
-Envoy's ring hash). The body stays the authority on which session an RPC is about, so a request
-whose header and body disagree would run on a server chosen for another session: it is refused
-with INVALID_ARGUMENT, ``ErrorInfo.reason`` ``SESSION_HEADER_MISMATCH`` (plus a ``BadRequest``
-on ``resources_session_id``), before the handler runs.
-
-When the header is present, every session id the request names must equal it: the
-``resources_session_id`` of the environment RPCs and of RetireSession, each id of an
-ExportSessions, the id of each snapshot of a RestoreSessions stream; a header sent more than
-once must name it in every value (a proxy may route by either). A request without the header
-(direct clients, grpcurl) is not checked, and costs one metadata scan.
+The rule is :mod:`workplace_env.session_header`'s; here it reads the header values from the
+call's metadata and the ids from the request message (``resources_session_id`` of the
+environment RPCs and of RetireSession, each id of an ExportSessions, the id of each snapshot of
+a RestoreSessions stream), and answers a mismatch with INVALID_ARGUMENT, ``ErrorInfo.reason``
+``SESSION_HEADER_MISMATCH`` plus a ``BadRequest`` on ``resources_session_id``, before the
+handler runs. A request without the header (direct clients, grpcurl) costs one metadata scan.
 """
 
 from __future__ import annotations
@@ -21,13 +15,12 @@ from typing import Any
 
 import grpc
 
-from workplace_env import errors
+from workplace_env import session_header
 from workplace_env.server.status import to_status
 
-#: Metadata key clients and proxies hash to pick a server (the SDK's ``SESSION_HEADER``).
-SESSION_HEADER = "x-resources-session-id"
-#: ``ErrorInfo.reason`` of a request whose header and body name different sessions.
-REASON = "SESSION_HEADER_MISMATCH"
+# Re-exported: the gRPC side's names for the rule's header and reason.
+SESSION_HEADER = session_header.SESSION_HEADER
+REASON = session_header.REASON
 
 
 def _headers(metadata: Sequence[Any] | None) -> list[str]:
@@ -53,32 +46,16 @@ def _named_ids(request: Any) -> Iterable[str]:
     return ()
 
 
-def mismatch_status(header: str, session_id: str, rpc: str) -> grpc.Status:
-    """The rich status refusing ``rpc``: the body names ``session_id``, the header ``header``."""
-    error = errors.InvalidRequest(
-        [
-            errors.FieldViolation(
-                "resources_session_id",
-                f"is {session_id!r} but the {SESSION_HEADER} header is {header!r}",
-            )
-        ],
-        session_id,
-    )
-    # The status of any invalid request (INVALID_ARGUMENT + BadRequest), with its own reason.
-    error.reason = REASON
-    return to_status(error, rpc)
-
-
 def check_session_header(request: Any, rpc: str, context: grpc.ServicerContext) -> None:
-    """Abort ``rpc`` with SESSION_HEADER_MISMATCH when a value of the header names another
-    session (a header sent twice passes only when both values name the body's session)."""
+    """Abort ``rpc`` with the status of :class:`~workplace_env.session_header.SessionHeaderMismatch`
+    (INVALID_ARGUMENT) when a value of the header names another session than ``request``."""
     headers = _headers(context.invocation_metadata())
     if not headers:
         return
-    for sid in _named_ids(request):
-        for header in headers:
-            if sid != header:
-                context.abort_with_status(mismatch_status(header, sid, rpc))
+    try:
+        session_header.check_session_header(headers, _named_ids(request))
+    except session_header.SessionHeaderMismatch as mismatch:
+        context.abort_with_status(to_status(mismatch, rpc))
 
 
 def _checked(handler: grpc.RpcMethodHandler, rpc: str) -> grpc.RpcMethodHandler:
