@@ -28,6 +28,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from tests.helpers import GATEWAY_BACKENDS, gateway_on, http_total_emails
+from workplace_env import responses
 from workplace_env.config import Settings
 from workplace_env.gateway import (
     CALL_ID_HEADER,
@@ -40,10 +41,12 @@ from workplace_env.gateway import (
     parse_address,
     start_gateway,
 )
-from workplace_env.gateway.backend import RemoteBackend
+from workplace_env.gateway import app as gateway_app
+from workplace_env.gateway.backend import InProcessBackend, RemoteBackend
 from workplace_env.gateway.serve import local_target
+from workplace_env.server import servicer
 from workplace_env.sessions import SessionConfig
-from workplace_env_client import EnvironmentClient
+from workplace_env_client import EnvironmentClient, InvalidRequestError
 
 #: The body's media type, for the posts whose body is what is tested (not its type).
 JSON_CT = {"content-type": "application/json"}
@@ -641,6 +644,67 @@ def test_malformed_verify_is_422(http, body, loc):
 
 def test_verify_body_not_an_object_is_422(http):
     assert http.post("/verify", content=b"[]", headers=JSON_CT).status_code == 422
+
+
+#: A ``function_call`` item NeMo's Responses types refuse (its arguments are not JSON text).
+BAD_ITEM = {"type": "function_call", "call_id": "c", "name": "email_send_email", "arguments": {}}
+BAD_TRUTH = [{"name": "email_send_email", "arguments": 5}]
+
+
+@pytest.fixture
+def check_counts(monkeypatch) -> dict[str, int]:
+    """How many times each verify JSON check runs, wherever it is called from (the gateway, the
+    servicer, the extraction of the prediction)."""
+    counts = {"response_output_problems": 0, "ground_truth_problems": 0}
+    for name in counts:
+        check = getattr(responses, name)
+
+        def counted(value, _check=check, _name=name):
+            counts[_name] += 1
+            return _check(value)
+
+        for module in (responses, gateway_app, servicer):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, counted)
+    return counts
+
+
+def test_a_verify_checks_its_json_once_per_process_it_crosses(http, gateway_backend, check_counts):
+    """Co-hosted, the gateway's check at its edge is the only one (the servicer is told, by
+    CheckedJson, that it ran); behind a remote gateway the server checks what it receives
+    (both run in this test's process, so both count)."""
+    seed(http)
+    http.post("/email_send_email", json=SEND)
+    body = verify_body([SEND_CALL], ground_truth=[SEND_CALL])
+    assert http.post("/verify", json=body).json()["reward"] == 1.0
+    once = 1 if gateway_backend == "in_process" else 2
+    assert check_counts == {"response_output_problems": once, "ground_truth_problems": once}
+
+
+def test_a_bad_verify_item_is_refused_by_each_transport_in_its_own_words(http, server, sdk):
+    seed(http)
+    refused = http.post(
+        "/verify",
+        json={**verify_body([], ground_truth=BAD_TRUTH), "response": {"output": [BAD_ITEM]}},
+    )
+    assert refused.status_code == 422
+    assert [d["loc"] for d in refused.json()["detail"]] == [
+        ["body", "response", "output", 0, "function_call", "arguments"],
+        ["body", "ground_truth", "list[dict[str,str]]", 0, "arguments"],
+        ["body", "ground_truth", "str"],
+    ]
+    # gRPC, and the in-process backend given plain text (not the gateway's CheckedJson)
+    for client in (sdk, InProcessBackend.of_server(server)):
+        sid = f"bad-item-{uuid.uuid4().hex}"
+        client.seed_legacy(sid, {"id": "t"})
+        with pytest.raises(InvalidRequestError) as caught:
+            client.verify(sid, response_output=[BAD_ITEM])
+        assert [v.field for v in caught.value.violations] == [
+            "response_output_json[0].function_call.arguments"
+        ]
+        with pytest.raises(InvalidRequestError) as caught:
+            client.verify(sid, [], ground_truth_json=json.dumps(BAD_TRUTH))
+        assert [v.field for v in caught.value.violations] == ["ground_truth_json[0].arguments"]
 
 
 # -- close -----------------------------------------------------------------------------------

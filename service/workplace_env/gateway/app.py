@@ -121,6 +121,7 @@ from workplace_env.gateway.translate import (
 from workplace_env.responses import (
     GROUND_TRUTH_LIST,
     GROUND_TRUTH_STR,
+    CheckedJson,
     ground_truth_problems,
     response_output_problems,
 )
@@ -386,9 +387,10 @@ def create_app(
             raise invalid(problems)
         if mcp is not None:  # REFERENCE.md (c)1: with MCP exposure on, scored as bare names
             output = bare_predicted_names(output)
-        kwargs: dict[str, Any] = {"response_output": _json_text(output)}
+        # Checked above: a co-hosted service does not check them again (CheckedJson).
+        kwargs: dict[str, Any] = {"response_output": CheckedJson(_json_text(output))}
         if "ground_truth" in body:
-            kwargs["ground_truth_json"] = _json_text(body["ground_truth"])
+            kwargs["ground_truth_json"] = CheckedJson(_json_text(body["ground_truth"]))
         sid = cookie_session(request)
         if sid is None and settings.cookie_name in request.cookies:  # unreadable cookie: V4
             reward, mask, kind, reason = 0.0, True, "session_lost", "unreadable session cookie"

@@ -35,6 +35,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from workplace.env.v1 import environment_pb2 as pb
+from workplace_env.responses import CheckedJson
 from workplace_env_client import EnvironmentClient, WorkplaceEnvError
 from workplace_env_client.errors import from_rpc_error
 from workplace_env_client.messages import (
@@ -224,7 +225,7 @@ class InProcessBackend(Backend):
         state (set on the app by :mod:`workplace_env.gateway.serve`)."""
         return None
 
-    def _invoke(self, method: str, request: Any) -> Any:
+    def _invoke(self, method: str, request: Any, **options: Any) -> Any:
         if self.max_message_bytes is not None:
             size = request.ByteSize()
             if size > self.max_message_bytes:
@@ -236,7 +237,7 @@ class InProcessBackend(Backend):
                 )
         start = time.perf_counter()
         try:
-            response = self._handlers[method](request, _CONTEXT)
+            response = self._handlers[method](request, _CONTEXT, **options)
         except _Aborted as exc:
             status = exc.status
             error = from_rpc_error(
@@ -309,11 +310,18 @@ class InProcessBackend(Backend):
         ground_truth: Iterable[CallLike] | None = None,
         ground_truth_json: str | None = None,
     ) -> VerifyResult:
-        """``EnvironmentClient.verify``."""
+        """``EnvironmentClient.verify``. JSON inputs given as
+        :class:`~workplace_env.responses.CheckedJson` (the gateway's, checked at its edge) are
+        not checked again by the servicer; any other is checked as over gRPC."""
         request = verify_request(
             session_id, function_calls, response_output, ground_truth, ground_truth_json
         )
-        return verify_answer(self._invoke("Verify", request))
+        checked = all(
+            isinstance(text, CheckedJson)
+            for text in (response_output, ground_truth_json)
+            if text is not None
+        )
+        return verify_answer(self._invoke("Verify", request, checked=checked))
 
     def close_session(self, session_id: str, episode: EpisodeLike) -> str:
         """``EnvironmentClient.close_session``."""

@@ -65,9 +65,9 @@ def _rpc(method: Handler) -> Handler:
     name = method.__name__
 
     @wraps(method)
-    def handler(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+    def handler(self: Any, request: Any, context: grpc.ServicerContext, **options: Any) -> Any:
         try:
-            return method(self, request, context)
+            return method(self, request, context, **options)
         except errors.SessionError as exc:
             context.abort_with_status(to_status(exc, name))
 
@@ -127,7 +127,13 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         return pb.CallToolResponse(output=result.output, replayed=result.replayed)
 
     @_rpc
-    def Verify(self, request: pb.VerifyRequest, context: grpc.ServicerContext):
+    def Verify(
+        self, request: pb.VerifyRequest, context: grpc.ServicerContext, *, checked: bool = False
+    ):
+        """V1-V5. ``checked`` (never set by gRPC): the caller, in this process, has already
+        checked ``response_output_json`` and ``ground_truth_json`` with
+        :mod:`workplace_env.responses` (the co-hosted gateway, see
+        :class:`~workplace_env.responses.CheckedJson`); they are parsed, not checked again."""
         sid = request.resources_session_id
         _require_session_id(sid)
         which = request.WhichOneof("prediction")
@@ -136,7 +142,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         elif which == "response_output_json":
             try:
                 predicted = function_calls_from_response_output(
-                    json.loads(request.response_output_json)
+                    json.loads(request.response_output_json), checked=checked
                 )
             except ResponseOutputError as exc:  # items NeMo's Responses types refuse (V1)
                 violations = [
@@ -172,7 +178,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                 ) from exc
             # V5, as the reference's verify body types it (responses.ground_truth_problems):
             # a JSON string ("change nothing") or an array of string-valued objects.
-            if problems := ground_truth_problems(truth):
+            if not checked and (problems := ground_truth_problems(truth)):
                 violations = [
                     errors.FieldViolation(
                         field_path("ground_truth_json", path),
