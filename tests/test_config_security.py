@@ -3,6 +3,7 @@ TLS and mTLS with real certificates generated here."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import ipaddress
@@ -25,7 +26,12 @@ from tests.helpers import HANG_S, serving
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env.config import ConfigError, Settings, describe, load_settings
-from workplace_env_client import EnvironmentClient, tls_credentials
+from workplace_env_client import (
+    AsyncEnvironmentClient,
+    EnvironmentClient,
+    UnavailableError,
+    tls_credentials,
+)
 
 # -- configuration -------------------------------------------------------------------------------
 
@@ -264,6 +270,34 @@ def test_a_tls_client_of_the_sdk_reaches_an_mtls_server(sandbox, pki):
             assert len(client.list_tools()) == 27
         with pytest.raises(ValueError):
             tls_credentials(str(d / "ca.pem"), str(d / "client_cert.pem"))
+
+
+def test_a_tls_client_of_the_async_sdk_reaches_an_mtls_server(sandbox, pki):
+    """The async client takes ``credentials=`` as the sync one does: TLS with them (here mTLS:
+    the client's certificate too), plaintext without, which a TLS server does not answer."""
+    d = pki["dir"]
+    ca_only = tls_credentials(str(d / "ca.pem"))
+    full = tls_credentials(str(d / "ca.pem"), str(d / "client_cert.pem"), str(d / "client_key.pem"))
+
+    async def episode(target: str) -> tuple[int, float]:
+        async with AsyncEnvironmentClient(target, credentials=full, max_attempts=1) as env:
+            tools = len(await env.list_tools())
+            async with env.session({"id": "t", "ground_truth": []}, episode=("tls", 0)) as s:
+                await s.call_tool("company_directory_find_email_address", {"name": "a"})
+                return tools, (await s.verify([])).reward
+
+    async def refused(target: str, credentials: grpc.ChannelCredentials | None) -> None:
+        async with AsyncEnvironmentClient(
+            target, credentials=credentials, timeout_s=5, max_attempts=1
+        ) as env:
+            with pytest.raises(UnavailableError):
+                await env.list_tools()
+
+    with _serve(sandbox, pki, mtls=True) as server:
+        target = f"127.0.0.1:{server.port}"
+        assert asyncio.run(episode(target)) == (27, 1.0)
+        asyncio.run(refused(target, None))  # plaintext
+        asyncio.run(refused(target, ca_only))  # no client certificate
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import grpc.aio
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env_client.channel import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_S, channel_options
+from workplace_env_client.channel import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_S, make_aio_channel
 from workplace_env_client.errors import WorkplaceEnvError, from_rpc_error
 from workplace_env_client.messages import (
     CallLike,
@@ -40,12 +40,16 @@ from workplace_env_client.messages import (
     verify_answer,
     verify_request,
 )
-from workplace_env_client.routing import Target, channel_target, session_metadata
+from workplace_env_client.routing import Target, session_metadata
 
 
 class AsyncEnvironmentClient:
     """An asyncio client over a ``target`` (as :class:`EnvironmentClient`) or a ``grpc.aio``
-    ``channel``; ``timeout_s`` is every RPC's deadline, ``max_attempts`` its retry bound."""
+    ``channel``; ``timeout_s`` is every RPC's deadline, ``max_attempts`` its retry bound.
+    ``credentials`` makes the channel the client creates a TLS one, as for
+    :class:`EnvironmentClient` (:func:`~workplace_env_client.channel.tls_credentials`); without
+    it the channel is plaintext. Raises ValueError for a malformed target list or for both or
+    neither of ``target`` and ``channel``."""
 
     def __init__(
         self,
@@ -55,17 +59,16 @@ class AsyncEnvironmentClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         affinity: bool | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
         self._own_channel = channel is None
         if channel is None:
             assert target is not None
-            uri, multi = channel_target(target)
-            options = channel_options(
-                max_attempts, affinity=multi if affinity is None else affinity
+            channel = make_aio_channel(
+                target, max_attempts=max_attempts, affinity=affinity, credentials=credentials
             )
-            channel = grpc.aio.insecure_channel(uri, options=options)
         self.channel = channel
         self.stub = pb_grpc.EnvironmentServiceStub(channel)
         self.timeout_s = timeout_s

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import grpc.aio
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env_client.routing import (
@@ -119,8 +120,31 @@ def make_channel(
     """A channel to ``target`` with the SDK's options (see :class:`EnvironmentClient` for
     ``target`` and ``affinity``): TLS with ``credentials`` (e.g. :func:`tls_credentials`), else
     plaintext. Raises ValueError for a malformed target list."""
-    uri, multi = channel_target(target)
-    options = channel_options(max_attempts, affinity=multi if affinity is None else affinity)
+    uri, options = _uri_and_options(target, max_attempts, affinity)
     if credentials is not None:
         return grpc.secure_channel(uri, credentials, options=options)
     return grpc.insecure_channel(uri, options=options)
+
+
+def make_aio_channel(
+    target: Target,
+    *,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    affinity: bool | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> grpc.aio.Channel:
+    """:func:`make_channel` for asyncio: the same target, options and TLS, as a ``grpc.aio``
+    channel (the :class:`~workplace_env_client.aio.AsyncEnvironmentClient`'s)."""
+    uri, options = _uri_and_options(target, max_attempts, affinity)
+    if credentials is not None:
+        return grpc.aio.secure_channel(uri, credentials, options=options)
+    return grpc.aio.insecure_channel(uri, options=options)
+
+
+def _uri_and_options(
+    target: Target, max_attempts: int, affinity: bool | None
+) -> tuple[str, list[tuple[str, Any]]]:
+    """The channel URI of ``target`` and the SDK's options for it (a list of several servers
+    turns affinity on unless ``affinity`` says otherwise)."""
+    uri, multi = channel_target(target)
+    return uri, channel_options(max_attempts, affinity=multi if affinity is None else affinity)
