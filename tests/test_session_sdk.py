@@ -28,6 +28,7 @@ from workplace_env_client import (
     ReplayDivergedError,
     SessionClosedError,
     SessionExpiredError,
+    SessionLostError,
     UnauthenticatedError,
     UnavailableError,
     WorkplaceEnvError,
@@ -308,3 +309,48 @@ def test_a_failing_recovery_after_a_retire_keeps_the_outcome_without_it(make_ser
             s.failed_recoveries[0],
             UnauthenticatedError if recovery == "checkpoint" else ReplayDivergedError,
         )
+
+
+@pytest.mark.parametrize("how", ["automatic", "by_recover"])
+def test_a_diverged_replay_fences_the_handle(make_server, how):
+    """A replay whose output differs from the recorded one leaves the server holding a session
+    that is not the lost one: the handle refuses every later call, naming the session, and
+    sends nothing more; a verify answers the masked V4 sample."""
+    served = make_server(None, ADMIN)
+    admin = AdminClient(served.target, token="adm", timeout_s=HANG_S)
+    recovery = "replay" if how == "automatic" else None
+    with admin, served.client.session(TASK, episode=EP, recovery=recovery) as s:
+        s.call_tool(*WRITE)
+        s.checkpoint(admin)
+        s._calls[0] = dataclasses.replace(s._calls[0], output_digest=bytes(8))  # will diverge
+        assert admin.retire_session(s.id) is True
+        if how == "automatic":
+            with pytest.raises(SessionLostError) as lost:  # the call's own error
+                s.call_tool(*WRITE)
+            assert "the handle is fenced" in "".join(lost.value.__notes__)
+        else:
+            with pytest.raises(ReplayDivergedError):
+                s.recover("replay")
+        divergence = s.fenced
+        assert isinstance(divergence, ReplayDivergedError) and divergence.session_id == s.id
+        for refused in (
+            lambda: s.call_tool(*WRITE),
+            lambda: s.checkpoint(admin),
+            lambda: s.recover("replay"),
+            lambda: s.recover("checkpoint"),
+        ):
+            with pytest.raises(ReplayDivergedError, match=f"session {s.id} is fenced") as caught:
+                refused()
+            assert (caught.value.reason, caught.value.session_id) == ("REPLAY_DIVERGED", s.id)
+            assert caught.value.__cause__ is divergence
+        result = s.verify([WRITE])
+        assert (result.reward, result.mask_sample, result.failure_kind) == (
+            0.0,
+            True,
+            "session_lost",
+        )
+        assert f"session {s.id} is fenced" in result.failure_reason
+        assert s.fenced is divergence and s.recoveries == ()
+        # the server's rebuilt session got the replayed write and nothing after it
+        assert _emails(served.client, s.id) == 1
+    assert served.store.live_count() == 0  # the block's exit still closed it

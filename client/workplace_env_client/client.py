@@ -373,6 +373,15 @@ class Session:
     :class:`~workplace_env_client.errors.SessionExpiredError`, with a note naming the recovery's
     error); :attr:`failed_recoveries` keeps those errors. Closing (the ``session()`` block's
     exit) never recovers. :meth:`recover`, called by you, raises its errors.
+
+    A replay that diverges (automatic or by :meth:`recover`) fences the handle: the server now
+    holds a session whose state is not the recorded one, so the handle never touches it again.
+    Every later :meth:`call_tool`, :meth:`checkpoint` and :meth:`recover` raises
+    :class:`~workplace_env_client.errors.ReplayDivergedError` naming the session (its cause:
+    the divergence), and :meth:`verify` answers the masked ``session_lost`` sample (CONTRACT
+    V4, as for a session the server does not hold) with a ``failure_reason`` saying so,
+    without asking the server; :attr:`fenced` is the divergence. The ``session()`` block's exit
+    still closes the session on the server.
     """
 
     def __init__(
@@ -400,6 +409,30 @@ class Session:
         self._calls: list[RecordedCall] = []
         self._recoveries: list[Recovery] = []
         self._failed_recoveries: list[Exception] = []
+        self._fenced: ReplayDivergedError | None = None
+
+    @property
+    def fenced(self) -> ReplayDivergedError | None:
+        """The divergence that fenced this handle (see the class docstring), or None."""
+        return self._fenced
+
+    def _fence_message(self) -> str:
+        assert self._fenced is not None
+        return (
+            f"session {self.id} is fenced: a recovery replay diverged ({self._fenced.message});"
+            " its state on the server is not the recorded one, so this handle refuses every"
+            " call (close it and start another episode)"
+        )
+
+    def _refuse_if_fenced(self) -> None:
+        """Raise ReplayDivergedError when a diverged replay fenced this handle."""
+        if self._fenced is not None:
+            raise ReplayDivergedError(
+                self._fence_message(),
+                grpc.StatusCode.DATA_LOSS,
+                reason="REPLAY_DIVERGED",
+                session_id=self.id,
+            ) from self._fenced
 
     @property
     def calls(self) -> tuple[RecordedCall, ...]:
@@ -423,8 +456,10 @@ class Session:
         """Call a tool on this session; return its decoded output; record the call.
 
         Raises as :meth:`EnvironmentClient.call_tool`; with ``recovery`` set, a lost session
-        is recovered once and the call sent again (same ``call_id``).
+        is recovered once and the call sent again (same ``call_id``). Raises
+        ReplayDivergedError, sending nothing, once the handle is fenced.
         """
+        self._refuse_if_fenced()
         text = arguments_text(arguments)
         cid = call_id or new_call_id()
         try:
@@ -438,7 +473,8 @@ class Session:
             except _RECOVERY_FAILURES as failed:
                 # Never worse than without recovery: the caller gets the call's own error.
                 self._failed_recoveries.append(failed)
-                lost.add_note(f"recovery ({self.recovery}) failed: {failed}")
+                fenced = "; the handle is fenced" if failed is self._fenced else ""
+                lost.add_note(f"recovery ({self.recovery}) failed: {failed}{fenced}")
                 raise lost from lost.__cause__
         self._calls.append(RecordedCall(name, text, cid, _digest(output)))
         return json.loads(output)
@@ -447,7 +483,10 @@ class Session:
         self, function_calls: Iterable[CallLike] | None = None, **kwargs: Any
     ) -> VerifyResult:
         """Score this session's episode (see :meth:`EnvironmentClient.verify`); with
-        ``recovery`` set, a ``session_lost`` answer recovers once and verifies again."""
+        ``recovery`` set, a ``session_lost`` answer recovers once and verifies again. A fenced
+        handle answers the masked ``session_lost`` sample (V4) and sends nothing."""
+        if self._fenced is not None:
+            return VerifyResult(0.0, True, "session_lost", self._fence_message(), ())
         calls = None if function_calls is None else list(function_calls)
         result = self.client.verify(self.id, calls, **kwargs)
         if result.failure_kind == "session_lost" and self.recovery is not None:
@@ -471,6 +510,7 @@ class Session:
         SessionLostError when the server does not hold the session, UnauthenticatedError
         without the server's admin token.
         """
+        self._refuse_if_fenced()
         count = len(self._calls)
         snapshots, _missing, failures = self._admin(admin).export_sessions([self.id])
         if failures:
@@ -505,10 +545,12 @@ class Session:
         the session header, so it lands where the ring maps the id), seed to claim it (K4),
         and replay the calls recorded after it; a server holding the session live refuses the
         restore (SESSION_LIVE) and keeps its state. Returns a :class:`Recovery`. Raises
-        ValueError (no task, or no checkpoint), ReplayDivergedError, and the seed's, restore's
-        and calls' errors (e.g. SessionClosedError once the id was closed; SessionLostError
-        or UnavailableError when the new server goes away too: recover again).
+        ValueError (no task, or no checkpoint), ReplayDivergedError (a replayed output differs
+        from the recorded one: the handle is fenced from then on; or it was already), and the
+        seed's, restore's and calls' errors (e.g. SessionClosedError once the id was closed;
+        SessionLostError or UnavailableError when the new server goes away too: recover again).
         """
+        self._refuse_if_fenced()
         if strategy not in ("replay", "checkpoint"):
             raise ValueError(f"strategy must be 'replay' or 'checkpoint', not {strategy!r}")
         if self.task is None or self.task_id is None:
@@ -533,12 +575,13 @@ class Session:
             for call in self._calls[start:]:
                 output = self.client.call_tool_raw(self.id, call.name, call.arguments, call.call_id)
                 if _digest(output) != call.output_digest:
-                    raise ReplayDivergedError(
+                    self._fenced = ReplayDivergedError(
                         f"replaying {call.name} (call_id {call.call_id}) gave another output",
                         grpc.StatusCode.DATA_LOSS,
                         reason="REPLAY_DIVERGED",
                         session_id=self.id,
                     )
+                    raise self._fenced
                 replayed += 1
         outcome = Recovery(strategy, restored, replayed, already_held)
         self._recoveries.append(outcome)
