@@ -354,3 +354,43 @@ def test_a_diverged_replay_fences_the_handle(make_server, how):
         # the server's rebuilt session got the replayed write and nothing after it
         assert _emails(served.client, s.id) == 1
     assert served.store.live_count() == 0  # the block's exit still closed it
+
+
+@pytest.mark.parametrize("recovery", [None, "replay"])
+def test_a_replay_that_stops_is_resumed_before_the_handle_is_used_again(make_server, recovery):
+    """A recovery's replay that stops on an error (a lost response, no SDK retry) leaves the
+    server holding the session without some recorded calls. Until a recovery resumes the
+    replay, the handle sends nothing on it (calls and checkpoints: SessionLostError, verify:
+    the masked sample); the resumed replay resends the call it stopped on under its call_id
+    (T6: answered, not run again) and the calls after it."""
+    served = make_server(None, ADMIN)
+    admin = AdminClient(served.target, token="adm", timeout_s=HANG_S)
+    with admin, served.raw.session(TASK, episode=EP, recovery=recovery) as s:
+        s.call_tool(*WRITE)
+        s.call_tool(*WRITE)
+        assert admin.retire_session(s.id) is True
+        Faults.of(served.store).lose_next_response()  # the first replayed call's answer
+        if recovery is None:
+            with pytest.raises(UnavailableError):
+                s.recover("replay")
+        else:
+            with pytest.raises(SessionLostError):  # the call's own error, as without recovery
+                s.call_tool(*WRITE)
+            assert isinstance(s.failed_recoveries[0], UnavailableError)
+        assert _emails(served.client, s.id) == 1  # the server holds a partial copy
+        incomplete = f"session {s.id} is not fully recovered"
+        if recovery is None:
+            for refused in (lambda: s.call_tool(*WRITE), lambda: s.checkpoint(admin)):
+                with pytest.raises(SessionLostError, match=incomplete):
+                    refused()
+            result = s.verify([WRITE])
+            assert (result.mask_sample, result.failure_kind) == (True, "session_lost")
+            assert incomplete in result.failure_reason
+            assert _emails(served.client, s.id) == 1  # nothing was sent
+            assert s.recover("replay") == Recovery("replay", False, 2, True)
+            s.call_tool(*WRITE)
+        else:  # the next call resumes the replay, then is sent
+            s.call_tool(*WRITE)
+            assert s.recoveries == (Recovery("replay", False, 2, True),)
+        assert _emails(served.client, s.id) == 3 and len(s.calls) == 3
+        assert s.checkpoint(admin).call_count == 3

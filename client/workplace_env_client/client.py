@@ -382,6 +382,15 @@ class Session:
     V4, as for a session the server does not hold) with a ``failure_reason`` saying so,
     without asking the server; :attr:`fenced` is the divergence. The ``session()`` block's exit
     still closes the session on the server.
+
+    A replay that stops on another error (e.g. a deadline, or an answer lost with retries
+    spent) leaves the server, if it still holds the session, with only some of the recorded
+    calls. Until a recovery resumes that replay the handle sends nothing on the session either:
+    :meth:`call_tool` and :meth:`checkpoint` raise SessionLostError ("not fully recovered";
+    with ``recovery`` set, the call recovers and is sent as for a lost session) and
+    :meth:`verify` answers the masked ``session_lost`` sample. A recovery reaching a server
+    that holds the session resumes at the call the replay stopped on (resent with its
+    ``call_id``, so not run twice, T6).
     """
 
     def __init__(
@@ -410,6 +419,9 @@ class Session:
         self._recoveries: list[Recovery] = []
         self._failed_recoveries: list[Exception] = []
         self._fenced: ReplayDivergedError | None = None
+        # After a recovery whose replay stopped on an error (not a divergence): the index of the
+        # first recorded call the server's copy may lack. None: the server has them all.
+        self._resume_at: int | None = None
 
     @property
     def fenced(self) -> ReplayDivergedError | None:
@@ -433,6 +445,23 @@ class Session:
                 reason="REPLAY_DIVERGED",
                 session_id=self.id,
             ) from self._fenced
+
+    def _incomplete_message(self) -> str:
+        return (
+            f"session {self.id} is not fully recovered: its replay stopped after"
+            f" {self._resume_at} of {len(self._calls)} recorded calls (recover() resumes it)"
+        )
+
+    def _refuse_if_incomplete(self) -> None:
+        """Raise SessionLostError while a recovery's replay is incomplete: the server's copy
+        lacks recorded calls, so the recorded session is not (yet) there."""
+        if self._resume_at is not None:
+            raise SessionLostError(
+                self._incomplete_message(),
+                grpc.StatusCode.NOT_FOUND,
+                reason="SESSION_LOST",
+                session_id=self.id,
+            )
 
     @property
     def calls(self) -> tuple[RecordedCall, ...]:
@@ -463,6 +492,7 @@ class Session:
         text = arguments_text(arguments)
         cid = call_id or new_call_id()
         try:
+            self._refuse_if_incomplete()
             output = self.client.call_tool_raw(self.id, name, text, cid)
         except SessionLostError as lost:
             if self.recovery is None:
@@ -488,7 +518,10 @@ class Session:
         if self._fenced is not None:
             return VerifyResult(0.0, True, "session_lost", self._fence_message(), ())
         calls = None if function_calls is None else list(function_calls)
-        result = self.client.verify(self.id, calls, **kwargs)
+        if self._resume_at is not None:  # not asked: the server's copy lacks recorded calls
+            result = VerifyResult(0.0, True, "session_lost", self._incomplete_message(), ())
+        else:
+            result = self.client.verify(self.id, calls, **kwargs)
         if result.failure_kind == "session_lost" and self.recovery is not None:
             try:
                 self._auto_recover()
@@ -511,6 +544,7 @@ class Session:
         without the server's admin token.
         """
         self._refuse_if_fenced()
+        self._refuse_if_incomplete()
         count = len(self._calls)
         snapshots, _missing, failures = self._admin(admin).export_sessions([self.id])
         if failures:
@@ -540,7 +574,8 @@ class Session:
         """Rebuild this session on the server its id maps to now (issue 9 item 3).
 
         ``"replay"``: seed (S1; S2 when that server holds the session, then nothing is
-        replayed) and replay every recorded call. ``"checkpoint"``: restore ``checkpoint``
+        replayed, unless an earlier recovery's replay stopped there: it resumes) and replay
+        every recorded call. ``"checkpoint"``: restore ``checkpoint``
         (default :attr:`last_checkpoint`) through ``admin`` (as :meth:`checkpoint`; routed by
         the session header, so it lands where the ring maps the id), seed to claim it (K4),
         and replay the calls recorded after it; a server holding the session live refuses the
@@ -570,9 +605,15 @@ class Session:
             start = checkpoint.call_count
         seeded = self.client.seed(self.id, self.episode, self.task_id, self.task)
         already_held = seeded.already_seeded
+        # A server holding the session has every recorded call, unless an earlier recovery's
+        # replay stopped there: then it resumes (the call it stopped on may have run; its
+        # call_id makes the resend answer the recorded output, T6).
+        begin = start if not already_held else self._resume_at
         replayed = 0
-        if not already_held:
-            for call in self._calls[start:]:
+        if begin is not None:
+            for at in range(begin, len(self._calls)):
+                self._resume_at = at
+                call = self._calls[at]
                 output = self.client.call_tool_raw(self.id, call.name, call.arguments, call.call_id)
                 if _digest(output) != call.output_digest:
                     self._fenced = ReplayDivergedError(
@@ -583,6 +624,7 @@ class Session:
                     )
                     raise self._fenced
                 replayed += 1
+            self._resume_at = None
         outcome = Recovery(strategy, restored, replayed, already_held)
         self._recoveries.append(outcome)
         return outcome
