@@ -70,6 +70,8 @@ SIZED_METHOD = "/bench.Echo/Sized"
 _PAD = bytes(1 << 20)
 PATHS = ("http", "grpc", "echo", "echo-bytes")
 console = Console()
+#: The report table's width: wide enough for its ten columns even when not on a terminal.
+_TABLE_CONSOLE = Console(width=max(console.width, 140))
 
 
 # -- the servers ---------------------------------------------------------------------------------
@@ -419,7 +421,7 @@ def print_report(report: dict[str, Any]) -> None:
             f"{grpc_ / echo_bytes:.2f}",
             f"{run['http']['episodes_per_s']:.0f}",
         )
-    console.print(table, width=max(console.width, 130))
+    _TABLE_CONSOLE.print(table)
 
 
 def main() -> None:

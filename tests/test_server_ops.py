@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import gc
 import signal
 import threading
 import time
-import weakref
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,7 +28,6 @@ from tests.helpers import (
     wait,
 )
 from workplace_env.server.app import SERVICE_NAME
-from workplace_env.server.serve import freeze_startup_heap
 from workplace_env_client import EnvironmentClient, UnavailableError
 
 SENT = "Email sent successfully."
@@ -135,30 +132,3 @@ def test_serve_cohosts_the_http_gateway():
         assert serve.proc.wait(timeout=30) == 0
     finally:
         serve.stop()
-
-
-def test_freeze_startup_heap_collects_garbage_then_freezes_what_lives():
-    """``serve`` takes its start-up objects out of the cyclic collector's walks (issue 15), but
-    only after a collection: a cycle that was already garbage is freed, not kept for ever."""
-
-    class Node:
-        pass
-
-    enabled = gc.isenabled()
-    gc.disable()  # no automatic collection may free the cycle in the test's place
-    garbage = Node()
-    garbage.me = garbage  # a cycle only the collector can free
-    gone = weakref.ref(garbage)
-    del garbage
-    kept = [[i] for i in range(100)]  # start-up state: alive when the server starts
-    frozen = gc.get_freeze_count()
-    try:
-        freeze_startup_heap()
-        assert gone() is None
-        assert gc.get_freeze_count() >= frozen + len(kept)
-        walked = {id(x) for x in gc.get_objects()}  # what collections still walk
-        assert not any(id(x) in walked for x in kept)
-    finally:
-        gc.unfreeze()
-        if enabled:
-            gc.enable()

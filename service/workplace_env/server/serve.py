@@ -8,7 +8,6 @@ printed, the co-hosted gateway, shutdown order).
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import secrets
@@ -80,7 +79,6 @@ def serve_until_signalled(settings: Settings) -> None:
         except RuntimeError as exc:
             server.stop(grace_s=0)
             raise CommandError("cannot start the HTTP gateway:", exc) from exc
-    freeze_startup_heap()
     host = settings.address.rsplit(":", 1)[0]
     console.print(f"workplace-env serving on {plain(host)}:{server.port}")
     if gateway is not None:
@@ -99,19 +97,6 @@ def serve_until_signalled(settings: Settings) -> None:
     stopping.wait()
     console.print("draining ...")
     drain_and_stop(server, gateway, settings.grace_s, settings.drain_delay_s, hurry)
-
-
-def freeze_startup_heap() -> None:
-    """Collect once, then move every object alive now (the sandbox's base tables, the tool
-    registry, the server's wiring: all kept until exit) out of the cyclic collector's reach.
-
-    Without this, each full collection walks those objects again: ~60 ms (90 ms wall, the GIL
-    held) every few thousand episodes, about 1% of the server's CPU (issue 15, BENCHMARKS.md).
-    Frozen objects are still freed by reference counting; only cycles among them are kept.
-    Once per serving process, never in library use (tests start many servers per process).
-    """
-    gc.collect()
-    gc.freeze()
 
 
 _log = logging.getLogger("workplace_env.server")
