@@ -4,7 +4,7 @@ Usage (README): ``.venv/bin/python bench/http_bench.py [--episodes N] [--levels 
 [--repeat R] [--out FILE]``
 
 One ``workplace-env serve --http-address`` process (the co-hosted gateway) and one echo server
-(a gRPC server whose one unary method does nothing) run side by side; for each concurrency
+(a gRPC server whose unary methods only answer bytes) run side by side; for each concurrency
 level the same episode plan goes, in turn, through
 
 * **http**: the gateway, with the request shapes of NeMo Gym's agents: ``POST /seed_session``
@@ -16,12 +16,18 @@ level the same episode plan goes, in turn, through
 * **grpc**: the SDK on the same plan (typed seed of the row, ``CallTool`` per call, ``Verify``
   of the calls, ``CloseSession``);
 * **echo**: as many unary RPCs per episode as the grpc path makes, against the echo server
-  (the transport's floor in Python gRPC).
+  (the transport's floor in Python gRPC): 64-byte requests, empty answers;
+* **echo-bytes**: the same RPCs against the same echo server, each carrying the byte size of
+  the grpc path's serialized request and the SDK's session header, and answered with the byte
+  size of its serialized response (measured once per plan line before the runs; the server
+  slices a buffer, no protobuf): the floor with the plan's payloads. It is context next to
+  **echo**, which stays the issue's floor.
 
 For each it prints **server CPU ms per episode** (user + system time of the server process from
-``/proc/<pid>/stat``, so it holds on a shared machine) and the ratios http/grpc and grpc/echo,
-measured in the same run; ``--repeat`` runs every level that many times (the table shows each
-run). Clients run in 1 process at concurrency 1, 2 above, with threads up to the level.
+``/proc/<pid>/stat``, so it holds on a shared machine) and the ratios http/grpc, grpc/echo and
+grpc/echo-bytes, measured in the same run; ``--repeat`` runs every level that many times (the
+table shows each run). Clients run in 1 process at concurrency 1, 2 above, with threads up to
+the level.
 
 The plan is ``../shared/data/bench/episode_mix.jsonl`` on the WorkBench CSVs when present, else
 oracle episodes of generated tasks on the embedded default sandbox. Results go to
@@ -59,7 +65,13 @@ from bench import (  # noqa: E402  (bench/ is not a package)
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 COOKIE = "WorkbenchResourcesServer___workplace_assistant"
 ECHO_METHOD = "/bench.Echo/Nothing"
+SIZED_METHOD = "/bench.Echo/Sized"
+#: What a ``Sized`` answer is cut from: larger than any message of the plan (seeds: 17-35 KB).
+_PAD = bytes(1 << 20)
+PATHS = ("http", "grpc", "echo", "echo-bytes")
 console = Console()
+#: The report table's width: wide enough for its ten columns even when not on a terminal.
+_TABLE_CONSOLE = Console(width=max(console.width, 140))
 
 
 # -- the servers ---------------------------------------------------------------------------------
@@ -98,7 +110,9 @@ class EchoServer(ServerProcess):
 
 
 def echo_server(workers: int) -> tuple[Any, int]:
-    """A started gRPC server with one unary method that answers empty bytes, and its port."""
+    """A started gRPC server and its port. Two unary methods on bytes (no protobuf): ``Nothing``
+    answers empty bytes; ``Sized`` answers as many zero bytes as its request's first 4 bytes say
+    (big-endian), the rest of the request being padding to the size under test."""
     from concurrent import futures
 
     import grpc
@@ -108,8 +122,15 @@ def echo_server(workers: int) -> tuple[Any, int]:
     def nothing(request: bytes, context: Any) -> bytes:
         return b""
 
+    def sized(request: bytes, context: Any) -> bytes:
+        return _PAD[: int.from_bytes(request[:4], "big")]
+
     handler = grpc.method_handlers_generic_handler(
-        "bench.Echo", {"Nothing": grpc.unary_unary_rpc_method_handler(nothing)}
+        "bench.Echo",
+        {
+            "Nothing": grpc.unary_unary_rpc_method_handler(nothing),
+            "Sized": grpc.unary_unary_rpc_method_handler(sized),
+        },
     )
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers), options=server_options())
     server.add_generic_rpc_handlers((handler,))
@@ -201,6 +222,46 @@ def verify_body(row: dict[str, Any], output: list[dict[str, Any]]) -> dict[str, 
 # -- client processes --------------------------------------------------------------------------
 
 
+def _grpc_episode(env: Any, line: dict[str, Any], tools: list[dict[str, Any]]) -> None:
+    """One episode of ``line`` down the SDK: seed of the row, its calls, verify, close."""
+    row = nemo_row(line, tools)
+    sid, episode = f"b-{uuid.uuid4().hex}", (f"r{uuid.uuid4().hex[:12]}", 0)
+    env.seed(sid, episode, ("bench", str(line["id"])), row)
+    for call in line["calls"]:
+        env.call_tool_raw(sid, call["name"], call["arguments"])
+    env.verify(sid, line["calls"])
+    env.close_session(sid, episode)
+
+
+def measure_sizes(target: str, lines: list[dict[str, Any]]) -> None:
+    """Set ``line["sizes"]`` on every plan line: (request, response) serialized bytes of each
+    RPC its grpc episode makes, measured by one run of the distinct lines against ``target``."""
+    import grpc
+
+    from workplace_env_client import EnvironmentClient, make_channel
+
+    class Sizes(grpc.UnaryUnaryClientInterceptor):
+        def __init__(self) -> None:
+            self.seen: list[tuple[int, int]] = []
+
+        def intercept_unary_unary(self, continuation, details, request):  # type: ignore[no-untyped-def]
+            outcome = continuation(details, request)
+            self.seen.append((request.ByteSize(), outcome.result().ByteSize()))
+            return outcome
+
+    tools, sizes, by_key = _tools(), Sizes(), {}
+    channel = make_channel(target, max_attempts=1)
+    with EnvironmentClient(channel=grpc.intercept_channel(channel, sizes), timeout_s=120) as env:
+        for line in lines:
+            key = json.dumps([line["id"], line["calls"]], sort_keys=True)
+            if key not in by_key:
+                sizes.seen = []
+                _grpc_episode(env, line, tools)
+                by_key[key] = sizes.seen
+            line["sizes"] = by_key[key]
+    channel.close()
+
+
 class _Http:
     """One keep-alive connection with a hand-carried session cookie."""
 
@@ -240,10 +301,12 @@ def _http_episode(client: _Http, row: dict[str, Any], calls: list[dict[str, Any]
 def _worker(
     path: str, target: str, http_port: int, lines: list[dict[str, Any]], threads: int
 ) -> int:
-    """Run ``lines`` on ``threads`` threads down ``path`` (http, grpc, echo); return RPCs made."""
+    """Run ``lines`` on ``threads`` threads down ``path`` (one of :data:`PATHS`; echo-bytes
+    needs the lines' ``sizes``, see :func:`measure_sizes`); return RPCs made."""
     import grpc
 
     from workplace_env_client import EnvironmentClient
+    from workplace_env_client.routing import session_metadata
 
     tools = _tools()
     lock = threading.Lock()
@@ -260,13 +323,7 @@ def _worker(
 
     def grpc_loop(env: EnvironmentClient) -> None:
         while (line := take()) is not None:
-            row = nemo_row(line, tools)
-            sid, episode = f"b-{uuid.uuid4().hex}", (f"r{uuid.uuid4().hex[:12]}", 0)
-            env.seed(sid, episode, ("bench", str(line["id"])), row)
-            for call in line["calls"]:
-                env.call_tool_raw(sid, call["name"], call["arguments"])
-            env.verify(sid, line["calls"])
-            env.close_session(sid, episode)
+            _grpc_episode(env, line, tools)
 
     def echo_loop(channel: grpc.Channel) -> None:
         nothing = channel.unary_unary(ECHO_METHOD)
@@ -274,9 +331,27 @@ def _worker(
             for _ in range(len(line["calls"]) + 3):
                 nothing(b"x" * 64, timeout=120)
 
-    if path == "grpc" or path == "echo":
+    # echo-bytes: one prepared request per (request size, response size) of the plan
+    sized_requests = {
+        pair: pair[1].to_bytes(4, "big") + bytes(max(0, pair[0] - 4))
+        for line in (lines if path == "echo-bytes" else [])
+        for pair in line["sizes"]
+    }
+
+    def echo_bytes_loop(channel: grpc.Channel) -> None:
+        sized = channel.unary_unary(SIZED_METHOD)
+        while (line := take()) is not None:
+            header = session_metadata(f"b-{uuid.uuid4().hex}")  # the SDK's, one id per episode
+            for pair in line["sizes"]:
+                sized(sized_requests[pair], timeout=120, metadata=header)
+
+    if path != "http":
         env = EnvironmentClient(target, timeout_s=120)
-        loop, args = (grpc_loop, (env,)) if path == "grpc" else (echo_loop, (env.channel,))
+        loop, args = {
+            "grpc": (grpc_loop, (env,)),
+            "echo": (echo_loop, (env.channel,)),
+            "echo-bytes": (echo_bytes_loop, (env.channel,)),
+        }[path]
     else:
         env, loop, args = None, http_loop, ()
     pool = [threading.Thread(target=loop, args=args) for _ in range(threads)]
@@ -329,21 +404,24 @@ def run_path(
 
 def print_report(report: dict[str, Any]) -> None:
     table = Table(title=f"server CPU ms per episode; plan: {report['source']}")
-    for col in ("conc.", "run", "http", "grpc", "echo", "http/grpc", "grpc/echo", "http ep/s"):
+    columns = ("conc.", "run", *PATHS, "http/grpc", "grpc/echo", "grpc/echo-bytes", "http ep/s")
+    for col in columns:
         table.add_column(col, justify="right")
     for run in report["runs"]:
-        http_, grpc_, echo = (run[p]["server_cpu_ms_per_episode"] for p in ("http", "grpc", "echo"))
+        http_, grpc_, echo, echo_bytes = (run[p]["server_cpu_ms_per_episode"] for p in PATHS)
         table.add_row(
             str(run["concurrency"]),
             str(run["run"]),
             f"{http_:.2f}",
             f"{grpc_:.2f}",
             f"{echo:.2f}",
+            f"{echo_bytes:.2f}",
             f"{http_ / grpc_:.2f}",
             f"{grpc_ / echo:.2f}",
+            f"{grpc_ / echo_bytes:.2f}",
             f"{run['http']['episodes_per_s']:.0f}",
         )
-    console.print(table)
+    _TABLE_CONSOLE.print(table)
 
 
 def main() -> None:
@@ -368,14 +446,20 @@ def main() -> None:
         "runs": [],
     }
     server, echo = CoHostedServer(data_dir), EchoServer()
+    servers = dict(zip(PATHS, (server, server, echo, echo), strict=True))
     try:
+        measure_sizes(server.target, lines)
+        report["rpc_bytes_per_episode"] = {
+            "request": sum(q for line in lines for q, _ in line["sizes"]) / len(lines),
+            "response": sum(r for line in lines for _, r in line["sizes"]) / len(lines),
+        }
         warm = lines[: min(50, len(lines))]
-        for path, srv in (("http", server), ("grpc", server), ("echo", echo)):
+        for path, srv in servers.items():
             run_path(path, srv, server.http_port, warm, 4)
         for level in (int(x) for x in args.levels.split(",")):
             for run in range(1, args.repeat + 1):
                 entry: dict[str, Any] = {"concurrency": level, "run": run}
-                for path, srv in (("http", server), ("grpc", server), ("echo", echo)):
+                for path, srv in servers.items():
                     entry[path] = run_path(path, srv, server.http_port, lines, level)
                 report["runs"].append(entry)
                 console.print(f"concurrency {level}, run {run}: done")
