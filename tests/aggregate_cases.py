@@ -179,6 +179,26 @@ CASES: dict[str, Rows] = {
     ],
     "collection_like": _collection_like(7),
     "empty": [],
+    # finite input whose statistics overflow: the reference writes the infinities as null
+    "statistics_overflowing_to_null": [vr(0, 0, 1e308), vr(0, 1, 1.5e308)],
+    "spreads_overflowing_to_null": [
+        vr(0, 0, 1e307),
+        vr(0, 1, -1e307),
+        vr(1, 0, -1e307),
+        vr(1, 1, 1e307),
+    ],
+    "large_values_that_still_aggregate": [
+        vr(0, 0, 1e300, big=2**45),
+        vr(0, 1, 2e300, big=2**45),
+        vr(1, 0, 1e13, big=-(2**45)),
+    ],
+    "ng_perf_of_large_values": [
+        vr(0, 0, 1.0, ng_perf={"prompt_tokens": 1e308, "num_turns": 1e308}),
+        vr(1, 0, 1.0, ng_perf={"num_turns": -1e308, "completion_tokens": 1e300}),
+        vr(2, 0, 1.0, ng_perf={"num_turns": 1e-300, "completion_tokens": 1e300}),
+    ],
+    # an index is any integer (only measured integers must fit int64)
+    "indices_beyond_int64": [vr(10**23, 0, 1.0), vr(1, 10**23, 0.0), vr(1, 0, 0.5)],
 }
 
 _ANY_VALUE: tuple[Any, ...] = (None, True, False, 0, 1, 2, -3, 7, 10**12, 0.5, 1.25, 3.0, 1e6, "s")
@@ -243,6 +263,45 @@ REFUSED: dict[str, tuple[Rows, list[Any]]] = {
     "integer_beyond_int64": (
         [vr(0, 0, 1, big=2**63)],
         ["body", "verify_responses", 0, "big"],
+    ),
+    # the reference histograms each column in 64 equal bins, per task and overall
+    "sum_overflowing_in_a_task": (
+        [vr(0, 0, 1e308), vr(0, 1, 1e308)],
+        ["body", "verify_responses", 0, "reward"],
+    ),
+    "range_overflowing_in_a_task": (
+        [vr(0, 0, 1.0, x=1e308), vr(0, 1, 1.0, x=-1e308)],
+        ["body", "verify_responses", 0, "x"],
+    ),
+    "lone_huge_value": (
+        [vr(0, 0, 1.0), vr(0, 1, 0.0), vr(1, 0, 0.5, big=1e20)],
+        ["body", "verify_responses", 2, "big"],
+    ),
+    "lone_huge_integer": (
+        [vr(0, 0, 1.0, n=2**62)],
+        ["body", "verify_responses", 0, "n"],
+    ),
+    "huge_usage_counts": (
+        [
+            vr(0, 0, 1.0, response={"usage": {"input_tokens": 1e308}}),
+            vr(0, 1, 1.0, response={"usage": {"input_tokens": 1e308}}),
+        ],
+        ["body", "verify_responses", 0, "response", "usage", "input_tokens"],
+    ),
+    "adjacent_floats_in_a_task": (
+        [vr(0, 0, 1.0), vr(0, 1, 1.0000000000000002)],
+        ["body", "verify_responses", 0, "reward"],
+    ),
+    "adjacent_floats_over_all_tasks": (
+        [vr(0, 0, 1.0), vr(1, 0, 1.0000000000000002)],
+        ["body", "verify_responses", 0, "reward"],
+    ),
+    "ng_perf_sum_overflowing": (
+        [
+            vr(0, 0, 1.0, ng_perf={"prompt_tokens": 1e308}),
+            vr(1, 0, 1.0, ng_perf={"prompt_tokens": 1e308}),
+        ],
+        ["body", "verify_responses", 0, "ng_perf", "prompt_tokens"],
     ),
 }
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.aggregate_cases import CASES, REFUSED, reference_answers, same_metrics, usage, vr
 from workplace_env.gateway.aggregate import aggregate_metrics
-from workplace_env.gateway.translate import HttpProblem
+from workplace_env.gateway.translate import HttpProblem, json_response
 
 ANSWERS = reference_answers()
 
@@ -21,9 +21,36 @@ def test_every_case_has_a_recorded_reference_answer():
     assert list(ANSWERS) == list(CASES)
 
 
+def on_the_wire(answer: dict) -> dict:
+    """The answer as the gateway sends it (an overflowed statistic is ``null``)."""
+    return json.loads(bytes(json_response(answer).body))
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_equals_the_recorded_reference_answer(name):
-    assert same_metrics(aggregate_metrics(CASES[name]), ANSWERS[name]) == []
+    assert same_metrics(on_the_wire(aggregate_metrics(CASES[name])), ANSWERS[name]) == []
+
+
+def test_statistics_that_overflow_are_null_on_the_wire_as_in_the_reference():
+    """F4: the mean of 1e308 and 1.5e308 is infinite; the reference answers 200 with ``null``
+    there (before, our encoder refused the infinity: a 500)."""
+    out = on_the_wire(aggregate_metrics(CASES["statistics_overflowing_to_null"]))
+    agent = out["agent_metrics"]
+    assert agent["mean/reward"] is None and agent["std/reward"] is None
+    assert (agent["min/reward"], agent["max/reward"]) == (1e308, 1.5e308)
+    assert out["key_metrics"] == {"mean/reward": None}
+
+
+def test_every_json_answer_writes_non_finite_floats_as_null():
+    """Any JSON answer of the gateway, not only aggregates: nested, in lists, both encoders."""
+    nan, inf = float("nan"), float("inf")
+    body = {"a": [1.5, inf, {"b": -inf}], "c": nan, "d": "Infinity", "e": 10**30}
+    assert json.loads(bytes(json_response(body).body)) == {
+        "a": [1.5, None, {"b": None}],
+        "c": None,
+        "d": "Infinity",
+        "e": 10**30,
+    }
 
 
 @pytest.mark.parametrize("name", list(REFUSED))

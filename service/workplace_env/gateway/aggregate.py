@@ -31,7 +31,15 @@ Output (key order is part of the answer):
 
 Input the reference cannot aggregate (it answers 500) is a 422 naming the field here: a repeated
 ``(_ng_task_index, _ng_rollout_index)``, indices that are not numbers or strings or that mix
-the two, a ``response``/``usage`` that is not an object, an integer outside int64.
+the two, a ``response``/``usage`` that is not an object, a measured integer outside int64 (an
+index may be any integer, as in the reference), a column whose values (per task, or over all
+scored responses) cannot be cut into the reference's 64 equal-width histogram bins (numpy's
+rule: values so large, or so close together, that the bin edges collapse, e.g. a lone value
+beyond 2**46 or two adjacent floats), and ``ng_perf`` numbers whose sum overflows.
+
+Statistics that overflow on finite input (the mean of 1e308 and 1.5e308, a spread of +-1e307)
+are infinite; the reference writes them ``null`` (as pydantic writes a non-finite float), and
+so does :func:`workplace_env.gateway.translate.json_response`.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ MASK_SAMPLE = "mask_sample"
 #: The only agent of a resources server's aggregation (NeMo's synthetic ``agent_ref``).
 AGENT_NAME = "agent"
 _INT64 = (-(2**63), 2**63 - 1)
+#: The reference histograms every column (W&B's default bin count) and fails when it cannot.
+_HISTOGRAM_BINS = 64
 
 Number = int | float
 Row = dict[str, Number]
@@ -128,6 +138,20 @@ def _ci95(mean: float, se: float, n: int) -> tuple[float, float] | None:
         return mean, mean
     half = _t_quantile_975(n - 1) * se
     return mean - half, mean + half
+
+
+def _binnable(values: Sequence[Number], integer: bool) -> bool:
+    """Whether numpy can cut ``values`` into 64 equal-width bins of positive width (a lone
+    value spans +-0.5); ``integer``: the column is int64, else float64, as the reference holds
+    it."""
+    lo, hi = min(values), max(values)
+    if max(-lo, hi) < 2**40 and (lo == hi or hi - lo >= 1 / 16):
+        return True  # bins of >= 2**-10 where floats are spaced <= 2**-12: never collapse
+    try:
+        np.histogram(np.asarray(values, dtype=np.int64 if integer else float), _HISTOGRAM_BINS)
+    except ValueError:  # "Too many bins for data range", or a range beyond the floats
+        return False
+    return True
 
 
 # --- reading the verify responses --------------------------------------------------------------
@@ -217,33 +241,66 @@ def _rollout_info(task: Any, repeat: Any, row: dict[str, Any], where: Loc) -> di
 class _Rollout:
     """One scored verify response: its indices, measured fields and ``rollout_infos`` entry."""
 
-    __slots__ = ("info", "repeat", "task", "values")
+    __slots__ = ("info", "position", "repeat", "row", "task", "values")
 
     def __init__(self, position: int, row: dict[str, Any]) -> None:
+        self.position, self.row = position, row
         where: Loc = ("verify_responses", position)
         self.task = _index(row, TASK_INDEX, where)
         self.repeat = _index(row, ROLLOUT_INDEX, where)
         self.values = _measured(row, where)
         self.info = _rollout_info(self.task, self.repeat, row, where)
 
+    def place(self, column: str) -> Loc:
+        """Where this response carries ``column`` (its usage count wins, as in measuring)."""
+        where: Loc = ("verify_responses", self.position)
+        usage = _usage(self.row, where)
+        return (*where, "response", "usage", column) if column in usage else (*where, column)
+
 
 # --- statistics --------------------------------------------------------------------------------
 
 
-def _columns(rollouts: Sequence[_Rollout]) -> tuple[list[str], bool]:
-    """The columns in first-appearance order, and whether every one is integer (present as an
-    integer in every rollout), which keeps ``max``/``min`` integers."""
-    columns: dict[str, None] = {}
+class _Columns(list[str]):
+    """The columns in first-appearance order; ``integer``: those present as an integer in every
+    rollout (int64 in the reference's table); ``all_int``: every one is, which keeps
+    ``max``/``min`` integers."""
+
+    integer: frozenset[str]
+    all_int: bool
+
+
+def _columns(rollouts: Sequence[_Rollout]) -> _Columns:
+    names: dict[str, None] = {}
     for r in rollouts:
-        columns.update(dict.fromkeys(r.values))
-    all_int = all(all(isinstance(r.values.get(c), int) for r in rollouts) for c in columns)
-    return list(columns), all_int
+        names.update(dict.fromkeys(r.values))
+    columns = _Columns(names)
+    columns.integer = frozenset(
+        c for c in columns if all(isinstance(r.values.get(c), int) for r in rollouts)
+    )
+    columns.all_int = len(columns.integer) == len(columns)
+    return columns
 
 
-def _describe(rollouts: Sequence[_Rollout], columns: list[str], all_int: bool) -> dict[str, Any]:
-    """``mean/max/min/median/std`` of each column over ``rollouts``, stat-major."""
+def _describe(rollouts: Sequence[_Rollout], columns: _Columns) -> dict[str, Any]:
+    """``mean/max/min/median/std`` of each column over ``rollouts``, stat-major. Raises 422
+    naming a column the reference cannot histogram (:func:`_binnable`)."""
     present = {c: [r.values[c] for r in rollouts if c in r.values] for c in columns}
-    extreme: Callable[[Number], Number] = int if all_int else float
+    for c, values in present.items():
+        if values and not _binnable(values, c in columns.integer):
+            first = next(r for r in rollouts if c in r.values)
+            task = f" of {TASK_INDEX} {first.task}" if len({r.task for r in rollouts}) == 1 else ""
+            raise invalid(
+                [
+                    (
+                        first.place(c),
+                        f"cannot be aggregated: its values{task} are too large or too close "
+                        f"together for {_HISTOGRAM_BINS} equal histogram bins (the reference "
+                        "fails on them)",
+                    )
+                ]
+            )
+    extreme: Callable[[Number], Number] = int if columns.all_int else float
     stds = {
         c: float(np.std(np.asarray(v, dtype=float), ddof=1))
         for c, v in present.items()
@@ -267,9 +324,7 @@ def _describe(rollouts: Sequence[_Rollout], columns: list[str], all_int: bool) -
     return out
 
 
-def _group_level(
-    rollouts: list[_Rollout], columns: list[str], all_int: bool
-) -> list[dict[str, Any]]:
+def _group_level(rollouts: list[_Rollout], columns: _Columns) -> list[dict[str, Any]]:
     by_task: dict[Any, list[_Rollout]] = {}
     for r in rollouts:
         by_task.setdefault(r.task, []).append(r)
@@ -279,7 +334,7 @@ def _group_level(
         groups.append(
             {
                 TASK_INDEX: task,
-                **_describe(members, columns, all_int),
+                **_describe(members, columns),
                 "sample": {"agent_ref": {"name": AGENT_NAME}},
                 "num_rollouts": len(members),
                 "expected_num_rollouts": len(members),
@@ -399,9 +454,16 @@ _PERF_TOKEN_FIELDS = (
 def perf_summary(records: list[dict[str, Any]], total: int) -> dict[str, Any] | None:
     """NeMo's ``perf_summary`` of the rollouts' ``ng_perf`` records (``total`` rollouts in all,
     masked ones included); None without records. A field's statistics appear only when some
-    record carries it as a number (booleans count, as in the reference)."""
+    record carries it as a number (booleans count, as in the reference). Raises
+    :class:`OverflowError` naming the field whose values' sum overflows (the reference fails)."""
     if total <= 0 or not records:
         return None
+
+    def fmean(field: str, vals: list[Any]) -> float:
+        try:
+            return statistics.fmean(vals)
+        except OverflowError:
+            raise OverflowError(field) from None
 
     def values(key: str) -> list[Any]:
         return [r[key] for r in records if isinstance(r.get(key), int | float)]
@@ -422,12 +484,12 @@ def perf_summary(records: list[dict[str, Any]], total: int) -> dict[str, Any] | 
     for field in _PERF_TOKEN_FIELDS:
         vals = values(field)
         if vals:
-            summary[f"mean_{field}"] = statistics.fmean(vals)
+            summary[f"mean_{field}"] = fmean(field, vals)
             summary[f"median_{field}"] = statistics.median(vals)
             summary[f"total_{field}"] = sum(vals)
     turns = values("num_turns")
     if turns:
-        summary["mean_num_turns"] = statistics.fmean(turns)
+        summary["mean_num_turns"] = fmean("num_turns", turns)
         summary["median_num_turns"] = statistics.median(turns)
         summary["std_num_turns"] = statistics.pstdev(turns)
         summary["min_num_turns"] = min(turns)
@@ -441,13 +503,13 @@ def perf_summary(records: list[dict[str, Any]], total: int) -> dict[str, Any] | 
         and r["num_turns"] > 0
     ]
     if per_turn:
-        summary["mean_tokens_per_turn"] = statistics.fmean(per_turn)
+        summary["mean_tokens_per_turn"] = fmean("completion_tokens", per_turn)
         summary["median_tokens_per_turn"] = statistics.median(per_turn)
     latency = values("total_latency_ms")
     if latency:
         for percent in (50, 90, 99):
             summary[f"total_latency_p{percent}_ms"] = quantile(latency, percent)
-        summary["total_latency_mean_ms"] = statistics.fmean(latency)
+        summary["total_latency_mean_ms"] = fmean("total_latency_ms", latency)
     return summary
 
 
@@ -504,8 +566,14 @@ def _scored_rollouts(verify_responses: list[dict[str, Any]], scored: list[int]) 
 def aggregate_metrics(verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
     """H3: NeMo Gym's ``AggregateMetrics`` (as a JSON object, its field order) for an
     ``AggregateMetricsRequest``'s ``verify_responses`` (see the module docstring for the rule).
-    Raises 422 (:func:`workplace_env.gateway.translate.invalid`) for input the reference
-    cannot aggregate."""
+    A statistic that overflows is an infinity (NaN for inf - inf), which the gateway writes
+    ``null``. Raises 422 (:func:`workplace_env.gateway.translate.invalid`) for input the
+    reference cannot aggregate."""
+    with np.errstate(all="ignore"):  # overflow is an answer here (null), not a warning
+        return _aggregate(verify_responses)
+
+
+def _aggregate(verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
     answer: dict[str, Any] = {
         "group_level_metrics": [],
         "agent_metrics": {},
@@ -515,10 +583,24 @@ def aggregate_metrics(verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
     }
     if not verify_responses:
         return answer
-    answer["perf_summary"] = perf_summary(
-        [r["ng_perf"] for r in verify_responses if isinstance(r.get("ng_perf"), dict)],
-        len(verify_responses),
-    )
+    perf = [
+        (i, r["ng_perf"])
+        for i, r in enumerate(verify_responses)
+        if isinstance(r.get("ng_perf"), dict)
+    ]
+    try:
+        answer["perf_summary"] = perf_summary([p for _, p in perf], len(verify_responses))
+    except OverflowError as exc:
+        field = str(exc)
+        first = next(i for i, p in perf if isinstance(p.get(field), int | float))
+        raise invalid(
+            [
+                (
+                    ("verify_responses", first, "ng_perf", field),
+                    "its values' sum overflows (the reference fails on them)",
+                )
+            ]
+        ) from None
     scored = [i for i, r in enumerate(verify_responses) if not r.get(MASK_SAMPLE)]
     for i, r in enumerate(verify_responses):  # every index is hashable and orderable
         _index(r, TASK_INDEX, ("verify_responses", i))
@@ -529,16 +611,17 @@ def aggregate_metrics(verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
         answer["key_metrics"] = dict(coverage)
         return answer
     rollouts = _scored_rollouts(verify_responses, scored)
-    columns, all_int = _columns(rollouts)
+    columns = _columns(rollouts)
+    groups = _group_level(rollouts, columns)
     repeat_rows = _repeat_level(rollouts, columns)
-    agent = _describe(rollouts, columns, all_int)
+    agent = _describe(rollouts, columns)
     agent.update(_across_repeats(repeat_rows))
     agent.update(coverage)
     agent["num_repeats"] = len({r.get(ROLLOUT_INDEX, 0) for r in verify_responses})
     key_metrics = {k: v for k, v in agent.items() if k.startswith("mean/")}
     key_metrics.update(coverage)
     answer.update(
-        group_level_metrics=_group_level(rollouts, columns, all_int),
+        group_level_metrics=groups,
         agent_metrics=agent,
         key_metrics=key_metrics,
         repeat_level_metrics=repeat_rows,

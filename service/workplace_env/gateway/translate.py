@@ -59,13 +59,30 @@ def json_response(
     content: Any, status_code: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
     """A JSON body rendered as the reference's stack renders it (compact, UTF-8; the bytes of
-    Starlette's ``JSONResponse``, see :mod:`workplace_env.gateway.fastjson`)."""
+    Starlette's ``JSONResponse``, see :mod:`workplace_env.gateway.fastjson`). A non-finite
+    float (bodies cannot carry one in, but a statistic of finite numbers can overflow) is
+    written ``null``, as pydantic writes it in the reference's answers."""
+    try:
+        body = fastjson.dumps(content)
+    except ValueError:  # "Out of range float values are not JSON compliant"
+        body = fastjson.dumps(_nulls_for_non_finite(content))
     return Response(
-        fastjson.dumps(content),
+        body,
         status_code=status_code,
         headers=headers,
         media_type=JSONResponse.media_type,
     )
+
+
+def _nulls_for_non_finite(value: Any) -> Any:
+    """``value`` with every NaN and infinity (in nested dicts and lists) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _nulls_for_non_finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nulls_for_non_finite(v) for v in value]
+    return value
 
 
 class HeaderName(str):
