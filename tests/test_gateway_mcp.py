@@ -228,6 +228,44 @@ def test_malformed_envelope_is_an_mcp_error_and_reaches_no_session(gateway, agen
     assert sent_count(http) == 0
 
 
+@pytest.mark.parametrize(
+    "params,named",
+    [
+        ({"name": "email_send_email", "arguments": [1]}, [["params", "arguments"]]),
+        ({"name": 5, "arguments": {}}, [["params", "name"]]),
+        ({"name": 5, "arguments": "x"}, [["params", "name"], ["params", "arguments"]]),
+        ({"arguments": {}}, [["params", "name"]]),
+        (None, [["params"]]),
+    ],
+    ids=["arguments_a_list", "name_a_number", "both", "no_name", "no_params"],
+)
+def test_invalid_params_name_the_field(gateway, agent, params, named):
+    """-32602 says which field is wrong (the MCP SDK's own answer names none), before any
+    session is reached; the request's id is kept."""
+    http, token = agent
+    message: dict = {"jsonrpc": "2.0", "id": "r-9", "method": "tools/call"}
+    if params is not None:
+        message["params"] = params
+    response = http.post("/mcp", json=message, headers={**MCP_HEADERS, TOKEN_HEADER: token})
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["id"] == "r-9"
+    error = answer["error"]
+    assert error["code"] == -32602
+    assert [e["loc"] for e in error["data"]] == named
+    for loc in named:
+        assert ".".join(loc) + ": " in error["message"]
+    assert sent_count(http) == 0
+
+
+def test_an_unknown_method_is_named(gateway):
+    message = {"jsonrpc": "2.0", "id": 3, "method": "tools/nope", "params": {}}
+    response = httpx.post(f"{gateway.url}/mcp", json=message, headers=MCP_HEADERS)
+    error = response.json()["error"]
+    assert (error["code"], [e["loc"] for e in error["data"]]) == (-32602, [["method"]])
+    assert "'tools/nope'" in error["message"]
+
+
 def test_service_unreachable_is_an_mcp_error():
     settings = GatewaySettings(secret_key="dead")
     with EnvironmentClient("127.0.0.1:1", timeout_s=5, max_attempts=1) as dead:

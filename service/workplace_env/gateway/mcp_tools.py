@@ -15,8 +15,10 @@
 * Rejections are JSON-RPC errors and never reach a session: no or invalid token
   (:data:`TOKEN_REQUIRED`), a session the service does not hold (:data:`SESSION_LOST`, data
   ``{"failure_kind": "session_lost", "reason": ...}``), other service errors
-  (:data:`SERVICE_ERROR`); a malformed envelope gets the SDK's own parse/invalid-request/
-  invalid-params errors (-32700, -32600, -32602).
+  (:data:`SERVICE_ERROR`); a malformed envelope gets the SDK's own parse/invalid-request
+  errors (-32700, -32600); a request whose ``method`` or ``params`` the MCP types refuse
+  (``arguments: [1]``, ``name: 5``) is -32602 naming each field, checked here before the SDK
+  (whose own -32602 names none), its ``data`` the list of ``{loc, msg, type}``.
 
 The transport is stateless with JSON responses: every POST carries its own token, and the
 gateway keeps no MCP state between requests.
@@ -25,6 +27,7 @@ gateway keeps no MCP state between requests.
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -34,6 +37,7 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import McpError
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
@@ -55,6 +59,8 @@ SESSION_LOST = -32004
 SERVICE_ERROR = -32000
 #: JSON-RPC's own code for a body that is not a message (not UTF-8 JSON we can carry).
 PARSE_ERROR = -32700
+#: JSON-RPC's code for a request whose method or params are refused (the SDK's for both).
+INVALID_PARAMS = -32602
 #: The largest body read (the SDK's message limit: a larger one could not reach the service).
 MAX_BODY_BYTES = MAX_MESSAGE_BYTES
 
@@ -76,17 +82,70 @@ def token_from_headers(headers: Any) -> str | None:
     return None
 
 
-def _envelope_problem(body: bytes) -> str | None:
-    """Why a POST body cannot be a JSON-RPC message we carry, or None."""
+def _envelope_problem(body: bytes) -> tuple[str | None, Any]:
+    """Why a POST body cannot be a JSON-RPC message we carry (or None), and the message."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return f"the body is not UTF-8: {exc}"
+        return f"the body is not UTF-8: {exc}", None
     try:
-        wire.loads(text)
+        return None, wire.loads(text)
     except wire.JsonRefused as exc:
-        return f"body{exc.path}: {exc.why}" if exc.path else f"the body is {exc.why}"
-    return None
+        return (f"body{exc.path}: {exc.why}" if exc.path else f"the body is {exc.why}"), None
+
+
+#: The MCP request types a client may send, by method.
+_REQUEST_TYPES: dict[str, Any] = {
+    typing.get_args(cls.model_fields["method"].annotation)[0]: cls
+    for cls in typing.get_args(types.ClientRequest.model_fields["root"].annotation)
+}
+
+
+def _params_problem(message: Any) -> JSONResponse | None:
+    """A JSON-RPC request whose method is unknown or whose params its MCP type refuses,
+    answered -32602 (HTTP 200, as the SDK answers it) naming each field; else None (the SDK
+    handles it: notifications, responses, envelopes it refuses itself)."""
+    if not (
+        isinstance(message, dict)
+        and message.get("jsonrpc") == "2.0"
+        and isinstance(message.get("method"), str)
+        and isinstance(message.get("id"), int | str)
+        and not isinstance(message.get("id"), bool)
+    ):
+        return None
+    method = message["method"]
+    request_type = _REQUEST_TYPES.get(method)
+    if request_type is None:
+        errors = [
+            {
+                "loc": ["method"],
+                "msg": f"unknown method {method!r} (one of {sorted(_REQUEST_TYPES)})",
+                "type": "literal_error",
+            }
+        ]
+    else:
+        try:
+            request_type.model_validate(
+                {k: message[k] for k in ("method", "params") if k in message}
+            )
+            return None
+        except ValidationError as exc:
+            errors = [
+                {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+                for e in exc.errors(include_url=False, include_input=False, include_context=False)
+            ]
+    named = "; ".join(".".join(map(str, e["loc"])) + ": " + e["msg"] for e in errors)
+    return JSONResponse(
+        {
+            "jsonrpc": "2.0",
+            "id": message["id"],
+            "error": {
+                "code": INVALID_PARAMS,
+                "message": f"Invalid request parameters: {named}",
+                "data": errors,
+            },
+        }
+    )
 
 
 def _parse_error(message: str, status: int = 400) -> JSONResponse:
@@ -183,9 +242,13 @@ class McpGateway:
                     scope, receive, send
                 )
                 return
-        problem = _envelope_problem(bytes(body))
+        problem, message = _envelope_problem(bytes(body))
         if problem is not None:
             await _parse_error(problem)(scope, receive, send)
+            return
+        refusal = _params_problem(message)
+        if refusal is not None:
+            await refusal(scope, receive, send)
             return
         sent = False
 
