@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import grpc
 import pytest
 
-from workplace_env.runner import read_jsonl
+from workplace_env.runner import read_jsonl, run_lines
+from workplace_env.runs import print_summary
+from workplace_env_client import UnavailableError
 
 
 def _run(path) -> subprocess.CompletedProcess:
@@ -19,7 +23,7 @@ def _run(path) -> subprocess.CompletedProcess:
     )
 
 
-def test_lines_that_are_not_episodes_are_mismatches(tmp_path):
+def test_lines_that_are_not_episodes_are_failures(tmp_path):
     path = tmp_path / "not_tasks.jsonl"
     path.write_text('{"foo": 1}\n')
     proc = _run(path)
@@ -41,3 +45,67 @@ def test_unreadable_files_name_the_file(tmp_path, content):
     with pytest.raises(ValueError) as err:
         read_jsonl(str(path))
     assert str(path) in str(err.value)
+
+
+class _GoneServer:
+    """A client whose server has gone away: every call is UNAVAILABLE (as after a SIGTERM)."""
+
+    def __getattr__(self, name):
+        def gone(*args, **kwargs):
+            raise UnavailableError(
+                "failed to connect to all addresses", grpc.StatusCode.UNAVAILABLE
+            )
+
+        return gone
+
+
+def test_a_server_gone_is_a_failure_of_its_own_kind_not_a_reward_mismatch(capsys):
+    lines = [
+        {"id": f"t{i}", "ground_truth": [], "function_calls": [], "reward": 1.0} for i in range(5)
+    ]
+    summary = run_lines(_GoneServer(), lines)  # type: ignore[arg-type]
+    assert summary.reward_mismatches == 0 and summary.output_mismatches == 0
+    assert summary.failed == {"server_unavailable": 5, "invalid_input": 0, "error": 0}
+    document = summary.to_json()
+    assert document["reward_mismatches"] == 0
+    assert document["failed_episodes"]["server_unavailable"] == 5
+    assert {m["kind"] for m in document["mismatches"]} == {"server_unavailable"}
+    print_summary(summary, "gone")
+    shown = capsys.readouterr().out
+    assert "episodes failed (server unavailable) 5" in shown
+    assert "mismatch " not in shown
+
+
+@pytest.mark.parametrize(
+    "line,named",
+    [
+        ({"ground_truth": 5}, "line 2: ground_truth: "),
+        ({"ground_truth": [5]}, "line 2: ground_truth[0]: must be an object"),
+        ({"ground_truth": [{"name": 5, "arguments": "{}"}]}, "line 2: ground_truth[0].name: "),
+        ({"ground_truth": [], "function_calls": 5}, "line 2: function_calls: must be an array"),
+        ({"ground_truth": [], "calls": [3]}, "line 2: calls[0]: must be an object"),
+    ],
+    ids=["truth_a_number", "truth_item_a_number", "name_a_number", "calls_a_number", "call_3"],
+)
+def test_input_errors_name_the_files_field_and_line(tmp_path, line, named):
+    """The file's own field names (``ground_truth``, not the wire's ``ground_truth_json``), the
+    line number, counted as an invalid line apart from the reward mismatches; exit 1."""
+    path = tmp_path / "lines.jsonl"
+    good = {"id": "fine", "ground_truth": []}
+    path.write_text(json.dumps(good) + "\n" + json.dumps({"id": "bad", **line}) + "\n")
+    out = tmp_path / "summary.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "workplace_env.cli", "run", str(path), "--json-out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    document = json.loads(out.read_text())
+    assert document["failed_episodes"] == {"server_unavailable": 0, "invalid_input": 1, "error": 0}
+    assert document["reward_mismatches"] == 0
+    [failure] = document["mismatches"]
+    assert (failure["case_id"], failure["kind"]) == ("bad", "invalid_input")
+    assert failure["detail"].startswith(named), failure["detail"]
+    assert "_json" not in failure["detail"] and "task." not in failure["detail"]
+    assert "episodes failed (invalid input line) 1" in " ".join(proc.stdout.split())

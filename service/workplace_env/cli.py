@@ -293,7 +293,7 @@ def run(
         ),
     ] = None,
 ) -> None:
-    """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch.
+    """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch or failure.
 
     Lines with ``tables_after`` also have the session's tables compared (an admin export).
     With --policy model, an OpenAI-compatible model plays each task (see README "Evaluate a

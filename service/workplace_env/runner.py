@@ -16,6 +16,11 @@ data as it is:
 Policies: ``recorded`` makes the line's ``function_calls`` (or ``calls``); ``oracle`` makes its
 ``ground_truth``; ``perturbed`` drops or alters one ground-truth call (a policy that should
 score below 1.0).
+
+An episode that cannot be played to the end is a *failure*, counted apart from the mismatches
+by kind (:data:`FAILURE_KINDS`): the server unavailable (or past its deadline), a line that is
+not a valid episode (:class:`LineError`, named by line number and the file's own field names),
+or another error.
 """
 
 from __future__ import annotations
@@ -31,9 +36,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workplace_env.parity import outputs_match, state_digests, state_mismatches
-from workplace_env_client import EnvironmentClient, InvalidRequestError, WorkplaceEnvError
+from workplace_env_client import (
+    DeadlineError,
+    EnvironmentClient,
+    InvalidRequestError,
+    UnavailableError,
+    WorkplaceEnvError,
+)
 
 POLICIES = ("recorded", "oracle", "perturbed")
+#: Why an episode failed (the ``--json-out`` ``failed_episodes`` keys), and how it is shown.
+FAILURE_KINDS = {
+    "server_unavailable": "server unavailable",
+    "invalid_input": "invalid input line",
+    "error": "error",
+}
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -42,7 +59,7 @@ class Mismatch:
     """One disagreement with a recording: the line's case id, what, expected and actual."""
 
     case_id: str
-    kind: str  # "output" | "state" | "reward" | "error"
+    kind: str  # "output" | "state" | "reward", or a failure: a key of FAILURE_KINDS
     detail: str
     expected: Any = None
     actual: Any = None
@@ -59,6 +76,7 @@ class EpisodeResult:
     output_mismatches: int = 0
     state_mismatches: int = 0
     reward_mismatch: bool = False
+    failure: str | None = None  # a key of FAILURE_KINDS: the episode did not play to the end
 
 
 @dataclass
@@ -73,15 +91,23 @@ class RunSummary:
     state_mismatches: int
     mismatches: list[Mismatch]
     by_category: dict[str, tuple[int, float]]
+    #: Episodes that did not play to the end, by kind (every key of FAILURE_KINDS).
+    failed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAILURE_KINDS, 0))
+
+    @property
+    def failed_episodes(self) -> int:
+        return sum(self.failed.values())
 
     def to_json(self) -> dict[str, Any]:
-        """The ``--json-out`` document: totals and the first 20 mismatches."""
+        """The ``--json-out`` document: totals, failures by kind and the first 20 mismatches
+        (failures included, their ``kind`` the failure's)."""
         return {
             "episodes": self.episodes,
             "mean_reward": self.mean_reward,
             "output_mismatches": self.output_mismatches,
             "state_mismatches": self.state_mismatches,
             "reward_mismatches": self.reward_mismatches,
+            "failed_episodes": dict(self.failed),
             "episodes_per_s": self.episodes_per_s,
             "mismatches": [
                 {
@@ -102,6 +128,50 @@ def case_id_of(line: Mapping[str, Any], lineno: int) -> str:
         if line.get(key) not in (None, ""):
             return str(line[key])
     return f"line-{lineno}"
+
+
+class LineError(ValueError):
+    """A line of the input file that is not a valid episode; the message names the line
+    number and the line's own fields (``ground_truth[0].name``, not the wire's names)."""
+
+
+def _line_problems(line: Mapping[str, Any]) -> list[str]:
+    """What makes ``line``'s call lists unplayable: ``function_calls``/``calls`` must be arrays
+    of objects; ``ground_truth`` an array of objects with a string ``name`` (or a JSON string:
+    change nothing). The service checks the rest (its answers are renamed to these fields)."""
+    problems = []
+    for key in ("ground_truth", "function_calls", "calls"):
+        if key not in line or (key == "ground_truth" and isinstance(line[key], str)):
+            continue
+        value = line[key]
+        if key == "ground_truth" and value is None:
+            continue  # the service answers for it, as for any other scalar
+        if not isinstance(value, list):
+            if key != "ground_truth":
+                problems.append(f"{key}: must be an array of {{name, arguments}} objects")
+            continue
+        for i, call in enumerate(value):
+            if not isinstance(call, dict):
+                problems.append(f"{key}[{i}]: must be an object {{name, arguments}}")
+            elif key == "ground_truth" and not isinstance(call.get("name"), str):
+                problems.append(f"{key}[{i}].name: must be a string")
+    return problems
+
+
+def _renamed(exc: InvalidRequestError, lineno: int, names: Mapping[str, str]) -> LineError:
+    """The service's refusal of a line's episode as a :class:`LineError`: each violated field
+    renamed from the request's name to the line's (``names``: request field -> line field,
+    ``""`` for the line itself)."""
+    parts = []
+    for violation in exc.violations:
+        where = violation.field
+        for sent, own in names.items():
+            if where == sent or where.startswith((sent + ".", sent + "[")):
+                rest = where[len(sent) :]
+                where = own + rest if own else rest.removeprefix(".")
+                break
+        parts.append(f"{where}: {violation.description}" if where else violation.description)
+    return LineError(f"line {lineno}: " + ("; ".join(parts) if parts else exc.message))
 
 
 def _calls_of(raw: Any) -> list[dict[str, Any]]:
@@ -196,9 +266,11 @@ def run_episode(
     """
     case_id = case_id_of(line, lineno)
     if not any(key in line for key in ("ground_truth", "function_calls", "calls")):
-        raise ValueError(
+        raise LineError(
             f"line {lineno} is not an episode: no ground_truth, function_calls or calls"
         )
+    if problems := _line_problems(line):
+        raise LineError(f"line {lineno}: " + "; ".join(problems))
     rng = random.Random(f"{seed}:{case_id}")
     calls = policy_calls(line, policy, rng)
     truth = line.get("ground_truth", [])
@@ -207,7 +279,10 @@ def run_episode(
     episode = (rollout_id, 0)
     session_id = f"run-{uuid.uuid4().hex}"
     result = EpisodeResult(case_id, str(line.get("category") or "uncategorised"), 0.0)
-    client.seed(session_id, episode, ("run", case_id), task_row)
+    try:
+        client.seed(session_id, episode, ("run", case_id), task_row)
+    except InvalidRequestError as exc:  # the task row is the line (its id: case_id or id)
+        raise _renamed(exc, lineno, {"task": ""}) from exc
     try:
         for i, call in enumerate(calls):
             problem = _call_mismatch(client, session_id, i, call, check=policy == "recorded")
@@ -222,7 +297,14 @@ def run_episode(
         verify_kwargs: dict[str, Any] = {}
         if not isinstance(truth, list):
             verify_kwargs["ground_truth_json"] = json.dumps(truth)
-        verified = client.verify(session_id, calls, **verify_kwargs)
+        try:
+            verified = client.verify(session_id, calls, **verify_kwargs)
+        except InvalidRequestError as exc:
+            made = "ground_truth" if policy != "recorded" else "function_calls"
+            if policy == "recorded" and "function_calls" not in line:
+                made = "calls"
+            names = {"ground_truth_json": "ground_truth", "function_calls": made}
+            raise _renamed(exc, lineno, names) from exc
         result.reward = verified.reward
         if policy == "recorded" and "reward" in line and verified.reward != line["reward"]:
             result.reward_mismatch = True
@@ -256,11 +338,12 @@ def run_lines(
         lineno, line = pair
         try:
             res = run_episode(client, line, lineno, policy, seed, admin_token)
-        except Exception as exc:  # one broken episode is a reported mismatch, not a crash
+        except Exception as exc:  # one broken episode is a reported failure, not a crash
             case_id = case_id_of(line, lineno)
             res = EpisodeResult(case_id, str(line.get("category") or "uncategorised"), 0.0)
-            res.mismatches.append(Mismatch(case_id, "error", f"{type(exc).__name__}: {exc}"))
-            res.reward_mismatch = True
+            res.failure = failure_kind(exc)
+            detail = str(exc) if isinstance(exc, LineError) else f"{type(exc).__name__}: {exc}"
+            res.mismatches.append(Mismatch(case_id, res.failure, detail))
         if on_done is not None:
             on_done(res)
         return res
@@ -269,8 +352,11 @@ def run_lines(
         results = list(pool.map(one, enumerate(items, start=1)))
     elapsed = time.perf_counter() - started
     by_category: dict[str, list[float]] = {}
+    failed = dict.fromkeys(FAILURE_KINDS, 0)
     for r in results:
         by_category.setdefault(r.category, []).append(r.reward)
+        if r.failure is not None:
+            failed[r.failure] += 1
     return RunSummary(
         episodes=len(results),
         mean_reward=sum(r.reward for r in results) / len(results) if results else 0.0,
@@ -280,7 +366,19 @@ def run_lines(
         state_mismatches=sum(r.state_mismatches for r in results),
         mismatches=[m for r in results for m in r.mismatches],
         by_category={k: (len(v), sum(v) / len(v)) for k, v in sorted(by_category.items())},
+        failed=failed,
     )
+
+
+def failure_kind(exc: BaseException) -> str:
+    """The :data:`FAILURE_KINDS` key of an episode's exception: the server unavailable
+    (UNAVAILABLE, including draining and unreachable, or DEADLINE_EXCEEDED), an invalid line,
+    or another error."""
+    if isinstance(exc, UnavailableError | DeadlineError):
+        return "server_unavailable"
+    if isinstance(exc, LineError):
+        return "invalid_input"
+    return "error"
 
 
 def read_jsonl(path: str) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from workplace_env.model_runs import (
     write_plot,
     write_summary,
 )
-from workplace_env.runner import RunSummary, read_jsonl, run_lines
+from workplace_env.runner import FAILURE_KINDS, RunSummary, read_jsonl, run_lines
 from workplace_env.server.serve import connect
 from workplace_env.terminal import CommandError, console, episode_progress, plain
 from workplace_env_client import EnvironmentClient, ModelPolicy, openai_client
@@ -53,7 +53,8 @@ def read_episodes(file: Path) -> list[dict[str, Any]]:
 
 
 def print_summary(summary: RunSummary, title: str) -> None:
-    """The run's totals as a table on stdout, then its first 10 mismatches."""
+    """The run's totals as a table on stdout, the episodes that failed by kind under it (apart
+    from the mismatches), then the first 10 mismatches and failures."""
     table = Table(title=plain(title))
     columns = ("episodes", "mean reward", "output mismatches", "state mismatches")
     for col in (*columns, "reward mismatches", "episodes/s"):
@@ -67,8 +68,12 @@ def print_summary(summary: RunSummary, title: str) -> None:
         f"{summary.episodes_per_s:.1f}",
     )
     Console().print(table)
+    for kind, count in summary.failed.items():
+        if count:
+            Console().print(f"[red]episodes failed ({FAILURE_KINDS[kind]})[/red] {count}")
     for m in summary.mismatches[:10]:
-        Console().print(f"[yellow]mismatch[/yellow] {plain(f'{m.case_id} {m.kind}: {m.detail}')}")
+        label = "failed" if m.kind in FAILURE_KINDS else "mismatch"
+        Console().print(f"[yellow]{label}[/yellow] {plain(f'{m.case_id} {m.kind}: {m.detail}')}")
 
 
 def run_scripted(
@@ -86,7 +91,8 @@ def run_scripted(
     against ``target`` (None: an in-process server over ``data_dir``), ``concurrency`` in
     flight, with a progress bar; print the summary titled ``title`` and write it as JSON to
     ``json_out``. ``token`` is the target's admin token for ``tables_after`` checks. Returns the
-    exit status: 1 when an output, state or reward differs from the recording, else 0."""
+    exit status: 1 when an output, state or reward differs from the recording or an episode
+    failed (server unavailable, invalid line, error), else 0."""
     with connect(target, data_dir, token) as (client, admin_token), episode_progress() as bars:
         bar = bars.add_task(f"{policy} episodes", total=len(lines))
         summary = run_lines(
@@ -100,7 +106,12 @@ def run_scripted(
     print_summary(summary, title)
     if json_out is not None:
         json_out.write_text(json.dumps(summary.to_json(), indent=2, default=str) + "\n")
-    if summary.output_mismatches or summary.state_mismatches or summary.reward_mismatches:
+    if (
+        summary.output_mismatches
+        or summary.state_mismatches
+        or summary.reward_mismatches
+        or summary.failed_episodes
+    ):
         return 1
     return 0
 
