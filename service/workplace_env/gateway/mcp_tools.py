@@ -115,6 +115,7 @@ def _params_problem(message: Any) -> JSONResponse | None:
         return None
     method = message["method"]
     request_type = _REQUEST_TYPES.get(method)
+    errors: list[dict[str, Any]]
     if request_type is None:
         errors = [
             {
