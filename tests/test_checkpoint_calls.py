@@ -329,3 +329,15 @@ def test_F5_a_session_too_large_to_send_is_named_and_the_others_export(make_serv
     snapshots, missing, failures = served.admin.export_sessions()
     assert [s.resources_session_id for s in snapshots] == ["fine"] and missing == []
     assert list(failures) == ["huge"] and "over the server's message limit" in failures["huge"]
+
+
+def test_K1_an_export_naming_many_missing_ids_still_fits_the_limit(make_server):
+    """The last message of an export carries the missing ids and the failures beside the last
+    snapshots: with many ids named they go in a message of their own, so the export of a
+    request the server accepted never exceeds its limit."""
+    served = make_server(settings=Settings(admin_open=True, max_message_bytes=SMALL_LIMIT))
+    _big_output_session(Server(served.running, served.client, served.raw, served.admin), "big")
+    absent = [f"gone-{i:0200d}" for i in range(12_000)]  # about 2.5 MB of ids
+    snapshots, missing, failures = served.admin.export_sessions(["big", *absent])
+    assert [s.resources_session_id for s in snapshots] == ["big"]
+    assert (missing, failures) == (absent, {})

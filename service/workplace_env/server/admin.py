@@ -22,7 +22,12 @@ from workplace_env.server import convert
 from workplace_env.server.servicer import _rpc
 from workplace_env.server.status import to_status
 from workplace_env.sessions import SessionStore
-from workplace_env_client.admin import group_pieces, join_snapshots, split_snapshot
+from workplace_env_client.admin import (
+    CHUNK_BYTES,
+    group_pieces,
+    join_snapshots,
+    split_snapshot,
+)
 
 #: Room left in an export message beside one piece: its framing and the final message's
 #: missing ids and failures.
@@ -65,14 +70,20 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
         chunks = list(group_pieces(pieces))
         for chunk in chunks[:-1]:
             yield admin_pb.ExportSessionsResponse(snapshots=chunk)
-        yield admin_pb.ExportSessionsResponse(
-            snapshots=chunks[-1],
+        tail = admin_pb.ExportSessionsResponse(
             missing_session_ids=missing,
             failures=[
                 admin_pb.ExportFailure(resources_session_id=sid, reason=why)
                 for sid, why in failures
             ],
         )
+        last = admin_pb.ExportSessionsResponse(snapshots=chunks[-1])
+        if last.ByteSize() + tail.ByteSize() > CHUNK_BYTES:  # many ids: a message of their own
+            yield last
+            yield tail
+        else:
+            last.MergeFrom(tail)
+            yield last
 
     @_rpc
     def RestoreSessions(self, request_iterator, context):  # type: ignore[no-untyped-def]
