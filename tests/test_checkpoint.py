@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 
 import grpc
@@ -390,12 +392,57 @@ def test_checkpoint_commands_wait_for_a_slow_server_as_long_as_told(tmp_path):
         proc.wait(timeout=LOADED_RPC_S)
 
 
+class _AnswerDroppingProxy:
+    """A TCP proxy to a server's ``port`` that passes the HTTP/2 handshake both ways, then
+    drops every byte the server sends once the client has sent a request: the restore
+    arrives and is installed, its answer is lost."""
+
+    #: Bytes a gRPC client sends before its first request (preface, SETTINGS, their ACK).
+    HANDSHAKE_BYTES = 200
+
+    def __init__(self, port: int) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, args=(port,), daemon=True).start()
+
+    def _accept(self, port: int) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", port))
+            self._open += [client, server]
+            sent = [0]
+            threading.Thread(
+                target=self._pipe, args=(client, server, sent, None), daemon=True
+            ).start()
+            threading.Thread(
+                target=self._pipe, args=(server, client, None, sent), daemon=True
+            ).start()
+
+    def _pipe(self, src, dst, counted, muted_by) -> None:  # type: ignore[no-untyped-def]
+        try:
+            while data := src.recv(65536):
+                if counted is not None:
+                    counted[0] += len(data)
+                if muted_by is None or muted_by[0] <= self.HANDSHAKE_BYTES:
+                    dst.sendall(data)
+        except OSError:
+            return
+
+    def close(self) -> None:
+        for sock in [self.listener, *self._open]:
+            sock.close()
+
+
 def test_a_restore_without_an_answer_says_the_outcome_is_unknown_and_a_retry_works(tmp_path):
     """Tester finding 2: ``checkpoint restore`` printed "restore refused, nothing installed"
     on DEADLINE_EXCEEDED although the server installed everything, inviting a restore
-    elsewhere (sessions live twice). A frozen server (SIGSTOP) lets the 1 s deadline pass;
-    the message says the outcome is unknown and that a retry is safe, and the retry succeeds
-    whether or not the first attempt was installed when the server ran again."""
+    elsewhere (sessions live twice). The server installs the restore but its answer is lost
+    (a proxy drops it) until the 2 s deadline passes; the message says the outcome is unknown
+    and that a retry is safe, and the retry succeeds (the sessions were installed)."""
     source, port = _serve_process()
     try:
         with EnvironmentClient(f"127.0.0.1:{port}", timeout_s=LOADED_RPC_S) as client:
@@ -409,12 +456,12 @@ def test_a_restore_without_an_answer_says_the_outcome_is_unknown_and_a_retry_wor
         source.wait(timeout=LOADED_RPC_S)
     proc, port = _serve_process()
     target = ("--target", f"127.0.0.1:{port}")
+    proxy = _AnswerDroppingProxy(port)
     try:
-        proc.send_signal(signal.SIGSTOP)
-        try:
-            lost = _cli("checkpoint", "restore", str(tmp_path / "c"), *target, "--timeout-s", "1")
-        finally:
-            proc.send_signal(signal.SIGCONT)
+        lost = _cli(
+            "checkpoint", "restore", str(tmp_path / "c"), "--target", f"127.0.0.1:{proxy.port}",
+            "--timeout-s", "2",
+        )  # fmt: skip
         said = " ".join((lost.stdout + lost.stderr).split())
         assert lost.returncode == 1 and "DEADLINE_EXCEEDED" in said, said
         assert "outcome unknown" in said and "nothing installed" not in said, said
@@ -426,8 +473,31 @@ def test_a_restore_without_an_answer_says_the_outcome_is_unknown_and_a_retry_wor
                 assert client.seed(f"lost-{n}", (f"lost-{n}", 0), TID, TASK).restored
                 assert _found(client, f"lost-{n}") == 1
     finally:
+        proxy.close()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=LOADED_RPC_S)
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:  # bound, never listening, then closed: nobody answers there
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("target", ["nohost.invalid:1", "closed"])
+def test_a_restore_that_never_connects_says_nothing_was_installed(servers, tmp_path, target):
+    """Small finding: ``checkpoint restore --target nohost:1`` said "restore outcome unknown
+    ... some or all sessions may be installed" although nothing was sent (the name did not
+    resolve). A server that cannot be reached is now told apart from a lost answer."""
+    a = servers()
+    a.client.seed("k1", EP, TID, TASK)
+    saved = _cli("checkpoint", "save", str(tmp_path), "--target", f"127.0.0.1:{a.running.port}")
+    assert saved.returncode == 0, saved.stderr
+    target = f"127.0.0.1:{_closed_port()}" if target == "closed" else target
+    failed = _cli("checkpoint", "restore", str(tmp_path), "--target", target)
+    said = " ".join((failed.stdout + failed.stderr).split())
+    assert failed.returncode == 1 and "nothing installed" in said, said
+    assert "outcome unknown" not in said and f"cannot connect to {target}" in said, said
 
 
 def test_K1_a_session_the_codec_cannot_encode_is_reported_and_the_others_export(servers):

@@ -5,12 +5,13 @@ the store's bounds; malformed records are refused (K2); over-long call_ids are r
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 import grpc
 import pytest
 
-from tests.helpers import Served, total_emails
+from tests.helpers import Served, error_info, total_emails
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.checkpoint.files import read_checkpoint, write_checkpoint
@@ -23,7 +24,12 @@ from workplace_env_client import (
     snapshot_from_json,
     snapshot_to_json,
 )
-from workplace_env_client.admin import CHUNK_BYTES, join_snapshots, split_snapshot
+from workplace_env_client.admin import (
+    CHUNK_BYTES,
+    chunk_snapshots,
+    join_snapshots,
+    split_snapshot,
+)
 
 EP = ("rollout-k9", 0)
 TID = ("unit", "t1")
@@ -209,3 +215,129 @@ def test_split_snapshot_spreads_call_records_over_chunks_and_join_restores_them(
     assert [p.state_json_continues for p in pieces] == [True] * (len(pieces) - 1) + [False]
     (joined,) = join_snapshots(pieces)
     assert joined == snapshot
+
+
+def test_split_snapshot_splits_a_record_larger_than_a_chunk_and_join_restores_it():
+    """Tester finding F5: one call record larger than a chunk travelled whole, so an output
+    over the message limit made every export fail. Its output now travels in pieces."""
+    snapshot = admin_pb.SessionSnapshot(resources_session_id="big", state_json="{}")
+    small = snapshot.call_records.add(call_id="a", call_digest=bytes(16), output='"a"')
+    big = snapshot.call_records.add(
+        call_id="b", call_digest=bytes(range(16)), output='"' + "\u00e9" * 1_500_000 + '"'
+    )
+    big.age.seconds = 7
+    snapshot.call_records.add(call_id="c", call_digest=bytes(16), output='"c"')
+    pieces = split_snapshot(snapshot)
+    assert all(p.ByteSize() <= CHUNK_BYTES + 64 for p in pieces)
+    records = [r for p in pieces for r in p.call_records]
+    assert [r.call_id for r in records if r.call_id == "b"] == ["b"] * 3
+    assert [r.output_continues for r in records] == [False, True, True, False, False]
+    chunks = list(chunk_snapshots([snapshot]))
+    assert all(sum(p.ByteSize() for p in chunk) <= CHUNK_BYTES + 64 for chunk in chunks)
+    (joined,) = join_snapshots(pieces)
+    assert joined == snapshot and joined.call_records[0] == small
+    assert "output_continues" not in json.dumps(snapshot_to_json(joined))
+
+
+@pytest.mark.parametrize(
+    "second, error",
+    [
+        (admin_pb.CallRecord(call_id="other", output='"!"'), "call_records[0].output_continues"),
+        (None, "ended inside the output of call_id 'b'"),
+    ],
+)
+def test_join_refuses_a_record_piece_of_another_call_or_a_record_cut_short(second, error):
+    first = admin_pb.SessionSnapshot(resources_session_id="s", state_json="{}")
+    first.call_records.add(call_id="b", call_digest=bytes(16), output='"', output_continues=True)
+    if second is not None:
+        first.call_records.append(second)
+    with pytest.raises(ValueError, match=re.escape(error)):
+        list(join_snapshots([first]))
+
+
+#: A small message limit, so outputs over it stay a few MB in the tests.
+SMALL_LIMIT = 3 * 1024 * 1024
+
+
+def _big_output_session(server: Server, sid: str) -> None:
+    """A session whose search for "aaaa" answers an output over :data:`SMALL_LIMIT`."""
+    server.client.seed(sid, EP, TID, TASK)
+    subject = json.dumps({"recipient": "a@b.com", "subject": "a" * 1_100_000, "body": "x"})
+    for _ in range(3):
+        server.client.call_tool_raw(sid, "email_send_email", subject)
+
+
+def _search(server: Server, sid: str, call_id: str) -> pb.CallToolResponse:
+    request = pb.CallToolRequest(
+        resources_session_id=sid,
+        tool_name="email_search_emails",
+        arguments='{"query": "aaaa"}',
+        call_id=call_id,
+    )
+    return server.client.stub.CallTool(request, timeout=60)
+
+
+def test_F5_an_output_over_the_limit_is_refused_typed_and_every_session_still_exports(
+    make_server,
+):
+    """Tester finding F5: an output over the message limit failed with grpcio's bare
+    RESOURCE_EXHAUSTED, yet its call_id record kept the output, and from then on the export
+    of every session failed. Now the refusal is typed (RESPONSE_TOO_LARGE, the limit and the
+    size), a retry with the call_id gets it again without running twice, every session
+    exports, and after a restore the record is whole (a server with a larger limit replays
+    it)."""
+
+    def server(limit: int) -> Server:
+        served = make_server(settings=Settings(admin_open=True, max_message_bytes=limit))
+        return Server(served.running, served.client, served.raw, served.admin)
+
+    a = server(SMALL_LIMIT)
+    _big_output_session(a, "big")
+    a.client.seed("small", ("r2", 0), TID, TASK)
+    answers = []
+    for _ in range(2):  # the first call and its retry
+        with pytest.raises(grpc.RpcError) as err:
+            _search(a, "big", "c1")
+        info = error_info(err.value)
+        assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert (
+            info.reason == "RESPONSE_TOO_LARGE" and info.metadata["resources_session_id"] == "big"
+        )
+        assert info.metadata["limit_bytes"] == str(SMALL_LIMIT)
+        answers.append(int(info.metadata["size_bytes"]))
+    assert min(answers) > SMALL_LIMIT
+    recorded = a.running.store._sessions["big"].calls["c1"].output  # the call's, kept once
+    snapshots, missing, failures = a.admin.export_sessions()
+    assert sorted(s.resources_session_id for s in snapshots) == ["big", "small"]
+    assert (missing, failures) == ([], {})
+
+    b = server(64 * 1024 * 1024)  # large enough to answer the output
+    assert b.admin.restore_sessions(snapshots) == 2
+    b.client.seed("big", EP, TID, TASK)
+    replayed = _search(b, "big", "c1")
+    assert replayed.replayed and replayed.output == recorded
+
+
+def test_F5_a_session_too_large_to_send_is_named_and_the_others_export(make_server):
+    """K1: a session whose first piece cannot fit the limit (a task seeded near it: the task
+    is never split) is named in ``failures``; the export of every other goes on."""
+    served = make_server(settings=Settings(admin_open=True, max_message_bytes=SMALL_LIMIT))
+    args = json.dumps({"query": "x" * 3_050_000})
+    huge = dict(TASK, ground_truth=[{"name": "email_search_emails", "arguments": args}])
+    served.client.seed("huge", ("r3", 0), TID, huge)
+    served.client.seed("fine", EP, TID, TASK)
+    snapshots, missing, failures = served.admin.export_sessions()
+    assert [s.resources_session_id for s in snapshots] == ["fine"] and missing == []
+    assert list(failures) == ["huge"] and "over the server's message limit" in failures["huge"]
+
+
+def test_K1_an_export_naming_many_missing_ids_still_fits_the_limit(make_server):
+    """The last message of an export carries the missing ids and the failures beside the last
+    snapshots: with many ids named they go in a message of their own, so the export of a
+    request the server accepted never exceeds its limit."""
+    served = make_server(settings=Settings(admin_open=True, max_message_bytes=SMALL_LIMIT))
+    _big_output_session(Server(served.running, served.client, served.raw, served.admin), "big")
+    absent = [f"gone-{i:0200d}" for i in range(12_000)]  # about 2.5 MB of ids
+    snapshots, missing, failures = served.admin.export_sessions(["big", *absent])
+    assert [s.resources_session_id for s in snapshots] == ["big"]
+    assert (missing, failures) == (absent, {})

@@ -25,7 +25,15 @@ from cryptography.x509.oid import NameOID
 from tests.helpers import HANG_S, serving
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env.config import ConfigError, Settings, describe, load_settings
+from workplace_env.config import (
+    MAX_COUNT,
+    MAX_DURATION_S,
+    ConfigError,
+    Settings,
+    describe,
+    load_settings,
+    unknown_env_vars,
+)
 from workplace_env_client import (
     AsyncEnvironmentClient,
     EnvironmentClient,
@@ -386,3 +394,97 @@ def test_settings_under_server_alone_still_load(tmp_path):
     path = tmp_path / "ok.toml"
     path.write_text("[server]\nworkers = 7\n")
     assert load_settings({}, path, {})[0].workers == 7
+
+
+NUMERIC_SETTINGS = [
+    f.name for f in dataclasses.fields(Settings) if str(f.type).split()[0] in ("int", "float")
+]
+
+
+def _too_large(name: str) -> list[object]:
+    """Values over a numeric setting's upper bound: an int just over a C int and one far over
+    it; a float over every bound (durations and MiB) and one no timer takes."""
+    if str(Settings.__dataclass_fields__[name].type).startswith("int"):
+        return [MAX_COUNT + 1, 99_999_999_999_999]
+    return [1e300, 1e10]
+
+
+@pytest.mark.parametrize("name", NUMERIC_SETTINGS)
+def test_a_numeric_setting_too_large_for_the_runtime_is_refused_from_every_source(tmp_path, name):
+    """Tester findings F1-F3: ``--max-message-bytes 2147483648`` crashed the server at start
+    (gRPC takes a C int), ``--drain-delay-s 1e300`` crashed the drain (time.sleep) and
+    ``--evict-interval-s 1e300`` killed the eviction thread. Every numeric setting has an upper
+    bound now, refused by flag, environment and file, naming the setting."""
+    for value in _too_large(name):
+        path = tmp_path / "big.toml"
+        path.write_text(f"{name} = {value!r}\n")
+        sources = [
+            ({name: value}, None, {}, "flag"),
+            ({name: str(value)}, None, {}, "flag"),
+            ({}, None, {f"WORKPLACE_ENV_{name.upper()}": str(value)}, "env"),
+            ({}, path, {}, "file"),
+        ]
+        for flags, file, environ, source in sources:
+            with pytest.raises(ConfigError) as err:
+                load_settings(flags, file, environ)
+            assert f"{name} (from {source}) must be <=" in str(err.value), (value, source)
+
+
+@pytest.mark.parametrize("name", NUMERIC_SETTINGS)
+def test_the_largest_value_of_a_numeric_setting_loads(name):
+    kind = str(Settings.__dataclass_fields__[name].type)
+    value = MAX_COUNT if kind.startswith("int") else MAX_DURATION_S
+    assert getattr(load_settings({name: value}, None, {})[0], name) == value
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--max-message-bytes", "2147483648"),
+        ("--drain-delay-s", "1e300"),
+        ("--evict-interval-s", "1e300"),
+    ],
+)
+def test_serve_with_a_too_large_setting_exits_2_without_a_traceback(args):
+    served = subprocess.run(
+        [sys.executable, "-m", "workplace_env.cli", "serve", "--address", "127.0.0.1:0", *args],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
+    assert served.returncode == 2, served.stderr
+    assert "configuration error:" in served.stderr and "Traceback" not in served.stderr
+
+
+def test_an_unknown_workplace_env_variable_is_warned_about_with_the_closest_setting():
+    """Small finding: a typo such as WORKPLACE_ENV_ADMIN_TOKN was silently ignored (the server
+    then ran without its admin token) while an unknown file key is refused. It is warned about
+    now, naming the closest setting; the tests' and tools' variables are not."""
+    environ = {
+        "WORKPLACE_ENV_ADMIN_TOKN": "t",
+        "WORKPLACE_ENV_MAX_SESSIONS": "5",
+        "WORKPLACE_ENV_SHARED": "/data",
+        "WORKPLACE_ENV_NEMO_VENV": "/venv",
+        "WORKPLACE_ENV_CONFIG": "",
+        "WORKPLACE_ENV_QQQ": "1",
+        "OTHER_ADMIN_TOKN": "t",
+    }
+    assert unknown_env_vars(environ) == [
+        "WORKPLACE_ENV_ADMIN_TOKN is not a setting and is ignored; "
+        "did you mean WORKPLACE_ENV_ADMIN_TOKEN?",
+        "WORKPLACE_ENV_QQQ is not a setting and is ignored",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKPLACE_ENV_")}
+    shown = subprocess.run(
+        [sys.executable, "-m", "workplace_env.cli", "config"],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+        env={**env, "WORKPLACE_ENV_ADMIN_TOKN": "t", "WORKPLACE_ENV_NEMO_VENV": "/venv"},
+    )
+    assert shown.returncode == 0, shown.stderr
+    warnings = [line for line in shown.stderr.splitlines() if "warning:" in line]
+    assert warnings == [
+        "warning: WORKPLACE_ENV_ADMIN_TOKN is not a setting and is ignored; "
+        "did you mean WORKPLACE_ENV_ADMIN_TOKEN?"
+    ]

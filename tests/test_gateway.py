@@ -917,6 +917,34 @@ def test_body_over_the_message_limit_is_413_not_retry_later(backend, make_server
 
 
 @pytest.mark.parametrize("backend", GATEWAY_BACKENDS)
+def test_an_output_over_the_message_limit_is_502_response_too_large_not_413(backend, make_server):
+    """Tester finding F5: a small tool call whose output was over the server's message limit
+    was 413 REQUEST_TOO_LARGE on the separate gateway and 200 on the co-hosted one. Both now
+    answer 502 RESPONSE_TOO_LARGE, the same again for a retry with the call's id."""
+    limit = 64 * 1024
+    server = make_server(settings=Settings(max_message_bytes=limit)).running
+    gw = gateway_on(backend, server, settings=SETTINGS, max_message_bytes=limit)
+    try:
+        with httpx.Client(base_url=gw.url, timeout=30) as client:
+            seed(client)
+            mail = {"recipient": "a@b.com", "subject": "a" * 30_000, "body": "x"}
+            for _ in range(3):
+                assert client.post("/email_send_email", json=mail).status_code == 200
+            for _ in range(2):  # the call and its retry
+                answer = client.post(
+                    "/email_search_emails",
+                    json={"query": "aaaa"},
+                    headers={"x-workplace-call-id": "big-1"},
+                )
+                assert answer.status_code == 502, answer.text
+                assert answer.json()["reason"] == "RESPONSE_TOO_LARGE"
+                assert answer.json()["failure_kind"] == "response_too_large"
+                assert f"message limit of {limit} bytes" in answer.json()["detail"]
+    finally:
+        gw.stop()
+
+
+@pytest.mark.parametrize("backend", GATEWAY_BACKENDS)
 def test_a_body_over_the_limit_is_413_request_too_large_however_it_is_sent(
     backend, make_server, monkeypatch
 ):

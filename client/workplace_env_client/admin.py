@@ -31,10 +31,16 @@ from workplace_env_client.routing import Target, session_metadata
 
 
 def snapshot_to_json(snapshot: admin_pb.SessionSnapshot) -> dict[str, Any]:
-    """A snapshot as a JSON object (proto field names, every field present)."""
-    return json_format.MessageToDict(
+    """A snapshot as a JSON object (proto field names, every field present but a call
+    record's ``output_continues``, which a whole snapshot never sets: files stay readable by
+    versions before it)."""
+    document = json_format.MessageToDict(
         snapshot, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
+    for record in document.get("call_records", ()):
+        if not record.get("output_continues"):
+            record.pop("output_continues", None)
+    return document
 
 
 def snapshot_from_json(document: dict[str, Any]) -> admin_pb.SessionSnapshot:
@@ -60,12 +66,33 @@ CHUNK_BYTES = 2 * 1024 * 1024
 PIECE_CHARS = CHUNK_BYTES // 4
 
 
+def split_record(record: admin_pb.CallRecord) -> list[admin_pb.CallRecord]:
+    """``record`` as pieces of at most about :data:`CHUNK_BYTES`: the first carries its
+    call_id, digest, age and the first :data:`PIECE_CHARS` characters of ``output``, each later
+    one the call_id and the next piece; all but the last have ``output_continues``."""
+    if record.ByteSize() <= CHUNK_BYTES:
+        return [record]
+    output = record.output
+    first = admin_pb.CallRecord()
+    first.CopyFrom(record)
+    first.output = output[:PIECE_CHARS]
+    pieces = [first]
+    for start in range(PIECE_CHARS, len(output), PIECE_CHARS):
+        pieces.append(
+            admin_pb.CallRecord(call_id=record.call_id, output=output[start : start + PIECE_CHARS])
+        )
+    for piece in pieces[:-1]:
+        piece.output_continues = True
+    return pieces
+
+
 def split_snapshot(snapshot: admin_pb.SessionSnapshot) -> list[admin_pb.SessionSnapshot]:
     """``snapshot`` as messages of about :data:`CHUNK_BYTES` each at most: the first carries
     everything but the rest of ``state_json`` and of ``call_records``, each later one the next
     piece of ``state_json`` and/or more call records, all but the last with
-    ``state_json_continues`` (a session of any size fits the message limit; one call record
-    larger than a chunk travels alone)."""
+    ``state_json_continues``. A record larger than a chunk travels in pieces of its output
+    (:func:`split_record`), so a session of any size fits the message limit; only the task,
+    which a seed request carried whole, is never split."""
     text = snapshot.state_json
     if len(text) <= PIECE_CHARS and snapshot.ByteSize() <= CHUNK_BYTES:
         return [snapshot]
@@ -82,27 +109,72 @@ def split_snapshot(snapshot: admin_pb.SessionSnapshot) -> list[admin_pb.SessionS
             )
         )
     size = pieces[-1].ByteSize()
-    for record in snapshot.call_records:
-        grown = record.ByteSize() + 8  # the field's tag and length prefix
-        last = pieces[-1]
-        if size + grown > CHUNK_BYTES and (last is first or last.state_json or last.call_records):
-            pieces.append(
-                admin_pb.SessionSnapshot(resources_session_id=snapshot.resources_session_id)
-            )
-            size = pieces[-1].ByteSize()
-        pieces[-1].call_records.append(record)
-        size += grown
+    for whole in snapshot.call_records:
+        for record in split_record(whole):
+            grown = record.ByteSize() + 8  # the field's tag and length prefix
+            last = pieces[-1]
+            if size + grown > CHUNK_BYTES and (
+                last is first or last.state_json or last.call_records
+            ):
+                pieces.append(
+                    admin_pb.SessionSnapshot(resources_session_id=snapshot.resources_session_id)
+                )
+                size = pieces[-1].ByteSize()
+            pieces[-1].call_records.append(record)
+            size += grown
     for piece in pieces[:-1]:
         piece.state_json_continues = True
     return pieces
+
+
+def _join_records(snapshot: admin_pb.SessionSnapshot, index: int) -> admin_pb.SessionSnapshot:
+    """``snapshot`` with the pieces of each split call record (:func:`split_record`) joined.
+    Raises ValueError naming the record when a piece names another call_id than the one it
+    continues or the snapshot ends inside a record."""
+    records = snapshot.call_records
+    if not any(record.output_continues for record in records):
+        return snapshot
+    joined: list[admin_pb.CallRecord] = []
+    pending: admin_pb.CallRecord | None = None
+    parts: list[str] = []
+    for record in records:
+        where = f"snapshots[{index}].call_records[{len(joined)}]"
+        if pending is not None:
+            if record.call_id != pending.call_id:
+                raise ValueError(
+                    f"{where}.output_continues: the next record names call_id "
+                    f"{record.call_id!r}, not {pending.call_id!r}"
+                )
+            parts.append(record.output)
+            if record.output_continues:
+                continue
+            pending.output = "".join(parts)
+            pending.output_continues = False
+            joined.append(pending)
+            pending, parts = None, []
+        elif record.output_continues:
+            pending = admin_pb.CallRecord()
+            pending.CopyFrom(record)
+            parts = [record.output]
+        else:
+            joined.append(record)
+    if pending is not None:
+        raise ValueError(
+            f"snapshots[{index}].call_records[{len(joined)}].output_continues: the snapshot "
+            f"ended inside the output of call_id {pending.call_id!r}"
+        )
+    del snapshot.call_records[:]
+    snapshot.call_records.extend(joined)
+    return snapshot
 
 
 def join_snapshots(
     messages: Iterable[admin_pb.SessionSnapshot],
 ) -> Iterator[admin_pb.SessionSnapshot]:
     """Whole snapshots from a stream of :func:`split_snapshot` pieces (whole ones pass as
-    they are). Raises ValueError naming the snapshot when a piece does not follow its first
-    (another id) or the stream ends inside a snapshot."""
+    they are), the pieces of each split call record joined too. Raises ValueError naming the
+    snapshot (and record) when a piece does not follow its first (another id) or the stream
+    ends inside a snapshot (or a record)."""
     pending: admin_pb.SessionSnapshot | None = None
     parts: list[str] = []
     count = 0
@@ -119,12 +191,12 @@ def join_snapshots(
                 continue
             pending.state_json = "".join(parts)
             pending.state_json_continues = False
-            yield pending
+            yield _join_records(pending, count)
             pending, parts, count = None, [], count + 1
         elif message.state_json_continues:
             pending, parts = message, [message.state_json]
         else:
-            yield message
+            yield _join_records(message, count)
             count += 1
     if pending is not None:
         raise ValueError(
@@ -133,19 +205,26 @@ def join_snapshots(
         )
 
 
+def group_pieces(pieces: Iterable[admin_pb.SessionSnapshot]) -> Iterator[list[Any]]:
+    """Pieces of :func:`split_snapshot` grouped in lists of about :data:`CHUNK_BYTES` (at
+    least one list, possibly empty; a piece larger than that alone): the payload of each
+    streamed message."""
+    chunk: list[admin_pb.SessionSnapshot] = []
+    size = 0
+    for piece in pieces:
+        grown = piece.ByteSize()
+        if chunk and size + grown > CHUNK_BYTES:
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(piece)
+        size += grown
+    yield chunk
+
+
 def chunk_snapshots(snapshots: Iterable[admin_pb.SessionSnapshot]) -> Iterator[list[Any]]:
     """Snapshots (split as needed) grouped in lists of about :data:`CHUNK_BYTES` (at least
     one list, possibly empty): the payload of each streamed message."""
-    chunk: list[admin_pb.SessionSnapshot] = []
-    size = 0
-    for snapshot in snapshots:
-        for piece in split_snapshot(snapshot):
-            if chunk and size + piece.ByteSize() > CHUNK_BYTES:
-                yield chunk
-                chunk, size = [], 0
-            chunk.append(piece)
-            size += piece.ByteSize()
-    yield chunk
+    return group_pieces(piece for snapshot in snapshots for piece in split_snapshot(snapshot))
 
 
 def _chunks(

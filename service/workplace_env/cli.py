@@ -35,7 +35,13 @@ from workplace_env.checkpoint.remote import (
     restore_checkpoint,
     save_checkpoint,
 )
-from workplace_env.config import ConfigError, Settings, load_settings, print_settings
+from workplace_env.config import (
+    ConfigError,
+    Settings,
+    load_settings,
+    print_settings,
+    unknown_env_vars,
+)
 from workplace_env.demo import run_demo
 from workplace_env.runner import POLICIES
 from workplace_env.runs import ModelRunOptions, read_episodes, run_model_policy, run_scripted
@@ -116,6 +122,10 @@ def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
 
 
 def _settings(flags: dict, config_file: Path | None) -> tuple[Settings, dict[str, str]]:
+    """The effective settings; a bad one exits 2, a ``WORKPLACE_ENV_*`` variable that is no
+    setting is warned about (stderr) and ignored."""
+    for line in unknown_env_vars():
+        console.print(f"[yellow]warning:[/yellow] {plain(line)}")
     try:
         return load_settings(flags, config_file)
     except ConfigError as exc:

@@ -16,6 +16,7 @@ Every setting has a field here. It can be given, from strongest to weakest:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import os
 import tomllib
@@ -31,6 +32,20 @@ ENV_PREFIX = "WORKPLACE_ENV_"
 #: ``--token`` is given (the same variable as the server's ``admin_token`` setting).
 ADMIN_TOKEN_ENV = f"{ENV_PREFIX}ADMIN_TOKEN"
 SECRETS = frozenset({"cookie_secret", "admin_token"})
+#: ``WORKPLACE_ENV_*`` variables that are not settings: the config file, and those of the tests
+#: and tools (reference data, the NeMo Gym venv, fuzzing and differential runs).
+OTHER_ENV_VARS = frozenset(
+    f"{ENV_PREFIX}{name}"
+    for name in (
+        "CONFIG",
+        "SHARED",
+        "NEMO_VENV",
+        "TEST_DATA_DIR",
+        "FUZZ_REPORT",
+        "FUZZ_EXAMPLES",
+        "DIFF_SEQUENCES",
+    )
+)
 
 
 class ConfigError(ValueError):
@@ -231,24 +246,54 @@ def load_settings(
     return settings, sources
 
 
-#: The smallest value each numeric setting may take (True: strictly greater than it).
-_LOWER_BOUNDS: dict[str, tuple[float, bool]] = {
-    "workers": (1, False),
-    "max_concurrent_rpcs": (1, False),
-    "max_admin_rpcs": (1, False),
-    "grace_s": (0, False),
-    "drain_delay_s": (0, False),
-    "max_message_bytes": (1024, False),
-    "max_sessions": (1, False),
-    "idle_ttl_s": (0, True),
-    "evict_interval_s": (0.01, False),
-    "max_fences": (1, False),
-    "fence_ttl_s": (0, True),
-    "max_call_ids": (1, False),
-    "session_close_retry_window_seconds": (0, False),
-    "max_markers": (1, False),
-    "verify_cache_mb": (0, False),
-    "max_verify_calls": (0, False),
+def unknown_env_vars(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One warning line per ``WORKPLACE_ENV_*`` variable in ``environ`` (default: the process
+    environment) that is neither a setting nor one of :data:`OTHER_ENV_VARS`, naming the
+    closest setting's variable (a typo such as ``WORKPLACE_ENV_ADMIN_TOKN`` would otherwise go
+    unnoticed). Warned about, not refused: other tools may share the prefix."""
+    environ = os.environ if environ is None else environ
+    known = [f"{ENV_PREFIX}{name.upper()}" for name in _FIELDS]
+    lines = []
+    for variable in sorted(environ):
+        if not variable.startswith(ENV_PREFIX) or variable in OTHER_ENV_VARS:
+            continue
+        if variable in known:
+            continue
+        # compared without the shared prefix, which would make every name look close
+        names = {v.removeprefix(ENV_PREFIX): v for v in [*known, *sorted(OTHER_ENV_VARS)]}
+        close = difflib.get_close_matches(variable.removeprefix(ENV_PREFIX), names, n=1)
+        hint = f"; did you mean {names[close[0]]}?" if close else ""
+        lines.append(f"{variable} is not a setting and is ignored{hint}")
+    return lines
+
+
+#: The largest duration a setting may take, in seconds (about 31.7 years: "never" for any
+#: TTL or delay, and well inside what the runtime's timers take, ``threading.TIMEOUT_MAX`` and
+#: ``time.sleep``, even added to a clock reading).
+MAX_DURATION_S = 1e9
+#: The largest size or count a setting may take: a C int, as gRPC's channel options and the
+#: thread pools take them.
+MAX_COUNT = 2**31 - 1
+
+#: The range of each numeric setting: ``(low, strict, high)``: at least ``low`` (above it when
+#: ``strict``) and at most ``high``. Every int or float field of :class:`Settings` has one.
+_RANGES: dict[str, tuple[float, bool, float]] = {
+    "workers": (1, False, MAX_COUNT),
+    "max_concurrent_rpcs": (1, False, MAX_COUNT),
+    "max_admin_rpcs": (1, False, MAX_COUNT),
+    "grace_s": (0, False, MAX_DURATION_S),
+    "drain_delay_s": (0, False, MAX_DURATION_S),
+    "max_message_bytes": (1024, False, MAX_COUNT),
+    "max_sessions": (1, False, MAX_COUNT),
+    "idle_ttl_s": (0, True, MAX_DURATION_S),
+    "evict_interval_s": (0.01, False, MAX_DURATION_S),
+    "max_fences": (1, False, MAX_COUNT),
+    "fence_ttl_s": (0, True, MAX_DURATION_S),
+    "max_call_ids": (1, False, MAX_COUNT),
+    "session_close_retry_window_seconds": (0, False, MAX_DURATION_S),
+    "max_markers": (1, False, MAX_COUNT),
+    "verify_cache_mb": (0, False, MAX_COUNT),
+    "max_verify_calls": (0, False, MAX_COUNT),
 }
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -256,15 +301,18 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
     """Raise ConfigError naming the first setting outside its range (and where it came from)."""
-    for name, (bound, strict) in _LOWER_BOUNDS.items():
+    for name, (low, strict, high) in _RANGES.items():
         value = getattr(settings, name)
         if not math.isfinite(value):  # a Settings built in code, not through _coerce
             raise ConfigError(f"{name} (from {sources[name]}) must be a finite number, got {value}")
-        if value < bound or (strict and value == bound):
+        if value < low or (strict and value == low):
             relation = ">" if strict else ">="
             raise ConfigError(
-                f"{name} (from {sources[name]}) must be {relation} {bound}, got {value}"
+                f"{name} (from {sources[name]}) must be {relation} {low}, got {value}"
             )
+        if value > high:
+            most = int(high) if float(high).is_integer() else high
+            raise ConfigError(f"{name} (from {sources[name]}) must be <= {most}, got {value}")
     if settings.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level (from {sources['log_level']}) must be one of {LOG_LEVELS}")
     mcp_path = settings.mcp_path

@@ -18,9 +18,11 @@ class FieldViolation:
 
 
 class SessionError(Exception):
-    """Base of the domain's errors; ``reason`` is the CONTRACT reason string."""
+    """Base of the domain's errors; ``reason`` is the CONTRACT reason string and ``info`` more
+    ``ErrorInfo`` metadata (strings) beside the session id."""
 
     reason: str = "INTERNAL"
+    info: dict[str, str] = {}  # noqa: RUF012 (read-only default; subclasses set their own)
 
     def __init__(self, message: str, session_id: str = "") -> None:
         super().__init__(message)
@@ -98,6 +100,20 @@ class CapacityExhausted(SessionError):
     def __init__(self, message: str, session_id: str = "", retry_after_s: float = 1.0) -> None:
         super().__init__(message, session_id)
         self.retry_after_s = retry_after_s
+
+
+class ResponseTooLarge(SessionError):
+    """An answer larger than the server's message limit (``max_message_bytes``): gRPC could
+    not send it, so the RPC is answered RESOURCE_EXHAUSTED with the limit and the size in
+    ``ErrorInfo`` metadata (``limit_bytes``, ``size_bytes``). The call itself was applied."""
+
+    reason = "RESPONSE_TOO_LARGE"
+
+    def __init__(self, message: str, session_id: str, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(message, session_id)
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+        self.info = {"size_bytes": str(size_bytes), "limit_bytes": str(limit_bytes)}
 
 
 class CallIdReused(SessionError):

@@ -5,7 +5,11 @@ admin RPCs (CONTRACT K1-K5) and the files of :mod:`workplace_env.checkpoint.file
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
+
+import grpc
 
 from workplace_env.checkpoint.files import CheckpointFileError, read_checkpoint, write_checkpoint
 from workplace_env.config import ADMIN_TOKEN_ENV
@@ -54,6 +58,40 @@ def save_checkpoint(
     return 1 if failures else 0
 
 
+def _never_connects(channel: grpc.Channel, timeout_s: float) -> str | None:
+    """Why ``channel`` fails to connect before anything is sent on it (name resolution or the
+    connection failed, or no connection within ``timeout_s``), or None once it is ready.
+
+    Asked before the restore is sent, so a failure here means no byte of it left: the outcome
+    is known (nothing installed), unlike a failure of the stream itself.
+    """
+    settled = threading.Event()
+    states: list[grpc.ChannelConnectivity] = []
+
+    def watch(state: grpc.ChannelConnectivity) -> None:
+        if state in _SETTLED:
+            states.append(state)
+            settled.set()
+
+    channel.subscribe(watch, try_to_connect=True)
+    try:
+        if not settled.wait(timeout_s):
+            return f"no connection within {timeout_s:g} s"
+    finally:
+        channel.unsubscribe(watch)
+    if states[0] is grpc.ChannelConnectivity.READY:
+        return None
+    return "the name did not resolve or the connection was refused"
+
+
+#: Connectivity states that decide :func:`_never_connects`.
+_SETTLED = (
+    grpc.ChannelConnectivity.READY,
+    grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+    grpc.ChannelConnectivity.SHUTDOWN,
+)
+
+
 def restore_checkpoint(
     directory: Path, target: str, token: str | None = None, timeout_s: float = CHECKPOINT_TIMEOUT_S
 ) -> None:
@@ -61,6 +99,7 @@ def restore_checkpoint(
     server at ``target`` in one batch (all or nothing) within ``timeout_s`` seconds.
 
     Raises :class:`CommandError` (exit 1) when a file is refused (nothing is sent), when the
+    server cannot be reached (the channel never connected: nothing is sent), when the
     server refuses the batch (its answer names why; nothing installed), and when no answer
     came (a deadline, a lost connection): then the outcome is unknown, and the message says
     that retrying the same checkpoint is safe (the server's restore is idempotent, K3).
@@ -72,6 +111,15 @@ def restore_checkpoint(
         raise CommandError("checkpoint refused, nothing sent:", exc, exit_code=1) from exc
     try:
         with _admin(target, token, timeout_s) as admin:
+            start = time.monotonic()
+            unreachable = _never_connects(admin.channel, timeout_s)
+            if unreachable:
+                raise CommandError(
+                    f"restore failed, nothing sent and nothing installed: cannot connect to "
+                    f"{target} ({unreachable})",
+                    exit_code=1,
+                )
+            admin.timeout_s = max(0.001, timeout_s - (time.monotonic() - start))  # one budget
             count = admin.restore_sessions(snapshots)
     except WorkplaceEnvError as exc:
         if not exc.reason:  # no ErrorInfo: the server's answer, if any, never arrived

@@ -214,10 +214,12 @@ class InProcessBackend(Backend):
         from workplace_env.server.app import MAX_MESSAGE_BYTES
         from workplace_env.server.servicer import EnvironmentServicer
 
+        limit = MAX_MESSAGE_BYTES if max_message_bytes is None else max_message_bytes
+        # the servicer refuses an output over the limit as over gRPC (RESPONSE_TOO_LARGE)
         return cls(
-            EnvironmentServicer(server.store, server.max_verify_calls),
+            EnvironmentServicer(server.store, server.max_verify_calls, limit),
             server.metrics,
-            MAX_MESSAGE_BYTES if max_message_bytes is None else max_message_bytes,
+            limit,
         )
 
     def not_ready(self) -> str | None:

@@ -175,6 +175,10 @@ def service_error(
         "EPISODE_MISMATCH",
     ):
         status, kind = 409, exc.reason.lower()
+    elif exc.reason == "RESPONSE_TOO_LARGE":
+        # the service's answer is over its message limit; the request was fine (no 413), and
+        # the same call answers the same (a call_id replays its recorded output)
+        status, kind = 502, "response_too_large"
     elif isinstance(exc, CapacityError) and exc.reason not in _RETRYABLE_CAPACITY:
         # RESOURCE_EXHAUSTED without the server's reason is gRPC's own message-size limit:
         # retrying the same body cannot help, so no Retry-After.

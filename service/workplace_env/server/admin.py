@@ -15,37 +15,75 @@ import grpc
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
+from workplace_env.config import Settings
 from workplace_env.errors import FieldViolation, InvalidRequest, Unauthenticated
 from workplace_env.model import session_id_violations
 from workplace_env.server import convert
 from workplace_env.server.servicer import _rpc
 from workplace_env.server.status import to_status
 from workplace_env.sessions import SessionStore
-from workplace_env_client.admin import chunk_snapshots, join_snapshots
+from workplace_env_client.admin import (
+    CHUNK_BYTES,
+    group_pieces,
+    join_snapshots,
+    split_snapshot,
+)
+
+#: Room left in an export message beside one piece: its framing and the final message's
+#: missing ids and failures.
+_EXPORT_FRAMING_BYTES = 64 * 1024
 
 ADMIN_SERVICE_NAME = admin_pb.DESCRIPTOR.services_by_name["EnvironmentAdminService"].full_name
 
 
 class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
-    """Serves checkpoint export, restore and retire of one :class:`SessionStore`."""
+    """Serves checkpoint export, restore and retire of one :class:`SessionStore`;
+    ``max_message_bytes`` is the server's message limit (bytes)."""
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(
+        self, store: SessionStore, max_message_bytes: int = Settings.max_message_bytes
+    ) -> None:
         self.store = store
+        self.max_message_bytes = max_message_bytes
 
     def ExportSessions(self, request, context):  # type: ignore[no-untyped-def]
+        """K1: every session in pieces of about 2 MiB (state, call records and each record's
+        output split as needed); a session that cannot travel is named in ``failures`` and
+        never stops the others."""
         snapshots, missing, failures = self.store.export(list(request.resources_session_ids))
-        messages = (convert.snapshot_message(snapshot) for snapshot in snapshots)
-        chunks = list(chunk_snapshots(messages))  # sessions of any size: split (K1)
+        pieces: list[admin_pb.SessionSnapshot] = []
+        for snapshot in snapshots:
+            split = split_snapshot(convert.snapshot_message(snapshot))
+            largest = max(piece.ByteSize() for piece in split)
+            # Only the task, which a seed carried whole, is never split: a task near the limit
+            # can make the first piece too large to send.
+            if largest > self.max_message_bytes - _EXPORT_FRAMING_BYTES:
+                failures.append(
+                    (
+                        snapshot.session_id,
+                        f"a piece of its snapshot is {largest} bytes, over the server's "
+                        f"message limit of {self.max_message_bytes} bytes",
+                    )
+                )
+            else:
+                pieces.extend(split)
+        chunks = list(group_pieces(pieces))
         for chunk in chunks[:-1]:
             yield admin_pb.ExportSessionsResponse(snapshots=chunk)
-        yield admin_pb.ExportSessionsResponse(
-            snapshots=chunks[-1],
+        tail = admin_pb.ExportSessionsResponse(
             missing_session_ids=missing,
             failures=[
                 admin_pb.ExportFailure(resources_session_id=sid, reason=why)
                 for sid, why in failures
             ],
         )
+        last = admin_pb.ExportSessionsResponse(snapshots=chunks[-1])
+        if last.ByteSize() + tail.ByteSize() > CHUNK_BYTES:  # many ids: a message of their own
+            yield last
+            yield tail
+        else:
+            last.MergeFrom(tail)
+            yield last
 
     @_rpc
     def RestoreSessions(self, request_iterator, context):  # type: ignore[no-untyped-def]

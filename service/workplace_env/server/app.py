@@ -127,7 +127,7 @@ def build_server(
     """
     admission = admission or Admission(max_concurrent_rpcs, max_admin_rpcs)
     lane = Lane(admission, max_workers)
-    servicer = EnvironmentServicer(store, max_verify_calls)
+    servicer = EnvironmentServicer(store, max_verify_calls, max_message_bytes)
     environment = _Handlers()
     pb_grpc.add_EnvironmentServiceServicer_to_server(servicer, environment)
     interceptors: list[grpc.ServerInterceptor] = [
@@ -144,7 +144,9 @@ def build_server(
         interceptors=interceptors,
     )
     pb_grpc.add_EnvironmentServiceServicer_to_server(servicer, server)
-    admin_grpc.add_EnvironmentAdminServiceServicer_to_server(AdminServicer(store), server)
+    admin_grpc.add_EnvironmentAdminServiceServicer_to_server(
+        AdminServicer(store, max_message_bytes), server
+    )
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

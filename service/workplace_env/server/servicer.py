@@ -82,11 +82,28 @@ def _require_session_id(session_id: str) -> None:
 
 class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
     """Serves one :class:`SessionStore` over gRPC; a verify replays at most
-    ``max_verify_calls`` calls per side (0: no bound; beyond it INVALID_ARGUMENT, V5)."""
+    ``max_verify_calls`` calls per side (0: no bound; beyond it INVALID_ARGUMENT, V5).
 
-    def __init__(self, store: SessionStore, max_verify_calls: int = MAX_VERIFY_CALLS) -> None:
+    ``max_response_bytes`` is the server's message limit: a tool output whose response would
+    be larger (the one answer whose size a caller drives; every other answer is small and
+    bounded) is refused RESOURCE_EXHAUSTED ``RESPONSE_TOO_LARGE`` with the limit and the size,
+    rather than left to gRPC's bare send error. The call was applied and its call_id record
+    holds its output, so a retry with that call_id gets the same refusal and nothing runs
+    twice (T6).
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        max_verify_calls: int = MAX_VERIFY_CALLS,
+        max_response_bytes: int = Settings.max_message_bytes,
+    ) -> None:
         self.store = store
         self.max_verify_calls = max_verify_calls
+        self.max_response_bytes = max_response_bytes
+        # Outputs of at most this many characters always fit (<= 4 UTF-8 bytes each, plus
+        # the message's framing): only longer ones are measured.
+        self._always_fits = max(0, (max_response_bytes - 32) // 4)
         self._task = convert.TaskMemo()
         # id(result tables) -> (those tables, their messages); see _table_messages
         self._tables: dict[int, tuple[tuple[TableResult, ...], list[pb.TableComparison]]] = {}
@@ -124,7 +141,19 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         result = self.store.call_tool(
             request.resources_session_id, request.tool_name, request.arguments, request.call_id
         )
-        return pb.CallToolResponse(output=result.output, replayed=result.replayed)
+        response = pb.CallToolResponse(output=result.output, replayed=result.replayed)
+        if len(result.output) > self._always_fits:
+            size = response.ByteSize()
+            if size > self.max_response_bytes:
+                raise errors.ResponseTooLarge(
+                    f"the output of {request.tool_name} is {size} bytes, over the server's "
+                    f"message limit of {self.max_response_bytes} bytes; the call was applied "
+                    "(a retry with its call_id gets this answer again)",
+                    request.resources_session_id,
+                    size_bytes=size,
+                    limit_bytes=self.max_response_bytes,
+                )
+        return response
 
     @_rpc
     def Verify(

@@ -30,6 +30,7 @@ _CODES: dict[type[errors.SessionError], grpc.StatusCode] = {
     errors.Draining: grpc.StatusCode.UNAVAILABLE,
     errors.InjectedFault: grpc.StatusCode.UNAVAILABLE,
     errors.CapacityExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.ResponseTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.EpisodeMismatch: grpc.StatusCode.FAILED_PRECONDITION,
     errors.ReleaseFailed: grpc.StatusCode.INTERNAL,
     errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
@@ -65,7 +66,7 @@ def to_status(error: errors.SessionError, rpc: str) -> grpc.Status:
             error_details_pb2.ErrorInfo(
                 reason=error.reason,
                 domain=DOMAIN,
-                metadata={"resources_session_id": error.session_id, "rpc": rpc},
+                metadata={"resources_session_id": error.session_id, "rpc": rpc, **error.info},
             )
         )
     ]
