@@ -1,6 +1,6 @@
 """The SDK's side of the life cycle: what it retries (only idempotent RPCs, on UNAVAILABLE and
-CANCELLED),
-its call_ids, deadlines, and the session context manager closing on every exit.
+CANCELLED; every RPC refused for concurrency, X3, after its RetryInfo delay), its call_ids,
+deadlines, and the session context manager closing on every exit.
 """
 
 from __future__ import annotations
@@ -13,7 +13,18 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from tests.helpers import EP, HANG_S, TASK, TID, WRITE, Env, FakeClock, assert_refused
+from tests.helpers import (
+    EP,
+    HANG_S,
+    TASK,
+    TID,
+    WRITE,
+    Env,
+    FakeClock,
+    RefusingStandIn,
+    assert_refused,
+    wait,
+)
 from tests.helpers import emails as _emails
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.config import Settings
@@ -33,6 +44,7 @@ from workplace_env_client import (
     UnavailableError,
     WorkplaceEnvError,
 )
+from workplace_env_client.channel import channel_options
 from workplace_env_client.client import RETRIED_METHODS, SERVICE, Recovery, retry_service_config
 
 
@@ -165,6 +177,114 @@ def test_every_rpc_has_a_deadline(make_env):
             assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
         finally:
             go.set()
+
+
+# -- refusals for concurrency (X3): sent again after their RetryInfo delay, within the deadline --
+
+#: Every environment RPC, as (method, a call of it on a sync client).
+EVERY_RPC = [
+    ("SeedSession", lambda c: c.seed("s", EP, TID, TASK)),
+    ("CallTool", lambda c: c.call_tool("s", *WRITE)),
+    ("Verify", lambda c: c.verify("s", [WRITE])),
+    ("CloseSession", lambda c: c.close_session("s", EP)),
+    ("ListTools", lambda c: c.list_tools()),
+]
+
+
+@pytest.mark.parametrize(("method", "call"), EVERY_RPC, ids=[m for m, _ in EVERY_RPC])
+def test_every_rpc_refused_for_concurrency_is_sent_again_after_the_retry_delay(method, call):
+    """A TOO_MANY_RPCS refusal was not run, so every RPC is sent again after its RetryInfo
+    delay (gRPC's retry policy cannot read it); before, it surfaced as CapacityError."""
+    stand_in = RefusingStandIn(refusals=2)
+    try:
+        with EnvironmentClient(stand_in.target, timeout_s=HANG_S) as client:
+            call(client)
+        assert stand_in.attempts == {method: 3}
+    finally:
+        stand_in.stop()
+
+
+def test_a_refusal_whose_delay_outlasts_the_deadline_raises_at_once():
+    stand_in = RefusingStandIn(refusals=10, retry_after_s=HANG_S)
+    try:
+        client = EnvironmentClient(stand_in.target, timeout_s=HANG_S / 2)
+        with client, pytest.raises(CapacityError) as err:
+            client.close_session("s", EP)
+        assert (err.value.reason, err.value.retry_after_s) == ("TOO_MANY_RPCS", HANG_S)
+        assert stand_in.attempts == {"CloseSession": 1}
+    finally:
+        stand_in.stop()
+
+
+def test_without_retries_a_refusal_surfaces_but_a_session_blocks_close_still_retries():
+    """``max_attempts=1`` shows each answer, except for the close of a ``session()`` block:
+    it promises the close, so it retries a refusal within its deadline."""
+    stand_in = RefusingStandIn(refusals=2)
+    try:
+        with EnvironmentClient(stand_in.target, timeout_s=HANG_S, max_attempts=1) as client:
+            with pytest.raises(CapacityError):
+                client.close_session("s", EP)
+            stand_in.attempts.clear()
+            stand_in.refusals = 0
+            with client.session(TASK, episode=EP):
+                stand_in.refusals = 2
+            assert stand_in.attempts == {"SeedSession": 1, "CloseSession": 3}
+    finally:
+        stand_in.stop()
+
+
+class _ReleaseOnRefusal(grpc.UnaryUnaryClientInterceptor):
+    """Records each refused RPC's method and then sets ``release`` (the held call goes on)."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+        self.refused: list[str] = []
+
+    def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
+        outcome = continuation(client_call_details, request)
+        if outcome.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            self.refused.append(client_call_details.method.rsplit("/", 1)[-1])
+            self.release.set()
+        return outcome
+
+
+@pytest.mark.parametrize("max_attempts", [1, 4])
+def test_a_session_blocks_close_refused_at_the_rpc_limit_is_retried_not_leaked(
+    make_server, max_attempts
+):
+    """F6: a server admitting one RPC at a time, its slot held by another session's call when
+    the block exits: the close is refused TOO_MANY_RPCS, then sent again after the RetryInfo
+    delay once the slot is free. Before, the CapacityError left the session live (until the
+    idle TTL)."""
+    served = make_server(None, Settings(max_concurrent_rpcs=1, workers=1), evict_interval_s=3600)
+    arrived, release = threading.Event(), threading.Event()
+
+    def hold(sid: str) -> None:
+        if sid == "holder":
+            arrived.set()
+            wait(release)
+
+    served.client.seed("holder", ("holder", 0), TID, TASK)
+    Faults.of(served.store).on("tool", hold)
+    watch = _ReleaseOnRefusal(release)
+    channel = grpc.intercept_channel(
+        grpc.insecure_channel(served.target, options=channel_options(max_attempts)), watch
+    )
+    client = EnvironmentClient(channel=channel, timeout_s=HANG_S, max_attempts=max_attempts)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            with client.session(TASK, episode=EP, task_id=TID) as s:
+                assert s.call_tool(*WRITE) == "Email sent successfully."
+                held = pool.submit(served.client.call_tool, "holder", *WRITE)
+                wait(arrived)  # the server's one slot is taken
+            assert held.result(HANG_S) == "Email sent successfully."
+        assert watch.refused and set(watch.refused) == {"CloseSession"}
+        assert served.store.live_count() == 1  # the holder's only
+        assert served.client.close_session(s.id, EP) == "ALREADY_CLOSED"
+    finally:
+        release.set()
+        Faults.of(served.store).clear()
+        channel.close()
 
 
 # -- the session context manager ---------------------------------------------------------------

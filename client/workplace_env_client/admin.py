@@ -25,8 +25,9 @@ from google.protobuf import json_format
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
+from workplace_env_client import checks
 from workplace_env_client.channel import DEFAULT_TIMEOUT_S, make_channel
-from workplace_env_client.errors import from_rpc_error
+from workplace_env_client.errors import ArgumentError, from_rpc_error
 from workplace_env_client.routing import Target, session_metadata
 
 
@@ -212,8 +213,12 @@ class AdminClient:
 
     def export_sessions(self, session_ids: Iterable[str] = ()) -> ExportResult:
         """Snapshots of every live session (or of ``session_ids``), the ids not held, and the
-        held sessions that could not be exported with why (``failures``: id -> reason)."""
-        ids = list(session_ids)
+        held sessions that could not be exported with why (``failures``: id -> reason). Raises
+        ArgumentError (nothing sent) naming ``resources_session_ids[i]`` when one is not a
+        string UTF-8 can carry."""
+        if isinstance(session_ids, str | bytes):
+            raise ArgumentError("resources_session_ids", "must be a list of ids, not a string")
+        ids = [checks.text(sid, f"resources_session_ids[{i}]") for i, sid in enumerate(session_ids)]
         request = admin_pb.ExportSessionsRequest(resources_session_ids=ids)
         snapshots: list[admin_pb.SessionSnapshot] = []
         missing: list[str] = []
@@ -231,7 +236,16 @@ class AdminClient:
 
     def restore_sessions(self, snapshots: Sequence[admin_pb.SessionSnapshot]) -> int:
         """Install ``snapshots`` all or none; return how many. Raises InvalidRequestError
-        naming the snapshot and field, SessionLiveError (FAILED_PRECONDITION: live ids)."""
+        naming the snapshot and field, SessionLiveError (FAILED_PRECONDITION: live ids);
+        ArgumentError (nothing sent) naming ``snapshots[i]`` when one is not a
+        ``SessionSnapshot``."""
+        snapshots = list(snapshots)
+        for i, snapshot in enumerate(snapshots):
+            if not isinstance(snapshot, admin_pb.SessionSnapshot):
+                raise ArgumentError(
+                    f"snapshots[{i}]",
+                    f"must be a SessionSnapshot, not {checks.type_name(snapshot)}",
+                )
         ids = [s.resources_session_id for s in snapshots]
         response: admin_pb.RestoreSessionsResponse = self._invoke(
             "RestoreSessions", _chunks(snapshots), ids
@@ -239,8 +253,11 @@ class AdminClient:
         return response.restored_count
 
     def retire_session(self, session_id: str) -> bool:
-        """Discard a session's attempt; True if the server held it (idempotent)."""
-        request = admin_pb.RetireSessionRequest(resources_session_id=session_id)
+        """Discard a session's attempt; True if the server held it (idempotent). Raises
+        ArgumentError (nothing sent) when ``session_id`` is not a string UTF-8 can carry."""
+        request = admin_pb.RetireSessionRequest(
+            resources_session_id=checks.text(session_id, "resources_session_id")
+        )
         response: admin_pb.RetireSessionResponse = self._invoke(
             "RetireSession", request, [session_id]
         )
