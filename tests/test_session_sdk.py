@@ -44,7 +44,12 @@ from workplace_env_client import (
     UnavailableError,
     WorkplaceEnvError,
 )
-from workplace_env_client.channel import channel_options
+from workplace_env_client.channel import (
+    REFUSAL_FALLBACK_WAIT_S,
+    REFUSAL_MIN_WAIT_S,
+    channel_options,
+    refusal_wait,
+)
 from workplace_env_client.client import RETRIED_METHODS, SERVICE, Recovery, retry_service_config
 
 
@@ -231,6 +236,23 @@ def test_without_retries_a_refusal_surfaces_but_a_session_blocks_close_still_ret
             assert stand_in.attempts == {"SeedSession": 1, "CloseSession": 3}
     finally:
         stand_in.stop()
+
+
+def _refusal(reason: str, retry_after_s: float | None) -> CapacityError:
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    return CapacityError("full", code, reason=reason, retry_after_s=retry_after_s)
+
+
+def test_refusal_wait_honours_retry_info_within_the_deadline_and_only_for_too_many_rpcs():
+    for _ in range(20):  # the jitter is random: up to 25% more, never less
+        assert 1.0 <= refusal_wait(_refusal("TOO_MANY_RPCS", 1.0), 10.0) <= 1.25
+    assert refusal_wait(_refusal("TOO_MANY_RPCS", 1.0), 0.99) is None  # past the deadline
+    assert refusal_wait(_refusal("TOO_MANY_RPCS", 0.0), 10.0) >= REFUSAL_MIN_WAIT_S
+    assert refusal_wait(_refusal("TOO_MANY_RPCS", None), 10.0) >= REFUSAL_FALLBACK_WAIT_S
+    assert refusal_wait(_refusal("CAPACITY_EXHAUSTED", 1.0), 10.0) is None  # S7: lasts
+    assert refusal_wait(_refusal("", None), 10.0) is None  # gRPC's message-size limit
+    unavailable = UnavailableError("x", grpc.StatusCode.UNAVAILABLE, reason="TOO_MANY_RPCS")
+    assert refusal_wait(unavailable, 10.0) is None
 
 
 class _ReleaseOnRefusal(grpc.UnaryUnaryClientInterceptor):

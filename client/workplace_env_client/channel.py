@@ -48,6 +48,8 @@ KEEPALIVE_TIMEOUT_MS = 10_000
 REFUSED_REASON = "TOO_MANY_RPCS"
 #: The wait (seconds) before retrying such a refusal that carries no ``RetryInfo``.
 REFUSAL_FALLBACK_WAIT_S = 0.1
+#: The shortest wait (seconds) before a retry, whatever the ``RetryInfo`` says (no busy loop).
+REFUSAL_MIN_WAIT_S = 0.01
 #: A refusal's wait is its ``RetryInfo`` delay stretched by up to this fraction at random, so
 #: clients refused together do not all come back in the same instant.
 REFUSAL_JITTER = 0.25
@@ -60,14 +62,15 @@ def refusal_wait(error: WorkplaceEnvError, remaining_s: float) -> float | None:
     Only a concurrency refusal (RESOURCE_EXHAUSTED :data:`REFUSED_REASON`, CONTRACT X3) is
     retried: the server answered it at once without running it, so sending it again is safe
     for every RPC. The wait honours the refusal's ``RetryInfo`` (``error.retry_after_s``;
-    :data:`REFUSAL_FALLBACK_WAIT_S` without one), stretched by up to :data:`REFUSAL_JITTER`;
-    None when that wait does not end before the deadline. Other capacity answers (the session
-    bound, S7) are not retried: they last until sessions close.
+    :data:`REFUSAL_FALLBACK_WAIT_S` without one; at least :data:`REFUSAL_MIN_WAIT_S`),
+    stretched by up to :data:`REFUSAL_JITTER`; None when that wait does not end before the
+    deadline. Other capacity answers (the session bound, S7) are not retried: they last until
+    sessions close.
     """
     if error.code != grpc.StatusCode.RESOURCE_EXHAUSTED or error.reason != REFUSED_REASON:
         return None
     delay = error.retry_after_s if error.retry_after_s is not None else REFUSAL_FALLBACK_WAIT_S
-    wait = max(0.0, delay) * (1.0 + REFUSAL_JITTER * random.random())
+    wait = max(REFUSAL_MIN_WAIT_S, delay) * (1.0 + REFUSAL_JITTER * random.random())
     return wait if wait < remaining_s else None
 
 
