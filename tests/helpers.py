@@ -23,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from prometheus_client.parser import text_string_to_metric_families
 
+from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.config import Settings
 from workplace_env.gateway import GatewaySettings, RunningGateway, start_gateway
@@ -462,15 +463,19 @@ _STAND_IN_ANSWERS: dict[str, tuple[Any, Any]] = {
         pb.CloseSessionResponse(outcome=pb.CLOSE_OUTCOME_CLOSED),
     ),
     "ListTools": (pb.ListToolsRequest, pb.ListToolsResponse()),
+    "RetireSession": (admin_pb.RetireSessionRequest, admin_pb.RetireSessionResponse(retired=True)),
+    "ExportSessions": (admin_pb.ExportSessionsRequest, admin_pb.ExportSessionsResponse()),
+    "RestoreSessions": (admin_pb.RestoreSessionsRequest, admin_pb.RestoreSessionsResponse()),
 }
 
 
 class RefusingStandIn:
-    """A stand-in EnvironmentService on a free loopback port: it answers the first ``refusals``
-    attempts of each RPC RESOURCE_EXHAUSTED ``TOO_MANY_RPCS`` with a ``RetryInfo`` of
-    ``retry_after_s`` (as a server at its limit of concurrent RPCs does, CONTRACT X3), then OK
-    with an empty answer (CloseSession: CLOSED). :attr:`attempts` counts every RPC that reached
-    it, by method name, whatever the service (so a test sees that nothing was sent)."""
+    """A stand-in EnvironmentService and EnvironmentAdminService on a free loopback port: it
+    answers the first ``refusals`` attempts of each RPC RESOURCE_EXHAUSTED ``TOO_MANY_RPCS``
+    with a ``RetryInfo`` of ``retry_after_s`` (as a server at its limit of concurrent RPCs
+    does, CONTRACT X3), then OK with an empty answer (CloseSession: CLOSED). :attr:`attempts`
+    counts every RPC that reached it, by method name, whatever the service (so a test sees
+    that nothing was sent)."""
 
     def __init__(self, refusals: int, retry_after_s: float = 0.01) -> None:
         self.refusals = refusals
@@ -506,6 +511,18 @@ class RefusingStandIn:
                 context.abort_with_status(self._refusal())
             return answer
 
+        if method == "ExportSessions":  # unary-stream: one (empty) chunk
+            return grpc.unary_stream_rpc_method_handler(
+                lambda request, context: iter([answer_or_refuse(request, context)]),
+                request_deserializer=request_type.FromString,
+                response_serializer=type(answer).SerializeToString,
+            )
+        if method == "RestoreSessions":  # stream-unary: the chunks are read, then answered
+            return grpc.stream_unary_rpc_method_handler(
+                lambda requests, context: answer_or_refuse(list(requests), context),
+                request_deserializer=request_type.FromString,
+                response_serializer=type(answer).SerializeToString,
+            )
         return grpc.unary_unary_rpc_method_handler(
             answer_or_refuse,
             request_deserializer=request_type.FromString,

@@ -209,6 +209,27 @@ def test_every_rpc_refused_for_concurrency_is_sent_again_after_the_retry_delay(m
         stand_in.stop()
 
 
+#: Every admin RPC, as (method, a call of it on an AdminClient).
+EVERY_ADMIN_RPC = [
+    ("RetireSession", lambda a: a.retire_session("s")),
+    ("ExportSessions", lambda a: a.export_sessions(["s"])),
+    ("RestoreSessions", lambda a: a.restore_sessions([])),
+]
+
+
+@pytest.mark.parametrize(("method", "call"), EVERY_ADMIN_RPC, ids=[m for m, _ in EVERY_ADMIN_RPC])
+def test_every_admin_rpc_refused_for_concurrency_is_sent_again(method, call):
+    """The admin client too (a checkpoint or restore of a Session goes through it); the
+    restore's request stream is made afresh for each attempt."""
+    stand_in = RefusingStandIn(refusals=2)
+    try:
+        with AdminClient(stand_in.target, timeout_s=HANG_S) as admin:
+            call(admin)
+        assert stand_in.attempts == {method: 3}
+    finally:
+        stand_in.stop()
+
+
 def test_a_refusal_whose_delay_outlasts_the_deadline_raises_at_once():
     stand_in = RefusingStandIn(refusals=10, retry_after_s=HANG_S)
     try:
