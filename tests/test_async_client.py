@@ -127,6 +127,23 @@ def test_async_refusals_without_retries_surface_but_a_session_blocks_close_retri
         stand_in.stop()
 
 
+def test_async_seed_refused_until_its_deadline_is_fenced_with_one_try():
+    stand_in = RefusingStandIn(refusals=10**9)
+
+    async def run() -> None:
+        async with AsyncEnvironmentClient(stand_in.target, timeout_s=0.5) as env:
+            with pytest.raises(CapacityError):
+                async with env.session(CONTRACT_TASK, episode=EP):
+                    pytest.fail("the block must not run")
+
+    try:
+        asyncio.run(run())
+        assert stand_in.attempts["SeedSession"] > 1  # retried within its deadline
+        assert stand_in.attempts["CloseSession"] == 1
+    finally:
+        stand_in.stop()
+
+
 class _ReleaseOnRefusal(grpc.aio.UnaryUnaryClientInterceptor):
     """Records each refused RPC's method and then sets ``release`` (the held call goes on)."""
 

@@ -276,6 +276,20 @@ def test_refusal_wait_honours_retry_info_within_the_deadline_and_only_for_too_ma
     assert refusal_wait(unavailable, 10.0) is None
 
 
+def test_a_seed_refused_until_its_deadline_is_fenced_with_one_try():
+    """A seed refused TOO_MANY_RPCS did not run, so the fence of the block's own id is tried
+    once, not retried for another whole deadline; the seed's CapacityError is raised."""
+    stand_in = RefusingStandIn(refusals=10**9)
+    try:
+        client = EnvironmentClient(stand_in.target, timeout_s=0.5)
+        with client, pytest.raises(CapacityError), client.session(TASK, episode=EP):
+            pytest.fail("the block must not run")
+        assert stand_in.attempts["SeedSession"] > 1  # retried within its deadline
+        assert stand_in.attempts["CloseSession"] == 1
+    finally:
+        stand_in.stop()
+
+
 class _ReleaseOnRefusal(grpc.UnaryUnaryClientInterceptor):
     """Records each refused RPC's method and then sets ``release`` (the held call goes on)."""
 

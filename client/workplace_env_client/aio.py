@@ -30,6 +30,7 @@ from workplace_env_client.channel import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_TIMEOUT_S,
     check_max_attempts,
+    is_refusal,
     make_aio_channel,
     refusal_wait,
 )
@@ -97,11 +98,11 @@ class AsyncEnvironmentClient:
             await self.channel.close(grace=None)
 
     async def _invoke(
-        self, method: str, request: Any, session_id: str = "", *, retry_refusals: bool = False
+        self, method: str, request: Any, session_id: str = "", *, retry_refusals: bool | None = None
     ) -> Any:
         """As :meth:`EnvironmentClient._invoke`: one deadline, refusals retried within it."""
         deadline = time.monotonic() + self.timeout_s
-        retry = retry_refusals or self._retry_refusals
+        retry = self._retry_refusals if retry_refusals is None else retry_refusals
         while True:
             try:
                 return await getattr(self.stub, method)(
@@ -169,9 +170,11 @@ class AsyncEnvironmentClient:
 
     async def close_session(self, session_id: str, episode: EpisodeLike) -> str:
         """Close a session; return ``"CLOSED"``, ``"ALREADY_CLOSED"`` or ``"NOT_SEEDED"``."""
-        return await self._close(session_id, episode, retry_refusals=False)
+        return await self._close(session_id, episode, retry_refusals=None)
 
-    async def _close(self, session_id: str, episode: EpisodeLike, *, retry_refusals: bool) -> str:
+    async def _close(
+        self, session_id: str, episode: EpisodeLike, *, retry_refusals: bool | None
+    ) -> str:
         request = close_request(session_id, episode)
         return close_answer(
             await self._invoke("CloseSession", request, session_id, retry_refusals=retry_refusals)
@@ -195,10 +198,11 @@ class AsyncEnvironmentClient:
         sid, ep, task_msg, tid = session_identity(task, episode, task_id, session_id)
         try:
             await self.seed(sid, ep, tid, task_msg)
-        except BaseException:
-            if not session_id:  # our own id: fence it so a late seed cannot leak
+        except BaseException as failed:
+            if not session_id:  # our own id: nobody retries it, so fencing it is safe
+                # A seed refused for concurrency did not run: one try of the fence will do.
                 with suppress(WorkplaceEnvError):
-                    await self._close(sid, ep, retry_refusals=True)
+                    await self._close(sid, ep, retry_refusals=not is_refusal(failed))
             raise
         try:
             yield AsyncSession(self, sid, ep)

@@ -55,6 +55,16 @@ REFUSAL_MIN_WAIT_S = 0.01
 REFUSAL_JITTER = 0.25
 
 
+def is_refusal(error: BaseException) -> bool:
+    """Whether ``error`` is a concurrency refusal: RESOURCE_EXHAUSTED :data:`REFUSED_REASON`
+    (CONTRACT X3), answered at once, the RPC not run."""
+    return (
+        isinstance(error, WorkplaceEnvError)
+        and error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        and error.reason == REFUSED_REASON
+    )
+
+
 def refusal_wait(error: WorkplaceEnvError, remaining_s: float) -> float | None:
     """How long to wait (seconds) before sending again an RPC that failed with ``error``, with
     ``remaining_s`` seconds left of its deadline; None when it must not be sent again.
@@ -67,7 +77,7 @@ def refusal_wait(error: WorkplaceEnvError, remaining_s: float) -> float | None:
     deadline. Other capacity answers (the session bound, S7) are not retried: they last until
     sessions close.
     """
-    if error.code != grpc.StatusCode.RESOURCE_EXHAUSTED or error.reason != REFUSED_REASON:
+    if not is_refusal(error):
         return None
     delay = error.retry_after_s if error.retry_after_s is not None else REFUSAL_FALLBACK_WAIT_S
     wait = max(REFUSAL_MIN_WAIT_S, delay) * (1.0 + REFUSAL_JITTER * random.random())

@@ -58,6 +58,7 @@ from workplace_env_client.channel import (  # noqa: F401
     SERVICE,
     channel_options,
     check_max_attempts,
+    is_refusal,
     make_channel,
     refusal_wait,
     retry_service_config,
@@ -168,12 +169,13 @@ class EnvironmentClient:
         )
 
     def _invoke(
-        self, method: str, request: Any, session_id: str = "", *, retry_refusals: bool = False
+        self, method: str, request: Any, session_id: str = "", *, retry_refusals: bool | None = None
     ) -> Any:
         """Send ``request`` within one deadline of ``timeout_s``, again after each TOO_MANY_RPCS
-        refusal whose wait ends before it (with retries on, or ``retry_refusals``)."""
+        refusal whose wait ends before it: when ``retry_refusals`` says so (None: when the client's
+        retries are on)."""
         deadline = time.monotonic() + self.timeout_s
-        retry = retry_refusals or self._retry_refusals
+        retry = self._retry_refusals if retry_refusals is None else retry_refusals
         while True:
             try:
                 return getattr(self.stub, method)(
@@ -267,10 +269,14 @@ class EnvironmentClient:
         """Close a session; return the outcome ``"CLOSED"``, ``"ALREADY_CLOSED"`` or
         ``"NOT_SEEDED"``. Raises EpisodeMismatchError (C4), ReleaseFailedError (C5: not closed,
         retry), CapacityError when refused TOO_MANY_RPCS past what the deadline allows."""
-        return self._close(session_id, episode, retry_refusals=False)
+        return self._close(session_id, episode, retry_refusals=None)
 
     def _close(
-        self, session_id: str, episode: tuple[str, int] | pb.EpisodeId, *, retry_refusals: bool
+        self,
+        session_id: str,
+        episode: tuple[str, int] | pb.EpisodeId,
+        *,
+        retry_refusals: bool | None,
     ) -> str:
         request = close_request(session_id, episode)
         return close_answer(
@@ -303,7 +309,8 @@ class EnvironmentClient:
         deadline (``timeout_s``), whatever ``max_attempts``; a close that fails after an error
         inside the block does not hide that error. When the seed itself fails and the id was
         generated here, the id is closed too (a seed that did land, e.g. past a deadline, is
-        not leaked; the fence refuses a late one), and the seed's error is raised. Raises
+        not leaked; the fence refuses a late one; one try after a seed refused TOO_MANY_RPCS,
+        which did not run), and the seed's error is raised. Raises
         ArgumentError, sending nothing, for a malformed ``task``, ``episode``, ``task_id``,
         ``session_id`` or ``recovery``.
 
@@ -316,10 +323,11 @@ class EnvironmentClient:
         check_admin(admin)
         try:
             self.seed(sid, ep, tid, task_msg)
-        except BaseException:
+        except BaseException as failed:
             if not session_id:  # our own id: nobody retries it, so fencing it is safe
+                # A seed refused for concurrency did not run: one try of the fence will do.
                 with suppress(WorkplaceEnvError):
-                    self._close(sid, ep, retry_refusals=True)
+                    self._close(sid, ep, retry_refusals=not is_refusal(failed))
             raise
         handle = Session(self, sid, ep, task_id=tid, task=task_msg, recovery=recovery, admin=admin)
         try:
