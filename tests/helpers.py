@@ -11,17 +11,20 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import httpx
-from google.rpc import error_details_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 from prometheus_client.parser import text_string_to_metric_families
 
+from workplace.env.v1 import admin_pb2 as admin_pb
+from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.config import Settings
 from workplace_env.gateway import GatewaySettings, RunningGateway, start_gateway
 from workplace_env.gateway.backend import InProcessBackend
@@ -445,3 +448,107 @@ class ServeProcess:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=HANG_S)
+
+
+# -- a stand-in EnvironmentService that refuses for concurrency (X3) ------------------------------
+
+
+#: The stand-in's request type and answer per EnvironmentService method.
+_STAND_IN_ANSWERS: dict[str, tuple[Any, Any]] = {
+    "SeedSession": (pb.SeedSessionRequest, pb.SeedSessionResponse()),
+    "CallTool": (pb.CallToolRequest, pb.CallToolResponse(output='"ok"')),
+    "Verify": (pb.VerifyRequest, pb.VerifyResponse()),
+    "CloseSession": (
+        pb.CloseSessionRequest,
+        pb.CloseSessionResponse(outcome=pb.CLOSE_OUTCOME_CLOSED),
+    ),
+    "ListTools": (pb.ListToolsRequest, pb.ListToolsResponse()),
+    "RetireSession": (admin_pb.RetireSessionRequest, admin_pb.RetireSessionResponse(retired=True)),
+    "ExportSessions": (admin_pb.ExportSessionsRequest, admin_pb.ExportSessionsResponse()),
+    "RestoreSessions": (admin_pb.RestoreSessionsRequest, admin_pb.RestoreSessionsResponse()),
+}
+
+
+class RefusingStandIn:
+    """A stand-in EnvironmentService and EnvironmentAdminService on a free loopback port: it
+    answers the first ``refusals`` attempts of each RPC RESOURCE_EXHAUSTED ``TOO_MANY_RPCS``
+    with a ``RetryInfo`` of ``retry_after_s`` (as a server at its limit of concurrent RPCs
+    does, CONTRACT X3), then OK with an empty answer (CloseSession: CLOSED). :attr:`attempts`
+    counts every RPC that reached it, by method name, whatever the service (so a test sees
+    that nothing was sent)."""
+
+    def __init__(self, refusals: int, retry_after_s: float = 0.01) -> None:
+        self.refusals = refusals
+        self.retry_after_s = retry_after_s
+        self.attempts: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.server = grpc.server(ThreadPoolExecutor(4))
+        self.server.add_generic_rpc_handlers([_Counting(self)])
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    @property
+    def target(self) -> str:
+        return local(self.port)
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self.attempts.values())
+
+    def count(self, method: str) -> int:
+        with self._lock:
+            self.attempts[method] = self.attempts.get(method, 0) + 1
+            return self.attempts[method]
+
+    def handler(self, method: str, attempt: int) -> grpc.RpcMethodHandler | None:
+        """The handler of ``method``'s ``attempt``-th RPC (None: UNIMPLEMENTED)."""
+        if method not in _STAND_IN_ANSWERS:
+            return None
+        request_type, answer = _STAND_IN_ANSWERS[method]
+
+        def answer_or_refuse(request: Any, context: grpc.ServicerContext) -> Any:
+            if attempt <= self.refusals:
+                context.abort_with_status(self._refusal())
+            return answer
+
+        if method == "ExportSessions":  # unary-stream: one (empty) chunk
+            return grpc.unary_stream_rpc_method_handler(
+                lambda request, context: iter([answer_or_refuse(request, context)]),
+                request_deserializer=request_type.FromString,
+                response_serializer=type(answer).SerializeToString,
+            )
+        if method == "RestoreSessions":  # stream-unary: the chunks are read, then answered
+            return grpc.stream_unary_rpc_method_handler(
+                lambda requests, context: answer_or_refuse(list(requests), context),
+                request_deserializer=request_type.FromString,
+                response_serializer=type(answer).SerializeToString,
+            )
+        return grpc.unary_unary_rpc_method_handler(
+            answer_or_refuse,
+            request_deserializer=request_type.FromString,
+            response_serializer=type(answer).SerializeToString,
+        )
+
+    def _refusal(self) -> grpc.Status:
+        info = error_details_pb2.ErrorInfo(reason="TOO_MANY_RPCS", domain=DOMAIN)
+        retry = error_details_pb2.RetryInfo()
+        retry.retry_delay.FromNanoseconds(int(self.retry_after_s * 1e9))
+        status = status_pb2.Status(
+            code=grpc.StatusCode.RESOURCE_EXHAUSTED.value[0],
+            message="the server runs its maximum of 1 concurrent RPCs; retry later",
+        )
+        for detail in (info, retry):
+            status.details.add().Pack(detail)
+        return rpc_status.to_status(status)
+
+    def stop(self) -> None:
+        self.server.stop(None)
+
+
+class _Counting(grpc.GenericRpcHandler):
+    def __init__(self, stand_in: RefusingStandIn) -> None:
+        self.stand_in = stand_in
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
+        method = str(handler_call_details.method).rsplit("/", 1)[-1]
+        return self.stand_in.handler(method, self.stand_in.count(method))

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
+import grpc
+import grpc.aio
 import pytest
 
-from tests.helpers import local
+from tests.helpers import EP, HANG_S, TID, WRITE, RefusingStandIn, local, wait
+from tests.helpers import TASK as CONTRACT_TASK
+from workplace_env.config import Settings
+from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     AsyncEnvironmentClient,
+    CapacityError,
     EnvironmentClient,
     SessionConflictError,
     SessionLostError,
 )
+from workplace_env_client.channel import channel_options
 
 SEND = ("email_send_email", {"recipient": "a@b.com", "subject": "async", "body": "b"})
 TASK = {"id": "t1", "ground_truth": [{"name": SEND[0], "arguments": json.dumps(SEND[1])}]}
@@ -71,3 +80,125 @@ def test_async_session_closes_on_error(target):
             return await env.close_session("a2", ("r2", 0))
 
     assert asyncio.run(run()) == "ALREADY_CLOSED"
+
+
+# -- refusals for concurrency (X3), as the sync client (tests/test_session_sdk.py) -------------
+
+EVERY_RPC = [
+    ("SeedSession", lambda c: c.seed("s", EP, TID, CONTRACT_TASK)),
+    ("CallTool", lambda c: c.call_tool("s", *WRITE)),
+    ("Verify", lambda c: c.verify("s", [WRITE])),
+    ("CloseSession", lambda c: c.close_session("s", EP)),
+    ("ListTools", lambda c: c.list_tools()),
+]
+
+
+@pytest.mark.parametrize(("method", "call"), EVERY_RPC, ids=[m for m, _ in EVERY_RPC])
+def test_async_rpc_refused_for_concurrency_is_sent_again_after_the_retry_delay(method, call):
+    stand_in = RefusingStandIn(refusals=2)
+
+    async def run() -> None:
+        async with AsyncEnvironmentClient(stand_in.target, timeout_s=HANG_S) as env:
+            await call(env)
+
+    try:
+        asyncio.run(run())
+        assert stand_in.attempts == {method: 3}
+    finally:
+        stand_in.stop()
+
+
+def test_async_refusals_without_retries_surface_but_a_session_blocks_close_retries():
+    stand_in = RefusingStandIn(refusals=2)
+
+    async def run() -> None:
+        async with AsyncEnvironmentClient(stand_in.target, timeout_s=HANG_S, max_attempts=1) as env:
+            with pytest.raises(CapacityError):
+                await env.close_session("s", EP)
+            stand_in.attempts.clear()
+            stand_in.refusals = 0
+            async with env.session(CONTRACT_TASK, episode=EP):
+                stand_in.refusals = 2
+
+    try:
+        asyncio.run(run())
+        assert stand_in.attempts == {"SeedSession": 1, "CloseSession": 3}
+    finally:
+        stand_in.stop()
+
+
+def test_async_seed_refused_until_its_deadline_is_fenced_with_one_try():
+    stand_in = RefusingStandIn(refusals=10**9)
+
+    async def run() -> None:
+        async with AsyncEnvironmentClient(stand_in.target, timeout_s=0.5) as env:
+            with pytest.raises(CapacityError):
+                async with env.session(CONTRACT_TASK, episode=EP):
+                    pytest.fail("the block must not run")
+
+    try:
+        asyncio.run(run())
+        assert stand_in.attempts["SeedSession"] > 1  # retried within its deadline
+        assert stand_in.attempts["CloseSession"] == 1
+    finally:
+        stand_in.stop()
+
+
+class _ReleaseOnRefusal(grpc.aio.UnaryUnaryClientInterceptor):
+    """Records each refused RPC's method and then sets ``release`` (the held call goes on)."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+        self.refused: list[str] = []
+
+    async def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
+        call = await continuation(client_call_details, request)
+        if await call.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            method = client_call_details.method
+            self.refused.append(method.decode() if isinstance(method, bytes) else method)
+            self.release.set()
+        return call
+
+
+@pytest.mark.parametrize("max_attempts", [1, 4])
+def test_async_session_blocks_close_refused_at_the_rpc_limit_is_retried_not_leaked(
+    make_server, max_attempts
+):
+    """F6 for the async client: the block's close, refused TOO_MANY_RPCS while the server's
+    one slot is held, is sent again once the RetryInfo delay has passed; the session is closed."""
+    served = make_server(None, Settings(max_concurrent_rpcs=1, workers=1), evict_interval_s=3600)
+    arrived, release = threading.Event(), threading.Event()
+
+    def hold(sid: str) -> None:
+        if sid == "holder":
+            arrived.set()
+            wait(release)
+
+    served.client.seed("holder", ("holder", 0), TID, CONTRACT_TASK)
+    Faults.of(served.store).on("tool", hold)
+    watch = _ReleaseOnRefusal(release)
+
+    async def run(pool: ThreadPoolExecutor) -> tuple[str, object]:
+        channel = grpc.aio.insecure_channel(
+            served.target, options=channel_options(max_attempts), interceptors=[watch]
+        )
+        env = AsyncEnvironmentClient(channel=channel, timeout_s=HANG_S, max_attempts=max_attempts)
+        try:
+            async with env.session(CONTRACT_TASK, episode=EP, task_id=TID) as s:
+                assert await s.call_tool(*WRITE) == "Email sent successfully."
+                held = pool.submit(served.client.call_tool, "holder", *WRITE)
+                await asyncio.to_thread(wait, arrived)  # the server's one slot is taken
+            return s.id, held
+        finally:
+            await channel.close()
+
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            sid, held = asyncio.run(run(pool))
+            assert held.result(HANG_S) == "Email sent successfully."  # type: ignore[attr-defined]
+        assert watch.refused and {m.rsplit("/", 1)[-1] for m in watch.refused} == {"CloseSession"}
+        assert served.store.live_count() == 1  # the holder's only
+        assert served.client.close_session(sid, EP) == "ALREADY_CLOSED"
+    finally:
+        release.set()
+        Faults.of(served.store).clear()

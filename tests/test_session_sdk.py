@@ -1,6 +1,6 @@
 """The SDK's side of the life cycle: what it retries (only idempotent RPCs, on UNAVAILABLE and
-CANCELLED),
-its call_ids, deadlines, and the session context manager closing on every exit.
+CANCELLED; every RPC refused for concurrency, X3, after its RetryInfo delay), its call_ids,
+deadlines, and the session context manager closing on every exit.
 """
 
 from __future__ import annotations
@@ -13,7 +13,18 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import pytest
 
-from tests.helpers import EP, HANG_S, TASK, TID, WRITE, Env, FakeClock, assert_refused
+from tests.helpers import (
+    EP,
+    HANG_S,
+    TASK,
+    TID,
+    WRITE,
+    Env,
+    FakeClock,
+    RefusingStandIn,
+    assert_refused,
+    wait,
+)
 from tests.helpers import emails as _emails
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.config import Settings
@@ -32,6 +43,12 @@ from workplace_env_client import (
     UnauthenticatedError,
     UnavailableError,
     WorkplaceEnvError,
+)
+from workplace_env_client.channel import (
+    REFUSAL_FALLBACK_WAIT_S,
+    REFUSAL_MIN_WAIT_S,
+    channel_options,
+    refusal_wait,
 )
 from workplace_env_client.client import RETRIED_METHODS, SERVICE, Recovery, retry_service_config
 
@@ -165,6 +182,166 @@ def test_every_rpc_has_a_deadline(make_env):
             assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
         finally:
             go.set()
+
+
+# -- refusals for concurrency (X3): sent again after their RetryInfo delay, within the deadline --
+
+#: Every environment RPC, as (method, a call of it on a sync client).
+EVERY_RPC = [
+    ("SeedSession", lambda c: c.seed("s", EP, TID, TASK)),
+    ("CallTool", lambda c: c.call_tool("s", *WRITE)),
+    ("Verify", lambda c: c.verify("s", [WRITE])),
+    ("CloseSession", lambda c: c.close_session("s", EP)),
+    ("ListTools", lambda c: c.list_tools()),
+]
+
+
+@pytest.mark.parametrize(("method", "call"), EVERY_RPC, ids=[m for m, _ in EVERY_RPC])
+def test_every_rpc_refused_for_concurrency_is_sent_again_after_the_retry_delay(method, call):
+    """A TOO_MANY_RPCS refusal was not run, so every RPC is sent again after its RetryInfo
+    delay (gRPC's retry policy cannot read it); before, it surfaced as CapacityError."""
+    stand_in = RefusingStandIn(refusals=2)
+    try:
+        with EnvironmentClient(stand_in.target, timeout_s=HANG_S) as client:
+            call(client)
+        assert stand_in.attempts == {method: 3}
+    finally:
+        stand_in.stop()
+
+
+#: Every admin RPC, as (method, a call of it on an AdminClient).
+EVERY_ADMIN_RPC = [
+    ("RetireSession", lambda a: a.retire_session("s")),
+    ("ExportSessions", lambda a: a.export_sessions(["s"])),
+    ("RestoreSessions", lambda a: a.restore_sessions([])),
+]
+
+
+@pytest.mark.parametrize(("method", "call"), EVERY_ADMIN_RPC, ids=[m for m, _ in EVERY_ADMIN_RPC])
+def test_every_admin_rpc_refused_for_concurrency_is_sent_again(method, call):
+    """The admin client too (a checkpoint or restore of a Session goes through it); the
+    restore's request stream is made afresh for each attempt."""
+    stand_in = RefusingStandIn(refusals=2)
+    try:
+        with AdminClient(stand_in.target, timeout_s=HANG_S) as admin:
+            call(admin)
+        assert stand_in.attempts == {method: 3}
+    finally:
+        stand_in.stop()
+
+
+def test_a_refusal_whose_delay_outlasts_the_deadline_raises_at_once():
+    stand_in = RefusingStandIn(refusals=10, retry_after_s=HANG_S)
+    try:
+        client = EnvironmentClient(stand_in.target, timeout_s=HANG_S / 2)
+        with client, pytest.raises(CapacityError) as err:
+            client.close_session("s", EP)
+        assert (err.value.reason, err.value.retry_after_s) == ("TOO_MANY_RPCS", HANG_S)
+        assert stand_in.attempts == {"CloseSession": 1}
+    finally:
+        stand_in.stop()
+
+
+def test_without_retries_a_refusal_surfaces_but_a_session_blocks_close_still_retries():
+    """``max_attempts=1`` shows each answer, except for the close of a ``session()`` block:
+    it promises the close, so it retries a refusal within its deadline."""
+    stand_in = RefusingStandIn(refusals=2)
+    try:
+        with EnvironmentClient(stand_in.target, timeout_s=HANG_S, max_attempts=1) as client:
+            with pytest.raises(CapacityError):
+                client.close_session("s", EP)
+            stand_in.attempts.clear()
+            stand_in.refusals = 0
+            with client.session(TASK, episode=EP):
+                stand_in.refusals = 2
+            assert stand_in.attempts == {"SeedSession": 1, "CloseSession": 3}
+    finally:
+        stand_in.stop()
+
+
+def _refusal(reason: str, retry_after_s: float | None) -> CapacityError:
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    return CapacityError("full", code, reason=reason, retry_after_s=retry_after_s)
+
+
+def test_refusal_wait_honours_retry_info_within_the_deadline_and_only_for_too_many_rpcs():
+    for _ in range(20):  # the jitter is random: up to 25% more, never less
+        assert 1.0 <= refusal_wait(_refusal("TOO_MANY_RPCS", 1.0), 10.0) <= 1.25
+    assert refusal_wait(_refusal("TOO_MANY_RPCS", 1.0), 0.99) is None  # past the deadline
+    assert refusal_wait(_refusal("TOO_MANY_RPCS", 0.0), 10.0) >= REFUSAL_MIN_WAIT_S
+    assert refusal_wait(_refusal("TOO_MANY_RPCS", None), 10.0) >= REFUSAL_FALLBACK_WAIT_S
+    assert refusal_wait(_refusal("CAPACITY_EXHAUSTED", 1.0), 10.0) is None  # S7: lasts
+    assert refusal_wait(_refusal("", None), 10.0) is None  # gRPC's message-size limit
+    unavailable = UnavailableError("x", grpc.StatusCode.UNAVAILABLE, reason="TOO_MANY_RPCS")
+    assert refusal_wait(unavailable, 10.0) is None
+
+
+def test_a_seed_refused_until_its_deadline_is_fenced_with_one_try():
+    """A seed refused TOO_MANY_RPCS did not run, so the fence of the block's own id is tried
+    once, not retried for another whole deadline; the seed's CapacityError is raised."""
+    stand_in = RefusingStandIn(refusals=10**9)
+    try:
+        client = EnvironmentClient(stand_in.target, timeout_s=0.5)
+        with client, pytest.raises(CapacityError), client.session(TASK, episode=EP):
+            pytest.fail("the block must not run")
+        assert stand_in.attempts["SeedSession"] > 1  # retried within its deadline
+        assert stand_in.attempts["CloseSession"] == 1
+    finally:
+        stand_in.stop()
+
+
+class _ReleaseOnRefusal(grpc.UnaryUnaryClientInterceptor):
+    """Records each refused RPC's method and then sets ``release`` (the held call goes on)."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+        self.refused: list[str] = []
+
+    def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
+        outcome = continuation(client_call_details, request)
+        if outcome.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            self.refused.append(client_call_details.method.rsplit("/", 1)[-1])
+            self.release.set()
+        return outcome
+
+
+@pytest.mark.parametrize("max_attempts", [1, 4])
+def test_a_session_blocks_close_refused_at_the_rpc_limit_is_retried_not_leaked(
+    make_server, max_attempts
+):
+    """F6: a server admitting one RPC at a time, its slot held by another session's call when
+    the block exits: the close is refused TOO_MANY_RPCS, then sent again after the RetryInfo
+    delay once the slot is free. Before, the CapacityError left the session live (until the
+    idle TTL)."""
+    served = make_server(None, Settings(max_concurrent_rpcs=1, workers=1), evict_interval_s=3600)
+    arrived, release = threading.Event(), threading.Event()
+
+    def hold(sid: str) -> None:
+        if sid == "holder":
+            arrived.set()
+            wait(release)
+
+    served.client.seed("holder", ("holder", 0), TID, TASK)
+    Faults.of(served.store).on("tool", hold)
+    watch = _ReleaseOnRefusal(release)
+    channel = grpc.intercept_channel(
+        grpc.insecure_channel(served.target, options=channel_options(max_attempts)), watch
+    )
+    client = EnvironmentClient(channel=channel, timeout_s=HANG_S, max_attempts=max_attempts)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            with client.session(TASK, episode=EP, task_id=TID) as s:
+                assert s.call_tool(*WRITE) == "Email sent successfully."
+                held = pool.submit(served.client.call_tool, "holder", *WRITE)
+                wait(arrived)  # the server's one slot is taken
+            assert held.result(HANG_S) == "Email sent successfully."
+        assert watch.refused and set(watch.refused) == {"CloseSession"}
+        assert served.store.live_count() == 1  # the holder's only
+        assert served.client.close_session(s.id, EP) == "ALREADY_CLOSED"
+    finally:
+        release.set()
+        Faults.of(served.store).clear()
+        channel.close()
 
 
 # -- the session context manager ---------------------------------------------------------------

@@ -23,6 +23,7 @@ from workplace_env_client.client import (
     SessionCheckpoint,
 )
 from workplace_env_client.errors import (
+    ArgumentError,
     CallIdReusedError,
     CapacityError,
     DeadlineError,
@@ -57,6 +58,7 @@ __all__ = [
     "RING_HASH_ENV",
     "SESSION_HEADER",
     "AdminClient",
+    "ArgumentError",
     "AsyncEnvironmentClient",
     "AsyncSession",
     "CallIdReusedError",

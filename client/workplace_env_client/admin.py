@@ -17,7 +17,8 @@ ids go to one server, whichever the channel picks: give such an AdminClient one 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import grpc
@@ -25,8 +26,9 @@ from google.protobuf import json_format
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
-from workplace_env_client.channel import DEFAULT_TIMEOUT_S, make_channel
-from workplace_env_client.errors import from_rpc_error
+from workplace_env_client import checks
+from workplace_env_client.channel import DEFAULT_TIMEOUT_S, make_channel, refusal_wait
+from workplace_env_client.errors import ArgumentError, from_rpc_error
 from workplace_env_client.routing import Target, session_metadata
 
 
@@ -239,8 +241,11 @@ class AdminClient:
     """Admin RPCs over a ``target`` or a ``channel``; ``token`` is sent as a bearer token.
 
     ``target`` and ``affinity`` are those of :class:`EnvironmentClient` (a list of ``IP:PORT``
-    balances per-session RPCs over the servers by session id). Raises ValueError for a
-    malformed target list.
+    balances per-session RPCs over the servers by session id). ``timeout_s`` is every RPC's
+    deadline; an RPC refused TOO_MANY_RPCS (a server at its ``--max-concurrent-rpcs`` or
+    ``--max-admin-rpcs``, X3: not run) is sent again after the refusal's ``RetryInfo`` delay
+    while that deadline allows, else CapacityError. Raises ValueError for a malformed target
+    list.
     """
 
     def __init__(
@@ -281,46 +286,70 @@ class AdminClient:
             return self._metadata
         return self._metadata + session_metadata(distinct.pop())
 
-    def _invoke(self, method: str, request: Any, session_ids: Iterable[str] = ()) -> Any:
-        try:
-            return getattr(self.stub, method)(
-                request, timeout=self.timeout_s, metadata=self._call_metadata(session_ids)
-            )
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from exc
+    def _invoke(
+        self, call: Callable[..., Any], request: Callable[[], Any], session_ids: Iterable[str] = ()
+    ) -> Any:
+        """``call(request(), timeout=..., metadata=...)`` within one deadline of ``timeout_s``,
+        again (a fresh ``request()``) after each TOO_MANY_RPCS refusal whose wait ends before it
+        (X3: a refused RPC did not run; :func:`~workplace_env_client.channel.refusal_wait`)."""
+        deadline = time.monotonic() + self.timeout_s
+        metadata = self._call_metadata(session_ids)
+        while True:
+            try:
+                return call(
+                    request(), timeout=max(0.0, deadline - time.monotonic()), metadata=metadata
+                )
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+                wait = refusal_wait(error, deadline - time.monotonic())
+                if wait is None:
+                    raise error from exc
+            time.sleep(wait)
 
     def export_sessions(self, session_ids: Iterable[str] = ()) -> ExportResult:
         """Snapshots of every live session (or of ``session_ids``), the ids not held, and the
-        held sessions that could not be exported with why (``failures``: id -> reason)."""
-        ids = list(session_ids)
+        held sessions that could not be exported with why (``failures``: id -> reason). Raises
+        ArgumentError (nothing sent) naming ``resources_session_ids[i]`` when one is not a
+        string UTF-8 can carry."""
+        if isinstance(session_ids, str | bytes):
+            raise ArgumentError("resources_session_ids", "must be a list of ids, not a string")
+        ids = [checks.text(sid, f"resources_session_ids[{i}]") for i, sid in enumerate(session_ids)]
         request = admin_pb.ExportSessionsRequest(resources_session_ids=ids)
-        snapshots: list[admin_pb.SessionSnapshot] = []
-        missing: list[str] = []
-        failures: dict[str, str] = {}
-        try:
-            for chunk in self.stub.ExportSessions(
-                request, timeout=self.timeout_s, metadata=self._call_metadata(ids)
-            ):
-                snapshots.extend(chunk.snapshots)
-                missing.extend(chunk.missing_session_ids)
-                failures.update((f.resources_session_id, f.reason) for f in chunk.failures)
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from exc
+
+        def receive(sent: Any, **options: Any) -> list[admin_pb.ExportSessionsResponse]:
+            return list(self.stub.ExportSessions(sent, **options))  # errors arrive while reading
+
+        chunks: list[admin_pb.ExportSessionsResponse] = self._invoke(receive, lambda: request, ids)
+        snapshots = [s for chunk in chunks for s in chunk.snapshots]
+        missing = [i for chunk in chunks for i in chunk.missing_session_ids]
+        failures = {f.resources_session_id: f.reason for c in chunks for f in c.failures}
         return ExportResult(list(join_snapshots(snapshots)), missing, failures)
 
     def restore_sessions(self, snapshots: Sequence[admin_pb.SessionSnapshot]) -> int:
         """Install ``snapshots`` all or none; return how many. Raises InvalidRequestError
-        naming the snapshot and field, SessionLiveError (FAILED_PRECONDITION: live ids)."""
+        naming the snapshot and field, SessionLiveError (FAILED_PRECONDITION: live ids);
+        ArgumentError (nothing sent) naming ``snapshots[i]`` when one is not a
+        ``SessionSnapshot``."""
+        snapshots = list(snapshots)
+        for i, snapshot in enumerate(snapshots):
+            if not isinstance(snapshot, admin_pb.SessionSnapshot):
+                raise ArgumentError(
+                    f"snapshots[{i}]",
+                    f"must be a SessionSnapshot, not {checks.type_name(snapshot)}",
+                )
         ids = [s.resources_session_id for s in snapshots]
         response: admin_pb.RestoreSessionsResponse = self._invoke(
-            "RestoreSessions", _chunks(snapshots), ids
+            self.stub.RestoreSessions, lambda: _chunks(snapshots), ids
         )
         return response.restored_count
 
     def retire_session(self, session_id: str) -> bool:
-        """Discard a session's attempt; True if the server held it (idempotent)."""
-        request = admin_pb.RetireSessionRequest(resources_session_id=session_id)
+        """Discard a session's attempt; True if the server held it (idempotent). Raises
+        ArgumentError (nothing sent) when ``session_id`` is not a string UTF-8 can carry."""
+        request = admin_pb.RetireSessionRequest(
+            resources_session_id=checks.text(session_id, "resources_session_id")
+        )
         response: admin_pb.RetireSessionResponse = self._invoke(
-            "RetireSession", request, [session_id]
+            self.stub.RetireSession, lambda: request, [session_id]
         )
         return response.retired

@@ -6,14 +6,17 @@
 ...         result = await s.verify([("email_delete_email", '{"email_id": "00000042"}')])
 
 Requests and answers are built by :mod:`workplace_env_client.messages`, exactly as in the sync
-client; errors are the same typed exceptions. Recovery of lost sessions (issue 9) is offered by the
-sync :class:`~workplace_env_client.client.Session` only.
+client: errors are the same typed exceptions, arguments are checked the same way before
+anything is sent, and a refusal for concurrency (TOO_MANY_RPCS, X3) is retried the same way,
+awaiting its delay (see :mod:`workplace_env_client.client`). Recovery of lost sessions
+(issue 9) is offered by the sync :class:`~workplace_env_client.client.Session` only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import uuid
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any
@@ -23,7 +26,14 @@ import grpc.aio
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env_client.channel import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_S, make_aio_channel
+from workplace_env_client.channel import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_TIMEOUT_S,
+    check_max_attempts,
+    is_refusal,
+    make_aio_channel,
+    refusal_wait,
+)
 from workplace_env_client.errors import WorkplaceEnvError, from_rpc_error
 from workplace_env_client.messages import (
     CallLike,
@@ -35,7 +45,7 @@ from workplace_env_client.messages import (
     close_request,
     legacy_seed_request,
     seed_request,
-    task_message,
+    session_identity,
     tools_answer,
     verify_answer,
     verify_request,
@@ -45,11 +55,12 @@ from workplace_env_client.routing import Target, session_metadata
 
 class AsyncEnvironmentClient:
     """An asyncio client over a ``target`` (as :class:`EnvironmentClient`) or a ``grpc.aio``
-    ``channel``; ``timeout_s`` is every RPC's deadline, ``max_attempts`` its retry bound.
-    ``credentials`` makes the channel the client creates a TLS one, as for
-    :class:`EnvironmentClient` (:func:`~workplace_env_client.channel.tls_credentials`); without
-    it the channel is plaintext. Raises ValueError for a malformed target list or for both or
-    neither of ``target`` and ``channel``."""
+    ``channel``; ``timeout_s`` is every RPC's deadline, ``max_attempts`` (1..5) its retry
+    bound, refusals (TOO_MANY_RPCS) retried as by :class:`EnvironmentClient`. ``credentials``
+    makes the channel the client creates a TLS one, as for :class:`EnvironmentClient`
+    (:func:`~workplace_env_client.channel.tls_credentials`); without it the channel is
+    plaintext. Raises ValueError for a malformed target list, for both or neither of
+    ``target`` and ``channel``, or for ``max_attempts`` outside 1..5."""
 
     def __init__(
         self,
@@ -63,6 +74,7 @@ class AsyncEnvironmentClient:
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
+        check_max_attempts(max_attempts)
         self._own_channel = channel is None
         if channel is None:
             assert target is not None
@@ -72,6 +84,7 @@ class AsyncEnvironmentClient:
         self.channel = channel
         self.stub = pb_grpc.EnvironmentServiceStub(channel)
         self.timeout_s = timeout_s
+        self._retry_refusals = max_attempts > 1
 
     async def __aenter__(self) -> AsyncEnvironmentClient:
         return self
@@ -84,13 +97,25 @@ class AsyncEnvironmentClient:
         if self._own_channel:
             await self.channel.close(grace=None)
 
-    async def _invoke(self, method: str, request: Any, session_id: str = "") -> Any:
-        try:
-            return await getattr(self.stub, method)(
-                request, timeout=self.timeout_s, metadata=session_metadata(session_id)
-            )
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from exc
+    async def _invoke(
+        self, method: str, request: Any, session_id: str = "", *, retry_refusals: bool | None = None
+    ) -> Any:
+        """As :meth:`EnvironmentClient._invoke`: one deadline, refusals retried within it."""
+        deadline = time.monotonic() + self.timeout_s
+        retry = self._retry_refusals if retry_refusals is None else retry_refusals
+        while True:
+            try:
+                return await getattr(self.stub, method)(
+                    request,
+                    timeout=max(0.0, deadline - time.monotonic()),
+                    metadata=session_metadata(session_id),
+                )
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+                wait = refusal_wait(error, deadline - time.monotonic()) if retry else None
+                if wait is None:
+                    raise error from exc
+            await asyncio.sleep(wait)
 
     async def seed(
         self, session_id: str, episode: EpisodeLike, task_id: tuple[str, str], task: TaskLike
@@ -145,8 +170,15 @@ class AsyncEnvironmentClient:
 
     async def close_session(self, session_id: str, episode: EpisodeLike) -> str:
         """Close a session; return ``"CLOSED"``, ``"ALREADY_CLOSED"`` or ``"NOT_SEEDED"``."""
+        return await self._close(session_id, episode, retry_refusals=None)
+
+    async def _close(
+        self, session_id: str, episode: EpisodeLike, *, retry_refusals: bool | None
+    ) -> str:
         request = close_request(session_id, episode)
-        return close_answer(await self._invoke("CloseSession", request, session_id))
+        return close_answer(
+            await self._invoke("CloseSession", request, session_id, retry_refusals=retry_refusals)
+        )
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """The 27 tool schemas as the model sees them."""
@@ -161,27 +193,25 @@ class AsyncEnvironmentClient:
         task_id: tuple[str, str] | None = None,
         session_id: str | None = None,
     ) -> AsyncIterator[AsyncSession]:
-        """Seed a session for ``task``, yield it, and always close it on exit (defaults as
-        :meth:`EnvironmentClient.session`)."""
-        sid = session_id or f"s-{uuid.uuid4().hex}"
-        ep = episode or (f"r-{uuid.uuid4().hex}", 0)
-        task_msg = task_message(task)
-        tid = task_id or ("default", task_msg.id or "task")
+        """Seed a session for ``task``, yield it, and always close it on exit (defaults,
+        refusals of the close and errors as :meth:`EnvironmentClient.session`)."""
+        sid, ep, task_msg, tid = session_identity(task, episode, task_id, session_id)
         try:
             await self.seed(sid, ep, tid, task_msg)
-        except BaseException:
-            if session_id is None:  # our own id: fence it so a late seed cannot leak
+        except BaseException as failed:
+            if not session_id:  # our own id: nobody retries it, so fencing it is safe
+                # A seed refused for concurrency did not run: one try of the fence will do.
                 with suppress(WorkplaceEnvError):
-                    await self.close_session(sid, ep)
+                    await self._close(sid, ep, retry_refusals=not is_refusal(failed))
             raise
         try:
             yield AsyncSession(self, sid, ep)
         except BaseException:
             with suppress(WorkplaceEnvError):
-                await self.close_session(sid, ep)
+                await self._close(sid, ep, retry_refusals=True)
             raise
         else:
-            await self.close_session(sid, ep)
+            await self._close(sid, ep, retry_refusals=True)
 
 
 class AsyncSession:

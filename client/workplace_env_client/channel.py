@@ -3,12 +3,15 @@
 Shared by the sync client (:mod:`.client`), the async one (:mod:`.aio`) and the admin client
 (:mod:`.admin`), so none of them imports another for its channel. Retries: only the idempotent
 RPCs of :data:`RETRIED_METHODS`, by gRPC's own retry policy, on UNAVAILABLE and CANCELLED
-(:data:`RETRIED_CODES`), within the call's deadline (CONTRACT S2, C2, V1, V3, T6). Affinity
-(issue 9): :mod:`.routing`.
+(:data:`RETRIED_CODES`), within the call's deadline (CONTRACT S2, C2, V1, V3, T6). A refusal
+for concurrency (RESOURCE_EXHAUSTED :data:`REFUSED_REASON`, CONTRACT X3) is retried by the
+clients themselves after its ``RetryInfo`` delay (:func:`refusal_wait`): gRPC's retry policy
+cannot read that delay. Affinity (issue 9): :mod:`.routing`.
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,7 @@ import grpc
 import grpc.aio
 
 from workplace.env.v1 import environment_pb2 as pb
+from workplace_env_client.errors import WorkplaceEnvError
 from workplace_env_client.routing import (
     Target,
     channel_target,
@@ -39,6 +43,53 @@ MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 #: server admits pings every 15 s, so it never closes an SDK channel for pinging too often).
 KEEPALIVE_TIME_MS = 30_000
 KEEPALIVE_TIMEOUT_MS = 10_000
+#: ``ErrorInfo.reason`` of an RPC the server refused without running it because it runs its
+#: maximum of concurrent RPCs (CONTRACT X3, RESOURCE_EXHAUSTED with ``RetryInfo``).
+REFUSED_REASON = "TOO_MANY_RPCS"
+#: The wait (seconds) before retrying such a refusal that carries no ``RetryInfo``.
+REFUSAL_FALLBACK_WAIT_S = 0.1
+#: The shortest wait (seconds) before a retry, whatever the ``RetryInfo`` says (no busy loop).
+REFUSAL_MIN_WAIT_S = 0.01
+#: A refusal's wait is its ``RetryInfo`` delay stretched by up to this fraction at random, so
+#: clients refused together do not all come back in the same instant.
+REFUSAL_JITTER = 0.25
+
+
+def is_refusal(error: BaseException) -> bool:
+    """Whether ``error`` is a concurrency refusal: RESOURCE_EXHAUSTED :data:`REFUSED_REASON`
+    (CONTRACT X3), answered at once, the RPC not run."""
+    return (
+        isinstance(error, WorkplaceEnvError)
+        and error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+        and error.reason == REFUSED_REASON
+    )
+
+
+def refusal_wait(error: WorkplaceEnvError, remaining_s: float) -> float | None:
+    """How long to wait (seconds) before sending again an RPC that failed with ``error``, with
+    ``remaining_s`` seconds left of its deadline; None when it must not be sent again.
+
+    Only a concurrency refusal (RESOURCE_EXHAUSTED :data:`REFUSED_REASON`, CONTRACT X3) is
+    retried: the server answered it at once without running it, so sending it again is safe
+    for every RPC. The wait honours the refusal's ``RetryInfo`` (``error.retry_after_s``;
+    :data:`REFUSAL_FALLBACK_WAIT_S` without one; at least :data:`REFUSAL_MIN_WAIT_S`),
+    stretched by up to :data:`REFUSAL_JITTER`; None when that wait does not end before the
+    deadline. Other capacity answers (the session bound, S7) are not retried: they last until
+    sessions close.
+    """
+    if not is_refusal(error):
+        return None
+    delay = error.retry_after_s if error.retry_after_s is not None else REFUSAL_FALLBACK_WAIT_S
+    wait = max(REFUSAL_MIN_WAIT_S, delay) * (1.0 + REFUSAL_JITTER * random.random())
+    return wait if wait < remaining_s else None
+
+
+def check_max_attempts(max_attempts: int) -> None:
+    """Raise ValueError unless ``max_attempts`` is an int in 1..5 (gRPC caps attempts at 5)."""
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
+        raise ValueError(f"max_attempts must be an int in 1..5, not {max_attempts!r}")
+    if not 1 <= max_attempts <= 5:
+        raise ValueError(f"max_attempts must be 1..5 (gRPC's limit), not {max_attempts}")
 
 
 def _retry_method_config(max_attempts: int) -> list[dict[str, Any]]:

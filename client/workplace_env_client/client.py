@@ -12,7 +12,14 @@ Retries: only idempotent RPCs are retried, by gRPC itself (the channel's service
 :func:`retry_service_config`), on UNAVAILABLE and CANCELLED, within the call's deadline:
 SeedSession (S2), CloseSession (C2), Verify (V1, V3), ListTools, and CallTool, which the SDK
 always sends with a ``call_id`` (generated when the caller gives none) so a retry replays
-instead of running the tool twice (T6).
+instead of running the tool twice (T6). A server at its limit of concurrent RPCs refuses an
+RPC without running it (RESOURCE_EXHAUSTED TOO_MANY_RPCS, CONTRACT X3); the SDK sends it again
+after the refusal's ``RetryInfo`` delay, as long as that wait ends within the call's deadline
+(:func:`~workplace_env_client.channel.refusal_wait`; gRPC's retry policy cannot read the delay).
+
+Arguments are checked before anything is sent: one of a shape no request can carry raises
+:class:`~workplace_env_client.errors.ArgumentError` (an ``InvalidRequestError``) naming the
+field as the server names it (:mod:`workplace_env_client.checks`).
 
 Many servers (issue 9): ``EnvironmentClient(["10.0.0.1:50051", "10.0.0.2:50051"])`` (or one
 DNS name resolving to every replica, with ``affinity=True``) balances sessions over them with
@@ -27,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -50,10 +57,14 @@ from workplace_env_client.channel import (  # noqa: F401
     RETRIED_METHODS,
     SERVICE,
     channel_options,
+    check_max_attempts,
+    is_refusal,
     make_channel,
+    refusal_wait,
     retry_service_config,
 )
 from workplace_env_client.errors import (
+    ArgumentError,
     ReplayDivergedError,
     SessionLiveError,
     SessionLostError,
@@ -64,13 +75,14 @@ from workplace_env_client.messages import (
     CallLike,
     VerifyResult,
     arguments_text,
+    call_list,
     call_tool_request,
     close_answer,
     close_request,
     legacy_seed_request,
     new_call_id,
     seed_request,
-    task_from_row,
+    session_identity,
     tools_answer,
     verify_answer,
     verify_request,
@@ -93,15 +105,18 @@ class EnvironmentClient:
     session RPC whatever the channel, so proxies (Envoy) can hash it too.
 
     ``timeout_s`` is the deadline of every RPC (retries included), in seconds. ``max_attempts``
-    bounds the attempts of a retried RPC on UNAVAILABLE or CANCELLED (1: no retries); it applies
-    to the channel the client creates (for your own channel, see :func:`channel_options`). Use as a
+    (1..5) bounds the attempts of a retried RPC on UNAVAILABLE or CANCELLED; it applies to the
+    channel the client creates (for your own channel, see :func:`channel_options`). With
+    ``max_attempts`` above 1 an RPC refused TOO_MANY_RPCS (X3) is sent again after the
+    refusal's delay while its deadline allows; 1 turns every retry off, except for the close
+    of a :meth:`session` block, which always retries a refusal (it promises the close). Use as a
     context manager, or call :meth:`close` to release a channel the client created (a
     passed-in channel is the caller's). ``admin_token`` is the bearer token :meth:`admin` (and a
     session's checkpoint recovery) sends by default. ``credentials`` makes the channel the client
     creates a TLS one (:func:`~workplace_env_client.channel.tls_credentials`: a server started
     with ``--tls-cert``, and with ``--tls-client-ca`` this client's certificate); without it the
-    channel is plaintext. Raises ValueError for a malformed target list, RuntimeError when
-    affinity is asked for and grpcio's switch for it is off.
+    channel is plaintext. Raises ValueError for a malformed target list or ``max_attempts``
+    outside 1..5, RuntimeError when affinity is asked for and grpcio's switch for it is off.
     """
 
     def __init__(
@@ -117,8 +132,7 @@ class EnvironmentClient:
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
-        if not 1 <= max_attempts <= 5:
-            raise ValueError("max_attempts must be 1..5 (gRPC's limit)")
+        check_max_attempts(max_attempts)
         self._own_channel = channel is None
         if channel is None:
             assert target is not None
@@ -129,6 +143,7 @@ class EnvironmentClient:
         self.stub = pb_grpc.EnvironmentServiceStub(self.channel)
         self.timeout_s = timeout_s
         self.admin_token = admin_token
+        self._retry_refusals = max_attempts > 1
 
     def __enter__(self) -> EnvironmentClient:
         return self
@@ -153,13 +168,27 @@ class EnvironmentClient:
             channel=self.channel, token=token or self.admin_token, timeout_s=self.timeout_s
         )
 
-    def _invoke(self, method: str, request: Any, session_id: str = "") -> Any:
-        try:
-            return getattr(self.stub, method)(
-                request, timeout=self.timeout_s, metadata=session_metadata(session_id)
-            )
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from exc
+    def _invoke(
+        self, method: str, request: Any, session_id: str = "", *, retry_refusals: bool | None = None
+    ) -> Any:
+        """Send ``request`` within one deadline of ``timeout_s``, again after each TOO_MANY_RPCS
+        refusal whose wait ends before it: when ``retry_refusals`` says so (None: when the client's
+        retries are on)."""
+        deadline = time.monotonic() + self.timeout_s
+        retry = self._retry_refusals if retry_refusals is None else retry_refusals
+        while True:
+            try:
+                return getattr(self.stub, method)(
+                    request,
+                    timeout=max(0.0, deadline - time.monotonic()),
+                    metadata=session_metadata(session_id),
+                )
+            except grpc.RpcError as exc:
+                error = from_rpc_error(exc)
+                wait = refusal_wait(error, deadline - time.monotonic()) if retry else None
+                if wait is None:
+                    raise error from exc
+            time.sleep(wait)
 
     # -- RPCs --------------------------------------------------------------------------------
 
@@ -239,9 +268,19 @@ class EnvironmentClient:
     def close_session(self, session_id: str, episode: tuple[str, int] | pb.EpisodeId) -> str:
         """Close a session; return the outcome ``"CLOSED"``, ``"ALREADY_CLOSED"`` or
         ``"NOT_SEEDED"``. Raises EpisodeMismatchError (C4), ReleaseFailedError (C5: not closed,
-        retry)."""
+        retry), CapacityError when refused TOO_MANY_RPCS past what the deadline allows."""
+        return self._close(session_id, episode, retry_refusals=None)
+
+    def _close(
+        self,
+        session_id: str,
+        episode: tuple[str, int] | pb.EpisodeId,
+        *,
+        retry_refusals: bool | None,
+    ) -> str:
+        request = close_request(session_id, episode)
         return close_answer(
-            self._invoke("CloseSession", close_request(session_id, episode), session_id)
+            self._invoke("CloseSession", request, session_id, retry_refusals=retry_refusals)
         )
 
     def list_tools(self) -> list[dict[str, Any]]:
@@ -265,39 +304,59 @@ class EnvironmentClient:
 
         Defaults: a fresh random session id, episode ``(<uuid>, 0)``, task id
         ``("default", <task id>)``. The block's exit closes the session whatever the exit
-        (normal, exception, ``KeyboardInterrupt``); a close that fails after an error inside
-        the block does not hide that error. When the seed itself fails and the id was
+        (normal, exception, ``KeyboardInterrupt``); a close refused by a server at its limit of
+        concurrent RPCs (TOO_MANY_RPCS, X3) is sent again after the refusal's delay until its
+        deadline (``timeout_s``), whatever ``max_attempts``; a close that fails after an error
+        inside the block does not hide that error. When the seed itself fails and the id was
         generated here, the id is closed too (a seed that did land, e.g. past a deadline, is
-        not leaked; the fence refuses a late one), and the seed's error is raised.
+        not leaked; the fence refuses a late one; one try after a seed refused TOO_MANY_RPCS,
+        which did not run), and the seed's error is raised. Raises
+        ArgumentError, sending nothing, for a malformed ``task``, ``episode``, ``task_id``,
+        ``session_id`` or ``recovery``.
 
         ``recovery`` (``"replay"`` or ``"checkpoint"``) makes the handle recover by itself
         when its server is lost (see :class:`Session`); ``admin`` is the admin client its
         checkpoints and restores use (default: :meth:`admin` on this channel, no token).
         """
-        sid = session_id or f"s-{uuid.uuid4().hex}"
-        ep = episode or (f"r-{uuid.uuid4().hex}", 0)
-        task_msg = task if isinstance(task, pb.WorkplaceTask) else task_from_row(task)
-        tid = task_id or ("default", task_msg.id or "task")
+        sid, ep, task_msg, tid = session_identity(task, episode, task_id, session_id)
+        check_recovery(recovery)
+        check_admin(admin)
         try:
             self.seed(sid, ep, tid, task_msg)
-        except BaseException:
-            if session_id is None:  # our own id: nobody retries it, so fencing it is safe
+        except BaseException as failed:
+            if not session_id:  # our own id: nobody retries it, so fencing it is safe
+                # A seed refused for concurrency did not run: one try of the fence will do.
                 with suppress(WorkplaceEnvError):
-                    self.close_session(sid, ep)
+                    self._close(sid, ep, retry_refusals=not is_refusal(failed))
             raise
         handle = Session(self, sid, ep, task_id=tid, task=task_msg, recovery=recovery, admin=admin)
         try:
             yield handle
         except BaseException:
             with suppress(WorkplaceEnvError):
-                self.close_session(sid, ep)
+                self._close(sid, ep, retry_refusals=True)
             raise
         else:
-            self.close_session(sid, ep)
+            self._close(sid, ep, retry_refusals=True)
 
 
 #: How :meth:`Session.recover` rebuilds a lost session.
 RecoveryStrategy = Literal["replay", "checkpoint"]
+
+
+def check_recovery(recovery: object, field: str = "recovery", optional: bool = True) -> None:
+    """Raise ArgumentError unless ``recovery`` is ``"replay"``, ``"checkpoint"`` (or None when
+    ``optional``)."""
+    if recovery not in (("replay", "checkpoint", None) if optional else ("replay", "checkpoint")):
+        allowed = "None, 'replay' or 'checkpoint'" if optional else "'replay' or 'checkpoint'"
+        raise ArgumentError(field, f"must be {allowed}, not {recovery!r}")
+
+
+def check_admin(admin: object) -> None:
+    """Raise ArgumentError unless ``admin`` is None or an AdminClient."""
+    if admin is not None and not isinstance(admin, AdminClient):
+        raise ArgumentError("admin", f"must be an AdminClient or None, not {type(admin).__name__}")
+
 
 #: What an automatic recovery may fail with: an SDK error of the seed, restore or replayed
 #: calls (e.g. SESSION_EXPIRED: the server refuses to re-seed an evicted id, CONTRACT X1;
@@ -404,8 +463,7 @@ class Session:
         recovery: RecoveryStrategy | None = None,
         admin: AdminClient | None = None,
     ) -> None:
-        if recovery not in (None, "replay", "checkpoint"):
-            raise ValueError(f"recovery must be None, 'replay' or 'checkpoint', not {recovery!r}")
+        check_recovery(recovery)
         self.client = client
         self.id = session_id
         self.episode = episode
@@ -517,7 +575,9 @@ class Session:
         handle answers the masked ``session_lost`` sample (V4) and sends nothing."""
         if self._fenced is not None:
             return VerifyResult(0.0, True, "session_lost", self._fence_message(), ())
-        calls = None if function_calls is None else list(function_calls)
+        calls = None
+        if function_calls is not None:
+            calls = call_list(function_calls, "function_calls.calls")
         if self._resume_at is not None:  # not asked: the server's copy lacks recorded calls
             result = VerifyResult(0.0, True, "session_lost", self._incomplete_message(), ())
         else:
@@ -544,6 +604,7 @@ class Session:
         without the server's admin token.
         """
         self._refuse_if_fenced()
+        check_admin(admin)
         self._refuse_if_incomplete()
         count = len(self._calls)
         snapshots, _missing, failures = self._admin(admin).export_sessions([self.id])
@@ -586,8 +647,13 @@ class Session:
         SessionLostError or UnavailableError when the new server goes away too: recover again).
         """
         self._refuse_if_fenced()
-        if strategy not in ("replay", "checkpoint"):
-            raise ValueError(f"strategy must be 'replay' or 'checkpoint', not {strategy!r}")
+        check_recovery(strategy, "strategy", optional=False)
+        check_admin(admin)
+        if checkpoint is not None and not isinstance(checkpoint, SessionCheckpoint):
+            raise ArgumentError(
+                "checkpoint",
+                f"must be a SessionCheckpoint or None, not {type(checkpoint).__name__}",
+            )
         if self.task is None or self.task_id is None:
             raise ValueError("recovery needs the session's task and task id")
         start = 0

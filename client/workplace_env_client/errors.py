@@ -53,6 +53,24 @@ class InvalidRequestError(WorkplaceEnvError):
     """INVALID_ARGUMENT: a malformed identity, task, arguments or verify request."""
 
 
+class ArgumentError(InvalidRequestError, ValueError):
+    """INVALID_ARGUMENT raised by the SDK, not the server: a Python argument of an SDK method
+    has a shape no request can carry (a row that is not a mapping, an episode that is not a
+    ``(rollout_id, attempt)`` pair, a lone surrogate, ...). Nothing was sent. Its message and
+    its one :class:`FieldViolation` name the field as the server does (``episode_id.rollout_id``,
+    ``arguments.query``, ``function_calls.calls[0]``); ``reason`` is the server's for the same
+    field (``INVALID_TOOL_ARGUMENTS`` for a tool call's arguments, else ``INVALID_REQUEST``).
+    Also a ValueError, the Python convention for a bad argument."""
+
+    def __init__(self, field: str, description: str, reason: str = "INVALID_REQUEST") -> None:
+        super().__init__(
+            f"{field}: {description}",
+            grpc.StatusCode.INVALID_ARGUMENT,
+            reason=reason,
+            violations=(FieldViolation(field, description),),
+        )
+
+
 class SessionHeaderMismatchError(InvalidRequestError):
     """INVALID_ARGUMENT SESSION_HEADER_MISMATCH: the ``x-resources-session-id`` header names
     another session than the request body (issue 9: the header routes, the body decides)."""

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from workplace.env.v1 import environment_pb2 as pb
+from workplace_env_client import checks
+from workplace_env_client.errors import ArgumentError
 
 #: A call as the SDK accepts it: a ``(name, arguments)`` pair or a ``{"name", "arguments"}`` map,
 #: arguments as JSON text or as a JSON-ready mapping.
@@ -48,21 +50,63 @@ class VerifyResult:
     tables: tuple[TableDiff, ...]
 
 
-def arguments_text(arguments: str | Mapping[str, Any] | None) -> str:
-    """Arguments as the JSON text the wire carries (``{}`` for None)."""
+def arguments_text(
+    arguments: str | Mapping[str, Any] | None,
+    field: str = "arguments",
+    reason: str = checks.TOOL_ARGUMENTS_REASON,
+) -> str:
+    """Arguments as the JSON text the wire carries (``{}`` for None). Raises ArgumentError
+    naming ``field`` (or the path inside it, ``arguments.query``) for another type, or a value
+    that cannot be sent (:mod:`workplace_env_client.checks`)."""
     if arguments is None:
         return "{}"
     if isinstance(arguments, str):
-        return arguments
-    return json.dumps(arguments, ensure_ascii=False)
+        return checks.json_text(arguments, field, reason)
+    if not isinstance(arguments, Mapping):
+        raise ArgumentError(
+            field,
+            f"must be a mapping or its JSON text, not {checks.type_name(arguments)}",
+            reason,
+        )
+    plain = arguments if isinstance(arguments, dict) else dict(arguments)
+    checks.json_value(plain, field, reason)
+    return json.dumps(plain, ensure_ascii=False)
 
 
-def to_function_call(call: CallLike) -> pb.FunctionCall:
-    """A :data:`CallLike` as a ``FunctionCall`` message."""
+_CALL_SHAPE = 'a (name, arguments) pair or a {"name", "arguments"} mapping'
+
+
+def to_function_call(call: CallLike, field: str = "call") -> pb.FunctionCall:
+    """A :data:`CallLike` as a ``FunctionCall`` message; ArgumentError naming ``field`` (e.g.
+    ``function_calls.calls[0]``) or its ``.name`` / ``.arguments`` when it has another shape."""
     if isinstance(call, Mapping):
-        return pb.FunctionCall(name=call["name"], arguments=arguments_text(call.get("arguments")))
-    name, arguments = call
-    return pb.FunctionCall(name=name, arguments=arguments_text(arguments))
+        if "name" not in call:
+            raise ArgumentError(f"{field}.name", "required")
+        name, arguments = call["name"], call.get("arguments")
+    else:
+        name, arguments = checks.pair(call, field, _CALL_SHAPE)
+    return pb.FunctionCall(
+        name=checks.text(name, f"{field}.name"),
+        arguments=arguments_text(arguments, f"{field}.arguments", "INVALID_REQUEST"),
+    )
+
+
+def call_list(calls: Iterable[CallLike], field: str) -> list[CallLike]:
+    """``calls`` (an iterable of calls, not a string or mapping) as a list; else ArgumentError
+    naming ``field``."""
+    if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Iterable):
+        raise ArgumentError(field, f"must be a list of calls, not {checks.type_name(calls)}")
+    return list(calls)
+
+
+def call_messages(calls: Iterable[CallLike], field: str) -> list[pb.FunctionCall]:
+    """Every call of ``calls`` as a message, ``field[i]`` naming a malformed one."""
+    return [to_function_call(c, f"{field}[{i}]") for i, c in enumerate(call_list(calls, field))]
+
+
+def _row_text(row: Mapping[str, Any], key: str) -> str:
+    # The row's informational fields are written as text whatever their JSON type.
+    return checks.text(str(row.get(key) or ""), f"task.{key}")
 
 
 def task_from_row(row: Mapping[str, Any]) -> pb.WorkplaceTask:
@@ -70,16 +114,22 @@ def task_from_row(row: Mapping[str, Any]) -> pb.WorkplaceTask:
 
     A ground truth given as a JSON string is kept out of the typed task (send it with
     ``verify(ground_truth_json=...)``); other missing fields are left empty. ``data_digest``
-    is :func:`row_digest` of the whole row, so a retried seed must send the same row.
+    is :func:`row_digest` of the whole row, so a retried seed must send the same row. Raises
+    ArgumentError for a row that is not a mapping (``task``), a ground truth that is neither a
+    list of calls nor a string (``task.ground_truth``, ``task.ground_truth[0].name``, ...), or a
+    field UTF-8 cannot carry.
     """
+    checks.mapping(row, "task", "a mapping (a dataset row) or a WorkplaceTask")
     truth = row.get("ground_truth") or []
+    if isinstance(truth, str):
+        truth = []
     return pb.WorkplaceTask(
-        id=str(row.get("id", "")),
-        category=str(row.get("category") or ""),
-        environment_name=str(row.get("environment_name") or ""),
-        ground_truth=[to_function_call(c) for c in truth] if isinstance(truth, list) else [],
-        prompt=str(row.get("prompt") or ""),
-        system=str(row.get("system") or ""),
+        id=checks.text(str(row.get("id", "")), "task.id"),
+        category=_row_text(row, "category"),
+        environment_name=_row_text(row, "environment_name"),
+        ground_truth=call_messages(truth, "task.ground_truth"),
+        prompt=_row_text(row, "prompt"),
+        system=_row_text(row, "system"),
         data_digest=row_digest(row),
     )
 
@@ -95,16 +145,61 @@ def row_digest(row: Mapping[str, Any]) -> str:
 
 
 def task_message(task: TaskLike) -> pb.WorkplaceTask:
-    """A :data:`TaskLike` as the message."""
+    """A :data:`TaskLike` as the message (ArgumentError as :func:`task_from_row`)."""
     return task if isinstance(task, pb.WorkplaceTask) else task_from_row(task)
 
 
-def episode_message(episode: EpisodeLike) -> pb.EpisodeId:
-    """An :data:`EpisodeLike` as the message."""
+_EPISODE_SHAPE = "a (rollout_id, attempt) pair or an EpisodeId"
+
+
+def episode_message(episode: EpisodeLike, field: str = "episode_id") -> pb.EpisodeId:
+    """An :data:`EpisodeLike` as the message; ArgumentError naming ``episode_id`` (or its
+    ``.rollout_id`` / ``.attempt``) for another shape."""
     if isinstance(episode, pb.EpisodeId):
         return episode
-    rollout_id, attempt = episode
-    return pb.EpisodeId(rollout_id=rollout_id, attempt=attempt)
+    rollout_id, attempt = checks.pair(episode, field, _EPISODE_SHAPE)
+    return pb.EpisodeId(
+        rollout_id=checks.text(rollout_id, f"{field}.rollout_id"),
+        attempt=checks.int32(attempt, f"{field}.attempt"),
+    )
+
+
+def task_id_message(task_id: tuple[str, str]) -> pb.TaskId:
+    """A ``(taskset, task_id)`` pair as the message; ArgumentError naming ``task_id`` (or its
+    ``.taskset`` / ``.task_id``) for another shape."""
+    taskset, tid = checks.pair(task_id, "task_id", "a (taskset, task_id) pair")
+    return pb.TaskId(
+        taskset=checks.text(taskset, "task_id.taskset"),
+        task_id=checks.text(tid, "task_id.task_id"),
+    )
+
+
+def session_id_text(session_id: str) -> str:
+    """``session_id`` if it is a string UTF-8 can carry; else ArgumentError naming
+    ``resources_session_id`` (the id's format is the server's rule, CONTRACT S5)."""
+    return checks.text(session_id, "resources_session_id")
+
+
+def session_identity(
+    task: TaskLike,
+    episode: tuple[str, int] | None,
+    task_id: tuple[str, str] | None,
+    session_id: str | None,
+) -> tuple[str, tuple[str, int], pb.WorkplaceTask, tuple[str, str]]:
+    """The ``session(...)`` context managers' identity, defaults filled in: ``(session id,
+    episode, task message, task id)``; a fresh random session id, episode ``(<uuid>, 0)``, task
+    id ``("default", <task id>)``. Raises ArgumentError (nothing sent) for a malformed
+    argument, naming its field."""
+    if session_id is None or session_id == "":
+        sid = f"s-{uuid.uuid4().hex}"
+    else:
+        sid = session_id_text(session_id)
+    ep = (f"r-{uuid.uuid4().hex}", 0) if episode is None else episode
+    episode_message(ep)
+    task_msg = task_message(task)
+    tid = task_id or ("default", task_msg.id or "task")
+    task_id_message(tid)
+    return sid, ep, task_msg, tid
 
 
 def new_call_id() -> str:
@@ -115,11 +210,12 @@ def new_call_id() -> str:
 def seed_request(
     session_id: str, episode: EpisodeLike, task_id: tuple[str, str], task: TaskLike
 ) -> pb.SeedSessionRequest:
-    """A typed seed (CONTRACT S1)."""
+    """A typed seed (CONTRACT S1). Raises ArgumentError (nothing sent) for a malformed
+    argument, naming its field."""
     return pb.SeedSessionRequest(
-        resources_session_id=session_id,
+        resources_session_id=session_id_text(session_id),
         episode_id=episode_message(episode),
-        task_id=pb.TaskId(taskset=task_id[0], task_id=task_id[1]),
+        task_id=task_id_message(task_id),
         task=task_message(task),
     )
 
@@ -127,46 +223,64 @@ def seed_request(
 def legacy_seed_request(session_id: str, task: TaskLike) -> pb.SeedSessionRequest:
     """A legacy (cookie) seed: no episode or task id."""
     return pb.SeedSessionRequest(
-        resources_session_id=session_id, task=task_message(task), legacy=True
+        resources_session_id=session_id_text(session_id), task=task_message(task), legacy=True
     )
 
 
 def call_tool_request(
     session_id: str, name: str, arguments: str | Mapping[str, Any] | None, call_id: str
 ) -> pb.CallToolRequest:
-    """A tool call; an empty ``call_id`` gets a fresh one (a retry then replays, T6)."""
+    """A tool call; an empty ``call_id`` gets a fresh one (a retry then replays, T6). Raises
+    ArgumentError naming ``tool_name``, ``call_id`` or ``arguments`` (``arguments.query``;
+    reason ``INVALID_TOOL_ARGUMENTS``, as the server's for arguments it refuses)."""
     return pb.CallToolRequest(
-        resources_session_id=session_id,
-        tool_name=name,
+        resources_session_id=session_id_text(session_id),
+        tool_name=checks.text(name, "tool_name"),
         arguments=arguments_text(arguments),
-        call_id=call_id or new_call_id(),
+        call_id=checks.text(call_id, "call_id") or new_call_id(),
     )
 
 
 def verify_request(
     session_id: str,
-    function_calls: Iterable[CallLike] | None,
+    calls: Iterable[CallLike] | None,
     response_output: Sequence[Any] | str | None,
     ground_truth: Iterable[CallLike] | None,
     ground_truth_json: str | None,
 ) -> pb.VerifyRequest:
-    """A verify of a call list or of a raw Responses-API ``output`` array."""
-    request = pb.VerifyRequest(resources_session_id=session_id)
+    """A verify of a call list or of a raw Responses-API ``output`` array. Raises
+    ArgumentError naming ``function_calls.calls[i]``, ``response_output_json`` (or a path in
+    it), ``ground_truth.calls[i]`` or ``ground_truth_json`` for a malformed argument."""
+    request = pb.VerifyRequest(resources_session_id=session_id_text(session_id))
     if response_output is not None:
-        request.response_output_json = (
-            response_output
-            if isinstance(response_output, str)
-            else json.dumps(list(response_output), ensure_ascii=False)
-        )
+        if isinstance(response_output, str):
+            request.response_output_json = checks.json_text(response_output, "response_output_json")
+        else:
+            items = json_list(response_output, "response_output_json")
+            checks.json_value(items, "response_output_json")
+            request.response_output_json = json.dumps(items, ensure_ascii=False)
     else:
         request.function_calls.SetInParent()
-        request.function_calls.calls.extend(to_function_call(c) for c in (function_calls or []))
+        request.function_calls.calls.extend(
+            call_messages([] if calls is None else calls, "function_calls.calls")
+        )
     if ground_truth_json is not None:
-        request.ground_truth_json = ground_truth_json
+        request.ground_truth_json = checks.json_text(
+            checks.text(ground_truth_json, "ground_truth_json"), "ground_truth_json"
+        )
     elif ground_truth is not None:
         request.ground_truth.SetInParent()
-        request.ground_truth.calls.extend(to_function_call(c) for c in ground_truth)
+        request.ground_truth.calls.extend(call_messages(ground_truth, "ground_truth.calls"))
     return request
+
+
+def json_list(items: Any, field: str) -> list[Any]:
+    """``items`` (a sequence, not a string or mapping) as a list; else ArgumentError."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise ArgumentError(
+            field, f"must be a list (or its JSON text), not {checks.type_name(items)}"
+        )
+    return list(items)
 
 
 def verify_answer(response: pb.VerifyResponse) -> VerifyResult:
@@ -186,9 +300,9 @@ def verify_answer(response: pb.VerifyResponse) -> VerifyResult:
 
 
 def close_request(session_id: str, episode: EpisodeLike) -> pb.CloseSessionRequest:
-    """A close of ``session_id`` for ``episode``."""
+    """A close of ``session_id`` for ``episode`` (ArgumentError as :func:`seed_request`)."""
     return pb.CloseSessionRequest(
-        resources_session_id=session_id, episode_id=episode_message(episode)
+        resources_session_id=session_id_text(session_id), episode_id=episode_message(episode)
     )
 
 

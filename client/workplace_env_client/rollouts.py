@@ -47,14 +47,21 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from workplace_env_client import checks
 from workplace_env_client.client import EnvironmentClient
 from workplace_env_client.errors import (
+    ArgumentError,
     InvalidRequestError,
     SessionExpiredError,
     SessionLostError,
     WorkplaceEnvError,
 )
-from workplace_env_client.messages import TableDiff, VerifyResult
+from workplace_env_client.messages import (
+    TableDiff,
+    VerifyResult,
+    episode_message,
+    task_id_message,
+)
 
 #: The two OpenAI-compatible APIs the loop speaks.
 ModelApi = Literal["responses", "chat"]
@@ -503,6 +510,20 @@ def _task_row(row: Mapping[str, Any]) -> dict[str, Any]:
 # -- drivers ----------------------------------------------------------------------------------
 
 
+def check_rollout_inputs(
+    row: Any, policy: Any, episode: tuple[str, int] | None, task_id: tuple[str, str] | None
+) -> None:
+    """Raise ArgumentError (nothing sent) unless ``row`` is a mapping, ``policy`` a
+    :class:`ModelPolicy`, and ``episode`` and ``task_id`` (when given) well-formed pairs."""
+    checks.mapping(row, "task", "a mapping (a dataset row)")
+    if not isinstance(policy, ModelPolicy):
+        raise ArgumentError("policy", f"must be a ModelPolicy, not {checks.type_name(policy)}")
+    if episode is not None:
+        episode_message(episode)
+    if task_id is not None:
+        task_id_message(task_id)
+
+
 def run_rollout(
     env: EnvironmentClient,
     model_client: Any,
@@ -517,8 +538,11 @@ def run_rollout(
 
     ``tools`` defaults to ``env.list_tools()`` (pass them to save the call per episode);
     ``episode`` to :func:`episode_for` the row. Never raises for the model's or endpoint's
-    faults (see the module docstring); raises the SDK's errors when the seed itself fails.
+    faults (see the module docstring); raises the SDK's errors when the seed itself fails,
+    ArgumentError (nothing sent) for a ``row`` that is not a mapping, a ``policy`` that is not a
+    ModelPolicy, or a malformed ``episode`` or ``task_id``.
     """
+    check_rollout_inputs(row, policy, episode, task_id)
     started = time.perf_counter()
     params = create_params_for(row, tools if tools is not None else env.list_tools())
     dialogue = _Dialogue(params, policy)
@@ -570,6 +594,7 @@ async def arun_rollout(
 ) -> Rollout:
     """:func:`run_rollout` over an :class:`~workplace_env_client.AsyncEnvironmentClient` and an
     async model client (``openai.AsyncOpenAI`` or alike)."""
+    check_rollout_inputs(row, policy, episode, task_id)
     started = time.perf_counter()
     params = create_params_for(row, tools if tools is not None else await env.list_tools())
     dialogue = _Dialogue(params, policy)

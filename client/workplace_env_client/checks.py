@@ -1,0 +1,146 @@
+"""Shape checks of the Python arguments of the SDK's methods, run before anything is sent.
+
+Each check raises :class:`~workplace_env_client.errors.ArgumentError` (an
+``InvalidRequestError``) naming the offending field by the request field the server would name
+(``episode_id.rollout_id``, ``task.ground_truth[0].name``, ``arguments.query``), instead of the
+``TypeError``, ``AttributeError`` or ``UnicodeEncodeError`` Python or protobuf would raise on
+the way. Only what no request can carry is refused here: wrong types, a string UTF-8 cannot
+encode (a lone surrogate), a value ``json.dumps`` cannot write, an ``int32`` out of range,
+nesting deeper than the server's 128 levels. The rules on values (id formats, ``attempt >= 0``,
+tool arguments being a JSON object, ...) stay the server's (CONTRACT S5, T3, V5), so they are
+stated once.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from workplace_env_client.errors import ArgumentError
+
+#: ``ErrorInfo.reason`` the server gives refused tool-call arguments (CONTRACT T3).
+TOOL_ARGUMENTS_REASON = "INVALID_TOOL_ARGUMENTS"
+#: The deepest nesting of arrays and objects the server accepts in JSON text.
+MAX_JSON_DEPTH = 128
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# Python's limit on the digits of an int written as text (0: none); json.dumps raises past it.
+_INT_MAX_DIGITS = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
+_JSON_KEY_TYPES = (str, int, float, bool, type(None))
+
+
+def type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def surrogate_problem(text: str) -> str | None:
+    """Why UTF-8 cannot carry ``text`` (its first lone surrogate), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate (U+{ord(text[exc.start]):04X}) that UTF-8 cannot carry"
+    return None
+
+
+def text(value: Any, field: str, reason: str = "INVALID_REQUEST") -> str:
+    """``value`` if it is a ``str`` UTF-8 can carry; else raise ArgumentError naming ``field``."""
+    if not isinstance(value, str):
+        raise ArgumentError(field, f"must be a string, not {type_name(value)}", reason)
+    problem = surrogate_problem(value)
+    if problem is not None:
+        raise ArgumentError(field, problem, reason)
+    return value
+
+
+def int32(value: Any, field: str) -> int:
+    """``value`` if it is an ``int`` (not a bool) in the ``int32`` range; else ArgumentError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentError(field, f"must be an int, not {type_name(value)}")
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise ArgumentError(field, "must fit in 32 bits (int32)")
+    return value
+
+
+def pair(value: Any, field: str, shape: str) -> tuple[Any, Any]:
+    """``value`` as a 2-tuple when it is a tuple or list of two; else ArgumentError saying
+    it must be ``shape``."""
+    if isinstance(value, tuple | list) and len(value) == 2:
+        return value[0], value[1]
+    raise ArgumentError(field, f"must be {shape}, not {_describe(value)}")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, tuple | list):
+        return f"a {type_name(value)} of {len(value)}"
+    return type_name(value)
+
+
+def json_problem(value: Any, path: str) -> tuple[str, str] | None:
+    """``(path, why)`` of the first part of ``value`` that ``json.dumps`` cannot write as JSON
+    text the server accepts, or None. JSON here: dict (keys: str, int, float, bool, None),
+    list, tuple, str, int, float, bool, None."""
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while stack:
+        item, where, depth = stack.pop()
+        if item is None or isinstance(item, bool | float):
+            continue
+        if isinstance(item, int):
+            if _INT_MAX_DIGITS and item.bit_length() > 3 * _INT_MAX_DIGITS:
+                try:
+                    str(item)
+                except ValueError:
+                    return where, f"an integer of more than {_INT_MAX_DIGITS} digits"
+            continue
+        if isinstance(item, str):
+            problem = surrogate_problem(item)
+            if problem is not None:
+                return where, problem
+            continue
+        if not isinstance(item, dict | list | tuple):
+            return where, f"a {type_name(item)} is not JSON"
+        if depth >= MAX_JSON_DEPTH:
+            return where, f"nested deeper than {MAX_JSON_DEPTH} levels"
+        if isinstance(item, dict):
+            children = []
+            for key, child in item.items():
+                if not isinstance(key, _JSON_KEY_TYPES):
+                    return where, f"a key of type {type_name(key)} is not JSON"
+                if isinstance(key, str) and surrogate_problem(key) is not None:
+                    return where, "a key holds a lone surrogate that UTF-8 cannot carry"
+                children.append((child, f"{where}.{key}", depth + 1))
+        else:
+            children = [(child, f"{where}[{i}]", depth + 1) for i, child in enumerate(item)]
+        stack.extend(reversed(children))
+    return None
+
+
+def json_value(value: Any, field: str, reason: str = "INVALID_REQUEST") -> None:
+    """Raise ArgumentError naming the path of the first part of ``value`` (under ``field``)
+    that cannot be sent as JSON (:func:`json_problem`)."""
+    problem = json_problem(value, field)
+    if problem is not None:
+        raise ArgumentError(problem[0], problem[1], reason)
+
+
+def json_text(value: str, field: str, reason: str = "INVALID_REQUEST") -> str:
+    """``value`` (JSON text) if UTF-8 can carry it; else ArgumentError naming the path of the
+    lone surrogate in it when the text parses (``arguments.query``), else ``field``."""
+    problem = surrogate_problem(value)
+    if problem is None:
+        return value
+    try:
+        parsed = json.loads(value)
+    except (ValueError, RecursionError):
+        raise ArgumentError(field, problem, reason) from None
+    found = json_problem(parsed, field)
+    raise ArgumentError(*(found or (field, problem)), reason)
+
+
+def mapping(value: Any, field: str, shape: str) -> Mapping[str, Any]:
+    """``value`` if it is a Mapping; else ArgumentError saying it must be ``shape``."""
+    if not isinstance(value, Mapping):
+        raise ArgumentError(field, f"must be {shape}, not {type_name(value)}")
+    return value

@@ -1,0 +1,326 @@
+"""F7: every public entry point of the SDK, sync and async, checks the shape of its Python
+arguments and raises ArgumentError (an InvalidRequestError) naming the field as the server names
+it, before anything is sent; before, Python's or protobuf's own errors escaped (AttributeError,
+TypeError, UnicodeEncodeError) naming no field. ``max_attempts`` is checked alike by both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+
+from tests.helpers import EP, TASK, TID, RefusingStandIn
+from workplace_env_client import (
+    ArgumentError,
+    AsyncEnvironmentClient,
+    EnvironmentClient,
+    InvalidRequestError,
+    ModelPolicy,
+    arun_rollout,
+    run_rollout,
+)
+
+SEARCH = "email_search_emails"
+TOOL = "INVALID_TOOL_ARGUMENTS"
+REQUEST = "INVALID_REQUEST"
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+#: (label, method, args, kwargs, the field named, reason) for both clients. ``session`` is the
+#: context manager; ``handle.*`` a method of the handle it yields.
+CASES: list[tuple[str, str, tuple[Any, ...], dict[str, Any], str, str]] = [
+    ("row None", "session", (None,), {"episode": EP}, "task", REQUEST),
+    ("row a list", "session", ([1],), {"episode": EP}, "task", REQUEST),
+    (
+        "ground-truth name an int",
+        "session",
+        ({"id": "t", "ground_truth": [{"name": 1, "arguments": "{}"}]},),
+        {"episode": EP},
+        "task.ground_truth[0].name",
+        REQUEST,
+    ),
+    (
+        "ground-truth call without a name",
+        "session",
+        ({"id": "t", "ground_truth": [{"arguments": "{}"}]},),
+        {},
+        "task.ground_truth[0].name",
+        REQUEST,
+    ),
+    (
+        "ground-truth call not a pair",
+        "session",
+        ({"id": "t", "ground_truth": [("a",)]},),
+        {},
+        "task.ground_truth[0]",
+        REQUEST,
+    ),
+    (
+        "ground truth a number",
+        "session",
+        ({"id": "t", "ground_truth": 5},),
+        {},
+        "task.ground_truth",
+        REQUEST,
+    ),
+    (
+        "prompt a lone surrogate",
+        "session",
+        ({"id": "t", "prompt": "\ud800"},),
+        {},
+        "task.prompt",
+        REQUEST,
+    ),
+    ("episode (5, 0)", "session", (TASK,), {"episode": (5, 0)}, "episode_id.rollout_id", REQUEST),
+    ("episode a string", "session", (TASK,), {"episode": "rollout"}, "episode_id", REQUEST),
+    (
+        "attempt a string",
+        "session",
+        (TASK,),
+        {"episode": ("r", "0")},
+        "episode_id.attempt",
+        REQUEST,
+    ),
+    (
+        "attempt past int32",
+        "session",
+        (TASK,),
+        {"episode": ("r", 2**40)},
+        "episode_id.attempt",
+        REQUEST,
+    ),
+    ("task id of one", "session", (TASK,), {"task_id": ("u",)}, "task_id", REQUEST),
+    ("task id an int", "session", (TASK,), {"task_id": ("u", 5)}, "task_id.task_id", REQUEST),
+    ("session id an int", "session", (TASK,), {"session_id": 5}, "resources_session_id", REQUEST),
+    ("seed id an int", "seed", (5, EP, TID, TASK), {}, "resources_session_id", REQUEST),
+    ("seed task None", "seed", ("s", EP, TID, None), {}, "task", REQUEST),
+    ("legacy seed task a list", "seed_legacy", ("s", [1]), {}, "task", REQUEST),
+    (
+        "arguments a lone surrogate",
+        "call_tool",
+        ("s", SEARCH, {"query": "\ud800"}),
+        {},
+        "arguments.query",
+        TOOL,
+    ),
+    (
+        "arguments text a lone surrogate",
+        "call_tool_raw",
+        ("s", SEARCH, '{"query": "\ud800"}'),
+        {},
+        "arguments.query",
+        TOOL,
+    ),
+    ("arguments a list", "call_tool", ("s", SEARCH, [1]), {}, "arguments", TOOL),
+    ("arguments a set", "call_tool", ("s", SEARCH, {"q": {1}}), {}, "arguments.q", TOOL),
+    ("arguments a giant int", "call_tool", ("s", SEARCH, {"q": 10**5000}), {}, "arguments.q", TOOL),
+    (
+        "arguments nested 200 deep",
+        "call_tool",
+        ("s", SEARCH, _nested(200)),
+        {},
+        "arguments" + ".a" * 128,
+        TOOL,
+    ),
+    ("tool name an int", "call_tool", ("s", 5, {}), {}, "tool_name", REQUEST),
+    ("call_id an int", "call_tool", ("s", SEARCH, {}), {"call_id": 5}, "call_id", REQUEST),
+    ("call session id None", "call_tool", (None, SEARCH, {}), {}, "resources_session_id", REQUEST),
+    ("verify [1]", "verify", ("s", [1]), {}, "function_calls.calls[0]", REQUEST),
+    ("verify [('a',)]", "verify", ("s", [("a",)]), {}, "function_calls.calls[0]", REQUEST),
+    ("verify calls a number", "verify", ("s", 5), {}, "function_calls.calls", REQUEST),
+    (
+        "verify output a lone surrogate",
+        "verify",
+        ("s",),
+        {"response_output": [{"x": "\ud800"}]},
+        "response_output_json[0].x",
+        REQUEST,
+    ),
+    (
+        "verify output a number",
+        "verify",
+        ("s",),
+        {"response_output": 5},
+        "response_output_json",
+        REQUEST,
+    ),
+    (
+        "verify truth arguments an int",
+        "verify",
+        ("s", []),
+        {"ground_truth": [("n", 5)]},
+        "ground_truth.calls[0].arguments",
+        REQUEST,
+    ),
+    (
+        "verify truth json an int",
+        "verify",
+        ("s", []),
+        {"ground_truth_json": 5},
+        "ground_truth_json",
+        REQUEST,
+    ),
+    ("close episode a string", "close_session", ("s", "r"), {}, "episode_id", REQUEST),
+    ("close id bytes", "close_session", (b"s", EP), {}, "resources_session_id", REQUEST),
+    (
+        "handle call a lone surrogate",
+        "handle.call_tool",
+        (SEARCH, {"query": "\ud800"}),
+        {},
+        "arguments.query",
+        TOOL,
+    ),
+    ("handle verify [1]", "handle.verify", ([1],), {}, "function_calls.calls[0]", REQUEST),
+    ("handle verify a number", "handle.verify", (5,), {}, "function_calls.calls", REQUEST),
+]
+IDS = [c[0] for c in CASES]
+
+#: The sync client's further entry points: (label, call(client, handle), field).
+SYNC_ONLY: list[tuple[str, Any, str]] = [
+    ("recovery bogus", lambda c, h: c.session(TASK, recovery="bogus").__enter__(), "recovery"),
+    ("session admin a string", lambda c, h: c.session(TASK, admin="x").__enter__(), "admin"),
+    ("checkpoint admin an int", lambda c, h: h.checkpoint(5), "admin"),
+    ("recover strategy bogus", lambda c, h: h.recover("bogus"), "strategy"),
+    ("recover checkpoint an int", lambda c, h: h.recover("checkpoint", checkpoint=5), "checkpoint"),
+    ("export ids [5]", lambda c, h: c.admin().export_sessions([5]), "resources_session_ids[0]"),
+    ("export ids a string", lambda c, h: c.admin().export_sessions("s"), "resources_session_ids"),
+    ("restore [5]", lambda c, h: c.admin().restore_sessions([5]), "snapshots[0]"),
+    ("retire id None", lambda c, h: c.admin().retire_session(None), "resources_session_id"),
+    (
+        "rollout row None",
+        lambda c, h: run_rollout(c, None, None, ModelPolicy("m"), tools=[]),
+        "task",
+    ),
+    ("rollout policy a string", lambda c, h: run_rollout(c, None, TASK, "m", tools=[]), "policy"),
+    (
+        "rollout episode a string",
+        lambda c, h: run_rollout(c, None, TASK, ModelPolicy("m"), tools=[], episode="r"),
+        "episode_id",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def stand_in() -> Iterator[RefusingStandIn]:
+    """Answers every RPC OK and counts them: a refused argument must leave the count alone."""
+    running = RefusingStandIn(refusals=0)
+    yield running
+    running.stop()
+
+
+def _refused(error: BaseException, field: str, reason: str) -> None:
+    assert isinstance(error, ArgumentError) and isinstance(error, InvalidRequestError)
+    assert isinstance(error, ValueError)  # the Python convention for a bad argument, too
+    assert error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert (error.reason, [v.field for v in error.violations]) == (reason, [field])
+    assert str(error).startswith(f"INVALID_ARGUMENT {reason}: {field}: ")
+
+
+@pytest.mark.parametrize(("label", "method", "args", "kwargs", "field", "reason"), CASES, ids=IDS)
+def test_sync_client_names_the_field_of_a_malformed_argument_and_sends_nothing(
+    stand_in, label, method, args, kwargs, field, reason
+):
+    with EnvironmentClient(stand_in.target) as client:
+        if method.startswith("handle."):
+            with client.session(TASK, episode=EP) as handle:
+                sent = stand_in.total()
+                with pytest.raises(ArgumentError) as err:
+                    getattr(handle, method.removeprefix("handle."))(*args, **kwargs)
+                assert stand_in.total() == sent
+        else:
+            sent = stand_in.total()
+            with pytest.raises(ArgumentError) as err:
+                answer = getattr(client, method)(*args, **kwargs)
+                if method == "session":
+                    with answer:
+                        pytest.fail("the block must not run")
+            assert stand_in.total() == sent
+    _refused(err.value, field, reason)
+
+
+@pytest.mark.parametrize(("label", "method", "args", "kwargs", "field", "reason"), CASES, ids=IDS)
+def test_async_client_names_the_field_of_a_malformed_argument_and_sends_nothing(
+    stand_in, label, method, args, kwargs, field, reason
+):
+    async def run() -> tuple[BaseException, int]:
+        async with AsyncEnvironmentClient(stand_in.target) as client:
+            if method.startswith("handle."):
+                async with client.session(TASK, episode=EP) as handle:
+                    sent = stand_in.total()
+                    with pytest.raises(ArgumentError) as err:
+                        await getattr(handle, method.removeprefix("handle."))(*args, **kwargs)
+                    return err.value, stand_in.total() - sent
+            sent = stand_in.total()
+            with pytest.raises(ArgumentError) as err:
+                answer = getattr(client, method)(*args, **kwargs)
+                if method == "session":
+                    async with answer:
+                        pytest.fail("the block must not run")
+                else:
+                    await answer
+            return err.value, stand_in.total() - sent
+
+    error, sent = asyncio.run(run())
+    assert sent == 0
+    _refused(error, field, reason)
+
+
+@pytest.mark.parametrize(("label", "call", "field"), SYNC_ONLY, ids=[c[0] for c in SYNC_ONLY])
+def test_sync_session_admin_and_rollout_entry_points_name_the_field(stand_in, label, call, field):
+    with EnvironmentClient(stand_in.target) as client, client.session(TASK, episode=EP) as handle:
+        sent = stand_in.total()
+        with pytest.raises(ArgumentError) as err:
+            call(client, handle)
+        assert stand_in.total() == sent
+    _refused(err.value, field, REQUEST)
+
+
+def test_async_rollout_names_the_field_of_a_malformed_row(stand_in):
+    async def run() -> BaseException:
+        async with AsyncEnvironmentClient(stand_in.target) as client:
+            with pytest.raises(ArgumentError) as err:
+                await arun_rollout(client, None, [1], ModelPolicy("m"), tools=[])
+            return err.value
+
+    _refused(asyncio.run(run()), "task", REQUEST)
+
+
+def test_well_formed_odd_arguments_are_still_sent(stand_in):
+    """The checks refuse shapes, not values the server rules on (S5, T3), nor shapes the SDK
+    always took: a pb message, a mapping's non-str JSON keys, a tuple list of calls."""
+    with EnvironmentClient(stand_in.target) as client:
+        sent = stand_in.total()
+        client.call_tool("s", SEARCH, {1: "x", "n": None, "f": 1.5, "l": (1, [2])})
+        client.verify("s", ({"name": "a", "arguments": {}},), ground_truth=(("b", "{}"),))
+        client.seed("bad id!", ("-bad", -1), TID, {"id": 7, "ground_truth": "[]"})
+        assert stand_in.total() == sent + 3
+
+
+@pytest.mark.parametrize("max_attempts", [0, 6, -1, 2.0, True, "4"])
+@pytest.mark.parametrize("client_class", [EnvironmentClient, AsyncEnvironmentClient])
+def test_both_clients_take_max_attempts_1_to_5_only(client_class, max_attempts):
+    """The async client took any ``max_attempts`` (the sync one 1..5): now both refuse."""
+    with pytest.raises(ValueError, match="max_attempts"):
+        client_class("127.0.0.1:1", max_attempts=max_attempts)
+
+
+@pytest.mark.parametrize("client_class", [EnvironmentClient, AsyncEnvironmentClient])
+def test_both_clients_take_max_attempts_1_and_5(client_class):
+    async def make() -> None:  # a grpc.aio channel is made inside an event loop
+        for attempts in (1, 5):
+            client = client_class("127.0.0.1:1", max_attempts=attempts)
+            closed = client.close()
+            if asyncio.iscoroutine(closed):
+                await closed
+
+    asyncio.run(make())
