@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from tests.helpers import GATEWAY_BACKENDS, gateway_on, http_total_emails
+from tests.helpers import GATEWAY_BACKENDS, RefusingStandIn, gateway_on, http_total_emails
 from workplace_env import responses
 from workplace_env.config import Settings
 from workplace_env.gateway import (
@@ -869,6 +869,24 @@ def test_service_at_capacity_is_429_with_retry_after(backend, make_server):
             assert "set-cookie" not in full.headers
     finally:
         gw.stop()
+
+
+def test_remote_gateway_relays_a_refused_rpc_as_429_at_once():
+    """X3 behind the separate gateway: an RPC the server refuses TOO_MANY_RPCS is answered 429
+    with the refusal's delay as Retry-After, sent once: the gateway's SDK does not wait it out
+    (its HTTP caller retries), though a plain SDK client would."""
+    stand_in = RefusingStandIn(refusals=1, retry_after_s=2.0)
+    gw = start_gateway(stand_in.target)
+    try:
+        with httpx.Client(base_url=gw.url) as http:
+            refused = http.post("/seed_session", json=ROW)
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "2"
+        assert refused.json()["reason"] == "TOO_MANY_RPCS"
+        assert "set-cookie" not in refused.headers
+        assert stand_in.attempts == {"SeedSession": 1}
+    finally:
+        gw.stop()
+        stand_in.server.stop(None)
 
 
 def test_run_gateway_serves_until_sigterm(server):

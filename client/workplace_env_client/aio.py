@@ -59,7 +59,8 @@ class AsyncEnvironmentClient:
     bound, refusals (TOO_MANY_RPCS) retried as by :class:`EnvironmentClient`. ``credentials``
     makes the channel the client creates a TLS one, as for :class:`EnvironmentClient`
     (:func:`~workplace_env_client.channel.tls_credentials`); without it the channel is
-    plaintext. Raises ValueError for a malformed target list, for both or neither of
+    plaintext. ``retry_refusals`` as for :class:`EnvironmentClient`. Raises ValueError for a
+    malformed target list, for both or neither of
     ``target`` and ``channel``, or for ``max_attempts`` outside 1..5."""
 
     def __init__(
@@ -71,6 +72,7 @@ class AsyncEnvironmentClient:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         affinity: bool | None = None,
         credentials: grpc.ChannelCredentials | None = None,
+        retry_refusals: bool | None = None,
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
@@ -84,7 +86,7 @@ class AsyncEnvironmentClient:
         self.channel = channel
         self.stub = pb_grpc.EnvironmentServiceStub(channel)
         self.timeout_s = timeout_s
-        self._retry_refusals = max_attempts > 1
+        self._retry_refusals = max_attempts > 1 if retry_refusals is None else retry_refusals
 
     async def __aenter__(self) -> AsyncEnvironmentClient:
         return self

@@ -109,7 +109,10 @@ class EnvironmentClient:
     channel the client creates (for your own channel, see :func:`channel_options`). With
     ``max_attempts`` above 1 an RPC refused TOO_MANY_RPCS (X3) is sent again after the
     refusal's delay while its deadline allows; 1 turns every retry off, except for the close
-    of a :meth:`session` block, which always retries a refusal (it promises the close). Use as a
+    of a :meth:`session` block, which always retries a refusal (it promises the close).
+    ``retry_refusals`` overrides the refusal half of that (None: as ``max_attempts``; False: a
+    relay such as the HTTP gateway, which hands the refusal and its delay to its own caller,
+    keeps UNAVAILABLE retries but never waits out a refusal itself). Use as a
     context manager, or call :meth:`close` to release a channel the client created (a
     passed-in channel is the caller's). ``admin_token`` is the bearer token :meth:`admin` (and a
     session's checkpoint recovery) sends by default. ``credentials`` makes the channel the client
@@ -129,6 +132,7 @@ class EnvironmentClient:
         affinity: bool | None = None,
         admin_token: str | None = None,
         credentials: grpc.ChannelCredentials | None = None,
+        retry_refusals: bool | None = None,
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
@@ -143,7 +147,7 @@ class EnvironmentClient:
         self.stub = pb_grpc.EnvironmentServiceStub(self.channel)
         self.timeout_s = timeout_s
         self.admin_token = admin_token
-        self._retry_refusals = max_attempts > 1
+        self._retry_refusals = max_attempts > 1 if retry_refusals is None else retry_refusals
 
     def __enter__(self) -> EnvironmentClient:
         return self

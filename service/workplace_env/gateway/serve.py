@@ -163,7 +163,11 @@ def start_gateway(
         raise ValueError("pass exactly one of grpc_target, client or backend")
     sock = bind_socket(address)
     own = grpc_target is not None
-    sdk = client or (EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s) if own else None)
+    sdk = client or (
+        EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s, retry_refusals=False)
+        if own
+        else None
+    )
     app = create_app(backend if backend is not None else sdk, settings)  # type: ignore[arg-type]
     server = _DrainingServer(_config(app, log_level, grace_s))
     thread = threading.Thread(
@@ -211,7 +215,7 @@ def run_gateway(
     shown = "127.0.0.1" if host in _WILDCARD_HOSTS else host
     url = f"http://[{shown}]:{port}" if ":" in str(shown) else f"http://{shown}:{port}"
     own = client is None
-    sdk = client or EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s)
+    sdk = client or EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s, retry_refusals=False)
     server = _DrainingServer(_config(create_app(sdk, settings), log_level, grace_s))
     (on_listening or (lambda u: print(f"workplace-env gateway on {u}", file=sys.stderr)))(url)
     # uvicorn handles SIGTERM/SIGINT while it serves, then re-raises them to the handlers it
@@ -247,7 +251,7 @@ def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Sett
     except (OSError, ValueError) as exc:
         raise CommandError("cannot read the gateway's TLS files:", exc) from exc
     shown = plain(f"-> {grpc_target}" + (" (TLS)" if tls else ""))
-    client = EnvironmentClient(grpc_target, credentials=credentials)
+    client = EnvironmentClient(grpc_target, credentials=credentials, retry_refusals=False)
     try:
         run_gateway(
             None,
