@@ -141,7 +141,7 @@ def _may_be_deeper(text: str, value: Any, max_depth: int) -> bool:
     checks cannot rule out: nesting deeper than ``max_depth``, or a lone surrogate the text
     holds as a character (not as an escape).
 
-    Fewer ``[`` and ``{`` than ``max_depth`` rule out the depth at once; a body with more (a
+    At most ``max_depth`` ``[`` and ``{`` rule out the depth at once; a body with more (a
     NeMo Gym row: its tool definitions hold ~200) has its containers counted level by level,
     which costs a fraction of the walk's per-value paths (issue 15).
     """
