@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO / "bench"))
 GROUPS = {
     "HTTP server (uvicorn, httptools, event loop)": ("uvicorn/", "httptools", "asyncio/", "uvloop"),
     "FastAPI / Starlette stack": ("fastapi/", "starlette/", "anyio/"),
-    "JSON": ("json/", "fastjson.py", "orjson"),
+    "JSON": ("json/", "fastjson.py", "orjson", "wire.py"),
     "cookies and tokens": ("cookies.py", "itsdangerous/", "hmac.py", "hashlib"),
     "backend and gRPC messages": ("backend.py", "workplace_env_client/", "grpc/", "protobuf"),
     "environment (servicer, store, tools, verify)": (

@@ -59,6 +59,69 @@ def test_the_tool_routes_one_parse_answers_as_the_flagging_parse(text):
     assert _answer(lambda t: wire.loads(t, constants=True), text) == _answer(flagging, text)
 
 
+def _wide(inner: str, siblings: int = 80) -> str:
+    """``inner`` next to enough empty containers that the text holds over 128 ``[``/``{``."""
+    return '{"pad": [' + ", ".join(["{}", "[]"] * siblings) + '], "inner": ' + inner + "}"
+
+
+def _nested(levels: int, tail: str = "1") -> str:
+    """``tail`` inside ``levels`` containers (objects, one array innermost when odd)."""
+    opening = '{"k": ' * (levels // 2) + "[" * (levels % 2)
+    return opening + tail + "]" * (levels % 2) + "}" * (levels // 2)
+
+
+# Texts with more than 128 brackets: their depth is counted level by level, not walked.
+WIDE_TEXTS = [
+    _wide("1"),
+    _wide(_nested(126)),  # the body is one level, "inner" adds 126, its tail none: 127
+    _wide(_nested(127)),  # 128: the deepest accepted
+    _wide(_nested(128)),  # 129
+    _wide("[" * 127 + "]" * 127),
+    _wide("[" * 128 + "]" * 128),
+    "[" * 60 + _wide(_nested(67)) + "]" * 60,
+    "[" * 60 + _wide(_nested(68)) + "]" * 60,
+    _wide('"\\ud83d\\ude00 pair"'),  # escaped surrogates: walked, as before
+    _wide('"\\ud800 lone"'),
+    _wide('"\ud800 as a character"'),  # a lone surrogate not escaped: still found
+    _wide('{"\ud800": 1}'),
+    _wide('{"x": [1.5, -0.0, 1e-07, 12345678901234567890]}'),
+]
+
+
+def _walked(text: str, constants: bool) -> tuple[str, ...]:
+    """The plain computation: parse, then always walk the whole value."""
+    value = json.loads(text)
+    problem = wire.find_uncarriable(value, constants=constants)
+    return ("refused", *problem) if problem is not None else ("ok", repr(value))
+
+
+@pytest.mark.parametrize("constants", [False, True])
+@pytest.mark.parametrize("text", WIDE_TEXTS)
+def test_counting_levels_answers_as_walking_the_value(text, constants):
+    assert text.count("[") + text.count("{") > wire.MAX_JSON_DEPTH
+    expected = _walked(text, constants)
+
+    def flagging(t):  # the gateway's parse: an observer takes the flagging parse
+        return wire.loads(t, constants=constants, on_float=lambda value, constant: None)
+
+    assert _answer(lambda t: wire.loads(t, constants=constants), text) == expected
+    assert _answer(flagging, text) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    value=st.recursive(
+        st.none() | st.integers() | st.text(max_size=5),
+        lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=3), kids),
+        max_leaves=30,
+    ),
+    levels=st.integers(min_value=110, max_value=130),
+)
+def test_the_level_count_refuses_exactly_the_values_walking_refuses(value, levels):
+    text = _wide(_nested(levels, json.dumps(value)))
+    assert _answer(wire.loads, text) == _walked(text, False)
+
+
 @pytest.mark.parametrize("text", [*TEXTS, b"[1]", b"{"])
 def test_the_shared_grammar_decoder_accepts_what_json_loads_accepts(text):
     try:

@@ -1,6 +1,7 @@
 """The gateway's fast paths answer exactly as the slow ones (issue 15): the in-process backend
 as the SDK over gRPC (values and typed errors), orjson as the standard library (bytes), the
-cookie cache as a full signature check (expiry included)."""
+cookie cache as a full signature check (expiry included), a direct route as FastAPI's handler
+(status, body, headers)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from fastapi import FastAPI, Request, routing
+from fastapi.responses import Response
+from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.responses import JSONResponse
@@ -19,7 +23,9 @@ from starlette.responses import JSONResponse
 from tests.helpers import local
 from workplace_env import wire
 from workplace_env.gateway import CookieCodec, cookies, fastjson
+from workplace_env.gateway.app import _DirectRoute
 from workplace_env.gateway.backend import Backend, InProcessBackend, RemoteBackend
+from workplace_env.gateway.translate import HttpProblem, json_response
 from workplace_env.sessions import SessionConfig
 from workplace_env_client import EnvironmentClient, WorkplaceEnvError
 
@@ -248,3 +254,71 @@ def test_cookie_caches_stay_bounded():
     for i in range(50):
         assert codec.decode(codec.encode({"session_id": f"s{i}"})) == {"session_id": f"s{i}"}
     assert len(codec._decoded) <= 8 and len(codec._encoded) <= 8
+
+
+# -- FastAPI's handler, skipped where it has nothing to resolve ------------------------------------
+
+
+def _routes_app(route_class):
+    app = FastAPI()
+    app.router.route_class = route_class
+
+    @app.exception_handler(HttpProblem)
+    async def _problem(request: Request, exc: HttpProblem) -> Response:
+        return exc.response
+
+    @app.post("/plain")
+    async def plain(request: Request) -> Response:
+        return json_response({"body": (await request.body()).decode(), "q": request.url.query})
+
+    @app.post("/refused")
+    async def refused(request: Request) -> Response:
+        raise HttpProblem(json_response({"failure_kind": "x"}, 409, {"retry-after": "1"}))
+
+    @app.post("/typed/{count}")
+    async def typed(count: int, request: Request) -> Response:  # FastAPI validates the int
+        return json_response({"count": count})
+
+    @app.get("/dict")
+    async def as_dict(q: int = 1) -> dict[str, int]:  # FastAPI serializes, validates q
+        return {"q": q}
+
+    @app.post("/{name}")
+    async def named(name: str, request: Request) -> Response:
+        return json_response({"name": name})
+
+    return app
+
+
+def test_direct_routes_answer_as_fastapis_handler(monkeypatch):
+    solved: list[str] = []
+    real = routing.solve_dependencies
+
+    async def counting(*args, **kwargs):
+        solved.append(kwargs["request"].url.path)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(routing, "solve_dependencies", counting)
+    requests = [
+        ("post", "/plain?a=1", b'{"x": 1}'),
+        ("post", "/refused", b"{}"),
+        ("post", "/typed/3", b""),
+        ("post", "/typed/three", b""),
+        ("get", "/dict?q=2", None),
+        ("get", "/dict?q=two", None),
+        ("post", "/a%20tool", b"{}"),
+        ("get", "/plain", None),
+    ]
+    answers = {}
+    for route_class in (routing.APIRoute, _DirectRoute):
+        solved.clear()
+        with TestClient(_routes_app(route_class)) as client:
+            answers[route_class] = [
+                (r.status_code, r.content, sorted(r.headers.items()))
+                for r in (client.request(m, p, content=b) for m, p, b in requests)
+            ]
+        if route_class is _DirectRoute:  # only the routes with something to resolve
+            assert sorted(set(solved)) == ["/dict", "/typed/3", "/typed/three"]
+        else:
+            assert len(solved) == 7  # every matched route (GET /plain is a 405)
+    assert answers[_DirectRoute] == answers[routing.APIRoute]

@@ -87,9 +87,8 @@ def loads(
         except (ValueError, RecursionError):
             pass
         else:
-            if (
-                _ESCAPED_SURROGATE.search(text) is None
-                and text.count("[") + text.count("{") <= max_depth
+            if _ESCAPED_SURROGATE.search(text) is None and not _may_be_deeper(
+                text, value, max_depth
             ):
                 return value
     flagged: list[str] = []
@@ -127,13 +126,50 @@ def loads(
         "int" in flagged
         or (not constants and "constant" in flagged)
         or _ESCAPED_SURROGATE.search(text) is not None
-        or text.count("[") + text.count("{") > max_depth
+        or _may_be_deeper(text, value, max_depth)
     )
     if suspicious:
         problem = find_uncarriable(value, constants=constants, max_depth=max_depth)
         if problem is not None:
             raise JsonRefused(*problem)
     return value
+
+
+def _may_be_deeper(text: str, value: Any, max_depth: int) -> bool:
+    """Whether the walk of :func:`find_uncarriable` could find something in ``value`` (parsed
+    from ``text``, nothing flagged while parsing, no escaped surrogate) that the text's own
+    checks cannot rule out: nesting deeper than ``max_depth``, or a lone surrogate the text
+    holds as a character (not as an escape).
+
+    At most ``max_depth`` ``[`` and ``{`` rule out the depth at once; a body with more (a
+    NeMo Gym row: its tool definitions hold ~200) has its containers counted level by level,
+    which costs a fraction of the walk's per-value paths (issue 15).
+    """
+    if text.count("[") + text.count("{") <= max_depth:
+        return False
+    if lone_surrogate(text) is not None:
+        return True
+    return _nests_deeper(value, max_depth)
+
+
+# The containers a JSON parse builds (exact types: a type test is cheaper than isinstance).
+_CONTAINERS = (dict, list)
+
+
+def _nests_deeper(value: Any, max_depth: int) -> bool:
+    """Whether ``value`` (parsed JSON) has containers more than ``max_depth`` levels deep
+    (itself: level 1)."""
+    level = [value] if type(value) in _CONTAINERS else []
+    for _ in range(max_depth):
+        level = [
+            child
+            for item in level
+            for child in (item.values() if type(item) is dict else item)
+            if type(child) in _CONTAINERS
+        ]
+        if not level:
+            return False
+    return bool(level)
 
 
 def find_uncarriable(
