@@ -21,8 +21,8 @@ WAIT_S = 60.0
 PARENT = """
 import subprocess, sys, time
 from tests.nemo.servers import die_with_parent
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
-                         start_new_session=True, preexec_fn=die_with_parent)
+child = subprocess.Popen(die_with_parent([sys.executable, "-c", "import time; time.sleep(600)"]),
+                         start_new_session=True)
 print(child.pid, flush=True)
 time.sleep(600)
 """

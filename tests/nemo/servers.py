@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
-import ctypes.util
 import json
 import os
 import signal
@@ -46,26 +44,30 @@ DRIVER = Path(__file__).resolve().with_name("driver.py")
 HOST = "127.0.0.1"
 _START_TIMEOUT_S = 120.0
 
-#: Linux ``prctl(PR_SET_PDEATHSIG, sig)``: the signal a process gets when its parent dies.
-_PR_SET_PDEATHSIG = 1
-# Loaded here, not in the forked child (loading a library there can deadlock).
-_LIBC = (
-    ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True) if sys.platform == "linux" else None
+# The child asks the kernel for SIGKILL when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``),
+# then execs the command: done by the child's own code, not a ``preexec_fn``, because a
+# ``preexec_fn`` makes subprocess use fork() instead of vfork(), and fork() runs gRPC's at-fork
+# handlers in the child of this gRPC-busy test process (seen failing as "epoll_wait: Bad file
+# descriptor" before the exec).
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    os._exit(1)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
 )
 #: Process groups of NeMo servers started and not stopped yet (killed at exit).
 _LIVE_GROUPS: set[int] = set()
 
 
-def die_with_parent() -> None:
-    """``preexec_fn`` of every NeMo child: the kernel sends it SIGKILL when the test process
-    dies, however it dies (Linux; elsewhere a no-op). The parent is the thread that forked,
-    so children are started from the test's main thread."""
-    if _LIBC is None:
-        return
-    parent = os.getppid()
-    _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(1)
+def die_with_parent(argv: list[str], python: str | Path | None = None) -> list[str]:
+    """``argv`` (its first item an absolute path) started so that the kernel sends it SIGKILL
+    when the test process dies, however it dies (Linux; elsewhere ``argv`` itself): ``python``
+    (default: this interpreter) sets that up and execs ``argv``, keeping its pid. The parent is
+    the thread that starts it, so children are started from the test's main thread."""
+    if sys.platform != "linux":
+        return argv
+    return [str(python or sys.executable), "-c", _DIE_WITH_PARENT, str(os.getpid()), *argv]
 
 
 @atexit.register
@@ -205,13 +207,12 @@ def run_driver(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``driver.py ARGS`` in the NeMo venv; the completed process (not checked)."""
     return subprocess.run(
-        [str(python), str(DRIVER), *args],
+        die_with_parent([str(python), str(DRIVER), *args], python),
         input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout_s,
         env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
-        preexec_fn=die_with_parent,
     )
 
 
@@ -302,13 +303,12 @@ class NemoStack:
             self._logs[server.name] = log_path
             with log_path.open("wb") as log:
                 self._procs[server.name] = subprocess.Popen(
-                    argv,
+                    die_with_parent(argv, self.python),
                     cwd=cwd,
                     env=env,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=die_with_parent,
                 )
                 _LIVE_GROUPS.add(self._procs[server.name].pid)
         for name in self._procs:
@@ -366,11 +366,10 @@ class NemoStack:
         attached to this run with ``extra`` settings, in ``workdir``; not checked."""
         script = self.python.parent / argv[0]
         return subprocess.run(
-            [str(script), *argv[1:]],
+            die_with_parent([str(script), *argv[1:]], self.python),
             cwd=self.workdir,
             env=self.cli_env(extra),
             capture_output=True,
             text=True,
             timeout=timeout_s,
-            preexec_fn=die_with_parent,
         )
