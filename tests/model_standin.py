@@ -2,9 +2,9 @@
 
 It serves ``POST /v1/responses`` and ``POST /v1/chat/completions``. Each conversation is
 recognised by its first user message; its :class:`Script` says what every request of it gets,
-in order: tool calls, a text answer, a cut-off tool call, or HTTP errors (429/500, with
-``retry-after-ms: 1`` so the client's backoff stays short). Every request body is kept in
-``requests`` (per prompt) for the tests to inspect.
+in order: tool calls, a text answer, a cut-off tool call, a verbatim (malformed) answer, or HTTP
+errors (429/500, with ``retry-after-ms: 1`` so the client's backoff stays short). Every request
+body is kept in ``requests`` (per prompt) for the tests to inspect.
 """
 
 from __future__ import annotations
@@ -48,7 +48,17 @@ class Fail:
     times: int
 
 
-Step = Calls | Text | CutOff | Fail
+@dataclass(frozen=True)
+class Raw:
+    """An answer with the model's part given verbatim, malformed or not: the Responses
+    ``output`` items, or the chat ``message`` (strings holding lone surrogates are sent as
+    ``\\ud800`` escapes, which the client decodes back)."""
+
+    output: list[Any] = field(default_factory=list)
+    message: Any = None
+
+
+Step = Calls | Text | CutOff | Fail | Raw
 
 
 @dataclass
@@ -100,6 +110,8 @@ def _responses_answer(step: Step, model: str) -> dict[str, Any]:
                 "status": "incomplete",
             }
         )
+    elif isinstance(step, Raw):
+        output = list(step.output)
     else:
         assert isinstance(step, Text)
         output.append(
@@ -159,6 +171,9 @@ def _chat_answer(step: Step, model: str) -> dict[str, Any]:
                 "function": {"name": step.name, "arguments": step.partial_arguments},
             }
         ]
+    elif isinstance(step, Raw):
+        message = step.message
+        finish = "tool_calls"
     else:
         assert isinstance(step, Text)
         message["content"] = step.text

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import local
-from tests.model_standin import Calls, CutOff, Fail, StandInModel, Text
+from tests.model_standin import Calls, CutOff, Fail, Raw, StandInModel, Text
 from tests.nemo.venv import nemo_python
 from workplace_env.model_runs import read_rollouts, side_effect_tables, summarise
 from workplace_env.sandbox.tables import CRM, EMAILS
@@ -25,6 +25,7 @@ from workplace_env.taskgen import generate_tasks
 from workplace_env_client import (
     AsyncEnvironmentClient,
     ModelPolicy,
+    arun_rollout,
     arun_rollouts,
     openai_client,
     run_rollout,
@@ -271,6 +272,138 @@ def test_async_loop_matches_the_sync_loop(server, sdk, api):
         (0.0, True, "provider_unavailable"),
     ]
     assert [r.row["id"] for r in rollouts] == [t["id"] for t in tasks]
+
+
+# -- malformed model output: never raised, always the documented outcome ----------------------
+
+LOOKUP = "company_directory_find_email_address"
+_MISSING = object()
+
+
+def _fc(**fields: Any) -> dict[str, Any]:
+    """A Responses function-call item for LOOKUP, with ``fields`` replaced (or dropped)."""
+    item = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_1",
+        "name": LOOKUP,
+        "arguments": '{"name": "a"}',
+        "status": "completed",
+    }
+    item.update(fields)
+    return {k: v for k, v in item.items() if v is not _MISSING}
+
+
+def _chat_call(**fields: Any) -> dict[str, Any]:
+    """A chat message with one tool call to LOOKUP, its ``function`` fields replaced."""
+    function = {"name": LOOKUP, "arguments": '{"name": "a"}', **fields}
+    function = {k: v for k, v in function.items() if v is not _MISSING}
+    call = {"id": "call_1", "type": "function", "function": function}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def _chat_tool_calls(tool_calls: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": tool_calls}
+
+
+def _final_text(text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+DEEP = '{"name": ' + "[" * 200 + "]" * 200 + "}"  # parses; deeper than the 128 levels sent
+DEEPEST = '{"name": ' + "[" * 50_000 + "]" * 50_000 + "}"  # json.loads: RecursionError
+ESCAPED_SURROGATE = '{"name": "\\ud800"}'  # ASCII text whose value is a lone surrogate
+
+# (case, api, the model's verbatim answer, "masked" with a reason part | "refused" | "done")
+MALFORMED = [
+    ("no name", "responses", Raw([_fc(name=_MISSING)]), "masked", "has no name"),
+    ("no name", "chat", Raw(message=_chat_call(name=_MISSING)), "masked", "has no name"),
+    ("no arguments", "responses", Raw([_fc(arguments=_MISSING)]), "masked", "no arguments"),
+    ("no arguments", "chat", Raw(message=_chat_call(arguments=_MISSING)), "masked", "no arg"),
+    ("name not str", "responses", Raw([_fc(name=7)]), "masked", "name is int, not"),
+    ("name not str", "chat", Raw(message=_chat_call(name=["x"])), "masked", "name is list, not"),
+    ("args not str", "responses", Raw([_fc(arguments={"name": "a"})]), "masked", "ts is dict"),
+    ("args not str", "chat", Raw(message=_chat_call(arguments=3)), "masked", "arguments is int"),
+    ("no call_id", "responses", Raw([_fc(call_id=_MISSING)]), "masked", "has no call_id"),
+    ("no type", "responses", Raw([_fc(type=_MISSING)]), "masked", "has no type"),
+    ("type not str", "responses", Raw([_fc(type=1)]), "masked", "type is int, not a string"),
+    ("item not object", "responses", Raw(["call it"]), "masked", "is str, not an object"),
+    ("call not object", "chat", Raw(message=_chat_tool_calls(["x"])), "masked", "is str, not an"),
+    ("calls not list", "chat", Raw(message=_chat_tool_calls({"id": "c"})), "masked", "not a list"),
+    ("message not object", "chat", Raw(message="hi"), "masked", "message is str, not an"),
+    ("no message", "chat", Raw(message=None), "done", None),
+    ("surrogate args", "responses", Raw([_fc(arguments='{"name": "\ud800"}')]), "masked", "U+D800"),
+    ("surrogate args", "chat", Raw(message=_chat_call(arguments="\ud800")), "masked", "U+D800"),
+    ("surrogate text", "responses", Raw([_final_text("ok \ud800")]), "masked", "U+D800"),
+    ("surrogate text", "chat", Raw(message={"role": "assistant", "content": "\udfff"}), "masked",
+     "U+DFFF"),
+    ("unknown item type", "responses", Raw([{"type": "zzz"}]), "masked",
+     "Verify refused the model's output: INVALID_ARGUMENT INVALID_REQUEST: invalid request: "
+     "response_output_json[0]: unknown output item type 'zzz'"),
+    ("text not str", "responses", Raw([_final_text(5)]), "masked", "response_output_json[0]"),
+    ("escaped surrogate", "responses", Raw([_fc(arguments=ESCAPED_SURROGATE)]), "refused", None),
+    ("escaped surrogate", "chat", Raw(message=_chat_call(arguments=ESCAPED_SURROGATE)),
+     "refused", None),
+    ("deep args", "responses", Raw([_fc(arguments=DEEP)]), "refused", None),
+    ("deep args", "chat", Raw(message=_chat_call(arguments=DEEP)), "refused", None),
+    ("deeper than Python parses", "responses", Raw([_fc(arguments=DEEPEST)]), "refused", None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("api", "step", "outcome", "reason"),
+    [pytest.param(*case[1:], id=f"{case[1]}-{case[0]}") for case in MALFORMED],
+)
+def test_malformed_model_output_never_raises_out_of_a_rollout(
+    server, sdk, driver, api, step, outcome, reason
+):
+    task = _no_change(server)
+    script = [step, Text("Nothing to change.")]
+
+    async def play(standin):
+        async with AsyncEnvironmentClient(local(server.port)) as aenv:
+            model = _client(standin, asynchronous=True)
+            return await arun_rollout(aenv, model, task, _policy(api))
+
+    with StandInModel({task["prompt"]: script}) as standin:
+        if driver == "sync":
+            rollout = run_rollout(sdk, _client(standin), task, _policy(api))
+        else:
+            rollout = asyncio.run(play(standin))
+        requests = standin.scripts[task["prompt"]].requests
+    assert server.store.live_count() == 0  # the session was closed in every case
+    line = json.dumps(rollout.to_json())  # the rollout line stays writable
+    if outcome == "masked":  # the episode cannot be scored: masked at that turn
+        assert (rollout.reward, rollout.mask_sample, rollout.failure_kind) == (
+            0.0,
+            True,
+            "agent_run_error",
+        )
+        assert rollout.failure_reason.startswith(
+            ("turn 1: malformed model output: ", "Verify refused the model's output: ")
+        )
+        assert reason in rollout.failure_reason
+        assert len(requests) == 1 and rollout.tables == ()
+        assert "\\ud800" not in line and "\\udfff" not in line  # never kept in the response
+    elif outcome == "refused":  # answered with the refusal; the episode goes on and is scored
+        assert (rollout.reward, rollout.mask_sample, rollout.failure_kind) == (1.0, False, None)
+        assert (rollout.tool_calls, rollout.invalid_tool_calls) == (1, 1)
+        answered = [
+            json.loads(i["output"])
+            for i in rollout.response["output"]
+            if i["type"] == "function_call_output"
+        ]
+        assert len(answered) == 1 and answered[0]["error"].startswith("INVALID_TOOL_ARGUMENTS")
+        assert len(requests) == 2
+    else:  # no usable message: a turn without calls ends the episode, scored
+        assert (rollout.reward, rollout.mask_sample, rollout.turns) == (1.0, False, 1)
 
 
 # -- the CLI ----------------------------------------------------------------------------------

@@ -23,16 +23,24 @@ a failure kind from NeMo Gym's vocabulary and a reason naming what went wrong:
 ``provider_unavailable``       the model call failed after the client's retries (HTTP 5xx,
                                timeout, connection refused, a body that is not a response)
 ``provider_quota_exhausted``   HTTP 429 after the client's retries
-``agent_run_error``            a function call with arguments that are not JSON, or one cut
-                               off by the token limit (``incomplete`` / ``finish_reason
-                               length``)
+``agent_run_error``            the model's output cannot be run or scored: a function call
+                               with arguments that are not JSON, one cut off by the token
+                               limit (``incomplete`` / ``finish_reason length``), an output
+                               item with no ``type``, a function call whose ``name``,
+                               ``arguments`` or ``call_id`` is missing or not a string, text
+                               UTF-8 cannot carry (a lone surrogate), or an output Verify
+                               refuses
 ``session_lost`` ...           the environment lost the session (masked by Verify, V4)
 =============================  =========================================================
 
 A tool call is *invalid* when the environment refuses it (arguments not a JSON object:
 ``INVALID_ARGUMENT``, answered to the model as an ``{"error": ...}`` output) or when its output
 is the reference's dispatch failure text ``"Error executing tool '<name>': ..."`` (unknown tool,
-an argument the tool does not take, an exception inside the tool); the episode goes on.
+an argument the tool does not take, an exception inside the tool); the episode goes on. The
+same holds for arguments the SDK refuses before sending (``ArgumentError``: JSON nested deeper
+than 128 levels, a ``\\ud800`` escape that decodes to a lone surrogate): the refusal text goes
+back to the model. Nothing the model returns raises out of :func:`run_rollout` or
+:func:`arun_rollout`; the session is closed in every case.
 """
 
 from __future__ import annotations
@@ -207,8 +215,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json", exclude_none=True)
+    if callable(dump):  # a model built from a malformed body holds values of other types
+        return dump(mode="json", exclude_none=True, warnings=False)
     if hasattr(value, "__dict__") and not isinstance(value, str | int | float | bool):
         return {k: _plain(v) for k, v in vars(value).items() if not k.startswith("_")}
     return value
@@ -222,6 +230,33 @@ def _text_of(content: Any) -> str:
             str(p.get("text", "")) for p in content if isinstance(p, Mapping) and "text" in p
         )
     return "" if content is None else str(content)
+
+
+def _item_problem(item: Any, index: int) -> str | None:
+    """Why output item ``index`` of a model answer cannot be run or scored, or None.
+
+    Every field the loop reads from the item is checked here, so later reads cannot fail."""
+    if not isinstance(item, Mapping):
+        return f"output item {index} is {checks.type_name(item)}, not an object"
+    kind = item.get("type")
+    if kind is None or kind == "":
+        return f"output item {index} has no type"
+    if not isinstance(kind, str):
+        return f"output item {index}: type is {checks.type_name(kind)}, not a string"
+    if kind == "function_call":
+        for key in ("name", "arguments", "call_id"):
+            value = item.get(key)
+            if value is None:
+                return f"function call (output item {index}) has no {key}"
+            if not isinstance(value, str):
+                return (
+                    f"function call (output item {index}): {key} is "
+                    f"{checks.type_name(value)}, not a string"
+                )
+    problem = checks.json_problem(item, f"output[{index}]")
+    if problem is not None:
+        return f"{problem[0]}: {problem[1]}"
+    return None
 
 
 def _endpoint_failure(exc: BaseException) -> EpisodeFailure:
@@ -324,8 +359,15 @@ class _Dialogue:
             items, cut = self._from_responses(data)
         else:
             items, cut = self._from_chat(data)
+        for index, item in enumerate(items):
+            problem = _item_problem(item, index)
+            if problem is not None:
+                # Kept out of the response: the rollout line must stay writable and valid.
+                raise EpisodeFailure(
+                    "agent_run_error", f"turn {self.turns}: malformed model output: {problem}"
+                )
         self.output.extend(items)
-        calls = [i for i in items if i.get("type") == "function_call"]
+        calls = [i for i in items if i["type"] == "function_call"]
         self.tool_calls += len(calls)
         if cut and calls:
             self.invalid_tool_calls += len(calls)
@@ -335,16 +377,18 @@ class _Dialogue:
                 f" ({cut})",
             )
         for call in calls:
-            arguments = call.get("arguments")
+            arguments = call["arguments"]
             try:
-                json.loads(arguments if isinstance(arguments, str) else "")
+                json.loads(arguments)
             except json.JSONDecodeError as exc:
                 self.invalid_tool_calls += 1
                 raise EpisodeFailure(
                     "agent_run_error",
-                    f"turn {self.turns}: tool call {call.get('name')!r} has arguments that are "
-                    f"not JSON ({exc.msg} at char {exc.pos}): {str(arguments)[:200]!r}",
+                    f"turn {self.turns}: tool call {call['name']!r} has arguments that are "
+                    f"not JSON ({exc.msg} at char {exc.pos}): {arguments[:200]!r}",
                 ) from exc
+            except RecursionError:  # nesting deeper than Python parses: the SDK refuses it
+                pass
         if cut or not calls or self.turns >= self.policy.max_turns:
             self.done = True
             if cut:
@@ -353,16 +397,17 @@ class _Dialogue:
                 self.incomplete = {"reason": "max_turns"}
         return calls
 
-    def _from_responses(self, data: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    def _from_responses(self, data: Mapping[str, Any]) -> tuple[list[Any], str]:
         self.last = dict(data)
         output = data.get("output")
         if not isinstance(output, list):
             raise EpisodeFailure("provider_unavailable", "model endpoint: response has no output")
-        items = [dict(i) for i in output if isinstance(i, Mapping)]
+        items = [dict(i) if isinstance(i, Mapping) else i for i in output]
         cut = ""
         details = data.get("incomplete_details")
         if data.get("status") == "incomplete" or details:
-            cut = str((details or {}).get("reason") or "incomplete")
+            reason = details.get("reason") if isinstance(details, Mapping) else None
+            cut = str(reason or "incomplete")
         return items, cut
 
     def _from_chat(self, data: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
@@ -374,8 +419,14 @@ class _Dialogue:
         self.last = {"id": data.get("id"), "created": data.get("created")}
         choice = choices[0]
         message = choice.get("message") or {}
+        if not isinstance(message, Mapping):
+            raise EpisodeFailure(
+                "agent_run_error",
+                f"turn {self.turns}: malformed model output: message is "
+                f"{checks.type_name(message)}, not an object",
+            )
         cut = "max_output_tokens" if choice.get("finish_reason") == "length" else ""
-        items: list[dict[str, Any]] = []
+        items: list[Any] = []
         text = message.get("content")
         if text:
             items.append(
@@ -387,16 +438,31 @@ class _Dialogue:
                     "content": [{"type": "output_text", "text": str(text), "annotations": []}],
                 }
             )
-        tool_calls = [t for t in message.get("tool_calls") or [] if isinstance(t, Mapping)]
+        tool_calls = message.get("tool_calls") or []
+        if not isinstance(tool_calls, list):
+            raise EpisodeFailure(
+                "agent_run_error",
+                f"turn {self.turns}: malformed model output: tool_calls is "
+                f"{checks.type_name(tool_calls)}, not a list",
+            )
         for t in tool_calls:
-            function = t.get("function") or {}
-            call_id = str(t.get("id") or f"call_{uuid.uuid4().hex}")
+            if not isinstance(t, Mapping):
+                items.append(t)
+                continue
+            function = t.get("function")
+            if not isinstance(function, Mapping):
+                function = {}
+            call_id = t.get("id")
+            call_id = (
+                call_id if isinstance(call_id, str) and call_id else f"call_{uuid.uuid4().hex}"
+            )
+            # name and arguments as the model sent them: receive() refuses what is not a string
             items.append(
                 {
                     "id": f"fc_{call_id}",
                     "type": "function_call",
                     "call_id": call_id,
-                    "name": str(function.get("name", "")),
+                    "name": function.get("name"),
                     "arguments": function.get("arguments"),
                     "status": "incomplete" if cut else "completed",
                 }
@@ -410,7 +476,7 @@ class _Dialogue:
                     "function": {"name": i["name"], "arguments": i["arguments"]},
                 }
                 for i in items
-                if i["type"] == "function_call"
+                if isinstance(i, Mapping) and i["type"] == "function_call"
             ]
         self.messages.append(assistant)
         return items, cut
@@ -432,7 +498,11 @@ class _Dialogue:
         }
         response.setdefault("id", f"resp_{self.last.get('id') or uuid.uuid4().hex}")
         response.setdefault("object", "response")
-        response.setdefault("created_at", float(self.last.get("created") or time.time()))
+        created = self.last.get("created")
+        response.setdefault(
+            "created_at",
+            float(created) if isinstance(created, int | float) and created else time.time(),
+        )
         response.setdefault("model", self.policy.model)
         response.setdefault(
             "parallel_tool_calls", bool(self.params.get("parallel_tool_calls", True))
@@ -455,6 +525,13 @@ def _session_failure(exc: WorkplaceEnvError) -> EpisodeFailure:
     if isinstance(exc, SessionLostError):
         return EpisodeFailure("session_lost", str(exc))
     return EpisodeFailure("workplace_env:environment_error", f"{type(exc).__name__}: {exc}")
+
+
+def _verify_failure(exc: InvalidRequestError) -> EpisodeFailure:
+    """Verify refused the request: the model's fault when the refusal names its output."""
+    if any(v.field.startswith("response_output") for v in exc.violations):
+        return EpisodeFailure("agent_run_error", f"Verify refused the model's output: {exc}")
+    return EpisodeFailure("workplace_env:environment_error", f"Verify refused: {exc}")
 
 
 def _verify_kwargs(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -574,9 +651,12 @@ def run_rollout(
                     except WorkplaceEnvError as exc:
                         raise _session_failure(exc) from exc
                     dialogue.answer(call, output)
-            verified = env.verify(
-                session.id, response_output=dialogue.output, **_verify_kwargs(row)
-            )
+            try:
+                verified = env.verify(
+                    session.id, response_output=dialogue.output, **_verify_kwargs(row)
+                )
+            except InvalidRequestError as exc:
+                raise _verify_failure(exc) from exc
         except EpisodeFailure as exc:
             failure = exc
     return _finish(row, params, dialogue, verified, failure, started)
@@ -626,9 +706,12 @@ async def arun_rollout(
                     except WorkplaceEnvError as exc:
                         raise _session_failure(exc) from exc
                     dialogue.answer(call, output)
-            verified = await env.verify(
-                session.id, response_output=dialogue.output, **_verify_kwargs(row)
-            )
+            try:
+                verified = await env.verify(
+                    session.id, response_output=dialogue.output, **_verify_kwargs(row)
+                )
+            except InvalidRequestError as exc:
+                raise _verify_failure(exc) from exc
         except EpisodeFailure as exc:
             failure = exc
     return _finish(row, params, dialogue, verified, failure, started)
