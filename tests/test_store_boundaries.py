@@ -272,6 +272,19 @@ def test_a_resend_with_another_ground_truth_is_scored_afresh(base, clock):
     assert store.verify("lg", predicted, [WRITE]).reward == 0.0
 
 
+def test_an_identical_resend_is_answered_with_the_remembered_outcome(base, clock):
+    """V2: an identical resend, whatever the order of its objects' keys, is answered with the
+    outcome remembered at the verify (the same object), not scored again."""
+    store = store_of(base, clock)
+    store.seed("lg", None, None, WRITES, legacy=True)
+    sent = [{"name": WRITE.name, "arguments": WRITE.arguments}]
+    first = store.verify("lg", sent)
+    assert first.reward == 1.0
+    assert store.verify("lg", sent) is first
+    assert store.verify("lg", [{"arguments": WRITE.arguments, "name": WRITE.name}]) is first
+    assert store.verify("lg", sent, [WRITE]) is not first  # another request: scored
+
+
 def nested(depth: int) -> list[object]:
     """A JSON array nested past what json.dumps can encode under the recursion limit."""
     value: list[object] = []
