@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import GOLDENS, WORKBENCH, needs_shared, read_jsonl
 from workplace_env.model import FunctionCall
+from workplace_env.sandbox.tables import COMPARED_TABLES
 from workplace_env.verify import Verifier
 
 CASES = read_jsonl(GOLDENS / "verify_cases_public.jsonl")
@@ -43,3 +44,19 @@ def test_verify_reward_matches_reference(case, verifier):
 def test_rollout_reward_matches_recorded(rollout, verifier):
     result = verifier.score(_calls(rollout["function_calls"]), _calls(rollout["ground_truth"]))
     assert result.reward == rollout["reward"]
+
+
+def test_every_compared_table_is_reported_with_both_row_counts(sandbox):
+    # VerifyResponse.tables: one comparison per compared table, in order, each naming its table
+    # and both row counts, whether or not either side wrote it.
+    send = FunctionCall("email_send_email", '{"recipient": "a@b.com", "subject": "s", "body": "b"}')
+    result = Verifier(sandbox).score([send], [])
+    assert [t.table for t in result.tables] == list(COMPARED_TABLES)
+    for t in result.tables:
+        rows = len(sandbox.tables[t.table])
+        written = t.table == "email._emails"
+        assert (t.equal, t.predicted_rows, t.expected_rows) == (
+            not written,
+            rows + written,
+            rows,
+        )
