@@ -252,6 +252,7 @@ def test_a_call_on_an_evicted_id_is_expired_until_the_end_of_the_record_ttl(base
     with pytest.raises(errors.SessionExpired) as refused:
         store.call_tool("ev", *READ)
     assert refused.value.message == "session ev was evicted after 10 s idle"
+    assert refused.value.session_id == "ev"  # the status's resources_session_id
     clock.now += 0.5
     with pytest.raises(errors.SessionLost) as lost:
         store.call_tool("ev", *READ)
