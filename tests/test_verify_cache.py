@@ -195,3 +195,24 @@ def test_the_estimate_is_near_the_memory_a_state_holds(sandbox, table):
         tracemalloc.stop()
     assert list(state) == [table]
     assert 0.8 * held <= verifier.cached_bytes <= 1.35 * held
+
+
+# -- which calls are replayed (REFERENCE.md c.2) --------------------------------------------
+
+
+def test_a_call_of_another_shape_is_skipped_and_the_rest_replayed(sandbox):
+    # A value that is no call (a number, a string, a list), or a call whose name is no string
+    # (even an unhashable one), is skipped as the reference skips it; the calls after it count.
+    write = {"name": "email_send_email", "arguments": send(0).arguments}
+    odd = [7, "text", ["email_send_email"], {"name": ["email_send_email"], "arguments": "{}"}]
+    verifier = Verifier(sandbox, cache_bytes=0)
+    assert verifier.score([*odd, write], [write]).reward == 1.0
+    assert verifier.score([*odd, write], []).reward == 0.0
+
+
+def test_a_read_call_does_not_count_as_a_write(sandbox):
+    # A tool that writes no compared table is not replayed: the prediction with it is the
+    # same pair of writes, answered from the memo.
+    read = FunctionCall("email_search_emails", '{"query": "x"}')
+    verifier = Verifier(sandbox)
+    assert verifier.score([read, send(0)], [send(0)]) is verifier.score([send(0)], [send(0)])
