@@ -252,6 +252,7 @@ def test_a_call_on_an_evicted_id_is_expired_until_the_end_of_the_record_ttl(base
     with pytest.raises(errors.SessionExpired) as refused:
         store.call_tool("ev", *READ)
     assert refused.value.message == "session ev was evicted after 10 s idle"
+    assert refused.value.session_id == "ev"  # the status's resources_session_id
     clock.now += 0.5
     with pytest.raises(errors.SessionLost) as lost:
         store.call_tool("ev", *READ)
@@ -270,6 +271,22 @@ def test_a_resend_with_another_ground_truth_is_scored_afresh(base, clock):
     assert store.verify("lg", predicted, [WRITE]).reward == 0.0
     assert store.verify("lg", predicted, []).reward == 1.0
     assert store.verify("lg", predicted, [WRITE]).reward == 0.0
+
+
+def test_an_identical_resend_is_answered_with_the_remembered_outcome(base, clock):
+    """V2: an identical resend (same calls, same ground truth, whatever the order of its
+    objects' keys) is answered with the outcome remembered at the verify (the same object),
+    not scored again; a request differing in its ground truth alone is another request."""
+    store = store_of(base, clock)
+    store.seed("lg", None, None, NOTHING, legacy=True)
+    sent = [{"name": WRITE.name, "arguments": WRITE.arguments}]
+    first = store.verify("lg", sent, [WRITE])
+    assert first.reward == 1.0
+    assert store.verify("lg", sent, [WRITE]) is first
+    reordered = [{"arguments": WRITE.arguments, "name": WRITE.name}]
+    assert store.verify("lg", reordered, [WRITE]) is first
+    other = store.verify("lg", sent)  # against the task's ground truth, which writes nothing
+    assert other is not first and other.reward == 0.0
 
 
 def nested(depth: int) -> list[object]:
@@ -432,6 +449,35 @@ def legacy_exported(base, clock: FakeClock, sid: str = "lg") -> Snapshot:
     source.seed(sid, None, None, NOTHING, legacy=True)
     snapshots, _, _ = source.export([sid])
     return snapshots[0]
+
+
+def test_a_legacy_snapshot_names_no_episode_or_task_id(base, clock):
+    """K1 for cookies: a cookie session is bound to no episode or task, so its snapshot names
+    none (not the placeholder identity the store gives it)."""
+    snapshot = legacy_exported(base, clock)
+    assert (snapshot.legacy, snapshot.episode, snapshot.task_id) == (True, None, None)
+
+
+# JSON 1e999 is an infinite float: the tool stores it, the checkpoint codec cannot write it.
+INFINITE_PHONE = (
+    "customer_relationship_manager_add_customer",
+    '{"customer_name": "A", "assigned_to_email": "a@b.com", "status": "Lead",'
+    ' "customer_phone": 1e999}',
+)
+
+
+def test_an_export_reports_a_session_it_cannot_encode_and_goes_on(base, clock):
+    """K1: a session the codec cannot write is reported; the ones after it still export, and
+    an id not held after it is still named."""
+    store = store_of(base, clock)
+    for sid in ("a-bad", "b-fine"):
+        store.seed(sid, EpisodeId(sid, 0), TID, NOTHING)
+    store.call_tool("a-bad", *INFINITE_PHONE)
+    for ids, gone in (((), []), (("a-bad", "b-fine", "c-gone"), ["c-gone"])):
+        snapshots, missing, failures = store.export(ids)
+        assert [s.session_id for s in snapshots] == ["b-fine"] and missing == gone
+        assert [sid for sid, _ in failures] == ["a-bad"]
+        assert "customer_relationship_manager._crm_data" in failures[0][1]
 
 
 def test_a_restored_legacy_session_is_claimed_by_a_legacy_seed(base, clock):
