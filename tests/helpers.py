@@ -54,6 +54,17 @@ TASK = {
 }
 
 
+#: Every environment RPC as (method, a call of it on a client, sync or async: the async one's
+#: call returns the awaitable), for tests that must reach each one.
+EVERY_RPC = [
+    ("SeedSession", lambda c: c.seed("s", EP, TID, TASK)),
+    ("CallTool", lambda c: c.call_tool("s", *WRITE)),
+    ("Verify", lambda c: c.verify("s", [WRITE])),
+    ("CloseSession", lambda c: c.close_session("s", EP)),
+    ("ListTools", lambda c: c.list_tools()),
+]
+
+
 class FakeClock:
     """A settable clock so TTL tests need no sleeps."""
 

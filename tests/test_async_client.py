@@ -11,7 +11,7 @@ import grpc
 import grpc.aio
 import pytest
 
-from tests.helpers import EP, HANG_S, TID, WRITE, RefusingStandIn, local, wait
+from tests.helpers import EP, EVERY_RPC, HANG_S, TID, WRITE, RefusingStandIn, local, wait
 from tests.helpers import TASK as CONTRACT_TASK
 from workplace_env.config import Settings
 from workplace_env.testing.faults import Faults
@@ -83,14 +83,6 @@ def test_async_session_closes_on_error(target):
 
 
 # -- refusals for concurrency (X3), as the sync client (tests/test_session_sdk.py) -------------
-
-EVERY_RPC = [
-    ("SeedSession", lambda c: c.seed("s", EP, TID, CONTRACT_TASK)),
-    ("CallTool", lambda c: c.call_tool("s", *WRITE)),
-    ("Verify", lambda c: c.verify("s", [WRITE])),
-    ("CloseSession", lambda c: c.close_session("s", EP)),
-    ("ListTools", lambda c: c.list_tools()),
-]
 
 
 @pytest.mark.parametrize(("method", "call"), EVERY_RPC, ids=[m for m, _ in EVERY_RPC])

@@ -15,6 +15,7 @@ import pytest
 
 from tests.helpers import (
     EP,
+    EVERY_RPC,
     HANG_S,
     TASK,
     TID,
@@ -185,15 +186,6 @@ def test_every_rpc_has_a_deadline(make_env):
 
 
 # -- refusals for concurrency (X3): sent again after their RetryInfo delay, within the deadline --
-
-#: Every environment RPC, as (method, a call of it on a sync client).
-EVERY_RPC = [
-    ("SeedSession", lambda c: c.seed("s", EP, TID, TASK)),
-    ("CallTool", lambda c: c.call_tool("s", *WRITE)),
-    ("Verify", lambda c: c.verify("s", [WRITE])),
-    ("CloseSession", lambda c: c.close_session("s", EP)),
-    ("ListTools", lambda c: c.list_tools()),
-]
 
 
 @pytest.mark.parametrize(("method", "call"), EVERY_RPC, ids=[m for m, _ in EVERY_RPC])

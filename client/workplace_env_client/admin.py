@@ -27,8 +27,8 @@ from google.protobuf import json_format
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace_env_client import checks
-from workplace_env_client.channel import DEFAULT_TIMEOUT_S, make_channel, refusal_wait
-from workplace_env_client.errors import ArgumentError, from_rpc_error
+from workplace_env_client.channel import DEFAULT_TIMEOUT_S, make_channel, wait_or_raise
+from workplace_env_client.errors import ArgumentError
 from workplace_env_client.routing import Target, session_metadata
 
 
@@ -300,10 +300,7 @@ class AdminClient:
                     request(), timeout=max(0.0, deadline - time.monotonic()), metadata=metadata
                 )
             except grpc.RpcError as exc:
-                error = from_rpc_error(exc)
-                wait = refusal_wait(error, deadline - time.monotonic())
-                if wait is None:
-                    raise error from exc
+                wait = wait_or_raise(exc, deadline)
             time.sleep(wait)
 
     def export_sessions(self, session_ids: Iterable[str] = ()) -> ExportResult:

@@ -32,9 +32,9 @@ from workplace_env_client.channel import (
     check_max_attempts,
     is_refusal,
     make_aio_channel,
-    refusal_wait,
+    wait_or_raise,
 )
-from workplace_env_client.errors import WorkplaceEnvError, from_rpc_error
+from workplace_env_client.errors import WorkplaceEnvError
 from workplace_env_client.messages import (
     CallLike,
     EpisodeLike,
@@ -113,10 +113,7 @@ class AsyncEnvironmentClient:
                     metadata=session_metadata(session_id),
                 )
             except grpc.RpcError as exc:
-                error = from_rpc_error(exc)
-                wait = refusal_wait(error, deadline - time.monotonic()) if retry else None
-                if wait is None:
-                    raise error from exc
+                wait = wait_or_raise(exc, deadline, retry)
             await asyncio.sleep(wait)
 
     async def seed(

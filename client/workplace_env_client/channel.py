@@ -12,6 +12,7 @@ cannot read that delay. Affinity (issue 9): :mod:`.routing`.
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import grpc
 import grpc.aio
 
 from workplace.env.v1 import environment_pb2 as pb
-from workplace_env_client.errors import WorkplaceEnvError
+from workplace_env_client.errors import WorkplaceEnvError, from_rpc_error
 from workplace_env_client.routing import (
     Target,
     channel_target,
@@ -82,6 +83,18 @@ def refusal_wait(error: WorkplaceEnvError, remaining_s: float) -> float | None:
     delay = error.retry_after_s if error.retry_after_s is not None else REFUSAL_FALLBACK_WAIT_S
     wait = max(REFUSAL_MIN_WAIT_S, delay) * (1.0 + REFUSAL_JITTER * random.random())
     return wait if wait < remaining_s else None
+
+
+def wait_or_raise(exc: grpc.RpcError, deadline: float, retry: bool = True) -> float:
+    """The wait (seconds, :func:`refusal_wait`) before sending again an RPC that failed with
+    ``exc``, ``deadline`` being its ``time.monotonic()`` end; raises ``exc`` as its typed
+    :class:`~workplace_env_client.errors.WorkplaceEnvError` when it is not to be sent again
+    (or ``retry`` is off)."""
+    error = from_rpc_error(exc)
+    wait = refusal_wait(error, deadline - time.monotonic()) if retry else None
+    if wait is None:
+        raise error from exc
+    return wait
 
 
 def check_max_attempts(max_attempts: int) -> None:

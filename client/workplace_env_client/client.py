@@ -62,6 +62,7 @@ from workplace_env_client.channel import (  # noqa: F401
     make_channel,
     refusal_wait,
     retry_service_config,
+    wait_or_raise,
 )
 from workplace_env_client.errors import (
     ArgumentError,
@@ -69,7 +70,6 @@ from workplace_env_client.errors import (
     SessionLiveError,
     SessionLostError,
     WorkplaceEnvError,
-    from_rpc_error,
 )
 from workplace_env_client.messages import (
     CallLike,
@@ -188,10 +188,7 @@ class EnvironmentClient:
                     metadata=session_metadata(session_id),
                 )
             except grpc.RpcError as exc:
-                error = from_rpc_error(exc)
-                wait = refusal_wait(error, deadline - time.monotonic()) if retry else None
-                if wait is None:
-                    raise error from exc
+                wait = wait_or_raise(exc, deadline, retry)
             time.sleep(wait)
 
     # -- RPCs --------------------------------------------------------------------------------
