@@ -32,6 +32,7 @@ from workplace_env.sandbox.tables import BaseTables
 from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env.testing.faults import Faults
 from workplace_env_client import AdminClient, EnvironmentClient, WorkplaceEnvError
 
 #: Upper bound for a wait that only guards against a hang (a deadlock fails, not blocks CI).
@@ -563,3 +564,21 @@ class _Counting(grpc.GenericRpcHandler):
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> Any:
         method = str(handler_call_details.method).rsplit("/", 1)[-1]
         return self.stand_in.handler(method, self.stand_in.count(method))
+
+
+def server_with_a_held_slot(make_server: Any) -> tuple[Any, threading.Event, threading.Event]:
+    """A server (``make_server``'s) admitting one RPC at a time, with a live session "holder"
+    whose tool calls hold that slot (``arrived`` set) until ``release`` is set: for the X3
+    refusal tests. Returns (served, arrived, release); ``Faults.of(served.store).clear()``
+    undoes the hold."""
+    served = make_server(None, Settings(max_concurrent_rpcs=1, workers=1), evict_interval_s=3600)
+    arrived, release = threading.Event(), threading.Event()
+
+    def hold(sid: str) -> None:
+        if sid == "holder":
+            arrived.set()
+            wait(release)
+
+    served.client.seed("holder", ("holder", 0), TID, TASK)
+    Faults.of(served.store).on("tool", hold)
+    return served, arrived, release

@@ -11,9 +11,18 @@ import grpc
 import grpc.aio
 import pytest
 
-from tests.helpers import EP, EVERY_RPC, HANG_S, TID, WRITE, RefusingStandIn, local, wait
+from tests.helpers import (
+    EP,
+    EVERY_RPC,
+    HANG_S,
+    TID,
+    WRITE,
+    RefusingStandIn,
+    local,
+    server_with_a_held_slot,
+    wait,
+)
 from tests.helpers import TASK as CONTRACT_TASK
-from workplace_env.config import Settings
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     AsyncEnvironmentClient,
@@ -158,16 +167,7 @@ def test_async_session_blocks_close_refused_at_the_rpc_limit_is_retried_not_leak
 ):
     """F6 for the async client: the block's close, refused TOO_MANY_RPCS while the server's
     one slot is held, is sent again once the RetryInfo delay has passed; the session is closed."""
-    served = make_server(None, Settings(max_concurrent_rpcs=1, workers=1), evict_interval_s=3600)
-    arrived, release = threading.Event(), threading.Event()
-
-    def hold(sid: str) -> None:
-        if sid == "holder":
-            arrived.set()
-            wait(release)
-
-    served.client.seed("holder", ("holder", 0), TID, CONTRACT_TASK)
-    Faults.of(served.store).on("tool", hold)
+    served, arrived, release = server_with_a_held_slot(make_server)
     watch = _ReleaseOnRefusal(release)
 
     async def run(pool: ThreadPoolExecutor) -> tuple[str, object]:

@@ -24,6 +24,7 @@ from tests.helpers import (
     FakeClock,
     RefusingStandIn,
     assert_refused,
+    server_with_a_held_slot,
     wait,
 )
 from tests.helpers import emails as _emails
@@ -305,16 +306,7 @@ def test_a_session_blocks_close_refused_at_the_rpc_limit_is_retried_not_leaked(
     the block exits: the close is refused TOO_MANY_RPCS, then sent again after the RetryInfo
     delay once the slot is free. Before, the CapacityError left the session live (until the
     idle TTL)."""
-    served = make_server(None, Settings(max_concurrent_rpcs=1, workers=1), evict_interval_s=3600)
-    arrived, release = threading.Event(), threading.Event()
-
-    def hold(sid: str) -> None:
-        if sid == "holder":
-            arrived.set()
-            wait(release)
-
-    served.client.seed("holder", ("holder", 0), TID, TASK)
-    Faults.of(served.store).on("tool", hold)
+    served, arrived, release = server_with_a_held_slot(make_server)
     watch = _ReleaseOnRefusal(release)
     channel = grpc.intercept_channel(
         grpc.insecure_channel(served.target, options=channel_options(max_attempts)), watch
