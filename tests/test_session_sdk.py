@@ -261,6 +261,7 @@ def test_refusal_wait_honours_retry_info_within_the_deadline_and_only_for_too_ma
     for _ in range(20):  # the jitter is random: up to 25% more, never less
         assert 1.0 <= refusal_wait(_refusal("TOO_MANY_RPCS", 1.0), 10.0) <= 1.25
     assert refusal_wait(_refusal("TOO_MANY_RPCS", 1.0), 0.99) is None  # past the deadline
+    assert refusal_wait(_refusal("TOO_MANY_RPCS", 1.0), 1.2) is None  # no time left to send
     assert refusal_wait(_refusal("TOO_MANY_RPCS", 0.0), 10.0) >= REFUSAL_MIN_WAIT_S
     assert refusal_wait(_refusal("TOO_MANY_RPCS", None), 10.0) >= REFUSAL_FALLBACK_WAIT_S
     assert refusal_wait(_refusal("CAPACITY_EXHAUSTED", 1.0), 10.0) is None  # S7: lasts

@@ -54,6 +54,9 @@ REFUSAL_MIN_WAIT_S = 0.01
 #: A refusal's wait is its ``RetryInfo`` delay stretched by up to this fraction at random, so
 #: clients refused together do not all come back in the same instant.
 REFUSAL_JITTER = 0.25
+#: Seconds of its deadline a resent RPC must have left after the wait, so that the resend
+#: itself is not cut short by the deadline (it would end DEADLINE_EXCEEDED, not refused).
+REFUSAL_SEND_BUDGET_S = 0.25
 
 
 def is_refusal(error: BaseException) -> bool:
@@ -74,15 +77,15 @@ def refusal_wait(error: WorkplaceEnvError, remaining_s: float) -> float | None:
     retried: the server answered it at once without running it, so sending it again is safe
     for every RPC. The wait honours the refusal's ``RetryInfo`` (``error.retry_after_s``;
     :data:`REFUSAL_FALLBACK_WAIT_S` without one; at least :data:`REFUSAL_MIN_WAIT_S`),
-    stretched by up to :data:`REFUSAL_JITTER`; None when that wait does not end before the
-    deadline. Other capacity answers (the session bound, S7) are not retried: they last until
-    sessions close.
+    stretched by up to :data:`REFUSAL_JITTER`; None when that wait does not end
+    :data:`REFUSAL_SEND_BUDGET_S` before the deadline. Other capacity answers (the session
+    bound, S7) are not retried: they last until sessions close.
     """
     if not is_refusal(error):
         return None
     delay = error.retry_after_s if error.retry_after_s is not None else REFUSAL_FALLBACK_WAIT_S
     wait = max(REFUSAL_MIN_WAIT_S, delay) * (1.0 + REFUSAL_JITTER * random.random())
-    return wait if wait < remaining_s else None
+    return wait if wait + REFUSAL_SEND_BUDGET_S <= remaining_s else None
 
 
 def wait_or_raise(exc: grpc.RpcError, deadline: float, retry: bool = True) -> float:
