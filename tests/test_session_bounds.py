@@ -199,6 +199,38 @@ def test_a_session_idle_exactly_its_ttl_is_kept_and_one_idle_longer_is_evicted(s
     assert store.live_count() == 0
 
 
+class CallDuringFirstRelease:
+    """Hooks that run ``call`` while the sweep releases the first session it evicts: a request
+    arriving in the middle of a sweep, deterministically (no threads)."""
+
+    def __init__(self, call) -> None:
+        self.call = call
+
+    def hit(self, point: str, session_id: str) -> None:
+        pass
+
+    def take(self, kind: str) -> bool:
+        if kind == "release" and self.call is not None:
+            call, self.call = self.call, None
+            call()
+        return False
+
+
+def test_a_session_used_during_a_sweep_is_kept_and_the_sweep_goes_on(sandbox):
+    # X1: the sweep lists idle sessions, then takes each in turn; one used after the listing
+    # is no longer idle and stays live, and the sessions after it are still evicted.
+    store = _store(sandbox, idle_ttl_s=10)
+    for sid in ("a", "b", "c"):
+        _seed(store, sid, rollout=sid)
+    store.clock.now += 11  # type: ignore[attr-defined]
+    store.hooks = CallDuringFirstRelease(lambda: _send(store, "b", "zq"))  # type: ignore[assignment]
+    assert store.evict_idle() == 2
+    assert sorted(store._sessions) == ["b"]
+    assert _sent(store, "b") == ["zq"]
+    with pytest.raises(errors.SessionExpired):
+        _send(store, "c", "zq")
+
+
 def test_an_evicted_legacy_session_keeps_its_legacy_binding(sandbox):
     # Its record answers as a legacy (cookie) session: a legacy re-seed gets fresh tables, a
     # typed seed of the id conflicts, and a close needs no episode of its own.

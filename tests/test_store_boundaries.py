@@ -591,3 +591,267 @@ def test_a_failed_release_says_which_session(base, clock):
         "injected fault: releasing session s failed",
     )
     assert store.close("s", EP).value == "CLOSED"
+
+
+# -- S4/S5/S6/S7/X1/X2: what a refused seed says (the continued run of 2026-12-03) ---------------
+
+
+def test_a_seed_of_a_closed_id_is_session_closed_saying_so(base, clock):
+    """S4: SESSION_CLOSED, "session <id> was closed", naming the session."""
+    store = store_of(base, clock)
+    store.seed("s", EP, TID, NOTHING)
+    store.close("s", EP)
+    with pytest.raises(errors.SessionClosed) as refused:
+        store.seed("s", EP, TID, NOTHING)
+    assert (refused.value.session_id, refused.value.message) == ("s", "session s was closed")
+
+
+def test_a_typed_seed_of_an_evicted_id_is_expired_until_the_end_of_the_record_ttl(base, clock):
+    """X1: a retried seed of an evicted id is SESSION_EXPIRED, saying the calls are gone, while
+    the eviction record is valid (up to and including ``fence_ttl_s`` after the eviction, on a
+    clock far from 0); past it the id seeds afresh."""
+    store = evicted_store(base, clock, fence_ttl_s=100)
+    clock.now += 100
+    with pytest.raises(errors.SessionExpired) as refused:
+        store.seed("ev", EP, TID, NOTHING)
+    assert (refused.value.session_id, refused.value.message) == (
+        "ev",
+        "session ev was evicted after its idle TTL; its tool calls are gone. "
+        "Seed a new resources_session_id",
+    )
+    assert store.live_count() == 0
+    clock.now += 0.5
+    assert store.seed("ev", EP, TID, NOTHING) == SeedResult(SessionState.SEEDED, False)
+
+
+def test_a_seed_of_an_evicted_id_with_other_task_data_says_why(base, clock):
+    """S3 against an eviction record: the conflict says the task data differs (same episode
+    and task id, another row), as for a live binding."""
+    store = evicted_store(base, clock)
+    with pytest.raises(errors.SessionConflict) as refused:
+        store.seed("ev", EP, TID, WRITES)
+    assert (refused.value.session_id, refused.value.message) == (
+        "ev",
+        "session ev is bound to episode r1/0 and task ts/t1"
+        " (the seed's task data differs from the bound task's)",
+    )
+
+
+def test_a_seed_while_draining_is_refused_saying_so(base, clock):
+    """X2: DRAINING, "the server is shutting down", naming the session; nothing is built."""
+    store = store_of(base, clock)
+    store.start_draining()
+    with pytest.raises(errors.Draining) as refused:
+        store.seed("s", EP, TID, NOTHING)
+    assert (refused.value.session_id, refused.value.message) == (
+        "s",
+        "the server is shutting down",
+    )
+    assert store.live_count() == 0
+
+
+def test_a_seed_at_capacity_says_the_maximum(base, clock):
+    """S7: CAPACITY_EXHAUSTED names the maximum and the session, with the retry delay."""
+    store = store_of(base, clock, max_sessions=1, retry_after_s=7)
+    store.seed("a", EP, TID, NOTHING)
+    with pytest.raises(errors.CapacityExhausted) as full:
+        store.seed("b", EpisodeId("r2", 0), TID, NOTHING)
+    assert (full.value.session_id, full.value.message, full.value.retry_after_s) == (
+        "b",
+        "the server holds its maximum of 1 sessions",
+        7,
+    )
+
+
+def test_a_failed_table_build_says_why(base, clock):
+    """S6: TABLES_UNAVAILABLE carries the build's own error, names the session, and leaves
+    nothing behind (a retry builds)."""
+    store = store_of(base, clock)
+    factory = store.table_factory
+
+    def broken():
+        raise OSError("no space left on device")
+
+    store.table_factory = broken
+    with pytest.raises(errors.TablesUnavailable) as failed:
+        store.seed("s", EP, TID, NOTHING)
+    assert (failed.value.session_id, failed.value.message) == (
+        "s",
+        "could not build the tables: no space left on device",
+    )
+    store.table_factory = factory
+    assert store.seed("s", EP, TID, NOTHING) == SeedResult(SessionState.SEEDED, False)
+
+
+def test_an_injected_build_failure_says_so(base, clock):
+    """S6 under the test hooks: the error carries the injected cause, naming the session."""
+    store = store_of(base, clock)
+    Faults.of(store).fail_next_build()
+    with pytest.raises(errors.TablesUnavailable) as failed:
+        store.seed("s", EP, TID, NOTHING)
+    assert (failed.value.session_id, failed.value.message) == (
+        "s",
+        "could not build the tables: injected fault: the table build failed",
+    )
+
+
+# -- S1/S5 for cookies: the placeholder task id --------------------------------------------------
+
+
+def test_a_legacy_seed_of_a_task_without_an_id_is_seeded(base, clock):
+    """S1 for cookies: a cookie session needs no task id, also when its row has no id."""
+    store = store_of(base, clock)
+    assert store.seed("lg", None, None, Task(""), legacy=True) == SeedResult(
+        SessionState.SEEDED, False
+    )
+
+
+def test_a_legacy_seed_without_a_task_is_an_invalid_request(base, clock):
+    """S5 for cookies: a seed without task data is INVALID_REQUEST naming the field ``task``
+    (not a crash), and binds nothing."""
+    store = store_of(base, clock)
+    with pytest.raises(errors.InvalidRequest) as refused:
+        store.seed("lg", None, None, None, legacy=True)
+    assert refused.value.session_id == "lg"
+    assert [(v.field, v.description) for v in refused.value.violations] == [("task", "required")]
+    assert store.live_count() == 0
+
+
+# -- T3/T6/T7: what a refused tool call says -----------------------------------------------------
+
+
+def test_a_call_id_over_its_bound_is_refused_naming_the_session(base, clock):
+    """T6's bound: INVALID_REQUEST on ``call_id``, with the session id for the status."""
+    store = store_of(base, clock)
+    store.seed("s", EP, TID, NOTHING)
+    with pytest.raises(errors.InvalidRequest) as refused:
+        store.call_tool("s", *READ, call_id="c" * 257)
+    assert refused.value.session_id == "s"
+    assert [v.field for v in refused.value.violations] == ["call_id"]
+
+
+def test_tool_arguments_that_are_no_object_are_refused_saying_why(base, clock):
+    """T3: INVALID_TOOL_ARGUMENTS carries the parser's reason."""
+    store = store_of(base, clock)
+    store.seed("s", EP, TID, NOTHING)
+    with pytest.raises(errors.InvalidToolArguments) as refused:
+        store.call_tool("s", READ[0], "[1]")
+    assert (refused.value.session_id, refused.value.message) == (
+        "s",
+        "arguments must be a JSON object, got list",
+    )
+
+
+def test_a_reused_call_id_is_refused_saying_so(base, clock):
+    """T7: CALL_ID_REUSED names the call_id and the session."""
+    store = store_of(base, clock)
+    store.seed("s", EP, TID, NOTHING)
+    store.call_tool("s", *SEND, call_id="c1")
+    with pytest.raises(errors.CallIdReused) as refused:
+        store.call_tool("s", *READ, call_id="c1")
+    assert (refused.value.session_id, refused.value.message) == (
+        "s",
+        "call_id 'c1' was used for another call",
+    )
+
+
+def test_calls_without_a_call_id_are_never_replayed_or_refused(base, clock):
+    """T1 vs T6: without a call_id every call runs (no record), whatever came before."""
+    store = store_of(base, clock)
+    store.seed("s", EP, TID, NOTHING)
+    first, second = store.call_tool("s", *SEND), store.call_tool("s", *SEND)
+    assert not first.replayed and not second.replayed
+    assert not store.call_tool("s", *READ).replayed
+    assert len(store._sessions["s"].calls) == 0
+
+
+def test_a_lost_response_says_which_session(base, clock):
+    """The test hooks' lost response: INJECTED_FAULT (UNAVAILABLE) naming the session, and the
+    call_id record kept, so the retry replays (T6)."""
+    store = store_of(base, clock)
+    store.seed("s", EP, TID, NOTHING)
+    Faults.of(store).lose_next_response()
+    with pytest.raises(errors.InjectedFault) as lost:
+        store.call_tool("s", *SEND, call_id="c1")
+    assert (lost.value.session_id, lost.value.message) == (
+        "s",
+        "injected fault: the response was lost",
+    )
+    assert store.call_tool("s", *SEND, call_id="c1").replayed
+
+
+# -- V3/V4: what a verify of an id no longer held answers ----------------------------------------
+
+
+def test_a_verify_of_an_id_not_held_says_why(base, clock):
+    """V4: a masked 0 whose ``failure_reason`` is the error a call would get: closed, expired
+    or lost, naming the session."""
+    store = evicted_store(base, clock)
+    store.seed("s", EpisodeId("r2", 0), TID, NOTHING)
+    store.close("s", EpisodeId("r2", 0))
+    reasons = {
+        "s": "session s was closed",
+        "ev": "session ev was evicted after 10 s idle",
+        "never": "the server holds no session never",
+    }
+    for sid, reason in reasons.items():
+        outcome = store.verify(sid, [])
+        assert (outcome.reward, outcome.mask_sample, outcome.failure_kind) == (
+            0.0,
+            True,
+            "session_lost",
+        )
+        assert outcome.failure_reason == reason
+        assert outcome.result is None
+
+
+def table_rows(outcome) -> list[tuple[str, bool, int, int]]:
+    return [(t.table, t.equal, t.predicted_rows, t.expected_rows) for t in outcome.result.tables]
+
+
+def test_a_resend_scored_afresh_reports_its_tables(base, clock):
+    """V3: a different request to a verified legacy id is scored as a live session would be,
+    with the per-table comparison ``VerifyResponse.tables`` carries, not only the reward."""
+    store = store_of(base, clock)
+    for sid in ("lg", "live"):
+        store.seed(sid, None, None, WRITES, legacy=True)
+    assert store.verify("lg", []).reward == 0.0  # released; its marker remembers this request
+    afresh = store.verify("lg", [WRITE])
+    assert (afresh.reward, afresh.mask_sample) == (1.0, False)
+    live = store.verify("live", [WRITE])
+    assert table_rows(afresh) == table_rows(live)
+    assert ("email._emails", True, 501, 501) in table_rows(afresh)  # the sandbox's 500, sent 1
+
+
+# -- S1 for cookies: a re-seed of an id the store remembers --------------------------------------
+
+
+def test_a_legacy_seed_after_an_eviction_forgets_the_eviction(base, clock):
+    """X1 then S1: a cookie id the sweep evicted seeds fresh tables; what the store remembers
+    of the id is then that session's, so once a verify releases it a call is SESSION_LOST
+    (not the old eviction's SESSION_EXPIRED)."""
+    store = store_of(base, clock, idle_ttl_s=10)
+    store.seed("lg", None, None, NOTHING, legacy=True)
+    clock.now += 11
+    assert store.evict_idle() == 1
+    assert not store.seed("lg", None, None, NOTHING, legacy=True).already_seeded
+    assert store.verify("lg", []).reward == 1.0
+    with pytest.raises(errors.SessionLost):
+        store.call_tool("lg", *READ)
+
+
+def test_a_legacy_seed_after_a_verify_forgets_the_verify(base, clock):
+    """V2 then S1: a cookie id seeded again after its verify is a new session; once that one
+    is closed, a verify is V4 (session lost, closed), not the first session's remembered
+    outcome."""
+    store = store_of(base, clock)
+    store.seed("lg", None, None, NOTHING, legacy=True)
+    assert store.verify("lg", []).reward == 1.0
+    store.seed("lg", None, None, NOTHING, legacy=True)
+    assert store.close("lg", EP).value == "CLOSED"
+    outcome = store.verify("lg", [])
+    assert (outcome.reward, outcome.mask_sample, outcome.failure_reason) == (
+        0.0,
+        True,
+        "session lg was closed",
+    )
