@@ -5,7 +5,6 @@ the store's bounds; malformed records are refused (K2); over-long call_ids are r
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 
 import grpc
@@ -239,20 +238,58 @@ def test_split_snapshot_splits_a_record_larger_than_a_chunk_and_join_restores_it
     assert "output_continues" not in json.dumps(snapshot_to_json(joined))
 
 
-@pytest.mark.parametrize(
-    "second, error",
-    [
-        (admin_pb.CallRecord(call_id="other", output='"!"'), "call_records[0].output_continues"),
-        (None, "ended inside the output of call_id 'b'"),
-    ],
-)
-def test_join_refuses_a_record_piece_of_another_call_or_a_record_cut_short(second, error):
+def _cut_record(second: admin_pb.CallRecord | None) -> list[admin_pb.SessionSnapshot]:
+    """One snapshot whose record ``b`` continues into ``second`` (None: into nothing)."""
     first = admin_pb.SessionSnapshot(resources_session_id="s", state_json="{}")
     first.call_records.add(call_id="b", call_digest=bytes(16), output='"', output_continues=True)
     if second is not None:
         first.call_records.append(second)
-    with pytest.raises(ValueError, match=re.escape(error)):
-        list(join_snapshots([first]))
+    return [first]
+
+
+def _cut_snapshot(second: admin_pb.SessionSnapshot | None) -> list[admin_pb.SessionSnapshot]:
+    """A whole snapshot, then one whose state continues into ``second`` (None: into nothing)."""
+    pieces = [
+        admin_pb.SessionSnapshot(resources_session_id="w", state_json="{}"),
+        admin_pb.SessionSnapshot(
+            resources_session_id="s", state_json="{", state_json_continues=True
+        ),
+    ]
+    return pieces + ([second] if second is not None else [])
+
+
+@pytest.mark.parametrize(
+    "pieces, error",
+    [
+        (
+            _cut_record(admin_pb.CallRecord(call_id="other", output='"!"')),
+            "snapshots[0].call_records[0].output_continues: the next piece names call_id "
+            "'other', not 'b'",
+        ),
+        (
+            _cut_record(None),
+            "snapshots[0].call_records[0].output_continues: the snapshot ended inside the output "
+            "of call_id 'b'",
+        ),
+        (
+            _cut_snapshot(admin_pb.SessionSnapshot(resources_session_id="t", state_json="}")),
+            "snapshots[1].state_json_continues: the next piece names resources_session_id 't', "
+            "not 's'",
+        ),
+        (
+            _cut_snapshot(None),
+            "snapshots[1].state_json_continues: the stream ended inside the state_json of "
+            "resources_session_id 's'",
+        ),
+    ],
+    ids=["record-other-call", "record-cut-short", "snapshot-other-session", "snapshot-cut-short"],
+)
+def test_join_refuses_a_piece_of_another_message_or_a_message_cut_short(pieces, error):
+    """Snapshots and call records are joined by one rule, so both refuse the same two faults
+    with the same shape of error: the field path, then why."""
+    with pytest.raises(ValueError) as err:
+        list(join_snapshots(pieces))
+    assert str(err.value) == error
 
 
 #: A small message limit, so outputs over it stay a few MB in the tests.

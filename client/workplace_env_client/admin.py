@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
 from google.protobuf import json_format
@@ -129,42 +129,75 @@ def split_snapshot(snapshot: admin_pb.SessionSnapshot) -> list[admin_pb.SessionS
     return pieces
 
 
+Piece = TypeVar("Piece", admin_pb.SessionSnapshot, admin_pb.CallRecord)
+
+
+def _join_pieces(
+    pieces: Iterable[Piece],
+    *,
+    key: str,
+    text: str,
+    continues: str,
+    where: Callable[[int], str],
+    container: str,
+    merge: Callable[[Piece, Piece], None] | None = None,
+) -> Iterator[Piece]:
+    """The one rule for reassembling what :func:`split_snapshot` and :func:`split_record` cut:
+    each run of pieces whose ``continues`` flag is set on all but the last becomes one message,
+    a copy of its first piece with the ``text`` fields of the run concatenated, the flag cleared
+    and ``merge(whole, piece)`` applied for anything else a later piece carries; a piece with
+    the flag unset outside a run passes as it is. ``where(n)`` is the field path of the n-th
+    message yielded. Raises ValueError ``"<where>.<continues>: <why>"`` when a later piece
+    names another ``key`` than the run's first, or ``pieces`` (the ``container``) end inside a
+    run."""
+    whole: Piece | None = None
+    parts: list[str] = []
+    count = 0
+    for piece in pieces:
+        if whole is not None:
+            if getattr(piece, key) != getattr(whole, key):
+                raise ValueError(
+                    f"{where(count)}.{continues}: the next piece names {key} "
+                    f"{getattr(piece, key)!r}, not {getattr(whole, key)!r}"
+                )
+            parts.append(getattr(piece, text))
+            if merge is not None:
+                merge(whole, piece)
+            if getattr(piece, continues):
+                continue
+            setattr(whole, text, "".join(parts))
+            setattr(whole, continues, False)
+            piece, whole, parts = whole, None, []
+        elif getattr(piece, continues):
+            whole = type(piece)()
+            whole.CopyFrom(piece)
+            parts = [getattr(piece, text)]
+            continue
+        yield piece
+        count += 1
+    if whole is not None:
+        raise ValueError(
+            f"{where(count)}.{continues}: the {container} ended inside the {text} of {key} "
+            f"{getattr(whole, key)!r}"
+        )
+
+
 def _join_records(snapshot: admin_pb.SessionSnapshot, index: int) -> admin_pb.SessionSnapshot:
-    """``snapshot`` with the pieces of each split call record (:func:`split_record`) joined.
-    Raises ValueError naming the record when a piece names another call_id than the one it
-    continues or the snapshot ends inside a record."""
+    """``snapshot`` (the ``index``-th of its stream) with the pieces of each split call record
+    joined (:func:`_join_pieces`)."""
     records = snapshot.call_records
     if not any(record.output_continues for record in records):
         return snapshot
-    joined: list[admin_pb.CallRecord] = []
-    pending: admin_pb.CallRecord | None = None
-    parts: list[str] = []
-    for record in records:
-        where = f"snapshots[{index}].call_records[{len(joined)}]"
-        if pending is not None:
-            if record.call_id != pending.call_id:
-                raise ValueError(
-                    f"{where}.output_continues: the next record names call_id "
-                    f"{record.call_id!r}, not {pending.call_id!r}"
-                )
-            parts.append(record.output)
-            if record.output_continues:
-                continue
-            pending.output = "".join(parts)
-            pending.output_continues = False
-            joined.append(pending)
-            pending, parts = None, []
-        elif record.output_continues:
-            pending = admin_pb.CallRecord()
-            pending.CopyFrom(record)
-            parts = [record.output]
-        else:
-            joined.append(record)
-    if pending is not None:
-        raise ValueError(
-            f"snapshots[{index}].call_records[{len(joined)}].output_continues: the snapshot "
-            f"ended inside the output of call_id {pending.call_id!r}"
+    joined = list(
+        _join_pieces(
+            records,
+            key="call_id",
+            text="output",
+            continues="output_continues",
+            where=lambda n: f"snapshots[{index}].call_records[{n}]",
+            container="snapshot",
         )
+    )
     del snapshot.call_records[:]
     snapshot.call_records.extend(joined)
     return snapshot
@@ -174,37 +207,20 @@ def join_snapshots(
     messages: Iterable[admin_pb.SessionSnapshot],
 ) -> Iterator[admin_pb.SessionSnapshot]:
     """Whole snapshots from a stream of :func:`split_snapshot` pieces (whole ones pass as
-    they are), the pieces of each split call record joined too. Raises ValueError naming the
-    snapshot (and record) when a piece does not follow its first (another id) or the stream
-    ends inside a snapshot (or a record)."""
-    pending: admin_pb.SessionSnapshot | None = None
-    parts: list[str] = []
-    count = 0
-    for message in messages:
-        if pending is not None:
-            if message.resources_session_id != pending.resources_session_id:
-                raise ValueError(
-                    f"snapshots[{count}].state_json_continues: the next message names session "
-                    f"{message.resources_session_id!r}, not {pending.resources_session_id!r}"
-                )
-            parts.append(message.state_json)
-            pending.call_records.extend(message.call_records)
-            if message.state_json_continues:
-                continue
-            pending.state_json = "".join(parts)
-            pending.state_json_continues = False
-            yield _join_records(pending, count)
-            pending, parts, count = None, [], count + 1
-        elif message.state_json_continues:
-            pending, parts = message, [message.state_json]
-        else:
-            yield _join_records(message, count)
-            count += 1
-    if pending is not None:
-        raise ValueError(
-            f"snapshots[{count}].state_json_continues: the stream ended inside session "
-            f"{pending.resources_session_id!r}"
-        )
+    they are), the pieces of each split call record joined too. Raises ValueError
+    ``"snapshots[i]...: <why>"`` naming the snapshot (and record) when a piece does not follow
+    its first (another id) or the stream ends inside a snapshot (or a record)."""
+    whole = _join_pieces(
+        messages,
+        key="resources_session_id",
+        text="state_json",
+        continues="state_json_continues",
+        where=lambda n: f"snapshots[{n}]",
+        container="stream",
+        merge=lambda snapshot, piece: snapshot.call_records.extend(piece.call_records),
+    )
+    for index, snapshot in enumerate(whole):
+        yield _join_records(snapshot, index)
 
 
 def group_pieces(pieces: Iterable[admin_pb.SessionSnapshot]) -> Iterator[list[Any]]:
