@@ -154,6 +154,16 @@ def http_total_emails(client: httpx.Client, search: dict[str, Any]) -> int:
 # -- servers in this process ---------------------------------------------------------------------
 
 
+def table_rows(output: str) -> dict[str, list[str]]:
+    """The body rows of the rich tables in ``output``: first cell -> the other cells."""
+    rows = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if cells and cells[0]:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
 def local(port: int) -> str:
     return f"127.0.0.1:{port}"
 

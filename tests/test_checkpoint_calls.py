@@ -17,6 +17,8 @@ from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.checkpoint.files import read_checkpoint, write_checkpoint
 from workplace_env.config import Settings
 from workplace_env.model import MAX_CALL_ID_CHARS, EpisodeId, Task, TaskId
+from workplace_env.server import convert
+from workplace_env.server.admin import AdminServicer
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env_client import (
     CallIdReusedError,
@@ -26,7 +28,9 @@ from workplace_env_client import (
 )
 from workplace_env_client.admin import (
     CHUNK_BYTES,
+    PIECE_OVERHEAD_BYTES,
     chunk_snapshots,
+    framed_bytes,
     join_snapshots,
     split_snapshot,
 )
@@ -239,20 +243,58 @@ def test_split_snapshot_splits_a_record_larger_than_a_chunk_and_join_restores_it
     assert "output_continues" not in json.dumps(snapshot_to_json(joined))
 
 
-@pytest.mark.parametrize(
-    "second, error",
-    [
-        (admin_pb.CallRecord(call_id="other", output='"!"'), "call_records[0].output_continues"),
-        (None, "ended inside the output of call_id 'b'"),
-    ],
-)
-def test_join_refuses_a_record_piece_of_another_call_or_a_record_cut_short(second, error):
+def _cut_record(second: admin_pb.CallRecord | None) -> list[admin_pb.SessionSnapshot]:
+    """One snapshot whose record ``b`` continues into ``second`` (None: into nothing)."""
     first = admin_pb.SessionSnapshot(resources_session_id="s", state_json="{}")
     first.call_records.add(call_id="b", call_digest=bytes(16), output='"', output_continues=True)
     if second is not None:
         first.call_records.append(second)
-    with pytest.raises(ValueError, match=re.escape(error)):
-        list(join_snapshots([first]))
+    return [first]
+
+
+def _cut_snapshot(second: admin_pb.SessionSnapshot | None) -> list[admin_pb.SessionSnapshot]:
+    """A whole snapshot, then one whose state continues into ``second`` (None: into nothing)."""
+    pieces = [
+        admin_pb.SessionSnapshot(resources_session_id="w", state_json="{}"),
+        admin_pb.SessionSnapshot(
+            resources_session_id="s", state_json="{", state_json_continues=True
+        ),
+    ]
+    return pieces + ([second] if second is not None else [])
+
+
+@pytest.mark.parametrize(
+    "pieces, error",
+    [
+        (
+            _cut_record(admin_pb.CallRecord(call_id="other", output='"!"')),
+            "snapshots[0].call_records[0].output_continues: the next piece names call_id "
+            "'other', not 'b'",
+        ),
+        (
+            _cut_record(None),
+            "snapshots[0].call_records[0].output_continues: the snapshot ended inside the output "
+            "of call_id 'b'",
+        ),
+        (
+            _cut_snapshot(admin_pb.SessionSnapshot(resources_session_id="t", state_json="}")),
+            "snapshots[1].state_json_continues: the next piece names resources_session_id 't', "
+            "not 's'",
+        ),
+        (
+            _cut_snapshot(None),
+            "snapshots[1].state_json_continues: the stream ended inside the state_json of "
+            "resources_session_id 's'",
+        ),
+    ],
+    ids=["record-other-call", "record-cut-short", "snapshot-other-session", "snapshot-cut-short"],
+)
+def test_join_refuses_a_piece_of_another_message_or_a_message_cut_short(pieces, error):
+    """Snapshots and call records are joined by one rule, so both refuse the same two faults
+    with the same shape of error: the field path, then why."""
+    with pytest.raises(ValueError) as err:
+        list(join_snapshots(pieces))
+    assert str(err.value) == error
 
 
 #: A small message limit, so outputs over it stay a few MB in the tests.
@@ -318,17 +360,113 @@ def test_F5_an_output_over_the_limit_is_refused_typed_and_every_session_still_ex
     assert replayed.replayed and replayed.output == recorded
 
 
-def test_F5_a_session_too_large_to_send_is_named_and_the_others_export(make_server):
-    """K1: a session whose first piece cannot fit the limit (a task seeded near it: the task
-    is never split) is named in ``failures``; the export of every other goes on."""
-    served = make_server(settings=Settings(admin_open=True, max_message_bytes=SMALL_LIMIT))
-    args = json.dumps({"query": "x" * 3_050_000})
-    huge = dict(TASK, ground_truth=[{"name": "email_search_emails", "arguments": args}])
-    served.client.seed("huge", ("r3", 0), TID, huge)
-    served.client.seed("fine", EP, TID, TASK)
-    snapshots, missing, failures = served.admin.export_sessions()
-    assert [s.resources_session_id for s in snapshots] == ["fine"] and missing == []
-    assert list(failures) == ["huge"] and "over the server's message limit" in failures["huge"]
+def _seed_at_the_limit(field: str, limit: int) -> pb.SeedSessionRequest:
+    """A seed request of exactly ``limit`` bytes (the largest a server of that limit accepts)
+    whose ``field`` holds nearly all of it."""
+    request = pb.SeedSessionRequest(
+        resources_session_id="huge",
+        episode_id=pb.EpisodeId(rollout_id="r3"),
+        task_id=pb.TaskId(taskset="unit", task_id="t1"),
+        task=pb.WorkplaceTask(id="t1"),
+    )
+    holder, name = {
+        "task.prompt": (request.task, "prompt"),
+        "task_id.task_id": (request.task_id, "task_id"),
+        "episode_id.rollout_id": (request.episode_id, "rollout_id"),
+    }[field]
+    length = limit
+    for _ in range(5):  # the length prefixes shrink with the text: converge on the limit
+        setattr(holder, name, "r" * length)
+        length += limit - request.ByteSize()
+    assert request.ByteSize() == limit
+    return request
+
+
+@pytest.mark.parametrize("field", ["task.prompt", "task_id.task_id", "episode_id.rollout_id"])
+def test_K1_a_session_seeded_at_the_message_limit_exports_and_restores(make_server, field):
+    """Review finding: a session whose task (or id) came within ~64 KiB + its first piece of
+    tables of the message limit was named in ``failures``: the first piece of its snapshot
+    carried the header whole beside up to 2 MiB of ``state_json``, and the export reserved a
+    fixed 64 KiB. Now a header over a chunk travels as ``header_encoding`` in pieces, so a
+    seed of exactly the limit exports in messages of about 2 MiB, restores on a server of the
+    same limit, and its own seed claims it."""
+    settings = Settings(admin_open=True, max_message_bytes=SMALL_LIMIT)
+    source = make_server(settings=settings)
+    request = _seed_at_the_limit(field, SMALL_LIMIT)
+    source.client.stub.SeedSession(request, timeout=60)
+    source.client.seed("fine", EP, TID, TASK)
+    source.client.call_tool_raw("huge", "email_send_email", SEND_ARGS)
+    stub = source.admin.stub
+    messages = list(stub.ExportSessions(admin_pb.ExportSessionsRequest(), timeout=60))
+    assert max(m.ByteSize() for m in messages) <= CHUNK_BYTES + PIECE_OVERHEAD_BYTES
+    assert any(s.header_encoding for m in messages for s in m.snapshots)
+    snapshots, missing, failures = source.admin.export_sessions()
+    assert [s.resources_session_id for s in snapshots] == ["fine", "huge"]
+    assert (missing, failures) == ([], {})
+    huge = snapshots[1]
+    assert (huge.episode_id, huge.task_id) == (request.episode_id, request.task_id)
+    assert huge.task == request.task and not huge.header_encoding
+    assert "header_encoding" not in snapshot_to_json(huge)
+
+    target = make_server(settings=settings)
+    assert target.admin.restore_sessions(snapshots) == 2
+    assert target.client.stub.SeedSession(request, timeout=60).restored
+    found = target.client.call_tool("huge", "email_search_emails", {"query": "once only"})
+    assert total_emails(found) == 1  # the tables came along: the email sent before the export
+
+
+def test_K1_under_a_small_message_limit_every_message_of_an_export_fits_it(sandbox):
+    """The pieces follow the server's limit when it is under 2 MiB (each message at most the
+    limit), and a piece that alone cannot fit a limit of a few KiB (ids and call_id of
+    hundreds of bytes beside a piece of output) names its session in ``failures`` while the
+    others export."""
+    store = SessionStore(sandbox)
+    store.seed("a", EpisodeId("r", 0), TaskId("unit", "t1"), Task(id="t1", prompt="p" * 50_000))
+    store.seed("b" * 256, EpisodeId("r", 1), TaskId("unit", "t1"), Task(id="t1"))
+    store.call_tool("b" * 256, "email_send_email", SEND_ARGS, "\U0001f600" * 256)
+    for limit, exported, failed in [(64 * 1024, ["a", "b" * 256], []), (1024, ["a"], ["b" * 256])]:
+        servicer = AdminServicer(store, max_message_bytes=limit)
+        messages = list(servicer.ExportSessions(admin_pb.ExportSessionsRequest(), None))
+        assert max(m.ByteSize() for m in messages) <= limit
+        whole = list(join_snapshots(s for m in messages for s in m.snapshots))
+        assert [s.resources_session_id for s in whole] == exported
+        assert [f.resources_session_id for m in messages for f in m.failures] == failed
+        assert whole[0].task.prompt == "p" * 50_000
+        assert json.loads(whole[0].state_json) == json.loads(
+            convert.snapshot_message(store.export(["a"])[0][0]).state_json
+        )
+    (failure,) = [f for m in messages for f in m.failures]
+    assert "over the server's message limit of 1024 bytes" in failure.reason
+
+
+@pytest.mark.parametrize("length", [0, 1, 120, 125, 126, 16_370, 16_390, 2_097_140, 2_097_160])
+def test_framed_bytes_is_the_size_of_a_message_carrying_only_that_piece(length):
+    """The export's check against the limit counts a piece's tag and length prefix exactly
+    (around each varint boundary), not a fixed reserve."""
+    piece = admin_pb.SessionSnapshot(state_json="x" * length)
+    assert framed_bytes(piece) == admin_pb.ExportSessionsResponse(snapshots=[piece]).ByteSize()
+
+
+@pytest.mark.parametrize(
+    "encoding, error",
+    [
+        (b"\xff", "snapshots[0].header_encoding: not the encoding of a SessionSnapshot"),
+        (
+            admin_pb.SessionSnapshot(state_json="{}").SerializeToString(),
+            "snapshots[0].header_encoding: carries state_json, which is not a header field",
+        ),
+        (
+            admin_pb.SessionSnapshot(legacy=True).SerializeToString(),
+            "snapshots[0].header_encoding: set beside task",
+        ),
+    ],
+)
+def test_join_refuses_a_header_encoding_that_is_no_header(encoding, error):
+    piece = admin_pb.SessionSnapshot(resources_session_id="s", header_encoding=encoding)
+    if "beside" in error:
+        piece.task.id = "t1"
+    with pytest.raises(ValueError, match=re.escape(error)):
+        list(join_snapshots([piece]))
 
 
 def test_K1_an_export_naming_many_missing_ids_still_fits_the_limit(make_server):

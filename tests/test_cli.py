@@ -29,6 +29,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from typer.testing import CliRunner
 
+from tests.helpers import table_rows
 from workplace_env.cli import app
 from workplace_env.config import Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
@@ -63,16 +64,6 @@ def invoke(*args: object, env: dict[str, str] | None = None):
     )
     assert "Traceback" not in result.output, result.output
     return result
-
-
-def table_rows(output: str) -> dict[str, list[str]]:
-    """The body rows of the rich tables in ``output``: first cell -> the other cells."""
-    rows = {}
-    for line in output.splitlines():
-        cells = [c.strip() for c in line.split("│")[1:-1]]
-        if cells and cells[0]:
-            rows[cells[0]] = cells[1:]
-    return rows
 
 
 def _serving(port: int) -> bool:
@@ -479,7 +470,10 @@ def test_run_against_a_target_with_concurrency_writes_the_json_summary(
     summary = json.loads(out.read_text())
     assert summary["episodes"] == TASK_COUNT and summary["mean_reward"] == 1.0
     assert summary["mismatches"] == []
-    assert table_rows(result.stdout)[str(TASK_COUNT)][0] == "1.0000"
+    rows = table_rows(result.stdout)
+    count = [str(TASK_COUNT)]
+    assert (rows["episodes"], rows["played"], rows["failed"]) == (count, count, ["0"])
+    assert rows["mean reward (played)"] == ["1.0000"]
     assert _seeds(served) - before == TASK_COUNT  # played on the target, not in-process
 
 
@@ -487,7 +481,7 @@ def test_run_perturbed_scores_below_the_oracle(served, tasks_file):
     target = f"127.0.0.1:{served.port}"
     result = invoke("run", tasks_file, "--policy", "perturbed", "--target", target)
     assert result.exit_code == 0, result.output  # no recording to disagree with
-    assert float(table_rows(result.stdout)[str(TASK_COUNT)][0]) < 1.0
+    assert float(table_rows(result.stdout)["mean reward (played)"][0]) < 1.0
 
 
 def test_run_recorded_in_process_exits_1_on_a_reward_that_differs(tasks_file, tmp_path):
@@ -500,7 +494,9 @@ def test_run_recorded_in_process_exits_1_on_a_reward_that_differs(tasks_file, tm
     rollouts.write_text("".join(json.dumps(line) + "\n" for line in lines))
     result = invoke("run", rollouts)  # --policy recorded, an in-process server
     assert result.exit_code == 1, result.output
-    assert table_rows(result.stdout)["2"][:4] == ["1.0000", "0", "0", "1"]
+    rows = table_rows(result.stdout)
+    assert rows["mean reward (played)"] == ["1.0000"] and rows["reward mismatches"] == ["1"]
+    assert rows["output mismatches"] == rows["state mismatches"] == rows["failed"] == ["0"]
     assert f"mismatch {tasks[1]['id']} reward" in result.output
 
 

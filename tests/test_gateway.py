@@ -992,3 +992,60 @@ def test_a_body_over_the_limit_is_413_request_too_large_however_it_is_sent(
             assert client.post("/seed_session", json=ROW).status_code == 200
     finally:
         gw.stop()
+
+
+def test_over_a_server_with_a_larger_limit_a_body_is_413_and_an_answer_502_naming_the_limit(
+    make_server, monkeypatch
+):
+    """Review finding: behind a gateway whose SDK client's limit (64 MiB) is under the server's,
+    a body between the two is 413 naming the gateway's limit, as any body over it; but an
+    answer between them (sent by the server, too large for the gateway's client) was 413
+    REQUEST_TOO_LARGE with gRPC's text ("CLIENT: Received message larger than max") though the
+    request was fine and the call had run. The SDK now reads it as RESPONSE_TOO_LARGE naming
+    the size and its limit, so the gateway answers 502 as for the server's own refusal of an
+    answer (the same on a retry with the call's id). Scaled: SDK 64 KiB, server 1 MiB."""
+    from workplace_env.gateway import translate
+    from workplace_env_client import CapacityError, channel
+
+    limit = 64 * 1024
+    monkeypatch.setattr(channel, "MAX_MESSAGE_BYTES", limit)  # the gateway's SDK client's
+    monkeypatch.setattr(translate, "MAX_BODY_BYTES", limit)  # the gateway's own: the same
+    server = make_server(settings=Settings(max_message_bytes=1024 * 1024)).running
+    gw = gateway_on("remote", server, settings=SETTINGS)
+    try:
+        with httpx.Client(base_url=gw.url, timeout=30) as client:
+            answer = client.post("/seed_session", json={**ROW, "prompt": "x" * 200_000})
+            assert answer.status_code == 413, answer.text
+            assert answer.json()["reason"] == "REQUEST_TOO_LARGE"
+            assert f"the gateway's limit of {limit} bytes" in answer.json()["detail"]
+            seed(client)
+            mail = {"recipient": "a@b.com", "subject": "a" * 30_000, "body": "x"}
+            for _ in range(3):
+                assert client.post("/email_send_email", json=mail).status_code == 200
+            for _ in range(2):  # the call and its retry
+                answer = client.post(
+                    "/email_search_emails",
+                    json={"query": "aaaa"},
+                    headers={"x-workplace-call-id": "big-1"},
+                )
+                assert answer.status_code == 502, answer.text
+                body = answer.json()
+                assert (body["reason"], body["failure_kind"]) == (
+                    "RESPONSE_TOO_LARGE",
+                    "response_too_large",
+                )
+                assert f"over this client's message limit of {limit} bytes" in body["detail"]
+            assert client.post("/email_search_emails", json={"query": "zz"}).status_code == 200
+        with EnvironmentClient(f"127.0.0.1:{server.port}") as sdk:
+            sdk.seed("direct", ("r-direct", 0), ("unit", "t1"), {"id": "t1"})
+            for _ in range(3):
+                sdk.call_tool_raw("direct", "email_send_email", json.dumps(mail))
+            with pytest.raises(CapacityError) as err:
+                sdk.call_tool("direct", "email_search_emails", {"query": "aaaa"})
+            assert err.value.reason == "RESPONSE_TOO_LARGE"
+            assert re.fullmatch(
+                rf"the answer is \d+ bytes, over this client's message limit of {limit} bytes; .*",
+                err.value.message,
+            )
+    finally:
+        gw.stop()

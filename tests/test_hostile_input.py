@@ -192,7 +192,6 @@ def test_a_session_over_the_message_limit_is_saved_and_restored_with_the_others(
     mechanism is the one of the 64 MiB default.
     """
     monkeypatch.setattr(admin_sdk, "CHUNK_BYTES", 64 * 1024)
-    monkeypatch.setattr(admin_sdk, "PIECE_CHARS", 16 * 1024)
     limit = Settings(admin_open=True, max_message_bytes=256 * 1024)
     a, b = make_server(settings=limit), make_server(settings=limit)
     sdk, admin_a, admin_b, env_b = a.client, a.admin, b.admin, b.client

@@ -9,6 +9,7 @@ import sys
 import grpc
 import pytest
 
+from tests.helpers import table_rows
 from workplace_env.runner import read_jsonl, run_lines
 from workplace_env.runs import print_summary
 from workplace_env_client import UnavailableError
@@ -66,14 +67,61 @@ def test_a_server_gone_is_a_failure_of_its_own_kind_not_a_reward_mismatch(capsys
     summary = run_lines(_GoneServer(), lines)  # type: ignore[arg-type]
     assert summary.reward_mismatches == 0 and summary.output_mismatches == 0
     assert summary.failed == {"server_unavailable": 5, "invalid_input": 0, "error": 0}
+    assert (summary.played_episodes, summary.mean_reward) == (0, None)  # no mean, not 0
     document = summary.to_json()
     assert document["reward_mismatches"] == 0
     assert document["failed_episodes"]["server_unavailable"] == 5
+    assert (document["played_episodes"], document["mean_reward"]) == (0, None)
     assert {m["kind"] for m in document["mismatches"]} == {"server_unavailable"}
     print_summary(summary, "gone")
     shown = capsys.readouterr().out
     assert "episodes failed (server unavailable) 5" in shown
     assert "mismatch " not in shown
+    rows = table_rows(shown)
+    assert (rows["episodes"], rows["played"], rows["failed"]) == (["5"], ["0"], ["5"])
+    assert rows["mean reward (played)"] == ["-"]
+
+
+class _GoneFor:
+    """The module's client, but UNAVAILABLE for the seeds of the cases named ``gone...``."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def seed(self, session_id, episode, task_id, task):
+        if task_id[1].startswith("gone"):
+            return _GoneServer().seed()
+        return self.client.seed(session_id, episode, task_id, task)
+
+
+def test_the_mean_reward_is_over_the_played_episodes_the_failed_ones_counted_apart(sdk, capsys):
+    """Review finding: the mean reward counted episodes that could not be played (server
+    unavailable, invalid line, error) as reward 0, so 2 passed and 2 unplayed showed 0.5.
+    It is now the mean over the played episodes, shown beside how many played and failed."""
+    lines = [
+        {"id": name, "ground_truth": [], "function_calls": [], "category": "c"}
+        for name in ("ok-1", "gone-1", "ok-2", "gone-2")
+    ]
+    summary = run_lines(_GoneFor(sdk), lines)  # type: ignore[arg-type]
+    assert (summary.episodes, summary.played_episodes, summary.failed_episodes) == (4, 2, 2)
+    assert summary.mean_reward == 1.0
+    assert summary.by_category == {"c": (2, 1.0)}
+    document = summary.to_json()
+    assert (document["episodes"], document["played_episodes"], document["mean_reward"]) == (
+        4,
+        2,
+        1.0,
+    )
+    assert document["failed_episodes"] == {"server_unavailable": 2, "invalid_input": 0, "error": 0}
+    print_summary(summary, "half gone")
+    shown = capsys.readouterr().out
+    rows = table_rows(shown)
+    assert (rows["episodes"], rows["played"], rows["failed"]) == (["4"], ["2"], ["2"])
+    assert rows["mean reward (played)"] == ["1.0000"]  # not 0.5000
+    assert "episodes failed (server unavailable) 2" in shown
 
 
 @pytest.mark.parametrize(
@@ -104,6 +152,12 @@ def test_input_errors_name_the_files_field_and_line(tmp_path, line, named):
     document = json.loads(out.read_text())
     assert document["failed_episodes"] == {"server_unavailable": 0, "invalid_input": 1, "error": 0}
     assert document["reward_mismatches"] == 0
+    # the good line's reward only: the bad line is no reward of 0
+    assert (document["episodes"], document["played_episodes"], document["mean_reward"]) == (
+        2,
+        1,
+        1.0,
+    )
     [failure] = document["mismatches"]
     assert (failure["case_id"], failure["kind"]) == ("bad", "invalid_input")
     assert failure["detail"].startswith(named), failure["detail"]

@@ -189,35 +189,34 @@ def test_every_rpc_has_a_deadline(make_env):
 # -- refusals for concurrency (X3): sent again after their RetryInfo delay, within the deadline --
 
 
-@pytest.mark.parametrize(("method", "call"), EVERY_RPC, ids=[m for m, _ in EVERY_RPC])
-def test_every_rpc_refused_for_concurrency_is_sent_again_after_the_retry_delay(method, call):
-    """A TOO_MANY_RPCS refusal was not run, so every RPC is sent again after its RetryInfo
-    delay (gRPC's retry policy cannot read it); before, it surfaced as CapacityError."""
-    stand_in = RefusingStandIn(refusals=2)
-    try:
-        with EnvironmentClient(stand_in.target, timeout_s=HANG_S) as client:
-            call(client)
-        assert stand_in.attempts == {method: 3}
-    finally:
-        stand_in.stop()
-
-
 #: Every admin RPC, as (method, a call of it on an AdminClient).
 EVERY_ADMIN_RPC = [
     ("RetireSession", lambda a: a.retire_session("s")),
     ("ExportSessions", lambda a: a.export_sessions(["s"])),
     ("RestoreSessions", lambda a: a.restore_sessions([])),
 ]
+#: Every RPC of both clients, as (client class, method, a call of it on that client).
+EVERY_CLIENT_RPC = [(EnvironmentClient, m, call) for m, call in EVERY_RPC] + [
+    (AdminClient, m, call) for m, call in EVERY_ADMIN_RPC
+]
 
 
-@pytest.mark.parametrize(("method", "call"), EVERY_ADMIN_RPC, ids=[m for m, _ in EVERY_ADMIN_RPC])
-def test_every_admin_rpc_refused_for_concurrency_is_sent_again(method, call):
-    """The admin client too (a checkpoint or restore of a Session goes through it); the
-    restore's request stream is made afresh for each attempt."""
+@pytest.mark.parametrize(
+    ("client_type", "method", "call"),
+    EVERY_CLIENT_RPC,
+    ids=[f"{t.__name__}.{m}" for t, m, _ in EVERY_CLIENT_RPC],
+)
+def test_every_rpc_refused_for_concurrency_is_sent_again_after_the_retry_delay(
+    client_type, method, call
+):
+    """A TOO_MANY_RPCS refusal was not run, so every RPC of the environment client and of the
+    admin client (a Session's checkpoint and restore go through it) is sent again after its
+    RetryInfo delay (gRPC's retry policy cannot read it); before, it surfaced as
+    CapacityError. The restore's request stream is made afresh for each attempt."""
     stand_in = RefusingStandIn(refusals=2)
     try:
-        with AdminClient(stand_in.target, timeout_s=HANG_S) as admin:
-            call(admin)
+        with client_type(stand_in.target, timeout_s=HANG_S) as client:
+            call(client)
         assert stand_in.attempts == {method: 3}
     finally:
         stand_in.stop()

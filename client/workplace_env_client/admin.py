@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import grpc
 from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
@@ -34,14 +35,16 @@ from workplace_env_client.routing import Target, session_metadata
 
 def snapshot_to_json(snapshot: admin_pb.SessionSnapshot) -> dict[str, Any]:
     """A snapshot as a JSON object (proto field names, every field present but a call
-    record's ``output_continues``, which a whole snapshot never sets: files stay readable by
-    versions before it)."""
+    record's ``output_continues`` and ``header_encoding``, which a whole snapshot never sets:
+    files stay readable by versions before them)."""
     document = json_format.MessageToDict(
         snapshot, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
     for record in document.get("call_records", ()):
         if not record.get("output_continues"):
             record.pop("output_continues", None)
+    if not document.get("header_encoding"):
+        document.pop("header_encoding", None)
     return document
 
 
@@ -64,63 +67,101 @@ class ExportResult(NamedTuple):
 #: Target size of one streamed chunk of snapshots (bytes): under gRPC's default 4 MiB receive
 #: limit, so any client (grpcurl, a plain channel) can read an export.
 CHUNK_BYTES = 2 * 1024 * 1024
-#: Characters of ``state_json`` per piece of a split snapshot (at most 4 UTF-8 bytes each).
-PIECE_CHARS = CHUNK_BYTES // 4
+#: The most a piece of :func:`split_snapshot` carries beyond its ``chunk_bytes``: the session
+#: id and a record's call_id (256 characters each, up to 4 bytes a character), its digest and
+#: age, the flags and the framing of the nested fields.
+PIECE_OVERHEAD_BYTES = 2 * 1024
+#: The fields of a snapshot's header (:func:`split_snapshot` sends them as
+#: ``header_encoding`` when they are too large to travel whole).
+HEADER_FIELDS: tuple[Literal["episode_id", "task_id", "task", "legacy", "state"], ...] = (
+    "episode_id",
+    "task_id",
+    "task",
+    "legacy",
+    "state",
+)
 
 
-def split_record(record: admin_pb.CallRecord) -> list[admin_pb.CallRecord]:
-    """``record`` as pieces of at most about :data:`CHUNK_BYTES`: the first carries its
-    call_id, digest, age and the first :data:`PIECE_CHARS` characters of ``output``, each later
-    one the call_id and the next piece; all but the last have ``output_continues``."""
-    if record.ByteSize() <= CHUNK_BYTES:
+def split_record(
+    record: admin_pb.CallRecord, chunk_bytes: int | None = None
+) -> list[admin_pb.CallRecord]:
+    """``record`` as pieces of at most about ``chunk_bytes`` (default :data:`CHUNK_BYTES`): the
+    first carries its call_id, digest, age and the first ``chunk_bytes // 4`` characters of
+    ``output`` (at most 4 UTF-8 bytes each), each later one the call_id and the next piece; all
+    but the last have ``output_continues``."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
+    if record.ByteSize() <= chunk_bytes:
         return [record]
+    step = max(1, chunk_bytes // 4)
     output = record.output
     first = admin_pb.CallRecord()
     first.CopyFrom(record)
-    first.output = output[:PIECE_CHARS]
+    first.output = output[:step]
     pieces = [first]
-    for start in range(PIECE_CHARS, len(output), PIECE_CHARS):
+    for start in range(step, len(output), step):
         pieces.append(
-            admin_pb.CallRecord(call_id=record.call_id, output=output[start : start + PIECE_CHARS])
+            admin_pb.CallRecord(call_id=record.call_id, output=output[start : start + step])
         )
     for piece in pieces[:-1]:
         piece.output_continues = True
     return pieces
 
 
-def split_snapshot(snapshot: admin_pb.SessionSnapshot) -> list[admin_pb.SessionSnapshot]:
-    """``snapshot`` as messages of about :data:`CHUNK_BYTES` each at most: the first carries
-    everything but the rest of ``state_json`` and of ``call_records``, each later one the next
-    piece of ``state_json`` and/or more call records, all but the last with
-    ``state_json_continues``. A record larger than a chunk travels in pieces of its output
-    (:func:`split_record`), so a session of any size fits the message limit; only the task,
-    which a seed request carried whole, is never split."""
+def split_snapshot(
+    snapshot: admin_pb.SessionSnapshot, chunk_bytes: int | None = None
+) -> list[admin_pb.SessionSnapshot]:
+    """``snapshot`` as messages of at most ``chunk_bytes`` (default :data:`CHUNK_BYTES`) plus
+    :data:`PIECE_OVERHEAD_BYTES` each: the first carries everything but the rest of
+    ``state_json`` and of ``call_records``, each later one the next piece of ``state_json``
+    and/or more call records, all but the last with ``state_json_continues``. A header too
+    large to travel beside the first piece of ``state_json`` (a large task, or id) travels as
+    its encoding in pieces of ``chunk_bytes`` (``header_encoding``, ahead of the state), and a
+    record larger than a chunk in pieces of its output (:func:`split_record`), so no field
+    makes a piece larger: a session of any size fits any message limit above
+    ``chunk_bytes + PIECE_OVERHEAD_BYTES``."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     text = snapshot.state_json
-    if len(text) <= PIECE_CHARS and snapshot.ByteSize() <= CHUNK_BYTES:
+    step = max(1, chunk_bytes // 4)  # characters of state_json: at most 4 UTF-8 bytes each
+    if len(text) <= step and snapshot.ByteSize() <= chunk_bytes:
         return [snapshot]
+    sid = snapshot.resources_session_id
     first = admin_pb.SessionSnapshot()
     first.CopyFrom(snapshot)
-    first.state_json = text[:PIECE_CHARS]
+    first.state_json = text[:step]
     del first.call_records[:]
     pieces = [first]
-    for start in range(PIECE_CHARS, len(text), PIECE_CHARS):
+    state_from = step
+    if first.ByteSize() > chunk_bytes:
+        header = admin_pb.SessionSnapshot()
+        header.CopyFrom(first)
+        header.ClearField("resources_session_id")
+        header.ClearField("state_json")
+        for name in HEADER_FIELDS:
+            first.ClearField(name)
+        encoding = header.SerializeToString()
+        first.state_json, state_from = "", 0
+        first.header_encoding = encoding[:chunk_bytes]
+        for start in range(chunk_bytes, len(encoding), chunk_bytes):
+            pieces.append(
+                admin_pb.SessionSnapshot(
+                    resources_session_id=sid, header_encoding=encoding[start : start + chunk_bytes]
+                )
+            )
+    for start in range(state_from, len(text), step):
         pieces.append(
             admin_pb.SessionSnapshot(
-                resources_session_id=snapshot.resources_session_id,
-                state_json=text[start : start + PIECE_CHARS],
+                resources_session_id=sid, state_json=text[start : start + step]
             )
         )
     size = pieces[-1].ByteSize()
     for whole in snapshot.call_records:
-        for record in split_record(whole):
+        for record in split_record(whole, chunk_bytes):
             grown = record.ByteSize() + 8  # the field's tag and length prefix
             last = pieces[-1]
-            if size + grown > CHUNK_BYTES and (
-                last is first or last.state_json or last.call_records
+            if size + grown > chunk_bytes and (
+                last is first or last.state_json or last.header_encoding or last.call_records
             ):
-                pieces.append(
-                    admin_pb.SessionSnapshot(resources_session_id=snapshot.resources_session_id)
-                )
+                pieces.append(admin_pb.SessionSnapshot(resources_session_id=sid))
                 size = pieces[-1].ByteSize()
             pieces[-1].call_records.append(record)
             size += grown
@@ -129,42 +170,77 @@ def split_snapshot(snapshot: admin_pb.SessionSnapshot) -> list[admin_pb.SessionS
     return pieces
 
 
+Piece = TypeVar("Piece", admin_pb.SessionSnapshot, admin_pb.CallRecord)
+
+
+def _join_pieces(
+    pieces: Iterable[Piece],
+    *,
+    key: str,
+    texts: tuple[str, ...],
+    continues: str,
+    where: Callable[[int], str],
+    container: str,
+    merge: Callable[[Piece, Piece], None] | None = None,
+) -> Iterator[Piece]:
+    """The one rule for reassembling what :func:`split_snapshot` and :func:`split_record` cut:
+    each run of pieces whose ``continues`` flag is set on all but the last becomes one message,
+    a copy of its first piece with each of its ``texts`` fields (text or bytes) concatenated
+    over the run, the flag cleared and ``merge(whole, piece)`` applied for anything else a
+    later piece carries; a piece with the flag unset outside a run passes as it is.
+    ``where(n)`` is the field path of the n-th message yielded. Raises ValueError
+    ``"<where>.<continues>: <why>"`` when a later piece names another ``key`` than the run's
+    first, or ``pieces`` (the ``container``) end inside a run."""
+    whole: Piece | None = None
+    parts: dict[str, list[Any]] = {}
+    count = 0
+    for piece in pieces:
+        if whole is not None:
+            if getattr(piece, key) != getattr(whole, key):
+                raise ValueError(
+                    f"{where(count)}.{continues}: the next piece names {key} "
+                    f"{getattr(piece, key)!r}, not {getattr(whole, key)!r}"
+                )
+            for name in texts:
+                parts[name].append(getattr(piece, name))
+            if merge is not None:
+                merge(whole, piece)
+            if getattr(piece, continues):
+                continue
+            for name, run in parts.items():
+                setattr(whole, name, run[0][:0].join(run))
+            setattr(whole, continues, False)
+            piece, whole = whole, None
+        elif getattr(piece, continues):
+            whole = type(piece)()
+            whole.CopyFrom(piece)
+            parts = {name: [getattr(piece, name)] for name in texts}
+            continue
+        yield piece
+        count += 1
+    if whole is not None:
+        raise ValueError(
+            f"{where(count)}.{continues}: the {container} ended inside the {texts[-1]} of "
+            f"{key} {getattr(whole, key)!r}"
+        )
+
+
 def _join_records(snapshot: admin_pb.SessionSnapshot, index: int) -> admin_pb.SessionSnapshot:
-    """``snapshot`` with the pieces of each split call record (:func:`split_record`) joined.
-    Raises ValueError naming the record when a piece names another call_id than the one it
-    continues or the snapshot ends inside a record."""
+    """``snapshot`` (the ``index``-th of its stream) with the pieces of each split call record
+    joined (:func:`_join_pieces`)."""
     records = snapshot.call_records
     if not any(record.output_continues for record in records):
         return snapshot
-    joined: list[admin_pb.CallRecord] = []
-    pending: admin_pb.CallRecord | None = None
-    parts: list[str] = []
-    for record in records:
-        where = f"snapshots[{index}].call_records[{len(joined)}]"
-        if pending is not None:
-            if record.call_id != pending.call_id:
-                raise ValueError(
-                    f"{where}.output_continues: the next record names call_id "
-                    f"{record.call_id!r}, not {pending.call_id!r}"
-                )
-            parts.append(record.output)
-            if record.output_continues:
-                continue
-            pending.output = "".join(parts)
-            pending.output_continues = False
-            joined.append(pending)
-            pending, parts = None, []
-        elif record.output_continues:
-            pending = admin_pb.CallRecord()
-            pending.CopyFrom(record)
-            parts = [record.output]
-        else:
-            joined.append(record)
-    if pending is not None:
-        raise ValueError(
-            f"snapshots[{index}].call_records[{len(joined)}].output_continues: the snapshot "
-            f"ended inside the output of call_id {pending.call_id!r}"
+    joined = list(
+        _join_pieces(
+            records,
+            key="call_id",
+            texts=("output",),
+            continues="output_continues",
+            where=lambda n: f"snapshots[{index}].call_records[{n}]",
+            container="snapshot",
         )
+    )
     del snapshot.call_records[:]
     snapshot.call_records.extend(joined)
     return snapshot
@@ -174,48 +250,69 @@ def join_snapshots(
     messages: Iterable[admin_pb.SessionSnapshot],
 ) -> Iterator[admin_pb.SessionSnapshot]:
     """Whole snapshots from a stream of :func:`split_snapshot` pieces (whole ones pass as
-    they are), the pieces of each split call record joined too. Raises ValueError naming the
-    snapshot (and record) when a piece does not follow its first (another id) or the stream
-    ends inside a snapshot (or a record)."""
-    pending: admin_pb.SessionSnapshot | None = None
-    parts: list[str] = []
-    count = 0
-    for message in messages:
-        if pending is not None:
-            if message.resources_session_id != pending.resources_session_id:
-                raise ValueError(
-                    f"snapshots[{count}].state_json_continues: the next message names session "
-                    f"{message.resources_session_id!r}, not {pending.resources_session_id!r}"
-                )
-            parts.append(message.state_json)
-            pending.call_records.extend(message.call_records)
-            if message.state_json_continues:
-                continue
-            pending.state_json = "".join(parts)
-            pending.state_json_continues = False
-            yield _join_records(pending, count)
-            pending, parts, count = None, [], count + 1
-        elif message.state_json_continues:
-            pending, parts = message, [message.state_json]
-        else:
-            yield _join_records(message, count)
-            count += 1
-    if pending is not None:
-        raise ValueError(
-            f"snapshots[{count}].state_json_continues: the stream ended inside session "
-            f"{pending.resources_session_id!r}"
-        )
+    they are), the pieces of each split header and call record joined too. Raises ValueError
+    ``"snapshots[i]...: <why>"`` naming the snapshot (and record) when a piece does not follow
+    its first (another id) or the stream ends inside a snapshot (or a record)."""
+    whole = _join_pieces(
+        messages,
+        key="resources_session_id",
+        texts=("header_encoding", "state_json"),
+        continues="state_json_continues",
+        where=lambda n: f"snapshots[{n}]",
+        container="stream",
+        merge=lambda snapshot, piece: snapshot.call_records.extend(piece.call_records),
+    )
+    for index, snapshot in enumerate(whole):
+        yield _join_records(_join_header(snapshot, index), index)
 
 
-def group_pieces(pieces: Iterable[admin_pb.SessionSnapshot]) -> Iterator[list[Any]]:
-    """Pieces of :func:`split_snapshot` grouped in lists of about :data:`CHUNK_BYTES` (at
+def _join_header(snapshot: admin_pb.SessionSnapshot, index: int) -> admin_pb.SessionSnapshot:
+    """``snapshot`` (the ``index``-th of its stream) with its joined ``header_encoding`` merged
+    in as its header fields (:data:`HEADER_FIELDS`). Raises ValueError
+    ``"snapshots[i].header_encoding: <why>"`` when the encoding is not a snapshot's, carries
+    another field, or comes beside a header field already set."""
+    encoding = snapshot.header_encoding
+    if not encoding:
+        return snapshot
+    where = f"snapshots[{index}].header_encoding"
+    header = admin_pb.SessionSnapshot()
+    try:
+        header.MergeFromString(encoding)
+    except DecodeError as exc:
+        raise ValueError(f"{where}: not the encoding of a SessionSnapshot ({exc})") from exc
+    for field, _ in header.ListFields():
+        if field.name not in HEADER_FIELDS:
+            raise ValueError(f"{where}: carries {field.name}, which is not a header field")
+    for field, _ in snapshot.ListFields():
+        if field.name in HEADER_FIELDS:
+            raise ValueError(
+                f"{where}: set beside {field.name} (a header travels whole or encoded)"
+            )
+    snapshot.header_encoding = b""
+    snapshot.MergeFrom(header)
+    return snapshot
+
+
+def framed_bytes(message: admin_pb.SessionSnapshot) -> int:
+    """Bytes ``message`` takes as one entry of a repeated field: its size, its field tag (1
+    byte) and its length prefix (a varint). A message carrying only it is that large."""
+    size = message.ByteSize()
+    return 1 + max(1, (size.bit_length() + 6) // 7) + size
+
+
+def group_pieces(
+    pieces: Iterable[admin_pb.SessionSnapshot], chunk_bytes: int | None = None
+) -> Iterator[list[Any]]:
+    """Pieces of :func:`split_snapshot` grouped in lists whose message (the pieces with their
+    framing, :func:`framed_bytes`) is at most ``chunk_bytes`` (default :data:`CHUNK_BYTES`; at
     least one list, possibly empty; a piece larger than that alone): the payload of each
     streamed message."""
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     chunk: list[admin_pb.SessionSnapshot] = []
     size = 0
     for piece in pieces:
-        grown = piece.ByteSize()
-        if chunk and size + grown > CHUNK_BYTES:
+        grown = framed_bytes(piece)
+        if chunk and size + grown > chunk_bytes:
             yield chunk
             chunk, size = [], 0
         chunk.append(piece)

@@ -7,6 +7,7 @@ a bare ``grpc.RpcError``. The original error stays available as ``__cause__``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import grpc
@@ -193,11 +194,28 @@ def _details(error: grpc.RpcError) -> _Details:
     return out
 
 
+#: gRPC's text when an answer is over this client's receive limit (``grpc.max_receive_message
+#: _length``): "(<size> vs. <limit>)". The server's own refusal of a request says "SERVER:".
+_OVER_RECEIVE_LIMIT = re.compile(r"CLIENT: Received message larger than max \((\d+) vs\. (\d+)\)")
+
+
 def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
-    """The typed SDK exception for a failed RPC."""
+    """The typed SDK exception for a failed RPC. An answer over this client's own message
+    limit (a server whose limit is larger) is CapacityError ``RESPONSE_TOO_LARGE`` naming the
+    size and the limit, as the server's refusal of an answer over its limit: the RPC ran, only
+    its answer was lost; gRPC's bare RESOURCE_EXHAUSTED would read as a request too large."""
     code: grpc.StatusCode = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     message: str | None = error.details() if hasattr(error, "details") else str(error)
     info = _details(error)
+    over = _OVER_RECEIVE_LIMIT.search(message or "")
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not info.reason and over:
+        size, limit = over.groups()
+        return CapacityError(
+            f"the answer is {size} bytes, over this client's message limit of {limit} bytes; "
+            "the call ran on the server (a retry with its call_id gets this answer again)",
+            code,
+            reason="RESPONSE_TOO_LARGE",
+        )
     cls = _BY_REASON.get(info.reason) or _BY_CODE.get(code, WorkplaceEnvError)
     return cls(
         message or "",

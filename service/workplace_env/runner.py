@@ -81,16 +81,21 @@ class EpisodeResult:
 
 @dataclass
 class RunSummary:
-    """Totals of a run (the ``--json-out`` document)."""
+    """Totals of a run (the ``--json-out`` document). ``episodes`` counts every line: the
+    ``played_episodes`` (played to the end and scored) and the failed ones (``failed``, by
+    kind); ``mean_reward`` is the mean over the played episodes only (None when none played:
+    an episode that could not be played has no reward, so it is never counted as 0)."""
 
     episodes: int
-    mean_reward: float
+    played_episodes: int
+    mean_reward: float | None
     output_mismatches: int
     reward_mismatches: int
     episodes_per_s: float
     state_mismatches: int
     mismatches: list[Mismatch]
-    by_category: dict[str, tuple[int, float]]
+    #: Per category: its played episodes and their mean reward (None when none played).
+    by_category: dict[str, tuple[int, float | None]]
     #: Episodes that did not play to the end, by kind (every key of FAILURE_KINDS).
     failed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAILURE_KINDS, 0))
 
@@ -99,10 +104,13 @@ class RunSummary:
         return sum(self.failed.values())
 
     def to_json(self) -> dict[str, Any]:
-        """The ``--json-out`` document: totals, failures by kind and the first 20 mismatches
-        (failures included, their ``kind`` the failure's)."""
+        """The ``--json-out`` document: totals (``episodes`` = ``played_episodes`` + the
+        ``failed_episodes`` of every kind; ``mean_reward`` over the played ones, null when
+        none), failures by kind and the first 20 mismatches (failures included, their ``kind``
+        the failure's)."""
         return {
             "episodes": self.episodes,
+            "played_episodes": self.played_episodes,
             "mean_reward": self.mean_reward,
             "output_mismatches": self.output_mismatches,
             "state_mismatches": self.state_mismatches,
@@ -354,20 +362,29 @@ def run_lines(
     by_category: dict[str, list[float]] = {}
     failed = dict.fromkeys(FAILURE_KINDS, 0)
     for r in results:
-        by_category.setdefault(r.category, []).append(r.reward)
-        if r.failure is not None:
+        rewards = by_category.setdefault(r.category, [])
+        if r.failure is None:
+            rewards.append(r.reward)
+        else:
             failed[r.failure] += 1
+    played = [r.reward for r in results if r.failure is None]
     return RunSummary(
         episodes=len(results),
-        mean_reward=sum(r.reward for r in results) / len(results) if results else 0.0,
+        played_episodes=len(played),
+        mean_reward=_mean(played),
         output_mismatches=sum(r.output_mismatches for r in results),
         reward_mismatches=sum(1 for r in results if r.reward_mismatch),
         episodes_per_s=len(results) / elapsed if elapsed > 0 else 0.0,
         state_mismatches=sum(r.state_mismatches for r in results),
         mismatches=[m for r in results for m in r.mismatches],
-        by_category={k: (len(v), sum(v) / len(v)) for k, v in sorted(by_category.items())},
+        by_category={k: (len(v), _mean(v)) for k, v in sorted(by_category.items())},
         failed=failed,
     )
+
+
+def _mean(rewards: list[float]) -> float | None:
+    """The mean of ``rewards``; None for none (no episode played: no mean, not 0)."""
+    return sum(rewards) / len(rewards) if rewards else None
 
 
 def failure_kind(exc: BaseException) -> str:

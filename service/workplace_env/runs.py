@@ -53,20 +53,25 @@ def read_episodes(file: Path) -> list[dict[str, Any]]:
 
 
 def print_summary(summary: RunSummary, title: str) -> None:
-    """The run's totals as a table on stdout, the episodes that failed by kind under it (apart
-    from the mismatches), then the first 10 mismatches and failures."""
-    table = Table(title=plain(title))
-    columns = ("episodes", "mean reward", "output mismatches", "state mismatches")
-    for col in (*columns, "reward mismatches", "episodes/s"):
-        table.add_column(col, justify="right")
-    table.add_row(
-        str(summary.episodes),
-        f"{summary.mean_reward:.4f}",
-        str(summary.output_mismatches),
-        str(summary.state_mismatches),
-        str(summary.reward_mismatches),
-        f"{summary.episodes_per_s:.1f}",
-    )
+    """The run's totals on stdout, one per row (episodes, how many played and failed, the mean
+    reward of the played ones or "-" when none, mismatches by kind, episodes/s), the episodes
+    that failed by kind under them (apart from the mismatches), then the first 10 mismatches
+    and failures."""
+    table = Table(title=plain(title), show_header=False)
+    table.add_column("total")
+    table.add_column("value", justify="right")
+    mean = summary.mean_reward
+    for name, value in (
+        ("episodes", str(summary.episodes)),
+        ("played", str(summary.played_episodes)),
+        ("failed", str(summary.failed_episodes)),
+        ("mean reward (played)", "-" if mean is None else f"{mean:.4f}"),
+        ("output mismatches", str(summary.output_mismatches)),
+        ("state mismatches", str(summary.state_mismatches)),
+        ("reward mismatches", str(summary.reward_mismatches)),
+        ("episodes/s", f"{summary.episodes_per_s:.1f}"),
+    ):
+        table.add_row(name, value)
     Console().print(table)
     for kind, count in summary.failed.items():
         if count:

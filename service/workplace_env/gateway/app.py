@@ -58,7 +58,8 @@ are not text -> 400 (as NeMo Gym's server); a tool call
 without a live session -> 404 ``failure_kind "session_lost"`` (``reason`` SESSION_LOST,
 SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed id, a reused
 ``x-workplace-call-id``, a close for another episode -> 409; capacity -> 429 with
-``Retry-After``; a tool output over the server's message limit -> 502 ``RESPONSE_TOO_LARGE``;
+``Retry-After``; a tool output over the server's message limit, or over the SDK client's when
+the server's is larger -> 502 ``RESPONSE_TOO_LARGE``;
 the service unavailable -> 503, its deadline -> 504, anything else it refuses -> 502.
 """
 

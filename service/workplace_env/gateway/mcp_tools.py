@@ -239,9 +239,9 @@ class McpGateway:
             body += message.get("body", b"")
             more = message.get("more_body", False)
             if len(body) > MAX_BODY_BYTES:
-                await _parse_error(f"the body is over {MAX_BODY_BYTES} bytes", 413)(
-                    scope, receive, send
-                )
+                await _parse_error(
+                    f"the body is over the gateway's limit of {MAX_BODY_BYTES} bytes", 413
+                )(scope, receive, send)
                 return
         problem, message = _envelope_problem(bytes(body))
         if problem is not None:

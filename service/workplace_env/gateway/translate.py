@@ -196,10 +196,12 @@ def service_error(
     return HttpProblem(json_response({"failure_kind": kind, **body}, status, headers))
 
 
-def too_large_problem(detail: str = f"the body is over {MAX_BODY_BYTES} bytes") -> HttpProblem:
+def too_large_problem(detail: str | None = None) -> HttpProblem:
     """413 ``REQUEST_TOO_LARGE`` (no Retry-After: the same body cannot pass later): a body over
-    :data:`MAX_BODY_BYTES`, however it is sent, or a request over the service's message limit.
-    """
+    :data:`MAX_BODY_BYTES` (the default ``detail`` names it), however it is sent, or a request
+    over the service's message limit."""
+    if detail is None:
+        detail = f"the body is over the gateway's limit of {MAX_BODY_BYTES} bytes"
     return HttpProblem(
         json_response(
             {"failure_kind": "request_too_large", "reason": "REQUEST_TOO_LARGE", "detail": detail},

@@ -22,16 +22,14 @@ from workplace_env.server import convert
 from workplace_env.server.servicer import _rpc
 from workplace_env.server.status import to_status
 from workplace_env.sessions import SessionStore
+from workplace_env_client import admin as admin_sdk
 from workplace_env_client.admin import (
-    CHUNK_BYTES,
+    PIECE_OVERHEAD_BYTES,
+    framed_bytes,
     group_pieces,
     join_snapshots,
     split_snapshot,
 )
-
-#: Room left in an export message beside one piece: its framing and the final message's
-#: missing ids and failures.
-_EXPORT_FRAMING_BYTES = 64 * 1024
 
 ADMIN_SERVICE_NAME = admin_pb.DESCRIPTOR.services_by_name["EnvironmentAdminService"].full_name
 
@@ -47,27 +45,28 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
         self.max_message_bytes = max_message_bytes
 
     def ExportSessions(self, request, context):  # type: ignore[no-untyped-def]
-        """K1: every session in pieces of about 2 MiB (state, call records and each record's
-        output split as needed); a session that cannot travel is named in ``failures`` and
-        never stops the others."""
+        """K1: every session in pieces (header, state, call records and each record's output
+        split as needed) grouped in messages of about 2 MiB, or less under a smaller message
+        limit, so every session fits. Only under a limit of a few KiB can a piece alone need
+        a message over it: its session is named in ``failures`` and the others export."""
+        limit = self.max_message_bytes
+        chunk_bytes = min(admin_sdk.CHUNK_BYTES, max(limit - PIECE_OVERHEAD_BYTES, limit // 2))
         snapshots, missing, failures = self.store.export(list(request.resources_session_ids))
         pieces: list[admin_pb.SessionSnapshot] = []
         for snapshot in snapshots:
-            split = split_snapshot(convert.snapshot_message(snapshot))
-            largest = max(piece.ByteSize() for piece in split)
-            # Only the task, which a seed carried whole, is never split: a task near the limit
-            # can make the first piece too large to send.
-            if largest > self.max_message_bytes - _EXPORT_FRAMING_BYTES:
+            split = split_snapshot(convert.snapshot_message(snapshot), chunk_bytes)
+            largest = max(framed_bytes(piece) for piece in split)  # its message's size alone
+            if largest > limit:
                 failures.append(
                     (
                         snapshot.session_id,
-                        f"a piece of its snapshot is {largest} bytes, over the server's "
-                        f"message limit of {self.max_message_bytes} bytes",
+                        f"a piece of its snapshot needs a message of {largest} bytes, over the "
+                        f"server's message limit of {limit} bytes",
                     )
                 )
             else:
                 pieces.extend(split)
-        chunks = list(group_pieces(pieces))
+        chunks = list(group_pieces(pieces, chunk_bytes))
         for chunk in chunks[:-1]:
             yield admin_pb.ExportSessionsResponse(snapshots=chunk)
         tail = admin_pb.ExportSessionsResponse(
@@ -78,7 +77,7 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
             ],
         )
         last = admin_pb.ExportSessionsResponse(snapshots=chunks[-1])
-        if last.ByteSize() + tail.ByteSize() > CHUNK_BYTES:  # many ids: a message of their own
+        if last.ByteSize() + tail.ByteSize() > chunk_bytes:  # many ids: a message of their own
             yield last
             yield tail
         else:
