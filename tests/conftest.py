@@ -115,6 +115,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("gateway_backend", backends, indirect=True, scope="module")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under mutmut only, a mutant's tests run quickest first (tests/mutation/order.py)."""
+    if os.environ.get("MUTANT_UNDER_TEST"):
+        from tests.mutation.order import quickest_first
+
+        quickest_first(items)
+
+
 def _options(request: pytest.FixtureRequest, name: str) -> dict[str, Any]:
     marker = request.node.get_closest_marker(name)
     return dict(marker.kwargs) if marker else {}
