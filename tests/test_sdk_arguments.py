@@ -7,6 +7,9 @@ TypeError, UnicodeEncodeError) naming no field. ``max_attempts`` is checked alik
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +17,7 @@ import grpc
 import pytest
 
 from tests.helpers import EP, TASK, TID, RefusingStandIn
+from workplace_env.gateway.backend import InProcessBackend, RemoteBackend
 from workplace_env_client import (
     ArgumentError,
     AsyncEnvironmentClient,
@@ -35,6 +39,8 @@ def _nested(depth: int) -> dict[str, Any]:
         value = {"a": value}
     return value
 
+
+ROW_WITH_SET = {"id": "t1", "x": {"alpha", "beta", "gamma", "delta"}}
 
 #: (label, method, args, kwargs, the field named, reason) for both clients. ``session`` is the
 #: context manager; ``handle.*`` a method of the handle it yields.
@@ -180,6 +186,43 @@ CASES: list[tuple[str, str, tuple[Any, ...], dict[str, Any], str, str]] = [
         "arguments.query",
         TOOL,
     ),
+    # L2: a row value that is not JSON (its digest changed with PYTHONHASHSEED for a set)
+    ("row holding a set", "session", (ROW_WITH_SET,), {}, "task.x", REQUEST),
+    (
+        "seed row a frozenset",
+        "seed",
+        ("s", EP, TID, {"id": "t", "x": frozenset()}),
+        {},
+        "task.x",
+        REQUEST,
+    ),
+    (
+        "seed row bytes",
+        "seed",
+        ("s", EP, TID, {"id": "t", "x": [1, b"a"]}),
+        {},
+        "task.x[1]",
+        REQUEST,
+    ),
+    (
+        "legacy seed row a set",
+        "seed_legacy",
+        ("s", {"id": "t", "y": {"z": {1}}}),
+        {},
+        "task.y.z",
+        REQUEST,
+    ),
+    ("row a complex", "session", ({"id": "t", "n": 1j},), {}, "task.n", REQUEST),
+    ("row key a tuple", "session", ({"id": "t", (1, 2): 1},), {}, "task", REQUEST),
+    ("row a giant int", "session", ({"id": "t", "n": 10**5000},), {}, "task.n", REQUEST),
+    (
+        "row nested 200 deep",
+        "session",
+        ({"id": "t", "a": _nested(199)},),
+        {},
+        "task" + ".a" * 128,
+        REQUEST,
+    ),
     ("handle verify [1]", "handle.verify", ([1],), {}, "function_calls.calls[0]", REQUEST),
     ("handle verify a number", "handle.verify", (5,), {}, "function_calls.calls", REQUEST),
 ]
@@ -200,6 +243,21 @@ SYNC_ONLY: list[tuple[str, Any, str]] = [
         "rollout row None",
         lambda c, h: run_rollout(c, None, None, ModelPolicy("m"), tools=[]),
         "task",
+    ),
+    (
+        "rollout row holding a set",
+        lambda c, h: run_rollout(c, None, ROW_WITH_SET, ModelPolicy("m"), tools=[]),
+        "task.x",
+    ),
+    (
+        "gateway backend seed of a row holding a set",
+        lambda c, h: RemoteBackend(c).seed("s", EP, TID, ROW_WITH_SET),
+        "task.x",
+    ),
+    (
+        "gateway backend legacy seed of a row holding bytes",
+        lambda c, h: RemoteBackend(c).seed_legacy("s", {"id": "t", "x": b"a"}),
+        "task.x",
     ),
     ("rollout policy a string", lambda c, h: run_rollout(c, None, TASK, "m", tools=[]), "policy"),
     (
@@ -285,14 +343,46 @@ def test_sync_session_admin_and_rollout_entry_points_name_the_field(stand_in, la
     _refused(err.value, field, REQUEST)
 
 
-def test_async_rollout_names_the_field_of_a_malformed_row(stand_in):
+@pytest.mark.parametrize(("row", "field"), [([1], "task"), (ROW_WITH_SET, "task.x")])
+def test_async_rollout_names_the_field_of_a_malformed_row(stand_in, row, field):
     async def run() -> BaseException:
         async with AsyncEnvironmentClient(stand_in.target) as client:
             with pytest.raises(ArgumentError) as err:
-                await arun_rollout(client, None, [1], ModelPolicy("m"), tools=[])
+                await arun_rollout(client, None, row, ModelPolicy("m"), tools=[])
             return err.value
 
-    _refused(asyncio.run(run()), "task", REQUEST)
+    _refused(asyncio.run(run()), field, REQUEST)
+
+
+def test_the_in_process_gateway_backend_refuses_a_row_holding_a_set(server):
+    backend = InProcessBackend.of_server(server)
+    with pytest.raises(ArgumentError) as err:
+        backend.seed("s-l2", EP, TID, ROW_WITH_SET)
+    _refused(err.value, "task.x", REQUEST)
+
+
+_DIGEST = (
+    "import math, sys; from workplace_env_client import task_from_row; "
+    "print(task_from_row({'id': 't1', 'x': ('alpha', 'beta', 'gamma'), 'n': math.nan, "
+    "'i': -math.inf, 1: 'int key'}).data_digest)"
+)
+
+
+def test_the_rows_accepted_have_one_digest_in_every_process():
+    """What the check lets through (a tuple, NaN, infinities, non-str keys json.dumps writes)
+    is hashed the same whatever the process's hash seed, so an identical retry from another
+    process is a retry (S2), not SESSION_CONFLICT."""
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", _DIGEST],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(digests) == 1 and len(digests.pop().strip()) == 32
 
 
 def test_well_formed_odd_arguments_are_still_sent(stand_in):

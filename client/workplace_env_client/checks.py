@@ -139,6 +139,18 @@ def json_text(value: str, field: str, reason: str = "INVALID_REQUEST") -> str:
     raise ArgumentError(*(found or (field, problem)), reason)
 
 
+def json_row(value: Any, field: str, shape: str) -> Mapping[str, Any]:
+    """``value`` (a dataset row) if it is a Mapping whose every value :func:`json_problem`
+    accepts; else ArgumentError naming ``field`` or the path of the first value that is not
+    JSON (``task.x`` for a set, bytes, a Decimal, ...). A tuple is written as a list, and NaN and
+    the infinities as ``json.dumps`` writes them (``NaN``, ``Infinity``): both deterministic, so
+    accepted; the row is then hashed (the seed's ``data_digest``), so a value whose JSON text
+    could change between processes (a set's order follows ``PYTHONHASHSEED``) must be refused."""
+    row = mapping(value, field, shape)
+    json_value(row if isinstance(row, dict) else dict(row), field)
+    return row
+
+
 def mapping(value: Any, field: str, shape: str) -> Mapping[str, Any]:
     """``value`` if it is a Mapping; else ArgumentError saying it must be ``shape``."""
     if not isinstance(value, Mapping):

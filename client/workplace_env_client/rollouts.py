@@ -591,8 +591,9 @@ def check_rollout_inputs(
     row: Any, policy: Any, episode: tuple[str, int] | None, task_id: tuple[str, str] | None
 ) -> None:
     """Raise ArgumentError (nothing sent) unless ``row`` is a mapping, ``policy`` a
-    :class:`ModelPolicy`, and ``episode`` and ``task_id`` (when given) well-formed pairs."""
-    checks.mapping(row, "task", "a mapping (a dataset row)")
+    :class:`ModelPolicy`, and ``episode`` and ``task_id`` (when given) well-formed pairs; every
+    value of ``row`` must be JSON (:func:`~workplace_env_client.checks.json_row`)."""
+    checks.json_row(row, "task", "a mapping (a dataset row)")
     if not isinstance(policy, ModelPolicy):
         raise ArgumentError("policy", f"must be a ModelPolicy, not {checks.type_name(policy)}")
     if episode is not None:
