@@ -7,6 +7,7 @@ TypeError, UnicodeEncodeError) naming no field. ``max_attempts`` is checked alik
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import subprocess
 import sys
@@ -19,12 +20,15 @@ import pytest
 from tests.helpers import EP, TASK, TID, RefusingStandIn
 from workplace_env.gateway.backend import InProcessBackend, RemoteBackend
 from workplace_env_client import (
+    AdminClient,
     ArgumentError,
     AsyncEnvironmentClient,
     EnvironmentClient,
     InvalidRequestError,
     ModelPolicy,
     arun_rollout,
+    arun_rollouts,
+    openai_client,
     run_rollout,
 )
 
@@ -414,3 +418,106 @@ def test_both_clients_take_max_attempts_1_and_5(client_class):
                 await closed
 
     asyncio.run(make())
+
+
+# -- L3: the clients' constructor arguments ------------------------------------------------------
+
+#: (timeout_s, what was seen before): None and a string failed at the first call (TypeError),
+#: inf answered DEADLINE_EXCEEDED at once, -1, 0 and NaN answered whatever gRPC's arithmetic gave.
+BAD_TIMEOUTS = [None, "abc", "30", True, math.inf, -math.inf, math.nan, -1, 0, 0.0, 2e9, [30]]
+
+
+def _construct(client_class: Any, **kwargs: Any) -> None:
+    async def make() -> None:  # a grpc.aio channel is made inside an event loop
+        client = client_class("127.0.0.1:1", **kwargs)
+        closed = client.close()
+        if asyncio.iscoroutine(closed):
+            await closed
+
+    asyncio.run(make())
+
+
+CLIENTS = [EnvironmentClient, AsyncEnvironmentClient, AdminClient]
+
+
+@pytest.mark.parametrize("timeout_s", BAD_TIMEOUTS, ids=repr)
+@pytest.mark.parametrize("client_class", CLIENTS)
+def test_every_client_refuses_a_timeout_that_is_not_a_finite_positive_number(
+    client_class, timeout_s
+):
+    with pytest.raises(ArgumentError) as err:
+        _construct(client_class, timeout_s=timeout_s)
+    _refused(err.value, "timeout_s", REQUEST)
+
+
+@pytest.mark.parametrize(
+    ("client_class", "argument", "value"),
+    [
+        (EnvironmentClient, "max_attempts", "4"),
+        (AsyncEnvironmentClient, "max_attempts", 2.0),
+        (EnvironmentClient, "retry_refusals", "no"),
+        (AsyncEnvironmentClient, "retry_refusals", 0),
+        (EnvironmentClient, "affinity", "yes"),
+        (AsyncEnvironmentClient, "affinity", 1),
+        (AdminClient, "affinity", "yes"),
+        (EnvironmentClient, "admin_token", 5),
+        (AdminClient, "token", b"t"),
+    ],
+)
+def test_every_client_names_a_malformed_option(client_class, argument, value):
+    with pytest.raises(ArgumentError) as err:
+        _construct(client_class, **{argument: value})
+    _refused(err.value, argument, REQUEST)
+
+
+def test_the_admin_client_of_an_environment_client_takes_its_token_checked(stand_in):
+    with EnvironmentClient(stand_in.target) as client, pytest.raises(ArgumentError) as err:
+        client.admin(5)  # type: ignore[arg-type]
+    _refused(err.value, "token", REQUEST)
+
+
+@pytest.mark.parametrize("client_class", CLIENTS)
+def test_the_bounds_of_timeout_s_are_taken_and_work(stand_in, client_class):
+    """An int, a small float and the largest deadline (1e9 s) are taken, and an RPC under the
+    largest one is answered (gRPC's deadline arithmetic holds there)."""
+
+    async def run() -> None:
+        for timeout_s in (1, 0.001, 1e9):
+            client = client_class(stand_in.target, timeout_s=timeout_s)
+            assert client.timeout_s == float(timeout_s)
+            closed = client.close()
+            if asyncio.iscoroutine(closed):
+                await closed
+        if client_class is AsyncEnvironmentClient:
+            async with client_class(stand_in.target, timeout_s=1e9) as env:
+                await env.list_tools()
+        elif client_class is EnvironmentClient:
+            with client_class(stand_in.target, timeout_s=1e9) as env:
+                env.list_tools()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda: ModelPolicy("m", max_turns=0), "max_turns"),
+        (lambda: ModelPolicy("m", max_turns="3"), "max_turns"),
+        (lambda: openai_client("http://x/v1", timeout_s=math.inf), "timeout_s"),
+        (lambda: openai_client("http://x/v1", timeout_s=None), "timeout_s"),
+        (lambda: openai_client("http://x/v1", max_retries=-1), "max_retries"),
+        (lambda: openai_client("http://x/v1", max_retries=2.5), "max_retries"),
+        (
+            lambda: asyncio.run(arun_rollouts(None, None, [], ModelPolicy("m"), concurrency=0)),
+            "concurrency",
+        ),
+        (
+            lambda: asyncio.run(arun_rollouts(None, None, [], ModelPolicy("m"), concurrency="8")),
+            "concurrency",
+        ),
+    ],
+)
+def test_the_rollout_loops_bounds_are_checked(call, field):
+    with pytest.raises(ArgumentError) as err:
+        call()
+    _refused(err.value, field, REQUEST)

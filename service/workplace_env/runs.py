@@ -197,7 +197,7 @@ def run_model_policy(
                 timeout_s=options.timeout_s,
                 max_retries=options.max_retries,
             )
-        except ImportError as exc:
+        except (ImportError, ValueError) as exc:  # ValueError: --timeout or --max-retries
             raise CommandError(str(exc)) from exc
     with connect(target, data_dir) as (client, _):
         _collect_and_report(client, model_client, lines, options)
