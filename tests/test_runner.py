@@ -32,6 +32,14 @@ def test_lines_that_are_not_episodes_are_failures(tmp_path):
     assert "not an episode" in proc.stdout + proc.stderr
 
 
+def test_lines_keep_their_physical_numbers_blank_lines_counted(tmp_path):
+    path = tmp_path / "numbered.jsonl"
+    path.write_text('\n{"id": "a"}\n\n\n{"ground_truth": []}\n\n')
+    assert read_jsonl(str(path)) == [(2, {"id": "a"}), (5, {"ground_truth": []})]
+    summary = run_lines(_GoneServer(), [{"ground_truth": []}], line_numbers=[5])  # type: ignore[arg-type]
+    assert [m.case_id for m in summary.mismatches] == ["line-5"]  # a line with no id
+
+
 def test_an_empty_file_is_refused(tmp_path):
     path = tmp_path / "empty.jsonl"
     path.write_text("\n")
@@ -127,20 +135,25 @@ def test_the_mean_reward_is_over_the_played_episodes_the_failed_ones_counted_apa
 @pytest.mark.parametrize(
     "line,named",
     [
-        ({"ground_truth": 5}, "line 2: ground_truth: "),
-        ({"ground_truth": [5]}, "line 2: ground_truth[0]: must be an object"),
-        ({"ground_truth": [{"name": 5, "arguments": "{}"}]}, "line 2: ground_truth[0].name: "),
-        ({"ground_truth": [], "function_calls": 5}, "line 2: function_calls: must be an array"),
-        ({"ground_truth": [], "calls": [3]}, "line 2: calls[0]: must be an object"),
+        ({"ground_truth": 5}, "line 4: ground_truth: "),
+        ({"ground_truth": [5]}, "line 4: ground_truth[0]: must be an object"),
+        ({"ground_truth": [{"name": 5, "arguments": "{}"}]}, "line 4: ground_truth[0].name: "),
+        ({"ground_truth": [], "function_calls": 5}, "line 4: function_calls: must be an array"),
+        ({"ground_truth": [], "calls": [3]}, "line 4: calls[0]: must be an object"),
+        ({}, "line 4 is not an episode: no ground_truth"),  # L4: was "line 2"
     ],
-    ids=["truth_a_number", "truth_item_a_number", "name_a_number", "calls_a_number", "call_3"],
-)
+    ids=[
+        "truth_a_number", "truth_item_a_number", "name_a_number", "calls_a_number", "call_3",
+        "not_an_episode",
+    ],
+)  # fmt: skip
 def test_input_errors_name_the_files_field_and_line(tmp_path, line, named):
     """The file's own field names (``ground_truth``, not the wire's ``ground_truth_json``), the
-    line number, counted as an invalid line apart from the reward mismatches; exit 1."""
+    physical line number (two blank lines before it are counted: it is line 4, not the second
+    object), counted as an invalid line apart from the reward mismatches; exit 1."""
     path = tmp_path / "lines.jsonl"
     good = {"id": "fine", "ground_truth": []}
-    path.write_text(json.dumps(good) + "\n" + json.dumps({"id": "bad", **line}) + "\n")
+    path.write_text(json.dumps(good) + "\n\n  \n" + json.dumps({"id": "bad", **line}) + "\n")
     out = tmp_path / "summary.json"
     proc = subprocess.run(
         [sys.executable, "-m", "workplace_env.cli", "run", str(path), "--json-out", str(out)],

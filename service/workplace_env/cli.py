@@ -314,7 +314,8 @@ def run(
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
     with _reported():
-        lines = read_episodes(file)
+        episodes = read_episodes(file)
+        lines = episodes.lines
         if policy == "model":
             options = ModelRunOptions(
                 base_url,
@@ -341,6 +342,7 @@ def run(
             concurrency=concurrency,
             token=token,
             json_out=json_out,
+            line_numbers=episodes.line_numbers,
         )
     _exit(status)
 

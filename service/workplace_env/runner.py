@@ -30,7 +30,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -332,13 +332,19 @@ def run_lines(
     seed: int = 0,
     on_done: Callable[[EpisodeResult], None] | None = None,
     admin_token: str | None = None,
+    line_numbers: Sequence[int] | None = None,
 ) -> RunSummary:
     """Run every line as an episode with ``concurrency`` in flight; summarise.
 
     ``on_done`` is called once per finished episode (progress bars); ``admin_token`` is sent
-    with the exports that check ``tables_after``.
+    with the exports that check ``tables_after``. ``line_numbers`` are the lines' physical
+    line numbers in their file (1-based, blank lines counted: :func:`read_jsonl`), used in
+    every message naming a line; None numbers them 1, 2, ...
     """
     items = list(lines)
+    numbers = list(range(1, len(items) + 1)) if line_numbers is None else list(line_numbers)
+    if len(numbers) != len(items):
+        raise ValueError(f"{len(numbers)} line numbers for {len(items)} lines")
     started = time.perf_counter()
     results: list[EpisodeResult] = []
 
@@ -357,7 +363,7 @@ def run_lines(
         return res
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        results = list(pool.map(one, enumerate(items, start=1)))
+        results = list(pool.map(one, zip(numbers, items, strict=True)))
     elapsed = time.perf_counter() - started
     by_category: dict[str, list[float]] = {}
     failed = dict.fromkeys(FAILURE_KINDS, 0)
@@ -398,8 +404,9 @@ def failure_kind(exc: BaseException) -> str:
     return "error"
 
 
-def read_jsonl(path: str) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file (blank lines skipped). Raises ValueError naming the line."""
+def read_jsonl(path: str) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSONL file, each with its physical line number (1-based, blank
+    lines counted, skipped). Raises ValueError naming the line."""
     out = []
     try:
         fh = open(path, encoding="utf-8")  # noqa: SIM115  (closed below; read errors named)
@@ -419,5 +426,5 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}:{n}: not JSON: {exc}") from exc
             if not isinstance(value, dict):
                 raise ValueError(f"{path}:{n}: not a JSON object")
-            out.append(value)
+            out.append((n, value))
     return out

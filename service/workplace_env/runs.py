@@ -40,16 +40,25 @@ from workplace_env_client import EnvironmentClient, ModelPolicy, openai_client
 from workplace_env_client.rollouts import MODEL_APIS
 
 
-def read_episodes(file: Path) -> list[dict[str, Any]]:
-    """The JSON objects of ``file``. Raises :class:`CommandError` (exit 2) when it cannot be
-    read or holds no line."""
+@dataclass(frozen=True)
+class EpisodeFile:
+    """A JSONL file's objects and the physical line number of each (1-based, blank lines
+    counted), so every message naming a line names the line an editor shows."""
+
+    lines: list[dict[str, Any]]
+    line_numbers: list[int]
+
+
+def read_episodes(file: Path) -> EpisodeFile:
+    """The JSON objects of ``file`` with their line numbers. Raises :class:`CommandError`
+    (exit 2) when it cannot be read or holds no line."""
     try:
-        lines = read_jsonl(str(file))
+        numbered = read_jsonl(str(file))
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
-    if not lines:
+    if not numbered:
         raise CommandError(f"{file} holds no episodes")
-    return lines
+    return EpisodeFile([line for _, line in numbered], [n for n, _ in numbered])
 
 
 def print_summary(summary: RunSummary, title: str) -> None:
@@ -91,11 +100,13 @@ def run_scripted(
     concurrency: int = 1,
     token: str | None = None,
     json_out: Path | None = None,
+    line_numbers: Sequence[int] | None = None,
 ) -> int:
     """Play ``lines`` with a scripted ``policy`` (one of :data:`~workplace_env.runner.POLICIES`)
     against ``target`` (None: an in-process server over ``data_dir``), ``concurrency`` in
     flight, with a progress bar; print the summary titled ``title`` and write it as JSON to
-    ``json_out``. ``token`` is the target's admin token for ``tables_after`` checks. Returns the
+    ``json_out``. ``token`` is the target's admin token for ``tables_after`` checks;
+    ``line_numbers`` the lines' physical numbers in their file (:class:`EpisodeFile`). Returns the
     exit status: 1 when an output, state or reward differs from the recording or an episode
     failed (server unavailable, invalid line, error), else 0."""
     with connect(target, data_dir, token) as (client, admin_token), episode_progress() as bars:
@@ -107,6 +118,7 @@ def run_scripted(
             concurrency,
             on_done=lambda _r: bars.advance(bar),
             admin_token=admin_token,
+            line_numbers=line_numbers,
         )
     print_summary(summary, title)
     if json_out is not None:
