@@ -33,7 +33,14 @@ from workplace_env.model_runs import (
     write_plot,
     write_summary,
 )
-from workplace_env.runner import FAILURE_KINDS, RunSummary, read_jsonl, run_lines
+from workplace_env.runner import (
+    ADMIN_TOKEN_NEEDED,
+    FAILURE_KINDS,
+    RunSummary,
+    admin_refusal,
+    read_jsonl,
+    run_lines,
+)
 from workplace_env.server.serve import connect
 from workplace_env.terminal import CommandError, console, episode_progress, plain
 from workplace_env_client import EnvironmentClient, ModelPolicy, openai_client
@@ -90,6 +97,19 @@ def print_summary(summary: RunSummary, title: str) -> None:
         Console().print(f"[yellow]{label}[/yellow] {plain(f'{m.case_id} {m.kind}: {m.detail}')}")
 
 
+def refuse_data_dir_with_target(target: str | None, data_dir: Path | None) -> None:
+    """Raise :class:`CommandError` (exit 2) when both are given: the ``--target`` server plays
+    every episode on the sandbox it was started with, so ``--data-dir`` would be ignored and a
+    run against other tables than the user meant would report their differences as
+    mismatches."""
+    if target is not None and data_dir is not None:
+        raise CommandError(
+            f"--data-dir {data_dir} has no effect with --target {target}: the server there plays "
+            "every episode on the sandbox it was started with (serve --data-dir). Drop "
+            "--data-dir, or drop --target to play on an in-process server over that directory."
+        )
+
+
 def run_scripted(
     lines: Sequence[Mapping[str, Any]],
     policy: str,
@@ -105,11 +125,24 @@ def run_scripted(
     """Play ``lines`` with a scripted ``policy`` (one of :data:`~workplace_env.runner.POLICIES`)
     against ``target`` (None: an in-process server over ``data_dir``), ``concurrency`` in
     flight, with a progress bar; print the summary titled ``title`` and write it as JSON to
-    ``json_out``. ``token`` is the target's admin token for ``tables_after`` checks;
+    ``json_out``. ``token`` is the target's admin token for ``tables_after`` checks: when the
+    policy is ``recorded``, some line has one and the server refuses the token (or its
+    absence), the run stops before playing anything (:class:`CommandError`, exit 2, saying the
+    token is needed and why); ``data_dir`` with ``target`` is refused the same way
+    (:func:`refuse_data_dir_with_target`);
     ``line_numbers`` the lines' physical numbers in their file (:class:`EpisodeFile`). Returns the
     exit status: 1 when an output, state or reward differs from the recording or an episode
     failed (server unavailable, invalid line, error), else 0."""
+    refuse_data_dir_with_target(target, data_dir)
     with connect(target, data_dir, token) as (client, admin_token), episode_progress() as bars:
+        if policy == "recorded" and (checked := sum("tables_after" in line for line in lines)):
+            refusal = admin_refusal(client, admin_token)
+            if refusal is not None:
+                raise CommandError(
+                    f"{checked} of the {len(lines)} lines have tables_after, and "
+                    f"{ADMIN_TOKEN_NEEDED}; nothing was played. The server at {target} answered:",
+                    refusal,
+                )
         bar = bars.add_task(f"{policy} episodes", total=len(lines))
         summary = run_lines(
             client,
@@ -201,6 +234,7 @@ def run_model_policy(
         raise CommandError("--policy model needs --model (the model name the endpoint serves)")
     if options.api not in MODEL_APIS:
         raise CommandError(f"--api must be one of {', '.join(MODEL_APIS)}")
+    refuse_data_dir_with_target(target, data_dir)
     if model_client is None:
         try:
             model_client = openai_client(
