@@ -302,13 +302,22 @@ def run(
             "Rollouts JSONL [<file stem>_rollouts.jsonl]; a rerun resumes it.", dir_okay=False
         ),
     ] = None,
+    fail_on_masked: Annotated[
+        bool,
+        _model_opt(
+            "Exit 1 on any masked episode, the model's own failures (agent_run_error) "
+            "included; without it only episodes left unfinished (endpoint, environment) do."
+        ),
+    ] = False,
 ) -> None:
     """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch or failure.
 
     Lines with ``tables_after`` also have the session's tables compared (an admin export).
     With --policy model, an OpenAI-compatible model plays each task (see README "Evaluate a
     model"): rollouts go to --out (resumed on a rerun), a summary by category is printed and a
-    pass-rate plot saved next to it.
+    pass-rate plot saved next to it; a masked episode is a failure of the run (exit 1) only
+    when the endpoint or the environment masked it (a rerun plays it again), not when the
+    model did (agent_run_error, counted in its pass rate), unless --fail-on-masked.
     """
     if policy not in (*POLICIES, "model"):
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
@@ -330,20 +339,21 @@ def run(
                 repeats,
                 out or Path(f"{file.stem}_rollouts.jsonl"),
                 concurrency,
+                fail_on_masked,
             )
-            run_model_policy(lines, options, target=target, data_dir=data_dir)
-            return
-        status = run_scripted(
-            lines,
-            policy,
-            title=f"{file.name} ({policy})",
-            target=target,
-            data_dir=data_dir,
-            concurrency=concurrency,
-            token=token,
-            json_out=json_out,
-            line_numbers=episodes.line_numbers,
-        )
+            status = run_model_policy(lines, options, target=target, data_dir=data_dir)
+        else:
+            status = run_scripted(
+                lines,
+                policy,
+                title=f"{file.name} ({policy})",
+                target=target,
+                data_dir=data_dir,
+                concurrency=concurrency,
+                token=token,
+                json_out=json_out,
+                line_numbers=episodes.line_numbers,
+            )
     _exit(status)
 
 

@@ -6,7 +6,8 @@
   any mismatch with the recordings;
 * :func:`run_model_policy`: ``--policy model``, rollouts of an OpenAI-compatible model collected
   by :mod:`workplace_env.model_runs` (resumed on a rerun), a table by category, the summary JSON
-  and the pass-rate plot.
+  and the pass-rate plot; exit status 1 when an episode is left unfinished (masked by the
+  endpoint or the environment), not for the model's own failures unless ``--fail-on-masked``.
 
 Both play against the ``--target`` server or an in-process one
 (:func:`workplace_env.server.serve.connect`).
@@ -26,6 +27,7 @@ from rich.table import Table
 from workplace_env.model_runs import (
     CategorySummary,
     collect_rollouts,
+    is_finished,
     materialized_inputs_path,
     read_rollouts,
     short_category,
@@ -182,6 +184,8 @@ class ModelRunOptions:
     repeats: int
     out: Path
     concurrency: int
+    #: Exit 1 on any masked episode, the model's own failures (agent_run_error) included.
+    fail_on_masked: bool = False
 
 
 def print_model_summary(summary: Sequence[CategorySummary], title: str) -> None:
@@ -220,13 +224,19 @@ def run_model_policy(
     target: str | None = None,
     data_dir: Path | None = None,
     model_client: Any = None,
-) -> None:
+) -> int:
     """Collect the rollouts of ``lines`` into ``options.out`` against ``target`` (None: an
     in-process server over ``data_dir``), then summarise all of the file's lines.
 
-    Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package or
-    an unwritable output; the model's or endpoint's failures are masked episodes, never an
-    error of the run.
+    Returns the exit status: 0 when every episode of the file is finished, scored or masked
+    for the model's own failure (``agent_run_error``: the model's output cannot be run or
+    scored, a failure of the model that its pass rate counts); 1 when an episode is masked
+    for the endpoint or the environment (``provider_*``, ``session_*``,
+    ``workplace_env:environment_error``: not a score of the model, played again by a rerun
+    with the same ``--out``), or, with ``options.fail_on_masked``, when any episode is masked.
+    Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package,
+    ``data_dir`` with ``target`` or an unwritable output; the model's or endpoint's failures
+    are masked episodes, never an error of the run.
     """
     if not options.base_url and model_client is None:
         raise CommandError("--policy model needs --base-url (an OpenAI-compatible endpoint)")
@@ -246,7 +256,7 @@ def run_model_policy(
         except (ImportError, ValueError) as exc:  # ValueError: --timeout or --max-retries
             raise CommandError(str(exc)) from exc
     with connect(target, data_dir) as (client, _):
-        _collect_and_report(client, model_client, lines, options)
+        return _collect_and_report(client, model_client, lines, options)
 
 
 def _collect_and_report(
@@ -254,7 +264,7 @@ def _collect_and_report(
     model_client: Any,
     lines: Sequence[Mapping[str, Any]],
     options: ModelRunOptions,
-) -> None:
+) -> int:
     request_options: dict[str, Any] = {}
     if options.temperature is not None:
         request_options["temperature"] = options.temperature
@@ -296,6 +306,19 @@ def _collect_and_report(
         )
     if len(masked) > 10:
         console.print(f"[yellow]masked[/yellow] ... {len(masked) - 10} more")
+    unfinished = [line for line in masked if not is_finished(line)]
+    if len(masked) > len(unfinished):
+        console.print(
+            f"{len(masked) - len(unfinished)} masked by the model itself (agent_run_error): "
+            "failures of the model, counted in its pass rate"
+            + ("; exit 1 (--fail-on-masked)" if options.fail_on_masked else "")
+        )
+    if unfinished:
+        console.print(
+            f"[red]{len(unfinished)} not finished[/red] (masked by the endpoint or the "
+            "environment, no score of the model): exit 1; a rerun with the same --out plays "
+            "them again"
+        )
     summary_file = write_summary(summary, options.out)
     plot = write_plot(summary, options.out, f"{options.model}: pass rate by category")
     console.print(
@@ -304,3 +327,4 @@ def _collect_and_report(
         f"summary {summary_file}"
         + (f", plot {plot}" if plot else " (no plot: pip install 'workplace-env[model]')")
     )
+    return 1 if unfinished or (masked and options.fail_on_masked) else 0
