@@ -228,14 +228,21 @@ class _Failing:
     def _fail(self, *args, **kwargs):
         raise self.error
 
+    def seed(self, *args, **kwargs):
+        if self.where == "seed":
+            self._fail()
+        return self.client.seed(*args, **kwargs)
+
     def call_tool(self, *args, **kwargs):
         if self.where == "call_tool":
             self._fail()
         return self.client.call_tool(*args, **kwargs)
 
     def verify(self, *args, **kwargs):
-        if self.where == "verify":
+        if self.where == "verify" and self.error is None:
             return VerifyResult(0.0, True, "session_lost", "the server does not hold it", ())
+        if self.where == "verify":
+            self._fail()
         return self.client.verify(*args, **kwargs)
 
     def admin(self, token=None):
@@ -274,17 +281,22 @@ HEADER = _status(
         ("call_tool", LOST, "session_lost"),
         ("call_tool", HEADER, "error"),
         ("verify", None, "session_lost"),
+        ("verify", HEADER, "error"),
+        ("seed", HEADER, "error"),
+        ("seed", BUSY, "server_capacity"),
+        ("seed", UNAVAILABLE, "server_unavailable"),
     ],
     ids=[
         "export-unavailable", "export-busy", "export-deadline", "export-missing",
         "export-unencodable", "call-busy", "call-lost", "call-header", "verify-masked",
+        "verify-header", "seed-header", "seed-busy", "seed-unavailable",
     ],
 )  # fmt: skip
 def test_no_infrastructure_error_is_counted_as_a_mismatch(sdk, where, error, kind):
     """Before, a failed export was a state mismatch, a CallTool refused for its routing header
     an output mismatch, and a verify of a lost session (masked, reward 0) a reward mismatch."""
     line = {**CHECKED, "calls": [{"name": LOOKUP, "arguments": "{}", "output": []}]}
-    if where == "verify":
+    if where in ("verify", "seed"):
         del line["tables_after"]  # the module's server has its admin RPCs off
     summary = run_lines(_Failing(sdk, where, error), [line], admin_token=None)  # type: ignore[arg-type]
     assert (summary.output_mismatches, summary.state_mismatches, summary.reward_mismatches) == (

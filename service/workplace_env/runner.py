@@ -323,6 +323,8 @@ def run_episode(
     result = EpisodeResult(case_id, str(line.get("category") or "uncategorised"), 0.0)
     try:
         client.seed(session_id, episode, ("run", case_id), task_row)
+    except SessionHeaderMismatchError:
+        raise  # routing, not the line: a failure of the episode
     except InvalidRequestError as exc:  # the task row is the line (its id: case_id or id)
         raise _renamed(exc, lineno, {"task": ""}) from exc
     try:
@@ -341,6 +343,8 @@ def run_episode(
             verify_kwargs["ground_truth_json"] = json.dumps(truth)
         try:
             verified = client.verify(session_id, calls, **verify_kwargs)
+        except SessionHeaderMismatchError:
+            raise  # routing, not the line
         except InvalidRequestError as exc:
             made = "ground_truth" if policy != "recorded" else "function_calls"
             if policy == "recorded" and "function_calls" not in line:
