@@ -134,7 +134,7 @@ def run_scripted(
     (:func:`refuse_data_dir_with_target`);
     ``line_numbers`` the lines' physical numbers in their file (:class:`EpisodeFile`). Returns the
     exit status: 1 when an output, state or reward differs from the recording or an episode
-    failed (server unavailable, invalid line, error), else 0."""
+    failed (any of :data:`~workplace_env.runner.FAILURE_KINDS`), else 0."""
     refuse_data_dir_with_target(target, data_dir)
     with connect(target, data_dir, token) as (client, admin_token), episode_progress() as bars:
         if policy == "recorded" and (checked := sum("tables_after" in line for line in lines)):
