@@ -282,6 +282,19 @@ def test_a_yaml_config_file_is_read(tmp_path):
         (["run", "TASKS", "--policy", "model", "--model", "m"], {}, "needs --base-url"),
         (["demo", "--count", "0"], {}, "Invalid value for '--count'"),
         (["checkpoint", "save"], {}, "Missing argument 'directory'"),
+        # L3: an infinite deadline was sent, and gRPC answered DEADLINE_EXCEEDED at once
+        (["checkpoint", "save", "d", "--timeout-s", "inf"], {}, "Invalid value for '--timeout-s'"),
+        (
+            ["checkpoint", "restore", "d", "--timeout-s", "nan"],
+            {},
+            "Invalid value for '--timeout-s'",
+        ),
+        (
+            ["run", "TASKS", "--policy", "model", "--timeout", "inf"],
+            {},
+            "Invalid value for '--timeout'",
+        ),
+        (["run", "TASKS", "--max-retries", "1000"], {}, "Invalid value for '--max-retries'"),
         (["generate-tasks", "--data-dir", "no/such/dir"], {}, "Invalid value for '--data-dir'"),
         (["serve", "--no-such-flag"], {}, "No such option: --no-such-flag"),
     ],

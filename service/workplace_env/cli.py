@@ -48,6 +48,7 @@ from workplace_env.runs import ModelRunOptions, read_episodes, run_model_policy,
 from workplace_env.server.serve import serve_until_signalled
 from workplace_env.taskgen import generate_to
 from workplace_env.terminal import CommandError, console, plain
+from workplace_env_client.checks import MAX_SECONDS
 
 app = typer.Typer(
     help="gRPC environment server for the workplace assistant (WorkBench) benchmark.",
@@ -287,9 +288,11 @@ def run(
     api_key_env: Annotated[
         str, _model_opt("Environment variable holding the API key.")
     ] = "OPENAI_API_KEY",
-    timeout: Annotated[float, _model_opt("Seconds per model request.", min=0.1)] = 120.0,
+    timeout: Annotated[
+        float, _model_opt("Seconds per model request.", min=0.1, max=MAX_SECONDS)
+    ] = 120.0,
     max_retries: Annotated[
-        int, _model_opt("Retries with exponential backoff on 429, 5xx, timeouts.", min=0)
+        int, _model_opt("Retries with exponential backoff on 429, 5xx, timeouts.", min=0, max=100)
     ] = 4,
     temperature: Annotated[OptFloat, _model_opt("Sampling temperature [endpoint default].")] = None,
     max_output_tokens: Annotated[
@@ -405,6 +408,7 @@ CheckpointTimeout = Annotated[
     Opt(
         help="Deadline in seconds of the whole export or restore (all sessions in one stream).",
         min=0.1,
+        max=MAX_SECONDS,  # the SDK's bound (an infinite deadline is one already past for gRPC)
     ),
 ]
 
