@@ -282,6 +282,19 @@ def test_a_yaml_config_file_is_read(tmp_path):
         (["run", "TASKS", "--policy", "model", "--model", "m"], {}, "needs --base-url"),
         (["demo", "--count", "0"], {}, "Invalid value for '--count'"),
         (["checkpoint", "save"], {}, "Missing argument 'directory'"),
+        # L3: an infinite deadline was sent, and gRPC answered DEADLINE_EXCEEDED at once
+        (["checkpoint", "save", "d", "--timeout-s", "inf"], {}, "Invalid value for '--timeout-s'"),
+        (
+            ["checkpoint", "restore", "d", "--timeout-s", "nan"],
+            {},
+            "Invalid value for '--timeout-s'",
+        ),
+        (
+            ["run", "TASKS", "--policy", "model", "--timeout", "inf"],
+            {},
+            "Invalid value for '--timeout'",
+        ),
+        (["run", "TASKS", "--max-retries", "1000"], {}, "Invalid value for '--max-retries'"),
         (["generate-tasks", "--data-dir", "no/such/dir"], {}, "Invalid value for '--data-dir'"),
         (["serve", "--no-such-flag"], {}, "No such option: --no-such-flag"),
     ],
@@ -498,6 +511,48 @@ def test_run_recorded_in_process_exits_1_on_a_reward_that_differs(tasks_file, tm
     assert rows["mean reward (played)"] == ["1.0000"] and rows["reward mismatches"] == ["1"]
     assert rows["output mismatches"] == rows["state mismatches"] == rows["failed"] == ["0"]
     assert f"mismatch {tasks[1]['id']} reward" in result.output
+
+
+@pytest.mark.parametrize(("token", "reason"), [(None, "REQUIRED"), ("nope", "INVALID")])
+def test_run_without_the_targets_admin_token_stops_before_playing_and_says_why(
+    served, tmp_path, token, reason
+):
+    """M5: against a server with an admin token, a run of tables_after lines without it (or
+    with a wrong one) counted every such line as a state mismatch ('cannot export the
+    session's tables: UNAUTHENTICATED ...'), exit 1. Now it plays nothing, exit 2, and says
+    which lines need the token and why; with the token the same file passes."""
+    lines = tmp_path / "checked.jsonl"
+    line = {"id": "t", "ground_truth": [], "calls": [], "tables_after": {}}
+    lines.write_text(json.dumps(line) + "\n" + json.dumps({**line, "id": "u"}) + "\n")
+    target = ["--target", f"127.0.0.1:{served.port}"]
+    before = _seeds(served)
+    result = invoke("run", lines, *target, *(["--token", token] if token else []))
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "2 of the 2 lines have tables_after" in said and "--token" in said
+    assert f"ADMIN_TOKEN_{reason}" in said and "nothing was played" in said
+    assert _seeds(served) == before
+    passed = invoke("run", lines, *target, "--token", FLAG_TOKEN)
+    assert passed.exit_code == 0, passed.output
+    assert _seeds(served) == before + 2
+
+
+@pytest.mark.parametrize("policy", ["recorded", "model"])
+def test_run_refuses_data_dir_with_a_target(served, tasks_file, tmp_path, policy):
+    """M5: --data-dir has no effect with --target (the server plays on its own sandbox), so a
+    run against other tables than meant reported their differences as mismatches."""
+    data_dir = tmp_path / "workbench"
+    data_dir.mkdir()
+    model = ["--base-url", "http://127.0.0.1:1/v1", "--model", "m"] if policy == "model" else []
+    before = _seeds(served)
+    result = invoke(
+        "run", tasks_file, "--policy", policy, *model, "--target", f"127.0.0.1:{served.port}",
+        "--data-dir", data_dir, "--out", tmp_path / "out.jsonl",
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "--data-dir" in said and "has no effect with --target" in said
+    assert _seeds(served) == before
 
 
 # -- checkpoint -----------------------------------------------------------------------------------

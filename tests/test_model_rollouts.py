@@ -436,7 +436,9 @@ def test_cli_writes_rollouts_summary_and_plot_then_resumes(server, tmp_path, api
     ]  # fmt: skip
     with StandInModel(scripts) as standin:
         first = _run_cli([*args, "--base-url", standin.base_url])
-        assert first.exit_code == 0, first.output
+        # L17: the endpoint's failure left an episode unfinished (no score of the model): exit 1
+        assert first.exit_code == 1, first.output
+        assert "1 not finished" in " ".join(first.output.split())
         lines = read_rollouts(out)
         by_id = {line["id"]: line for line in lines}
         assert [by_id[t["id"]]["reward"] for t in tasks] == [1.0, 0.0, 0.0]
@@ -534,7 +536,7 @@ def test_rollout_lines_validate_as_nemo_gym_verify_responses(server, sdk, api, t
     assert done.stdout.split()[0] == "1.0"
 
 
-def _run_model(tasks_file: Path, standin: StandInModel, server, out: Path) -> Any:
+def _run_model(tasks_file: Path, standin: StandInModel, server, out: Path, *more: str) -> Any:
     """``workplace-env run TASKS --policy model`` against the stand-in and ``server``."""
     return _run_cli(
         [
@@ -550,6 +552,7 @@ def _run_model(tasks_file: Path, standin: StandInModel, server, out: Path) -> An
             local(server.port),
             "--out",
             str(out),
+            *more,
         ]
     )
 
@@ -601,10 +604,36 @@ def test_cli_masks_an_episode_whose_seed_is_refused_and_goes_on(server, tmp_path
     out = tmp_path / "rollouts.jsonl"
     with StandInModel({good["prompt"]: [Text("Nothing to change.")]}) as standin:
         result = _run_model(tasks_file, standin, server, out)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # L17: the environment's refusal, unfinished
     by_id = {line["id"]: line for line in read_rollouts(out)}
     bad = by_id[refused["id"]]
     assert bad["mask_sample"] and bad["failure_kind"] == "workplace_env:environment_error"
     assert "environment_name" in bad["failure_reason"]
     assert bad["response"]["output"] == [] and bad["response"]["object"] == "response"
     assert by_id[good["id"]]["reward"] == 1.0
+
+
+def test_cli_exit_status_counts_the_models_own_failures_only_with_fail_on_masked(server, tmp_path):
+    """L17: 16 of 28 episodes masked agent_run_error exited 0 and the README did not say how
+    masked episodes count. A model failure (its output cannot be run or scored) is part of the
+    model's score, not a failure of the run: exit 0, reported as such; --fail-on-masked makes
+    it exit 1."""
+    bad = '{"customer_id": "00000001", "field": '
+    task, good = _crm_single(server), _no_change(server)
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text(json.dumps(task) + "\n" + json.dumps(good) + "\n")
+    script = {
+        task["prompt"]: [Calls([("customer_relationship_manager_update_customer", bad)]), Text()],
+        good["prompt"]: [Text("Nothing to change.")],
+    }
+    for more, status in (((), 0), (("--fail-on-masked",), 1)):
+        out = tmp_path / f"rollouts{status}.jsonl"
+        with StandInModel(script) as standin:
+            result = _run_model(tasks_file, standin, server, out, *more)
+        assert result.exit_code == status, result.output
+        said = " ".join(result.output.split())
+        assert "1 masked by the model itself (agent_run_error)" in said
+        assert "not finished" not in said
+        by_id = {line["id"]: line for line in read_rollouts(out)}
+        assert by_id[task["id"]]["failure_kind"] == "agent_run_error"
+        assert by_id[good["id"]]["reward"] == 1.0

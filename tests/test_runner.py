@@ -10,9 +10,21 @@ import grpc
 import pytest
 
 from tests.helpers import table_rows
-from workplace_env.runner import read_jsonl, run_lines
+from workplace_env.config import Settings
+from workplace_env.runner import FAILURE_KINDS, admin_refusal, read_jsonl, run_lines
 from workplace_env.runs import print_summary
-from workplace_env_client import UnavailableError
+from workplace_env_client import (
+    CapacityError,
+    DeadlineError,
+    SessionHeaderMismatchError,
+    SessionLostError,
+    UnavailableError,
+)
+from workplace_env_client.admin import ExportResult
+from workplace_env_client.messages import VerifyResult
+
+LOOKUP = "company_directory_find_email_address"
+NONE_FAILED = dict.fromkeys(FAILURE_KINDS, 0)
 
 
 def _run(path) -> subprocess.CompletedProcess:
@@ -30,6 +42,14 @@ def test_lines_that_are_not_episodes_are_failures(tmp_path):
     proc = _run(path)
     assert proc.returncode == 1
     assert "not an episode" in proc.stdout + proc.stderr
+
+
+def test_lines_keep_their_physical_numbers_blank_lines_counted(tmp_path):
+    path = tmp_path / "numbered.jsonl"
+    path.write_text('\n{"id": "a"}\n\n\n{"ground_truth": []}\n\n')
+    assert read_jsonl(str(path)) == [(2, {"id": "a"}), (5, {"ground_truth": []})]
+    summary = run_lines(_GoneServer(), [{"ground_truth": []}], line_numbers=[5])  # type: ignore[arg-type]
+    assert [m.case_id for m in summary.mismatches] == ["line-5"]  # a line with no id
 
 
 def test_an_empty_file_is_refused(tmp_path):
@@ -66,7 +86,7 @@ def test_a_server_gone_is_a_failure_of_its_own_kind_not_a_reward_mismatch(capsys
     ]
     summary = run_lines(_GoneServer(), lines)  # type: ignore[arg-type]
     assert summary.reward_mismatches == 0 and summary.output_mismatches == 0
-    assert summary.failed == {"server_unavailable": 5, "invalid_input": 0, "error": 0}
+    assert summary.failed == {**NONE_FAILED, "server_unavailable": 5}
     assert (summary.played_episodes, summary.mean_reward) == (0, None)  # no mean, not 0
     document = summary.to_json()
     assert document["reward_mismatches"] == 0
@@ -115,7 +135,7 @@ def test_the_mean_reward_is_over_the_played_episodes_the_failed_ones_counted_apa
         2,
         1.0,
     )
-    assert document["failed_episodes"] == {"server_unavailable": 2, "invalid_input": 0, "error": 0}
+    assert document["failed_episodes"] == {**NONE_FAILED, "server_unavailable": 2}
     print_summary(summary, "half gone")
     shown = capsys.readouterr().out
     rows = table_rows(shown)
@@ -127,20 +147,25 @@ def test_the_mean_reward_is_over_the_played_episodes_the_failed_ones_counted_apa
 @pytest.mark.parametrize(
     "line,named",
     [
-        ({"ground_truth": 5}, "line 2: ground_truth: "),
-        ({"ground_truth": [5]}, "line 2: ground_truth[0]: must be an object"),
-        ({"ground_truth": [{"name": 5, "arguments": "{}"}]}, "line 2: ground_truth[0].name: "),
-        ({"ground_truth": [], "function_calls": 5}, "line 2: function_calls: must be an array"),
-        ({"ground_truth": [], "calls": [3]}, "line 2: calls[0]: must be an object"),
+        ({"ground_truth": 5}, "line 4: ground_truth: "),
+        ({"ground_truth": [5]}, "line 4: ground_truth[0]: must be an object"),
+        ({"ground_truth": [{"name": 5, "arguments": "{}"}]}, "line 4: ground_truth[0].name: "),
+        ({"ground_truth": [], "function_calls": 5}, "line 4: function_calls: must be an array"),
+        ({"ground_truth": [], "calls": [3]}, "line 4: calls[0]: must be an object"),
+        ({}, "line 4 is not an episode: no ground_truth"),  # L4: was "line 2"
     ],
-    ids=["truth_a_number", "truth_item_a_number", "name_a_number", "calls_a_number", "call_3"],
-)
+    ids=[
+        "truth_a_number", "truth_item_a_number", "name_a_number", "calls_a_number", "call_3",
+        "not_an_episode",
+    ],
+)  # fmt: skip
 def test_input_errors_name_the_files_field_and_line(tmp_path, line, named):
     """The file's own field names (``ground_truth``, not the wire's ``ground_truth_json``), the
-    line number, counted as an invalid line apart from the reward mismatches; exit 1."""
+    physical line number (two blank lines before it are counted: it is line 4, not the second
+    object), counted as an invalid line apart from the reward mismatches; exit 1."""
     path = tmp_path / "lines.jsonl"
     good = {"id": "fine", "ground_truth": []}
-    path.write_text(json.dumps(good) + "\n" + json.dumps({"id": "bad", **line}) + "\n")
+    path.write_text(json.dumps(good) + "\n\n  \n" + json.dumps({"id": "bad", **line}) + "\n")
     out = tmp_path / "summary.json"
     proc = subprocess.run(
         [sys.executable, "-m", "workplace_env.cli", "run", str(path), "--json-out", str(out)],
@@ -150,7 +175,7 @@ def test_input_errors_name_the_files_field_and_line(tmp_path, line, named):
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     document = json.loads(out.read_text())
-    assert document["failed_episodes"] == {"server_unavailable": 0, "invalid_input": 1, "error": 0}
+    assert document["failed_episodes"] == {**NONE_FAILED, "invalid_input": 1}
     assert document["reward_mismatches"] == 0
     # the good line's reward only: the bad line is no reward of 0
     assert (document["episodes"], document["played_episodes"], document["mean_reward"]) == (
@@ -163,3 +188,132 @@ def test_input_errors_name_the_files_field_and_line(tmp_path, line, named):
     assert failure["detail"].startswith(named), failure["detail"]
     assert "_json" not in failure["detail"] and "task." not in failure["detail"]
     assert "episodes failed (invalid input line) 1" in " ".join(proc.stdout.split())
+
+
+# -- M5: an infrastructure error is a failure by kind, never a parity mismatch -------------------
+
+CHECKED = {"id": "x", "ground_truth": [], "calls": [], "tables_after": {}, "reward": 1.0}
+
+
+@pytest.mark.parametrize("token", [None, "wrong"])
+def test_an_export_refused_for_its_token_is_a_failure_naming_the_token_not_a_state_mismatch(
+    make_server, token
+):
+    """A server with an admin token, run without it (or with a wrong one): every tables_after
+    line was a state mismatch 'cannot export the session's tables: UNAUTHENTICATED ...'."""
+    served = make_server(settings=Settings(admin_token="right"))
+    summary = run_lines(served.client, [CHECKED, CHECKED], admin_token=token)
+    assert (summary.state_mismatches, summary.output_mismatches) == (0, 0)
+    assert summary.failed["admin_unauthenticated"] == 2 and summary.failed_episodes == 2
+    reason = "ADMIN_TOKEN_REQUIRED" if token is None else "ADMIN_TOKEN_INVALID"
+    for failure in summary.mismatches:
+        assert failure.kind == "admin_unauthenticated"
+        assert "--token" in failure.detail and reason in failure.detail
+    assert admin_refusal(served.client, token) is not None
+    assert admin_refusal(served.client, "right") is None
+    right = run_lines(served.client, [CHECKED], admin_token="right")
+    assert (right.played_episodes, right.failed_episodes, right.mean_reward) == (1, 0, 1.0)
+
+
+class _Failing:
+    """The module's client, with one of its RPCs answering ``error`` (or the export's, or a
+    verify answering the masked sample of a session the server lost, V4)."""
+
+    def __init__(self, client, where, error):
+        self.client, self.where, self.error = client, where, error
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def _fail(self, *args, **kwargs):
+        raise self.error
+
+    def seed(self, *args, **kwargs):
+        if self.where == "seed":
+            self._fail()
+        return self.client.seed(*args, **kwargs)
+
+    def call_tool(self, *args, **kwargs):
+        if self.where == "call_tool":
+            self._fail()
+        return self.client.call_tool(*args, **kwargs)
+
+    def verify(self, *args, **kwargs):
+        if self.where == "verify" and self.error is None:
+            return VerifyResult(0.0, True, "session_lost", "the server does not hold it", ())
+        if self.where == "verify":
+            self._fail()
+        return self.client.verify(*args, **kwargs)
+
+    def admin(self, token=None):
+        admin = self.client.admin(token)
+        if self.where == "export":
+            admin.export_sessions = self._fail
+        if self.where == "export-missing":
+            admin.export_sessions = lambda ids: ExportResult([], list(ids), {})
+        if self.where == "export-unencodable":
+            admin.export_sessions = lambda ids: ExportResult([], [], {ids[0]: "inf in a cell"})
+        return admin
+
+
+def _status(cls, code, reason):
+    return cls(f"{code.name} {reason}: refused", code, reason=reason)
+
+
+UNAVAILABLE = _status(UnavailableError, grpc.StatusCode.UNAVAILABLE, "DRAINING")
+BUSY = _status(CapacityError, grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_RPCS")
+LOST = _status(SessionLostError, grpc.StatusCode.NOT_FOUND, "SESSION_LOST")
+DEADLINE = _status(DeadlineError, grpc.StatusCode.DEADLINE_EXCEEDED, "")
+HEADER = _status(
+    SessionHeaderMismatchError, grpc.StatusCode.INVALID_ARGUMENT, "SESSION_HEADER_MISMATCH"
+)
+
+
+@pytest.mark.parametrize(
+    ("where", "error", "kind"),
+    [
+        ("export", UNAVAILABLE, "server_unavailable"),
+        ("export", BUSY, "server_capacity"),
+        ("export", DEADLINE, "server_unavailable"),
+        ("export-missing", None, "session_lost"),
+        ("export-unencodable", None, "error"),
+        ("call_tool", BUSY, "server_capacity"),
+        ("call_tool", LOST, "session_lost"),
+        ("call_tool", HEADER, "error"),
+        ("verify", None, "session_lost"),
+        ("verify", HEADER, "error"),
+        ("seed", HEADER, "error"),
+        ("seed", BUSY, "server_capacity"),
+        ("seed", UNAVAILABLE, "server_unavailable"),
+    ],
+    ids=[
+        "export-unavailable", "export-busy", "export-deadline", "export-missing",
+        "export-unencodable", "call-busy", "call-lost", "call-header", "verify-masked",
+        "verify-header", "seed-header", "seed-busy", "seed-unavailable",
+    ],
+)  # fmt: skip
+def test_no_infrastructure_error_is_counted_as_a_mismatch(sdk, where, error, kind):
+    """Before, a failed export was a state mismatch, a CallTool refused for its routing header
+    an output mismatch, and a verify of a lost session (masked, reward 0) a reward mismatch."""
+    line = {**CHECKED, "calls": [{"name": LOOKUP, "arguments": "{}", "output": []}]}
+    if where in ("verify", "seed"):
+        del line["tables_after"]  # the module's server has its admin RPCs off
+    summary = run_lines(_Failing(sdk, where, error), [line], admin_token=None)  # type: ignore[arg-type]
+    assert (summary.output_mismatches, summary.state_mismatches, summary.reward_mismatches) == (
+        0,
+        0,
+        0,
+    )
+    assert summary.failed[kind] == 1 and summary.failed_episodes == 1
+    assert (summary.played_episodes, summary.mean_reward) == (0, None)
+    [failure] = summary.mismatches
+    assert failure.kind == kind
+
+
+def test_every_failure_kind_is_shown_by_name(capsys):
+    summary = run_lines(_GoneServer(), [{"ground_truth": []}])  # type: ignore[arg-type]
+    summary.failed = dict.fromkeys(FAILURE_KINDS, 1)
+    print_summary(summary, "kinds")
+    shown = " ".join(capsys.readouterr().out.split())
+    for label in FAILURE_KINDS.values():
+        assert f"episodes failed ({label}) 1" in shown

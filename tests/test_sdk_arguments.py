@@ -7,6 +7,10 @@ TypeError, UnicodeEncodeError) naming no field. ``max_attempts`` is checked alik
 from __future__ import annotations
 
 import asyncio
+import math
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,13 +18,17 @@ import grpc
 import pytest
 
 from tests.helpers import EP, TASK, TID, RefusingStandIn
+from workplace_env.gateway.backend import InProcessBackend, RemoteBackend
 from workplace_env_client import (
+    AdminClient,
     ArgumentError,
     AsyncEnvironmentClient,
     EnvironmentClient,
     InvalidRequestError,
     ModelPolicy,
     arun_rollout,
+    arun_rollouts,
+    openai_client,
     run_rollout,
 )
 
@@ -35,6 +43,8 @@ def _nested(depth: int) -> dict[str, Any]:
         value = {"a": value}
     return value
 
+
+ROW_WITH_SET = {"id": "t1", "x": {"alpha", "beta", "gamma", "delta"}}
 
 #: (label, method, args, kwargs, the field named, reason) for both clients. ``session`` is the
 #: context manager; ``handle.*`` a method of the handle it yields.
@@ -180,6 +190,43 @@ CASES: list[tuple[str, str, tuple[Any, ...], dict[str, Any], str, str]] = [
         "arguments.query",
         TOOL,
     ),
+    # L2: a row value that is not JSON (its digest changed with PYTHONHASHSEED for a set)
+    ("row holding a set", "session", (ROW_WITH_SET,), {}, "task.x", REQUEST),
+    (
+        "seed row a frozenset",
+        "seed",
+        ("s", EP, TID, {"id": "t", "x": frozenset()}),
+        {},
+        "task.x",
+        REQUEST,
+    ),
+    (
+        "seed row bytes",
+        "seed",
+        ("s", EP, TID, {"id": "t", "x": [1, b"a"]}),
+        {},
+        "task.x[1]",
+        REQUEST,
+    ),
+    (
+        "legacy seed row a set",
+        "seed_legacy",
+        ("s", {"id": "t", "y": {"z": {1}}}),
+        {},
+        "task.y.z",
+        REQUEST,
+    ),
+    ("row a complex", "session", ({"id": "t", "n": 1j},), {}, "task.n", REQUEST),
+    ("row key a tuple", "session", ({"id": "t", (1, 2): 1},), {}, "task", REQUEST),
+    ("row a giant int", "session", ({"id": "t", "n": 10**5000},), {}, "task.n", REQUEST),
+    (
+        "row nested 200 deep",
+        "session",
+        ({"id": "t", "a": _nested(199)},),
+        {},
+        "task" + ".a" * 128,
+        REQUEST,
+    ),
     ("handle verify [1]", "handle.verify", ([1],), {}, "function_calls.calls[0]", REQUEST),
     ("handle verify a number", "handle.verify", (5,), {}, "function_calls.calls", REQUEST),
 ]
@@ -200,6 +247,21 @@ SYNC_ONLY: list[tuple[str, Any, str]] = [
         "rollout row None",
         lambda c, h: run_rollout(c, None, None, ModelPolicy("m"), tools=[]),
         "task",
+    ),
+    (
+        "rollout row holding a set",
+        lambda c, h: run_rollout(c, None, ROW_WITH_SET, ModelPolicy("m"), tools=[]),
+        "task.x",
+    ),
+    (
+        "gateway backend seed of a row holding a set",
+        lambda c, h: RemoteBackend(c).seed("s", EP, TID, ROW_WITH_SET),
+        "task.x",
+    ),
+    (
+        "gateway backend legacy seed of a row holding bytes",
+        lambda c, h: RemoteBackend(c).seed_legacy("s", {"id": "t", "x": b"a"}),
+        "task.x",
     ),
     ("rollout policy a string", lambda c, h: run_rollout(c, None, TASK, "m", tools=[]), "policy"),
     (
@@ -285,14 +347,46 @@ def test_sync_session_admin_and_rollout_entry_points_name_the_field(stand_in, la
     _refused(err.value, field, REQUEST)
 
 
-def test_async_rollout_names_the_field_of_a_malformed_row(stand_in):
+@pytest.mark.parametrize(("row", "field"), [([1], "task"), (ROW_WITH_SET, "task.x")])
+def test_async_rollout_names_the_field_of_a_malformed_row(stand_in, row, field):
     async def run() -> BaseException:
         async with AsyncEnvironmentClient(stand_in.target) as client:
             with pytest.raises(ArgumentError) as err:
-                await arun_rollout(client, None, [1], ModelPolicy("m"), tools=[])
+                await arun_rollout(client, None, row, ModelPolicy("m"), tools=[])
             return err.value
 
-    _refused(asyncio.run(run()), "task", REQUEST)
+    _refused(asyncio.run(run()), field, REQUEST)
+
+
+def test_the_in_process_gateway_backend_refuses_a_row_holding_a_set(server):
+    backend = InProcessBackend.of_server(server)
+    with pytest.raises(ArgumentError) as err:
+        backend.seed("s-l2", EP, TID, ROW_WITH_SET)
+    _refused(err.value, "task.x", REQUEST)
+
+
+_DIGEST = (
+    "import math, sys; from workplace_env_client import task_from_row; "
+    "print(task_from_row({'id': 't1', 'x': ('alpha', 'beta', 'gamma'), 'n': math.nan, "
+    "'i': -math.inf, 1: 'int key'}).data_digest)"
+)
+
+
+def test_the_rows_accepted_have_one_digest_in_every_process():
+    """What the check lets through (a tuple, NaN, infinities, non-str keys json.dumps writes)
+    is hashed the same whatever the process's hash seed, so an identical retry from another
+    process is a retry (S2), not SESSION_CONFLICT."""
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", _DIGEST],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(digests) == 1 and len(digests.pop().strip()) == 32
 
 
 def test_well_formed_odd_arguments_are_still_sent(stand_in):
@@ -324,3 +418,106 @@ def test_both_clients_take_max_attempts_1_and_5(client_class):
                 await closed
 
     asyncio.run(make())
+
+
+# -- L3: the clients' constructor arguments ------------------------------------------------------
+
+#: (timeout_s, what was seen before): None and a string failed at the first call (TypeError),
+#: inf answered DEADLINE_EXCEEDED at once, -1, 0 and NaN answered whatever gRPC's arithmetic gave.
+BAD_TIMEOUTS = [None, "abc", "30", True, math.inf, -math.inf, math.nan, -1, 0, 0.0, 2e9, [30]]
+
+
+def _construct(client_class: Any, **kwargs: Any) -> None:
+    async def make() -> None:  # a grpc.aio channel is made inside an event loop
+        client = client_class("127.0.0.1:1", **kwargs)
+        closed = client.close()
+        if asyncio.iscoroutine(closed):
+            await closed
+
+    asyncio.run(make())
+
+
+CLIENTS = [EnvironmentClient, AsyncEnvironmentClient, AdminClient]
+
+
+@pytest.mark.parametrize("timeout_s", BAD_TIMEOUTS, ids=repr)
+@pytest.mark.parametrize("client_class", CLIENTS)
+def test_every_client_refuses_a_timeout_that_is_not_a_finite_positive_number(
+    client_class, timeout_s
+):
+    with pytest.raises(ArgumentError) as err:
+        _construct(client_class, timeout_s=timeout_s)
+    _refused(err.value, "timeout_s", REQUEST)
+
+
+@pytest.mark.parametrize(
+    ("client_class", "argument", "value"),
+    [
+        (EnvironmentClient, "max_attempts", "4"),
+        (AsyncEnvironmentClient, "max_attempts", 2.0),
+        (EnvironmentClient, "retry_refusals", "no"),
+        (AsyncEnvironmentClient, "retry_refusals", 0),
+        (EnvironmentClient, "affinity", "yes"),
+        (AsyncEnvironmentClient, "affinity", 1),
+        (AdminClient, "affinity", "yes"),
+        (EnvironmentClient, "admin_token", 5),
+        (AdminClient, "token", b"t"),
+    ],
+)
+def test_every_client_names_a_malformed_option(client_class, argument, value):
+    with pytest.raises(ArgumentError) as err:
+        _construct(client_class, **{argument: value})
+    _refused(err.value, argument, REQUEST)
+
+
+def test_the_admin_client_of_an_environment_client_takes_its_token_checked(stand_in):
+    with EnvironmentClient(stand_in.target) as client, pytest.raises(ArgumentError) as err:
+        client.admin(5)  # type: ignore[arg-type]
+    _refused(err.value, "token", REQUEST)
+
+
+@pytest.mark.parametrize("client_class", CLIENTS)
+def test_the_bounds_of_timeout_s_are_taken_and_work(stand_in, client_class):
+    """An int, a small float and the largest deadline (1e9 s) are taken, and an RPC under the
+    largest one is answered (gRPC's deadline arithmetic holds there)."""
+
+    async def run() -> None:
+        for timeout_s in (1, 0.001, 1e9):
+            client = client_class(stand_in.target, timeout_s=timeout_s)
+            assert client.timeout_s == float(timeout_s)
+            closed = client.close()
+            if asyncio.iscoroutine(closed):
+                await closed
+        if client_class is AsyncEnvironmentClient:
+            async with client_class(stand_in.target, timeout_s=1e9) as env:
+                await env.list_tools()
+        elif client_class is EnvironmentClient:
+            with client_class(stand_in.target, timeout_s=1e9) as env:
+                env.list_tools()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda: ModelPolicy("m", max_turns=0), "max_turns"),
+        (lambda: ModelPolicy("m", max_turns="3"), "max_turns"),
+        (lambda: openai_client("http://x/v1", timeout_s=math.inf), "timeout_s"),
+        (lambda: openai_client("http://x/v1", timeout_s=None), "timeout_s"),
+        (lambda: openai_client("http://x/v1", max_retries=-1), "max_retries"),
+        (lambda: openai_client("http://x/v1", max_retries=2.5), "max_retries"),
+        (
+            lambda: asyncio.run(arun_rollouts(None, None, [], ModelPolicy("m"), concurrency=0)),
+            "concurrency",
+        ),
+        (
+            lambda: asyncio.run(arun_rollouts(None, None, [], ModelPolicy("m"), concurrency="8")),
+            "concurrency",
+        ),
+    ],
+)
+def test_the_rollout_loops_bounds_are_checked(call, field):
+    with pytest.raises(ArgumentError) as err:
+        call()
+    _refused(err.value, field, REQUEST)

@@ -65,6 +65,22 @@ def test_call_id_records_are_bounded_by_age(sandbox):
     assert _sent(store, "s") == ["zq0", "zq0"]
 
 
+def test_the_readmes_never_applied_twice_claim_states_these_bounds():
+    """L14: README's opening claim ("never ... applied twice under retries") held only within
+    the call_id records' count and age bounds (the two tests above: past them a retry runs the
+    call again). The claim now names both bounds, with the defaults, and what happens past
+    them, and the fences' bounds for a late seed."""
+    opening = (REPO / "README.md").read_text().split("## What it reproduces")[0]
+    text = " ".join(opening.split())
+    config = SessionConfig()
+    assert "applied twice" in text
+    assert f"`--max-call-ids` ({config.max_call_ids:,})" in text
+    assert f"at most {config.call_id_ttl_s / 3600:g} h (`SessionConfig.call_id_ttl_s`)" in text
+    assert "the retry **runs the call again**" in text
+    assert f"(`--fence-ttl-s`, {config.fence_ttl_s / 3600:g} h" in text
+    assert f"`--max-fences`, {config.max_fences:,})" in text
+
+
 def test_call_id_records_are_per_session(sandbox):
     store = _store(sandbox)
     _seed(store, "a")

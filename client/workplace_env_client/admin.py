@@ -28,7 +28,12 @@ from google.protobuf.message import DecodeError
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace_env_client import checks
-from workplace_env_client.channel import DEFAULT_TIMEOUT_S, make_channel, wait_or_raise
+from workplace_env_client.channel import (
+    DEFAULT_TIMEOUT_S,
+    check_client_options,
+    make_channel,
+    wait_or_raise,
+)
 from workplace_env_client.errors import ArgumentError
 from workplace_env_client.routing import Target, session_metadata
 
@@ -341,8 +346,10 @@ class AdminClient:
     balances per-session RPCs over the servers by session id). ``timeout_s`` is every RPC's
     deadline; an RPC refused TOO_MANY_RPCS (a server at its ``--max-concurrent-rpcs`` or
     ``--max-admin-rpcs``, X3: not run) is sent again after the refusal's ``RetryInfo`` delay
-    while that deadline allows, else CapacityError. Raises ValueError for a malformed target
-    list.
+    while that deadline allows, else CapacityError. Raises ArgumentError (a ValueError) naming
+    the argument for a ``timeout_s``, ``affinity`` or ``token`` :class:`EnvironmentClient`
+    refuses (a finite number of seconds in ``(0, 1e9]``; a bool or None; a string or None);
+    ValueError for a malformed target list.
     """
 
     def __init__(
@@ -356,6 +363,7 @@ class AdminClient:
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
+        timeout_s = check_client_options(timeout_s, affinity, token=token, token_field="token")
         self._own_channel = channel is None
         if channel is None:
             assert target is not None

@@ -29,6 +29,7 @@ from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env_client.channel import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_TIMEOUT_S,
+    check_client_options,
     check_max_attempts,
     is_refusal,
     make_aio_channel,
@@ -59,9 +60,10 @@ class AsyncEnvironmentClient:
     bound, refusals (TOO_MANY_RPCS) retried as by :class:`EnvironmentClient`. ``credentials``
     makes the channel the client creates a TLS one, as for :class:`EnvironmentClient`
     (:func:`~workplace_env_client.channel.tls_credentials`); without it the channel is
-    plaintext. ``retry_refusals`` as for :class:`EnvironmentClient`. Raises ValueError for a
-    malformed target list, for both or neither of
-    ``target`` and ``channel``, or for ``max_attempts`` outside 1..5."""
+    plaintext. ``retry_refusals`` as for :class:`EnvironmentClient`. Raises ArgumentError (a
+    ValueError) naming the argument for a ``timeout_s``, ``max_attempts``, ``affinity`` or
+    ``retry_refusals`` :class:`EnvironmentClient` refuses; ValueError for a malformed target
+    list or for both or neither of ``target`` and ``channel``."""
 
     def __init__(
         self,
@@ -77,6 +79,7 @@ class AsyncEnvironmentClient:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
         check_max_attempts(max_attempts)
+        timeout_s = check_client_options(timeout_s, affinity, retry_refusals)
         self._own_channel = channel is None
         if channel is None:
             assert target is not None

@@ -20,6 +20,7 @@ import grpc
 import grpc.aio
 
 from workplace.env.v1 import environment_pb2 as pb
+from workplace_env_client import checks
 from workplace_env_client.errors import WorkplaceEnvError, from_rpc_error
 from workplace_env_client.routing import (
     Target,
@@ -101,11 +102,26 @@ def wait_or_raise(exc: grpc.RpcError, deadline: float, retry: bool = True) -> fl
 
 
 def check_max_attempts(max_attempts: int) -> None:
-    """Raise ValueError unless ``max_attempts`` is an int in 1..5 (gRPC caps attempts at 5)."""
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
-        raise ValueError(f"max_attempts must be an int in 1..5, not {max_attempts!r}")
-    if not 1 <= max_attempts <= 5:
-        raise ValueError(f"max_attempts must be 1..5 (gRPC's limit), not {max_attempts}")
+    """Raise ArgumentError (a ValueError) naming ``max_attempts`` unless it is an int in 1..5
+    (gRPC caps attempts at 5)."""
+    checks.count(max_attempts, "max_attempts", 1, 5, " (gRPC's limit)")
+
+
+def check_client_options(
+    timeout_s: Any,
+    affinity: Any = None,
+    retry_refusals: Any = None,
+    token: Any = None,
+    token_field: str = "admin_token",
+) -> float:
+    """The clients' constructor arguments checked before any channel is made: ``timeout_s``
+    (:func:`~workplace_env_client.checks.seconds`), ``affinity`` and ``retry_refusals`` (bool or
+    None), the admin token (None or a string); ArgumentError naming the argument. Returns
+    ``timeout_s`` as a float."""
+    checks.flag(affinity, "affinity")
+    checks.flag(retry_refusals, "retry_refusals")
+    checks.optional_text(token, token_field)
+    return checks.seconds(timeout_s, "timeout_s")
 
 
 def _retry_method_config(max_attempts: int) -> list[dict[str, Any]]:
@@ -143,7 +159,9 @@ def channel_options(
 ) -> list[tuple[str, Any]]:
     """Channel options of the SDK: message size, for ``max_attempts > 1`` retries, and with
     ``affinity`` the session-affine ``ring_hash`` policy (issue 9; raises RuntimeError when
-    grpcio's switch for it is off, see :mod:`workplace_env_client.routing`)."""
+    grpcio's switch for it is off, see :mod:`workplace_env_client.routing`); ArgumentError for
+    ``max_attempts`` outside 1..5."""
+    check_max_attempts(max_attempts)
     if affinity:
         check_ring_hash_enabled()
     options: list[tuple[str, Any]] = [

@@ -14,6 +14,7 @@ stated once.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -28,6 +29,9 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 # Python's limit on the digits of an int written as text (0: none); json.dumps raises past it.
 _INT_MAX_DIGITS = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 0
 _JSON_KEY_TYPES = (str, int, float, bool, type(None))
+#: The longest deadline the SDK takes, in seconds (about 31 years: "never" for any run; the
+#: server's settings share the bound).
+MAX_SECONDS = 1e9
 
 
 def type_name(value: Any) -> str:
@@ -62,6 +66,44 @@ def int32(value: Any, field: str) -> int:
     if not INT32_MIN <= value <= INT32_MAX:
         raise ArgumentError(field, "must fit in 32 bits (int32)")
     return value
+
+
+def seconds(value: Any, field: str) -> float:
+    """``value`` as a float if it is a number of seconds (an int or float, not a bool) that is
+    finite and in ``(0, MAX_SECONDS]``; else ArgumentError naming ``field`` (``timeout_s``).
+    gRPC reads an infinite deadline as already past, and a NaN or negative one as whatever its
+    arithmetic gives, so they are refused rather than sent."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ArgumentError(field, f"must be a number of seconds, not {type_name(value)}")
+    if not (math.isfinite(value) and 0 < value <= MAX_SECONDS):
+        raise ArgumentError(
+            field,
+            f"must be a finite number of seconds above 0 and at most {MAX_SECONDS:g}, "
+            f"not {value!r}",
+        )
+    return float(value)
+
+
+def count(value: Any, field: str, low: int, high: int, why: str = "") -> int:
+    """``value`` if it is an ``int`` (not a bool) in ``low..high``; else ArgumentError naming
+    ``field`` (``max_attempts``), ``why`` after the range."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentError(field, f"must be an int in {low}..{high}, not {type_name(value)}")
+    if not low <= value <= high:
+        raise ArgumentError(field, f"must be {low}..{high}{why}, not {value}")
+    return value
+
+
+def flag(value: Any, field: str) -> bool | None:
+    """``value`` if it is a bool or None (None: the default); else ArgumentError."""
+    if value is not None and not isinstance(value, bool):
+        raise ArgumentError(field, f"must be True, False or None, not {type_name(value)}")
+    return value
+
+
+def optional_text(value: Any, field: str) -> str | None:
+    """``value`` if it is None or a string UTF-8 can carry (:func:`text`); else ArgumentError."""
+    return None if value is None else text(value, field)
 
 
 def pair(value: Any, field: str, shape: str) -> tuple[Any, Any]:
@@ -137,6 +179,18 @@ def json_text(value: str, field: str, reason: str = "INVALID_REQUEST") -> str:
         raise ArgumentError(field, problem, reason) from None
     found = json_problem(parsed, field)
     raise ArgumentError(*(found or (field, problem)), reason)
+
+
+def json_row(value: Any, field: str, shape: str) -> Mapping[str, Any]:
+    """``value`` (a dataset row) if it is a Mapping whose every value :func:`json_problem`
+    accepts; else ArgumentError naming ``field`` or the path of the first value that is not
+    JSON (``task.x`` for a set, bytes, a Decimal, ...). A tuple is written as a list, and NaN and
+    the infinities as ``json.dumps`` writes them (``NaN``, ``Infinity``): both deterministic, so
+    accepted; the row is then hashed (the seed's ``data_digest``), so a value whose JSON text
+    could change between processes (a set's order follows ``PYTHONHASHSEED``) must be refused."""
+    row = mapping(value, field, shape)
+    json_value(row if isinstance(row, dict) else dict(row), field)
+    return row
 
 
 def mapping(value: Any, field: str, shape: str) -> Mapping[str, Any]:

@@ -57,6 +57,7 @@ from workplace_env_client.channel import (  # noqa: F401
     RETRIED_METHODS,
     SERVICE,
     channel_options,
+    check_client_options,
     check_max_attempts,
     is_refusal,
     make_channel,
@@ -118,8 +119,12 @@ class EnvironmentClient:
     session's checkpoint recovery) sends by default. ``credentials`` makes the channel the client
     creates a TLS one (:func:`~workplace_env_client.channel.tls_credentials`: a server started
     with ``--tls-cert``, and with ``--tls-client-ca`` this client's certificate); without it the
-    channel is plaintext. Raises ValueError for a malformed target list or ``max_attempts``
-    outside 1..5, RuntimeError when affinity is asked for and grpcio's switch for it is off.
+    channel is plaintext. Raises ArgumentError (a ValueError) naming the argument, before any
+    channel is made, for a ``timeout_s`` that is not a finite number of seconds in
+    ``(0, 1e9]`` (None, a string, NaN, an infinity, 0 or less), a ``max_attempts`` that is not
+    an int in 1..5, an ``affinity`` or ``retry_refusals`` that is not a bool or None, an
+    ``admin_token`` that is not a string or None; ValueError for a malformed target list,
+    RuntimeError when affinity is asked for and grpcio's switch for it is off.
     """
 
     def __init__(
@@ -137,6 +142,7 @@ class EnvironmentClient:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
         check_max_attempts(max_attempts)
+        timeout_s = check_client_options(timeout_s, affinity, retry_refusals, admin_token)
         self._own_channel = channel is None
         if channel is None:
             assert target is not None

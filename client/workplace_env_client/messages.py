@@ -116,10 +116,12 @@ def task_from_row(row: Mapping[str, Any]) -> pb.WorkplaceTask:
     ``verify(ground_truth_json=...)``); other missing fields are left empty. ``data_digest``
     is :func:`row_digest` of the whole row, so a retried seed must send the same row. Raises
     ArgumentError for a row that is not a mapping (``task``), a ground truth that is neither a
-    list of calls nor a string (``task.ground_truth``, ``task.ground_truth[0].name``, ...), or a
-    field UTF-8 cannot carry.
+    list of calls nor a string (``task.ground_truth``, ``task.ground_truth[0].name``, ...), a
+    field UTF-8 cannot carry, or any value of the row that is not JSON (:func:`checks.json_row`:
+    a set, bytes, a non-str key of another type, ... named by its path, ``task.x``), as its
+    digest would not be the same in every process.
     """
-    checks.mapping(row, "task", "a mapping (a dataset row) or a WorkplaceTask")
+    checks.json_row(row, "task", "a mapping (a dataset row) or a WorkplaceTask")
     truth = row.get("ground_truth") or []
     if isinstance(truth, str):
         truth = []
@@ -135,12 +137,13 @@ def task_from_row(row: Mapping[str, Any]) -> pb.WorkplaceTask:
 
 
 def row_digest(row: Mapping[str, Any]) -> str:
-    """BLAKE2b (16 bytes, hex) of ``row``'s canonical JSON (sorted keys; a value JSON cannot
-    hold is written as its ``str``)."""
+    """BLAKE2b (16 bytes, hex) of ``row``'s canonical JSON (sorted keys). ``row`` must have
+    passed :func:`checks.json_row`: every value JSON, so the text, and the digest, are the same
+    in every process (a set's order, or its ``str``, changes with ``PYTHONHASHSEED``)."""
     try:
-        text = json.dumps(row, sort_keys=True, ensure_ascii=False, default=str)
+        text = json.dumps(row, sort_keys=True, ensure_ascii=False)
     except TypeError:  # keys of mixed types cannot be sorted: their order as given
-        text = json.dumps(row, ensure_ascii=False, default=str)
+        text = json.dumps(row, ensure_ascii=False)
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 

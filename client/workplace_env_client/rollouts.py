@@ -81,7 +81,9 @@ _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 class ModelPolicy:
     """How the model is asked: ``model`` name, ``api``, at most ``max_turns`` model calls per
     episode, and extra request fields (``temperature``, ``max_output_tokens`` ...) sent on
-    every call (Responses-API names; ``max_output_tokens`` becomes ``max_tokens`` for chat)."""
+    every call (Responses-API names; ``max_output_tokens`` becomes ``max_tokens`` for chat).
+    Raises ValueError for another ``api``, ArgumentError (a ValueError) naming ``max_turns``
+    when it is not an int in 1..2147483647."""
 
     model: str
     api: ModelApi = "responses"
@@ -91,8 +93,7 @@ class ModelPolicy:
     def __post_init__(self) -> None:
         if self.api not in MODEL_APIS:
             raise ValueError(f"api must be 'responses' or 'chat', not {self.api!r}")
-        if self.max_turns < 1:
-            raise ValueError(f"max_turns must be at least 1, not {self.max_turns}")
+        checks.count(self.max_turns, "max_turns", 1, checks.INT32_MAX)
 
 
 @dataclass
@@ -183,7 +184,11 @@ def openai_client(
     """An ``openai.OpenAI`` (or ``AsyncOpenAI``) for ``base_url``: ``timeout_s`` per request,
     ``max_retries`` retries with exponential backoff on 408/409/429/5xx and connection errors.
     The key is ``api_key``, else ``$api_key_env``, else ``"EMPTY"`` (local servers need none).
-    Raises ImportError naming the extra when ``openai`` is not installed."""
+    Raises ArgumentError naming ``timeout_s`` (not a finite number of seconds in ``(0, 1e9]``)
+    or ``max_retries`` (not an int in 0..100); ImportError naming the extra when ``openai`` is
+    not installed."""
+    checks.seconds(timeout_s, "timeout_s")
+    checks.count(max_retries, "max_retries", 0, 100)
     try:
         import openai
     except ImportError as exc:  # the SDK's own dependencies stay grpcio and protobuf
@@ -591,8 +596,9 @@ def check_rollout_inputs(
     row: Any, policy: Any, episode: tuple[str, int] | None, task_id: tuple[str, str] | None
 ) -> None:
     """Raise ArgumentError (nothing sent) unless ``row`` is a mapping, ``policy`` a
-    :class:`ModelPolicy`, and ``episode`` and ``task_id`` (when given) well-formed pairs."""
-    checks.mapping(row, "task", "a mapping (a dataset row)")
+    :class:`ModelPolicy`, and ``episode`` and ``task_id`` (when given) well-formed pairs; every
+    value of ``row`` must be JSON (:func:`~workplace_env_client.checks.json_row`)."""
+    checks.json_row(row, "task", "a mapping (a dataset row)")
     if not isinstance(policy, ModelPolicy):
         raise ArgumentError("policy", f"must be a ModelPolicy, not {checks.type_name(policy)}")
     if episode is not None:
@@ -727,10 +733,12 @@ async def arun_rollouts(
     on_done: Callable[[int, Rollout], None] | None = None,
 ) -> list[Rollout]:
     """Play every row once with at most ``concurrency`` episodes in flight; the rollouts in
-    the rows' order. ``on_done(index, rollout)`` is called as each finishes."""
+    the rows' order. ``on_done(index, rollout)`` is called as each finishes. Raises
+    ArgumentError naming ``concurrency`` unless it is an int in 1..2147483647."""
+    checks.count(concurrency, "concurrency", 1, checks.INT32_MAX)
     items = list(rows)
     tools = await env.list_tools()
-    gate = asyncio.Semaphore(max(1, concurrency))
+    gate = asyncio.Semaphore(concurrency)
 
     async def one(index: int, row: Mapping[str, Any]) -> Rollout:
         async with gate:

@@ -48,6 +48,7 @@ from workplace_env.runs import ModelRunOptions, read_episodes, run_model_policy,
 from workplace_env.server.serve import serve_until_signalled
 from workplace_env.taskgen import generate_to
 from workplace_env.terminal import CommandError, console, plain
+from workplace_env_client.checks import MAX_SECONDS
 
 app = typer.Typer(
     help="gRPC environment server for the workplace assistant (WorkBench) benchmark.",
@@ -287,9 +288,11 @@ def run(
     api_key_env: Annotated[
         str, _model_opt("Environment variable holding the API key.")
     ] = "OPENAI_API_KEY",
-    timeout: Annotated[float, _model_opt("Seconds per model request.", min=0.1)] = 120.0,
+    timeout: Annotated[
+        float, _model_opt("Seconds per model request.", min=0.1, max=MAX_SECONDS)
+    ] = 120.0,
     max_retries: Annotated[
-        int, _model_opt("Retries with exponential backoff on 429, 5xx, timeouts.", min=0)
+        int, _model_opt("Retries with exponential backoff on 429, 5xx, timeouts.", min=0, max=100)
     ] = 4,
     temperature: Annotated[OptFloat, _model_opt("Sampling temperature [endpoint default].")] = None,
     max_output_tokens: Annotated[
@@ -302,19 +305,29 @@ def run(
             "Rollouts JSONL [<file stem>_rollouts.jsonl]; a rerun resumes it.", dir_okay=False
         ),
     ] = None,
+    fail_on_masked: Annotated[
+        bool,
+        _model_opt(
+            "Exit 1 on any masked episode, the model's own failures (agent_run_error) "
+            "included; without it only episodes left unfinished (endpoint, environment) do."
+        ),
+    ] = False,
 ) -> None:
     """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch or failure.
 
     Lines with ``tables_after`` also have the session's tables compared (an admin export).
     With --policy model, an OpenAI-compatible model plays each task (see README "Evaluate a
     model"): rollouts go to --out (resumed on a rerun), a summary by category is printed and a
-    pass-rate plot saved next to it.
+    pass-rate plot saved next to it; a masked episode is a failure of the run (exit 1) only
+    when the endpoint or the environment masked it (a rerun plays it again), not when the
+    model did (agent_run_error, counted in its pass rate), unless --fail-on-masked.
     """
     if policy not in (*POLICIES, "model"):
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
     with _reported():
-        lines = read_episodes(file)
+        episodes = read_episodes(file)
+        lines = episodes.lines
         if policy == "model":
             options = ModelRunOptions(
                 base_url,
@@ -329,19 +342,21 @@ def run(
                 repeats,
                 out or Path(f"{file.stem}_rollouts.jsonl"),
                 concurrency,
+                fail_on_masked,
             )
-            run_model_policy(lines, options, target=target, data_dir=data_dir)
-            return
-        status = run_scripted(
-            lines,
-            policy,
-            title=f"{file.name} ({policy})",
-            target=target,
-            data_dir=data_dir,
-            concurrency=concurrency,
-            token=token,
-            json_out=json_out,
-        )
+            status = run_model_policy(lines, options, target=target, data_dir=data_dir)
+        else:
+            status = run_scripted(
+                lines,
+                policy,
+                title=f"{file.name} ({policy})",
+                target=target,
+                data_dir=data_dir,
+                concurrency=concurrency,
+                token=token,
+                json_out=json_out,
+                line_numbers=episodes.line_numbers,
+            )
     _exit(status)
 
 
@@ -393,6 +408,7 @@ CheckpointTimeout = Annotated[
     Opt(
         help="Deadline in seconds of the whole export or restore (all sessions in one stream).",
         min=0.1,
+        max=MAX_SECONDS,  # the SDK's bound (an infinite deadline is one already past for gRPC)
     ),
 ]
 

@@ -18,9 +18,12 @@ Policies: ``recorded`` makes the line's ``function_calls`` (or ``calls``); ``ora
 score below 1.0).
 
 An episode that cannot be played to the end is a *failure*, counted apart from the mismatches
-by kind (:data:`FAILURE_KINDS`): the server unavailable (or past its deadline), a line that is
-not a valid episode (:class:`LineError`, named by line number and the file's own field names),
-or another error.
+by kind (:data:`FAILURE_KINDS`): the server unavailable (or past its deadline), at one of its
+capacity limits, refusing the admin export a ``tables_after`` check needs (no or a wrong admin
+token), the session lost under the episode (a call, the export or the verify found it gone), a
+line that is not a valid episode (:class:`LineError`, named by line number and the file's own
+field names), or another error. Only a comparison of what the server answered with what was
+recorded is a mismatch: an infrastructure error never is.
 """
 
 from __future__ import annotations
@@ -30,16 +33,20 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from workplace_env.parity import outputs_match, state_digests, state_mismatches
 from workplace_env_client import (
+    CapacityError,
     DeadlineError,
     EnvironmentClient,
     InvalidRequestError,
+    SessionHeaderMismatchError,
+    SessionLostError,
+    UnauthenticatedError,
     UnavailableError,
     WorkplaceEnvError,
 )
@@ -48,6 +55,9 @@ POLICIES = ("recorded", "oracle", "perturbed")
 #: Why an episode failed (the ``--json-out`` ``failed_episodes`` keys), and how it is shown.
 FAILURE_KINDS = {
     "server_unavailable": "server unavailable",
+    "server_capacity": "server at a capacity limit",
+    "admin_unauthenticated": "admin export refused: admin token missing or wrong",
+    "session_lost": "session lost",
     "invalid_input": "invalid input line",
     "error": "error",
 }
@@ -136,6 +146,23 @@ def case_id_of(line: Mapping[str, Any], lineno: int) -> str:
         if line.get(key) not in (None, ""):
             return str(line[key])
     return f"line-{lineno}"
+
+
+class EpisodeFailure(Exception):
+    """An episode that could not be played to the end for a reason the service gave that is not
+    the line's: ``kind`` a key of :data:`FAILURE_KINDS`, the message saying why."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+#: Why a ``tables_after`` check needs the admin token (the message of its refusal).
+ADMIN_TOKEN_NEEDED = (
+    "the tables_after check reads the session's tables through the admin export "
+    "(ExportSessions), which needs the server's admin token: pass it with --token or "
+    "$WORKPLACE_ENV_ADMIN_TOKEN (a server started without --admin-token has its admin RPCs off)"
+)
 
 
 class LineError(ValueError):
@@ -227,6 +254,8 @@ def _call_mismatch(
     refused = bool(call.get("http_status"))
     try:
         output = client.call_tool(session_id, name, text)
+    except SessionHeaderMismatchError:
+        raise  # routing, not the call's answer: a failure of the episode
     except InvalidRequestError as exc:
         if check and "output" in call and not refused:
             return f"call {i} {name}: {exc}", call["output"], None
@@ -243,19 +272,24 @@ def _state_problems(
     client: EnvironmentClient, session_id: str, expected: Any, admin_token: str | None
 ) -> list[str]:
     """The tables of the session that differ from ``expected`` (a line's ``tables_after``),
-    read through the admin export; a failed export is one problem naming why."""
+    read through the admin export. An export that fails is no difference but a failure of the
+    episode: :class:`EpisodeFailure` ``admin_unauthenticated`` (UNAUTHENTICATED: no or a
+    wrong token), ``session_lost`` (the server does not hold the session), ``error`` (it cannot
+    encode it); the SDK's errors (UNAVAILABLE, RESOURCE_EXHAUSTED, ...) are raised as they are
+    (:func:`failure_kind`)."""
     if not isinstance(expected, dict):
         return [f"tables_after is not an object: {type(expected).__name__}"]
     try:
         with client.admin(admin_token) as admin:
             result = admin.export_sessions([session_id])
-        if not result.snapshots:
-            why = result.failures.get(session_id, "not held")
-            return [f"cannot export the session's tables: {why}"]
-        actual = state_digests(result.snapshots[0].state_json)
-    except (WorkplaceEnvError, ValueError) as exc:
-        return [f"cannot export the session's tables: {exc}"]
-    return state_mismatches(expected, actual)
+    except UnauthenticatedError as exc:
+        raise EpisodeFailure("admin_unauthenticated", f"{ADMIN_TOKEN_NEEDED} ({exc})") from exc
+    if not result.snapshots:
+        if session_id in result.failures:
+            why = result.failures[session_id]
+            raise EpisodeFailure("error", f"cannot export the session's tables: {why}")
+        raise EpisodeFailure("session_lost", "the admin export does not hold the session")
+    return state_mismatches(expected, state_digests(result.snapshots[0].state_json))
 
 
 def run_episode(
@@ -289,6 +323,8 @@ def run_episode(
     result = EpisodeResult(case_id, str(line.get("category") or "uncategorised"), 0.0)
     try:
         client.seed(session_id, episode, ("run", case_id), task_row)
+    except SessionHeaderMismatchError:
+        raise  # routing, not the line: a failure of the episode
     except InvalidRequestError as exc:  # the task row is the line (its id: case_id or id)
         raise _renamed(exc, lineno, {"task": ""}) from exc
     try:
@@ -307,12 +343,17 @@ def run_episode(
             verify_kwargs["ground_truth_json"] = json.dumps(truth)
         try:
             verified = client.verify(session_id, calls, **verify_kwargs)
+        except SessionHeaderMismatchError:
+            raise  # routing, not the line
         except InvalidRequestError as exc:
             made = "ground_truth" if policy != "recorded" else "function_calls"
             if policy == "recorded" and "function_calls" not in line:
                 made = "calls"
             names = {"ground_truth_json": "ground_truth", "function_calls": made}
             raise _renamed(exc, lineno, names) from exc
+        if verified.mask_sample:  # V4: the server lost the session; the reward is no score
+            why = verified.failure_reason or verified.failure_kind
+            raise EpisodeFailure("session_lost", f"verify answered a masked sample: {why}")
         result.reward = verified.reward
         if policy == "recorded" and "reward" in line and verified.reward != line["reward"]:
             result.reward_mismatch = True
@@ -324,6 +365,22 @@ def run_episode(
     return result
 
 
+def admin_refusal(client: EnvironmentClient, admin_token: str | None) -> str | None:
+    """Why the server refuses the admin export the ``tables_after`` checks need (its
+    UNAUTHENTICATED answer: ``ADMIN_DISABLED``, ``ADMIN_TOKEN_REQUIRED``,
+    ``ADMIN_TOKEN_INVALID``, CONTRACT A1), or None when it takes ``admin_token``. Asks for one
+    id that no session has, so nothing is read; any other error is left to the episodes, which
+    report it by kind."""
+    try:
+        with client.admin(admin_token) as admin:
+            admin.export_sessions([f"run-token-check-{uuid.uuid4().hex}"])
+    except UnauthenticatedError as exc:
+        return str(exc)
+    except WorkplaceEnvError:
+        return None
+    return None
+
+
 def run_lines(
     client: EnvironmentClient,
     lines: Iterable[Mapping[str, Any]],
@@ -332,13 +389,19 @@ def run_lines(
     seed: int = 0,
     on_done: Callable[[EpisodeResult], None] | None = None,
     admin_token: str | None = None,
+    line_numbers: Sequence[int] | None = None,
 ) -> RunSummary:
     """Run every line as an episode with ``concurrency`` in flight; summarise.
 
     ``on_done`` is called once per finished episode (progress bars); ``admin_token`` is sent
-    with the exports that check ``tables_after``.
+    with the exports that check ``tables_after``. ``line_numbers`` are the lines' physical
+    line numbers in their file (1-based, blank lines counted: :func:`read_jsonl`), used in
+    every message naming a line; None numbers them 1, 2, ...
     """
     items = list(lines)
+    numbers = list(range(1, len(items) + 1)) if line_numbers is None else list(line_numbers)
+    if len(numbers) != len(items):
+        raise ValueError(f"{len(numbers)} line numbers for {len(items)} lines")
     started = time.perf_counter()
     results: list[EpisodeResult] = []
 
@@ -350,14 +413,15 @@ def run_lines(
             case_id = case_id_of(line, lineno)
             res = EpisodeResult(case_id, str(line.get("category") or "uncategorised"), 0.0)
             res.failure = failure_kind(exc)
-            detail = str(exc) if isinstance(exc, LineError) else f"{type(exc).__name__}: {exc}"
+            own = isinstance(exc, LineError | EpisodeFailure)
+            detail = str(exc) if own else f"{type(exc).__name__}: {exc}"
             res.mismatches.append(Mismatch(case_id, res.failure, detail))
         if on_done is not None:
             on_done(res)
         return res
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        results = list(pool.map(one, enumerate(items, start=1)))
+        results = list(pool.map(one, zip(numbers, items, strict=True)))
     elapsed = time.perf_counter() - started
     by_category: dict[str, list[float]] = {}
     failed = dict.fromkeys(FAILURE_KINDS, 0)
@@ -389,17 +453,29 @@ def _mean(rewards: list[float]) -> float | None:
 
 def failure_kind(exc: BaseException) -> str:
     """The :data:`FAILURE_KINDS` key of an episode's exception: the server unavailable
-    (UNAVAILABLE, including draining and unreachable, or DEADLINE_EXCEEDED), an invalid line,
-    or another error."""
+    (UNAVAILABLE, including draining and unreachable, or DEADLINE_EXCEEDED), at a capacity
+    limit (RESOURCE_EXHAUSTED: too many RPCs past the SDK's retries, the session store full, a
+    message over a limit), refusing the admin token (UNAUTHENTICATED), the session lost
+    (NOT_FOUND SESSION_LOST / SESSION_EXPIRED), an :class:`EpisodeFailure`'s own kind, an
+    invalid line, or another error."""
+    if isinstance(exc, EpisodeFailure):
+        return exc.kind
     if isinstance(exc, UnavailableError | DeadlineError):
         return "server_unavailable"
+    if isinstance(exc, CapacityError):
+        return "server_capacity"
+    if isinstance(exc, UnauthenticatedError):
+        return "admin_unauthenticated"
+    if isinstance(exc, SessionLostError):
+        return "session_lost"
     if isinstance(exc, LineError):
         return "invalid_input"
     return "error"
 
 
-def read_jsonl(path: str) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file (blank lines skipped). Raises ValueError naming the line."""
+def read_jsonl(path: str) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSONL file, each with its physical line number (1-based, blank
+    lines counted, skipped). Raises ValueError naming the line."""
     out = []
     try:
         fh = open(path, encoding="utf-8")  # noqa: SIM115  (closed below; read errors named)
@@ -419,5 +495,5 @@ def read_jsonl(path: str) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}:{n}: not JSON: {exc}") from exc
             if not isinstance(value, dict):
                 raise ValueError(f"{path}:{n}: not a JSON object")
-            out.append(value)
+            out.append((n, value))
     return out

@@ -6,7 +6,8 @@
   any mismatch with the recordings;
 * :func:`run_model_policy`: ``--policy model``, rollouts of an OpenAI-compatible model collected
   by :mod:`workplace_env.model_runs` (resumed on a rerun), a table by category, the summary JSON
-  and the pass-rate plot.
+  and the pass-rate plot; exit status 1 when an episode is left unfinished (masked by the
+  endpoint or the environment), not for the model's own failures unless ``--fail-on-masked``.
 
 Both play against the ``--target`` server or an in-process one
 (:func:`workplace_env.server.serve.connect`).
@@ -26,6 +27,7 @@ from rich.table import Table
 from workplace_env.model_runs import (
     CategorySummary,
     collect_rollouts,
+    is_finished,
     materialized_inputs_path,
     read_rollouts,
     short_category,
@@ -33,23 +35,39 @@ from workplace_env.model_runs import (
     write_plot,
     write_summary,
 )
-from workplace_env.runner import FAILURE_KINDS, RunSummary, read_jsonl, run_lines
+from workplace_env.runner import (
+    ADMIN_TOKEN_NEEDED,
+    FAILURE_KINDS,
+    RunSummary,
+    admin_refusal,
+    read_jsonl,
+    run_lines,
+)
 from workplace_env.server.serve import connect
 from workplace_env.terminal import CommandError, console, episode_progress, plain
 from workplace_env_client import EnvironmentClient, ModelPolicy, openai_client
 from workplace_env_client.rollouts import MODEL_APIS
 
 
-def read_episodes(file: Path) -> list[dict[str, Any]]:
-    """The JSON objects of ``file``. Raises :class:`CommandError` (exit 2) when it cannot be
-    read or holds no line."""
+@dataclass(frozen=True)
+class EpisodeFile:
+    """A JSONL file's objects and the physical line number of each (1-based, blank lines
+    counted), so every message naming a line names the line an editor shows."""
+
+    lines: list[dict[str, Any]]
+    line_numbers: list[int]
+
+
+def read_episodes(file: Path) -> EpisodeFile:
+    """The JSON objects of ``file`` with their line numbers. Raises :class:`CommandError`
+    (exit 2) when it cannot be read or holds no line."""
     try:
-        lines = read_jsonl(str(file))
+        numbered = read_jsonl(str(file))
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
-    if not lines:
+    if not numbered:
         raise CommandError(f"{file} holds no episodes")
-    return lines
+    return EpisodeFile([line for _, line in numbered], [n for n, _ in numbered])
 
 
 def print_summary(summary: RunSummary, title: str) -> None:
@@ -81,6 +99,19 @@ def print_summary(summary: RunSummary, title: str) -> None:
         Console().print(f"[yellow]{label}[/yellow] {plain(f'{m.case_id} {m.kind}: {m.detail}')}")
 
 
+def refuse_data_dir_with_target(target: str | None, data_dir: Path | None) -> None:
+    """Raise :class:`CommandError` (exit 2) when both are given: the ``--target`` server plays
+    every episode on the sandbox it was started with, so ``--data-dir`` would be ignored and a
+    run against other tables than the user meant would report their differences as
+    mismatches."""
+    if target is not None and data_dir is not None:
+        raise CommandError(
+            f"--data-dir {data_dir} has no effect with --target {target}: the server there plays "
+            "every episode on the sandbox it was started with (serve --data-dir). Drop "
+            "--data-dir, or drop --target to play on an in-process server over that directory."
+        )
+
+
 def run_scripted(
     lines: Sequence[Mapping[str, Any]],
     policy: str,
@@ -91,14 +122,29 @@ def run_scripted(
     concurrency: int = 1,
     token: str | None = None,
     json_out: Path | None = None,
+    line_numbers: Sequence[int] | None = None,
 ) -> int:
     """Play ``lines`` with a scripted ``policy`` (one of :data:`~workplace_env.runner.POLICIES`)
     against ``target`` (None: an in-process server over ``data_dir``), ``concurrency`` in
     flight, with a progress bar; print the summary titled ``title`` and write it as JSON to
-    ``json_out``. ``token`` is the target's admin token for ``tables_after`` checks. Returns the
+    ``json_out``. ``token`` is the target's admin token for ``tables_after`` checks: when the
+    policy is ``recorded``, some line has one and the server refuses the token (or its
+    absence), the run stops before playing anything (:class:`CommandError`, exit 2, saying the
+    token is needed and why); ``data_dir`` with ``target`` is refused the same way
+    (:func:`refuse_data_dir_with_target`);
+    ``line_numbers`` the lines' physical numbers in their file (:class:`EpisodeFile`). Returns the
     exit status: 1 when an output, state or reward differs from the recording or an episode
-    failed (server unavailable, invalid line, error), else 0."""
+    failed (any of :data:`~workplace_env.runner.FAILURE_KINDS`), else 0."""
+    refuse_data_dir_with_target(target, data_dir)
     with connect(target, data_dir, token) as (client, admin_token), episode_progress() as bars:
+        if policy == "recorded" and (checked := sum("tables_after" in line for line in lines)):
+            refusal = admin_refusal(client, admin_token)
+            if refusal is not None:
+                raise CommandError(
+                    f"{checked} of the {len(lines)} lines have tables_after, and "
+                    f"{ADMIN_TOKEN_NEEDED}; nothing was played. The server at {target} answered:",
+                    refusal,
+                )
         bar = bars.add_task(f"{policy} episodes", total=len(lines))
         summary = run_lines(
             client,
@@ -107,6 +153,7 @@ def run_scripted(
             concurrency,
             on_done=lambda _r: bars.advance(bar),
             admin_token=admin_token,
+            line_numbers=line_numbers,
         )
     print_summary(summary, title)
     if json_out is not None:
@@ -137,6 +184,8 @@ class ModelRunOptions:
     repeats: int
     out: Path
     concurrency: int
+    #: Exit 1 on any masked episode, the model's own failures (agent_run_error) included.
+    fail_on_masked: bool = False
 
 
 def print_model_summary(summary: Sequence[CategorySummary], title: str) -> None:
@@ -175,13 +224,19 @@ def run_model_policy(
     target: str | None = None,
     data_dir: Path | None = None,
     model_client: Any = None,
-) -> None:
+) -> int:
     """Collect the rollouts of ``lines`` into ``options.out`` against ``target`` (None: an
     in-process server over ``data_dir``), then summarise all of the file's lines.
 
-    Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package or
-    an unwritable output; the model's or endpoint's failures are masked episodes, never an
-    error of the run.
+    Returns the exit status: 0 when every episode of the file is finished, scored or masked
+    for the model's own failure (``agent_run_error``: the model's output cannot be run or
+    scored, a failure of the model that its pass rate counts); 1 when an episode is masked
+    for the endpoint or the environment (``provider_*``, ``session_*``,
+    ``workplace_env:environment_error``: not a score of the model, played again by a rerun
+    with the same ``--out``), or, with ``options.fail_on_masked``, when any episode is masked.
+    Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package,
+    ``data_dir`` with ``target`` or an unwritable output; the model's or endpoint's failures
+    are masked episodes, never an error of the run.
     """
     if not options.base_url and model_client is None:
         raise CommandError("--policy model needs --base-url (an OpenAI-compatible endpoint)")
@@ -189,6 +244,7 @@ def run_model_policy(
         raise CommandError("--policy model needs --model (the model name the endpoint serves)")
     if options.api not in MODEL_APIS:
         raise CommandError(f"--api must be one of {', '.join(MODEL_APIS)}")
+    refuse_data_dir_with_target(target, data_dir)
     if model_client is None:
         try:
             model_client = openai_client(
@@ -197,10 +253,10 @@ def run_model_policy(
                 timeout_s=options.timeout_s,
                 max_retries=options.max_retries,
             )
-        except ImportError as exc:
+        except (ImportError, ValueError) as exc:  # ValueError: --timeout or --max-retries
             raise CommandError(str(exc)) from exc
     with connect(target, data_dir) as (client, _):
-        _collect_and_report(client, model_client, lines, options)
+        return _collect_and_report(client, model_client, lines, options)
 
 
 def _collect_and_report(
@@ -208,7 +264,7 @@ def _collect_and_report(
     model_client: Any,
     lines: Sequence[Mapping[str, Any]],
     options: ModelRunOptions,
-) -> None:
+) -> int:
     request_options: dict[str, Any] = {}
     if options.temperature is not None:
         request_options["temperature"] = options.temperature
@@ -250,6 +306,19 @@ def _collect_and_report(
         )
     if len(masked) > 10:
         console.print(f"[yellow]masked[/yellow] ... {len(masked) - 10} more")
+    unfinished = [line for line in masked if not is_finished(line)]
+    if len(masked) > len(unfinished):
+        console.print(
+            f"{len(masked) - len(unfinished)} masked by the model itself (agent_run_error): "
+            "failures of the model, counted in its pass rate"
+            + ("; exit 1 (--fail-on-masked)" if options.fail_on_masked else "")
+        )
+    if unfinished:
+        console.print(
+            f"[red]{len(unfinished)} not finished[/red] (masked by the endpoint or the "
+            "environment, no score of the model): exit 1; a rerun with the same --out plays "
+            "them again"
+        )
     summary_file = write_summary(summary, options.out)
     plot = write_plot(summary, options.out, f"{options.model}: pass rate by category")
     console.print(
@@ -258,3 +327,4 @@ def _collect_and_report(
         f"summary {summary_file}"
         + (f", plot {plot}" if plot else " (no plot: pip install 'workplace-env[model]')")
     )
+    return 1 if unfinished or (masked and options.fail_on_masked) else 0
