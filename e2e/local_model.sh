@@ -71,10 +71,13 @@ wait_http "http://127.0.0.1:$LLAMA_PORT/v1/models" "${PIDS[0]}" "$OUTDIR/llama_s
 wait_http "http://127.0.0.1:$HTTP_PORT/health" "${PIDS[1]}" "$OUTDIR/workplace_env_serve.log"
 
 head -n "$N" "$TASKS" >"$OUTDIR/tasks.jsonl"
+# run exits 1 when an episode is left unfinished (e.g. a model endpoint timeout); the rollouts
+# it did write are still re-verified below, and that status is this script's own at the end.
+run_status=0
 .venv/bin/workplace-env run "$OUTDIR/tasks.jsonl" --policy model --api chat \
   --base-url "http://127.0.0.1:$LLAMA_PORT/v1" --model local --max-turns "$MAX_TURNS" \
   --max-output-tokens 256 --temperature 0 --timeout 600 --concurrency 1 \
-  --target "127.0.0.1:$GRPC_PORT" --out "$OUTDIR/rollouts.jsonl"
+  --target "127.0.0.1:$GRPC_PORT" --out "$OUTDIR/rollouts.jsonl" || run_status=$?
 echo "rollouts written: $(wc -l <"$OUTDIR/rollouts.jsonl") lines in $OUTDIR/rollouts.jsonl"
 
 if [ -n "${WORKPLACE_ENV_NEMO_VENV:-}" ]; then
@@ -83,3 +86,4 @@ if [ -n "${WORKPLACE_ENV_NEMO_VENV:-}" ]; then
 else
   echo "set WORKPLACE_ENV_NEMO_VENV to a NeMo Gym 0.7.0 venv to re-verify with NeMo Gym"
 fi
+exit "$run_status"
