@@ -74,6 +74,25 @@ def _rpc(method: Handler) -> Handler:
     return handler  # type: ignore[return-value]
 
 
+def check_truth_bound(count: int, bound: int, field: str, session_id: str) -> None:
+    """Refuse a task whose ground truth has more than ``bound`` calls (0: no bound) where the
+    task enters (seed, restore): a verify without a ground truth of its own replays the
+    seeded one, so that episode could not be scored within ``--max-verify-calls`` (V5).
+
+    Raises InvalidRequest naming ``field`` and the bound."""
+    if bound and count > bound:
+        raise errors.InvalidRequest(
+            [
+                errors.FieldViolation(
+                    field,
+                    f"at most {bound} calls (max_verify_calls: a verify replays the task's "
+                    f"ground truth), got {count}",
+                )
+            ],
+            session_id,
+        )
+
+
 def _require_session_id(session_id: str) -> None:
     violations = session_id_violations(session_id)
     if violations:
@@ -120,6 +139,12 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
 
     @_rpc
     def SeedSession(self, request: pb.SeedSessionRequest, context: grpc.ServicerContext):
+        check_truth_bound(
+            len(request.task.ground_truth),
+            self.max_verify_calls,
+            "task.ground_truth",
+            request.resources_session_id,
+        )
         result = self.store.seed(
             request.resources_session_id,
             convert.optional(request, "episode_id", convert.episode),
