@@ -166,8 +166,9 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         result = self.store.call_tool(
             request.resources_session_id, request.tool_name, request.arguments, request.call_id
         )
-        response = pb.CallToolResponse(output=result.output, replayed=result.replayed)
+        response = pb.CallToolResponse(output=result.output)
         if len(result.output) > self._always_fits:
+            # measured without the `replayed` flag: a retry's refusal is the first one's (T6)
             size = response.ByteSize()
             if size > self.max_response_bytes:
                 raise errors.ResponseTooLarge(
@@ -178,6 +179,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                     size_bytes=size,
                     limit_bytes=self.max_response_bytes,
                 )
+        response.replayed = result.replayed
         return response
 
     @_rpc
