@@ -33,6 +33,8 @@ from tests.helpers import table_rows
 from workplace_env.cli import app
 from workplace_env.config import Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
+from workplace_env.model_runs import read_finished, read_rollouts
+from workplace_env.sandbox.tables import CSV_FILES, EMAILS
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import start_server
 from workplace_env.sessions import SessionStore
@@ -549,3 +551,54 @@ def test_demo_plays_generated_tasks_with_both_policies():
     assert "generated 8 tasks" in result.output
     all_row = table_rows(result.stdout)["all"]
     assert all_row[:2] == ["8", "1.000"] and float(all_row[3]) < 1.0
+
+
+# -- files that are not UTF-8 text (tester finding L5) ---------------------------------------------
+
+NOT_UTF8 = b"\xff\xfe"
+
+
+def _not_utf8_data_dir(tmp_path: Path) -> Path:
+    """A WorkBench CSV directory (the embedded sandbox's) whose emails.csv is not UTF-8."""
+    root = tmp_path / "data"
+    root.mkdir()
+    for key, text in load_sandbox(None).to_csv_texts().items():
+        (root / CSV_FILES[key]).write_text(text, encoding="utf-8")
+    with (root / CSV_FILES[EMAILS]).open("ab") as fh:
+        fh.write(b"\n" + NOT_UTF8)
+    return root
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".yaml"])
+@pytest.mark.parametrize("command", [("serve",), ("config",), ("gateway",)])
+def test_a_config_file_that_is_not_utf8_is_a_configuration_error(tmp_path, suffix, command):
+    path = tmp_path / f"c{suffix}"
+    path.write_bytes(NOT_UTF8)
+    result = invoke(*command, "--config", path)
+    assert result.exit_code == 2
+    assert "configuration error:" in result.output and "is not UTF-8 text" in result.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("serve", "--address", "127.0.0.1:0"),
+        ("demo", "--count", "1"),
+        ("generate-tasks", "--count", "1"),
+    ],
+)
+def test_a_data_dir_csv_that_is_not_utf8_is_named_without_a_traceback(tmp_path, command):
+    root = _not_utf8_data_dir(tmp_path)
+    result = invoke(*command, "--data-dir", root)
+    assert result.exit_code == 2, result.output
+    assert f"{CSV_FILES[EMAILS]} is not UTF-8 text" in " ".join(result.output.split())
+
+
+def test_a_rollouts_file_with_a_line_that_is_not_utf8_is_read_past_it(tmp_path):
+    """``run --policy model --out`` resumes from its output file: a line that is not UTF-8
+    (damaged) is skipped like a line cut short by a crash, not a traceback."""
+    out = tmp_path / "rollouts.jsonl"
+    line = {"id": "t", "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}
+    out.write_bytes(json.dumps(line).encode() + b"\n" + NOT_UTF8 + b"\n\n")
+    assert read_finished(out) == [line]
+    assert read_rollouts(out) == [line]

@@ -162,12 +162,17 @@ def _coerce(name: str, value: Any, source: str) -> Any:
 
 
 def read_file(path: str | Path) -> dict[str, Any]:
-    """The settings in a TOML or YAML file (by extension; ``.yml``/``.yaml`` is YAML)."""
+    """The settings in a TOML or YAML file (by extension; ``.yml``/``.yaml`` is YAML).
+
+    Raises ConfigError naming the file when it cannot be read, is not UTF-8 text, does not
+    parse or holds anything but known settings."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text: {exc}") from exc
     try:
         if path.suffix in (".yml", ".yaml"):
             import yaml
