@@ -34,8 +34,8 @@ from workplace_env.cli import app
 from workplace_env.config import Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
 from workplace_env.model_runs import read_finished, read_rollouts
-from workplace_env.sandbox.tables import CSV_FILES, EMAILS
 from workplace_env.sandbox.load import load_sandbox
+from workplace_env.sandbox.tables import CSV_FILES, EMAILS
 from workplace_env.server.app import start_server
 from workplace_env.sessions import SessionStore
 from workplace_env_client import EnvironmentClient
