@@ -488,3 +488,63 @@ def test_an_unknown_workplace_env_variable_is_warned_about_with_the_closest_sett
         "warning: WORKPLACE_ENV_ADMIN_TOKN is not a setting and is ignored; "
         "did you mean WORKPLACE_ENV_ADMIN_TOKEN?"
     ]
+
+
+# -- TLS files checked before binding (tester finding L6) -----------------------------------------
+
+
+def _tls_cases(d):
+    """(flags, setting named, what the message says) for each way a TLS file can be wrong."""
+    junk = d / "junk.pem"
+    junk.write_bytes(b"-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    cert, key = str(d / "server_cert.pem"), str(d / "server_key.pem")
+    other_key = str(d / "client_key.pem")
+    return [
+        ({"tls_cert": cert, "tls_key": other_key}, "tls_key", "does not match the certificate"),
+        ({"tls_cert": str(junk), "tls_key": key}, "tls_cert", "not a PEM certificate"),
+        ({"tls_cert": key, "tls_key": key}, "tls_cert", "not a PEM certificate"),
+        ({"tls_cert": cert, "tls_key": str(junk)}, "tls_key", "not a PEM private key"),
+        ({"tls_cert": cert, "tls_key": str(d / "absent.pem")}, "tls_key", "cannot read"),
+        (
+            {"tls_cert": cert, "tls_key": key, "tls_client_ca": str(junk)},
+            "tls_client_ca",
+            "not a PEM certificate",
+        ),
+        ({"tls_ca": str(junk)}, "tls_ca", "not a PEM certificate"),
+        (
+            {"tls_ca": str(d / "ca.pem"), "tls_client_cert": cert, "tls_client_key": other_key},
+            "tls_client_key",
+            "does not match the certificate",
+        ),
+    ]
+
+
+def test_a_tls_file_that_cannot_serve_is_named_before_anything_binds(pki):
+    for flags, name, needle in _tls_cases(pki["dir"]):
+        with pytest.raises(ConfigError) as err:
+            load_settings(flags, None, {})
+        message = str(err.value)
+        assert message.startswith(f"{name} (from flag) {flags[name]}: "), message
+        assert needle in message, message
+    good = {
+        "tls_cert": str(pki["dir"] / "server_cert.pem"),
+        "tls_key": str(pki["dir"] / "server_key.pem"),
+    }
+    assert load_settings(good, None, {})[0].tls_key == good["tls_key"]
+
+
+def test_serve_with_a_mismatched_tls_key_says_so_and_exits_2(pki):
+    d = pki["dir"]
+    served = subprocess.run(
+        [
+            sys.executable, "-m", "workplace_env.cli", "serve", "--address", "127.0.0.1:0",
+            "--tls-cert", str(d / "server_cert.pem"), "--tls-key", str(d / "client_key.pem"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )  # fmt: skip
+    assert served.returncode == 2, served.stderr
+    text = " ".join(served.stderr.split())
+    assert "configuration error: tls_key" in text and "does not match the certificate" in text
+    assert "Failed to bind" not in text

@@ -248,7 +248,53 @@ def load_settings(
             )
     if settings.tls_client_ca and not settings.tls_cert:
         raise ConfigError("tls_client_ca (mTLS) needs tls_cert and tls_key")
+    _check_tls_files(settings, sources)
     return settings, sources
+
+
+#: The TLS settings naming certificates (or CA bundles), and the certificate-key pairs.
+_TLS_CERTS = ("tls_cert", "tls_client_ca", "tls_ca", "tls_client_cert")
+_TLS_PAIRS = (("tls_cert", "tls_key"), ("tls_client_cert", "tls_client_key"))
+
+
+def _check_tls_files(settings: Settings, sources: Mapping[str, str]) -> None:
+    """Raise ConfigError naming the TLS file that cannot serve and why (unreadable, not PEM,
+    a key that is encrypted or does not match its certificate), before anything binds: gRPC
+    only says ``Failed to bind to address`` for any of them. Read with Python's ``ssl``."""
+    import ssl
+
+    def refuse(name: str, why: object) -> ConfigError:
+        return ConfigError(f"{name} (from {sources[name]}) {getattr(settings, name)}: {why}")
+
+    def encrypted() -> bytes:
+        raise ConfigError("the key is encrypted; give an unencrypted PEM key")
+
+    for name in _TLS_CERTS:
+        path = getattr(settings, name)
+        if path is None:
+            continue
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+        except ssl.SSLError as exc:
+            raise refuse(name, f"not a PEM certificate ({exc.reason or exc})") from exc
+        except OSError as exc:
+            raise refuse(name, f"cannot read: {exc.strerror or exc}") from exc
+    for cert, key in _TLS_PAIRS:
+        if getattr(settings, key) is None:
+            continue
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            context.load_cert_chain(getattr(settings, cert), getattr(settings, key), encrypted)
+        except ConfigError as exc:
+            raise refuse(key, exc) from exc
+        except ssl.SSLError as exc:
+            if exc.reason == "KEY_VALUES_MISMATCH":
+                why = f"does not match the certificate of {cert} {getattr(settings, cert)}"
+            else:
+                why = "not a PEM private key (of a type OpenSSL reads)"
+            raise refuse(key, why) from exc
+        except OSError as exc:
+            raise refuse(key, f"cannot read: {exc.strerror or exc}") from exc
 
 
 def unknown_env_vars(environ: Mapping[str, str] | None = None) -> list[str]:
