@@ -350,6 +350,38 @@ _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+#: The HTTP gateway's fixed routes (gateway/app.py) and FastAPI's docs routes; the gateway's
+#: tests check this list against the app's routes.
+GATEWAY_ROUTES = (
+    "/",
+    "/health",
+    "/ready",
+    "/reverify_mode",
+    "/aggregate_metrics",
+    "/seed_session",
+    "/verify",
+    "/close_session",
+    "/session_token",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+    "/openapi.json",
+)
+
+
+def mcp_path_collision(path: str) -> str | None:
+    """The gateway route an MCP endpoint at ``path`` would shadow or be shadowed by (a fixed
+    route of :data:`GATEWAY_ROUTES`, or ``POST /<tool_name>`` of one of the 27 tools), or None
+    (also for ``""``: MCP off). Routes match exactly, so ``/verify/mcp`` collides with none."""
+    from workplace_env.sandbox.tools import TOOLS
+
+    if path in GATEWAY_ROUTES:
+        return path
+    if path.removeprefix("/") in TOOLS:
+        return f"{path} (the tool {path.removeprefix('/')})"
+    return None
+
+
 def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
     """Raise ConfigError naming the first setting outside its range (and where it came from)."""
     for name, (low, strict, high) in _RANGES.items():
@@ -371,6 +403,12 @@ def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
         raise ConfigError(
             f"mcp_path (from {sources['mcp_path']}) must start with '/' and not end with '/', "
             f"or be empty (MCP off): {mcp_path!r}"
+        )
+    route = mcp_path_collision(mcp_path)
+    if route is not None:
+        raise ConfigError(
+            f"mcp_path (from {sources['mcp_path']}) {mcp_path!r} collides with the HTTP "
+            f"gateway's route {route}: choose another path, or '' to turn MCP off"
         )
     for name in ("address", "http_address", "metrics_address"):
         address = getattr(settings, name)
