@@ -32,6 +32,7 @@ from workplace_env.config import (
     Settings,
     describe,
     load_settings,
+    setting_warnings,
     unknown_env_vars,
 )
 from workplace_env_client import (
@@ -548,3 +549,46 @@ def test_serve_with_a_mismatched_tls_key_says_so_and_exits_2(pki):
     text = " ".join(served.stderr.split())
     assert "configuration error: tls_key" in text and "does not match the certificate" in text
     assert "Failed to bind" not in text
+
+
+# -- the admin token (tester finding L8) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("token", "needle"),
+    [
+        (" ", "is blank"),
+        ("", "is blank"),
+        ("\t\n", "is blank"),
+        (" padded-admin-token-0123", "whitespace"),
+        ("padded-admin-token-0123 ", "whitespace"),
+        ("tök-admin-token-0123456", "printable ASCII"),
+    ],
+)
+@pytest.mark.parametrize("source", ["flag", "env", "file"])
+def test_an_admin_token_that_cannot_be_sent_is_refused_from_every_source(
+    tmp_path, token, needle, source
+):
+    """WORKPLACE_ENV_ADMIN_TOKEN=' ' granted admin to ``authorization: Bearer  ``."""
+    path = tmp_path / "c.toml"
+    path.write_text(f"admin_token = {token!r}\n".replace("'", '"') if source == "file" else "")
+    flags = {"admin_token": token} if source == "flag" else {}
+    environ = {"WORKPLACE_ENV_ADMIN_TOKEN": token} if source == "env" else {}
+    with pytest.raises(ConfigError) as err:
+        load_settings(flags, path, environ)
+    assert str(err.value).startswith(f"admin_token (from {source}) ") and needle in str(err.value)
+
+
+def test_a_blank_admin_token_in_code_is_refused_by_the_guard():
+    from workplace_env.server.admin import AdminTokenInterceptor
+
+    with pytest.raises(ValueError, match="blank"):
+        AdminTokenInterceptor("   ")
+
+
+def test_a_short_admin_token_is_warned_about_and_a_long_one_is_not():
+    short, _ = load_settings({"admin_token": "s3cret"}, None, {})
+    [line] = setting_warnings(short)
+    assert "admin_token has 6 characters, fewer than 16" in line
+    assert setting_warnings(load_settings({"admin_token": "a" * 16}, None, {})[0]) == []
+    assert setting_warnings(load_settings({}, None, {})[0]) == []  # off: nothing to warn about

@@ -40,6 +40,7 @@ from workplace_env.config import (
     Settings,
     load_settings,
     print_settings,
+    setting_warnings,
     unknown_env_vars,
 )
 from workplace_env.demo import run_demo
@@ -122,15 +123,19 @@ def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
 
 
 def _settings(flags: dict, config_file: Path | None) -> tuple[Settings, dict[str, str]]:
-    """The effective settings; a bad one exits 2, a ``WORKPLACE_ENV_*`` variable that is no
-    setting is warned about (stderr) and ignored."""
+    """The effective settings; a bad one exits 2; a ``WORKPLACE_ENV_*`` variable that is no
+    setting is warned about (stderr) and ignored, and so is a weak setting (a short admin
+    token, :func:`~workplace_env.config.setting_warnings`)."""
     for line in unknown_env_vars():
         console.print(f"[yellow]warning:[/yellow] {plain(line)}")
     try:
-        return load_settings(flags, config_file)
+        settings, sources = load_settings(flags, config_file)
     except ConfigError as exc:
         console.print(f"[red]configuration error:[/red] {plain(exc)}")
         raise typer.Exit(2) from exc
+    for line in setting_warnings(settings):
+        console.print(f"[yellow]warning:[/yellow] {plain(line)}")
+    return settings, sources
 
 
 @app.command()

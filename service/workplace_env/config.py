@@ -369,6 +369,36 @@ GATEWAY_ROUTES = (
 )
 
 
+#: Admin tokens shorter than this are warned about (``openssl rand -hex 32`` gives 64).
+MIN_ADMIN_TOKEN_CHARS = 16
+
+
+def admin_token_problem(token: str) -> str | None:
+    """Why ``token`` cannot be an admin token, or None: it must be non-blank printable ASCII
+    (what gRPC metadata and HTTP headers carry) without whitespace at either end (which
+    metadata drops, so such a token would be blank, or never match)."""
+    if not token.strip():
+        return "is blank: give a token (e.g. openssl rand -hex 32), or unset it (admin off)"
+    if token != token.strip():
+        return "begins or ends with whitespace, which the authorization header cannot carry"
+    if not all(" " <= c <= "~" for c in token):
+        return "must be printable ASCII (it travels in the authorization header)"
+    return None
+
+
+def setting_warnings(settings: Settings) -> list[str]:
+    """One line per setting that works but is weak: an admin token shorter than
+    :data:`MIN_ADMIN_TOKEN_CHARS` characters (guessable; short ones remain usable in tests)."""
+    token = settings.admin_token
+    if token and len(token) < MIN_ADMIN_TOKEN_CHARS:
+        return [
+            f"admin_token has {len(token)} characters, fewer than {MIN_ADMIN_TOKEN_CHARS}: "
+            "anyone who guesses it can dump every session and retire any (use e.g. "
+            "openssl rand -hex 32)"
+        ]
+    return []
+
+
 def mcp_path_collision(path: str) -> str | None:
     """The gateway route an MCP endpoint at ``path`` would shadow or be shadowed by (a fixed
     route of :data:`GATEWAY_ROUTES`, or ``POST /<tool_name>`` of one of the 27 tools), or None
@@ -404,6 +434,11 @@ def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
             f"mcp_path (from {sources['mcp_path']}) must start with '/' and not end with '/', "
             f"or be empty (MCP off): {mcp_path!r}"
         )
+    token = settings.admin_token
+    if token is not None:
+        problem = admin_token_problem(token)
+        if problem:
+            raise ConfigError(f"admin_token (from {sources['admin_token']}) {problem}")
     route = mcp_path_collision(mcp_path)
     if route is not None:
         raise ConfigError(

@@ -15,7 +15,7 @@ import grpc
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
-from workplace_env.config import Settings
+from workplace_env.config import Settings, admin_token_problem
 from workplace_env.errors import FieldViolation, InvalidRequest, Unauthenticated
 from workplace_env.model import session_id_violations
 from workplace_env.server import convert
@@ -124,10 +124,14 @@ class AdminTokenInterceptor(grpc.ServerInterceptor):
     With ``token`` None the admin service is off: every admin RPC is refused
     (``ADMIN_DISABLED``) unless ``open_admin`` was chosen explicitly. Refusals are
     UNAUTHENTICATED with an ``ErrorInfo`` (``ADMIN_TOKEN_REQUIRED``, ``ADMIN_TOKEN_INVALID``,
-    ``ADMIN_DISABLED``); the environment service is never guarded.
+    ``ADMIN_DISABLED``); the environment service is never guarded. A ``token`` that cannot
+    be one (blank, whitespace at an end, not printable ASCII:
+    :func:`~workplace_env.config.admin_token_problem`) is a ValueError.
     """
 
     def __init__(self, token: str | None, open_admin: bool = False) -> None:
+        if token and admin_token_problem(token):  # "" or None: off
+            raise ValueError(f"admin token {admin_token_problem(token)}")
         self._token = token.encode() if token else None
         self._open = open_admin and not token
         self._prefix = f"/{ADMIN_SERVICE_NAME}/"
