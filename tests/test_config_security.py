@@ -435,7 +435,10 @@ def test_a_numeric_setting_too_large_for_the_runtime_is_refused_from_every_sourc
 def test_the_largest_value_of_a_numeric_setting_loads(name):
     kind = str(Settings.__dataclass_fields__[name].type)
     value = MAX_COUNT if kind.startswith("int") else MAX_DURATION_S
-    assert getattr(load_settings({name: value}, None, {})[0], name) == value
+    flags = {name: value}
+    if name == "max_admin_rpcs":  # admin RPCs are admitted among max_concurrent_rpcs
+        flags["max_concurrent_rpcs"] = MAX_COUNT
+    assert getattr(load_settings(flags, None, {})[0], name) == value
 
 
 @pytest.mark.parametrize(
@@ -592,3 +595,44 @@ def test_a_short_admin_token_is_warned_about_and_a_long_one_is_not():
     assert "admin_token has 6 characters, fewer than 16" in line
     assert setting_warnings(load_settings({"admin_token": "a" * 16}, None, {})[0]) == []
     assert setting_warnings(load_settings({}, None, {})[0]) == []  # off: nothing to warn about
+
+
+# -- config loading gaps (tester finding L15) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["address: 127.0.0.1:1\naddress: 127.0.0.1:2\n", "server:\n  workers: 3\n  workers: 4\n"],
+)
+def test_a_yaml_key_given_twice_is_refused_naming_it(tmp_path, text):
+    """PyYAML kept the last value silently; TOML refuses a repeated key, and so does YAML now."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"duplicate key '(address|workers)'"):
+        load_settings({}, path, {})
+
+
+@pytest.mark.parametrize("spelling", ["3.0", "1e3", "3.5"])
+def test_an_integer_setting_refuses_a_float_in_every_spelling_and_source(tmp_path, spelling):
+    """``workers: 3.0`` (a YAML float) was accepted as 3 and ``3.5`` truncated, while ``1e3``
+    (a YAML string) was refused: an integer setting takes an integer from every source."""
+    for suffix in (".yaml", ".toml"):
+        path = tmp_path / f"c{suffix}"
+        path.write_text(
+            f"workers: {spelling}\n" if suffix == ".yaml" else f"workers = {spelling}\n"
+        )
+        with pytest.raises(ConfigError, match=r"workers .* is not an integer"):
+            load_settings({}, path, {})
+    with pytest.raises(ConfigError, match=r"workers .* is not an integer"):
+        load_settings({}, None, {"WORKPLACE_ENV_WORKERS": spelling})
+    with pytest.raises(ConfigError, match=r"workers .* is not an integer"):
+        load_settings({"workers": spelling}, None, {})
+    assert load_settings({}, None, {"WORKPLACE_ENV_WORKERS": "3"})[0].workers == 3
+
+
+def test_max_admin_rpcs_over_max_concurrent_rpcs_is_refused_when_set():
+    with pytest.raises(ConfigError, match=r"max_admin_rpcs \(from flag\) 100 is more than"):
+        load_settings({"max_admin_rpcs": 100, "max_concurrent_rpcs": 1}, None, {})
+    # the default admin bound (16) is simply capped by a smaller total
+    assert load_settings({"max_concurrent_rpcs": 1}, None, {})[0].max_admin_rpcs == 16
+    assert load_settings({"max_admin_rpcs": 4, "max_concurrent_rpcs": 4}, None, {})[0]

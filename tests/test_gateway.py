@@ -545,6 +545,23 @@ def test_an_over_long_call_id_header_is_refused_and_nothing_runs(http):
     assert sent_count(http) == 0
 
 
+def test_a_call_id_header_sent_twice_with_different_values_is_refused_and_nothing_runs(http):
+    """Tester finding L15: two different ``x-workplace-call-id`` headers were accepted (the
+    first keyed the call). Refused as the over-long one is, naming the header; the same value
+    twice is one call id."""
+    seed(http)
+    twice = [(CALL_ID_HEADER, "c-a"), (CALL_ID_HEADER, "c-b"), ("content-type", "application/json")]
+    refused = http.post("/email_send_email", content=json.dumps(SEND), headers=twice)
+    assert refused.status_code == 422 and refused.json()["failure_kind"] == "invalid_request"
+    assert [d["loc"] for d in refused.json()["detail"]] == [["header", CALL_ID_HEADER]]
+    assert sent_count(http) == 0
+    same = [(CALL_ID_HEADER, "c-a"), (CALL_ID_HEADER, "c-a"), ("content-type", "application/json")]
+    assert http.post("/email_send_email", content=json.dumps(SEND), headers=same).is_success
+    again = [(CALL_ID_HEADER, "c-a"), ("content-type", "application/json")]
+    assert http.post("/email_send_email", content=json.dumps(SEND), headers=again).is_success
+    assert sent_count(http) == 1  # the same call id: run once
+
+
 # -- verify ----------------------------------------------------------------------------------
 
 

@@ -135,8 +135,10 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         raise ConfigError(f"{name} (from {source}) cannot be empty")
     try:
         if kind.startswith("int"):
-            if isinstance(value, bool):
-                raise ValueError("a boolean is not a number")
+            # an integer spelled as one, from every source alike: 3.0 and 1e3 are refused
+            # whether a file's float, an env string or a flag (typer refuses them too)
+            if isinstance(value, bool | float):
+                raise ValueError("not an integer")
             return int(value)
         if kind.startswith("bool"):
             if isinstance(value, bool):
@@ -161,6 +163,29 @@ def _coerce(name: str, value: Any, source: str) -> Any:
     return str(value)
 
 
+def _load_yaml(text: str) -> Any:
+    """YAML's safe subset, refusing a key given twice in one mapping (PyYAML keeps the last
+    silently; TOML refuses it, so both formats agree)."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return loader.construct_mapping(node)
+
+    UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml.load(text, Loader=UniqueKeys)  # a SafeLoader: no arbitrary objects
+
+
 def read_file(path: str | Path) -> dict[str, Any]:
     """The settings in a TOML or YAML file (by extension; ``.yml``/``.yaml`` is YAML).
 
@@ -174,12 +199,8 @@ def read_file(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config file {path} is not UTF-8 text: {exc}") from exc
     try:
-        if path.suffix in (".yml", ".yaml"):
-            import yaml
-
-            data = yaml.safe_load(text) or {}
-        else:
-            data = tomllib.loads(text)
+        yaml = path.suffix in (".yml", ".yaml")
+        data = (_load_yaml(text) or {}) if yaml else tomllib.loads(text)
     except Exception as exc:  # a parse error of either format
         raise ConfigError(f"config file {path} does not parse: {exc}") from exc
     if not isinstance(data, dict):
@@ -433,6 +454,14 @@ def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
         raise ConfigError(
             f"mcp_path (from {sources['mcp_path']}) must start with '/' and not end with '/', "
             f"or be empty (MCP off): {mcp_path!r}"
+        )
+    if sources["max_admin_rpcs"] != "default" and (
+        settings.max_admin_rpcs > settings.max_concurrent_rpcs
+    ):  # the default (16) is simply capped by a smaller total
+        raise ConfigError(
+            f"max_admin_rpcs (from {sources['max_admin_rpcs']}) {settings.max_admin_rpcs} is "
+            f"more than max_concurrent_rpcs ({settings.max_concurrent_rpcs}): admin RPCs are "
+            "admitted among those, so it could never be reached"
         )
     token = settings.admin_token
     if token is not None:
