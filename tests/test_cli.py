@@ -26,6 +26,7 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
+import typer
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from typer.testing import CliRunner
 
@@ -339,7 +340,7 @@ def test_every_help_renders(command):
     result = invoke(*command, "--help")
     assert result.exit_code == 0, result.output
     if command in (["serve"], ["gateway"]):
-        assert "MCP endpoint [/mcp]; '' turns MCP off" in result.output
+        assert "MCP endpoint [/mcp]; '' turns MCP off" in " ".join(result.output.split())
 
 
 def test_printed_values_keep_their_brackets(tmp_path):
@@ -602,3 +603,40 @@ def test_a_rollouts_file_with_a_line_that_is_not_utf8_is_read_past_it(tmp_path):
     out.write_bytes(json.dumps(line).encode() + b"\n" + NOT_UTF8 + b"\n\n")
     assert read_finished(out) == [line]
     assert read_rollouts(out) == [line]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["serve"], ["gateway"], ["config"], ["run"], ["generate-tasks"], ["demo"],
+     ["checkpoint", "save"], ["checkpoint", "restore"]],
+)  # fmt: skip
+def test_every_flag_s_full_name_shows_in_help_at_80_columns(command):
+    """Tester finding L16: at 80 columns rich's options table cut
+    ``--session-close-retry-window-seconds`` to ``--session-close-retry…``."""
+    group = typer.main.get_command(app)
+    click_command = group
+    for name in command:
+        click_command = click_command.commands[name]  # type: ignore[attr-defined]
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80
+    flags = [o for p in click_command.params for o in (*p.opts, *p.secondary_opts)]
+    assert flags and all(o.startswith("-") or o.isidentifier() for o in flags)
+    for flag in flags:
+        if flag.startswith("--"):
+            assert re.search(rf"(^|[\s,/]){re.escape(flag)}(\s|,|$)", result.output, re.M), flag
+
+
+def test_every_serve_flag_is_named_in_the_readme():
+    """Each setting's flag is listed where README documents the settings (L16: the README never
+    named --session-close-retry-window-seconds)."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    serve = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]
+    missing = [
+        flag
+        for p in serve.params
+        for flag in p.opts
+        if flag.startswith("--") and not re.search(rf"{re.escape(flag)}(?![\w-])", readme)
+    ]
+    assert missing == []

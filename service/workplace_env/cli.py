@@ -50,10 +50,15 @@ from workplace_env.server.serve import serve_until_signalled
 from workplace_env.taskgen import generate_to
 from workplace_env.terminal import CommandError, console, plain
 
+#: Help is click's plain layout (Typer's ``rich_markup_mode=None``): it wraps the help text
+#: and never cuts an option's name, where rich's table cut ``--session-close-retry-window-
+#: seconds`` to ``--session-close-retry…`` at 80 columns.
+HELP_MARKUP = None
 app = typer.Typer(
     help="gRPC environment server for the workplace assistant (WorkBench) benchmark.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=HELP_MARKUP,
 )
 
 
@@ -113,13 +118,12 @@ ConfigFile = Annotated[
 ]
 
 
-# Help texts are rich markup: "\\[" keeps a bracketed default from being read as a tag.
-MCP_PATH_HELP = "HTTP path of the gateway's MCP endpoint \\[/mcp]; '' turns MCP off."
+MCP_PATH_HELP = "HTTP path of the gateway's MCP endpoint [/mcp]; '' turns MCP off."
 
 
 def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
-    """An option of ``run --policy model`` (grouped under its own help panel)."""
-    return Opt(help=help, rich_help_panel="--policy model", **kwargs)  # type: ignore[arg-type]
+    """An option of ``run --policy model`` (its help says so)."""
+    return Opt(help=f"(--policy model) {help}", **kwargs)  # type: ignore[arg-type]
 
 
 def _settings(flags: dict, config_file: Path | None) -> tuple[Settings, dict[str, str]]:
@@ -386,6 +390,7 @@ def demo(
 checkpoint_app = typer.Typer(
     help="Save live sessions to a directory, or restore them into a server.",
     no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 app.add_typer(checkpoint_app, name="checkpoint")
 Target = Annotated[str, Opt(help="HOST:PORT of the server.")]
