@@ -101,7 +101,9 @@ def _require_session_id(session_id: str) -> None:
 
 class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
     """Serves one :class:`SessionStore` over gRPC; a verify replays at most
-    ``max_verify_calls`` calls per side (0: no bound; beyond it INVALID_ARGUMENT, V5).
+    ``max_verify_calls`` calls per side (0: no bound; beyond it INVALID_ARGUMENT, V5), and a
+    seed whose ``task.ground_truth`` is longer is refused the same way
+    (:func:`check_truth_bound`: a verify without a ground truth replays the seeded one).
 
     ``max_response_bytes`` is the server's message limit: a tool output whose response would
     be larger (the one answer whose size a caller drives; every other answer is small and
