@@ -14,12 +14,14 @@ from dataclasses import dataclass
 #: an echo of an over-long value would turn a clear refusal into ``RESOURCE_EXHAUSTED``.
 MAX_ECHO_BYTES = 512
 #: The most UTF-8 bytes of an error's message, of a violation's field path and description,
-#: and how many violations are listed (the rest counted in one more). With these the whole
-#: status stays under 8 KiB whatever the request held.
+#: and of the violations listed (each counted with its framing; the rest counted in one
+#: more). With these the whole status stays under 8 KiB whatever the request held.
 MAX_MESSAGE_BYTES = 512
 MAX_FIELD_BYTES = 128
 MAX_DESCRIPTION_BYTES = 256
-MAX_VIOLATIONS = 6
+MAX_VIOLATIONS_BYTES = 3072
+#: A violation's framing in the ``BadRequest`` message (tags and lengths), in bytes, at most.
+_VIOLATION_FRAMING = 8
 
 
 def clip(text: str, max_bytes: int = MAX_ECHO_BYTES) -> str:
@@ -60,23 +62,28 @@ class SessionError(Exception):
 
 
 class InvalidRequest(SessionError):
-    """A malformed identity, task or request (S5, V5). Carries the field violations: the
-    first :data:`MAX_VIOLATIONS`, each clipped (:func:`clip`), and one more (field ``""``)
-    counting the others, so that a request with thousands of bad fields is still answered."""
+    """A malformed identity, task or request (S5, V5). Carries the field violations, each
+    clipped (:func:`clip`), as many as fit in :data:`MAX_VIOLATIONS_BYTES`, and then one
+    more (field ``""``) counting the others, so that a request with thousands of bad fields
+    is still answered."""
 
     reason = "INVALID_REQUEST"
 
     def __init__(self, violations: list[FieldViolation], session_id: str = "") -> None:
-        listed = [
-            FieldViolation(
+        listed: list[FieldViolation] = []
+        room = MAX_VIOLATIONS_BYTES
+        for v in violations:
+            clipped = FieldViolation(
                 clip(v.field, MAX_FIELD_BYTES), clip(v.description, MAX_DESCRIPTION_BYTES)
             )
-            for v in violations[:MAX_VIOLATIONS]
-        ]
-        if len(violations) > MAX_VIOLATIONS:
-            listed.append(
-                FieldViolation("", f"and {len(violations) - MAX_VIOLATIONS} more violations")
-            )
+            text = f"{clipped.field}{clipped.description}"
+            size = len(text.encode("utf-8", "surrogatepass")) + _VIOLATION_FRAMING
+            if size > room:
+                left = len(violations) - len(listed)
+                listed.append(FieldViolation("", f"and {left} more violations"))
+                break
+            listed.append(clipped)
+            room -= size
         violations = listed
         # a violation of the request as a whole (field "") reads without a field name
         summary = "; ".join(
