@@ -32,6 +32,7 @@ from workplace_env.config import (
     Settings,
     describe,
     load_settings,
+    setting_warnings,
     unknown_env_vars,
 )
 from workplace_env_client import (
@@ -434,7 +435,10 @@ def test_a_numeric_setting_too_large_for_the_runtime_is_refused_from_every_sourc
 def test_the_largest_value_of_a_numeric_setting_loads(name):
     kind = str(Settings.__dataclass_fields__[name].type)
     value = MAX_COUNT if kind.startswith("int") else MAX_DURATION_S
-    assert getattr(load_settings({name: value}, None, {})[0], name) == value
+    flags = {name: value}
+    if name == "max_admin_rpcs":  # admin RPCs are admitted among max_concurrent_rpcs
+        flags["max_concurrent_rpcs"] = MAX_COUNT
+    assert getattr(load_settings(flags, None, {})[0], name) == value
 
 
 @pytest.mark.parametrize(
@@ -488,3 +492,147 @@ def test_an_unknown_workplace_env_variable_is_warned_about_with_the_closest_sett
         "warning: WORKPLACE_ENV_ADMIN_TOKN is not a setting and is ignored; "
         "did you mean WORKPLACE_ENV_ADMIN_TOKEN?"
     ]
+
+
+# -- TLS files checked before binding (tester finding L6) -----------------------------------------
+
+
+def _tls_cases(d):
+    """(flags, setting named, what the message says) for each way a TLS file can be wrong."""
+    junk = d / "junk.pem"
+    junk.write_bytes(b"-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n")
+    cert, key = str(d / "server_cert.pem"), str(d / "server_key.pem")
+    other_key = str(d / "client_key.pem")
+    return [
+        ({"tls_cert": cert, "tls_key": other_key}, "tls_key", "does not match the certificate"),
+        ({"tls_cert": str(junk), "tls_key": key}, "tls_cert", "not a PEM certificate"),
+        ({"tls_cert": key, "tls_key": key}, "tls_cert", "not a PEM certificate"),
+        ({"tls_cert": cert, "tls_key": str(junk)}, "tls_key", "not a PEM private key"),
+        ({"tls_cert": cert, "tls_key": str(d / "absent.pem")}, "tls_key", "cannot read"),
+        (
+            {"tls_cert": cert, "tls_key": key, "tls_client_ca": str(junk)},
+            "tls_client_ca",
+            "not a PEM certificate",
+        ),
+        ({"tls_ca": str(junk)}, "tls_ca", "not a PEM certificate"),
+        (
+            {"tls_ca": str(d / "ca.pem"), "tls_client_cert": cert, "tls_client_key": other_key},
+            "tls_client_key",
+            "does not match the certificate",
+        ),
+    ]
+
+
+def test_a_tls_file_that_cannot_serve_is_named_before_anything_binds(pki):
+    for flags, name, needle in _tls_cases(pki["dir"]):
+        with pytest.raises(ConfigError) as err:
+            load_settings(flags, None, {})
+        message = str(err.value)
+        assert message.startswith(f"{name} (from flag) {flags[name]}: "), message
+        assert needle in message, message
+    good = {
+        "tls_cert": str(pki["dir"] / "server_cert.pem"),
+        "tls_key": str(pki["dir"] / "server_key.pem"),
+    }
+    assert load_settings(good, None, {})[0].tls_key == good["tls_key"]
+
+
+def test_serve_with_a_mismatched_tls_key_says_so_and_exits_2(pki):
+    d = pki["dir"]
+    served = subprocess.run(
+        [
+            sys.executable, "-m", "workplace_env.cli", "serve", "--address", "127.0.0.1:0",
+            "--tls-cert", str(d / "server_cert.pem"), "--tls-key", str(d / "client_key.pem"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )  # fmt: skip
+    assert served.returncode == 2, served.stderr
+    text = " ".join(served.stderr.split())
+    assert "configuration error: tls_key" in text and "does not match the certificate" in text
+    assert "Failed to bind" not in text
+
+
+# -- the admin token (tester finding L8) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("token", "needle"),
+    [
+        (" ", "is blank"),
+        ("", "is blank"),
+        ("\t\n", "is blank"),
+        (" padded-admin-token-0123", "whitespace"),
+        ("padded-admin-token-0123 ", "whitespace"),
+        ("tök-admin-token-0123456", "printable ASCII"),
+    ],
+)
+@pytest.mark.parametrize("source", ["flag", "env", "file"])
+def test_an_admin_token_that_cannot_be_sent_is_refused_from_every_source(
+    tmp_path, token, needle, source
+):
+    """WORKPLACE_ENV_ADMIN_TOKEN=' ' granted admin to ``authorization: Bearer  ``."""
+    path = tmp_path / "c.toml"
+    path.write_text(f"admin_token = {token!r}\n".replace("'", '"') if source == "file" else "")
+    flags = {"admin_token": token} if source == "flag" else {}
+    environ = {"WORKPLACE_ENV_ADMIN_TOKEN": token} if source == "env" else {}
+    with pytest.raises(ConfigError) as err:
+        load_settings(flags, path, environ)
+    assert str(err.value).startswith(f"admin_token (from {source}) ") and needle in str(err.value)
+
+
+def test_a_blank_admin_token_in_code_is_refused_by_the_guard():
+    from workplace_env.server.admin import AdminTokenInterceptor
+
+    with pytest.raises(ValueError, match="blank"):
+        AdminTokenInterceptor("   ")
+
+
+def test_a_short_admin_token_is_warned_about_and_a_long_one_is_not():
+    short, _ = load_settings({"admin_token": "s3cret"}, None, {})
+    [line] = setting_warnings(short)
+    assert "admin_token has 6 characters, fewer than 16" in line
+    assert setting_warnings(load_settings({"admin_token": "a" * 16}, None, {})[0]) == []
+    assert setting_warnings(load_settings({}, None, {})[0]) == []  # off: nothing to warn about
+
+
+# -- config loading gaps (tester finding L15) ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["address: 127.0.0.1:1\naddress: 127.0.0.1:2\n", "server:\n  workers: 3\n  workers: 4\n"],
+)
+def test_a_yaml_key_given_twice_is_refused_naming_it(tmp_path, text):
+    """PyYAML kept the last value silently; TOML refuses a repeated key, and so does YAML now."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"duplicate key '(address|workers)'"):
+        load_settings({}, path, {})
+
+
+@pytest.mark.parametrize("spelling", ["3.0", "1e3", "3.5"])
+def test_an_integer_setting_refuses_a_float_in_every_spelling_and_source(tmp_path, spelling):
+    """``workers: 3.0`` (a YAML float) was accepted as 3 and ``3.5`` truncated, while ``1e3``
+    (a YAML string) was refused: an integer setting takes an integer from every source."""
+    for suffix in (".yaml", ".toml"):
+        path = tmp_path / f"c{suffix}"
+        path.write_text(
+            f"workers: {spelling}\n" if suffix == ".yaml" else f"workers = {spelling}\n"
+        )
+        with pytest.raises(ConfigError, match=r"workers .* is not an integer"):
+            load_settings({}, path, {})
+    with pytest.raises(ConfigError, match=r"workers .* is not an integer"):
+        load_settings({}, None, {"WORKPLACE_ENV_WORKERS": spelling})
+    with pytest.raises(ConfigError, match=r"workers .* is not an integer"):
+        load_settings({"workers": spelling}, None, {})
+    assert load_settings({}, None, {"WORKPLACE_ENV_WORKERS": "3"})[0].workers == 3
+
+
+def test_max_admin_rpcs_over_max_concurrent_rpcs_is_refused_when_set():
+    with pytest.raises(ConfigError, match=r"max_admin_rpcs \(from flag\) 100 is more than"):
+        load_settings({"max_admin_rpcs": 100, "max_concurrent_rpcs": 1}, None, {})
+    # the default admin bound (16) is simply capped by a smaller total
+    assert load_settings({"max_concurrent_rpcs": 1}, None, {})[0].max_admin_rpcs == 16
+    assert load_settings({"max_admin_rpcs": 4, "max_concurrent_rpcs": 4}, None, {})[0]

@@ -33,7 +33,17 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests import aggregate_cases
 from tests.conftest import SHARED
-from tests.helpers import EP, HANG_S, TASK, TID, WRITE, Env, FakeClock, assert_refused
+from tests.helpers import (
+    EP,
+    HANG_S,
+    TASK,
+    TID,
+    WRITE,
+    Env,
+    FakeClock,
+    assert_refused,
+    gateway_on,
+)
 from tests.helpers import emails as _emails
 from tests.helpers import error_info as _error_info
 from tests.helpers import wait as _wait
@@ -1043,6 +1053,64 @@ def test_V5_a_raised_verify_bound_scores_2001_calls_on_grpc_and_the_co_hosted_ga
         client.seed(sid, EP, TID, TASK)
         for side in ("function_calls", "ground_truth"):
             assert _verify_with(client, sid, side, calls).reward == 1.0, (name, side)
+
+
+@pytest.mark.parametrize("backend", ["remote", "in_process"])
+def test_V5_a_seeded_ground_truth_over_the_verify_bound_is_refused_at_every_seed(
+    make_server, backend
+):
+    """A verify without a ground truth of its own replays the seeded task's, so the bound
+    applies where the task enters: a typed or legacy gRPC seed, both HTTP seeds (legacy row,
+    NeMo's typed body) of both gateway backends, and a restore, all refused INVALID_ARGUMENT
+    (HTTP 422) naming the task's ground truth and the bound; nothing is bound. It was
+    accepted, and the verify then replayed 20,000 calls (seconds of one core)."""
+    served = make_server(None, Settings(max_verify_calls=3))
+    over = {**TASK, "ground_truth": [TASK["ground_truth"][0]] * 4}
+    at_bound = {**TASK, "ground_truth": [TASK["ground_truth"][0]] * 3}
+    for sid, seed in (
+        ("v5typed", lambda sid, task: served.raw.seed(sid, EP, TID, task)),
+        ("v5legacy", served.raw.seed_legacy),
+    ):
+        with pytest.raises(InvalidRequestError) as err:
+            seed(sid, over)
+        assert_refused(err.value, grpc.StatusCode.INVALID_ARGUMENT, None, sid)
+        [violation] = err.value.violations
+        assert violation.field == "task.ground_truth"
+        assert "at most 3 calls" in violation.description and "got 4" in violation.description
+        seed(sid, at_bound)  # nothing was bound by the refusal
+    gateway = gateway_on(backend, served.running)
+    try:
+        with httpx.Client(base_url=gateway.url, timeout=HANG_S) as http:
+            legacy = http.post("/seed_session", json=over)
+            assert legacy.status_code == 422, legacy.text
+            [problem] = legacy.json()["detail"]
+            assert problem["loc"][-1] == "ground_truth" and "at most 3" in problem["msg"]
+            typed = http.post("/seed_session", json=nemo_seed("v5h", task_data=over))
+            assert typed.status_code == 422, typed.text
+            [problem] = typed.json()["detail"]
+            assert problem["loc"] == ["body", "task_data", "ground_truth"]
+            assert "at most 3" in problem["msg"]
+            assert http.post("/seed_session", json=nemo_seed("v5h", task_data=at_bound)).is_success
+    finally:
+        gateway.stop()
+
+
+def test_V5_a_restored_ground_truth_over_the_verify_bound_is_refused_and_0_is_no_bound(
+    make_server,
+):
+    token = "v5-restore-token-0123456789"
+    unbounded = make_server(
+        None, Settings(max_verify_calls=0, admin_token=token), admin_token=token
+    )
+    bounded = make_server(None, Settings(max_verify_calls=3, admin_token=token), admin_token=token)
+    long_task = {**TASK, "ground_truth": [TASK["ground_truth"][0]] * 4}
+    unbounded.client.seed("v5r", EP, TID, long_task)  # 0: no bound
+    assert unbounded.client.verify("v5r", [WRITE] * 4).reward == 1.0
+    [snapshot] = unbounded.admin.export_sessions(["v5r"]).snapshots
+    with pytest.raises(InvalidRequestError) as err:
+        bounded.admin.restore_sessions([snapshot])
+    assert [v.field for v in err.value.violations] == ["snapshots[0].task.ground_truth"]
+    assert bounded.store.export(["v5r"])[0] == []  # nothing installed
 
 
 def test_V5_a_response_output_that_is_not_an_array_is_named_and_why(env):

@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from tests.helpers import GATEWAY_BACKENDS, RefusingStandIn, gateway_on, http_total_emails
 from workplace_env import responses
-from workplace_env.config import Settings
+from workplace_env.config import GATEWAY_ROUTES, ConfigError, Settings, load_settings
 from workplace_env.gateway import (
     CALL_ID_HEADER,
     COOKIE_NAME,
@@ -545,6 +545,23 @@ def test_an_over_long_call_id_header_is_refused_and_nothing_runs(http):
     assert sent_count(http) == 0
 
 
+def test_a_call_id_header_sent_twice_with_different_values_is_refused_and_nothing_runs(http):
+    """Tester finding L15: two different ``x-workplace-call-id`` headers were accepted (the
+    first keyed the call). Refused as the over-long one is, naming the header; the same value
+    twice is one call id."""
+    seed(http)
+    twice = [(CALL_ID_HEADER, "c-a"), (CALL_ID_HEADER, "c-b"), ("content-type", "application/json")]
+    refused = http.post("/email_send_email", content=json.dumps(SEND), headers=twice)
+    assert refused.status_code == 422 and refused.json()["failure_kind"] == "invalid_request"
+    assert [d["loc"] for d in refused.json()["detail"]] == [["header", CALL_ID_HEADER]]
+    assert sent_count(http) == 0
+    same = [(CALL_ID_HEADER, "c-a"), (CALL_ID_HEADER, "c-a"), ("content-type", "application/json")]
+    assert http.post("/email_send_email", content=json.dumps(SEND), headers=same).is_success
+    again = [(CALL_ID_HEADER, "c-a"), ("content-type", "application/json")]
+    assert http.post("/email_send_email", content=json.dumps(SEND), headers=again).is_success
+    assert sent_count(http) == 1  # the same call id: run once
+
+
 # -- verify ----------------------------------------------------------------------------------
 
 
@@ -1049,3 +1066,23 @@ def test_over_a_server_with_a_larger_limit_a_body_is_413_and_an_answer_502_namin
             )
     finally:
         gw.stop()
+
+
+@pytest.mark.parametrize(
+    "path", ["/verify", "/seed_session", "/health", "/docs", "/email_search_emails"]
+)
+def test_an_mcp_path_colliding_with_a_gateway_route_is_refused_naming_it(path):
+    """Tester finding L7: ``--mcp-path /verify`` (or a tool's route) was accepted, and one of
+    the two endpoints then never answered."""
+    with pytest.raises(ValueError, match=f"collides with the gateway's route {re.escape(path)}"):
+        GatewaySettings(mcp_path=path)
+    with pytest.raises(ConfigError, match=r"mcp_path \(from flag\) .* collides"):
+        load_settings({"mcp_path": path}, None, {})
+    assert load_settings({"mcp_path": f"{path.rstrip('/')}/mcp"}, None, {})[0].mcp_path
+
+
+def test_the_routes_an_mcp_path_may_not_take_are_the_gateway_s_own(sdk):
+    """``config.GATEWAY_ROUTES`` is the app's list of fixed routes (the tool route aside)."""
+    app = gateway_app.create_app(sdk, GatewaySettings(mcp_path=""))
+    fixed = {r.path for r in app.routes if "{" not in r.path}
+    assert fixed == set(GATEWAY_ROUTES)

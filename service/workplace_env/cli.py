@@ -22,6 +22,7 @@ Those functions raise :class:`~workplace_env.terminal.CommandError` for what sto
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ from workplace_env.config import (
     Settings,
     load_settings,
     print_settings,
+    setting_warnings,
     unknown_env_vars,
 )
 from workplace_env.demo import run_demo
@@ -50,10 +52,15 @@ from workplace_env.taskgen import generate_to
 from workplace_env.terminal import CommandError, console, plain
 from workplace_env_client.checks import MAX_SECONDS
 
+#: Help is click's plain layout (Typer's ``rich_markup_mode=None``): it wraps the help text
+#: and never cuts an option's name, where rich's table cut ``--session-close-retry-window-
+#: seconds`` to ``--session-close-retry…`` at 80 columns.
+HELP_MARKUP = None
 app = typer.Typer(
     help="gRPC environment server for the workplace assistant (WorkBench) benchmark.",
     no_args_is_help=True,
     add_completion=False,
+    rich_markup_mode=HELP_MARKUP,
 )
 
 
@@ -89,6 +96,14 @@ def _reported() -> Iterator[None]:
         raise typer.Exit(exc.exit_code) from exc
 
 
+def _exit_promptly() -> None:
+    """After a server has drained and stopped: exempt the heap from the interpreter's last
+    garbage collections, which walk every object (sandbox tables, caches, the gateway's
+    modules) and took 1-3 s after ``drain: stopped`` on a busy machine (tester finding L18).
+    Everything was already released; objects are still freed as the interpreter ends."""
+    gc.freeze()
+
+
 def _exit(status: int) -> None:
     if status:
         raise typer.Exit(status)
@@ -113,25 +128,28 @@ ConfigFile = Annotated[
 ]
 
 
-# Help texts are rich markup: "\\[" keeps a bracketed default from being read as a tag.
-MCP_PATH_HELP = "HTTP path of the gateway's MCP endpoint \\[/mcp]; '' turns MCP off."
+MCP_PATH_HELP = "HTTP path of the gateway's MCP endpoint [/mcp]; '' turns MCP off."
 
 
 def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
-    """An option of ``run --policy model`` (grouped under its own help panel)."""
-    return Opt(help=help, rich_help_panel="--policy model", **kwargs)  # type: ignore[arg-type]
+    """An option of ``run --policy model`` (its help says so)."""
+    return Opt(help=f"(--policy model) {help}", **kwargs)  # type: ignore[arg-type]
 
 
 def _settings(flags: dict, config_file: Path | None) -> tuple[Settings, dict[str, str]]:
-    """The effective settings; a bad one exits 2, a ``WORKPLACE_ENV_*`` variable that is no
-    setting is warned about (stderr) and ignored."""
+    """The effective settings; a bad one exits 2; a ``WORKPLACE_ENV_*`` variable that is no
+    setting is warned about (stderr) and ignored, and so is a weak setting (a short admin
+    token, :func:`~workplace_env.config.setting_warnings`)."""
     for line in unknown_env_vars():
         console.print(f"[yellow]warning:[/yellow] {plain(line)}")
     try:
-        return load_settings(flags, config_file)
+        settings, sources = load_settings(flags, config_file)
     except ConfigError as exc:
         console.print(f"[red]configuration error:[/red] {plain(exc)}")
         raise typer.Exit(2) from exc
+    for line in setting_warnings(settings):
+        console.print(f"[yellow]warning:[/yellow] {plain(line)}")
+    return settings, sources
 
 
 @app.command()
@@ -212,6 +230,7 @@ def serve(
         return
     with _reported():
         serve_until_signalled(settings)
+    _exit_promptly()
 
 
 @app.command()
@@ -245,6 +264,7 @@ def gateway(
     settings, _ = _settings(flags, config)
     with _reported():
         serve_gateway_until_signalled(grpc_target, address, settings)
+    _exit_promptly()
 
 
 @app.command("config")
@@ -396,6 +416,7 @@ def demo(
 checkpoint_app = typer.Typer(
     help="Save live sessions to a directory, or restore them into a server.",
     no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
 )
 app.add_typer(checkpoint_app, name="checkpoint")
 Target = Annotated[str, Opt(help="HOST:PORT of the server.")]

@@ -135,8 +135,10 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         raise ConfigError(f"{name} (from {source}) cannot be empty")
     try:
         if kind.startswith("int"):
-            if isinstance(value, bool):
-                raise ValueError("a boolean is not a number")
+            # an integer spelled as one, from every source alike: 3.0 and 1e3 are refused
+            # whether a file's float, an env string or a flag (typer refuses them too)
+            if isinstance(value, bool | float):
+                raise ValueError("not an integer")
             return int(value)
         if kind.startswith("bool"):
             if isinstance(value, bool):
@@ -161,20 +163,44 @@ def _coerce(name: str, value: Any, source: str) -> Any:
     return str(value)
 
 
+def _load_yaml(text: str) -> Any:
+    """YAML's safe subset, refusing a key given twice in one mapping (PyYAML keeps the last
+    silently; TOML refuses it, so both formats agree)."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return loader.construct_mapping(node)
+
+    UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return yaml.load(text, Loader=UniqueKeys)  # a SafeLoader: no arbitrary objects
+
+
 def read_file(path: str | Path) -> dict[str, Any]:
-    """The settings in a TOML or YAML file (by extension; ``.yml``/``.yaml`` is YAML)."""
+    """The settings in a TOML or YAML file (by extension; ``.yml``/``.yaml`` is YAML).
+
+    Raises ConfigError naming the file when it cannot be read, is not UTF-8 text, does not
+    parse or holds anything but known settings."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text: {exc}") from exc
     try:
-        if path.suffix in (".yml", ".yaml"):
-            import yaml
-
-            data = yaml.safe_load(text) or {}
-        else:
-            data = tomllib.loads(text)
+        yaml = path.suffix in (".yml", ".yaml")
+        data = (_load_yaml(text) or {}) if yaml else tomllib.loads(text)
     except Exception as exc:  # a parse error of either format
         raise ConfigError(f"config file {path} does not parse: {exc}") from exc
     if not isinstance(data, dict):
@@ -243,7 +269,53 @@ def load_settings(
             )
     if settings.tls_client_ca and not settings.tls_cert:
         raise ConfigError("tls_client_ca (mTLS) needs tls_cert and tls_key")
+    _check_tls_files(settings, sources)
     return settings, sources
+
+
+#: The TLS settings naming certificates (or CA bundles), and the certificate-key pairs.
+_TLS_CERTS = ("tls_cert", "tls_client_ca", "tls_ca", "tls_client_cert")
+_TLS_PAIRS = (("tls_cert", "tls_key"), ("tls_client_cert", "tls_client_key"))
+
+
+def _check_tls_files(settings: Settings, sources: Mapping[str, str]) -> None:
+    """Raise ConfigError naming the TLS file that cannot serve and why (unreadable, not PEM,
+    a key that is encrypted or does not match its certificate), before anything binds: gRPC
+    only says ``Failed to bind to address`` for any of them. Read with Python's ``ssl``."""
+    import ssl
+
+    def refuse(name: str, why: object) -> ConfigError:
+        return ConfigError(f"{name} (from {sources[name]}) {getattr(settings, name)}: {why}")
+
+    def encrypted() -> bytes:
+        raise ConfigError("the key is encrypted; give an unencrypted PEM key")
+
+    for name in _TLS_CERTS:
+        path = getattr(settings, name)
+        if path is None:
+            continue
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+        except ssl.SSLError as exc:
+            raise refuse(name, f"not a PEM certificate ({exc.reason or exc})") from exc
+        except OSError as exc:
+            raise refuse(name, f"cannot read: {exc.strerror or exc}") from exc
+    for cert, key in _TLS_PAIRS:
+        if getattr(settings, key) is None:
+            continue
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            context.load_cert_chain(getattr(settings, cert), getattr(settings, key), encrypted)
+        except ConfigError as exc:
+            raise refuse(key, exc) from exc
+        except ssl.SSLError as exc:
+            if exc.reason == "KEY_VALUES_MISMATCH":
+                why = f"does not match the certificate of {cert} {getattr(settings, cert)}"
+            else:
+                why = "not a PEM private key (of a type OpenSSL reads)"
+            raise refuse(key, why) from exc
+        except OSError as exc:
+            raise refuse(key, f"cannot read: {exc.strerror or exc}") from exc
 
 
 def unknown_env_vars(environ: Mapping[str, str] | None = None) -> list[str]:
@@ -299,6 +371,68 @@ _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+#: The HTTP gateway's fixed routes (gateway/app.py) and FastAPI's docs routes; the gateway's
+#: tests check this list against the app's routes.
+GATEWAY_ROUTES = (
+    "/",
+    "/health",
+    "/ready",
+    "/reverify_mode",
+    "/aggregate_metrics",
+    "/seed_session",
+    "/verify",
+    "/close_session",
+    "/session_token",
+    "/docs",
+    "/docs/oauth2-redirect",
+    "/redoc",
+    "/openapi.json",
+)
+
+
+#: Admin tokens shorter than this are warned about (``openssl rand -hex 32`` gives 64).
+MIN_ADMIN_TOKEN_CHARS = 16
+
+
+def admin_token_problem(token: str) -> str | None:
+    """Why ``token`` cannot be an admin token, or None: it must be non-blank printable ASCII
+    (what gRPC metadata and HTTP headers carry) without whitespace at either end (which
+    metadata drops, so such a token would be blank, or never match)."""
+    if not token.strip():
+        return "is blank: give a token (e.g. openssl rand -hex 32), or unset it (admin off)"
+    if token != token.strip():
+        return "begins or ends with whitespace, which the authorization header cannot carry"
+    if not all(" " <= c <= "~" for c in token):
+        return "must be printable ASCII (it travels in the authorization header)"
+    return None
+
+
+def setting_warnings(settings: Settings) -> list[str]:
+    """One line per setting that works but is weak: an admin token shorter than
+    :data:`MIN_ADMIN_TOKEN_CHARS` characters (guessable; short ones remain usable in tests)."""
+    token = settings.admin_token
+    if token and len(token) < MIN_ADMIN_TOKEN_CHARS:
+        return [
+            f"admin_token has {len(token)} characters, fewer than {MIN_ADMIN_TOKEN_CHARS}: "
+            "anyone who guesses it can dump every session and retire any (use e.g. "
+            "openssl rand -hex 32)"
+        ]
+    return []
+
+
+def mcp_path_collision(path: str) -> str | None:
+    """The gateway route an MCP endpoint at ``path`` would shadow or be shadowed by (a fixed
+    route of :data:`GATEWAY_ROUTES`, or ``POST /<tool_name>`` of one of the 27 tools), or None
+    (also for ``""``: MCP off). Routes match exactly, so ``/verify/mcp`` collides with none."""
+    from workplace_env.sandbox.tools import TOOLS
+
+    if path in GATEWAY_ROUTES:
+        return path
+    if path.removeprefix("/") in TOOLS:
+        return f"{path} (the tool {path.removeprefix('/')})"
+    return None
+
+
 def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
     """Raise ConfigError naming the first setting outside its range (and where it came from)."""
     for name, (low, strict, high) in _RANGES.items():
@@ -320,6 +454,25 @@ def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
         raise ConfigError(
             f"mcp_path (from {sources['mcp_path']}) must start with '/' and not end with '/', "
             f"or be empty (MCP off): {mcp_path!r}"
+        )
+    if sources["max_admin_rpcs"] != "default" and (
+        settings.max_admin_rpcs > settings.max_concurrent_rpcs
+    ):  # the default (16) is simply capped by a smaller total
+        raise ConfigError(
+            f"max_admin_rpcs (from {sources['max_admin_rpcs']}) {settings.max_admin_rpcs} is "
+            f"more than max_concurrent_rpcs ({settings.max_concurrent_rpcs}): admin RPCs are "
+            "admitted among those, so it could never be reached"
+        )
+    token = settings.admin_token
+    if token is not None:
+        problem = admin_token_problem(token)
+        if problem:
+            raise ConfigError(f"admin_token (from {sources['admin_token']}) {problem}")
+    route = mcp_path_collision(mcp_path)
+    if route is not None:
+        raise ConfigError(
+            f"mcp_path (from {sources['mcp_path']}) {mcp_path!r} collides with the HTTP "
+            f"gateway's route {route}: choose another path, or '' to turn MCP off"
         )
     for name in ("address", "http_address", "metrics_address"):
         address = getattr(settings, name)

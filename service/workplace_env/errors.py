@@ -8,6 +8,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The most UTF-8 bytes of one value echoed into an error (a session id, an id or text a
+#: request sent): errors travel in gRPC trailers (``grpc-message`` and the
+#: ``grpc-status-details-bin`` ``Status``, base64), which a client refuses over 8-16 KiB, so
+#: an echo of an over-long value would turn a clear refusal into ``RESOURCE_EXHAUSTED``.
+MAX_ECHO_BYTES = 512
+#: The most UTF-8 bytes of an error's message, of a violation's field path and description,
+#: and of the violations listed (each counted with its framing; the rest counted in one
+#: more). With these the whole status stays under 8 KiB whatever the request held.
+MAX_MESSAGE_BYTES = 512
+MAX_FIELD_BYTES = 128
+MAX_DESCRIPTION_BYTES = 256
+MAX_VIOLATIONS_BYTES = 3072
+#: A violation's framing in the ``BadRequest`` message (tags and lengths), in bytes, at most.
+_VIOLATION_FRAMING = 8
+
+
+def clip(text: str, max_bytes: int = MAX_ECHO_BYTES) -> str:
+    """``text`` when its UTF-8 form has at most ``max_bytes`` bytes; else its start and its
+    end (where a message says why) around a note of the full length, within ``max_bytes``:
+    ``aaaa...(20000 characters)...aa``. Cut on characters, never inside one."""
+    encoded = text.encode("utf-8", "surrogatepass")
+    if len(encoded) <= max_bytes:
+        return text
+    note = f"...({len(text)} characters)..."
+    room = max(0, max_bytes - len(note))
+    head = encoded[: room - room // 3].decode("utf-8", "ignore")
+    tail = encoded[len(encoded) - room // 3 :].decode("utf-8", "ignore")
+    return head + note + tail
+
 
 @dataclass(frozen=True)
 class FieldViolation:
@@ -25,17 +54,37 @@ class SessionError(Exception):
     info: dict[str, str] = {}  # noqa: RUF012 (read-only default; subclasses set their own)
 
     def __init__(self, message: str, session_id: str = "") -> None:
+        # bounded (see MAX_ECHO_BYTES): the message and the id are echoed into the trailers
+        message = clip(message, MAX_MESSAGE_BYTES)
         super().__init__(message)
         self.message = message
-        self.session_id = session_id
+        self.session_id = clip(session_id)
 
 
 class InvalidRequest(SessionError):
-    """A malformed identity, task or request (S5, V5). Carries the field violations."""
+    """A malformed identity, task or request (S5, V5). Carries the field violations, each
+    clipped (:func:`clip`), as many as fit in :data:`MAX_VIOLATIONS_BYTES`, and then one
+    more (field ``""``) counting the others, so that a request with thousands of bad fields
+    is still answered."""
 
     reason = "INVALID_REQUEST"
 
     def __init__(self, violations: list[FieldViolation], session_id: str = "") -> None:
+        listed: list[FieldViolation] = []
+        room = MAX_VIOLATIONS_BYTES
+        for v in violations:
+            clipped = FieldViolation(
+                clip(v.field, MAX_FIELD_BYTES), clip(v.description, MAX_DESCRIPTION_BYTES)
+            )
+            text = f"{clipped.field}{clipped.description}"
+            size = len(text.encode("utf-8", "surrogatepass")) + _VIOLATION_FRAMING
+            if size > room:
+                left = len(violations) - len(listed)
+                listed.append(FieldViolation("", f"and {left} more violations"))
+                break
+            listed.append(clipped)
+            room -= size
+        violations = listed
         # a violation of the request as a whole (field "") reads without a field name
         summary = "; ".join(
             f"{v.field}: {v.description}" if v.field else v.description for v in violations

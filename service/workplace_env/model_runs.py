@@ -79,11 +79,11 @@ def read_finished(out: Path) -> list[dict[str, Any]]:
     if not out.exists():
         return []
     kept: dict[tuple[int, int, str], dict[str, Any]] = {}
-    with out.open(encoding="utf-8") as fh:
+    with out.open("rb") as fh:
         for text in fh:
             try:
                 line = json.loads(text)
-            except json.JSONDecodeError:
+            except ValueError:  # not JSON, or not UTF-8 text
                 continue  # an append interrupted mid-line
             if isinstance(line, dict):
                 kept[_key(line)] = line
@@ -277,12 +277,14 @@ def read_rollouts(
     """The rollout lines of ``out`` (the last line of a key wins), only those of ``keys`` when
     given (lines of an earlier run over other tasks stay in the file, out of the summary)."""
     kept: dict[tuple[int, int, str], dict[str, Any]] = {}
-    with out.open(encoding="utf-8") as fh:
+    with out.open("rb") as fh:
         for text in fh:
-            if text.strip():
+            try:
                 line = json.loads(text)
-                if keys is None or _key(line) in keys:
-                    kept[_key(line)] = line
+            except ValueError:  # blank, cut short by a crash, or not UTF-8 text
+                continue
+            if isinstance(line, dict) and (keys is None or _key(line) in keys):
+                kept[_key(line)] = line
     return list(kept.values())
 
 

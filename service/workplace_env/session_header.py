@@ -38,7 +38,8 @@ class SessionHeaderMismatch(errors.InvalidRequest):
             [
                 errors.FieldViolation(
                     "resources_session_id",
-                    f"is {session_id!r} but the {SESSION_HEADER} header is {header!r}",
+                    f"is {errors.clip(session_id, 96)!r} but the {SESSION_HEADER} header is "
+                    f"{errors.clip(header, 96)!r}",
                 )
             ],
             session_id,

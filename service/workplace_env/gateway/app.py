@@ -579,7 +579,12 @@ def create_app(
                     "no session cookie", grpc.StatusCode.NOT_FOUND, reason="SESSION_LOST"
                 )
             )
-        call_id = request.headers.get(CALL_ID_HEADER, "")
+        call_ids = request.headers.getlist(CALL_ID_HEADER)
+        if len(set(call_ids)) > 1:  # which one keys the call is a guess: refused, as X4's
+            raise invalid(
+                [((HeaderName(CALL_ID_HEADER),), "sent more than once with different values")]
+            )
+        call_id = call_ids[0] if call_ids else ""
         output = await call(
             backend.call_tool_raw, sid, tool_name, text, call_id, sent_as=_CALL_SENT_AS
         )

@@ -6,6 +6,8 @@ import os
 import secrets
 from dataclasses import dataclass, field
 
+from workplace_env.config import mcp_path_collision
+
 #: The reference's session cookie name (NeMo Gym names it ``<ServerClass>___<server name>``).
 COOKIE_NAME = "WorkbenchResourcesServer___workplace_assistant"
 #: The reference's cookie lifetime: 14 days, in seconds (Starlette's SessionMiddleware default).
@@ -30,7 +32,8 @@ class GatewaySettings:
     ``cookie_name`` / ``cookie_max_age_s`` / ``https_only`` shape the ``Set-Cookie`` header
     (defaults: the reference's name, 1,209,600 s, no ``secure`` flag).
     ``token_max_age_s``: seconds an MCP session token stays valid.
-    ``mcp_path``: where the MCP streamable-HTTP endpoint is mounted; ``""`` turns MCP off.
+    ``mcp_path``: where the MCP streamable-HTTP endpoint is mounted; ``""`` turns MCP off;
+    a path of another gateway route (``/verify``, ``/<tool_name>``, ...) is a ValueError.
     """
 
     secret_key: str = field(default_factory=_random_secret, repr=False)
@@ -47,6 +50,11 @@ class GatewaySettings:
             raise ValueError("cookie_max_age_s and token_max_age_s must be positive")
         if self.mcp_path and (not self.mcp_path.startswith("/") or self.mcp_path.endswith("/")):
             raise ValueError("mcp_path must start with '/' and not end with '/' (or be '')")
+        route = mcp_path_collision(self.mcp_path)
+        if route is not None:
+            raise ValueError(
+                f"mcp_path {self.mcp_path!r} collides with the gateway's route {route}"
+            )
 
     @classmethod
     def with_secret(cls, secret_key: str | None, mcp_path: str = "/mcp") -> GatewaySettings:

@@ -444,8 +444,12 @@ def seed_legacy(client: EnvironmentClient, cookie_sid: str | None, row: dict[str
     try:
         try:
             client.seed_legacy(sid, task)
-        except InvalidRequestError:
-            if not task.get("ground_truth"):
+        except InvalidRequestError as exc:
+            # a ground truth over the verify bound is refused, not dropped: verify would
+            # otherwise score the episode against another truth than its row's
+            if not task.get("ground_truth") or any(
+                v.field == "task.ground_truth" for v in exc.violations
+            ):
                 raise
             client.seed_legacy(sid, {k: v for k, v in task.items() if k != "ground_truth"})
     except (SessionClosedError, SessionConflictError):

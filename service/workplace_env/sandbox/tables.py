@@ -156,7 +156,8 @@ class BaseTables:
     def from_directory(cls, path: str | Path) -> BaseTables:
         """Load a WorkBench CSV directory (the six files of :data:`CSV_FILES`).
 
-        Raises :class:`TablesUnavailableError` when a file is missing or unreadable.
+        Raises :class:`TablesUnavailableError` when a file is missing, unreadable or not
+        UTF-8 text.
         """
         root = Path(path)
         texts: dict[str, str] = {}
@@ -165,6 +166,8 @@ class BaseTables:
                 texts[key] = (root / name).read_text(encoding="utf-8")
             except OSError as exc:
                 raise TablesUnavailableError(f"cannot read {root / name}: {exc}") from exc
+            except UnicodeDecodeError as exc:
+                raise TablesUnavailableError(f"{root / name} is not UTF-8 text: {exc}") from exc
         return cls.from_csv_texts(texts, origin=str(root))
 
     def to_csv_texts(self) -> dict[str, str]:

@@ -15,11 +15,11 @@ import grpc
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
-from workplace_env.config import Settings
+from workplace_env.config import Settings, admin_token_problem
 from workplace_env.errors import FieldViolation, InvalidRequest, Unauthenticated
 from workplace_env.model import session_id_violations
 from workplace_env.server import convert
-from workplace_env.server.servicer import _rpc
+from workplace_env.server.servicer import _rpc, check_truth_bound
 from workplace_env.server.status import to_status
 from workplace_env.sessions import SessionStore
 from workplace_env_client import admin as admin_sdk
@@ -36,13 +36,18 @@ ADMIN_SERVICE_NAME = admin_pb.DESCRIPTOR.services_by_name["EnvironmentAdminServi
 
 class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
     """Serves checkpoint export, restore and retire of one :class:`SessionStore`;
-    ``max_message_bytes`` is the server's message limit (bytes)."""
+    ``max_message_bytes`` is the server's message limit (bytes); a restored task whose ground
+    truth has more than ``max_verify_calls`` calls (0: no bound) is refused, as at seed."""
 
     def __init__(
-        self, store: SessionStore, max_message_bytes: int = Settings.max_message_bytes
+        self,
+        store: SessionStore,
+        max_message_bytes: int = Settings.max_message_bytes,
+        max_verify_calls: int = Settings.max_verify_calls,
     ) -> None:
         self.store = store
         self.max_message_bytes = max_message_bytes
+        self.max_verify_calls = max_verify_calls
 
     def ExportSessions(self, request, context):  # type: ignore[no-untyped-def]
         """K1: every session in pieces (header, state, call records and each record's output
@@ -93,6 +98,13 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
         except ValueError as exc:  # "<field>: <why>"
             field, _, why = str(exc).partition(": ")
             raise InvalidRequest([FieldViolation(field, why)]) from exc
+        for i, m in enumerate(messages):
+            check_truth_bound(
+                len(m.task.ground_truth),
+                self.max_verify_calls,
+                f"snapshots[{i}].task.ground_truth",
+                m.resources_session_id,
+            )
         snapshots = [convert.snapshot(m, f"snapshots[{i}]") for i, m in enumerate(messages)]
         return admin_pb.RestoreSessionsResponse(restored_count=self.store.restore(snapshots))
 
@@ -112,10 +124,14 @@ class AdminTokenInterceptor(grpc.ServerInterceptor):
     With ``token`` None the admin service is off: every admin RPC is refused
     (``ADMIN_DISABLED``) unless ``open_admin`` was chosen explicitly. Refusals are
     UNAUTHENTICATED with an ``ErrorInfo`` (``ADMIN_TOKEN_REQUIRED``, ``ADMIN_TOKEN_INVALID``,
-    ``ADMIN_DISABLED``); the environment service is never guarded.
+    ``ADMIN_DISABLED``); the environment service is never guarded. A ``token`` that cannot
+    be one (blank, whitespace at an end, not printable ASCII:
+    :func:`~workplace_env.config.admin_token_problem`) is a ValueError.
     """
 
     def __init__(self, token: str | None, open_admin: bool = False) -> None:
+        if token and admin_token_problem(token):  # "" or None: off
+            raise ValueError(f"admin token {admin_token_problem(token)}")
         self._token = token.encode() if token else None
         self._open = open_admin and not token
         self._prefix = f"/{ADMIN_SERVICE_NAME}/"

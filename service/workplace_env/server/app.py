@@ -145,7 +145,7 @@ def build_server(
     )
     pb_grpc.add_EnvironmentServiceServicer_to_server(servicer, server)
     admin_grpc.add_EnvironmentAdminServiceServicer_to_server(
-        AdminServicer(store, max_message_bytes), server
+        AdminServicer(store, max_message_bytes, max_verify_calls), server
     )
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

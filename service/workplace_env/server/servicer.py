@@ -74,6 +74,25 @@ def _rpc(method: Handler) -> Handler:
     return handler  # type: ignore[return-value]
 
 
+def check_truth_bound(count: int, bound: int, field: str, session_id: str) -> None:
+    """Refuse a task whose ground truth has more than ``bound`` calls (0: no bound) where the
+    task enters (seed, restore): a verify without a ground truth of its own replays the
+    seeded one, so that episode could not be scored within ``--max-verify-calls`` (V5).
+
+    Raises InvalidRequest naming ``field`` and the bound."""
+    if bound and count > bound:
+        raise errors.InvalidRequest(
+            [
+                errors.FieldViolation(
+                    field,
+                    f"at most {bound} calls (max_verify_calls: a verify replays the task's "
+                    f"ground truth), got {count}",
+                )
+            ],
+            session_id,
+        )
+
+
 def _require_session_id(session_id: str) -> None:
     violations = session_id_violations(session_id)
     if violations:
@@ -82,7 +101,9 @@ def _require_session_id(session_id: str) -> None:
 
 class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
     """Serves one :class:`SessionStore` over gRPC; a verify replays at most
-    ``max_verify_calls`` calls per side (0: no bound; beyond it INVALID_ARGUMENT, V5).
+    ``max_verify_calls`` calls per side (0: no bound; beyond it INVALID_ARGUMENT, V5), and a
+    seed whose ``task.ground_truth`` is longer is refused the same way
+    (:func:`check_truth_bound`: a verify without a ground truth replays the seeded one).
 
     ``max_response_bytes`` is the server's message limit: a tool output whose response would
     be larger (the one answer whose size a caller drives; every other answer is small and
@@ -120,6 +141,12 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
 
     @_rpc
     def SeedSession(self, request: pb.SeedSessionRequest, context: grpc.ServicerContext):
+        check_truth_bound(
+            len(request.task.ground_truth),
+            self.max_verify_calls,
+            "task.ground_truth",
+            request.resources_session_id,
+        )
         result = self.store.seed(
             request.resources_session_id,
             convert.optional(request, "episode_id", convert.episode),
@@ -141,8 +168,9 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         result = self.store.call_tool(
             request.resources_session_id, request.tool_name, request.arguments, request.call_id
         )
-        response = pb.CallToolResponse(output=result.output, replayed=result.replayed)
+        response = pb.CallToolResponse(output=result.output)
         if len(result.output) > self._always_fits:
+            # measured without the `replayed` flag: a retry's refusal is the first one's (T6)
             size = response.ByteSize()
             if size > self.max_response_bytes:
                 raise errors.ResponseTooLarge(
@@ -153,6 +181,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                     size_bytes=size,
                     limit_bytes=self.max_response_bytes,
                 )
+        response.replayed = result.replayed
         return response
 
     @_rpc
