@@ -104,6 +104,60 @@ def test_K2_one_invalid_snapshot_installs_nothing_and_names_it(servers):
     assert b.running.store.live_count() == 0
 
 
+@pytest.mark.parametrize(
+    ("table", "column", "value"),
+    [
+        ("email._emails", "email_id", {"x": [1, 2]}),  # the tester's input (M4)
+        ("email._emails", "sender/recipient", 7),
+        ("email._emails", "sent_datetime", ["2023-11-30"]),
+        ("calendar._calendar_events", "event_id", 12345678),
+        ("company_directory._emails", "email_address", True),
+        ("analytics._analytics_data", "visitor_id", 1.5),
+    ],
+)
+def test_K2_a_cell_its_column_never_holds_is_refused_naming_session_table_row_column(
+    servers, table, column, value
+):
+    """M4: the codec checked a table's columns, not its cells' types, so a dict email id
+    restored and every later send failed. A column only the loader and the tools' generated
+    values fill holds text (or a bool, a float where the loader or a tool puts one)."""
+    a, b = servers(), servers()
+    for sid in ("fine", "poisoned"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+    snapshots, _, _ = a.admin.export_sessions()
+    i = [s.resources_session_id for s in snapshots].index("poisoned")
+    container, attribute = table.split(".", 1)
+    state = json.loads(snapshots[i].state_json)
+    document = json.loads(state["containers"][container][attribute])
+    col = document["columns"].index(column)
+    document["data"][2][col] = value
+    state["containers"][container][attribute] = json.dumps(document)
+    snapshots[i].state_json = json.dumps(state)
+    with pytest.raises(InvalidRequestError) as err:
+        b.admin.restore_sessions(snapshots)
+    [violation] = err.value.violations
+    assert violation.field == f"snapshots[{i}].state_json.containers.{table}.data[2][{col}]"
+    assert f"session 'poisoned', table {table}, row 2, column {column!r}" in violation.description
+    assert err.value.session_id == "poisoned"
+    assert b.running.store.live_count() == 0
+
+
+def test_K3_cells_a_tool_stores_as_sent_restore_whatever_their_type(servers):
+    """The other side of M4: an email's subject and body, an event's duration, a task's id are
+    stored as the model sent them (any JSON value), and such sessions restore and answer alike."""
+    a, b = servers(), servers()
+    a.client.seed("odd", EP, TID, TASK)
+    odd = {"recipient": "a@b.com", "subject": {"x": [1, 2]}, "body": [1, None]}
+    assert a.client.call_tool("odd", "email_send_email", odd) == "Email sent successfully."
+    assert b.admin.restore_sessions(a.admin.export_sessions()[0]) == 1
+    b.client.seed("odd", EP, TID, TASK)
+    page = {"query": "", "page": 1}
+    assert b.client.call_tool("odd", "email_search_emails", page) == a.client.call_tool(
+        "odd", "email_search_emails", page
+    )
+    assert b.client.call_tool("odd", *SEND) == "Email sent successfully."
+
+
 @pytest.mark.parametrize("field", ["episode_id", "state_json"])
 def test_K2_invalid_identity_or_json_is_refused(servers, field):
     a, b = servers(), servers()
