@@ -337,8 +337,10 @@ def _chunks(
 class AdminClient:
     """Admin RPCs over a ``target`` or a ``channel``; ``token`` is sent as a bearer token.
 
-    ``target`` and ``affinity`` are those of :class:`EnvironmentClient` (a list of ``IP:PORT``
-    balances per-session RPCs over the servers by session id). ``timeout_s`` is every RPC's
+    ``target``, ``affinity`` and ``credentials`` are those of :class:`EnvironmentClient` (a
+    list of ``IP:PORT`` balances per-session RPCs over the servers by session id; with
+    ``credentials``, e.g. :func:`~workplace_env_client.channel.tls_credentials`, the channel
+    this client creates is TLS). ``timeout_s`` is every RPC's
     deadline; an RPC refused TOO_MANY_RPCS (a server at its ``--max-concurrent-rpcs`` or
     ``--max-admin-rpcs``, X3: not run) is sent again after the refusal's ``RetryInfo`` delay
     while that deadline allows, else CapacityError. Raises ValueError for a malformed target
@@ -353,13 +355,16 @@ class AdminClient:
         token: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         affinity: bool | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
         self._own_channel = channel is None
         if channel is None:
             assert target is not None
-            channel = make_channel(target, max_attempts=1, affinity=affinity)
+            channel = make_channel(
+                target, max_attempts=1, affinity=affinity, credentials=credentials
+            )
         self.channel = channel
         self.stub = admin_grpc.EnvironmentAdminServiceStub(self.channel)
         self.timeout_s = timeout_s

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
+import grpc
 import typer
 
 from workplace_env.checkpoint.remote import (
@@ -38,6 +39,7 @@ from workplace_env.checkpoint.remote import (
 from workplace_env.config import (
     ConfigError,
     Settings,
+    client_credentials,
     load_settings,
     print_settings,
     unknown_env_vars,
@@ -110,6 +112,17 @@ ConfigFile = Annotated[
     Optional[Path],  # noqa: UP045
     Opt("--config", help="TOML or YAML settings file (also WORKPLACE_ENV_CONFIG)."),
 ]
+
+
+# A command's TLS to a gRPC server: the gateway's, run --target's and checkpoint's (same names,
+# same WORKPLACE_ENV_TLS_* variables and config keys, same meaning).
+TlsCa = Annotated[
+    OptStr, Opt(help="PEM CA bundle trusted for a TLS gRPC server: connect over TLS.")
+]
+TlsClientCert = Annotated[
+    OptStr, Opt(help="PEM client certificate, for a server requiring one (mTLS).")
+]
+TlsClientKey = Annotated[OptStr, Opt(help="PEM private key of --tls-client-cert.")]
 
 
 # Help texts are rich markup: "\\[" keeps a bracketed default from being read as a tag.
@@ -213,6 +226,21 @@ def serve(
         serve_until_signalled(settings)
 
 
+def _credentials(
+    config: Path | None, tls_ca: str | None, tls_client_cert: str | None, tls_client_key: str | None
+) -> grpc.ChannelCredentials | None:
+    """The TLS credentials of a command connecting to a server, from its flags over
+    ``WORKPLACE_ENV_TLS_CA`` / ``_TLS_CLIENT_CERT`` / ``_TLS_CLIENT_KEY`` over the config file,
+    as for the gateway; None: plaintext. A bad setting or unreadable file exits 2."""
+    flags = {"tls_ca": tls_ca, "tls_client_cert": tls_client_cert, "tls_client_key": tls_client_key}
+    settings, _ = _settings(flags, config)
+    try:
+        return client_credentials(settings)
+    except (OSError, ValueError) as exc:
+        console.print(f"[red]cannot read the TLS files:[/red] {plain(exc)}")
+        raise typer.Exit(2) from exc
+
+
 @app.command()
 def gateway(
     grpc_target: Annotated[str, Opt(help="HOST:PORT of the gRPC server.")] = "127.0.0.1:50051",
@@ -220,13 +248,9 @@ def gateway(
     config: ConfigFile = None,
     cookie_secret: Annotated[OptStr, Opt(help="Cookie signing key [random per process].")] = None,
     mcp_path: Annotated[OptStr, Opt(help=MCP_PATH_HELP)] = None,
-    tls_ca: Annotated[
-        OptStr, Opt(help="PEM CA bundle trusted for a TLS gRPC server: connect over TLS.")
-    ] = None,
-    tls_client_cert: Annotated[
-        OptStr, Opt(help="PEM certificate of this gateway, for a server requiring one (mTLS).")
-    ] = None,
-    tls_client_key: Annotated[OptStr, Opt(help="PEM private key of --tls-client-cert.")] = None,
+    tls_ca: TlsCa = None,
+    tls_client_cert: TlsClientCert = None,
+    tls_client_key: TlsClientKey = None,
 ) -> None:
     """Serve the reference's legacy cookie HTTP routes (and MCP) over a gRPC server.
 
@@ -302,17 +326,23 @@ def run(
             "Rollouts JSONL [<file stem>_rollouts.jsonl]; a rerun resumes it.", dir_okay=False
         ),
     ] = None,
+    config: ConfigFile = None,
+    tls_ca: TlsCa = None,
+    tls_client_cert: TlsClientCert = None,
+    tls_client_key: TlsClientKey = None,
 ) -> None:
     """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch or failure.
 
     Lines with ``tables_after`` also have the session's tables compared (an admin export).
     With --policy model, an OpenAI-compatible model plays each task (see README "Evaluate a
     model"): rollouts go to --out (resumed on a rerun), a summary by category is printed and a
-    pass-rate plot saved next to it.
+    pass-rate plot saved next to it. With --target, the TLS options are the gateway's
+    (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
     if policy not in (*POLICIES, "model"):
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
+    credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key) if target else None
     with _reported():
         lines = read_episodes(file)
         if policy == "model":
@@ -330,7 +360,9 @@ def run(
                 out or Path(f"{file.stem}_rollouts.jsonl"),
                 concurrency,
             )
-            run_model_policy(lines, options, target=target, data_dir=data_dir)
+            run_model_policy(
+                lines, options, target=target, data_dir=data_dir, credentials=credentials
+            )
             return
         status = run_scripted(
             lines,
@@ -341,6 +373,7 @@ def run(
             concurrency=concurrency,
             token=token,
             json_out=json_out,
+            credentials=credentials,
         )
     _exit(status)
 
@@ -403,13 +436,19 @@ def checkpoint_save(
     target: Target = "127.0.0.1:50051",
     token: Token = None,
     timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
+    config: ConfigFile = None,
+    tls_ca: TlsCa = None,
+    tls_client_cert: TlsClientCert = None,
+    tls_client_key: TlsClientKey = None,
 ) -> None:
     """Export every live session and write one file each plus a manifest (atomic).
 
     Exits 1, after saving the others, when a session cannot be exported (each is named).
+    The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
+    credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key)
     with _reported():
-        status = save_checkpoint(directory, target, token, timeout_s)
+        status = save_checkpoint(directory, target, token, timeout_s, credentials)
     _exit(status)
 
 
@@ -419,10 +458,18 @@ def checkpoint_restore(
     target: Target = "127.0.0.1:50051",
     token: Token = None,
     timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
+    config: ConfigFile = None,
+    tls_ca: TlsCa = None,
+    tls_client_cert: TlsClientCert = None,
+    tls_client_key: TlsClientKey = None,
 ) -> None:
-    """Verify every file's digest, then restore all sessions in one batch (all or nothing)."""
+    """Verify every file's digest, then restore all sessions in one batch (all or nothing).
+
+    The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
+    """
+    credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key)
     with _reported():
-        restore_checkpoint(directory, target, token, timeout_s)
+        restore_checkpoint(directory, target, token, timeout_s, credentials)
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 from rich.console import Console
 from rich.table import Table
 
@@ -91,14 +92,19 @@ def run_scripted(
     concurrency: int = 1,
     token: str | None = None,
     json_out: Path | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> int:
     """Play ``lines`` with a scripted ``policy`` (one of :data:`~workplace_env.runner.POLICIES`)
     against ``target`` (None: an in-process server over ``data_dir``), ``concurrency`` in
     flight, with a progress bar; print the summary titled ``title`` and write it as JSON to
-    ``json_out``. ``token`` is the target's admin token for ``tables_after`` checks. Returns the
+    ``json_out``. ``token`` is the target's admin token for ``tables_after`` checks;
+    ``credentials`` make the connection to ``target`` TLS (None: plaintext). Returns the
     exit status: 1 when an output, state or reward differs from the recording or an episode
     failed (server unavailable, invalid line, error), else 0."""
-    with connect(target, data_dir, token) as (client, admin_token), episode_progress() as bars:
+    with (
+        connect(target, data_dir, token, credentials) as (client, admin_token),
+        episode_progress() as bars,
+    ):
         bar = bars.add_task(f"{policy} episodes", total=len(lines))
         summary = run_lines(
             client,
@@ -175,9 +181,11 @@ def run_model_policy(
     target: str | None = None,
     data_dir: Path | None = None,
     model_client: Any = None,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> None:
     """Collect the rollouts of ``lines`` into ``options.out`` against ``target`` (None: an
-    in-process server over ``data_dir``), then summarise all of the file's lines.
+    in-process server over ``data_dir``; TLS with ``credentials``), then summarise all of the
+    file's lines.
 
     Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package or
     an unwritable output; the model's or endpoint's failures are masked episodes, never an
@@ -199,7 +207,7 @@ def run_model_policy(
             )
         except ImportError as exc:
             raise CommandError(str(exc)) from exc
-    with connect(target, data_dir) as (client, _):
+    with connect(target, data_dir, credentials=credentials) as (client, _):
         _collect_and_report(client, model_client, lines, options)
 
 
