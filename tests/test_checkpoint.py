@@ -18,11 +18,14 @@ import pytest
 from tests.helpers import Served, ServeProcess, total_emails
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace_env.config import Settings
+from workplace_env.sandbox.generate import generate_sandbox
+from workplace_env.sandbox.tables import BaseTables
 from workplace_env.taskgen import generate_tasks
 from workplace_env_client import (
     AdminClient,
     EnvironmentClient,
     InvalidRequestError,
+    SandboxMismatchError,
     SessionClaimedError,
     SessionConflictError,
     SessionLiveError,
@@ -233,6 +236,71 @@ def test_K3_a_retried_restore_of_the_same_snapshots_counts_them_restored(servers
     assert err.value.session_id == "k3r-2"
     assert b.running.store.state_counts() == {"restored_unclaimed": 2, "seeded": 1}
     assert _found(b.client, "k3r-2") == 1  # the claimant's tables, untouched
+
+
+@pytest.fixture(scope="module")
+def other_sandbox():
+    """A sandbox with other data than the default one (another generator seed)."""
+    return generate_sandbox(seed=1)
+
+
+def _open_admin(make_server, tables=None) -> Served:
+    return make_server(settings=Settings(admin_open=True), tables=tables)
+
+
+def test_K3_a_restore_into_another_sandbox_is_refused_naming_both(
+    make_server, sandbox, other_sandbox
+):
+    """M3: a server over another --data-dir restored a checkpoint silently, and Verify replayed
+    the ground truth on other base tables than the sessions' (wrong rewards). Every snapshot
+    records the sandbox it was exported on; another one is FAILED_PRECONDITION
+    SANDBOX_MISMATCH naming both, and nothing is installed."""
+    a, b = _open_admin(make_server), _open_admin(make_server, other_sandbox)
+    for sid in ("m3-1", "m3-2"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+    snapshots, _, _ = a.admin.export_sessions()
+    assert {s.sandbox.digest for s in snapshots} == {sandbox.digest}
+    assert snapshot_to_json(snapshots[0])["sandbox"] == {
+        "digest": sandbox.digest,
+        "origin": "generated:seed=0,scale=1.0",
+    }
+    with pytest.raises(SandboxMismatchError) as err:
+        b.admin.restore_sessions(snapshots)
+    assert (err.value.code, err.value.reason) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "SANDBOX_MISMATCH",
+    )
+    for named in (sandbox.digest, other_sandbox.digest, "generated:seed=1,scale=1.0"):
+        assert named in err.value.message
+    assert b.running.store.live_count() == 0
+
+
+def test_K3_the_same_data_loaded_elsewhere_is_the_same_sandbox(make_server, sandbox):
+    """The identity is the tables' content, not where they were loaded from."""
+    same = BaseTables.from_csv_texts(sandbox.to_csv_texts(), origin="/somewhere/else")
+    assert same.digest == sandbox.digest
+    a, b = _open_admin(make_server), _open_admin(make_server, same)
+    a.client.seed("m3s", EP, TID, TASK)
+    a.client.call_tool("m3s", *SEND)
+    assert b.admin.restore_sessions(a.admin.export_sessions()[0]) == 1
+
+
+def test_K3_a_snapshot_without_a_sandbox_is_checked_by_its_directory(
+    make_server, sandbox, other_sandbox
+):
+    """Snapshots written before they carried a sandbox: the company directory (no tool writes
+    it) tells another sandbox apart; over the same one they restore as before."""
+    a = _open_admin(make_server)
+    a.client.seed("m3o", EP, TID, TASK)
+    snapshots, _, _ = a.admin.export_sessions()
+    for snapshot in snapshots:
+        snapshot.ClearField("sandbox")
+    b = _open_admin(make_server, other_sandbox)
+    with pytest.raises(SandboxMismatchError) as err:
+        b.admin.restore_sessions(snapshots)
+    assert "records no sandbox" in err.value.message and other_sandbox.digest in err.value.message
+    assert b.running.store.live_count() == 0
+    assert _open_admin(make_server).admin.restore_sessions(snapshots) == 1
 
 
 def test_K4_matching_seed_claims_restored_tables_without_rebuild(servers):

@@ -73,13 +73,9 @@ CHUNK_BYTES = 2 * 1024 * 1024
 PIECE_OVERHEAD_BYTES = 2 * 1024
 #: The fields of a snapshot's header (:func:`split_snapshot` sends them as
 #: ``header_encoding`` when they are too large to travel whole).
-HEADER_FIELDS: tuple[Literal["episode_id", "task_id", "task", "legacy", "state"], ...] = (
-    "episode_id",
-    "task_id",
-    "task",
-    "legacy",
-    "state",
-)
+HEADER_FIELDS: tuple[
+    Literal["episode_id", "task_id", "task", "legacy", "state", "sandbox"], ...
+] = ("episode_id", "task_id", "task", "legacy", "state", "sandbox")
 
 
 def split_record(

@@ -96,6 +96,11 @@ class SessionLiveError(WorkplaceEnvError):
     installed."""
 
 
+class SandboxMismatchError(WorkplaceEnvError):
+    """FAILED_PRECONDITION SANDBOX_MISMATCH: a restore of snapshots exported on another sandbox
+    than the server's (the message names both); nothing was installed."""
+
+
 class UnauthenticatedError(WorkplaceEnvError):
     """UNAUTHENTICATED: an admin RPC without the server's bearer token."""
 
@@ -142,6 +147,7 @@ _BY_REASON: dict[str, type[WorkplaceEnvError]] = {
     "SESSION_HEADER_MISMATCH": SessionHeaderMismatchError,
     "SESSION_CLAIMED": SessionClaimedError,
     "SESSION_LIVE": SessionLiveError,
+    "SANDBOX_MISMATCH": SandboxMismatchError,
     "SESSION_CLOSED": SessionClosedError,
     "SESSION_LOST": SessionLostError,
     "SESSION_EXPIRED": SessionExpiredError,
