@@ -303,6 +303,66 @@ def test_K3_a_snapshot_without_a_sandbox_is_checked_by_its_directory(
     assert _open_admin(make_server).admin.restore_sessions(snapshots) == 1
 
 
+def test_K3_a_retried_restore_after_a_claim_says_it_was_restored_already(servers):
+    """L12: a retry of a restore whose sessions are all installed, one claimed since, said
+    "nothing was restored" (exit 1), though the first attempt installed everything. It is
+    still SESSION_LIVE (the claimed session is not reset), marked ``already_restored`` and
+    saying so; a batch with an id live for another reason stays "nothing was restored"."""
+    a, b = servers(), servers()
+    for sid in ("l12-1", "l12-2"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+    snapshots, _, _ = a.admin.export_sessions()
+    assert b.admin.restore_sessions(snapshots) == 2
+    b.client.seed("l12-2", ("l12-2", 0), TID, TASK)  # claimed (K4)
+    b.client.call_tool("l12-2", *SEND)
+    with pytest.raises(SessionLiveError) as err:
+        b.admin.restore_sessions(snapshots)
+    assert err.value.metadata["already_restored"] == "true"
+    assert "restored here already" in err.value.message and "l12-2" in err.value.message
+    assert b.running.store.state_counts() == {"restored_unclaimed": 1, "seeded": 1}
+    assert _found(b.client, "l12-2") == 1  # not reset
+    b.client.seed("l12-3", ("l12-3", 0), TID, TASK)
+    a.client.seed("l12-3", ("l12-3", 0), TID, TASK)
+    with pytest.raises(SessionLiveError) as err:
+        b.admin.restore_sessions(snapshots + a.admin.export_sessions(["l12-3"])[0])
+    assert "already_restored" not in err.value.metadata
+    assert "['l12-3'] are live here" in err.value.message
+    assert "nothing was restored" in err.value.message
+
+
+def test_cli_restore_retried_after_a_claim_exits_0_saying_so(servers, tmp_path):
+    a, b = servers(CLI_TOKEN), servers(CLI_TOKEN)
+    for sid in ("c12-1", "c12-2"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+    target_b = ("--target", f"127.0.0.1:{b.running.port}")
+    saved = _cli("checkpoint", "save", str(tmp_path), "--target", f"127.0.0.1:{a.running.port}")
+    assert saved.returncode == 0, saved.stderr
+    first = _cli("checkpoint", "restore", str(tmp_path), *target_b)
+    assert first.returncode == 0 and "restored 2 sessions" in first.stderr, first.stderr
+    b.client.call_tool("c12-1", *SEND)  # a call claims an unclaimed restored session too
+    retry = _cli("checkpoint", "restore", str(tmp_path), *target_b)
+    assert retry.returncode == 0, retry.stderr
+    assert "already restored, nothing changed" in retry.stderr and "c12-1" in retry.stderr
+    assert _found(b.client, "c12-1") == 1
+
+
+@pytest.mark.parametrize("use", ["call_tool", "verify"])
+def test_K4_a_call_or_verify_on_an_unclaimed_restored_session_claims_it(servers, use):
+    """L12: CallTool and Verify carry no episode, so on a typed session they answer whoever
+    names the id; on restored state they claim it, as a legacy request does (README)."""
+    a, b = servers(), servers()
+    a.client.seed("l12c", EP, TID, TASK)
+    b.admin.restore_sessions(a.admin.export_sessions()[0])
+    if use == "call_tool":
+        b.client.call_tool("l12c", *SEARCH)
+    else:
+        b.client.verify("l12c", [])
+    assert b.running.store.state_counts() in ({"seeded": 1}, {"verified": 1})
+    with pytest.raises(SessionClaimedError):
+        b.client.seed("l12c", ("intruder", 0), TID, TASK)
+    assert not b.client.seed("l12c", EP, TID, TASK).restored  # its own seed: a plain retry
+
+
 def test_K4_matching_seed_claims_restored_tables_without_rebuild(servers):
     a, b = servers(), servers()
     a.client.seed("k4", EP, TID, TASK)

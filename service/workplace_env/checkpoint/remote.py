@@ -119,7 +119,10 @@ def restore_checkpoint(
     server at ``target`` in one batch (all or nothing) within ``timeout_s`` seconds, over TLS
     with ``credentials`` (as for :func:`save_checkpoint`).
 
-    Raises :class:`CommandError` (exit 1) when a file is refused (nothing is sent), when the
+    A checkpoint this server restored already, some of its sessions claimed since (a retry
+    after the first attempt's answer was lost), is said so and is no error (exit 0): its
+    claimed sessions are not reset. Raises :class:`CommandError` (exit 1) when a file is
+    refused (nothing is sent), when the
     server cannot be reached (the channel never connected: nothing is sent), when the
     server refuses the batch (its answer names why; nothing installed), and when no answer
     came (a deadline, a lost connection): then the outcome is unknown, and the message says
@@ -143,6 +146,9 @@ def restore_checkpoint(
             admin.timeout_s = max(0.001, timeout_s - (time.monotonic() - start))  # one budget
             count = admin.restore_sessions(snapshots)
     except WorkplaceEnvError as exc:
+        if exc.metadata.get("already_restored") == "true":  # a retry after some were claimed
+            console.print(plain(f"already restored, nothing changed: {exc.message}"))
+            return
         if not exc.reason:  # no ErrorInfo: the server's answer, if any, never arrived
             raise CommandError(
                 "restore outcome unknown (no answer from the server; some or all sessions may "
