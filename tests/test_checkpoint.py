@@ -27,6 +27,7 @@ from workplace_env_client import (
     InvalidRequestError,
     SandboxMismatchError,
     SessionClaimedError,
+    SessionClosedError,
     SessionConflictError,
     SessionLiveError,
     SessionLostError,
@@ -417,6 +418,28 @@ def test_K6_retire_is_idempotent_and_later_calls_are_not_found(servers):
     assert a.running.store.live_count() == 0
     with pytest.raises(SessionLostError):
         a.client.call_tool("k6", *SEARCH)
+
+
+def test_K6_retire_records_no_fence_the_id_is_free_again(servers):
+    """L13: after RetireSession another episode could seed the id. That is the contract: K6
+    discards the attempt and records no fence (fences are C1/C3's, for ended episodes), so the
+    id is free: a seed of any episode starts fresh tables, a restore of it is accepted (a
+    session moved away and back). A closed id stays fenced (S4), for contrast."""
+    a = servers()
+    a.client.seed("l13", EP, TID, TASK)
+    a.client.call_tool("l13", *SEND)
+    snapshots, _, _ = a.admin.export_sessions()
+    assert a.admin.retire_session("l13") is True
+    with pytest.raises(SessionLostError):
+        a.client.call_tool("l13", *SEARCH)
+    a.client.seed("l13", ("another", 0), TID, TASK)
+    assert _found(a.client, "l13") == 0  # fresh tables: nothing of the retired attempt
+    assert a.admin.retire_session("l13") is True
+    assert a.admin.restore_sessions(snapshots) == 1  # moved back
+    assert _found(a.client, "l13") == 1
+    a.client.close_session("l13", EP)
+    with pytest.raises(SessionClosedError):
+        a.client.seed("l13", ("another", 1), TID, TASK)
 
 
 def test_admin_rpcs_need_the_bearer_token(servers):

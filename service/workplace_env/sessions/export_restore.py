@@ -189,7 +189,8 @@ class ExportRestore(Bounds):
         return records
 
     def retire(self, session_id: str) -> bool:
-        """Discard a session's attempt: free its tables; later calls get NOT_FOUND (K6).
+        """Discard a session's attempt: free its tables; later calls get NOT_FOUND (K6). No
+        fence (those are C1/C3's, for ended episodes): the id may be seeded or restored again.
 
         Idempotent: returns False when the server does not hold the session. Raises
         ReleaseFailed (nothing changes then).
