@@ -18,12 +18,16 @@ import pytest
 from tests.helpers import Served, ServeProcess, total_emails
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace_env.config import Settings
+from workplace_env.sandbox.generate import generate_sandbox
+from workplace_env.sandbox.tables import BaseTables
 from workplace_env.taskgen import generate_tasks
 from workplace_env_client import (
     AdminClient,
     EnvironmentClient,
     InvalidRequestError,
+    SandboxMismatchError,
     SessionClaimedError,
+    SessionClosedError,
     SessionConflictError,
     SessionLiveError,
     SessionLostError,
@@ -104,6 +108,60 @@ def test_K2_one_invalid_snapshot_installs_nothing_and_names_it(servers):
     assert b.running.store.live_count() == 0
 
 
+@pytest.mark.parametrize(
+    ("table", "column", "value"),
+    [
+        ("email._emails", "email_id", {"x": [1, 2]}),  # the tester's input (M4)
+        ("email._emails", "sender/recipient", 7),
+        ("email._emails", "sent_datetime", ["2023-11-30"]),
+        ("calendar._calendar_events", "event_id", 12345678),
+        ("company_directory._emails", "email_address", True),
+        ("analytics._analytics_data", "visitor_id", 1.5),
+    ],
+)
+def test_K2_a_cell_its_column_never_holds_is_refused_naming_session_table_row_column(
+    servers, table, column, value
+):
+    """M4: the codec checked a table's columns, not its cells' types, so a dict email id
+    restored and every later send failed. A column only the loader and the tools' generated
+    values fill holds text (or a bool, a float where the loader or a tool puts one)."""
+    a, b = servers(), servers()
+    for sid in ("fine", "poisoned"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+    snapshots, _, _ = a.admin.export_sessions()
+    i = [s.resources_session_id for s in snapshots].index("poisoned")
+    container, attribute = table.split(".", 1)
+    state = json.loads(snapshots[i].state_json)
+    document = json.loads(state["containers"][container][attribute])
+    col = document["columns"].index(column)
+    document["data"][2][col] = value
+    state["containers"][container][attribute] = json.dumps(document)
+    snapshots[i].state_json = json.dumps(state)
+    with pytest.raises(InvalidRequestError) as err:
+        b.admin.restore_sessions(snapshots)
+    [violation] = err.value.violations
+    assert violation.field == f"snapshots[{i}].state_json.containers.{table}.data[2][{col}]"
+    assert f"session 'poisoned', table {table}, row 2, column {column!r}" in violation.description
+    assert err.value.session_id == "poisoned"
+    assert b.running.store.live_count() == 0
+
+
+def test_K3_cells_a_tool_stores_as_sent_restore_whatever_their_type(servers):
+    """The other side of M4: an email's subject and body, an event's duration, a task's id are
+    stored as the model sent them (any JSON value), and such sessions restore and answer alike."""
+    a, b = servers(), servers()
+    a.client.seed("odd", EP, TID, TASK)
+    odd = {"recipient": "a@b.com", "subject": {"x": [1, 2]}, "body": [1, None]}
+    assert a.client.call_tool("odd", "email_send_email", odd) == "Email sent successfully."
+    assert b.admin.restore_sessions(a.admin.export_sessions()[0]) == 1
+    b.client.seed("odd", EP, TID, TASK)
+    page = {"query": "", "page": 1}
+    assert b.client.call_tool("odd", "email_search_emails", page) == a.client.call_tool(
+        "odd", "email_search_emails", page
+    )
+    assert b.client.call_tool("odd", *SEND) == "Email sent successfully."
+
+
 @pytest.mark.parametrize("field", ["episode_id", "state_json"])
 def test_K2_invalid_identity_or_json_is_refused(servers, field):
     a, b = servers(), servers()
@@ -181,6 +239,131 @@ def test_K3_a_retried_restore_of_the_same_snapshots_counts_them_restored(servers
     assert _found(b.client, "k3r-2") == 1  # the claimant's tables, untouched
 
 
+@pytest.fixture(scope="module")
+def other_sandbox():
+    """A sandbox with other data than the default one (another generator seed)."""
+    return generate_sandbox(seed=1)
+
+
+def _open_admin(make_server, tables=None) -> Served:
+    return make_server(settings=Settings(admin_open=True), tables=tables)
+
+
+def test_K3_a_restore_into_another_sandbox_is_refused_naming_both(
+    make_server, sandbox, other_sandbox
+):
+    """M3: a server over another --data-dir restored a checkpoint silently, and Verify replayed
+    the ground truth on other base tables than the sessions' (wrong rewards). Every snapshot
+    records the sandbox it was exported on; another one is FAILED_PRECONDITION
+    SANDBOX_MISMATCH naming both, and nothing is installed."""
+    a, b = _open_admin(make_server), _open_admin(make_server, other_sandbox)
+    for sid in ("m3-1", "m3-2"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+    snapshots, _, _ = a.admin.export_sessions()
+    assert {s.sandbox.digest for s in snapshots} == {sandbox.digest}
+    assert snapshot_to_json(snapshots[0])["sandbox"] == {
+        "digest": sandbox.digest,
+        "origin": "generated:seed=0,scale=1.0",
+    }
+    with pytest.raises(SandboxMismatchError) as err:
+        b.admin.restore_sessions(snapshots)
+    assert (err.value.code, err.value.reason) == (
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "SANDBOX_MISMATCH",
+    )
+    for named in (sandbox.digest, other_sandbox.digest, "generated:seed=1,scale=1.0"):
+        assert named in err.value.message
+    assert b.running.store.live_count() == 0
+
+
+def test_K3_the_same_data_loaded_elsewhere_is_the_same_sandbox(make_server, sandbox):
+    """The identity is the tables' content, not where they were loaded from."""
+    same = BaseTables.from_csv_texts(sandbox.to_csv_texts(), origin="/somewhere/else")
+    assert same.digest == sandbox.digest
+    a, b = _open_admin(make_server), _open_admin(make_server, same)
+    a.client.seed("m3s", EP, TID, TASK)
+    a.client.call_tool("m3s", *SEND)
+    assert b.admin.restore_sessions(a.admin.export_sessions()[0]) == 1
+
+
+def test_K3_a_snapshot_without_a_sandbox_is_checked_by_its_directory(
+    make_server, sandbox, other_sandbox
+):
+    """Snapshots written before they carried a sandbox: the company directory (no tool writes
+    it) tells another sandbox apart; over the same one they restore as before."""
+    a = _open_admin(make_server)
+    a.client.seed("m3o", EP, TID, TASK)
+    snapshots, _, _ = a.admin.export_sessions()
+    for snapshot in snapshots:
+        snapshot.ClearField("sandbox")
+    b = _open_admin(make_server, other_sandbox)
+    with pytest.raises(SandboxMismatchError) as err:
+        b.admin.restore_sessions(snapshots)
+    assert "records no sandbox" in err.value.message and other_sandbox.digest in err.value.message
+    assert b.running.store.live_count() == 0
+    assert _open_admin(make_server).admin.restore_sessions(snapshots) == 1
+
+
+def test_K3_a_retried_restore_after_a_claim_says_it_was_restored_already(servers):
+    """L12: a retry of a restore whose sessions are all installed, one claimed since, said
+    "nothing was restored" (exit 1), though the first attempt installed everything. It is
+    still SESSION_LIVE (the claimed session is not reset), marked ``already_restored`` and
+    saying so; a batch with an id live for another reason stays "nothing was restored"."""
+    a, b = servers(), servers()
+    for sid in ("l12-1", "l12-2"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+    snapshots, _, _ = a.admin.export_sessions()
+    assert b.admin.restore_sessions(snapshots) == 2
+    b.client.seed("l12-2", ("l12-2", 0), TID, TASK)  # claimed (K4)
+    b.client.call_tool("l12-2", *SEND)
+    with pytest.raises(SessionLiveError) as err:
+        b.admin.restore_sessions(snapshots)
+    assert err.value.metadata["already_restored"] == "true"
+    assert "restored here already" in err.value.message and "l12-2" in err.value.message
+    assert b.running.store.state_counts() == {"restored_unclaimed": 1, "seeded": 1}
+    assert _found(b.client, "l12-2") == 1  # not reset
+    b.client.seed("l12-3", ("l12-3", 0), TID, TASK)
+    a.client.seed("l12-3", ("l12-3", 0), TID, TASK)
+    with pytest.raises(SessionLiveError) as err:
+        b.admin.restore_sessions(snapshots + a.admin.export_sessions(["l12-3"])[0])
+    assert "already_restored" not in err.value.metadata
+    assert "['l12-3'] are live here" in err.value.message
+    assert "nothing was restored" in err.value.message
+
+
+def test_cli_restore_retried_after_a_claim_exits_0_saying_so(servers, tmp_path):
+    a, b = servers(CLI_TOKEN), servers(CLI_TOKEN)
+    for sid in ("c12-1", "c12-2"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+    target_b = ("--target", f"127.0.0.1:{b.running.port}")
+    saved = _cli("checkpoint", "save", str(tmp_path), "--target", f"127.0.0.1:{a.running.port}")
+    assert saved.returncode == 0, saved.stderr
+    first = _cli("checkpoint", "restore", str(tmp_path), *target_b)
+    assert first.returncode == 0 and "restored 2 sessions" in first.stderr, first.stderr
+    b.client.call_tool("c12-1", *SEND)  # a call claims an unclaimed restored session too
+    retry = _cli("checkpoint", "restore", str(tmp_path), *target_b)
+    assert retry.returncode == 0, retry.stderr
+    assert "already restored, nothing changed" in retry.stderr and "c12-1" in retry.stderr
+    assert _found(b.client, "c12-1") == 1
+
+
+@pytest.mark.parametrize("use", ["call_tool", "verify"])
+def test_K4_a_call_or_verify_on_an_unclaimed_restored_session_claims_it(servers, use):
+    """L12: CallTool and Verify carry no episode, so on a typed session they answer whoever
+    names the id; on restored state they claim it, as a legacy request does (README)."""
+    a, b = servers(), servers()
+    a.client.seed("l12c", EP, TID, TASK)
+    b.admin.restore_sessions(a.admin.export_sessions()[0])
+    if use == "call_tool":
+        b.client.call_tool("l12c", *SEARCH)
+    else:
+        b.client.verify("l12c", [])
+    assert b.running.store.state_counts() in ({"seeded": 1}, {"verified": 1})
+    with pytest.raises(SessionClaimedError):
+        b.client.seed("l12c", ("intruder", 0), TID, TASK)
+    assert not b.client.seed("l12c", EP, TID, TASK).restored  # its own seed: a plain retry
+
+
 def test_K4_matching_seed_claims_restored_tables_without_rebuild(servers):
     a, b = servers(), servers()
     a.client.seed("k4", EP, TID, TASK)
@@ -235,6 +418,28 @@ def test_K6_retire_is_idempotent_and_later_calls_are_not_found(servers):
     assert a.running.store.live_count() == 0
     with pytest.raises(SessionLostError):
         a.client.call_tool("k6", *SEARCH)
+
+
+def test_K6_retire_records_no_fence_the_id_is_free_again(servers):
+    """L13: after RetireSession another episode could seed the id. That is the contract: K6
+    discards the attempt and records no fence (fences are C1/C3's, for ended episodes), so the
+    id is free: a seed of any episode starts fresh tables, a restore of it is accepted (a
+    session moved away and back). A closed id stays fenced (S4), for contrast."""
+    a = servers()
+    a.client.seed("l13", EP, TID, TASK)
+    a.client.call_tool("l13", *SEND)
+    snapshots, _, _ = a.admin.export_sessions()
+    assert a.admin.retire_session("l13") is True
+    with pytest.raises(SessionLostError):
+        a.client.call_tool("l13", *SEARCH)
+    a.client.seed("l13", ("another", 0), TID, TASK)
+    assert _found(a.client, "l13") == 0  # fresh tables: nothing of the retired attempt
+    assert a.admin.retire_session("l13") is True
+    assert a.admin.restore_sessions(snapshots) == 1  # moved back
+    assert _found(a.client, "l13") == 1
+    a.client.close_session("l13", EP)
+    with pytest.raises(SessionClosedError):
+        a.client.seed("l13", ("another", 1), TID, TASK)
 
 
 def test_admin_rpcs_need_the_bearer_token(servers):

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import datetime
 import ipaddress
+import json
 import os
 import queue
 import re
@@ -35,6 +36,7 @@ from workplace_env.config import (
     setting_warnings,
     unknown_env_vars,
 )
+from workplace_env.taskgen import generate_tasks
 from workplace_env_client import (
     AsyncEnvironmentClient,
     EnvironmentClient,
@@ -267,6 +269,81 @@ def test_the_separate_gateway_reaches_a_tls_server_with_its_ca(sandbox, pki, mtl
             _http_episode(url)
         finally:
             assert gateway.stop() == 0
+
+
+CLI_TOKEN = "tls-admin"
+
+
+def _client_command(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """A client command of the CLI run to its end (no WORKPLACE_ENV_* from the test run)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("WORKPLACE_ENV_")}
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,  # hang guard
+        env={**clean, "WORKPLACE_ENV_ADMIN_TOKEN": CLI_TOKEN, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize(("mtls", "given"), [(False, "flags"), (True, "flags"), (True, "env")])
+def test_checkpoint_and_run_reach_a_tls_server(sandbox, pki, tmp_path, mtls, given):
+    """Tester finding M7: ``checkpoint save/restore`` and ``run --target`` had no TLS option
+    and ignored WORKPLACE_ENV_TLS_CA (``export failed: UNAVAILABLE ... Socket closed``). They
+    take the gateway's ``--tls-ca`` / ``--tls-client-cert`` / ``--tls-client-key`` (or its
+    variables): save from one TLS server, restore into another, play an episode on it."""
+    d = pki["dir"]
+    files = {"tls_ca": d / "ca.pem"}
+    if mtls:
+        files |= {"tls_client_cert": d / "client_cert.pem", "tls_client_key": d / "client_key.pem"}
+    flags: list[str] = []
+    env: dict[str, str] = {}
+    for name, path in files.items():
+        if given == "flags":
+            flags += [f"--{name.replace('_', '-')}", str(path)]
+        else:
+            env[f"WORKPLACE_ENV_{name.upper()}"] = str(path)
+    settings = Settings(
+        tls_cert=str(d / "server_cert.pem"),
+        tls_key=str(d / "server_key.pem"),
+        tls_client_ca=str(d / "ca.pem") if mtls else None,
+        admin_token=CLI_TOKEN,
+    )
+    credentials = tls_credentials(*(str(p) for p in files.values()))
+    task = generate_tasks(sandbox, 1, 5)[0]
+    with serving(sandbox, settings=settings) as a, serving(sandbox, settings=settings) as b:
+        with EnvironmentClient(f"127.0.0.1:{a.port}", credentials=credentials) as client:
+            client.seed("tls-1", ("tls", 0), ("unit", "t"), task)
+        plain_save = _client_command(
+            "checkpoint", "save", str(tmp_path / "plain"), "--target", f"127.0.0.1:{a.port}"
+        )
+        assert plain_save.returncode == 1 and "export failed" in plain_save.stderr
+        save = _client_command(
+            "checkpoint", "save", str(tmp_path / "ck"), "--target", f"127.0.0.1:{a.port}",
+            *flags, env=env,
+        )  # fmt: skip
+        assert save.returncode == 0 and "saved 1 sessions" in save.stderr, save.stderr
+        restore = _client_command(
+            "checkpoint", "restore", str(tmp_path / "ck"), "--target", f"127.0.0.1:{b.port}",
+            *flags, env=env,
+        )  # fmt: skip
+        assert restore.returncode == 0 and "restored 1 sessions" in restore.stderr, restore.stderr
+        assert b.store.state_counts() == {"restored_unclaimed": 1}
+        lines = tmp_path / "tasks.jsonl"
+        lines.write_text(json.dumps(task) + "\n")
+        run = _client_command(
+            "run", str(lines), "--policy", "oracle", "--target", f"127.0.0.1:{b.port}",
+            *flags, env=env,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert b.store.live_count() == 1  # the run's episode was closed; the restored one stays
+
+
+def test_a_client_command_with_an_unreadable_tls_file_exits_2(tmp_path):
+    missing = str(tmp_path / "nope.pem")
+    result = _client_command("checkpoint", "save", str(tmp_path / "ck"), "--tls-ca", missing)
+    assert result.returncode == 2 and "cannot read the TLS files" in result.stderr
+    assert not (tmp_path / "ck").exists()
 
 
 def test_a_tls_client_of_the_sdk_reaches_an_mtls_server(sandbox, pki):

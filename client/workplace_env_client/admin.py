@@ -78,13 +78,9 @@ CHUNK_BYTES = 2 * 1024 * 1024
 PIECE_OVERHEAD_BYTES = 2 * 1024
 #: The fields of a snapshot's header (:func:`split_snapshot` sends them as
 #: ``header_encoding`` when they are too large to travel whole).
-HEADER_FIELDS: tuple[Literal["episode_id", "task_id", "task", "legacy", "state"], ...] = (
-    "episode_id",
-    "task_id",
-    "task",
-    "legacy",
-    "state",
-)
+HEADER_FIELDS: tuple[
+    Literal["episode_id", "task_id", "task", "legacy", "state", "sandbox"], ...
+] = ("episode_id", "task_id", "task", "legacy", "state", "sandbox")
 
 
 def split_record(
@@ -342,8 +338,10 @@ def _chunks(
 class AdminClient:
     """Admin RPCs over a ``target`` or a ``channel``; ``token`` is sent as a bearer token.
 
-    ``target`` and ``affinity`` are those of :class:`EnvironmentClient` (a list of ``IP:PORT``
-    balances per-session RPCs over the servers by session id). ``timeout_s`` is every RPC's
+    ``target``, ``affinity`` and ``credentials`` are those of :class:`EnvironmentClient` (a
+    list of ``IP:PORT`` balances per-session RPCs over the servers by session id; with
+    ``credentials``, e.g. :func:`~workplace_env_client.channel.tls_credentials`, the channel
+    this client creates is TLS). ``timeout_s`` is every RPC's
     deadline; an RPC refused TOO_MANY_RPCS (a server at its ``--max-concurrent-rpcs`` or
     ``--max-admin-rpcs``, X3: not run) is sent again after the refusal's ``RetryInfo`` delay
     while that deadline allows, else CapacityError. Raises ArgumentError (a ValueError) naming
@@ -360,6 +358,7 @@ class AdminClient:
         token: str | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         affinity: bool | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
@@ -367,7 +366,9 @@ class AdminClient:
         self._own_channel = channel is None
         if channel is None:
             assert target is not None
-            channel = make_channel(target, max_attempts=1, affinity=affinity)
+            channel = make_channel(
+                target, max_attempts=1, affinity=affinity, credentials=credentials
+            )
         self.channel = channel
         self.stub = admin_grpc.EnvironmentAdminServiceStub(self.channel)
         self.timeout_s = timeout_s

@@ -8,6 +8,7 @@ a bare ``grpc.RpcError``. The original error stays available as ``__cause__``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import grpc
@@ -26,7 +27,9 @@ class FieldViolation:
 class WorkplaceEnvError(Exception):
     """Base of every SDK error: status ``code``, and from the rich status the ``reason`` and
     ``domain`` (``google.rpc.ErrorInfo``), ``session_id`` (its ``resources_session_id``),
-    ``violations`` (``BadRequest``) and ``retry_after_s`` (``RetryInfo``, seconds)."""
+    ``metadata`` (the rest of its ``ErrorInfo.metadata``, e.g. ``already_restored`` on a
+    restore's SESSION_LIVE), ``violations`` (``BadRequest``) and ``retry_after_s``
+    (``RetryInfo``, seconds)."""
 
     def __init__(
         self,
@@ -37,6 +40,7 @@ class WorkplaceEnvError(Exception):
         violations: tuple[FieldViolation, ...] = (),
         retry_after_s: float | None = None,
         domain: str = "",
+        metadata: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
             f"{code.name} {reason}: {message}" if reason else f"{code.name}: {message}"
@@ -48,6 +52,7 @@ class WorkplaceEnvError(Exception):
         self.violations = violations
         self.retry_after_s = retry_after_s
         self.domain = domain
+        self.metadata = dict(metadata or {})
 
 
 class InvalidRequestError(WorkplaceEnvError):
@@ -96,6 +101,11 @@ class SessionLiveError(WorkplaceEnvError):
     installed."""
 
 
+class SandboxMismatchError(WorkplaceEnvError):
+    """FAILED_PRECONDITION SANDBOX_MISMATCH: a restore of snapshots exported on another sandbox
+    than the server's (the message names both); nothing was installed."""
+
+
 class UnauthenticatedError(WorkplaceEnvError):
     """UNAUTHENTICATED: an admin RPC without the server's bearer token."""
 
@@ -142,6 +152,7 @@ _BY_REASON: dict[str, type[WorkplaceEnvError]] = {
     "SESSION_HEADER_MISMATCH": SessionHeaderMismatchError,
     "SESSION_CLAIMED": SessionClaimedError,
     "SESSION_LIVE": SessionLiveError,
+    "SANDBOX_MISMATCH": SandboxMismatchError,
     "SESSION_CLOSED": SessionClosedError,
     "SESSION_LOST": SessionLostError,
     "SESSION_EXPIRED": SessionExpiredError,
@@ -166,6 +177,7 @@ class _Details:
     session_id: str = ""
     violations: list[FieldViolation] = field(default_factory=list)
     retry_after_s: float | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 def _details(error: grpc.RpcError) -> _Details:
@@ -183,6 +195,7 @@ def _details(error: grpc.RpcError) -> _Details:
             out.reason = info.reason
             out.domain = info.domain
             out.session_id = info.metadata.get("resources_session_id", "")
+            out.metadata = dict(info.metadata)
         elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
             bad = error_details_pb2.BadRequest()
             detail.Unpack(bad)
@@ -225,4 +238,5 @@ def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
         violations=tuple(info.violations),
         retry_after_s=info.retry_after_s,
         domain=info.domain,
+        metadata=info.metadata,
     )

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
+import grpc
 import typer
 
 from workplace_env.checkpoint.remote import (
@@ -39,6 +40,7 @@ from workplace_env.checkpoint.remote import (
 from workplace_env.config import (
     ConfigError,
     Settings,
+    client_credentials,
     load_settings,
     print_settings,
     setting_warnings,
@@ -126,6 +128,17 @@ ConfigFile = Annotated[
     Optional[Path],  # noqa: UP045
     Opt("--config", help="TOML or YAML settings file (also WORKPLACE_ENV_CONFIG)."),
 ]
+
+
+# A command's TLS to a gRPC server: the gateway's, run --target's and checkpoint's (same names,
+# same WORKPLACE_ENV_TLS_* variables and config keys, same meaning).
+TlsCa = Annotated[
+    OptStr, Opt(help="PEM CA bundle trusted for a TLS gRPC server: connect over TLS.")
+]
+TlsClientCert = Annotated[
+    OptStr, Opt(help="PEM client certificate, for a server requiring one (mTLS).")
+]
+TlsClientKey = Annotated[OptStr, Opt(help="PEM private key of --tls-client-cert.")]
 
 
 MCP_PATH_HELP = "HTTP path of the gateway's MCP endpoint [/mcp]; '' turns MCP off."
@@ -233,6 +246,21 @@ def serve(
     _exit_promptly()
 
 
+def _credentials(
+    config: Path | None, tls_ca: str | None, tls_client_cert: str | None, tls_client_key: str | None
+) -> grpc.ChannelCredentials | None:
+    """The TLS credentials of a command connecting to a server, from its flags over
+    ``WORKPLACE_ENV_TLS_CA`` / ``_TLS_CLIENT_CERT`` / ``_TLS_CLIENT_KEY`` over the config file,
+    as for the gateway; None: plaintext. A bad setting or unreadable file exits 2."""
+    flags = {"tls_ca": tls_ca, "tls_client_cert": tls_client_cert, "tls_client_key": tls_client_key}
+    settings, _ = _settings(flags, config)
+    try:
+        return client_credentials(settings)
+    except (OSError, ValueError) as exc:
+        console.print(f"[red]cannot read the TLS files:[/red] {plain(exc)}")
+        raise typer.Exit(2) from exc
+
+
 @app.command()
 def gateway(
     grpc_target: Annotated[str, Opt(help="HOST:PORT of the gRPC server.")] = "127.0.0.1:50051",
@@ -240,13 +268,9 @@ def gateway(
     config: ConfigFile = None,
     cookie_secret: Annotated[OptStr, Opt(help="Cookie signing key [random per process].")] = None,
     mcp_path: Annotated[OptStr, Opt(help=MCP_PATH_HELP)] = None,
-    tls_ca: Annotated[
-        OptStr, Opt(help="PEM CA bundle trusted for a TLS gRPC server: connect over TLS.")
-    ] = None,
-    tls_client_cert: Annotated[
-        OptStr, Opt(help="PEM certificate of this gateway, for a server requiring one (mTLS).")
-    ] = None,
-    tls_client_key: Annotated[OptStr, Opt(help="PEM private key of --tls-client-cert.")] = None,
+    tls_ca: TlsCa = None,
+    tls_client_cert: TlsClientCert = None,
+    tls_client_key: TlsClientKey = None,
 ) -> None:
     """Serve the reference's legacy cookie HTTP routes (and MCP) over a gRPC server.
 
@@ -332,6 +356,10 @@ def run(
             "included; without it only episodes left unfinished (endpoint, environment) do."
         ),
     ] = False,
+    config: ConfigFile = None,
+    tls_ca: TlsCa = None,
+    tls_client_cert: TlsClientCert = None,
+    tls_client_key: TlsClientKey = None,
 ) -> None:
     """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch or failure.
 
@@ -341,10 +369,13 @@ def run(
     pass-rate plot saved next to it; a masked episode is a failure of the run (exit 1) only
     when the endpoint or the environment masked it (a rerun plays it again), not when the
     model did (agent_run_error, counted in its pass rate), unless --fail-on-masked.
+    With --target, the TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the
+    --config file).
     """
     if policy not in (*POLICIES, "model"):
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
+    credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key) if target else None
     with _reported():
         episodes = read_episodes(file)
         lines = episodes.lines
@@ -364,7 +395,9 @@ def run(
                 concurrency,
                 fail_on_masked,
             )
-            status = run_model_policy(lines, options, target=target, data_dir=data_dir)
+            status = run_model_policy(
+                lines, options, target=target, data_dir=data_dir, credentials=credentials
+            )
         else:
             status = run_scripted(
                 lines,
@@ -376,6 +409,7 @@ def run(
                 token=token,
                 json_out=json_out,
                 line_numbers=episodes.line_numbers,
+                credentials=credentials,
             )
     _exit(status)
 
@@ -440,13 +474,19 @@ def checkpoint_save(
     target: Target = "127.0.0.1:50051",
     token: Token = None,
     timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
+    config: ConfigFile = None,
+    tls_ca: TlsCa = None,
+    tls_client_cert: TlsClientCert = None,
+    tls_client_key: TlsClientKey = None,
 ) -> None:
     """Export every live session and write one file each plus a manifest (atomic).
 
     Exits 1, after saving the others, when a session cannot be exported (each is named).
+    The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
+    credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key)
     with _reported():
-        status = save_checkpoint(directory, target, token, timeout_s)
+        status = save_checkpoint(directory, target, token, timeout_s, credentials)
     _exit(status)
 
 
@@ -456,10 +496,18 @@ def checkpoint_restore(
     target: Target = "127.0.0.1:50051",
     token: Token = None,
     timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
+    config: ConfigFile = None,
+    tls_ca: TlsCa = None,
+    tls_client_cert: TlsClientCert = None,
+    tls_client_key: TlsClientKey = None,
 ) -> None:
-    """Verify every file's digest, then restore all sessions in one batch (all or nothing)."""
+    """Verify every file's digest, then restore all sessions in one batch (all or nothing).
+
+    The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
+    """
+    credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key)
     with _reported():
-        restore_checkpoint(directory, target, token, timeout_s)
+        restore_checkpoint(directory, target, token, timeout_s, credentials)
 
 
 def main() -> None:

@@ -25,7 +25,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from workplace_env.sessions import SessionConfig
+from workplace_env_client import tls_credentials
 
 ENV_PREFIX = "WORKPLACE_ENV_"
 #: The admin token the client commands (``run --target``, ``checkpoint``) send when no
@@ -507,3 +510,14 @@ def print_settings(settings: Settings, sources: Mapping[str, str]) -> None:
     for row in describe(settings, sources):
         table.add_row(*(escape(cell) for cell in row))  # a value's brackets are text
     Console().print(table)
+
+
+def client_credentials(settings: Settings) -> grpc.ChannelCredentials | None:
+    """The channel credentials of a command that connects to a server (``gateway``, ``run
+    --target``, ``checkpoint save/restore``): TLS trusting ``tls_ca`` (None: the system's
+    roots) when ``tls_ca`` or ``tls_client_cert`` is set, with ``tls_client_cert`` and
+    ``tls_client_key`` for a server that requires a client certificate (mTLS); None
+    (plaintext) when neither is set. Raises OSError when a file cannot be read."""
+    if not (settings.tls_ca or settings.tls_client_cert):
+        return None
+    return tls_credentials(settings.tls_ca, settings.tls_client_cert, settings.tls_client_key)

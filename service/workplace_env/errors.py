@@ -117,6 +117,13 @@ class SessionLive(SessionError):
     reason = "SESSION_LIVE"
 
 
+class SandboxMismatch(SessionError):
+    """A restore of snapshots exported on another sandbox than this server's; nothing was
+    installed (their tables and Verify's replay would read different base tables)."""
+
+    reason = "SANDBOX_MISMATCH"
+
+
 class SessionClosed(SessionError):
     """The id was closed; a fence refuses seeds (S4) and tool calls (T5)."""
 

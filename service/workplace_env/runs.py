@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 from rich.console import Console
 from rich.table import Table
 
@@ -123,6 +124,7 @@ def run_scripted(
     token: str | None = None,
     json_out: Path | None = None,
     line_numbers: Sequence[int] | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> int:
     """Play ``lines`` with a scripted ``policy`` (one of :data:`~workplace_env.runner.POLICIES`)
     against ``target`` (None: an in-process server over ``data_dir``), ``concurrency`` in
@@ -132,11 +134,15 @@ def run_scripted(
     absence), the run stops before playing anything (:class:`CommandError`, exit 2, saying the
     token is needed and why); ``data_dir`` with ``target`` is refused the same way
     (:func:`refuse_data_dir_with_target`);
-    ``line_numbers`` the lines' physical numbers in their file (:class:`EpisodeFile`). Returns the
+    ``line_numbers`` the lines' physical numbers in their file (:class:`EpisodeFile`);
+    ``credentials`` make the connection to ``target`` TLS (None: plaintext). Returns the
     exit status: 1 when an output, state or reward differs from the recording or an episode
     failed (any of :data:`~workplace_env.runner.FAILURE_KINDS`), else 0."""
     refuse_data_dir_with_target(target, data_dir)
-    with connect(target, data_dir, token) as (client, admin_token), episode_progress() as bars:
+    with (
+        connect(target, data_dir, token, credentials) as (client, admin_token),
+        episode_progress() as bars,
+    ):
         if policy == "recorded" and (checked := sum("tables_after" in line for line in lines)):
             refusal = admin_refusal(client, admin_token)
             if refusal is not None:
@@ -224,9 +230,11 @@ def run_model_policy(
     target: str | None = None,
     data_dir: Path | None = None,
     model_client: Any = None,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> int:
     """Collect the rollouts of ``lines`` into ``options.out`` against ``target`` (None: an
-    in-process server over ``data_dir``), then summarise all of the file's lines.
+    in-process server over ``data_dir``; TLS with ``credentials``), then summarise all of the
+    file's lines.
 
     Returns the exit status: 0 when every episode of the file is finished, scored or masked
     for the model's own failure (``agent_run_error``: the model's output cannot be run or
@@ -255,7 +263,7 @@ def run_model_policy(
             )
         except (ImportError, ValueError) as exc:  # ValueError: --timeout or --max-retries
             raise CommandError(str(exc)) from exc
-    with connect(target, data_dir) as (client, _):
+    with connect(target, data_dir, credentials=credentials) as (client, _):
         return _collect_and_report(client, model_client, lines, options)
 
 

@@ -2,23 +2,36 @@
 
 Layout of a checkpoint directory::
 
-    manifest.json        {"schema_version": 1, "checkpoint_id", "created_at", "files": {..}}
-    session-000000.json  one session snapshot (a JSON object), named by position, never by id
+    manifest.json                    {"schema_version": 1, "checkpoint_id", "created_at",
+                                     "files": {name: sha256}}
+    session-<checkpoint_id>-000000.json  one session snapshot (a JSON object), named by its
+                                     checkpoint and position, never by session id
 
-Every file is written to a temporary name, fsynced, renamed into place, and the directory is
-fsynced; the manifest is written last, so a crash leaves either the old checkpoint or the new one.
-:func:`read_checkpoint` verifies every digest before returning anything. Client-chosen session ids
-never become file names.
+(Checkpoints written before the names carried the checkpoint id have ``session-000000.json``;
+the manifest lists the names, so both read alike.)
+
+A save into a directory that holds a checkpoint never touches that checkpoint's files until the
+new one is complete: the new session files get names of their own, each written to a temporary
+name, fsynced and renamed, the directory fsynced; then the manifest is replaced the same way,
+which is the switch from the old checkpoint to the new one; only then are the old checkpoint's
+files and the temporary files of interrupted saves removed. So a crash at any point leaves the
+old checkpoint or the new one whole, and :func:`read_checkpoint` reads only what the manifest
+names (leftovers are ignored, and the next save removes them). One save at a time writes a
+directory (an advisory lock on it). :func:`read_checkpoint` verifies every digest before returning
+anything. Client-chosen session ids never become file names.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,45 +51,92 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: temp file, fsync, rename, fsync the directory."""
+def _no_fault(step: str) -> None:
+    """The default of ``fault``: nothing (tests pass a hook that stops a save at a step)."""
+
+
+def write_atomic(path: Path, data: bytes, fault: Callable[[str], None] = _no_fault) -> None:
+    """Write ``data`` to ``path`` atomically: temp file, fsync, rename, fsync the directory.
+
+    ``fault`` is called with ``"written <name>"`` once the temp file is on disk and ``"renamed
+    <name>"`` once it is in place (fault points for tests).
+    """
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        fault(f"written {path.name}")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+    fault(f"renamed {path.name}")
 
 
-def write_checkpoint(directory: str | Path, snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+@contextlib.contextmanager
+def _only_writer(root: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``root`` for one save; raises OSError at once when
+    another save holds it (two saves would remove each other's files)."""
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise OSError(f"{root}: another checkpoint save is writing this directory") from exc
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _is_leftover(name: str, keep: dict[str, str]) -> bool:
+    """A file a save may remove: a session file the manifest does not list, or the temporary
+    file of an interrupted write (``.session-*`` or ``.manifest.json.*``). Nothing else."""
+    if name.startswith("session-") and name.endswith(".json"):
+        return name not in keep
+    return name.startswith((".session-", f".{MANIFEST}."))
+
+
+def write_checkpoint(
+    directory: str | Path,
+    snapshots: list[dict[str, Any]],
+    *,
+    fault: Callable[[str], None] = _no_fault,
+) -> dict[str, Any]:
     """Write ``snapshots`` (JSON objects) and their manifest to ``directory``; return the manifest.
 
-    Files of an earlier checkpoint that the new manifest does not list are removed after it is
-    in place.
+    Crash-safe over an existing checkpoint (module docstring): new files under names of their
+    own, the manifest replaced last, then the files the new manifest does not list removed
+    (the older checkpoint's and leftovers of interrupted saves). ``fault`` is called at each
+    step (``"written <name>"``, ``"renamed <name>"``, ``"removed <name>"``), a hook for tests
+    that stop a save there. Raises OSError when the directory cannot be written or another save
+    is writing it.
     """
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    files: dict[str, str] = {}
-    for i, snapshot in enumerate(snapshots):
-        name = f"session-{i:06d}.json"
-        data = json.dumps(snapshot, ensure_ascii=False, sort_keys=True).encode("utf-8")
-        write_atomic(root / name, data)
-        files[name] = hashlib.sha256(data).hexdigest()
-    manifest = {
-        "schema_version": SCHEMA_VERSION,
-        "checkpoint_id": uuid.uuid4().hex,
-        "created_at": time.time(),
-        "files": files,
-    }
-    write_atomic(root / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8"))
-    for stale in root.glob("session-*.json"):
-        if stale.name not in files:
-            stale.unlink()
+    with _only_writer(root):
+        checkpoint_id = uuid.uuid4().hex
+        files: dict[str, str] = {}
+        for i, snapshot in enumerate(snapshots):
+            name = f"session-{checkpoint_id}-{i:06d}.json"
+            data = json.dumps(snapshot, ensure_ascii=False, sort_keys=True).encode("utf-8")
+            write_atomic(root / name, data, fault)
+            files[name] = hashlib.sha256(data).hexdigest()
+        manifest = {
+            "schema_version": SCHEMA_VERSION,
+            "checkpoint_id": checkpoint_id,
+            "created_at": time.time(),
+            "files": files,
+        }
+        text = json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8")
+        write_atomic(root / MANIFEST, text, fault)  # the switch to the new checkpoint
+        for stale in sorted(root.iterdir()):
+            if stale.is_file() and _is_leftover(stale.name, files):
+                stale.unlink(missing_ok=True)
+                fault(f"removed {stale.name}")
+        _fsync_dir(root)
     return manifest
 
 

@@ -26,23 +26,39 @@ from workplace_env_client import (
 CHECKPOINT_TIMEOUT_S = 600.0
 
 
-def _admin(target: str, token: str | None, timeout_s: float) -> AdminClient:
-    return AdminClient(target, token=token or os.environ.get(ADMIN_TOKEN_ENV), timeout_s=timeout_s)
+def _admin(
+    target: str,
+    token: str | None,
+    timeout_s: float,
+    credentials: grpc.ChannelCredentials | None,
+) -> AdminClient:
+    return AdminClient(
+        target,
+        token=token or os.environ.get(ADMIN_TOKEN_ENV),
+        timeout_s=timeout_s,
+        credentials=credentials,
+    )
 
 
 def save_checkpoint(
-    directory: Path, target: str, token: str | None = None, timeout_s: float = CHECKPOINT_TIMEOUT_S
+    directory: Path,
+    target: str,
+    token: str | None = None,
+    timeout_s: float = CHECKPOINT_TIMEOUT_S,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> int:
     """Export every live session of the server at ``target`` and write one file each plus a
     manifest into ``directory`` (atomic). ``token``: the admin token (default
-    ``$WORKPLACE_ENV_ADMIN_TOKEN``); ``timeout_s``: the deadline of the whole export.
+    ``$WORKPLACE_ENV_ADMIN_TOKEN``); ``timeout_s``: the deadline of the whole export;
+    ``credentials``: TLS for a TLS server (:func:`workplace_env.config.client_credentials`),
+    None for plaintext.
 
     Returns the exit status: 1, after saving the others, when a session cannot be exported
     (each is named on stderr), else 0. Raises :class:`CommandError` (exit 1) when the export
     is refused or the directory cannot be written.
     """
     try:
-        with _admin(target, token, timeout_s) as admin:
+        with _admin(target, token, timeout_s, credentials) as admin:
             snapshots, _, failures = admin.export_sessions()
     except WorkplaceEnvError as exc:
         raise CommandError("export failed:", exc, exit_code=1) from exc
@@ -93,12 +109,20 @@ _SETTLED = (
 
 
 def restore_checkpoint(
-    directory: Path, target: str, token: str | None = None, timeout_s: float = CHECKPOINT_TIMEOUT_S
+    directory: Path,
+    target: str,
+    token: str | None = None,
+    timeout_s: float = CHECKPOINT_TIMEOUT_S,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> None:
     """Verify every file's digest in ``directory``, then restore all its sessions into the
-    server at ``target`` in one batch (all or nothing) within ``timeout_s`` seconds.
+    server at ``target`` in one batch (all or nothing) within ``timeout_s`` seconds, over TLS
+    with ``credentials`` (as for :func:`save_checkpoint`).
 
-    Raises :class:`CommandError` (exit 1) when a file is refused (nothing is sent), when the
+    A checkpoint this server restored already, some of its sessions claimed since (a retry
+    after the first attempt's answer was lost), is said so and is no error (exit 0): its
+    claimed sessions are not reset. Raises :class:`CommandError` (exit 1) when a file is
+    refused (nothing is sent), when the
     server cannot be reached (the channel never connected: nothing is sent), when the
     server refuses the batch (its answer names why; nothing installed), and when no answer
     came (a deadline, a lost connection): then the outcome is unknown, and the message says
@@ -110,7 +134,7 @@ def restore_checkpoint(
     except (CheckpointFileError, ValueError) as exc:
         raise CommandError("checkpoint refused, nothing sent:", exc, exit_code=1) from exc
     try:
-        with _admin(target, token, timeout_s) as admin:
+        with _admin(target, token, timeout_s, credentials) as admin:
             start = time.monotonic()
             unreachable = _never_connects(admin.channel, timeout_s)
             if unreachable:
@@ -122,6 +146,9 @@ def restore_checkpoint(
             admin.timeout_s = max(0.001, timeout_s - (time.monotonic() - start))  # one budget
             count = admin.restore_sessions(snapshots)
     except WorkplaceEnvError as exc:
+        if exc.metadata.get("already_restored") == "true":  # a retry after some were claimed
+            console.print(plain(f"already restored, nothing changed: {exc.message}"))
+            return
         if not exc.reason:  # no ErrorInfo: the server's answer, if any, never arrived
             raise CommandError(
                 "restore outcome unknown (no answer from the server; some or all sessions may "

@@ -8,6 +8,7 @@ Plain data: the store exports and restores these, the servicer converts them to 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,12 +24,70 @@ from workplace_env.model import (
     task_id_violations,
     task_violations,
 )
-from workplace_env.sandbox.table import Table
-from workplace_env.sandbox.tables import BaseTables
+from workplace_env.sandbox.table import Table, is_missing
+from workplace_env.sandbox.tables import (
+    ANALYTICS,
+    CALENDAR,
+    DIRECTORY,
+    EMAILS,
+    PLOTS,
+    BaseTables,
+)
 from workplace_env.wire import is_json_text
 
 #: Bytes of a call record's ``call`` digest (BLAKE2b-128, see ``sessions.CallRecord``).
 CALL_DIGEST_BYTES = 16
+
+
+_TEXT = frozenset({str})
+
+#: The cell types of the columns no tool stores a caller's value in: the loader's text (every
+#: CSV column is read as str, ``user_engaged`` as bool) and the values the tools generate there
+#: (ids, the sender, the fixed timestamp, a plot's path, the durations a plot turns to float).
+#: A missing cell (None, NaN) is valid in every column. The other columns (an email's subject
+#: and body, an event's name, start and duration, every task and customer column, which the
+#: update tools can set) hold whatever JSON value a tool stored as sent (tool docstrings), so
+#: any JSON value is valid there. Source: the loader (``sandbox.tables``) and the tools' writes.
+CELL_TYPES: Mapping[str, Mapping[str, frozenset[type]]] = {
+    DIRECTORY: {"email_address": _TEXT},
+    EMAILS: {c: _TEXT for c in ("email_id", "inbox/outbox", "sender/recipient", "sent_datetime")},
+    CALENDAR: {"event_id": _TEXT, "participant_email": _TEXT},
+    ANALYTICS: {
+        **{c: _TEXT for c in ("date_of_visit", "visitor_id", "page_views", "traffic_source")},
+        "session_duration_seconds": frozenset({str, float}),
+        "user_engaged": frozenset({bool}),
+    },
+    PLOTS: {"file_path": _TEXT},
+}
+
+
+def cell_violations(
+    tables: Mapping[str, Table], where: str, session_id: str = ""
+) -> list[FieldViolation]:
+    """The first cell of each column of :data:`CELL_TYPES` whose type that column never holds,
+    named ``<where>.containers.<table>.data[<row>][<col>]``; the description names the session,
+    table, row and column (such a cell breaks the next tool that reads it: a dict email id
+    fails every later send)."""
+    out: list[FieldViolation] = []
+    for key, types in CELL_TYPES.items():
+        table = tables[key]
+        for col, name in enumerate(table.columns):
+            allowed = types.get(name)
+            if allowed is None:
+                continue
+            for row, value in enumerate(table.data[name]):
+                if type(value) not in allowed and not is_missing(value):
+                    kinds = " or ".join(sorted(t.__name__ for t in allowed))
+                    out.append(
+                        FieldViolation(
+                            f"{where}.containers.{key}.data[{row}][{col}]",
+                            f"session {session_id!r}, table {key}, row {row}, column {name!r}: "
+                            f"{value!r} ({type(value).__name__}) is not a valid cell; this "
+                            f"column holds {kinds} or null",
+                        )
+                    )
+                    break
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +141,8 @@ def call_violations(calls: tuple[CallSnapshot, ...], where: str) -> list[FieldVi
 
 
 def decode_snapshot(snapshot: Snapshot, base: BaseTables, where: str) -> dict[str, Table]:
-    """Validate a snapshot's identity, task, call records and tables; return the decoded
-    tables by key.
+    """Validate a snapshot's identity, task, call records and tables (their codec, then every
+    cell's type, :func:`cell_violations`); return the decoded tables by key.
 
     Raises InvalidRequest whose violations name ``where`` (e.g. ``snapshots[3]``) and the
     field (K2).
@@ -99,6 +158,10 @@ def decode_snapshot(snapshot: Snapshot, base: BaseTables, where: str) -> dict[st
     if violations:
         raise InvalidRequest(violations, snapshot.session_id)
     try:
-        return decode_state(snapshot.state, base.tables, f"{where}.state_json")
+        tables = decode_state(snapshot.state, base.tables, f"{where}.state_json")
     except CodecError as exc:
         raise InvalidRequest([FieldViolation(exc.field, exc.message)], snapshot.session_id) from exc
+    violations = cell_violations(tables, f"{where}.state_json", snapshot.session_id)
+    if violations:
+        raise InvalidRequest(violations, snapshot.session_id)
+    return tables

@@ -16,19 +16,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import uvicorn
 
+from workplace_env.config import Settings, client_credentials
 from workplace_env.gateway.app import create_app
 from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.server.observability import configure_logging
 from workplace_env.terminal import CommandError, console, plain
-from workplace_env_client import EnvironmentClient, tls_credentials
-
-if TYPE_CHECKING:
-    from workplace_env.config import Settings
+from workplace_env_client import EnvironmentClient
 
 _WILDCARD_HOSTS = {"", "0.0.0.0", "::", "[::]"}
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -241,15 +238,11 @@ def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Sett
     :class:`~workplace_env.terminal.CommandError` (exit 2) when the address cannot be bound or
     a TLS file cannot be read."""
     configure_logging(settings.log_level)
-    tls = bool(settings.tls_ca or settings.tls_client_cert)
     try:
-        credentials = (
-            tls_credentials(settings.tls_ca, settings.tls_client_cert, settings.tls_client_key)
-            if tls
-            else None
-        )
+        credentials = client_credentials(settings)
     except (OSError, ValueError) as exc:
         raise CommandError("cannot read the gateway's TLS files:", exc) from exc
+    tls = credentials is not None
     shown = plain(f"-> {grpc_target}" + (" (TLS)" if tls else ""))
     client = EnvironmentClient(grpc_target, credentials=credentials, retry_refusals=False)
     try:

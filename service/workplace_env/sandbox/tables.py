@@ -21,7 +21,10 @@ copies a table only when a tool writes it (:meth:`SessionTables.writable`).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import io
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,6 +172,20 @@ class BaseTables:
             except UnicodeDecodeError as exc:
                 raise TablesUnavailableError(f"{root / name} is not UTF-8 text: {exc}") from exc
         return cls.from_csv_texts(texts, origin=str(root))
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """``"sha256:<hex>"`` of every table's columns, dtypes, index and cells: the sandbox's
+        identity, equal for the same data wherever it was loaded from (checkpoints record it;
+        a restore into another sandbox is refused). Computed once, on first use."""
+        sha = hashlib.sha256()
+        for key in TABLE_KEYS:
+            table = self.tables[key]
+            head = [key, table.columns, table.dtypes, table.index, table.range_index]
+            sha.update(json.dumps(head).encode())
+            for name in table.columns:  # NaN is written NaN, so it stays apart from None
+                sha.update(json.dumps(table.data[name], ensure_ascii=False).encode())
+        return f"sha256:{sha.hexdigest()}"
 
     def to_csv_texts(self) -> dict[str, str]:
         """The CSV text of each file-backed table in WorkBench's format (no trailing newline)."""

@@ -1,6 +1,8 @@
 """The EnvironmentAdminService servicer (CONTRACT K1-K6) and the bearer-token guard of admin RPCs.
 
-Checkpoint export, batch restore and retire, over the store's checkpoint methods. The admin
+Checkpoint export, batch restore and retire, over the store's checkpoint methods. Every exported
+snapshot carries the server's sandbox identity, and a restore of snapshots taken on another
+sandbox is refused before anything is installed (:func:`sandbox_mismatch`). The admin
 service is off unless the server has an ``admin_token`` (or an explicit ``admin_open``):
 :class:`AdminTokenInterceptor` refuses admin calls without the metadata
 ``authorization: Bearer <token>`` (UNAUTHENTICATED with ErrorInfo, CONTRACT A1); the
@@ -10,14 +12,18 @@ environment service stays open.
 from __future__ import annotations
 
 import hmac
+import json
 
 import grpc
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
+from workplace_env.checkpoint.codec import CodecError, decode_table_v0, decode_table_v1
 from workplace_env.config import Settings, admin_token_problem
-from workplace_env.errors import FieldViolation, InvalidRequest, Unauthenticated
+from workplace_env.errors import FieldViolation, InvalidRequest, SandboxMismatch, Unauthenticated
 from workplace_env.model import session_id_violations
+from workplace_env.sandbox.table import is_missing
+from workplace_env.sandbox.tables import DIRECTORY, BaseTables
 from workplace_env.server import convert
 from workplace_env.server.servicer import _rpc, check_truth_bound
 from workplace_env.server.status import to_status
@@ -57,9 +63,12 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
         limit = self.max_message_bytes
         chunk_bytes = min(admin_sdk.CHUNK_BYTES, max(limit - PIECE_OVERHEAD_BYTES, limit // 2))
         snapshots, missing, failures = self.store.export(list(request.resources_session_ids))
+        sandbox = sandbox_identity(self.store.base)
         pieces: list[admin_pb.SessionSnapshot] = []
         for snapshot in snapshots:
-            split = split_snapshot(convert.snapshot_message(snapshot), chunk_bytes)
+            message = convert.snapshot_message(snapshot)
+            message.sandbox.CopyFrom(sandbox)
+            split = split_snapshot(message, chunk_bytes)
             largest = max(framed_bytes(piece) for piece in split)  # its message's size alone
             if largest > limit:
                 failures.append(
@@ -106,6 +115,10 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
                 m.resources_session_id,
             )
         snapshots = [convert.snapshot(m, f"snapshots[{i}]") for i, m in enumerate(messages)]
+        for message in messages:
+            refusal = sandbox_mismatch(message, self.store.base)
+            if refusal is not None:
+                raise refusal
         return admin_pb.RestoreSessionsResponse(restored_count=self.store.restore(snapshots))
 
     @_rpc
@@ -116,6 +129,61 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
         return admin_pb.RetireSessionResponse(
             retired=self.store.retire(request.resources_session_id)
         )
+
+
+def sandbox_identity(base: BaseTables) -> admin_pb.SandboxIdentity:
+    """The identity of the sandbox ``base``: its content digest and where it came from."""
+    return admin_pb.SandboxIdentity(digest=base.digest, origin=base.origin)
+
+
+def sandbox_mismatch(message: admin_pb.SessionSnapshot, base: BaseTables) -> SandboxMismatch | None:
+    """Why ``message`` must not be restored over the sandbox ``base``, or None.
+
+    A snapshot exported on another sandbox (its ``sandbox.digest`` differs) would install
+    tables of that sandbox while Verify replays the ground truth on this one's. A snapshot
+    without an identity (written before snapshots carried one) is checked by the one table no
+    tool writes, the company directory: when it differs from this server's, the snapshot was
+    taken on another sandbox; when it is equal, the snapshot restores as it did before (the
+    other tables cannot tell). A directory that does not decode is left to the store's
+    validation, which names the field.
+    """
+    sid = message.resources_session_id
+    ours = sandbox_identity(base)
+    if message.HasField("sandbox"):
+        if message.sandbox.digest == ours.digest:
+            return None
+        return SandboxMismatch(
+            f"session {sid} was exported on the sandbox {message.sandbox.digest} "
+            f"({message.sandbox.origin or 'origin unknown'}); this server's sandbox is "
+            f"{ours.digest} ({ours.origin or 'origin unknown'}). Restore it into a server over "
+            "the same data; nothing was restored",
+            sid,
+        )
+    if _directory_of(message, base) in (None, _cells(base, DIRECTORY)):
+        return None
+    return SandboxMismatch(
+        f"session {sid} records no sandbox (a checkpoint written before snapshots carried one) "
+        f"and its company directory differs from this server's sandbox {ours.digest} "
+        f"({ours.origin or 'origin unknown'}): it was taken on another sandbox. Restore it "
+        "into a server over the same data; nothing was restored",
+        sid,
+    )
+
+
+def _cells(tables: BaseTables, key: str) -> list[object]:
+    return [None if is_missing(v) else v for v in tables.tables[key].data["email_address"]]
+
+
+def _directory_of(message: admin_pb.SessionSnapshot, base: BaseTables) -> list[object] | None:
+    """The company directory's cells in ``message``'s state, or None when it does not decode."""
+    try:
+        state = json.loads(message.state_json)
+        text = state["containers"]["company_directory"]["_emails"]
+        decode = decode_table_v1 if state.get("schema_version", 0) == 1 else decode_table_v0
+        table = decode(text, base.tables[DIRECTORY], "directory")
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, CodecError):
+        return None
+    return [None if is_missing(v) else v for v in table.data["email_address"]]
 
 
 class AdminTokenInterceptor(grpc.ServerInterceptor):

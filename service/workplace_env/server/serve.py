@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import grpc
+
 from workplace_env.config import ADMIN_TOKEN_ENV, Settings
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import TablesUnavailableError
@@ -185,13 +187,16 @@ def local_server(data_dir: Path | None) -> Iterator[RunningServer]:
 
 @contextmanager
 def connect(
-    target: str | None, data_dir: Path | None, token: str | None = None
+    target: str | None,
+    data_dir: Path | None,
+    token: str | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
 ) -> Iterator[tuple[EnvironmentClient, str | None]]:
-    """A client of the server at ``target`` (``HOST:PORT``), or, when it is None, of a
-    :func:`local_server` over ``data_dir``; with the admin token to use on it (for a target:
-    ``token``, else ``$WORKPLACE_ENV_ADMIN_TOKEN``, else None)."""
+    """A client of the server at ``target`` (``HOST:PORT``; over TLS with ``credentials``), or,
+    when it is None, of a :func:`local_server` over ``data_dir``; with the admin token to use on
+    it (for a target: ``token``, else ``$WORKPLACE_ENV_ADMIN_TOKEN``, else None)."""
     if target is not None:
-        with EnvironmentClient(target) as client:
+        with EnvironmentClient(target, credentials=credentials) as client:
             yield client, token or os.environ.get(ADMIN_TOKEN_ENV)
         return
     with local_server(data_dir) as server, EnvironmentClient(f"127.0.0.1:{server.port}") as client:

@@ -23,6 +23,7 @@ _CODES: dict[type[errors.SessionError], grpc.StatusCode] = {
     errors.SessionConflict: grpc.StatusCode.ALREADY_EXISTS,
     errors.SessionClaimed: grpc.StatusCode.ALREADY_EXISTS,
     errors.SessionLive: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.SandboxMismatch: grpc.StatusCode.FAILED_PRECONDITION,
     errors.CallIdReused: grpc.StatusCode.ALREADY_EXISTS,
     errors.SessionLost: grpc.StatusCode.NOT_FOUND,
     errors.SessionExpired: grpc.StatusCode.NOT_FOUND,

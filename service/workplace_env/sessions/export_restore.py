@@ -103,7 +103,9 @@ class ExportRestore(Bounds):
         snapshot identical to one this store restored and nobody has claimed yet counts as
         restored again. Raises InvalidRequest naming the snapshot and field (K2), SessionLive
         when an id is live otherwise (claimed, seeded here, or restored from another snapshot;
-        nothing installed), SessionClosed, CapacityExhausted.
+        nothing installed; when every such id was restored from the same snapshot and claimed
+        since, it says the batch was restored already, see :func:`_live_refusal`),
+        SessionClosed, CapacityExhausted.
         """
         decoded: list[tuple[Snapshot, SessionTables, bytes]] = []
         seen: set[str] = set()
@@ -130,9 +132,8 @@ class ExportRestore(Bounds):
                 sid for sid in seen - installed if sid in self._sessions or sid in self._building
             )
             if live:
-                raise errors.SessionLive(
-                    f"sessions {live} are live here; nothing was restored", live[0]
-                )
+                digests = {snapshot.session_id: digest for snapshot, _, digest in decoded}
+                raise _live_refusal(live, digests, self._sessions, len(installed))
             closed = sorted(
                 sid
                 for sid in seen - installed
@@ -188,7 +189,8 @@ class ExportRestore(Bounds):
         return records
 
     def retire(self, session_id: str) -> bool:
-        """Discard a session's attempt: free its tables; later calls get NOT_FOUND (K6).
+        """Discard a session's attempt: free its tables; later calls get NOT_FOUND (K6). No
+        fence (those are C1/C3's, for ended episodes): the id may be seeded or restored again.
 
         Idempotent: returns False when the server does not hold the session. Raises
         ReleaseFailed (nothing changes then).
@@ -216,6 +218,36 @@ def claim_by_seed(session: Session, now: float) -> SeedResult:
     session.state = session.restored_state
     session.last_used = now
     return SeedResult(session.state, already_seeded=False, restored=True)
+
+
+def _live_refusal(
+    live: list[str], digests: dict[str, bytes], sessions: dict[str, Session], installed: int
+) -> errors.SessionLive:
+    """SESSION_LIVE for the ``live`` ids of a batch. When each was restored here from the
+    same snapshot and claimed since, the batch is a retry of a restore that installed it all:
+    the error says so (``already_restored`` in its ErrorInfo) instead of "nothing restored"."""
+    claimed = [sid for sid in live if _is_restore_of(sessions.get(sid), digests[sid])]
+    if claimed == live:
+        error = errors.SessionLive(
+            f"these snapshots were restored here already: sessions {claimed} were claimed "
+            f"since (they went on from the snapshot and are not reset), {installed} others "
+            "are installed and unclaimed; nothing changed",
+            claimed[0],
+        )
+        error.info = {"already_restored": "true"}
+        return error
+    others = [sid for sid in live if sid not in claimed]
+    also = (
+        f" (and {claimed} were restored from these snapshots and claimed since)" if claimed else ""
+    )
+    return errors.SessionLive(
+        f"sessions {others} are live here{also}; nothing was restored", others[0]
+    )
+
+
+def _is_restore_of(session: Session | None, digest: bytes) -> bool:
+    """Whether ``session`` was restored from the snapshot of ``digest`` (claimed or not)."""
+    return session is not None and session.restored and session.restored_digest == digest
 
 
 def _is_unclaimed_restore_of(session: Session | None, digest: bytes) -> bool:
