@@ -342,7 +342,9 @@ def test_checkpoint_and_run_reach_a_tls_server(sandbox, pki, tmp_path, mtls, giv
 def test_a_client_command_with_an_unreadable_tls_file_exits_2(tmp_path):
     missing = str(tmp_path / "nope.pem")
     result = _client_command("checkpoint", "save", str(tmp_path / "ck"), "--tls-ca", missing)
-    assert result.returncode == 2 and "cannot read the TLS files" in result.stderr
+    # The settings' own TLS check names the setting, its source and the file.
+    assert result.returncode == 2, result.stderr
+    assert f"configuration error: tls_ca (from flag) {missing}: cannot read" in result.stderr
     assert not (tmp_path / "ck").exists()
 
 
