@@ -8,6 +8,7 @@ a bare ``grpc.RpcError``. The original error stays available as ``__cause__``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import grpc
@@ -26,7 +27,8 @@ class FieldViolation:
 class WorkplaceEnvError(Exception):
     """Base of every SDK error: status ``code``, and from the rich status the ``reason`` and
     ``domain`` (``google.rpc.ErrorInfo``), ``session_id`` (its ``resources_session_id``),
-    ``violations`` (``BadRequest``) and ``retry_after_s`` (``RetryInfo``, seconds)."""
+    ``violations`` (``BadRequest``), ``retry_after_s`` (``RetryInfo``, seconds) and
+    ``metadata`` (``ErrorInfo.metadata``, e.g. ``limit_bytes``)."""
 
     def __init__(
         self,
@@ -37,6 +39,7 @@ class WorkplaceEnvError(Exception):
         violations: tuple[FieldViolation, ...] = (),
         retry_after_s: float | None = None,
         domain: str = "",
+        metadata: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(
             f"{code.name} {reason}: {message}" if reason else f"{code.name}: {message}"
@@ -48,6 +51,7 @@ class WorkplaceEnvError(Exception):
         self.violations = violations
         self.retry_after_s = retry_after_s
         self.domain = domain
+        self.metadata: dict[str, str] = dict(metadata or {})
 
 
 class InvalidRequestError(WorkplaceEnvError):
@@ -128,6 +132,38 @@ class CapacityError(WorkplaceEnvError):
     """RESOURCE_EXHAUSTED: the server is full; retry after ``retry_after_s``."""
 
 
+class SessionTooLargeError(CapacityError):
+    """RESOURCE_EXHAUSTED SESSION_TOO_LARGE: the write call would take its session over the
+    server's ``max_session_write_bytes``. Nothing ran or was recorded; the same call gets the
+    same refusal (never retry it), while the session still serves reads, verify and close.
+    ``limit_bytes`` is the bound, ``size_bytes`` the session's total with this call (from
+    ``ErrorInfo`` metadata; None when the server sent none)."""
+
+    @property
+    def limit_bytes(self) -> int | None:
+        return _int_or_none(self.metadata.get("limit_bytes"))
+
+    @property
+    def size_bytes(self) -> int | None:
+        return _int_or_none(self.metadata.get("size_bytes"))
+
+
+def too_large_sizes(error: WorkplaceEnvError) -> dict[str, int]:
+    """``{"limit_bytes", "size_bytes"}`` of a SESSION_TOO_LARGE refusal, those it carries
+    (the HTTP gateway's and MCP's answers show them); empty for any other error."""
+    if not isinstance(error, SessionTooLargeError):
+        return {}
+    sizes = {"limit_bytes": error.limit_bytes, "size_bytes": error.size_bytes}
+    return {k: v for k, v in sizes.items() if v is not None}
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
+
+
 class ReleaseFailedError(WorkplaceEnvError):
     """INTERNAL RELEASE_FAILED: a close could not release the session; it is not closed and a
     retry can succeed (CONTRACT C5)."""
@@ -148,6 +184,7 @@ _BY_REASON: dict[str, type[WorkplaceEnvError]] = {
     "CALL_ID_REUSED": CallIdReusedError,
     "EPISODE_MISMATCH": EpisodeMismatchError,
     "RELEASE_FAILED": ReleaseFailedError,
+    "SESSION_TOO_LARGE": SessionTooLargeError,
 }
 _BY_CODE: dict[grpc.StatusCode, type[WorkplaceEnvError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
@@ -166,6 +203,7 @@ class _Details:
     session_id: str = ""
     violations: list[FieldViolation] = field(default_factory=list)
     retry_after_s: float | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 def _details(error: grpc.RpcError) -> _Details:
@@ -183,6 +221,7 @@ def _details(error: grpc.RpcError) -> _Details:
             out.reason = info.reason
             out.domain = info.domain
             out.session_id = info.metadata.get("resources_session_id", "")
+            out.metadata = dict(info.metadata)
         elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
             bad = error_details_pb2.BadRequest()
             detail.Unpack(bad)
@@ -225,4 +264,5 @@ def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
         violations=tuple(info.violations),
         retry_after_s=info.retry_after_s,
         domain=info.domain,
+        metadata=info.metadata,
     )
