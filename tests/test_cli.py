@@ -279,6 +279,11 @@ def test_a_yaml_config_file_is_read(tmp_path):
     [
         (["serve", "--workers", "many"], {}, "Invalid value for '--workers'"),
         (["serve", "--print-config", "--max-sessions", "0"], {}, "max_sessions (from flag)"),
+        (
+            ["serve", "--print-config", "--max-session-write-bytes", "-1"],
+            {},
+            "max_session_write_bytes (from flag) must be >= 0, got -1",
+        ),
         (["config"], {"WORKPLACE_ENV_MAX_SESSIONS": "lots"}, "WORKPLACE_ENV_MAX_SESSIONS"),
         (["config", "--config", "missing.toml"], {}, "cannot read config file missing.toml"),
         (["run", "TASKS", "--policy", "greedy"], {}, "--policy must be one of"),

@@ -40,16 +40,17 @@ from workplace_env_client.routing import Target, session_metadata
 
 def snapshot_to_json(snapshot: admin_pb.SessionSnapshot) -> dict[str, Any]:
     """A snapshot as a JSON object (proto field names, every field present but a call
-    record's ``output_continues`` and ``header_encoding``, which a whole snapshot never sets:
-    files stay readable by versions before them)."""
+    record's ``output_continues`` and ``header_encoding``, which a whole snapshot never sets,
+    and a ``write_bytes`` of 0: files stay readable by versions before them)."""
     document = json_format.MessageToDict(
         snapshot, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
     for record in document.get("call_records", ()):
         if not record.get("output_continues"):
             record.pop("output_continues", None)
-    if not document.get("header_encoding"):
-        document.pop("header_encoding", None)
+    for name in ("header_encoding", "write_bytes"):
+        if not document.get(name) or document[name] == "0":
+            document.pop(name, None)
     return document
 
 
@@ -79,8 +80,8 @@ PIECE_OVERHEAD_BYTES = 2 * 1024
 #: The fields of a snapshot's header (:func:`split_snapshot` sends them as
 #: ``header_encoding`` when they are too large to travel whole).
 HEADER_FIELDS: tuple[
-    Literal["episode_id", "task_id", "task", "legacy", "state", "sandbox"], ...
-] = ("episode_id", "task_id", "task", "legacy", "state", "sandbox")
+    Literal["episode_id", "task_id", "task", "legacy", "state", "sandbox", "write_bytes"], ...
+] = ("episode_id", "task_id", "task", "legacy", "state", "sandbox", "write_bytes")
 
 
 def split_record(

@@ -28,8 +28,8 @@ class WorkplaceEnvError(Exception):
     """Base of every SDK error: status ``code``, and from the rich status the ``reason`` and
     ``domain`` (``google.rpc.ErrorInfo``), ``session_id`` (its ``resources_session_id``),
     ``metadata`` (the rest of its ``ErrorInfo.metadata``, e.g. ``already_restored`` on a
-    restore's SESSION_LIVE), ``violations`` (``BadRequest``) and ``retry_after_s``
-    (``RetryInfo``, seconds)."""
+    restore's SESSION_LIVE, ``limit_bytes`` on SESSION_TOO_LARGE), ``violations``
+    (``BadRequest``) and ``retry_after_s`` (``RetryInfo``, seconds)."""
 
     def __init__(
         self,
@@ -52,7 +52,7 @@ class WorkplaceEnvError(Exception):
         self.violations = violations
         self.retry_after_s = retry_after_s
         self.domain = domain
-        self.metadata = dict(metadata or {})
+        self.metadata: dict[str, str] = dict(metadata or {})
 
 
 class InvalidRequestError(WorkplaceEnvError):
@@ -138,6 +138,38 @@ class CapacityError(WorkplaceEnvError):
     """RESOURCE_EXHAUSTED: the server is full; retry after ``retry_after_s``."""
 
 
+class SessionTooLargeError(CapacityError):
+    """RESOURCE_EXHAUSTED SESSION_TOO_LARGE: the write call would take its session over the
+    server's ``max_session_write_bytes``. Nothing ran or was recorded; the same call gets the
+    same refusal (never retry it), while the session still serves reads, verify and close.
+    ``limit_bytes`` is the bound, ``size_bytes`` the session's total with this call (from
+    ``ErrorInfo`` metadata; None when the server sent none)."""
+
+    @property
+    def limit_bytes(self) -> int | None:
+        return _int_or_none(self.metadata.get("limit_bytes"))
+
+    @property
+    def size_bytes(self) -> int | None:
+        return _int_or_none(self.metadata.get("size_bytes"))
+
+
+def too_large_sizes(error: WorkplaceEnvError) -> dict[str, int]:
+    """``{"limit_bytes", "size_bytes"}`` of a SESSION_TOO_LARGE refusal, those it carries
+    (the HTTP gateway's and MCP's answers show them); empty for any other error."""
+    if not isinstance(error, SessionTooLargeError):
+        return {}
+    sizes = {"limit_bytes": error.limit_bytes, "size_bytes": error.size_bytes}
+    return {k: v for k, v in sizes.items() if v is not None}
+
+
+def _int_or_none(text: str | None) -> int | None:
+    try:
+        return None if text is None else int(text)
+    except ValueError:
+        return None
+
+
 class ReleaseFailedError(WorkplaceEnvError):
     """INTERNAL RELEASE_FAILED: a close could not release the session; it is not closed and a
     retry can succeed (CONTRACT C5)."""
@@ -159,6 +191,7 @@ _BY_REASON: dict[str, type[WorkplaceEnvError]] = {
     "CALL_ID_REUSED": CallIdReusedError,
     "EPISODE_MISMATCH": EpisodeMismatchError,
     "RELEASE_FAILED": ReleaseFailedError,
+    "SESSION_TOO_LARGE": SessionTooLargeError,
 }
 _BY_CODE: dict[grpc.StatusCode, type[WorkplaceEnvError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,

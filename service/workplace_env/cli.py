@@ -211,6 +211,10 @@ def serve(
     max_verify_calls: Annotated[
         OptInt, Opt(help="Calls a verify replays per side at most [2,000]; 0: no bound.")
     ] = None,
+    max_session_write_bytes: Annotated[
+        OptInt,
+        Opt(help="Bytes of write-call arguments one session may add [64 MiB]; 0: no bound."),
+    ] = None,
     tls_cert: Annotated[OptStr, Opt(help="PEM certificate chain: serve TLS.")] = None,
     tls_key: Annotated[OptStr, Opt(help="PEM private key of --tls-cert.")] = None,
     tls_client_ca: Annotated[

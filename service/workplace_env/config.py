@@ -86,6 +86,10 @@ class Settings:
     # Calls a verify replays per side at most (0: no bound, as the reference); beyond it
     # INVALID_ARGUMENT. Bounds the CPU one request can take (replay cost grows ~ count squared).
     max_verify_calls: int = 2_000
+    # UTF-8 bytes of arguments text one session's write-tool calls may add (0: no bound); a
+    # call beyond it is RESOURCE_EXHAUSTED SESSION_TOO_LARGE. Bounds the memory one runaway
+    # rollout can take (issue M6); real tasks write at most ~25 KB (BENCHMARKS.md).
+    max_session_write_bytes: int = SessionConfig.max_session_write_bytes
     # Security
     tls_cert: str | None = None  # PEM server certificate chain; TLS when set with tls_key
     tls_key: str | None = None
@@ -115,6 +119,7 @@ class Settings:
             retry_window_s=self.session_close_retry_window_seconds,
             max_markers=self.max_markers,
             verify_cache_bytes=int(self.verify_cache_mb * 2**20),
+            max_session_write_bytes=self.max_session_write_bytes,
         )
 
 
@@ -369,6 +374,7 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
     "max_markers": (1, False, MAX_COUNT),
     "verify_cache_mb": (0, False, MAX_COUNT),
     "max_verify_calls": (0, False, MAX_COUNT),
+    "max_session_write_bytes": (0, False, MAX_COUNT),
 }
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -172,6 +172,28 @@ class ResponseTooLarge(SessionError):
         self.info = {"size_bytes": str(size_bytes), "limit_bytes": str(limit_bytes)}
 
 
+class SessionTooLarge(SessionError):
+    """A write-tool call that would take its session over ``max_session_write_bytes`` (the
+    UTF-8 bytes of the arguments text of the session's applied write calls; issue M6):
+    RESOURCE_EXHAUSTED with ``ErrorInfo`` metadata ``limit_bytes`` (the bound),
+    ``size_bytes`` (the session's total with this call) and ``call_bytes`` (this call's).
+    Nothing was applied or recorded; the session still serves reads, verify and close."""
+
+    reason = "SESSION_TOO_LARGE"
+
+    def __init__(
+        self, message: str, session_id: str, size_bytes: int, limit_bytes: int, call_bytes: int
+    ) -> None:
+        super().__init__(message, session_id)
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+        self.info = {
+            "size_bytes": str(size_bytes),
+            "limit_bytes": str(limit_bytes),
+            "call_bytes": str(call_bytes),
+        }
+
+
 class CallIdReused(SessionError):
     """A ``call_id`` was reused with another tool or other arguments (T7)."""
 

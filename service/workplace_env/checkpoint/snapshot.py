@@ -105,7 +105,9 @@ class CallSnapshot:
 class Snapshot:
     """One session as exported: ``state`` is the WorkplaceCheckpointState dict
     (``{"schema_version", "containers"}``); ``session_state`` is SEEDED or VERIFIED;
-    ``calls`` are its call_id records, oldest first (empty in older checkpoints)."""
+    ``calls`` are its call_id records, oldest first (empty in older checkpoints);
+    ``write_bytes`` the bytes its write calls added (``max_session_write_bytes``; 0 in older
+    checkpoints)."""
 
     session_id: str
     episode: EpisodeId | None
@@ -115,6 +117,7 @@ class Snapshot:
     state: Any
     session_state: str = "SEEDED"
     calls: tuple[CallSnapshot, ...] = ()
+    write_bytes: int = 0
 
 
 def call_violations(calls: tuple[CallSnapshot, ...], where: str) -> list[FieldViolation]:

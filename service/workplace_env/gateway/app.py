@@ -53,7 +53,9 @@ none; as NeMo Gym's server), body not JSON / not an object, or a malformed typed
 without a row: ``task_data``), close (one naming an id without ``episode_id``) or verify (as
 NeMo's types, :mod:`workplace_env.responses`) -> 422; an ``x-resources-session-id`` header
 naming another session than the body -> 422 ``SESSION_HEADER_MISMATCH`` (CONTRACT X4); a body
-over the limit -> 413 ``REQUEST_TOO_LARGE``; bytes that
+over the limit -> 413 ``REQUEST_TOO_LARGE``; a write call that would take its session over
+the server's ``max_session_write_bytes`` -> 413 ``SESSION_TOO_LARGE`` (``limit_bytes``,
+``size_bytes``; nothing applied); bytes that
 are not text -> 400 (as NeMo Gym's server); a tool call
 without a live session -> 404 ``failure_kind "session_lost"`` (``reason`` SESSION_LOST,
 SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed id, a reused
@@ -565,6 +567,11 @@ def create_app(
             },
             404: problem("No live session (`failure_kind` `session_lost`)."),
             409: problem("The call id was used for another call."),
+            413: problem(
+                "A write that would take the session over the server's "
+                "`max_session_write_bytes` (`session_too_large`, with `limit_bytes` and "
+                "`size_bytes`; nothing applied)."
+            ),
             422: problem("The body is not a JSON object."),
         },
     )

@@ -52,6 +52,7 @@ from workplace_env_client import (
     WorkplaceEnvError,
 )
 from workplace_env_client.client import MAX_MESSAGE_BYTES
+from workplace_env_client.errors import too_large_sizes
 
 #: JSON-RPC error codes of this server (the implementation-defined range -32000..-32099).
 TOKEN_REQUIRED = -32001
@@ -158,11 +159,10 @@ def _parse_error(message: str, status: int = 400) -> JSONResponse:
 
 
 def _service_error(exc: WorkplaceEnvError) -> McpError:
-    return McpError(
-        types.ErrorData(
-            code=SERVICE_ERROR, message=exc.message, data={"reason": exc.reason or exc.code.name}
-        )
-    )
+    """A JSON-RPC error (``SERVICE_ERROR``) with the service's reason in ``data``, and the
+    bound and the size of a SESSION_TOO_LARGE refusal (``limit_bytes``, ``size_bytes``)."""
+    data: dict[str, Any] = {"reason": exc.reason or exc.code.name, **too_large_sizes(exc)}
+    return McpError(types.ErrorData(code=SERVICE_ERROR, message=exc.message, data=data))
 
 
 class McpGateway:

@@ -31,6 +31,7 @@ from workplace_env_client import (
     WorkplaceEnvError,
 )
 from workplace_env_client.client import MAX_MESSAGE_BYTES
+from workplace_env_client.errors import too_large_sizes
 
 #: Optional request header: the CallTool idempotency key (CONTRACT T6/T7).
 CALL_ID_HEADER = "x-workplace-call-id"
@@ -179,6 +180,13 @@ def service_error(
         # the service's answer is over its message limit; the request was fine (no 413), and
         # the same call answers the same (a call_id replays its recorded output)
         status, kind = 502, "response_too_large"
+    elif exc.reason == "SESSION_TOO_LARGE":
+        # the write would take the session over the server's max_session_write_bytes: a
+        # request too large for where it is sent (413, the mapping of every RESOURCE_EXHAUSTED
+        # no retry can get past, so no Retry-After), not a server fault (5xx: 507 is
+        # WebDAV's, and clients retry 5xx). The bound and the size travel as the ErrorInfo's.
+        status, kind = 413, "session_too_large"
+        body.update(too_large_sizes(exc))
     elif isinstance(exc, CapacityError) and exc.reason not in _RETRYABLE_CAPACITY:
         # RESOURCE_EXHAUSTED without the server's reason is gRPC's own message-size limit:
         # retrying the same body cannot help, so no Retry-After.

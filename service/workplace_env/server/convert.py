@@ -149,6 +149,7 @@ def snapshot(message: admin_pb.SessionSnapshot, where: str) -> Snapshot:
         state=state,
         session_state=pb.SessionState.Name(message.state).removeprefix("SESSION_STATE_"),
         calls=call_records(message.call_records, where, message.resources_session_id),
+        write_bytes=message.write_bytes,
     )
 
 
@@ -160,6 +161,7 @@ def snapshot_message(value: Snapshot) -> admin_pb.SessionSnapshot:
         state_json=json.dumps(value.state, ensure_ascii=False, separators=(",", ":")),
         state=pb.SessionState.Value(f"SESSION_STATE_{value.session_state}"),
         call_records=[call_record_message(c) for c in value.calls],
+        write_bytes=value.write_bytes,
     )
     if value.episode is not None:
         message.episode_id.CopyFrom(

@@ -32,6 +32,7 @@ _CODES: dict[type[errors.SessionError], grpc.StatusCode] = {
     errors.InjectedFault: grpc.StatusCode.UNAVAILABLE,
     errors.CapacityExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.ResponseTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    errors.SessionTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.EpisodeMismatch: grpc.StatusCode.FAILED_PRECONDITION,
     errors.ReleaseFailed: grpc.StatusCode.INTERNAL,
     errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,

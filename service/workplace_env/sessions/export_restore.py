@@ -8,7 +8,8 @@ the life cycle makes on restored tables. The snapshot format, its codec and chec
 are :mod:`workplace_env.checkpoint`'s.
 
 A session's call_id records travel with its snapshot (their age at export), so a call retried
-after a restore replays.
+after a restore replays; so does its count of written bytes, so a restore never resets its
+``max_session_write_bytes`` budget.
 """
 
 from __future__ import annotations
@@ -92,6 +93,7 @@ class ExportRestore(Bounds):
                 state=encode_state({key: tables.table(key) for key in TABLE_KEYS}),
                 session_state=state.value,
                 calls=calls,
+                write_bytes=session.write_bytes,
             )
 
     def restore(self, snapshots: Sequence[Snapshot]) -> int:
@@ -174,6 +176,7 @@ class ExportRestore(Bounds):
                     task_digest=task_digest(task),
                     calls=self._restored_calls(snapshot.calls, now),
                     restored_digest=digest,
+                    write_bytes=snapshot.write_bytes,
                 )
         return len(decoded)
 
@@ -272,6 +275,7 @@ def snapshot_digest(snapshot: Snapshot) -> bytes:
         snapshot.session_state,
         snapshot.state,
         [[c.call_id, c.call.hex(), c.output, c.age_s] for c in snapshot.calls],
+        snapshot.write_bytes,
     ]
     text = json.dumps(canonical, sort_keys=True, default=repr)
     return hashlib.blake2b(text.encode(), digest_size=16).digest()

@@ -31,7 +31,11 @@ from workplace_env.model import (
 )
 from workplace_env.sandbox.tables import SessionTables, TablesUnavailableError
 from workplace_env.sandbox.tools import drop_nulls, encode_output, execute
-from workplace_env.sandbox.tools.registry import InvalidToolArgumentsError, parse_arguments
+from workplace_env.sandbox.tools.registry import (
+    InvalidToolArgumentsError,
+    parse_arguments,
+    write_size,
+)
 from workplace_env.sessions.bounds import Bounds
 from workplace_env.sessions.export_restore import claim, claim_by_seed
 from workplace_env.sessions.records import Eviction, Marker, detached, is_valid, remember
@@ -140,7 +144,7 @@ class LifeCycle(Bounds):
             raise errors.CapacityExhausted(
                 f"the server holds its maximum of {self.config.max_sessions} sessions",
                 session_id,
-                retry_after_s=self.config.retry_after_s,
+                retry_after_s=self._full_retry_after(now),
             )
 
     def _build_and_bind(
@@ -185,6 +189,7 @@ class LifeCycle(Bounds):
             session.task_digest = task_digest(task)
             session.state = SessionState.SEEDED
             session.calls.clear()
+            session.write_bytes = 0
             session.last_used = now
         return SeedResult(SessionState.SEEDED, already_seeded=False, rebuilt=True)
 
@@ -208,9 +213,11 @@ class LifeCycle(Bounds):
         """Run one tool on the session's tables (T1, T2); return the output JSON text.
 
         With a ``call_id``, a repeat with the same tool and arguments returns the first output
-        without running the tool again (T6). Raises InvalidRequest for a ``call_id`` over
-        MAX_CALL_ID_CHARS, InvalidToolArguments (T3), SessionLost (T4), SessionClosed (T5),
-        CallIdReused (T7), SessionExpired (X1).
+        without running the tool again (T6). A write call that would take the session's
+        written bytes (:func:`write_size`) over ``max_session_write_bytes`` runs nothing and
+        records nothing (a replay is not counted again). Raises InvalidRequest for a
+        ``call_id`` over MAX_CALL_ID_CHARS, InvalidToolArguments (T3), SessionLost (T4),
+        SessionClosed (T5), CallIdReused (T7), SessionExpired (X1), SessionTooLarge (M6).
         """
         violations = call_id_violations(call_id)
         if violations:
@@ -238,8 +245,20 @@ class LifeCycle(Bounds):
                     raise errors.CallIdReused(
                         f"call_id {call_id!r} was used for another call", session_id
                     )
+            size = session.write_bytes + write_size(tool_name, arguments)
+            limit = self.config.max_session_write_bytes
+            if limit and size > session.write_bytes and size > limit:
+                raise errors.SessionTooLarge(
+                    f"{tool_name} would take the session's writes to {size} bytes, over the "
+                    f"server's bound of {limit} (max_session_write_bytes); nothing was applied",
+                    session_id,
+                    size_bytes=size,
+                    limit_bytes=limit,
+                    call_bytes=size - session.write_bytes,
+                )
             self.hooks.hit("tool", session_id)
             output = encode_output(execute(session.tables, tool_name, kwargs))
+            session.write_bytes = size
             done = self.clock()
             session.last_used = done
             if call_id:

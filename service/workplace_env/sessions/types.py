@@ -55,11 +55,14 @@ class SessionConfig:
     same bounds apply to the records of evicted ids (which answer SESSION_EXPIRED).
     ``max_call_ids`` / ``call_id_ttl_s``: idempotency records per session (T6), by count and
     age, oldest dropped first; all released with the session.
-    ``retry_after_s``: the RetryInfo delay suggested when at capacity.
+    ``retry_after_s``: the least RetryInfo delay suggested when at capacity; a seed refused by
+    a full store is told the time until its least recently used session passes the idle TTL.
     ``retry_window_s``: how long a verified legacy session's outcome is remembered, so a
     resent verify scores the same (``session_close_retry_window_seconds``, V2-V3).
     ``max_markers``: verified legacy ids remembered at most (oldest dropped first).
     ``verify_cache_bytes``: estimated bytes of the verifier's memoised end states (issue 15).
+    ``max_session_write_bytes``: UTF-8 bytes of arguments text a session's write-tool calls
+    may add up to (0: no bound); a call beyond it is SESSION_TOO_LARGE (issue M6).
     """
 
     max_sessions: int = 50_000
@@ -72,6 +75,7 @@ class SessionConfig:
     retry_window_s: float = 300.0
     max_markers: int = 100_000
     verify_cache_bytes: int = DEFAULT_CACHE_BYTES
+    max_session_write_bytes: int = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,8 @@ class Session:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # call_id -> record, oldest first; bounded by SessionConfig.max_call_ids / call_id_ttl_s.
     calls: OrderedDict[str, CallRecord] = field(default_factory=OrderedDict, repr=False)
+    # UTF-8 bytes of the arguments of the write-tool calls applied (max_session_write_bytes).
+    write_bytes: int = 0
 
 
 def task_digest(task: Task) -> bytes:
