@@ -242,7 +242,7 @@ def test_S7_capacity_is_resource_exhausted_with_retry_info(make_env):
     with pytest.raises(CapacityError) as err:
         env.client.seed("c", ("rollout-c", 0), TID, TASK)
     assert_refused(err.value, grpc.StatusCode.RESOURCE_EXHAUSTED, "CAPACITY_EXHAUSTED", "c")
-    assert err.value.retry_after_s == 3600.0  # until "a" passes the idle TTL (L10)
+    assert err.value.retry_after_s == 2.5
     assert env.store.live_count() == 2
     with pytest.raises(SessionLostError):  # nothing created
         env.client.call_tool("c", *WRITE)

@@ -881,9 +881,7 @@ def test_service_at_capacity_is_429_with_retry_after(backend, make_server):
         with httpx.Client(base_url=gw.url) as first, httpx.Client(base_url=gw.url) as second:
             assert first.post("/seed_session", json=ROW).status_code == 200
             full = second.post("/seed_session", json=ROW)
-            # until the first session passes its idle TTL (3600 s, L10), less the seconds since
-            assert full.status_code == 429
-            assert 3590 <= int(full.headers["retry-after"]) <= 3600
+            assert full.status_code == 429 and full.headers["retry-after"] == "3"
             assert full.json()["failure_kind"] == "capacity_exhausted"
             assert "set-cookie" not in full.headers
     finally:

@@ -12,8 +12,6 @@ changes an answer.
 
 from __future__ import annotations
 
-import math
-
 from workplace_env import errors
 from workplace_env.model import EpisodeId
 from workplace_env.sessions.records import Eviction, detached, drop_older, remember
@@ -60,21 +58,6 @@ class Bounds(StoreState):
             for session, _, _ in released:
                 session.lock.release()
         return len(released)
-
-    def _full_retry_after(self, now: float) -> float:
-        """Seconds a seed refused by a full store (S7) should wait: until the least recently
-        used session passes ``idle_ttl_s`` (the sweep, every ``evict_interval_s``, may then
-        free its slot; a close frees one sooner), at least ``retry_after_s``. Caller holds the
-        store lock. Scans the sessions at most once per ``retry_after_s`` (a flood of refused
-        seeds must not hold the lock for a scan each); in between, the last answer stands.
-        """
-        at, seconds = self._full_retry_hint
-        if 0 <= now - at < self.config.retry_after_s:
-            return seconds
-        oldest = min((s.last_used for s in self._sessions.values()), default=-math.inf)
-        seconds = max(self.config.retry_after_s, oldest + self.config.idle_ttl_s - now)
-        self._full_retry_hint = (now, seconds)
-        return seconds
 
     def _fence(self, session_id: str, now: float, episode: EpisodeId | None = None) -> None:
         """Remember ``session_id`` as closed at ``now``; ``episode``: its typed binding, if any

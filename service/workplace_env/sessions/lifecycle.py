@@ -144,7 +144,7 @@ class LifeCycle(Bounds):
             raise errors.CapacityExhausted(
                 f"the server holds its maximum of {self.config.max_sessions} sessions",
                 session_id,
-                retry_after_s=self._full_retry_after(now),
+                retry_after_s=self.config.retry_after_s,
             )
 
     def _build_and_bind(

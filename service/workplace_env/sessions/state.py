@@ -23,7 +23,6 @@ makes it NOT_FOUND.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import OrderedDict
@@ -97,8 +96,6 @@ class StoreState:
         # verified legacy id -> its marker: an identical resent verify scores the same (V3)
         self._markers: OrderedDict[str, Marker] = OrderedDict()
         self._draining = False
-        # (when computed, seconds) of the last full store's Retry-After (Bounds._full_retry_after)
-        self._full_retry_hint = (-math.inf, 0.0)
 
     def _release(self, session: Session) -> None:
         """Drop the session's tables and call records (caller holds the session lock).

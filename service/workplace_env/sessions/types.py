@@ -55,8 +55,7 @@ class SessionConfig:
     same bounds apply to the records of evicted ids (which answer SESSION_EXPIRED).
     ``max_call_ids`` / ``call_id_ttl_s``: idempotency records per session (T6), by count and
     age, oldest dropped first; all released with the session.
-    ``retry_after_s``: the least RetryInfo delay suggested when at capacity; a seed refused by
-    a full store is told the time until its least recently used session passes the idle TTL.
+    ``retry_after_s``: the RetryInfo delay suggested when at capacity.
     ``retry_window_s``: how long a verified legacy session's outcome is remembered, so a
     resent verify scores the same (``session_close_retry_window_seconds``, V2-V3).
     ``max_markers``: verified legacy ids remembered at most (oldest dropped first).
