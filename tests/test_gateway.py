@@ -15,6 +15,7 @@ import time
 import uuid
 from base64 import b64decode, b64encode
 from collections.abc import Iterator
+from typing import Any
 
 import anyio
 import httpx
@@ -951,6 +952,30 @@ def test_body_over_the_message_limit_is_413_not_retry_later(backend, make_server
         gw.stop()
 
 
+BIG_MAIL = {"recipient": "a@b.com", "subject": "a" * 30_000, "body": "x"}
+
+
+def _search_answers_over_the_limit(client: httpx.Client) -> list[dict[str, Any]]:
+    """Send three 30 KB emails on the client's session, then a search matching all of them
+    (output ~90 KB) and its retry by call id; assert each is 502 RESPONSE_TOO_LARGE and return
+    both answers' bodies."""
+    for _ in range(3):
+        assert client.post("/email_send_email", json=BIG_MAIL).status_code == 200
+    bodies = []
+    for _ in range(2):  # the call and its retry
+        answer = client.post(
+            "/email_search_emails", json={"query": "aaaa"}, headers={"x-workplace-call-id": "big-1"}
+        )
+        assert answer.status_code == 502, answer.text
+        body = answer.json()
+        assert (body["reason"], body["failure_kind"]) == (
+            "RESPONSE_TOO_LARGE",
+            "response_too_large",
+        )
+        bodies.append(body)
+    return bodies
+
+
 @pytest.mark.parametrize("backend", GATEWAY_BACKENDS)
 def test_an_output_over_the_message_limit_is_502_response_too_large_not_413(backend, make_server):
     """Tester finding F5: a small tool call whose output was over the server's message limit
@@ -962,19 +987,8 @@ def test_an_output_over_the_message_limit_is_502_response_too_large_not_413(back
     try:
         with httpx.Client(base_url=gw.url, timeout=30) as client:
             seed(client)
-            mail = {"recipient": "a@b.com", "subject": "a" * 30_000, "body": "x"}
-            for _ in range(3):
-                assert client.post("/email_send_email", json=mail).status_code == 200
-            for _ in range(2):  # the call and its retry
-                answer = client.post(
-                    "/email_search_emails",
-                    json={"query": "aaaa"},
-                    headers={"x-workplace-call-id": "big-1"},
-                )
-                assert answer.status_code == 502, answer.text
-                assert answer.json()["reason"] == "RESPONSE_TOO_LARGE"
-                assert answer.json()["failure_kind"] == "response_too_large"
-                assert f"message limit of {limit} bytes" in answer.json()["detail"]
+            for body in _search_answers_over_the_limit(client):
+                assert f"message limit of {limit} bytes" in body["detail"]
     finally:
         gw.stop()
 
@@ -1036,27 +1050,13 @@ def test_over_a_server_with_a_larger_limit_a_body_is_413_and_an_answer_502_namin
             assert answer.json()["reason"] == "REQUEST_TOO_LARGE"
             assert f"the gateway's limit of {limit} bytes" in answer.json()["detail"]
             seed(client)
-            mail = {"recipient": "a@b.com", "subject": "a" * 30_000, "body": "x"}
-            for _ in range(3):
-                assert client.post("/email_send_email", json=mail).status_code == 200
-            for _ in range(2):  # the call and its retry
-                answer = client.post(
-                    "/email_search_emails",
-                    json={"query": "aaaa"},
-                    headers={"x-workplace-call-id": "big-1"},
-                )
-                assert answer.status_code == 502, answer.text
-                body = answer.json()
-                assert (body["reason"], body["failure_kind"]) == (
-                    "RESPONSE_TOO_LARGE",
-                    "response_too_large",
-                )
+            for body in _search_answers_over_the_limit(client):
                 assert f"over this client's message limit of {limit} bytes" in body["detail"]
             assert client.post("/email_search_emails", json={"query": "zz"}).status_code == 200
         with EnvironmentClient(f"127.0.0.1:{server.port}") as sdk:
             sdk.seed("direct", ("r-direct", 0), ("unit", "t1"), {"id": "t1"})
             for _ in range(3):
-                sdk.call_tool_raw("direct", "email_send_email", json.dumps(mail))
+                sdk.call_tool_raw("direct", "email_send_email", json.dumps(BIG_MAIL))
             with pytest.raises(CapacityError) as err:
                 sdk.call_tool("direct", "email_search_emails", {"query": "aaaa"})
             assert err.value.reason == "RESPONSE_TOO_LARGE"
