@@ -144,6 +144,22 @@ def test_fences_are_bounded_by_age(sandbox):
     assert len(store._fences) == 0
 
 
+def test_a_fence_keeps_its_episode_when_an_older_fence_ages_out(sandbox):
+    # C4 after the close: pruning an aged fence drops its episode only, not a younger one's.
+    store = _store(sandbox, fence_ttl_s=100)
+    _seed(store, "old", rollout="r-old")
+    store.close("old", EpisodeId("r-old", 0))
+    store.clock.now += 50  # type: ignore[attr-defined]
+    _seed(store, "young", rollout="r-young")
+    store.close("young", EpisodeId("r-young", 0))
+    store.clock.now += 51  # type: ignore[attr-defined]  # "old" is past its TTL, "young" not
+    with pytest.raises(errors.EpisodeMismatch) as refused:  # this close prunes "old" first
+        store.close("young", EPISODE)
+    assert refused.value.message == "session young belongs to episode r-young/0"
+    assert list(store._fence_episodes) == ["young"]
+    assert store.close("young", EpisodeId("r-young", 0)) is CloseOutcome.ALREADY_CLOSED
+
+
 def test_eviction_records_are_bounded_by_count_and_age(sandbox):
     store = _store(sandbox, idle_ttl_s=10, max_fences=2, fence_ttl_s=100)
     for i, sid in enumerate(("a", "b", "c")):
@@ -158,6 +174,8 @@ def test_eviction_records_are_bounded_by_count_and_age(sandbox):
     store.clock.now += 101  # type: ignore[attr-defined]
     with pytest.raises(errors.SessionLost):  # past fence_ttl_s: forgotten
         _send(store, "c", "zq")
+    store.evict_idle()  # any store operation prunes aged records: none is kept
+    assert len(store._evictions) == 0
 
 
 def test_legacy_markers_are_bounded_by_count_and_window(sandbox):
@@ -172,6 +190,22 @@ def test_legacy_markers_are_bounded_by_count_and_window(sandbox):
     assert store.verify("k2", good).failure_kind == "session_lost"  # past the window
     store.evict_idle()
     assert len(store._markers) == 0
+
+
+def test_a_marker_outlives_other_sessions_requests_within_its_window(sandbox):
+    # V3: an identical resend inside the window answers the same, whatever other sessions did
+    # meanwhile (their seeds and closes prune aged records; this one is not aged, even at the
+    # window's last instant).
+    store = _store(sandbox, retry_window_s=50)
+    good = [FunctionCall(WRITE[0], json.dumps(WRITE[1]))]
+    store.seed("k1", None, None, TASK, legacy=True)
+    assert store.verify("k1", good).reward == 1.0
+    _seed(store, "other")
+    store.clock.now += 50  # type: ignore[attr-defined]
+    assert store.close("other", EPISODE) is CloseOutcome.CLOSED
+    again = store.verify("k1", good)
+    assert (again.reward, again.mask_sample, again.failure_kind) == (1.0, False, "")
+    assert list(store._markers) == ["k1"]
 
 
 # -- capacity and idle TTL --------------------------------------------------------------------

@@ -22,7 +22,8 @@ from tests.helpers import wait as _wait
 from workplace_env import errors
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.server.app import start_server
-from workplace_env.sessions import CloseOutcome, SessionConfig, SessionStore
+from workplace_env.sessions import CloseOutcome, SessionConfig, SessionState, SessionStore
+from workplace_env.sessions.types import SeedResult
 from workplace_env.testing.faults import Faults
 from workplace_env_client import EnvironmentClient
 
@@ -260,6 +261,24 @@ def test_close_during_a_seed_build_waits_for_it(store, pool):
     seed.result(HANG_S)
     assert close.result(HANG_S) is CloseOutcome.CLOSED  # closed what the seed built
     assert store.live_count() == 0
+
+
+def test_a_seed_racing_a_build_waits_for_it_and_answers_as_a_retry(store, pool):
+    """S8 step by step: the second seed waits for the first one's build (the hook point names
+    the session), builds nothing, and answers as a retry of the same seed (S2)."""
+    hold = Hold(store, "s", point="build")
+    first = pool.submit(store.seed, "s", EPISODE, TASK_ID, DOMAIN_TASK)
+    _wait(hold.entered)
+    waiting = threading.Event()
+    waited_for: list[str] = []
+    Faults.of(store).on("seed_wait", lambda sid: (waited_for.append(sid), waiting.set()))
+    second = pool.submit(store.seed, "s", EPISODE, TASK_ID, DOMAIN_TASK)
+    _wait(waiting)
+    assert waited_for == ["s"]
+    hold.go.set()
+    assert first.result(HANG_S) == SeedResult(SessionState.SEEDED, already_seeded=False)
+    assert second.result(HANG_S) == SeedResult(SessionState.SEEDED, already_seeded=True)
+    assert store.live_count() == 1
 
 
 def test_pending_builds_count_toward_capacity(sandbox, pool):
