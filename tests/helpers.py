@@ -76,6 +76,26 @@ class FakeClock:
         return self.now
 
 
+# -- the per-session write bound (M6) -----------------------------------------------------------
+
+
+def send_args(body_chars: int, subject: str = "") -> str:
+    """The arguments text of an email_send_email whose body is ``body_chars`` long (subject
+    "bound <subject>", found by :data:`BOUND_SEARCH`)."""
+    return json.dumps(
+        {"recipient": "a@b.com", "subject": f"bound {subject}", "body": "x" * body_chars}
+    )
+
+
+#: The first write of every write-bound scenario, and a bound fitting it and one more of known
+#: size: a second write with a body of BOUND_REST chars takes the session exactly to BOUND_LIMIT
+#: (BOUND_REST + 1: one byte over).
+BOUND_FIRST = send_args(100, "first")
+BOUND_LIMIT = 2 * len(BOUND_FIRST) + 50
+BOUND_REST = BOUND_LIMIT - len(BOUND_FIRST) - len(send_args(0, "second"))
+BOUND_SEARCH = {"query": "bound", "page_size": 50}
+
+
 # -- waiting -------------------------------------------------------------------------------------
 
 

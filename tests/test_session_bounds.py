@@ -6,11 +6,23 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import pytest
 
 from tests.conftest import REPO
-from tests.helpers import EP, TID, WRITE, FakeClock
+from tests.helpers import (
+    BOUND_FIRST,
+    BOUND_LIMIT,
+    BOUND_REST,
+    BOUND_SEARCH,
+    EP,
+    TID,
+    WRITE,
+    FakeClock,
+    send_args,
+    total_emails,
+)
 from workplace_env import errors
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.sessions import CloseOutcome, SessionConfig, SessionStore
@@ -294,6 +306,106 @@ def test_an_evicted_legacy_session_keeps_its_legacy_binding(sandbox):
     store.clock.now += 11  # type: ignore[attr-defined]
     assert store.evict_idle() == 1
     assert store.close("cookie-ev", EPISODE) is CloseOutcome.CLOSED
+
+
+# -- the per-session write bound (M6) ---------------------------------------------------------
+# The transports' side (status codes, SDK error, HTTP 413, MCP, the setting, checkpoint files)
+# is tests/test_session_write_bound.py's; here, what the store counts and answers.
+
+#: A task whose ground truth is no call: an empty prediction scores 1.0.
+NO_WRITES = Task(id="m6")
+
+
+def _write(store: SessionStore, sid: str, arguments: str, call_id: str = "") -> bool:
+    """Run email_send_email with ``arguments``; return whether it was replayed."""
+    return store.call_tool(sid, "email_send_email", arguments, call_id).replayed
+
+
+def _bound_sent(store: SessionStore, sid: str) -> int:
+    """How many of the write-bound scenarios' emails (subject "bound ...") ``sid`` holds."""
+    out = store.call_tool(sid, "email_search_emails", json.dumps(BOUND_SEARCH)).output
+    return total_emails(json.loads(out))
+
+
+def test_a_write_one_byte_over_the_write_bound_is_refused_saying_so(sandbox):
+    """M6: SESSION_TOO_LARGE naming the session, the session's total with the call, the bound
+    and the call's own bytes; nothing applied. A write taking it exactly to the bound runs."""
+    store = _store(sandbox, max_session_write_bytes=BOUND_LIMIT)
+    _seed(store, "s")
+    _write(store, "s", BOUND_FIRST)
+    over = send_args(BOUND_REST + 1, "second")
+    with pytest.raises(errors.SessionTooLarge) as refused:
+        _write(store, "s", over)
+    assert (refused.value.session_id, refused.value.message) == (
+        "s",
+        f"email_send_email would take the session's writes to {BOUND_LIMIT + 1} bytes, over the "
+        f"server's bound of {BOUND_LIMIT} (max_session_write_bytes); nothing was applied",
+    )
+    assert (refused.value.size_bytes, refused.value.limit_bytes) == (BOUND_LIMIT + 1, BOUND_LIMIT)
+    assert refused.value.info == {
+        "size_bytes": str(BOUND_LIMIT + 1),
+        "limit_bytes": str(BOUND_LIMIT),
+        "call_bytes": str(len(over)),
+    }
+    assert _bound_sent(store, "s") == 1
+    _write(store, "s", send_args(BOUND_REST, "second"))
+    assert _bound_sent(store, "s") == 2
+
+
+def test_reads_and_replays_do_not_count_towards_the_write_bound(sandbox):
+    store = _store(sandbox, max_session_write_bytes=BOUND_LIMIT)
+    _seed(store, "s")
+    for _ in range(3):  # each read's arguments alone are over the bound
+        store.call_tool("s", "email_search_emails", json.dumps({"query": "y" * BOUND_LIMIT}))
+    assert not _write(store, "s", BOUND_FIRST, "first")
+    assert all(_write(store, "s", BOUND_FIRST, "first") for _ in range(3))
+    _write(store, "s", send_args(BOUND_REST, "second"))  # over, had a read or a replay counted
+    assert _write(store, "s", BOUND_FIRST, "first")  # a full session still replays
+    assert _bound_sent(store, "s") == 2
+
+
+def test_a_legacy_reseed_starts_a_fresh_write_count(sandbox):
+    store = _store(sandbox, max_session_write_bytes=BOUND_LIMIT)
+    for _ in range(2):  # the seed, then a re-seed: fresh tables, and the whole bound again
+        store.seed("cookie", None, None, NO_WRITES, legacy=True)
+        _write(store, "cookie", BOUND_FIRST)
+        _write(store, "cookie", send_args(BOUND_REST, "second"))
+        with pytest.raises(errors.SessionTooLarge):
+            _write(store, "cookie", "{}")
+        assert _bound_sent(store, "cookie") == 2
+
+
+def test_a_session_restored_over_the_write_bound_serves_reads_and_refuses_writes(sandbox):
+    """A checkpoint from a store with a larger bound (here none) carries its count: installed
+    (refusing it would lose the episode), it serves reads and verify, but cannot grow here."""
+    source = _store(sandbox, max_session_write_bytes=0)
+    source.seed("big", EPISODE, TASK_ID, NO_WRITES)
+    writes = [send_args(BOUND_REST, f"n{k}") for k in range(3)]
+    for arguments in writes:
+        _write(source, "big", arguments)
+    (snapshot,), _, _ = source.export(["big"])
+    assert snapshot.write_bytes == sum(map(len, writes)) > BOUND_LIMIT
+    store = _store(sandbox, max_session_write_bytes=BOUND_LIMIT)
+    assert store.restore([snapshot]) == 1
+    assert _bound_sent(store, "big") == 3  # a read, which claims it
+    with pytest.raises(errors.SessionTooLarge) as refused:
+        _write(store, "big", "{}")
+    assert refused.value.size_bytes == snapshot.write_bytes + 2
+    assert store.verify("big", []).reward == 1.0  # replays calls, not tables (V1)
+    assert _bound_sent(store, "big") == 3
+
+
+def test_no_write_bound_when_zero(sandbox):
+    """``max_session_write_bytes=0``: a session's writes are counted, never refused."""
+    source = _store(sandbox)
+    source.seed("free", EPISODE, TASK_ID, NO_WRITES)
+    (snapshot,), _, _ = source.export(["free"])
+    store = _store(sandbox, max_session_write_bytes=0)
+    store.restore([replace(snapshot, write_bytes=2**40)])  # far over any bound
+    _write(store, "free", BOUND_FIRST)
+    assert _bound_sent(store, "free") == 1
+    (again,), _, _ = store.export(["free"])
+    assert again.write_bytes == 2**40 + len(BOUND_FIRST)
 
 
 # -- documentation ----------------------------------------------------------------------------

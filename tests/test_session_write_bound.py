@@ -3,7 +3,9 @@ arguments text of a session's applied write-tool calls. A write that would take 
 over the bound is refused RESOURCE_EXHAUSTED ``SESSION_TOO_LARGE`` (limit_bytes, size_bytes)
 before it runs, records nothing, and leaves the session serving reads, verify and close; over
 gRPC, the SDK (SessionTooLargeError), HTTP (413 on both gateway backends, legacy and typed
-seeds) and MCP; across checkpoint and restore; and as a setting."""
+seeds) and MCP; across checkpoint and restore; and as a setting. What the store counts (reads,
+replays, a legacy re-seed, a zero bound, a restore over the bound) and the exact refusal are
+tested on the store, in ``tests/test_session_bounds.py``."""
 
 from __future__ import annotations
 
@@ -17,7 +19,17 @@ import pytest
 from mcp.shared.exceptions import McpError
 from typer.testing import CliRunner
 
-from tests.helpers import GATEWAY_BACKENDS, error_info, http_total_emails, total_emails
+from tests.helpers import (
+    BOUND_FIRST,
+    BOUND_LIMIT,
+    BOUND_REST,
+    BOUND_SEARCH,
+    GATEWAY_BACKENDS,
+    error_info,
+    http_total_emails,
+    send_args,
+    total_emails,
+)
 from tests.test_gateway_mcp import mcp_run
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
@@ -37,21 +49,6 @@ from workplace_env_client import (
 )
 from workplace_env_client.admin import join_snapshots, split_snapshot
 
-
-def send_args(body_chars: int, subject: str = "") -> str:
-    """The arguments text of an email_send_email whose body is ``body_chars`` long (found by
-    :data:`SEARCH`)."""
-    return json.dumps(
-        {"recipient": "a@b.com", "subject": f"bound {subject}", "body": "x" * body_chars}
-    )
-
-
-#: The first write of every scenario, and a bound fitting it and one more of known size.
-FIRST = send_args(100, "first")
-LIMIT = 2 * len(FIRST) + 50
-#: The body of a second write taking the session exactly to LIMIT (REST + 1: one byte over).
-REST = LIMIT - len(FIRST) - len(send_args(0, "second"))
-SEARCH = {"query": "bound", "page_size": 50}
 EP = ("rollout-m6", 0)
 TID = ("unit", "m6")
 TASK = {"id": "m6", "ground_truth": []}
@@ -59,7 +56,7 @@ ROW = {"id": "m6-row", "ground_truth": []}
 SETTINGS = GatewaySettings(secret_key="m6-test")
 
 pytestmark = [
-    pytest.mark.server(config=SessionConfig(max_session_write_bytes=LIMIT)),
+    pytest.mark.server(config=SessionConfig(max_session_write_bytes=BOUND_LIMIT)),
     pytest.mark.gateway(backends=GATEWAY_BACKENDS, settings=SETTINGS),
 ]
 
@@ -77,18 +74,18 @@ def raw_send(sdk: EnvironmentClient, sid: str, arguments: str, call_id: str = ""
 
 
 def sent(sdk: EnvironmentClient, sid: str) -> int:
-    return total_emails(sdk.call_tool(sid, "email_search_emails", SEARCH))
+    return total_emails(sdk.call_tool(sid, "email_search_emails", BOUND_SEARCH))
 
 
 # -- what counts --------------------------------------------------------------------------------
 
 
 def test_write_size_counts_the_utf8_bytes_of_write_calls_only():
-    assert write_size("email_send_email", FIRST) == len(FIRST)
+    assert write_size("email_send_email", BOUND_FIRST) == len(BOUND_FIRST)
     assert write_size("email_send_email", '{"body": "é"}') == len('{"body": "é"}') + 1
     assert write_size("email_send_email", '{"body": "\ud800"}') == len('{"body": "x"}') + 2
-    assert write_size("email_search_emails", FIRST) == 0  # a read
-    assert write_size("no_such_tool", FIRST) == 0  # runs nothing: the reference's error text
+    assert write_size("email_search_emails", BOUND_FIRST) == 0  # a read
+    assert write_size("no_such_tool", BOUND_FIRST) == 0  # runs nothing: the reference's error text
 
 
 # -- gRPC and the SDK ---------------------------------------------------------------------------
@@ -97,29 +94,32 @@ def test_write_size_counts_the_utf8_bytes_of_write_calls_only():
 def test_grpc_one_byte_over_is_refused_with_the_sizes_and_applies_nothing(sdk):
     sid = fresh_sid()
     sdk.seed(sid, EP, TID, TASK)
-    raw_send(sdk, sid, FIRST)
-    over = send_args(REST + 1, "second")
+    raw_send(sdk, sid, BOUND_FIRST)
+    over = send_args(BOUND_REST + 1, "second")
     for _ in range(2):  # a retry with the same call_id gets the same refusal: nothing recorded
         with pytest.raises(grpc.RpcError) as err:
             raw_send(sdk, sid, over, call_id="c-over")
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         info = error_info(err.value)
         assert info.reason == "SESSION_TOO_LARGE"
-        assert info.metadata["limit_bytes"] == str(LIMIT)
-        assert info.metadata["size_bytes"] == str(LIMIT + 1)
+        assert info.metadata["limit_bytes"] == str(BOUND_LIMIT)
+        assert info.metadata["size_bytes"] == str(BOUND_LIMIT + 1)
         assert info.metadata["call_bytes"] == str(len(over))
         assert info.metadata["resources_session_id"] == sid
     assert sent(sdk, sid) == 1
     # the call_id was not taken by the refusal: a call that fits runs under it
-    at_limit = send_args(REST, "second")
+    at_limit = send_args(BOUND_REST, "second")
     assert not raw_send(sdk, sid, at_limit, call_id="c-over").replayed
     assert sent(sdk, sid) == 2
     # full: the smallest write is refused, reads, verify and close still work
     with pytest.raises(grpc.RpcError) as err:
         raw_send(sdk, sid, "{}")
-    assert error_info(err.value).metadata["size_bytes"] == str(LIMIT + 2)
+    assert error_info(err.value).metadata["size_bytes"] == str(BOUND_LIMIT + 2)
     assert sent(sdk, sid) == 2
-    assert sdk.call_tool(sid, "company_directory_find_email_address", {"name": "x" * LIMIT}) == []
+    assert (
+        sdk.call_tool(sid, "company_directory_find_email_address", {"name": "x" * BOUND_LIMIT})
+        == []
+    )
     assert sdk.verify(sid, []).reward == 1.0
     assert sdk.close_session(sid, EP) == "CLOSED"
 
@@ -127,104 +127,48 @@ def test_grpc_one_byte_over_is_refused_with_the_sizes_and_applies_nothing(sdk):
 def test_sdk_raises_session_too_large_error_a_capacity_error_without_retry_delay(sdk):
     sid = fresh_sid()
     sdk.seed(sid, EP, TID, TASK)
-    sdk.call_tool_raw(sid, "email_send_email", FIRST)
+    sdk.call_tool_raw(sid, "email_send_email", BOUND_FIRST)
     with pytest.raises(SessionTooLargeError) as err:
-        sdk.call_tool_raw(sid, "email_send_email", send_args(REST + 1, "second"))
+        sdk.call_tool_raw(sid, "email_send_email", send_args(BOUND_REST + 1, "second"))
     assert isinstance(err.value, CapacityError)
     assert (err.value.reason, err.value.session_id) == ("SESSION_TOO_LARGE", sid)
-    assert (err.value.limit_bytes, err.value.size_bytes) == (LIMIT, LIMIT + 1)
+    assert (err.value.limit_bytes, err.value.size_bytes) == (BOUND_LIMIT, BOUND_LIMIT + 1)
     assert err.value.retry_after_s is None  # not a capacity wait: the same call never fits
-    sdk.call_tool_raw(sid, "email_send_email", send_args(REST, "second"))
+    sdk.call_tool_raw(sid, "email_send_email", send_args(BOUND_REST, "second"))
     assert sent(sdk, sid) == 2
-
-
-def test_a_replayed_call_id_counts_once(sdk):
-    sid = fresh_sid()
-    sdk.seed(sid, EP, TID, TASK)
-    assert not raw_send(sdk, sid, FIRST, call_id="first").replayed
-    for _ in range(3):
-        assert raw_send(sdk, sid, FIRST, call_id="first").replayed
-    raw_send(sdk, sid, send_args(REST, "second"))  # would be over had a replay counted
-    assert raw_send(sdk, sid, FIRST, call_id="first").replayed  # a full session replays
-    assert sent(sdk, sid) == 2
-
-
-def test_reads_do_not_count(sdk):
-    sid = fresh_sid()
-    sdk.seed(sid, EP, TID, TASK)
-    for _ in range(3):  # each read's arguments alone are over the bound
-        sdk.call_tool(sid, "email_search_emails", {"query": "y" * LIMIT})
-    raw_send(sdk, sid, FIRST)
-    raw_send(sdk, sid, send_args(REST, "second"))
-    assert sent(sdk, sid) == 2
-
-
-def test_a_legacy_reseed_starts_a_fresh_count(sdk):
-    sid = fresh_sid()
-    sdk.seed_legacy(sid, ROW)
-    raw_send(sdk, sid, FIRST)
-    raw_send(sdk, sid, send_args(REST, "second"))
-    with pytest.raises(SessionTooLargeError):
-        sdk.call_tool_raw(sid, "email_send_email", "{}")
-    sdk.seed_legacy(sid, ROW)  # fresh tables
-    raw_send(sdk, sid, FIRST)
-    raw_send(sdk, sid, send_args(REST, "second"))
-    assert sent(sdk, sid) == 2
-
-
-def test_no_bound_when_zero(make_server):
-    served = make_server(SessionConfig(max_session_write_bytes=0))
-    served.client.seed("free", EP, TID, TASK)
-    served.store._sessions["free"].write_bytes = 2**40  # far over any bound
-    served.client.call_tool_raw("free", "email_send_email", FIRST)
-    assert served.store._sessions["free"].write_bytes == 2**40 + len(FIRST)
-    assert sent(served.client, "free") == 1
 
 
 # -- checkpoint and restore ---------------------------------------------------------------------
 
 
 def test_restore_carries_the_count(make_server):
-    source = make_server(SessionConfig(max_session_write_bytes=LIMIT), Settings(admin_open=True))
+    source = make_server(
+        SessionConfig(max_session_write_bytes=BOUND_LIMIT), Settings(admin_open=True)
+    )
     source.client.seed("kept", EP, TID, TASK)
-    source.client.call_tool_raw("kept", "email_send_email", FIRST)
+    source.client.call_tool_raw("kept", "email_send_email", BOUND_FIRST)
     (snapshot,) = source.admin.export_sessions().snapshots
-    assert snapshot.write_bytes == len(FIRST)
+    assert snapshot.write_bytes == len(BOUND_FIRST)
     # through a checkpoint file's JSON and a stream split with the header encoded
     document = snapshot_to_json(snapshot)
-    assert document["write_bytes"] == str(len(FIRST))
+    assert document["write_bytes"] == str(len(BOUND_FIRST))
     restored = snapshot_from_json(json.loads(json.dumps(document)))
     pieces = split_snapshot(restored, chunk_bytes=64)
     assert pieces[0].header_encoding and not pieces[0].write_bytes
     (joined,) = join_snapshots(pieces)
-    assert joined.write_bytes == len(FIRST)
-    target = make_server(SessionConfig(max_session_write_bytes=LIMIT), Settings(admin_open=True))
+    assert joined.write_bytes == len(BOUND_FIRST)
+    target = make_server(
+        SessionConfig(max_session_write_bytes=BOUND_LIMIT), Settings(admin_open=True)
+    )
     assert target.admin.restore_sessions([joined]) == 1
     target.client.seed("kept", EP, TID, TASK)  # claims it
     with pytest.raises(SessionTooLargeError) as err:
-        target.client.call_tool_raw("kept", "email_send_email", send_args(REST + 1, "second"))
-    assert err.value.size_bytes == LIMIT + 1
-    target.client.call_tool_raw("kept", "email_send_email", send_args(REST, "second"))
+        target.client.call_tool_raw("kept", "email_send_email", send_args(BOUND_REST + 1, "second"))
+    assert err.value.size_bytes == BOUND_LIMIT + 1
+    target.client.call_tool_raw("kept", "email_send_email", send_args(BOUND_REST, "second"))
     assert sent(target.client, "kept") == 2
     (again,) = target.admin.export_sessions().snapshots
-    assert again.write_bytes == LIMIT
-
-
-def test_a_session_restored_over_the_bound_serves_reads_and_refuses_writes(make_server):
-    """A checkpoint from a server with a larger bound: installed (refusing it would lose the
-    episode), but it cannot grow here."""
-    source = make_server(SessionConfig(max_session_write_bytes=0), Settings(admin_open=True))
-    source.client.seed("big", EP, TID, TASK)
-    for k in range(3):
-        source.client.call_tool_raw("big", "email_send_email", send_args(REST, f"bound {k}"))
-    snapshots = source.admin.export_sessions().snapshots
-    target = make_server(SessionConfig(max_session_write_bytes=LIMIT), Settings(admin_open=True))
-    target.admin.restore_sessions(snapshots)
-    assert sent(target.client, "big") == 3  # a read claims it
-    with pytest.raises(SessionTooLargeError):
-        target.client.call_tool_raw("big", "email_send_email", "{}")
-    assert target.client.verify("big", []).reward == 1.0  # replays calls, not tables (V1)
-    assert sent(target.client, "big") == 3
+    assert again.write_bytes == BOUND_LIMIT
 
 
 def test_a_checkpoint_file_of_a_session_that_wrote_nothing_has_no_write_bytes():
@@ -255,17 +199,17 @@ def test_http_over_the_bound_is_413_session_too_large(gateway, http, seed_kind):
             "task_data": ROW,
         }
         assert http.post("/seed_session", json=body).status_code == 200
-    assert http_send(http, FIRST).status_code == 200
+    assert http_send(http, BOUND_FIRST).status_code == 200
     for _ in range(2):
-        answer = http_send(http, send_args(REST + 1, "second"), call_id="h-over")
+        answer = http_send(http, send_args(BOUND_REST + 1, "second"), call_id="h-over")
         assert answer.status_code == 413, answer.text
         body = answer.json()
         assert (body["reason"], body["failure_kind"]) == ("SESSION_TOO_LARGE", "session_too_large")
-        assert (body["limit_bytes"], body["size_bytes"]) == (LIMIT, LIMIT + 1)
+        assert (body["limit_bytes"], body["size_bytes"]) == (BOUND_LIMIT, BOUND_LIMIT + 1)
         assert "retry-after" not in answer.headers
-    assert http_total_emails(http, SEARCH) == 1
-    assert http_send(http, send_args(REST, "second"), call_id="h-over").status_code == 200
-    assert http_total_emails(http, SEARCH) == 2
+    assert http_total_emails(http, BOUND_SEARCH) == 1
+    assert http_send(http, send_args(BOUND_REST, "second"), call_id="h-over").status_code == 200
+    assert http_total_emails(http, BOUND_SEARCH) == 2
     assert http_send(http, "{}").status_code == 413
     verified = http.post("/verify", json={"ground_truth": [], "response": {"output": []}})
     assert verified.status_code == 200
@@ -275,17 +219,17 @@ def test_mcp_over_the_bound_is_a_service_error_naming_the_sizes(gateway, http):
 
     seeded = http.post("/seed_session", json=ROW)
     token = seeded.headers[TOKEN_HEADER]
-    assert http_send(http, FIRST).status_code == 200
-    over = json.loads(send_args(REST + 1, "second"))
+    assert http_send(http, BOUND_FIRST).status_code == 200
+    over = json.loads(send_args(BOUND_REST + 1, "second"))
     with pytest.raises(McpError) as err:
         mcp_run(gateway, {TOKEN_HEADER: token}, lambda s: s.call_tool("email_send_email", over))
     assert err.value.error.code == SERVICE_ERROR
     assert err.value.error.data == {
         "reason": "SESSION_TOO_LARGE",
-        "limit_bytes": LIMIT,
-        "size_bytes": LIMIT + 1,
+        "limit_bytes": BOUND_LIMIT,
+        "size_bytes": BOUND_LIMIT + 1,
     }
-    assert http_total_emails(http, SEARCH) == 1
+    assert http_total_emails(http, BOUND_SEARCH) == 1
 
 
 # -- the setting --------------------------------------------------------------------------------
@@ -332,11 +276,15 @@ def test_serve_print_config_shows_the_setting():
 def test_a_restore_retried_with_another_count_is_another_snapshot(make_server):
     """K3's idempotent retry holds for the same snapshot only: one with another write count
     would install another budget, so it is refused as live (SESSION_LIVE)."""
-    source = make_server(SessionConfig(max_session_write_bytes=LIMIT), Settings(admin_open=True))
+    source = make_server(
+        SessionConfig(max_session_write_bytes=BOUND_LIMIT), Settings(admin_open=True)
+    )
     source.client.seed("twice", EP, TID, TASK)
-    source.client.call_tool_raw("twice", "email_send_email", FIRST)
+    source.client.call_tool_raw("twice", "email_send_email", BOUND_FIRST)
     (snapshot,) = source.admin.export_sessions().snapshots
-    target = make_server(SessionConfig(max_session_write_bytes=LIMIT), Settings(admin_open=True))
+    target = make_server(
+        SessionConfig(max_session_write_bytes=BOUND_LIMIT), Settings(admin_open=True)
+    )
     assert target.admin.restore_sessions([snapshot]) == 1
     assert target.admin.restore_sessions([snapshot]) == 1  # a retry: the same snapshot
     other = admin_pb.SessionSnapshot()

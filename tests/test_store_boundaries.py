@@ -9,6 +9,8 @@ the selected suite; tests/mutation/SURVIVORS.md lists the ones that are equivale
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
@@ -103,7 +105,8 @@ def test_a_legacy_reseed_scores_against_the_new_task(base, clock):
     new row's ground truth (an empty prediction matches a task that changes nothing)."""
     store = store_of(base, clock)
     store.seed("lg", None, None, WRITES, legacy=True)
-    assert store.seed("lg", None, None, NOTHING, legacy=True).rebuilt
+    rebuilt = SeedResult(SessionState.SEEDED, already_seeded=False, rebuilt=True)
+    assert store.seed("lg", None, None, NOTHING, legacy=True) == rebuilt
     outcome = store.verify("lg", [])
     assert outcome.reward == 1.0
     assert not outcome.mask_sample
@@ -547,9 +550,10 @@ def test_restore_capacity_counts_only_what_it_adds(base, clock):
     assert store.live_count() == 2
 
 
-def test_restore_capacity_counts_seeds_still_building(base, clock):
-    """S7 with K2: a seed whose tables are building holds a place a restore cannot take."""
-    store = store_of(base, clock, max_sessions=1)
+@contextmanager
+def seed_building(store: SessionStore, sid: str) -> Iterator[None]:
+    """Seed ``sid`` (episode r1/0, task t1) in a thread, held while its tables build; the
+    seed finishes when the block ends."""
     building, go = threading.Event(), threading.Event()
 
     def hold(session_id: str) -> None:
@@ -557,16 +561,69 @@ def test_restore_capacity_counts_seeds_still_building(base, clock):
         wait(go)
 
     Faults.of(store).on("build", hold)
-    seed = threading.Thread(target=store.seed, args=("s", EP, TID, NOTHING))
+    seed = threading.Thread(target=store.seed, args=(sid, EP, TID, NOTHING))
     seed.start()
     try:
         wait(building)
-        with pytest.raises(errors.CapacityExhausted):
-            store.restore([exported(base, clock)])
+        yield
     finally:
         go.set()
         seed.join(HANG_S)
+    assert not seed.is_alive()
+
+
+def test_restore_capacity_counts_seeds_still_building(base, clock):
+    """S7 with K2: a seed whose tables are building holds a place a restore cannot take."""
+    store = store_of(base, clock, max_sessions=1)
+    snapshot = exported(base, clock)
+    with seed_building(store, "s"), pytest.raises(errors.CapacityExhausted):
+        store.restore([snapshot])
     assert store.live_count() == 1
+
+
+def test_a_restore_of_an_id_whose_seed_is_building_is_refused_as_live(base, clock):
+    """K2: an id whose seed is still building its tables is live (no session to compare with
+    the snapshot yet): SESSION_LIVE naming it, nothing restored; the seed then binds it."""
+    store = store_of(base, clock)
+    snapshot = exported(base, clock)
+    with seed_building(store, "rs"), pytest.raises(errors.SessionLive) as live:
+        store.restore([snapshot])
+    assert (live.value.session_id, live.value.message) == (
+        "rs",
+        "sessions ['rs'] are live here; nothing was restored",
+    )
+    assert store.seed("rs", EP, TID, NOTHING) == SeedResult(SessionState.SEEDED, True)
+
+
+def test_a_retried_restore_says_which_sessions_were_claimed_since(base, clock):
+    """K3 (L12): a retry finding every live id of the batch restored from the same snapshot and
+    claimed since says the batch was restored already, how many others are installed and
+    unclaimed, and names a claimed session (``already_restored`` in its ErrorInfo). With an id
+    live for another reason, it names that one, says nothing was restored, and which ids
+    were claimed since."""
+    snapshots = [exported(base, clock, sid) for sid in ("a", "b", "c")]
+    store = store_of(base, clock)
+    assert store.restore(snapshots) == 3
+    assert store.seed("a", EP, TID, NOTHING).restored  # claims a
+    with pytest.raises(errors.SessionLive) as again:
+        store.restore(snapshots)
+    assert (again.value.session_id, again.value.message, again.value.info) == (
+        "a",
+        "these snapshots were restored here already: sessions ['a'] were claimed since (they "
+        "went on from the snapshot and are not reset), 2 others are installed and unclaimed; "
+        "nothing changed",
+        {"already_restored": "true"},
+    )
+    store.seed("d", EpisodeId("d", 0), TID, NOTHING)
+    with pytest.raises(errors.SessionLive) as mixed:
+        store.restore([*snapshots, exported(base, clock, "d")])
+    assert (mixed.value.session_id, mixed.value.message) == (
+        "d",
+        "sessions ['d'] are live here (and ['a'] were restored from these snapshots and claimed "
+        "since); nothing was restored",
+    )
+    assert "already_restored" not in mixed.value.info
+    assert store.state_counts() == {"restored_unclaimed": 2, "seeded": 2}
 
 
 def test_a_retired_restore_over_an_evicted_id_leaves_the_id_free(base, clock):
