@@ -36,8 +36,9 @@ Variants (``--variants``, any order), each ``SERVER`` or ``SERVER@CLIENT``:
   timing, logs), without the session header check: measurement only;
 * ``...+pin`` (e.g. ``echo+pin``, ``serve+pin``): the variant with all its threads on one
   CPU (``sched_setaffinity`` before any thread starts);
-* ``serve-timed``: ``serve`` with request parsing, the behaviour, each servicer method and
-  response serialization timed by thread CPU (printed after the table; the timers add
+* ``serve-timed``: ``serve`` with request parsing, the behaviour, each servicer method, the
+  tool call's argument parsing, tool and output encoding, and response serialization timed
+  by thread CPU (printed after the table; the timers add
   about 10 µs per RPC).
 
 Clients: ``sdk`` (the default of the environment servers: the grpc plan through
@@ -166,6 +167,10 @@ def _time_pieces() -> None:
     for name in ("SeedSession", "CallTool", "Verify", "CloseSession"):
         method = _timed(f"servicer.{name}", getattr(EnvironmentServicer, name))
         setattr(EnvironmentServicer, name, method)
+    from workplace_env.sessions import lifecycle
+
+    for name in ("execute", "encode_output", "parse_arguments"):  # inside CallTool
+        setattr(lifecycle, name, _timed(f"tool.{name}", getattr(lifecycle, name)))
     counting, safe, compose = dispatch.counting, dispatch.safe_deserializer, dispatch._compose
     dispatch.counting = lambda inner, rpc, metrics: _timed(
         "behaviour", counting(inner, rpc, metrics)
