@@ -416,7 +416,9 @@ class Variant(ServerProcess):
         for _ in range(200):
             if path.exists() and path.stat().st_size:
                 time.sleep(0.01)
-                return json.loads(path.read_text())
+                pieces: dict[str, float] = json.loads(path.read_text())
+                path.unlink()
+                return pieces
             time.sleep(0.01)
         raise RuntimeError("serve-timed did not answer")
 
