@@ -51,7 +51,9 @@ Errors (JSON bodies with ``failure_kind``; 422s in FastAPI's ``detail`` shape, w
 naming the offending field, and the service's ``reason``): a Content-Type that is not JSON (or
 none; as NeMo Gym's server), body not JSON / not an object, or a malformed typed seed (one
 without a row: ``task_data``), close (one naming an id without ``episode_id``) or verify (as
-NeMo's types, :mod:`workplace_env.responses`) -> 422; an ``x-resources-session-id`` header
+NeMo's types, :mod:`workplace_env.responses`; or over the verify bounds of
+:class:`~workplace_env.gateway.settings.GatewaySettings`, checked before anything else in the
+body, issue L11) -> 422; an ``x-resources-session-id`` header
 naming another session than the body -> 422 ``SESSION_HEADER_MISMATCH`` (CONTRACT X4); a body
 over the limit -> 413 ``REQUEST_TOO_LARGE``; a write call that would take its session over
 the server's ``max_session_write_bytes`` -> 413 ``SESSION_TOO_LARGE`` (``limit_bytes``,
@@ -418,7 +420,9 @@ def create_app(
             422: problem(
                 "Not a JSON object, `response.output` not an array, or an output item NeMo's "
                 "Responses types refuse (`loc` names it: a `function_call`'s `arguments` must "
-                "be a JSON string)."
+                "be a JSON string); `response.output` over the server's "
+                "`max_verify_output_items` entries, or `ground_truth` over its "
+                "`max_verify_calls` calls (checked first: `loc` names the list)."
             )
         },
     )
