@@ -1,10 +1,14 @@
 """Bench: what a huge ``/verify`` body costs the co-hosted server (issue L11).
 
-Usage: ``.venv/bin/python bench/verify_body_bench.py [--items 300000] [--runs 3]``
+Usage: ``.venv/bin/python bench/verify_body_bench.py [--items 300000] [--runs 3] [--before DIR]``
+
+``--before DIR``: also serve the code of another checkout (e.g. ``git worktree add DIR
+5ab31b9``, the tree before the bound), run by this venv with ``DIR/service`` and
+``DIR/client`` first on ``PYTHONPATH``.
 
 Builds the tester's body (``--items`` Responses-API output items: messages, function calls and
 their outputs, a third each; ~45 MB for 300,000) and a body at the default bound (10,000
-entries: 7,500 items, a third of them messages of one content part), then:
+entries: 6,600 items, 3,400 of them messages of one content part), then:
 
 1. in this process, times the parse of the big body's text with Python's cyclic collector on
    and paused (:func:`workplace_env.wire.collector_paused`), and the checks of the output;
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -99,7 +104,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def serve(*flags: str) -> tuple[subprocess.Popen[bytes], str]:
+def serve(*flags: str, pythonpath: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
     grpc_port, http_port = free_port(), free_port()
     process = subprocess.Popen(
         [
@@ -113,6 +118,7 @@ def serve(*flags: str) -> tuple[subprocess.Popen[bytes], str]:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": pythonpath} if pythonpath else None,
     )
     url = f"http://127.0.0.1:{http_port}"
     for _ in range(600):
@@ -154,16 +160,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--items", type=int, default=300_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--before", help="another checkout to serve too (see the docstring)")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO / "service"))
     big = json.dumps(big_body(args.items))
-    allowed = json.dumps(big_body(7_500))  # 7,500 items + 2,500 content parts: the bound
+    allowed = json.dumps(big_body(6_600))  # 6,600 items + 3,400 content parts: the bound
     print(f"big body: {args.items} items, {len(big) / 1e6:.1f} MB")
     print(f"allowed body: 10,000 entries (the default bound), {len(allowed) / 1e6:.2f} MB")
     print("in process:")
     in_process(big)
-    for flags, label in (((), "default bound"), (("--max-verify-output-items", "0"), "no bound")):
-        process, url = serve(*flags)
+    servers: list[tuple[tuple[str, ...], str, str | None]] = [
+        ((), "default bound", None),
+        (("--max-verify-output-items", "0"), "no bound", None),
+    ]
+    if args.before:
+        before = os.pathsep.join(str(Path(args.before) / d) for d in ("service", "client"))
+        servers.append(((), "before", before))
+    for flags, label, pythonpath in servers:
+        process, url = serve(*flags, pythonpath=pythonpath)
         try:
             for name, text in (("big", big), ("allowed", allowed)):
                 for run in range(args.runs):
