@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 import pytest
@@ -21,6 +22,7 @@ from workplace_env.server import convert
 from workplace_env.server.admin import AdminServicer
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env_client import (
+    ArgumentError,
     CallIdReusedError,
     InvalidRequestError,
     snapshot_from_json,
@@ -481,3 +483,65 @@ def test_K1_an_export_naming_many_missing_ids_still_fits_the_limit(make_server):
     snapshots, missing, failures = served.admin.export_sessions(["big", *absent])
     assert [s.resources_session_id for s in snapshots] == ["big"]
     assert (missing, failures) == (absent, {})
+
+
+class _RecordingStub:
+    """An admin stub whose ``RestoreSessions`` records each attempt: its largest message and
+    whether the target already held the session named ``watch`` when it was sent."""
+
+    def __init__(self, stub: Any, store: SessionStore, watch: str) -> None:
+        self._stub, self._store, self._watch = stub, store, watch
+        self.attempts: list[tuple[int, bool]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stub, name)
+
+    def RestoreSessions(self, requests: Any, **options: Any) -> Any:
+        sent = list(requests)
+        held = self._watch in self._store._sessions
+        self.attempts.append((max(r.ByteSize() for r in sent), held))
+        return self._stub.RestoreSessions(iter(sent), **options)
+
+
+def test_the_sdk_restore_fits_a_receiving_server_with_a_smaller_message_limit(make_server):
+    """Left open last stop: the SDK's restore sent pieces of ~2 MiB whatever the receiving
+    server's limit, so a server started with a smaller ``--max-message-bytes`` refused a large
+    session exported from one with the default. Now the refused stream (gRPC's own "larger
+    than max", which installs nothing: the server joins and validates the whole stream first,
+    K2) is sent again in pieces that limit takes, learned from the refusal; the session arrives
+    whole, once; ``chunk_bytes=`` chooses the pieces up front."""
+    limit = 64 * 1024
+    source = make_server(settings=Settings(admin_open=True))
+    source.client.seed("big", EP, TID, TASK)
+    body = json.dumps({"recipient": "a@b.com", "subject": "once only", "body": "b" * 300_000})
+    source.client.call_tool_raw("big", "email_send_email", body, call_id="c-big")
+    source.client.seed("small", ("r2", 0), TID, TASK)
+    snapshots, _, _ = source.admin.export_sessions()
+    assert max(s.ByteSize() for s in snapshots) > 4 * limit  # several of the target's messages
+
+    target = make_server(settings=Settings(admin_open=True, max_message_bytes=limit))
+    stub = target.admin.stub = _RecordingStub(target.admin.stub, target.store, "big")
+    assert target.admin.restore_sessions(snapshots) == 2
+    (first, held_first), (second, held_second) = stub.attempts  # learned in one step
+    assert first > limit >= second  # refused whole, then every message within the limit
+    assert not held_first and not held_second  # the refused stream installed nothing
+    [arrived], _, _ = target.admin.export_sessions(["big"])  # in the target's own pieces
+    [sent] = [s for s in snapshots if s.resources_session_id == "big"]
+    assert arrived.state_json == sent.state_json
+    records = [
+        [(r.call_id, r.call_digest, r.output) for r in s.call_records] for s in (arrived, sent)
+    ]
+    assert records[0] == records[1] and records[0]  # the call records too (ages aside)
+    assert target.client.seed("big", EP, TID, TASK).restored  # claimed
+
+    chosen = make_server(settings=Settings(admin_open=True, max_message_bytes=limit))
+    stub = chosen.admin.stub = _RecordingStub(chosen.admin.stub, chosen.store, "big")
+    assert chosen.admin.restore_sessions(snapshots, chunk_bytes=32 * 1024) == 2
+    assert [held for _, held in stub.attempts] == [False] and stub.attempts[0][0] <= limit
+
+
+@pytest.mark.parametrize("chunk_bytes", [0, 255, 2**26 + 1, 1.5, "2048", True])
+def test_restore_refuses_a_chunk_size_it_cannot_send_with(make_server, chunk_bytes):
+    served = make_server(settings=Settings(admin_open=True))
+    with pytest.raises(ArgumentError, match="chunk_bytes"):
+        served.admin.restore_sessions([], chunk_bytes=chunk_bytes)

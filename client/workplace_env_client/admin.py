@@ -17,8 +17,10 @@ ids go to one server, whichever the channel picks: give such an AdminClient one 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import grpc
@@ -30,11 +32,12 @@ from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace_env_client import checks
 from workplace_env_client.channel import (
     DEFAULT_TIMEOUT_S,
+    MAX_MESSAGE_BYTES,
     check_client_options,
     make_channel,
     wait_or_raise,
 )
-from workplace_env_client.errors import ArgumentError
+from workplace_env_client.errors import ArgumentError, CapacityError
 from workplace_env_client.routing import Target, session_metadata
 
 
@@ -322,18 +325,54 @@ def group_pieces(
     yield chunk
 
 
-def chunk_snapshots(snapshots: Iterable[admin_pb.SessionSnapshot]) -> Iterator[list[Any]]:
-    """Snapshots (split as needed) grouped in lists of about :data:`CHUNK_BYTES` (at least
-    one list, possibly empty): the payload of each streamed message."""
-    return group_pieces(piece for snapshot in snapshots for piece in split_snapshot(snapshot))
+def chunk_snapshots(
+    snapshots: Iterable[admin_pb.SessionSnapshot], chunk_bytes: int | None = None
+) -> Iterator[list[Any]]:
+    """Snapshots (split as needed) grouped in lists of about ``chunk_bytes`` (default
+    :data:`CHUNK_BYTES`; at least one list, possibly empty): the payload of each streamed
+    message."""
+    return group_pieces(
+        (piece for snapshot in snapshots for piece in split_snapshot(snapshot, chunk_bytes)),
+        chunk_bytes,
+    )
 
 
 def _chunks(
-    snapshots: Sequence[admin_pb.SessionSnapshot],
+    snapshots: Sequence[admin_pb.SessionSnapshot], chunk_bytes: int
 ) -> Iterator[admin_pb.RestoreSessionsRequest]:
-    """The batch as a stream of requests of about :data:`CHUNK_BYTES` each (at least one)."""
-    for chunk in chunk_snapshots(snapshots):
+    """The batch as a stream of requests of about ``chunk_bytes`` each (at least one)."""
+    for chunk in chunk_snapshots(snapshots, chunk_bytes):
         yield admin_pb.RestoreSessionsRequest(snapshots=chunk)
+
+
+#: The smallest ``chunk_bytes`` a restore sends with (a server's message limit is at least
+#: 1 KiB, and a piece carries up to :data:`PIECE_OVERHEAD_BYTES` beside its chunk).
+MIN_CHUNK_BYTES = 256
+#: gRPC's own refusal of a message over the receiver's limit: "Received message larger than
+#: max (<size> vs. <limit>)".
+_TOO_LARGE = re.compile(r"larger than max \((\d+) vs\. (\d+)\)")
+
+
+def smaller_chunk(error: CapacityError, chunk_bytes: int) -> int | None:
+    """The chunk size to resend a restore with after ``error`` refused it sent in pieces of
+    ``chunk_bytes``, or None when resending cannot help.
+
+    Only gRPC's own message-size refusal (RESOURCE_EXHAUSTED with no reason of the server's)
+    is answered: from the limit it names, the pieces the server's own export would send under
+    it (``max(limit - PIECE_OVERHEAD_BYTES, limit // 2)``); without a limit, or when that is
+    not smaller, half the last size. None below :data:`MIN_CHUNK_BYTES`."""
+    if error.reason:
+        return None
+    found = _TOO_LARGE.search(error.message)
+    if found is None and "larger than max" not in error.message:
+        return None
+    smaller = chunk_bytes // 2
+    if found is not None:
+        limit = int(found.group(2))
+        fits = max(limit - PIECE_OVERHEAD_BYTES, limit // 2)  # as the export under it
+        if fits < chunk_bytes:
+            smaller = fits
+    return smaller if smaller >= MIN_CHUNK_BYTES else None
 
 
 class AdminClient:
@@ -394,12 +433,18 @@ class AdminClient:
         return self._metadata + session_metadata(distinct.pop())
 
     def _invoke(
-        self, call: Callable[..., Any], request: Callable[[], Any], session_ids: Iterable[str] = ()
+        self,
+        call: Callable[..., Any],
+        request: Callable[[], Any],
+        session_ids: Iterable[str] = (),
+        deadline: float | None = None,
     ) -> Any:
-        """``call(request(), timeout=..., metadata=...)`` within one deadline of ``timeout_s``,
-        again (a fresh ``request()``) after each TOO_MANY_RPCS refusal whose wait ends before it
-        (X3: a refused RPC did not run; :func:`~workplace_env_client.channel.refusal_wait`)."""
-        deadline = time.monotonic() + self.timeout_s
+        """``call(request(), timeout=..., metadata=...)`` within one deadline of ``timeout_s``
+        (or the ``time.monotonic()`` ``deadline`` given), again (a fresh ``request()``) after
+        each TOO_MANY_RPCS refusal whose wait ends before it (X3: a refused RPC did not run;
+        :func:`~workplace_env_client.channel.refusal_wait`)."""
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout_s
         metadata = self._call_metadata(session_ids)
         while True:
             try:
@@ -429,11 +474,26 @@ class AdminClient:
         failures = {f.resources_session_id: f.reason for c in chunks for f in c.failures}
         return ExportResult(list(join_snapshots(snapshots)), missing, failures)
 
-    def restore_sessions(self, snapshots: Sequence[admin_pb.SessionSnapshot]) -> int:
+    def restore_sessions(
+        self, snapshots: Sequence[admin_pb.SessionSnapshot], *, chunk_bytes: int | None = None
+    ) -> int:
         """Install ``snapshots`` all or none; return how many. Raises InvalidRequestError
         naming the snapshot and field, SessionLiveError (FAILED_PRECONDITION: live ids);
         ArgumentError (nothing sent) naming ``snapshots[i]`` when one is not a
-        ``SessionSnapshot``."""
+        ``SessionSnapshot``, or ``chunk_bytes`` when it is not an int in
+        ``MIN_CHUNK_BYTES..64 MiB``.
+
+        The batch is streamed in messages of about ``chunk_bytes`` (default
+        :data:`CHUNK_BYTES`, 2 MiB; each session split in pieces as needed). A server whose
+        message limit is smaller refuses such a message (gRPC's RESOURCE_EXHAUSTED "larger than
+        max"): the batch is then sent again, whole, in the pieces that limit takes
+        (:func:`smaller_chunk`), within the same ``timeout_s``. That resend is safe: a server
+        validates and installs nothing before it has received the whole stream (K2), so a
+        refused stream installed nothing; and a restore of snapshots already installed and
+        unclaimed counts them as restored again. CapacityError when even pieces of
+        :data:`MIN_CHUNK_BYTES` are refused."""
+        chunk = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+        checks.count(chunk, "chunk_bytes", MIN_CHUNK_BYTES, MAX_MESSAGE_BYTES)
         snapshots = list(snapshots)
         for i, snapshot in enumerate(snapshots):
             if not isinstance(snapshot, admin_pb.SessionSnapshot):
@@ -442,10 +502,19 @@ class AdminClient:
                     f"must be a SessionSnapshot, not {checks.type_name(snapshot)}",
                 )
         ids = [s.resources_session_id for s in snapshots]
-        response: admin_pb.RestoreSessionsResponse = self._invoke(
-            self.stub.RestoreSessions, lambda: _chunks(snapshots), ids
-        )
-        return response.restored_count
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                response: admin_pb.RestoreSessionsResponse = self._invoke(
+                    self.stub.RestoreSessions, partial(_chunks, snapshots, chunk), ids, deadline
+                )
+            except CapacityError as exc:
+                smaller = smaller_chunk(exc, chunk)
+                if smaller is None:
+                    raise
+                chunk = smaller
+                continue
+            return response.restored_count
 
     def retire_session(self, session_id: str) -> bool:
         """Discard a session's attempt; True if the server held it (idempotent). Raises

@@ -142,6 +142,13 @@ TlsClientKey = Annotated[OptStr, Opt(help="PEM private key of --tls-client-cert.
 
 
 MCP_PATH_HELP = "HTTP path of the gateway's MCP endpoint [/mcp]; '' turns MCP off."
+MaxVerifyOutputItems = Annotated[
+    OptInt,
+    Opt(
+        help="Entries of a verify's response output at most [10,000] (items; each part of a "
+        "message's content or a reasoning summary counts as one); 0: no bound."
+    ),
+]
 
 
 def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
@@ -211,6 +218,7 @@ def serve(
     max_verify_calls: Annotated[
         OptInt, Opt(help="Calls a verify replays per side at most [2,000]; 0: no bound.")
     ] = None,
+    max_verify_output_items: MaxVerifyOutputItems = None,
     max_session_write_bytes: Annotated[
         OptInt,
         Opt(help="Bytes of write-call arguments one session may add [64 MiB]; 0: no bound."),
@@ -272,6 +280,10 @@ def gateway(
     config: ConfigFile = None,
     cookie_secret: Annotated[OptStr, Opt(help="Cookie signing key [random per process].")] = None,
     mcp_path: Annotated[OptStr, Opt(help=MCP_PATH_HELP)] = None,
+    max_verify_output_items: MaxVerifyOutputItems = None,
+    max_verify_calls: Annotated[
+        OptInt, Opt(help="Calls a /verify body may carry per side [2,000]; 0: no bound.")
+    ] = None,
     tls_ca: TlsCa = None,
     tls_client_cert: TlsClientCert = None,
     tls_client_key: TlsClientKey = None,
@@ -285,6 +297,8 @@ def gateway(
     flags = {
         "cookie_secret": cookie_secret,
         "mcp_path": mcp_path,
+        "max_verify_output_items": max_verify_output_items,
+        "max_verify_calls": max_verify_calls,
         "tls_ca": tls_ca,
         "tls_client_cert": tls_client_cert,
         "tls_client_key": tls_client_key,

@@ -86,6 +86,11 @@ class Settings:
     # Calls a verify replays per side at most (0: no bound, as the reference); beyond it
     # INVALID_ARGUMENT. Bounds the CPU one request can take (replay cost grows ~ count squared).
     max_verify_calls: int = 2_000
+    # Entries of a verify's Responses-API output at most (0: no bound, as the reference): its
+    # items, each part of a message's content and of a reasoning summary counting as one more;
+    # beyond it INVALID_ARGUMENT (HTTP 422) before any item is looked at. Bounds the work one
+    # untrusted body can cause (issue L11); real rollouts have at most ~10 items.
+    max_verify_output_items: int = 10_000
     # UTF-8 bytes of arguments text one session's write-tool calls may add (0: no bound); a
     # call beyond it is RESOURCE_EXHAUSTED SESSION_TOO_LARGE. Bounds the memory one runaway
     # rollout can take (issue M6); real tasks write at most ~25 KB (BENCHMARKS.md).
@@ -374,6 +379,7 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
     "max_markers": (1, False, MAX_COUNT),
     "verify_cache_mb": (0, False, MAX_COUNT),
     "max_verify_calls": (0, False, MAX_COUNT),
+    "max_verify_output_items": (0, False, MAX_COUNT),
     "max_session_write_bytes": (0, False, MAX_COUNT),
 }
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})

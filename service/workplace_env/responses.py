@@ -15,6 +15,7 @@ or ``ground_truth_json[i].arguments``, HTTP as the reference's 422 ``loc``
 
 from __future__ import annotations
 
+from collections.abc import Sized
 from typing import Any
 
 from workplace_env import wire
@@ -305,6 +306,60 @@ def response_output_problems(output: list[Any]) -> list[tuple[Path, str]]:
         if status is not None and status not in _CALL_STATUSES:
             problems.append(((*at, kind, "status"), f"must be one of {', '.join(_CALL_STATUSES)}"))
     return problems
+
+
+def output_entries(output: list[Any]) -> int:
+    """How many entries :func:`response_output_problems` would look at in ``output``: its
+    items, plus each part of a ``message`` item's ``content`` list and of a ``reasoning``
+    item's ``summary`` list (those parts are checked one by one, as items are). Other nested
+    values are not counted: they are not looked at, only carried. O(items)."""
+    count = len(output)
+    for item in output:
+        if type(item) is dict:
+            kind = item.get("type")
+            parts = (
+                item.get("content")
+                if kind == "message"
+                else item.get("summary")
+                if kind == "reasoning"
+                else None
+            )
+            if type(parts) is list:
+                count += len(parts)
+    return count
+
+
+def output_bound_problem(output: list[Any], bound: int) -> str | None:
+    """Why ``output`` (a Responses-API output array) is over ``bound`` entries
+    (:func:`output_entries`; the ``max_verify_output_items`` setting, 0: no bound), or None.
+
+    Checked before anything else looks at the items, so the work an untrusted verify body can
+    cause past its parse is bounded (issue L11; the reference has no such bound, and real
+    rollouts have about ten items). Costs O(min(items, bound)): a longer array is refused on its
+    length alone."""
+    if not bound:
+        return None
+    count = len(output) if len(output) > bound else output_entries(output)
+    if count <= bound:
+        return None
+    return (
+        f"at most {bound} output entries per verify (max_verify_output_items: items, each part "
+        f"of a message's content or of a reasoning summary counted as one), got {count}"
+    )
+
+
+def calls_bound_problem(calls: Any, bound: int) -> str | None:
+    """Why a list of calls (a ground truth, or predicted calls; a list or a repeated message
+    field) is longer than ``bound`` (the ``max_verify_calls`` setting, 0: no bound), or None;
+    a string or an object passes (a JSON string ground truth changes nothing)."""
+    if (
+        bound
+        and isinstance(calls, Sized)
+        and not isinstance(calls, str | dict)
+        and len(calls) > bound
+    ):
+        return f"at most {bound} calls per verify (max_verify_calls), got {len(calls)}"
+    return None
 
 
 #: The loc names of the two branches of the reference's ground truth type (a list of

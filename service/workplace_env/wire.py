@@ -21,11 +21,14 @@ arguments runs, as the reference's does: pass ``constants=True``).
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 #: The deepest nesting of arrays and objects accepted (the reference's tool arguments are flat;
@@ -37,6 +40,47 @@ INT_MAX_DIGITS = sys.get_int_max_str_digits() or 4300
 # An escaped surrogate code unit: the only way a lone surrogate enters through JSON text that
 # is itself valid Unicode.
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+#: Texts longer than this (characters) are parsed with the cyclic garbage collector paused
+#: (:func:`collector_paused`): a parse builds no cycles, yet each object it makes counts
+#: towards a collection, and the full collections it triggers walk every object built so far
+#: and the whole heap. For a 45 MB verify body of 300,000 output items that was 75-90% of the
+#: parse (1.5-4 s against 0.4 s; issue L11, bench/verify_body_bench.py).
+LARGE_TEXT_CHARS = 1 << 20
+
+_pause_lock = threading.Lock()
+_pauses = 0
+_resume = False
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while the block runs (process-wide: any thread
+    may be in such a block; the collector resumes when the last one leaves, if it was enabled
+    when the first entered). Reference counting still frees everything acyclic meanwhile."""
+    global _pauses, _resume
+    with _pause_lock:
+        if _pauses == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _pauses += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pauses -= 1
+            if _pauses == 0 and _resume:
+                gc.enable()
+
+
+def parse(text: str | bytes) -> Any:
+    """``json.loads(text)``, with the collector paused for a text over
+    :data:`LARGE_TEXT_CHARS` (:func:`collector_paused`). Raises what ``json.loads`` raises."""
+    if len(text) <= LARGE_TEXT_CHARS:
+        return json.loads(text)
+    with collector_paused():
+        return json.loads(text)
 
 
 class JsonRefused(ValueError):
@@ -83,7 +127,7 @@ def loads(
         # ints, floats and constants are parsed as below), and any text it refuses takes the
         # flagging parse, which raises exactly as before.
         try:
-            value = json.loads(text)
+            value = parse(text)
         except (ValueError, RecursionError):
             pass
         else:
@@ -115,9 +159,18 @@ def loads(
         return value
 
     try:
-        value = json.loads(
-            text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
-        )
+        if len(text) <= LARGE_TEXT_CHARS:
+            value = json.loads(
+                text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
+            )
+        else:
+            with collector_paused():
+                value = json.loads(
+                    text,
+                    parse_int=parse_int,
+                    parse_float=parse_float,
+                    parse_constant=parse_constant,
+                )
     except RecursionError as exc:
         raise JsonRefused("", f"nested deeper than {max_depth} levels") from exc
     except ValueError as exc:

@@ -51,7 +51,9 @@ Errors (JSON bodies with ``failure_kind``; 422s in FastAPI's ``detail`` shape, w
 naming the offending field, and the service's ``reason``): a Content-Type that is not JSON (or
 none; as NeMo Gym's server), body not JSON / not an object, or a malformed typed seed (one
 without a row: ``task_data``), close (one naming an id without ``episode_id``) or verify (as
-NeMo's types, :mod:`workplace_env.responses`) -> 422; an ``x-resources-session-id`` header
+NeMo's types, :mod:`workplace_env.responses`; or over the verify bounds of
+:class:`~workplace_env.gateway.settings.GatewaySettings`, checked before anything else in the
+body, issue L11) -> 422; an ``x-resources-session-id`` header
 naming another session than the body -> 422 ``SESSION_HEADER_MISMATCH`` (CONTRACT X4); a body
 over the limit -> 413 ``REQUEST_TOO_LARGE``; a write call that would take its session over
 the server's ``max_session_write_bytes`` -> 413 ``SESSION_TOO_LARGE`` (``limit_bytes``,
@@ -119,6 +121,7 @@ from workplace_env.gateway.translate import (
     json_response,
     object_body,
     parse_episode,
+    parse_object,
     parse_typed_seed,
     read_body,
     seed_legacy,
@@ -128,7 +131,9 @@ from workplace_env.responses import (
     GROUND_TRUTH_LIST,
     GROUND_TRUTH_STR,
     CheckedJson,
+    calls_bound_problem,
     ground_truth_problems,
+    output_bound_problem,
     response_output_problems,
 )
 from workplace_env.verify import bare_predicted_names
@@ -144,6 +149,12 @@ _VERIFY_SENT_AS = {
     "task": "",
 }
 
+
+#: A ``/verify`` body longer than this (characters) is parsed, checked and scored on a worker
+#: thread even by the in-process backend, so the event loop keeps answering ``/health`` and the
+#: other sessions meanwhile (issue L11). Real verify bodies are 17-35 KB: they stay on the loop,
+#: with no thread hop (issue 15).
+INLINE_VERIFY_CHARS = 256 * 1024
 
 #: A tool call's ``call_id`` arrives as a request header.
 _CALL_SENT_AS = {"call_id": HeaderName(CALL_ID_HEADER)}
@@ -409,18 +420,42 @@ def create_app(
             422: problem(
                 "Not a JSON object, `response.output` not an array, or an output item NeMo's "
                 "Responses types refuse (`loc` names it: a `function_call`'s `arguments` must "
-                "be a JSON string)."
+                "be a JSON string); `response.output` over the server's "
+                "`max_verify_output_items` entries, or `ground_truth` over its "
+                "`max_verify_calls` calls (checked first: `loc` names the list)."
             )
         },
     )
     async def verify(request: Request) -> Response:
-        body = await object_body(request)
+        text = await body_text(request)
+        sid = cookie_session(request)
+        unreadable = sid is None and settings.cookie_name in request.cookies  # V4
+        if backend.blocking or len(text) > INLINE_VERIFY_CHARS:
+            return await run_in_threadpool(score, text, sid, unreadable)
+        return score(text, sid, unreadable)
+
+    def score(text: str, sid: str | None, unreadable: bool) -> Response:
+        """``/verify`` past reading its body (blocking): parse, bound, check, score, answer."""
+        body = parse_object(text)
         response = body.get("response")
         if not isinstance(response, dict):
             raise invalid([(("response",), "required: the Responses-API response object")])
         output = response.get("output")
         if not isinstance(output, list):
             raise invalid([(("response", "output"), "required: an array of output items")])
+        # L11: the body's lists are bounded before anything looks at their entries
+        bounds = (
+            (
+                ("response", "output"),
+                output_bound_problem(output, settings.max_verify_output_items),
+            ),
+            (
+                ("ground_truth",),
+                calls_bound_problem(body.get("ground_truth"), settings.max_verify_calls),
+            ),
+        )
+        if over := [(loc, why) for loc, why in bounds if why is not None]:
+            raise invalid(over)
         # Refused as NeMo's verify body types refuse them, every problem named at once.
         problems: list[tuple[Loc, str]] = [
             (("response", "output", *path), why) for path, why in response_output_problems(output)
@@ -436,14 +471,16 @@ def create_app(
         kwargs: dict[str, Any] = {"response_output": CheckedJson(_json_text(output))}
         if "ground_truth" in body:
             kwargs["ground_truth_json"] = CheckedJson(_json_text(body["ground_truth"]))
-        sid = cookie_session(request)
-        if sid is None and settings.cookie_name in request.cookies:  # unreadable cookie: V4
+        if unreadable:
             reward, mask, kind, reason = 0.0, True, "session_lost", "unreadable session cookie"
         else:
-            if sid is None:  # H5: offline re-verification, scored by replay of the body
-                result = await call(replay_verify, backend, body, kwargs, sent_as=_VERIFY_SENT_AS)
-            else:
-                result = await call(backend.verify, sid, sent_as=_VERIFY_SENT_AS, **kwargs)
+            try:
+                if sid is None:  # H5: offline re-verification, scored by replay of the body
+                    result = replay_verify(backend, body, kwargs)
+                else:
+                    result = backend.verify(sid, **kwargs)
+            except WorkplaceEnvError as exc:
+                raise service_error(exc, sent_as=_VERIFY_SENT_AS) from exc
             reward, mask = result.reward, result.mask_sample
             kind, reason = result.failure_kind, result.failure_reason
         return json_response(

@@ -217,7 +217,9 @@ class InProcessBackend(Backend):
         limit = MAX_MESSAGE_BYTES if max_message_bytes is None else max_message_bytes
         # the servicer refuses an output over the limit as over gRPC (RESPONSE_TOO_LARGE)
         return cls(
-            EnvironmentServicer(server.store, server.max_verify_calls, limit),
+            EnvironmentServicer(
+                server.store, server.max_verify_calls, limit, server.max_verify_output_items
+            ),
             server.metrics,
             limit,
         )

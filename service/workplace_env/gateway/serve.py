@@ -249,7 +249,7 @@ def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Sett
         run_gateway(
             None,
             address,
-            GatewaySettings.with_secret(settings.cookie_secret, settings.mcp_path),
+            GatewaySettings.of(settings),
             client=client,
             grace_s=settings.grace_s,
             on_listening=lambda url: console.print(f"HTTP gateway on {plain(url)} {shown}"),

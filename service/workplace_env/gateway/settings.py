@@ -6,7 +6,7 @@ import os
 import secrets
 from dataclasses import dataclass, field
 
-from workplace_env.config import mcp_path_collision
+from workplace_env.config import Settings, mcp_path_collision
 
 #: The reference's session cookie name (NeMo Gym names it ``<ServerClass>___<server name>``).
 COOKIE_NAME = "WorkbenchResourcesServer___workplace_assistant"
@@ -34,6 +34,11 @@ class GatewaySettings:
     ``token_max_age_s``: seconds an MCP session token stays valid.
     ``mcp_path``: where the MCP streamable-HTTP endpoint is mounted; ``""`` turns MCP off;
     a path of another gateway route (``/verify``, ``/<tool_name>``, ...) is a ValueError.
+    ``max_verify_output_items`` / ``max_verify_calls``: the server settings' bounds on a
+    ``/verify`` body (0: none), checked at the gateway's edge right after the body is parsed,
+    before any entry is looked at (issue L11): ``response.output`` longer than the first (its
+    entries counted by :func:`workplace_env.responses.output_entries`), or a ``ground_truth``
+    list longer than the second, is a 422 naming the field and the bound.
     """
 
     secret_key: str = field(default_factory=_random_secret, repr=False)
@@ -42,12 +47,16 @@ class GatewaySettings:
     https_only: bool = False
     token_max_age_s: int = COOKIE_MAX_AGE_S
     mcp_path: str = "/mcp"
+    max_verify_output_items: int = Settings.max_verify_output_items
+    max_verify_calls: int = Settings.max_verify_calls
 
     def __post_init__(self) -> None:
         if not self.secret_key:
             raise ValueError("secret_key must be non-empty")
         if self.cookie_max_age_s <= 0 or self.token_max_age_s <= 0:
             raise ValueError("cookie_max_age_s and token_max_age_s must be positive")
+        if self.max_verify_output_items < 0 or self.max_verify_calls < 0:
+            raise ValueError("max_verify_output_items and max_verify_calls must be >= 0")
         if self.mcp_path and (not self.mcp_path.startswith("/") or self.mcp_path.endswith("/")):
             raise ValueError("mcp_path must start with '/' and not end with '/' (or be '')")
         route = mcp_path_collision(self.mcp_path)
@@ -57,12 +66,26 @@ class GatewaySettings:
             )
 
     @classmethod
-    def with_secret(cls, secret_key: str | None, mcp_path: str = "/mcp") -> GatewaySettings:
+    def with_secret(
+        cls, secret_key: str | None, mcp_path: str = "/mcp", **options: int
+    ) -> GatewaySettings:
         """The defaults, signed with ``secret_key`` (the server settings' ``cookie_secret``);
-        None or empty: a random secret per process. ``mcp_path``: the server settings' one."""
+        None or empty: a random secret per process. ``mcp_path``: the server settings' one;
+        ``options``: other fields (the verify bounds)."""
         if secret_key:
-            return cls(secret_key=secret_key, mcp_path=mcp_path)
-        return cls(mcp_path=mcp_path)
+            return cls(secret_key=secret_key, mcp_path=mcp_path, **options)  # type: ignore[arg-type]
+        return cls(mcp_path=mcp_path, **options)  # type: ignore[arg-type]
+
+    @classmethod
+    def of(cls, settings: Settings) -> GatewaySettings:
+        """The gateway's settings from the server settings: the cookie secret (random per
+        process when unset), the MCP path and the verify bounds."""
+        return cls.with_secret(
+            settings.cookie_secret,
+            settings.mcp_path,
+            max_verify_output_items=settings.max_verify_output_items,
+            max_verify_calls=settings.max_verify_calls,
+        )
 
     @classmethod
     def from_env(cls, **overrides: object) -> GatewaySettings:

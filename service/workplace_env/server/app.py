@@ -67,8 +67,9 @@ class RunningServer:
     _stop: threading.Event | None = None
     _lane: Lane | None = None
     admission: Admission | None = None
-    #: The verify bound its servicer applies (a co-hosted gateway's servicer applies it too).
+    #: The verify bounds its servicer applies (a co-hosted gateway's servicer applies them too).
     max_verify_calls: int = Settings.max_verify_calls
+    max_verify_output_items: int = Settings.max_verify_output_items
 
     def start_draining(self) -> None:
         """X2 from now on: health NOT_SERVING, new seeds UNAVAILABLE; everything else serves."""
@@ -111,6 +112,7 @@ def build_server(
     max_admin_rpcs: int = MAX_ADMIN_RPCS,
     admission: Admission | None = None,
     max_verify_calls: int = Settings.max_verify_calls,
+    max_verify_output_items: int = Settings.max_verify_output_items,
 ) -> tuple[grpc.Server, health.HealthServicer, Lane]:
     """An unstarted server with the environment, admin, health and reflection services.
 
@@ -118,7 +120,8 @@ def build_server(
     off unless ``admin_open`` (CONTRACT A1). At most ``max_concurrent_rpcs`` RPCs (of them
     ``max_admin_rpcs`` admin RPCs) are admitted at once, ``max_workers`` of them running;
     health and reflection always answer (X3, :mod:`workplace_env.server.guard`). A verify
-    replays at most ``max_verify_calls`` calls per side (0: no bound). A request
+    replays at most ``max_verify_calls`` calls per side and takes a response output of at most
+    ``max_verify_output_items`` entries (0: no bound; issue L11). A request
     whose ``x-resources-session-id`` header names another session than its body is refused
     (INVALID_ARGUMENT SESSION_HEADER_MISMATCH, issue 9), inside the metrics so it is counted.
     The environment service's RPCs take a path of their own, built here once per method
@@ -127,7 +130,9 @@ def build_server(
     """
     admission = admission or Admission(max_concurrent_rpcs, max_admin_rpcs)
     lane = Lane(admission, max_workers)
-    servicer = EnvironmentServicer(store, max_verify_calls, max_message_bytes)
+    servicer = EnvironmentServicer(
+        store, max_verify_calls, max_message_bytes, max_verify_output_items
+    )
     environment = _Handlers()
     pb_grpc.add_EnvironmentServiceServicer_to_server(servicer, environment)
     interceptors: list[grpc.ServerInterceptor] = [
@@ -205,6 +210,7 @@ def start_server(
         max_admin_rpcs=settings.max_admin_rpcs,
         admission=admission,
         max_verify_calls=settings.max_verify_calls,
+        max_verify_output_items=settings.max_verify_output_items,
     )
     credentials = server_credentials(settings)
     if credentials is None:
@@ -239,6 +245,7 @@ def start_server(
         lane,
         admission,
         settings.max_verify_calls,
+        settings.max_verify_output_items,
     )
 
 

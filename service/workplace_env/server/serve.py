@@ -73,7 +73,7 @@ def serve_until_signalled(settings: Settings) -> None:
             gateway = start_gateway(
                 None,
                 settings.http_address,
-                GatewaySettings.with_secret(settings.cookie_secret, settings.mcp_path),
+                GatewaySettings.of(settings),
                 # co-hosted: the gateway calls this server's servicer in-process (issue 15)
                 backend=InProcessBackend.of_server(server, settings.max_message_bytes),
                 grace_s=settings.grace_s,

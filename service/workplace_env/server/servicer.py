@@ -17,7 +17,7 @@ import grpc
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env import errors
+from workplace_env import errors, wire
 from workplace_env.config import Settings
 from workplace_env.model import (
     episode_violations,
@@ -25,9 +25,11 @@ from workplace_env.model import (
 )
 from workplace_env.responses import (
     ResponseOutputError,
+    calls_bound_problem,
     field_path,
     function_calls_from_response_output,
     ground_truth_problems,
+    output_bound_problem,
 )
 from workplace_env.sandbox.tools import advertised_tools
 from workplace_env.server import convert
@@ -104,6 +106,10 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
     ``max_verify_calls`` calls per side (0: no bound; beyond it INVALID_ARGUMENT, V5), and a
     seed whose ``task.ground_truth`` is longer is refused the same way
     (:func:`check_truth_bound`: a verify without a ground truth replays the seeded one).
+    A verify's ``response_output_json`` may hold at most ``max_verify_output_items`` entries
+    (:func:`~workplace_env.responses.output_bound_problem`; 0: no bound): beyond it, and
+    beyond ``max_verify_calls`` in a call list, INVALID_ARGUMENT naming the field is answered
+    right after the parse, before any entry is checked or converted (issue L11).
 
     ``max_response_bytes`` is the server's message limit: a tool output whose response would
     be larger (the one answer whose size a caller drives; every other answer is small and
@@ -118,9 +124,11 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         store: SessionStore,
         max_verify_calls: int = MAX_VERIFY_CALLS,
         max_response_bytes: int = Settings.max_message_bytes,
+        max_verify_output_items: int = Settings.max_verify_output_items,
     ) -> None:
         self.store = store
         self.max_verify_calls = max_verify_calls
+        self.max_verify_output_items = max_verify_output_items
         self.max_response_bytes = max_response_bytes
         # Outputs of at most this many characters always fit (<= 4 UTF-8 bytes each, plus
         # the message's framing): only longer ones are measured.
@@ -194,21 +202,38 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         :class:`~workplace_env.responses.CheckedJson`); they are parsed, not checked again."""
         sid = request.resources_session_id
         _require_session_id(sid)
+        bound = self.max_verify_calls
+
+        def refuse(field: str, why: str | None) -> None:
+            if why is not None:
+                raise errors.InvalidRequest([errors.FieldViolation(field, why)], sid)
+
         which = request.WhichOneof("prediction")
         if which == "function_calls":
+            refuse("function_calls", calls_bound_problem(request.function_calls.calls, bound))
             predicted: list[Any] = list(convert.calls(request.function_calls.calls))
         elif which == "response_output_json":
             try:
-                predicted = function_calls_from_response_output(
-                    json.loads(request.response_output_json), checked=checked
+                output = wire.parse(request.response_output_json)
+            except (ValueError, RecursionError) as exc:
+                raise errors.InvalidRequest(
+                    [errors.FieldViolation("response_output_json", f"not a JSON array: {exc}")],
+                    sid,
+                ) from exc
+            if isinstance(output, list):  # L11: bounded before any item is looked at
+                refuse(
+                    "response_output_json",
+                    output_bound_problem(output, self.max_verify_output_items),
                 )
+            try:
+                predicted = function_calls_from_response_output(output, checked=checked)
             except ResponseOutputError as exc:  # items NeMo's Responses types refuse (V1)
                 violations = [
                     errors.FieldViolation(field_path("response_output_json", path), why)
                     for path, why in exc.problems
                 ]
                 raise errors.InvalidRequest(violations, sid) from exc
-            except (ValueError, RecursionError) as exc:
+            except ValueError as exc:
                 raise errors.InvalidRequest(
                     [errors.FieldViolation("response_output_json", f"not a JSON array: {exc}")],
                     sid,
@@ -226,14 +251,16 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         truth: Any = None
         override = request.WhichOneof("ground_truth_override")
         if override == "ground_truth":
+            refuse("ground_truth", calls_bound_problem(request.ground_truth.calls, bound))
             truth = list(convert.calls(request.ground_truth.calls))
         elif override == "ground_truth_json":
             try:
-                truth = json.loads(request.ground_truth_json)
+                truth = wire.parse(request.ground_truth_json)
             except (ValueError, RecursionError) as exc:
                 raise errors.InvalidRequest(
                     [errors.FieldViolation("ground_truth_json", f"not JSON: {exc}")], sid
                 ) from exc
+            refuse("ground_truth", calls_bound_problem(truth, bound))
             # V5, as the reference's verify body types it (responses.ground_truth_problems):
             # a JSON string ("change nothing") or an array of string-valued objects.
             if not checked and (problems := ground_truth_problems(truth)):
@@ -245,12 +272,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                     for path, detail in problems
                 ]
                 raise errors.InvalidRequest(violations, sid)
-        bound = self.max_verify_calls
-        for field, calls in ((which, predicted), ("ground_truth", truth)):
-            if bound and isinstance(calls, list) and len(calls) > bound:
-                raise errors.InvalidRequest(
-                    [errors.FieldViolation(field, f"at most {bound} calls per verify")], sid
-                )
+        refuse(which, calls_bound_problem(predicted, bound))
         outcome = self.store.verify(sid, predicted, truth)
         tables = [] if outcome.result is None else self._table_messages(outcome.result.tables)
         return pb.VerifyResponse(

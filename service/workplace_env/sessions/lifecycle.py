@@ -289,6 +289,7 @@ class LifeCycle(Bounds):
         the server does not hold scores a masked 0 with ``failure_kind="session_lost"`` (V4).
         Raises nothing of its own (V5 is the servicer's).
         """
+        self.hooks.hit("verify", session_id)
         session = self._sessions.get(session_id)
         if session is not None:
             with session.lock:
