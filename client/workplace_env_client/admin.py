@@ -330,10 +330,14 @@ def chunk_snapshots(snapshots: Iterable[admin_pb.SessionSnapshot]) -> Iterator[l
 
 def _chunks(
     snapshots: Sequence[admin_pb.SessionSnapshot],
+    fences: Sequence[admin_pb.SessionFence] = (),
 ) -> Iterator[admin_pb.RestoreSessionsRequest]:
-    """The batch as a stream of requests of about :data:`CHUNK_BYTES` each (at least one)."""
+    """The batch as a stream of requests of about :data:`CHUNK_BYTES` each (at least one), the
+    fences in requests of their own after the snapshots."""
     for chunk in chunk_snapshots(snapshots):
         yield admin_pb.RestoreSessionsRequest(snapshots=chunk)
+    for group in group_pieces(fences) if fences else ():
+        yield admin_pb.RestoreSessionsRequest(fences=group)
 
 
 class AdminClient:
@@ -415,6 +419,14 @@ class AdminClient:
         held sessions that could not be exported with why (``failures``: id -> reason). Raises
         ArgumentError (nothing sent) naming ``resources_session_ids[i]`` when one is not a
         string UTF-8 can carry."""
+        return self.export_checkpoint(session_ids)[0]
+
+    def export_checkpoint(
+        self, session_ids: Iterable[str] = ()
+    ) -> tuple[ExportResult, list[admin_pb.SessionFence]]:
+        """:meth:`export_sessions` and the closed ids the server fences (of ``session_ids``,
+        or all; S4): pass both to :meth:`restore_sessions` so a restored server keeps refusing
+        a late seed of a closed episode."""
         if isinstance(session_ids, str | bytes):
             raise ArgumentError("resources_session_ids", "must be a list of ids, not a string")
         ids = [checks.text(sid, f"resources_session_ids[{i}]") for i, sid in enumerate(session_ids)]
@@ -427,13 +439,19 @@ class AdminClient:
         snapshots = [s for chunk in chunks for s in chunk.snapshots]
         missing = [i for chunk in chunks for i in chunk.missing_session_ids]
         failures = {f.resources_session_id: f.reason for c in chunks for f in c.failures}
-        return ExportResult(list(join_snapshots(snapshots)), missing, failures)
+        fences = [f for chunk in chunks for f in chunk.fences]
+        return ExportResult(list(join_snapshots(snapshots)), missing, failures), fences
 
-    def restore_sessions(self, snapshots: Sequence[admin_pb.SessionSnapshot]) -> int:
-        """Install ``snapshots`` all or none; return how many. Raises InvalidRequestError
-        naming the snapshot and field, SessionLiveError (FAILED_PRECONDITION: live ids);
-        ArgumentError (nothing sent) naming ``snapshots[i]`` when one is not a
-        ``SessionSnapshot``."""
+    def restore_sessions(
+        self,
+        snapshots: Sequence[admin_pb.SessionSnapshot],
+        fences: Sequence[admin_pb.SessionFence] = (),
+    ) -> int:
+        """Install ``snapshots`` all or none, and ``fences`` (closed ids, from
+        :meth:`export_checkpoint`) with them; return how many snapshots. Raises
+        InvalidRequestError naming the snapshot or fence and field, SessionLiveError
+        (FAILED_PRECONDITION: live ids); ArgumentError (nothing sent) naming ``snapshots[i]``
+        when one is not a ``SessionSnapshot``."""
         snapshots = list(snapshots)
         for i, snapshot in enumerate(snapshots):
             if not isinstance(snapshot, admin_pb.SessionSnapshot):
@@ -443,7 +461,7 @@ class AdminClient:
                 )
         ids = [s.resources_session_id for s in snapshots]
         response: admin_pb.RestoreSessionsResponse = self._invoke(
-            self.stub.RestoreSessions, lambda: _chunks(snapshots), ids
+            self.stub.RestoreSessions, lambda: _chunks(snapshots, list(fences)), ids
         )
         return response.restored_count
 
