@@ -23,7 +23,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 import grpc
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
@@ -295,22 +295,20 @@ def _join_header(snapshot: admin_pb.SessionSnapshot, index: int) -> admin_pb.Ses
     return snapshot
 
 
-def framed_bytes(message: admin_pb.SessionSnapshot) -> int:
+def framed_bytes(message: Message) -> int:
     """Bytes ``message`` takes as one entry of a repeated field: its size, its field tag (1
     byte) and its length prefix (a varint). A message carrying only it is that large."""
     size = message.ByteSize()
     return 1 + max(1, (size.bit_length() + 6) // 7) + size
 
 
-def group_pieces(
-    pieces: Iterable[admin_pb.SessionSnapshot], chunk_bytes: int | None = None
-) -> Iterator[list[Any]]:
-    """Pieces of :func:`split_snapshot` grouped in lists whose message (the pieces with their
-    framing, :func:`framed_bytes`) is at most ``chunk_bytes`` (default :data:`CHUNK_BYTES`; at
-    least one list, possibly empty; a piece larger than that alone): the payload of each
-    streamed message."""
+def group_pieces(pieces: Iterable[Message], chunk_bytes: int | None = None) -> Iterator[list[Any]]:
+    """Pieces of :func:`split_snapshot` (or other messages: fences) grouped in lists whose
+    message (the pieces with their framing, :func:`framed_bytes`) is at most ``chunk_bytes``
+    (default :data:`CHUNK_BYTES`; at least one list, possibly empty; a piece larger than that
+    alone): the payload of each streamed message."""
     chunk_bytes = chunk_bytes or CHUNK_BYTES
-    chunk: list[admin_pb.SessionSnapshot] = []
+    chunk: list[Message] = []
     size = 0
     for piece in pieces:
         grown = framed_bytes(piece)

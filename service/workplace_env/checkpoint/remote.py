@@ -75,8 +75,8 @@ def save_checkpoint(
         raise CommandError("cannot write the checkpoint:", exc, exit_code=1) from exc
     console.print(
         plain(
-            f"saved {len(snapshots)} sessions and {len(fences)} fences to {directory} "
-            f"({manifest['checkpoint_id']})"
+            f"saved {len(snapshots)} sessions to {directory} ({manifest['checkpoint_id']}; "
+            f"{len(fences)} fences)"
         )
     )
     for sid, why in sorted(failures.items()):
@@ -170,7 +170,7 @@ def restore_checkpoint(
                 exit_code=1,
             ) from exc
         raise CommandError("restore refused, nothing installed:", exc, exit_code=1) from exc
-    console.print(plain(f"restored {count} sessions and {len(fences)} fences from {directory}"))
+    console.print(plain(f"restored {count} sessions from {directory} ({len(fences)} fences)"))
 
 
 def _to_json(fence: admin_pb.SessionFence) -> dict[str, Any]:
