@@ -4,6 +4,7 @@ on-disk commands and a crash test: SIGKILL mid-episode, restore, finish, same re
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -15,11 +16,15 @@ from collections.abc import Callable
 import grpc
 import pytest
 
-from tests.helpers import Served, ServeProcess, total_emails
+from tests.helpers import FakeClock, Served, ServeProcess, total_emails
 from workplace.env.v1 import admin_pb2 as admin_pb
+from workplace_env import errors
+from workplace_env.checkpoint.snapshot import FenceSnapshot
 from workplace_env.config import Settings
+from workplace_env.model import EpisodeId, Task, TaskId
 from workplace_env.sandbox.generate import generate_sandbox
 from workplace_env.sandbox.tables import BaseTables
+from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env.taskgen import generate_tasks
 from workplace_env_client import (
     AdminClient,
@@ -736,3 +741,209 @@ def test_K3_restore_of_an_id_closed_here_is_refused(servers):
         "SESSION_CLOSED",
     )
     assert a.running.store.live_count() == 0
+
+
+# -- fences travel with a checkpoint (S4 and C4 after a restart) ------------------------------
+
+
+def test_S4_a_closed_id_stays_fenced_after_save_kill_and_restore(servers, tmp_path):
+    """The tester's repro: five sessions, one closed, ``checkpoint save``, a new server,
+    ``checkpoint restore``: a late seed of the closed id is ALREADY_EXISTS SESSION_CLOSED (not
+    fresh tables), a close from another episode EPISODE_MISMATCH (C4); the others restore."""
+    a, b = servers(CLI_TOKEN), servers(CLI_TOKEN)
+    sids = [f"ck-{i}" for i in range(5)]
+    for sid in sids:
+        a.client.seed(sid, (sid, 0), TID, TASK)
+    a.client.close_session(sids[4], (sids[4], 0))
+    saved = _cli("checkpoint", "save", str(tmp_path), "--target", f"127.0.0.1:{a.running.port}")
+    assert saved.returncode == 0 and "1 fences)" in saved.stderr, saved.stderr
+    a.running.stop()
+    restored = _cli(
+        "checkpoint", "restore", str(tmp_path), "--target", f"127.0.0.1:{b.running.port}"
+    )
+    assert restored.returncode == 0, restored.stderr
+    assert "restored 4 sessions from" in restored.stderr and "(1 fences)" in restored.stderr
+    with pytest.raises(SessionClosedError) as err:
+        b.client.seed(sids[4], (sids[4], 0), TID, TASK)
+    assert err.value.code == grpc.StatusCode.ALREADY_EXISTS
+    with pytest.raises(WorkplaceEnvError) as mismatch:
+        b.client.close_session(sids[4], ("other", 0))
+    assert mismatch.value.reason == "EPISODE_MISMATCH"
+    assert b.running.store.live_count() == 4
+
+
+def test_a_checkpoint_without_fences_restores_and_a_malformed_one_is_refused(servers, tmp_path):
+    """A manifest written before fences travelled (no ``fences``) restores as before; one whose
+    ``fences`` is not a list of objects is refused before anything is sent."""
+    a, b = servers(CLI_TOKEN), servers(CLI_TOKEN)
+    a.client.seed("old", EP, TID, TASK)
+    a.client.seed("shut", ("shut", 0), TID, TASK)
+    a.client.close_session("shut", ("shut", 0))
+    assert _cli("checkpoint", "save", str(tmp_path), "--target", f"127.0.0.1:{a.running.port}")
+    manifest_path = tmp_path / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    assert [f["resources_session_id"] for f in manifest["fences"]] == ["shut"]
+    target_b = ("--target", f"127.0.0.1:{b.running.port}")
+    manifest_path.write_text(json.dumps({**manifest, "fences": ["shut"]}))
+    refused = _cli("checkpoint", "restore", str(tmp_path), *target_b)
+    assert refused.returncode == 1 and "fences is not a list of objects" in refused.stderr
+    del manifest["fences"]
+    manifest_path.write_text(json.dumps(manifest))
+    restored = _cli("checkpoint", "restore", str(tmp_path), *target_b)
+    assert restored.returncode == 0 and "(0 fences)" in restored.stderr
+    b.client.seed("shut", ("shut", 0), TID, TASK)  # no fence came: the id is free
+
+
+def test_K2_a_batch_with_an_invalid_fence_installs_nothing(servers):
+    a, b = servers(), servers()
+    a.client.seed("k2f", EP, TID, TASK)
+    (snapshots, _, _), _ = a.admin.export_checkpoint()
+    fine = admin_pb.SessionFence(resources_session_id="closed-ok")
+    fine.age.seconds = 1
+    bad = admin_pb.SessionFence(resources_session_id="closed-bad")  # no age
+    with pytest.raises(InvalidRequestError) as err:
+        b.admin.restore_sessions(snapshots, [fine, bad])
+    assert [v.field for v in err.value.violations] == ["fences[1].age"]
+    assert b.running.store.live_count() == 0
+    b.client.seed("closed-ok", EP, TID, TASK)  # the valid fence was not installed either
+
+
+# Store level: the fences a restore installs, under the receiving store's bounds.
+
+FEP = EpisodeId("fr", 0)
+FTID = TaskId("ts", "t1")
+
+
+@pytest.fixture
+def fclock() -> FakeClock:
+    return FakeClock()
+
+
+def _store(sandbox, fclock, **config) -> SessionStore:
+    return SessionStore(sandbox, SessionConfig(fence_ttl_s=100, **config), clock=fclock)
+
+
+def _fenced(store: SessionStore, sid: str) -> bool:
+    """Whether a seed of ``sid`` is refused as closed (S4); a seed that passes is retired at
+    once (K6: no fence), which leaves the store as it was."""
+    try:
+        store.seed(sid, FEP, FTID, Task("t1"))
+    except errors.SessionClosed:
+        return True
+    assert store.retire(sid)
+    return False
+
+
+def test_export_fences_gives_each_fence_its_age_and_episode(sandbox, fclock):
+    store = _store(sandbox, fclock)
+    store.seed("typed", FEP, FTID, Task("t1"))
+    store.close("typed", FEP)
+    fclock.now += 30
+    store.close("never", EpisodeId("x", 1))  # C3: fenced, no binding
+    fclock.now += 20
+    store.close("gone", FEP)
+    fclock.now += 50  # "typed" is exactly the TTL old: still a fence
+    assert store.export_fences() == [
+        FenceSnapshot("typed", 100.0, FEP),
+        FenceSnapshot("never", 70.0, None),
+        FenceSnapshot("gone", 50.0, None),
+    ]
+    assert store.export_fences(["gone", "live"]) == [FenceSnapshot("gone", 50.0, None)]
+    fclock.now += 1  # "typed" is past the TTL: not exported
+    assert [f.session_id for f in store.export_fences()] == ["never", "gone"]
+
+
+def test_a_restored_fence_ends_when_the_original_would_have(sandbox, fclock):
+    store = _store(sandbox, fclock)
+    store.restore(
+        [],
+        [
+            FenceSnapshot("at-ttl", 100.0),
+            FenceSnapshot("over", 100.5),
+            FenceSnapshot("young", 40.0),
+        ],
+    )
+    assert not _fenced(store, "over")  # older than this store's TTL: skipped
+    assert _fenced(store, "at-ttl")  # exactly the TTL old: still a fence
+    fclock.now += 0.5
+    assert not _fenced(store, "at-ttl")
+    fclock.now += 59.5  # "young" is 100 s old
+    assert _fenced(store, "young")
+    fclock.now += 1
+    assert not _fenced(store, "young")
+
+
+def test_restored_fences_keep_time_order_and_the_newest_max_fences(sandbox, fclock):
+    """Fences merge with this store's by when they were closed, so the oldest expire first
+    and ``max_fences`` keeps the newest (an older restored one is the first dropped)."""
+    store = _store(sandbox, fclock, max_fences=3)
+    store.close("own-old", FEP)
+    fclock.now += 50
+    store.close("own-new", FEP)
+    store.restore([], [FenceSnapshot("oldest", 70.0), FenceSnapshot("mid", 20.0)])
+    assert [s.session_id for s in store.export_fences()] == ["own-old", "mid", "own-new"]
+    assert not _fenced(store, "oldest")
+    fclock.now += 51  # "own-old" expired; "mid" (closed 20 s before the restore) not yet
+    assert not _fenced(store, "own-old")
+    assert _fenced(store, "mid") and _fenced(store, "own-new")
+
+
+def test_a_restored_fence_replaces_an_older_one_never_a_newer_one(sandbox, fclock):
+    store = _store(sandbox, fclock)
+    for sid in ("newer-here", "older-here"):  # fenced here bound to FEP (C4)
+        store.seed(sid, FEP, FTID, Task("t1"))
+        store.close(sid, FEP)
+    fclock.now += 80
+    store.restore(
+        [],
+        [
+            FenceSnapshot("newer-here", 90.0, EpisodeId("other", 0)),
+            FenceSnapshot("older-here", 10.0),  # no episode: a close by any episode is C2
+        ],
+    )
+    assert store.close("older-here", EpisodeId("any", 3)).value == "ALREADY_CLOSED"
+    with pytest.raises(errors.EpisodeMismatch):  # this store's own, newer fence kept
+        store.close("newer-here", EpisodeId("other", 0))
+    assert store.close("newer-here", FEP).value == "ALREADY_CLOSED"
+    fclock.now += 30  # this store's fences (110 s old) expired; the restored one (40 s) not
+    assert _fenced(store, "older-here") and not _fenced(store, "newer-here")
+
+
+def test_a_restored_fence_never_ends_a_live_session(sandbox, fclock):
+    store = _store(sandbox, fclock)
+    store.seed("live", FEP, FTID, Task("t1"))
+    store.restore([], [FenceSnapshot("live", 1.0, FEP)])
+    assert store.export_fences() == []
+    assert store.seed("live", FEP, FTID, Task("t1")).already_seeded
+
+
+@pytest.mark.parametrize(
+    ("fence", "field"),
+    [
+        (FenceSnapshot("bad id!", 1.0), "fences[1].resources_session_id"),
+        (FenceSnapshot("snap", 1.0), "fences[1].resources_session_id"),
+        (FenceSnapshot("f0", 1.0), "fences[1].resources_session_id"),
+        (FenceSnapshot("f1", -1.0), "fences[1].age"),
+        (FenceSnapshot("f1", math.inf), "fences[1].age"),
+        (FenceSnapshot("f1", 1.0, EpisodeId("-x", 0)), "fences[1].episode_id.rollout_id"),
+    ],
+)
+def test_K2_an_invalid_fence_installs_nothing_naming_it(sandbox, fclock, fence, field):
+    source = _store(sandbox, fclock)
+    source.seed("snap", FEP, FTID, Task("t1"))
+    snapshots = source.export()[0]
+    store = _store(sandbox, fclock)
+    with pytest.raises(errors.InvalidRequest) as err:
+        store.restore(snapshots, [FenceSnapshot("f0", 1.0), fence])
+    assert [v.field for v in err.value.violations] == [field]
+    assert store.live_count() == 0 and store.export_fences() == []
+
+
+def test_a_refused_batch_installs_none_of_its_fences(sandbox, fclock):
+    source = _store(sandbox, fclock)
+    source.seed("snap", FEP, FTID, Task("t1"))
+    store = _store(sandbox, fclock)
+    store.seed("snap", FEP, FTID, Task("t1"))
+    with pytest.raises(errors.SessionLive):
+        store.restore(source.export()[0], [FenceSnapshot("f0", 1.0)])
+    assert store.export_fences() == []

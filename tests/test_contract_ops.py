@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -25,7 +26,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
-from tests.helpers import HANG_S, ServeProcess
+from tests.helpers import HANG_S, ServeProcess, gateway_on, server_with_a_held_slot
+from tests.helpers import TASK as HELD_TASK
+from tests.helpers import TID as HELD_TID
 from tests.helpers import error_info as _error_info
 from tests.helpers import wait as _wait
 from workplace.env.v1 import admin_pb2 as admin_pb
@@ -598,3 +601,48 @@ def test_serve_warns_when_checkpoints_meet_a_per_process_cookie_secret():
         assert "--cookie-secret" in serve.wait_line("cookie secret")
     finally:
         serve.stop()
+
+
+def test_X3_the_co_hosted_gateway_is_not_admitted_by_the_rpc_limit(make_server):
+    """README, Admission: ``serve --http-address`` runs HTTP requests on its servicer
+    in-process, one at a time on the gateway's event loop, so ``--max-concurrent-rpcs`` (a
+    gRPC bound) never refuses them: with the server's one gRPC slot held, a gRPC seed is
+    RESOURCE_EXHAUSTED TOO_MANY_RPCS while the co-hosted gateway still seeds and calls (200).
+    A remote gateway's requests are RPCs, refused 429 at the limit (tested in test_gateway)."""
+    served, arrived, release = server_with_a_held_slot(make_server)
+    gateway = gateway_on("in_process", served.running)
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(served.client.call_tool, "holder", "email_search_emails", {"query": "x"})
+        try:
+            _wait(arrived)
+            with pytest.raises(CapacityError):
+                served.client.seed("refused", ("refused", 0), HELD_TID, HELD_TASK)
+            with httpx.Client(base_url=gateway.url, timeout=HANG_S) as http:
+                seeded = http.post("/seed_session", json={"id": 1})
+                assert seeded.status_code == 200, seeded.text
+                called = http.post("/email_search_emails", json={"query": "x"})
+                assert called.status_code == 200, called.text
+        finally:
+            release.set()
+            gateway.stop()
+        held.result(timeout=HANG_S)
+
+
+def test_X2_a_request_the_gateway_had_not_read_when_it_stopped_is_closed_unanswered_unrun(
+    make_server,
+):
+    """README, drain: at its listener's close the gateway (uvicorn's graceful shutdown) closes
+    every connection on which no request was read whole, without an answer (not a 503): a
+    seed whose headers were still arriving gets EOF, and nothing was seeded, so resending it
+    is safe."""
+    served = make_server()
+    gateway = gateway_on("in_process", served.running)
+    with socket.create_connection((gateway.host, gateway.port), timeout=HANG_S) as sock:
+        sock.sendall(b"POST /seed_session HTTP/1.1\r\nhost: gw\r\n")  # headers unfinished
+        gateway.stop()
+        try:
+            answer = sock.recv(65536)
+        except ConnectionResetError:
+            answer = b""
+    assert answer == b""
+    assert served.store.live_count() == 0

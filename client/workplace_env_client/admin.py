@@ -25,7 +25,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 import grpc
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
@@ -298,22 +298,20 @@ def _join_header(snapshot: admin_pb.SessionSnapshot, index: int) -> admin_pb.Ses
     return snapshot
 
 
-def framed_bytes(message: admin_pb.SessionSnapshot) -> int:
+def framed_bytes(message: Message) -> int:
     """Bytes ``message`` takes as one entry of a repeated field: its size, its field tag (1
     byte) and its length prefix (a varint). A message carrying only it is that large."""
     size = message.ByteSize()
     return 1 + max(1, (size.bit_length() + 6) // 7) + size
 
 
-def group_pieces(
-    pieces: Iterable[admin_pb.SessionSnapshot], chunk_bytes: int | None = None
-) -> Iterator[list[Any]]:
-    """Pieces of :func:`split_snapshot` grouped in lists whose message (the pieces with their
-    framing, :func:`framed_bytes`) is at most ``chunk_bytes`` (default :data:`CHUNK_BYTES`; at
-    least one list, possibly empty; a piece larger than that alone): the payload of each
-    streamed message."""
+def group_pieces(pieces: Iterable[Message], chunk_bytes: int | None = None) -> Iterator[list[Any]]:
+    """Pieces of :func:`split_snapshot` (or other messages: fences) grouped in lists whose
+    message (the pieces with their framing, :func:`framed_bytes`) is at most ``chunk_bytes``
+    (default :data:`CHUNK_BYTES`; at least one list, possibly empty; a piece larger than that
+    alone): the payload of each streamed message."""
     chunk_bytes = chunk_bytes or CHUNK_BYTES
-    chunk: list[admin_pb.SessionSnapshot] = []
+    chunk: list[Message] = []
     size = 0
     for piece in pieces:
         grown = framed_bytes(piece)
@@ -338,11 +336,16 @@ def chunk_snapshots(
 
 
 def _chunks(
-    snapshots: Sequence[admin_pb.SessionSnapshot], chunk_bytes: int
+    snapshots: Sequence[admin_pb.SessionSnapshot],
+    chunk_bytes: int,
+    fences: Sequence[admin_pb.SessionFence] = (),
 ) -> Iterator[admin_pb.RestoreSessionsRequest]:
-    """The batch as a stream of requests of about ``chunk_bytes`` each (at least one)."""
+    """The batch as a stream of requests of about ``chunk_bytes`` each (at least one), the
+    fences in requests of their own after the snapshots."""
     for chunk in chunk_snapshots(snapshots, chunk_bytes):
         yield admin_pb.RestoreSessionsRequest(snapshots=chunk)
+    for group in group_pieces(fences, chunk_bytes) if fences else ():
+        yield admin_pb.RestoreSessionsRequest(fences=group)
 
 
 #: The smallest ``chunk_bytes`` a restore sends with (a server's message limit is at least
@@ -460,6 +463,14 @@ class AdminClient:
         held sessions that could not be exported with why (``failures``: id -> reason). Raises
         ArgumentError (nothing sent) naming ``resources_session_ids[i]`` when one is not a
         string UTF-8 can carry."""
+        return self.export_checkpoint(session_ids)[0]
+
+    def export_checkpoint(
+        self, session_ids: Iterable[str] = ()
+    ) -> tuple[ExportResult, list[admin_pb.SessionFence]]:
+        """:meth:`export_sessions` and the closed ids the server fences (of ``session_ids``,
+        or all; S4): pass both to :meth:`restore_sessions` so a restored server keeps refusing
+        a late seed of a closed episode."""
         if isinstance(session_ids, str | bytes):
             raise ArgumentError("resources_session_ids", "must be a list of ids, not a string")
         ids = [checks.text(sid, f"resources_session_ids[{i}]") for i, sid in enumerate(session_ids)]
@@ -472,26 +483,32 @@ class AdminClient:
         snapshots = [s for chunk in chunks for s in chunk.snapshots]
         missing = [i for chunk in chunks for i in chunk.missing_session_ids]
         failures = {f.resources_session_id: f.reason for c in chunks for f in c.failures}
-        return ExportResult(list(join_snapshots(snapshots)), missing, failures)
+        fences = [f for chunk in chunks for f in chunk.fences]
+        return ExportResult(list(join_snapshots(snapshots)), missing, failures), fences
 
     def restore_sessions(
-        self, snapshots: Sequence[admin_pb.SessionSnapshot], *, chunk_bytes: int | None = None
+        self,
+        snapshots: Sequence[admin_pb.SessionSnapshot],
+        fences: Sequence[admin_pb.SessionFence] = (),
+        *,
+        chunk_bytes: int | None = None,
     ) -> int:
-        """Install ``snapshots`` all or none; return how many. Raises InvalidRequestError
-        naming the snapshot and field, SessionLiveError (FAILED_PRECONDITION: live ids);
-        ArgumentError (nothing sent) naming ``snapshots[i]`` when one is not a
-        ``SessionSnapshot``, or ``chunk_bytes`` when it is not an int in
+        """Install ``snapshots`` all or none, and ``fences`` (closed ids, from
+        :meth:`export_checkpoint`) with them; return how many snapshots. Raises
+        InvalidRequestError naming the snapshot or fence and field, SessionLiveError
+        (FAILED_PRECONDITION: live ids); ArgumentError (nothing sent) naming ``snapshots[i]``
+        when one is not a ``SessionSnapshot``, or ``chunk_bytes`` when it is not an int in
         ``MIN_CHUNK_BYTES..64 MiB``.
 
         The batch is streamed in messages of about ``chunk_bytes`` (default
-        :data:`CHUNK_BYTES`, 2 MiB; each session split in pieces as needed). A server whose
-        message limit is smaller refuses such a message (gRPC's RESOURCE_EXHAUSTED "larger than
-        max"): the batch is then sent again, whole, in the pieces that limit takes
-        (:func:`smaller_chunk`), within the same ``timeout_s``. That resend is safe: a server
-        validates and installs nothing before it has received the whole stream (K2), so a
-        refused stream installed nothing; and a restore of snapshots already installed and
-        unclaimed counts them as restored again. CapacityError when even pieces of
-        :data:`MIN_CHUNK_BYTES` are refused."""
+        :data:`CHUNK_BYTES`, 2 MiB; each session split in pieces as needed), the fences after
+        the snapshots. A server whose message limit is smaller refuses such a message (gRPC's
+        RESOURCE_EXHAUSTED "larger than max"): the batch is then sent again, whole, in the
+        pieces that limit takes (:func:`smaller_chunk`), within the same ``timeout_s``. That
+        resend is safe: a server validates and installs nothing before it has received the
+        whole stream (K2), so a refused stream installed nothing; and a restore of snapshots
+        already installed and unclaimed counts them as restored again. CapacityError when even
+        pieces of :data:`MIN_CHUNK_BYTES` are refused."""
         chunk = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
         checks.count(chunk, "chunk_bytes", MIN_CHUNK_BYTES, MAX_MESSAGE_BYTES)
         snapshots = list(snapshots)
@@ -502,11 +519,15 @@ class AdminClient:
                     f"must be a SessionSnapshot, not {checks.type_name(snapshot)}",
                 )
         ids = [s.resources_session_id for s in snapshots]
+        fence_list = list(fences)
         deadline = time.monotonic() + self.timeout_s
         while True:
             try:
                 response: admin_pb.RestoreSessionsResponse = self._invoke(
-                    self.stub.RestoreSessions, partial(_chunks, snapshots, chunk), ids, deadline
+                    self.stub.RestoreSessions,
+                    partial(_chunks, snapshots, chunk, fence_list),
+                    ids,
+                    deadline,
                 )
             except CapacityError as exc:
                 smaller = smaller_chunk(exc, chunk)

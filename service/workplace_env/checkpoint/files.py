@@ -3,12 +3,13 @@
 Layout of a checkpoint directory::
 
     manifest.json                    {"schema_version": 1, "checkpoint_id", "created_at",
-                                     "files": {name: sha256}}
+                                     "files": {name: sha256}, "fences": [fence, ...]}
     session-<checkpoint_id>-000000.json  one session snapshot (a JSON object), named by its
                                      checkpoint and position, never by session id
 
 (Checkpoints written before the names carried the checkpoint id have ``session-000000.json``;
-the manifest lists the names, so both read alike.)
+the manifest lists the names, so both read alike. ``fences``, the closed ids the server fenced
+as JSON objects, is absent in checkpoints written before fences travelled, and when none.)
 
 A save into a directory that holds a checkpoint never touches that checkpoint's files until the
 new one is complete: the new session files get names of their own, each written to a temporary
@@ -103,9 +104,11 @@ def write_checkpoint(
     directory: str | Path,
     snapshots: list[dict[str, Any]],
     *,
+    fences: list[dict[str, Any]] | None = None,
     fault: Callable[[str], None] = _no_fault,
 ) -> dict[str, Any]:
-    """Write ``snapshots`` (JSON objects) and their manifest to ``directory``; return the manifest.
+    """Write ``snapshots`` (JSON objects) and their manifest, with ``fences`` (JSON objects) in
+    it, to ``directory``; return the manifest.
 
     Crash-safe over an existing checkpoint (module docstring): new files under names of their
     own, the manifest replaced last, then the files the new manifest does not list removed
@@ -130,6 +133,8 @@ def write_checkpoint(
             "created_at": time.time(),
             "files": files,
         }
+        if fences:
+            manifest["fences"] = fences
         text = json.dumps(manifest, indent=2, sort_keys=True).encode("utf-8")
         write_atomic(root / MANIFEST, text, fault)  # the switch to the new checkpoint
         for stale in sorted(root.iterdir()):
@@ -141,10 +146,12 @@ def write_checkpoint(
 
 
 def read_checkpoint(directory: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The manifest and every snapshot of a checkpoint, after verifying every digest.
+    """The manifest (its ``fences``, when present, a list of JSON objects) and every snapshot
+    of a checkpoint, after verifying every digest.
 
     Raises CheckpointFileError naming the file when the manifest or a file is missing,
-    unreadable, altered (digest mismatch) or not a JSON object.
+    unreadable, altered (digest mismatch) or not a JSON object, or ``fences`` is not a list of
+    objects.
     """
     root = Path(directory)
     try:
@@ -158,6 +165,9 @@ def read_checkpoint(directory: str | Path) -> tuple[dict[str, Any], list[dict[st
         or not all(isinstance(v, str) for v in files.values())
     ):
         raise CheckpointFileError(f"{root / MANIFEST}: not a schema_version 1 manifest")
+    fences = manifest.get("fences", [])
+    if not isinstance(fences, list) or not all(isinstance(f, dict) for f in fences):
+        raise CheckpointFileError(f"{root / MANIFEST}: fences is not a list of objects")
     snapshots: list[dict[str, Any]] = []
     for name in sorted(files):
         if Path(name).name != name or not name.endswith(".json"):

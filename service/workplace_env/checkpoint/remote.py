@@ -8,9 +8,12 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
+from google.protobuf import json_format
 
+from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace_env.checkpoint.files import CheckpointFileError, read_checkpoint, write_checkpoint
 from workplace_env.config import ADMIN_TOKEN_ENV
 from workplace_env.terminal import CommandError, console, plain
@@ -59,15 +62,22 @@ def save_checkpoint(
     """
     try:
         with _admin(target, token, timeout_s, credentials) as admin:
-            snapshots, _, failures = admin.export_sessions()
+            (snapshots, _, failures), fences = admin.export_checkpoint()
     except WorkplaceEnvError as exc:
         raise CommandError("export failed:", exc, exit_code=1) from exc
     try:
-        manifest = write_checkpoint(directory, [snapshot_to_json(s) for s in snapshots])
+        manifest = write_checkpoint(
+            directory,
+            [snapshot_to_json(s) for s in snapshots],
+            fences=[_to_json(f) for f in fences],
+        )
     except OSError as exc:
         raise CommandError("cannot write the checkpoint:", exc, exit_code=1) from exc
     console.print(
-        plain(f"saved {len(snapshots)} sessions to {directory} ({manifest['checkpoint_id']})")
+        plain(
+            f"saved {len(snapshots)} sessions to {directory} ({manifest['checkpoint_id']}; "
+            f"{len(fences)} fences)"
+        )
     )
     for sid, why in sorted(failures.items()):
         console.print(f"[red]not saved:[/red] {plain(f'session {sid}: {why}')}")
@@ -129,8 +139,9 @@ def restore_checkpoint(
     that retrying the same checkpoint is safe (the server's restore is idempotent, K3).
     """
     try:
-        _, documents = read_checkpoint(directory)
+        manifest, documents = read_checkpoint(directory)
         snapshots = [snapshot_from_json(d) for d in documents]
+        fences = [_fence_from_json(d) for d in manifest.get("fences", [])]
     except (CheckpointFileError, ValueError) as exc:
         raise CommandError("checkpoint refused, nothing sent:", exc, exit_code=1) from exc
     try:
@@ -144,7 +155,7 @@ def restore_checkpoint(
                     exit_code=1,
                 )
             admin.timeout_s = max(0.001, timeout_s - (time.monotonic() - start))  # one budget
-            count = admin.restore_sessions(snapshots)
+            count = admin.restore_sessions(snapshots, fences)
     except WorkplaceEnvError as exc:
         if exc.metadata.get("already_restored") == "true":  # a retry after some were claimed
             console.print(plain(f"already restored, nothing changed: {exc.message}"))
@@ -159,4 +170,17 @@ def restore_checkpoint(
                 exit_code=1,
             ) from exc
         raise CommandError("restore refused, nothing installed:", exc, exit_code=1) from exc
-    console.print(plain(f"restored {count} sessions from {directory}"))
+    console.print(plain(f"restored {count} sessions from {directory} ({len(fences)} fences)"))
+
+
+def _to_json(fence: admin_pb.SessionFence) -> dict[str, Any]:
+    """A fence as a JSON object for the manifest (proto field names)."""
+    return json_format.MessageToDict(fence, preserving_proto_field_name=True)
+
+
+def _fence_from_json(document: dict[str, Any]) -> admin_pb.SessionFence:
+    """The fence of :func:`_to_json`. Raises ValueError for an unknown or mistyped field."""
+    try:
+        return json_format.ParseDict(document, admin_pb.SessionFence())
+    except json_format.ParseError as exc:
+        raise ValueError(f"manifest fences: {exc}") from exc

@@ -8,7 +8,7 @@ Plain data: the store exports and restores these, the servicer converts them to 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +118,35 @@ class Snapshot:
     session_state: str = "SEEDED"
     calls: tuple[CallSnapshot, ...] = ()
     write_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FenceSnapshot:
+    """A closed id as exported (C1, C3): its typed episode (None: legacy or never seeded) and
+    ``age_s``, seconds between the close and the export (>= 0)."""
+
+    session_id: str
+    age_s: float
+    episode: EpisodeId | None = None
+
+
+def fence_violations(fences: Sequence[FenceSnapshot], taken: set[str]) -> list[FieldViolation]:
+    """Violations of a restore's fences, each named ``fences[i].<field>``: an id malformed,
+    repeated or also a snapshot's (in ``taken``), an episode malformed, an age negative or
+    not finite."""
+    out: list[FieldViolation] = []
+    seen = set(taken)
+    for i, fence in enumerate(fences):
+        path = f"fences[{i}]"
+        out += session_id_violations(fence.session_id, f"{path}.resources_session_id")
+        if fence.session_id in seen:
+            out.append(FieldViolation(f"{path}.resources_session_id", "appears twice in the batch"))
+        seen.add(fence.session_id)
+        if fence.episode is not None:
+            out += episode_violations(fence.episode, f"{path}.episode_id")
+        if not math.isfinite(fence.age_s) or fence.age_s < 0:
+            out.append(FieldViolation(f"{path}.age", "must be a duration >= 0"))
+    return out
 
 
 def call_violations(calls: tuple[CallSnapshot, ...], where: str) -> list[FieldViolation]:

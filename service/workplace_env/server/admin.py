@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Iterator
 
 import grpc
 
@@ -62,7 +63,8 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
         a message over it: its session is named in ``failures`` and the others export."""
         limit = self.max_message_bytes
         chunk_bytes = min(admin_sdk.CHUNK_BYTES, max(limit - PIECE_OVERHEAD_BYTES, limit // 2))
-        snapshots, missing, failures = self.store.export(list(request.resources_session_ids))
+        ids = list(request.resources_session_ids)
+        snapshots, missing, failures = self.store.export(ids)
         sandbox = sandbox_identity(self.store.base)
         pieces: list[admin_pb.SessionSnapshot] = []
         for snapshot in snapshots:
@@ -83,6 +85,9 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
         chunks = list(group_pieces(pieces, chunk_bytes))
         for chunk in chunks[:-1]:
             yield admin_pb.ExportSessionsResponse(snapshots=chunk)
+        fences = [convert.fence_message(f) for f in self.store.export_fences(ids)]
+        for group in group_pieces(fences, chunk_bytes) if fences else ():
+            yield admin_pb.ExportSessionsResponse(fences=group)
         tail = admin_pb.ExportSessionsResponse(
             missing_session_ids=missing,
             failures=[
@@ -100,10 +105,16 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
 
     @_rpc
     def RestoreSessions(self, request_iterator, context):  # type: ignore[no-untyped-def]
-        pieces = (message for request in request_iterator for message in request.snapshots)
+        fences: list[admin_pb.SessionFence] = []
+
+        def pieces() -> Iterator[admin_pb.SessionSnapshot]:
+            for request in request_iterator:
+                fences.extend(request.fences)
+                yield from request.snapshots
+
         messages = []
         try:
-            messages.extend(join_snapshots(pieces))
+            messages.extend(join_snapshots(pieces()))
         except ValueError as exc:  # "<field>: <why>"
             field, _, why = str(exc).partition(": ")
             raise InvalidRequest([FieldViolation(field, why)]) from exc
@@ -119,7 +130,9 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
             refusal = sandbox_mismatch(message, self.store.base)
             if refusal is not None:
                 raise refusal
-        return admin_pb.RestoreSessionsResponse(restored_count=self.store.restore(snapshots))
+        closed = [convert.fence(m, f"fences[{i}]") for i, m in enumerate(fences)]
+        count = self.store.restore(snapshots, closed)
+        return admin_pb.RestoreSessionsResponse(restored_count=count)
 
     @_rpc
     def RetireSession(self, request, context):  # type: ignore[no-untyped-def]

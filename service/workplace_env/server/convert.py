@@ -8,7 +8,7 @@ from typing import Any
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
-from workplace_env.checkpoint.snapshot import CallSnapshot, Snapshot
+from workplace_env.checkpoint.snapshot import CallSnapshot, FenceSnapshot, Snapshot
 from workplace_env.errors import FieldViolation, InvalidRequest
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
 
@@ -92,6 +92,49 @@ def task_id(message: pb.TaskId) -> TaskId:
     return TaskId(message.taskset, message.task_id)
 
 
+def _age_s(message: Any) -> float | None:
+    """The seconds of a message's ``age`` Duration, or None when unset or not normalised and
+    non-negative."""
+    age = message.age
+    if not message.HasField("age") or age.seconds < 0 or not 0 <= age.nanos < 1_000_000_000:
+        return None
+    return age.seconds + age.nanos / 1e9
+
+
+def _set_age(message: Any, age_s: float) -> None:
+    """Set a message's ``age`` Duration to ``age_s`` seconds (to the nanosecond)."""
+    nanos = round(age_s * 1e9)
+    message.age.seconds, message.age.nanos = divmod(nanos, 1_000_000_000)
+
+
+def fence(message: admin_pb.SessionFence, where: str) -> FenceSnapshot:
+    """A ``SessionFence`` message as the domain fence (validated by the store's restore).
+
+    Raises InvalidRequest naming ``where.age`` when the age is unset or not a normalised,
+    non-negative ``Duration``.
+    """
+    age_s = _age_s(message)
+    if age_s is None:
+        raise InvalidRequest(
+            [FieldViolation(f"{where}.age", "must be a duration >= 0")],
+            message.resources_session_id,
+        )
+    return FenceSnapshot(
+        message.resources_session_id, age_s, optional(message, "episode_id", episode)
+    )
+
+
+def fence_message(value: FenceSnapshot) -> admin_pb.SessionFence:
+    """The domain fence as a ``SessionFence`` message."""
+    message = admin_pb.SessionFence(resources_session_id=value.session_id)
+    if value.episode is not None:
+        message.episode_id.CopyFrom(
+            pb.EpisodeId(rollout_id=value.episode.rollout_id, attempt=value.episode.attempt)
+        )
+    _set_age(message, value.age_s)
+    return message
+
+
 def call_records(
     messages: Iterable[admin_pb.CallRecord], where: str, session_id: str
 ) -> tuple[CallSnapshot, ...]:
@@ -102,13 +145,13 @@ def call_records(
     """
     out = []
     for j, m in enumerate(messages):
-        age = m.age
-        if not m.HasField("age") or age.seconds < 0 or not 0 <= age.nanos < 1_000_000_000:
+        age_s = _age_s(m)
+        if age_s is None:
             raise InvalidRequest(
                 [FieldViolation(f"{where}.call_records[{j}].age", "must be a duration >= 0")],
                 session_id,
             )
-        out.append(CallSnapshot(m.call_id, m.call_digest, m.output, age.seconds + age.nanos / 1e9))
+        out.append(CallSnapshot(m.call_id, m.call_digest, m.output, age_s))
     return tuple(out)
 
 
@@ -117,8 +160,7 @@ def call_record_message(value: CallSnapshot) -> admin_pb.CallRecord:
     message = admin_pb.CallRecord(
         call_id=value.call_id, call_digest=value.call, output=value.output
     )
-    nanos = round(value.age_s * 1e9)
-    message.age.seconds, message.age.nanos = divmod(nanos, 1_000_000_000)
+    _set_age(message, value.age_s)
     return message
 
 

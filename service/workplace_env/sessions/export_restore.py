@@ -7,6 +7,12 @@ unclaimed sessions (:meth:`~ExportRestore.restore`, K2-K3), and discarding an ex
 the life cycle makes on restored tables. The snapshot format, its codec and checkpoint files
 are :mod:`workplace_env.checkpoint`'s.
 
+The fences (closed ids, C1, C3) travel beside the snapshots (:meth:`~ExportRestore.export_fences`,
+their age at export), so after a restore a late or retried seed of a closed episode is still
+refused (S4) until the fence is as old as it would have been. Eviction records (X1) and legacy
+verify markers (V2, V3) do not travel: CONTRACT counts an id lost in a restart as lost (T4,
+V4), and neither record keeps a closed episode from running again.
+
 A session's call_id records travel with its snapshot (their age at export), so a call retried
 after a restore replays; so does its count of written bytes, so a restore never resets its
 ``max_session_write_bytes`` budget.
@@ -21,7 +27,13 @@ from collections.abc import Sequence
 
 from workplace_env import errors
 from workplace_env.checkpoint.codec import CodecError, encode_state
-from workplace_env.checkpoint.snapshot import CallSnapshot, Snapshot, decode_snapshot
+from workplace_env.checkpoint.snapshot import (
+    CallSnapshot,
+    FenceSnapshot,
+    Snapshot,
+    decode_snapshot,
+    fence_violations,
+)
 from workplace_env.errors import FieldViolation
 from workplace_env.model import TaskId
 from workplace_env.sandbox.tables import TABLE_KEYS, SessionTables
@@ -70,6 +82,19 @@ class ExportRestore(Bounds):
                 snapshots.append(snapshot)
         return snapshots, missing, failures
 
+    def export_fences(self, session_ids: Sequence[str] = ()) -> list[FenceSnapshot]:
+        """The fences of this store (of ``session_ids`` only, when given), oldest first, each
+        with its age now (C1, C3; exported beside the snapshots, K1)."""
+        now = self.clock()
+        with self._lock:
+            self._prune(now)
+            chosen = set(session_ids) or self._fences.keys()
+            return [
+                FenceSnapshot(sid, now - at, self._fence_episodes.get(sid))
+                for sid, at in self._fences.items()
+                if sid in chosen
+            ]
+
     def _snapshot(self, session: Session) -> Snapshot | None:
         with session.lock:
             tables = session.tables
@@ -96,8 +121,9 @@ class ExportRestore(Bounds):
                 write_bytes=session.write_bytes,
             )
 
-    def restore(self, snapshots: Sequence[Snapshot]) -> int:
-        """Install a batch of snapshots, all or none (K2, K3); return how many.
+    def restore(self, snapshots: Sequence[Snapshot], fences: Sequence[FenceSnapshot] = ()) -> int:
+        """Install a batch of snapshots, all or none (K2, K3), and the batch's ``fences``
+        (:meth:`_install_fences`); return how many snapshots.
 
         Every snapshot is decoded and validated before anything is installed. Restored sessions
         are unclaimed until the first matching seed (typed) or request (legacy) claims them
@@ -121,6 +147,9 @@ class ExportRestore(Bounds):
             seen.add(snapshot.session_id)
             tables_of = SessionTables.from_tables(self.base, tables)
             decoded.append((snapshot, tables_of, snapshot_digest(snapshot)))
+        violations = fence_violations(fences, seen)
+        if violations:
+            raise errors.InvalidRequest(violations)
         now = self.clock()
         with self._lock:
             # A retry of a restore whose answer was lost finds its sessions installed and
@@ -178,7 +207,31 @@ class ExportRestore(Bounds):
                     restored_digest=digest,
                     write_bytes=snapshot.write_bytes,
                 )
+            self._install_fences(fences, now)
         return len(decoded)
+
+    def _install_fences(self, fences: Sequence[FenceSnapshot], now: float) -> None:
+        """Fence each id of ``fences`` as closed ``age_s`` before ``now`` (S4 and C4 as on the
+        exporting server, until the fence is ``fence_ttl_s`` old), then keep the newest
+        ``max_fences``. Skipped: a fence past this store's TTL, one naming a live session
+        (restore never ends a session), one older than this store's own fence of the id.
+        Caller holds the store lock."""
+        closed_at = dict(self._fences)
+        episodes = dict(self._fence_episodes)
+        for fence in fences:
+            sid, at = fence.session_id, now - fence.age_s
+            live = sid in self._sessions or sid in self._building
+            if live or fence.age_s > self.config.fence_ttl_s or closed_at.get(sid, at) > at:
+                continue
+            closed_at[sid] = at
+            episodes.pop(sid, None)
+            if fence.episode is not None:
+                episodes[sid] = fence.episode
+        newest = sorted(closed_at.items(), key=_closed_at)[-self.config.max_fences :]
+        self._fences = OrderedDict(newest)  # time order, as drop_older needs
+        self._fence_episodes = OrderedDict(
+            (sid, episodes[sid]) for sid, _ in newest if sid in episodes
+        )
 
     def _restored_calls(
         self, calls: Sequence[CallSnapshot], now: float
@@ -279,6 +332,11 @@ def snapshot_digest(snapshot: Snapshot) -> bytes:
     ]
     text = json.dumps(canonical, sort_keys=True, default=repr)
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+def _closed_at(entry: tuple[str, float]) -> float:
+    """Sort key of a fence entry: when it was closed."""
+    return entry[1]
 
 
 def _age_key(call: CallSnapshot) -> float:
