@@ -154,30 +154,142 @@ def test_a_wrong_write_scores_zero_and_counts_as_a_side_effect(server, sdk, api)
     assert line["id"] == task["id"] and line["ground_truth"] == task["ground_truth"]
 
 
+def _nemo_invalid_arguments(arguments: str) -> str:
+    """NeMo Gym's simple agent's output for arguments json.loads refuses (its rule, verbatim
+    in effect: ``json.dumps({"error": f"Invalid tool call arguments: {e!r}"})``)."""
+    try:
+        json.loads(arguments)
+    except json.JSONDecodeError as e:
+        return json.dumps({"error": f"Invalid tool call arguments: {e!r}"})
+    raise AssertionError(f"{arguments!r} parses")
+
+
+def _outputs(rollout) -> dict[str, str]:
+    """The rollout's function-call outputs by the name of the call they answer."""
+    names = {
+        i["call_id"]: i["name"] for i in rollout.response["output"] if i["type"] == "function_call"
+    }
+    return {
+        f"{names[i['call_id']]}#{n}": i["output"]
+        for n, i in enumerate(rollout.response["output"])
+        if i["type"] == "function_call_output"
+    }  # fmt: skip
+
+
+# F1: the tester's recorded answer: one call whose arguments are not JSON beside valid ones.
+UNPARSABLE = ["not json{", "{" * 200 + "}" * 200, "", '{"name": "a"} trailing', "{'name': 'a'}"]
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+@pytest.mark.parametrize("bad", UNPARSABLE)
 @pytest.mark.parametrize("api", APIS)
-def test_malformed_arguments_mask_the_episode_with_the_reason(server, sdk, api):
-    task = _crm_single(server)
-    bad = '{"customer_id": "00000001", "field": '
-    script = [Calls([("customer_relationship_manager_update_customer", bad)]), Text()]
+def test_arguments_that_are_not_json_get_nemos_error_the_other_calls_run_and_verify_scores(
+    server, sdk, api, bad, driver
+):
+    """As NeMo Gym's simple agent: the bad call is not run, the model gets the agent's error
+    text as its output, the turn's other calls run, and the episode is scored (it was masked
+    ``agent_run_error`` with none of the calls run)."""
+    task = _crm_multi(server)
+    calls = [("email_search_emails", bad), *_truth(task)]
+    script = [Calls(calls), Text()]
+
+    async def play(standin):
+        async with AsyncEnvironmentClient(local(server.port)) as aenv:
+            model = _client(standin, asynchronous=True)
+            return await arun_rollout(aenv, model, task, _policy(api))
+
     with StandInModel({task["prompt"]: script}) as standin:
-        rollout = run_rollout(sdk, _client(standin), task, _policy(api))
-    assert (rollout.reward, rollout.mask_sample, rollout.failure_kind) == (
-        0.0,
-        True,
-        "agent_run_error",
+        if driver == "sync":
+            rollout = run_rollout(sdk, _client(standin), task, _policy(api))
+        else:
+            rollout = asyncio.run(play(standin))
+        requests = standin.scripts[task["prompt"]].requests
+    assert (rollout.reward, rollout.mask_sample, rollout.failure_kind) == (1.0, False, None)
+    assert (rollout.tool_calls, rollout.invalid_tool_calls) == (len(calls), 1)
+    outputs = [
+        i["output"] for i in rollout.response["output"] if i["type"] == "function_call_output"
+    ]
+    assert outputs[0] == _nemo_invalid_arguments(bad)
+    assert outputs[0].startswith('{"error": "Invalid tool call arguments: JSONDecodeError(')
+    # the valid calls ran: their outputs are the tool route's bodies, not errors
+    assert all(json.loads(o)["output"] == "Customer updated successfully." for o in outputs[1:])
+    # ... and the model saw the error text as the bad call's output, then answered
+    assert len(requests) == 2
+    sent = requests[1]["input"] if api == "responses" else requests[1]["messages"]
+    first = next(
+        i for i in sent if i.get("type") == "function_call_output" or i.get("role") == "tool"
     )
-    assert "not JSON" in rollout.failure_reason and "update_customer" in rollout.failure_reason
-    assert rollout.invalid_tool_calls == 1
+    assert (first.get("output") or first.get("content")) == _nemo_invalid_arguments(bad)
+
+
+def test_the_loop_answers_and_scores_as_nemo_gyms_simple_agent(server, sdk, gateway, tmp_path):
+    """F1, differential: NeMo Gym's own simple_agent (unmodified, black box, against our
+    gateway) and our loop play the same model answers: arguments that are not JSON, arguments
+    that are not an object (T3), an unknown tool (T2), then the ground truth. Every call's
+    output the model sees, and the reward, are the same."""
+    import httpx
+
+    from tests.nemo.servers import NemoStack, external_resources, simple_agent, stand_in_model
+
+    task = _crm_multi(server)
+    calls = [
+        ("email_search_emails", "not json{"),
+        ("company_directory_find_email_address", "[1, 2]"),
+        ("no_such_tool", "{}"),
+        *_truth(task),
+    ]
+    recordings = tmp_path / "recordings.json"
+    recordings.write_text(json.dumps({"f1": [{"name": n, "arguments": a} for n, a in calls]}))
+    row = {
+        **task,
+        "responses_create_params": {
+            "input": [
+                {"role": "system", "content": task["system"]},
+                {"role": "user", "content": task["prompt"]},
+            ],
+            "tools": sdk.list_tools(),
+            "parallel_tool_calls": False,
+            "metadata": {"ng_stand_in": "f1"},
+        },
+    }
+    servers = [external_resources(gateway.url), stand_in_model(recordings), simple_agent()]
+    with NemoStack(nemo_python(), servers, tmp_path / "nemo") as stack:
+        answer = httpx.post(f"{stack.url('simple_agent')}/run", json=row, timeout=120)
+    assert answer.status_code == 200, answer.text[-2000:]
+    theirs = answer.json()
+    script = [*(Calls([c]) for c in calls), Text()]
+    with StandInModel({task["prompt"]: script}) as standin:
+        ours = run_rollout(sdk, _client(standin), row, _policy("responses"))
+
+    def seen(output: list[dict[str, Any]]) -> list[str]:
+        return [i["output"] for i in output if i["type"] == "function_call_output"]
+
+    assert seen(ours.response["output"]) == seen(theirs["response"]["output"])
+    assert len(seen(ours.response["output"])) == len(calls)
+    assert (ours.reward, ours.mask_sample) == (theirs["reward"], False) == (1.0, False)
 
 
 @pytest.mark.parametrize("api", APIS)
-def test_a_cut_off_tool_call_masks_the_episode(server, sdk, api):
+def test_a_cut_off_answer_ends_the_episode_unrun_and_verify_scores_it(server, sdk, api):
+    """NeMo Gym's simple agent stops at an answer with ``incomplete_details`` and runs none of
+    its calls; the verifier scores the output (it replays the calls): here the ground truth
+    call, cut off but complete, scores 1.0 (it was masked ``agent_run_error``)."""
     task = _crm_single(server)
-    script = [CutOff("customer_relationship_manager_update_customer", '{"customer_id": "000')]
-    with StandInModel({task["prompt"]: script}) as standin:
+    ((name, arguments),) = _truth(task)
+    with StandInModel({task["prompt"]: [CutOff(name, arguments)]}) as standin:
         rollout = run_rollout(sdk, _client(standin), task, _policy(api))
-    assert rollout.mask_sample and rollout.failure_kind == "agent_run_error"
-    assert "cut off" in rollout.failure_reason
+        requests = standin.scripts[task["prompt"]].requests
+    assert (rollout.reward, rollout.mask_sample, rollout.failure_kind) == (1.0, False, None)
+    assert len(requests) == 1 and (rollout.tool_calls, rollout.invalid_tool_calls) == (1, 1)
+    kinds = [i["type"] for i in rollout.response["output"]]
+    assert kinds == ["function_call"]  # not run: no output
+    assert rollout.response["status"] == "incomplete"
+    assert rollout.response["incomplete_details"] == {"reason": "max_output_tokens"}
+    # a truncated call is scored the same way: it does not replay, so the task is not done
+    partial = arguments[: len(arguments) // 2]
+    with StandInModel({task["prompt"]: [CutOff(name, partial)]}) as standin:
+        cut = run_rollout(sdk, _client(standin), task, _policy(api))
+    assert (cut.reward, cut.mask_sample, cut.failure_kind) == (0.0, False, None)
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -232,9 +344,20 @@ def test_refused_calls_go_back_to_the_model_and_count_invalid(server, sdk, api):
         for i in rollout.response["output"]
         if i["type"] == "function_call_output"
     ]
-    # The reference's text for an unknown tool, in the tool route's body; then the refusal.
+    # The reference's text for an unknown tool, in the tool route's body; then the refusal
+    # (CONTRACT T3) as our HTTP tool route's 422 body, which NeMo's agent passes on.
     assert outputs[0] == {"output": "Error executing tool 'no_such_tool': 'no_such_tool'"}
-    assert outputs[1]["error"].startswith("INVALID_TOOL_ARGUMENTS")
+    assert outputs[1] == {
+        "detail": [
+            {
+                "type": "value_error",
+                "loc": ["body"],
+                "msg": "arguments must be a JSON object, got list",
+            }
+        ],
+        "failure_kind": "invalid_request",
+        "reason": "INVALID_TOOL_ARGUMENTS",
+    }
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -352,7 +475,10 @@ MALFORMED = [
      "refused", None),
     ("deep args", "responses", Raw([_fc(arguments=DEEP)]), "refused", None),
     ("deep args", "chat", Raw(message=_chat_call(arguments=DEEP)), "refused", None),
-    ("deeper than Python parses", "responses", Raw([_fc(arguments=DEEPEST)]), "refused", None),
+    ("deeper than Python parses", "responses", Raw([_fc(arguments=DEEPEST)]), "masked",
+     "nested deeper than a JSON parser goes"),  # NeMo's agent fails there (RecursionError)
+    ("not JSON", "responses", Raw([_fc(arguments="not json{")]), "unparsable", None),
+    ("not JSON", "chat", Raw(message=_chat_call(arguments="not json{")), "unparsable", None),
 ]  # fmt: skip
 
 
@@ -400,7 +526,13 @@ def test_malformed_model_output_never_raises_out_of_a_rollout(
             for i in rollout.response["output"]
             if i["type"] == "function_call_output"
         ]
-        assert len(answered) == 1 and answered[0]["error"].startswith("INVALID_TOOL_ARGUMENTS")
+        assert len(answered) == 1 and answered[0]["reason"] == "INVALID_TOOL_ARGUMENTS"
+        assert answered[0]["failure_kind"] == "invalid_request"
+        assert len(requests) == 2
+    elif outcome == "unparsable":  # NeMo's agent's error text; the episode goes on, scored
+        assert (rollout.reward, rollout.mask_sample, rollout.failure_kind) == (1.0, False, None)
+        assert (rollout.tool_calls, rollout.invalid_tool_calls) == (1, 1)
+        assert _outputs(rollout) == {f"{LOOKUP}#1": _nemo_invalid_arguments("not json{")}
         assert len(requests) == 2
     else:  # no usable message: a turn without calls ends the episode, scored
         assert (rollout.reward, rollout.mask_sample, rollout.turns) == (1.0, False, 1)
@@ -486,12 +618,13 @@ def test_cli_names_missing_model_options(tmp_path):
 
 
 def test_summary_by_category():
-    def line(category, reward, masked=False, calls=2, invalid=0, tables=()):
+    def line(category, reward, masked=False, calls=2, invalid=0, tables=(), kind=None):
         return {
             "category": f"workplace_assistant_{category}",
             "ground_truth": [{"name": "email_send_email", "arguments": "{}"}],
             "reward": reward,
             "mask_sample": masked,
+            "failure_kind": kind,
             "workplace_env": {
                 "turns": 2,
                 "tool_calls": calls,
@@ -504,14 +637,22 @@ def test_summary_by_category():
         [
             line("email", 1.0),
             line("email", 0.0, tables=(EMAILS, CRM)),  # CRM was not asked: a side effect
-            line("crm", 0.0, masked=True, calls=1, invalid=1),
+            line("crm", 0.0, masked=True, calls=1, invalid=1, kind="provider_unavailable"),
+            line("crm", 1.0),
+            line("crm", 0.0, masked=True, calls=1, kind="agent_run_error"),
+            line("crm", 0.0, masked=True, calls=0, kind="session_lost"),
         ]
     )
     assert [r.category for r in rows] == ["crm", "email", "all"]
     crm, email, overall = rows
-    assert (crm.masked, crm.pass_rate, crm.tool_call_validity) == (1, 0.0, 0.0)
+    # the model's own failure counts as a failure; the endpoint's and environment's are left out
+    assert (crm.episodes, crm.masked, crm.model_failures, crm.passed) == (4, 2, 1, 1)
+    assert (crm.pass_rate, crm.tool_call_validity) == (0.5, 0.75)
     assert (email.pass_rate, email.side_effect_rate) == (0.5, 0.5)
-    assert overall.tool_call_validity == pytest.approx(4 / 5)
+    assert (overall.masked, overall.model_failures, overall.passed) == (2, 1, 2)
+    assert overall.pass_rate == pytest.approx(2 / 4)
+    assert overall.side_effect_rate == pytest.approx(1 / 3)  # over the 3 scored episodes
+    assert overall.tool_call_validity == pytest.approx(7 / 8)
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -617,13 +758,14 @@ def test_cli_exit_status_counts_the_models_own_failures_only_with_fail_on_masked
     """L17: 16 of 28 episodes masked agent_run_error exited 0 and the README did not say how
     masked episodes count. A model failure (its output cannot be run or scored) is part of the
     model's score, not a failure of the run: exit 0, reported as such; --fail-on-masked makes
-    it exit 1."""
-    bad = '{"customer_id": "00000001", "field": '
+    it exit 1. F1: it counts as a failure in the pass rate the run prints and writes (5 of them
+    were said to count while 0.970 = 32/33 left them out)."""
+    nameless = Raw([_fc(name=_MISSING)])  # NeMo's agent fails on it too
     task, good = _crm_single(server), _no_change(server)
     tasks_file = tmp_path / "tasks.jsonl"
     tasks_file.write_text(json.dumps(task) + "\n" + json.dumps(good) + "\n")
     script = {
-        task["prompt"]: [Calls([("customer_relationship_manager_update_customer", bad)]), Text()],
+        task["prompt"]: [nameless, Text()],
         good["prompt"]: [Text("Nothing to change.")],
     }
     for more, status in (((), 0), (("--fail-on-masked",), 1)):
@@ -632,8 +774,68 @@ def test_cli_exit_status_counts_the_models_own_failures_only_with_fail_on_masked
             result = _run_model(tasks_file, standin, server, out, *more)
         assert result.exit_code == status, result.output
         said = " ".join(result.output.split())
-        assert "1 masked by the model itself (agent_run_error)" in said
+        assert (
+            "1 masked by the model itself (agent_run_error): failures of the model, counted in "
+            "its pass rate (1/2 = 0.500)"
+        ) in said
         assert "not finished" not in said
         by_id = {line["id"]: line for line in read_rollouts(out)}
         assert by_id[task["id"]]["failure_kind"] == "agent_run_error"
         assert by_id[good["id"]]["reward"] == 1.0
+        overall = json.loads(out.with_name(f"{out.stem}_summary.json").read_text())[-1]
+        assert (overall["episodes"], overall["masked"], overall["model_failures"]) == (2, 0, 1)
+        assert (overall["passed"], overall["pass_rate"]) == (1, 0.5)
+
+
+def test_cli_pass_rate_leaves_out_infrastructure_masks_and_counts_model_failures(server, tmp_path):
+    """One pass, one model failure, one episode the endpoint masked: 1/2, not 1/1 or 1/3."""
+    tasks = [_no_change(server), _crm_single(server), _crm_multi(server)]
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    out = tmp_path / "rollouts.jsonl"
+    scripts = {
+        tasks[0]["prompt"]: [Text("Nothing to change.")],
+        tasks[1]["prompt"]: [Raw([_fc(type=_MISSING)])],
+        tasks[2]["prompt"]: [Fail(500, 99)],
+    }
+    with StandInModel(scripts) as standin:
+        result = _run_model(tasks_file, standin, server, out, "--max-retries", "0")
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert "counted in its pass rate (1/2 = 0.500)" in said
+    assert "1 not finished" in said and "left out of the pass rate" in said
+    overall = json.loads((tmp_path / "rollouts_summary.json").read_text())[-1]
+    assert (overall["episodes"], overall["masked"], overall["model_failures"]) == (3, 1, 1)
+    assert (overall["passed"], overall["pass_rate"]) == (1, 0.5)
+
+
+def test_cli_keeps_rows_as_sent_types_included(server, tmp_path):
+    """F8: an integer ``id`` came out as ``"0"``. Every field of the row goes through as sent,
+    into both the rollouts and the materialized inputs; rows with ids 0 and "0", or none, stay
+    apart."""
+    base = _no_change(server)
+    extra = {"score": 2.5, "flag": False, "none": None, "nested": {"k": [1, "2", {"d": 3.0}]}}
+    rows = [
+        {**base, "id": 0, **extra},
+        {**base, "id": "0"},
+        {k: v for k, v in base.items() if k != "id"},
+        {**base, "id": 7, "category": None},
+    ]
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "rollouts.jsonl"
+    with StandInModel({base["prompt"]: [Text("Nothing to change.")]}) as standin:
+        result = _run_model(tasks_file, standin, server, out, "--concurrency", "2")
+        assert result.exit_code == 0, result.output
+        again = _run_model(tasks_file, standin, server, out)  # resume matches typed ids
+    assert again.exit_code == 0 and "played 0, skipped 4" in again.output, again.output
+    written = sorted(
+        (json.loads(x) for x in out.read_text().splitlines()), key=lambda r: r["_ng_task_index"]
+    )
+    inputs = [json.loads(x) for x in (tmp_path / "rollouts_materialized_inputs.jsonl").open()]
+    for row, line, materialized in zip(rows, written, inputs, strict=True):
+        assert {k: line[k] for k in row} == row
+        assert {k: materialized[k] for k in row} == row
+        assert type(line.get("id")) is type(row.get("id"))
+        assert "id" in line or "id" not in row  # none added
+        assert line["reward"] == 1.0

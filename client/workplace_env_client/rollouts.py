@@ -16,31 +16,43 @@ itself needs no ``openai`` package; :func:`openai_client` builds one when ``open
 (the ``model`` extra). Timeouts and retries with backoff on 429 and 5xx are the client's own
 (``openai``: ``timeout``, ``max_retries``, honouring ``retry-after``).
 
-Failures of the endpoint never raise: the episode is masked (``mask_sample`` true, reward 0) with
-a failure kind from NeMo Gym's vocabulary and a reason naming what went wrong:
+The loop follows NeMo Gym's simple agent (``responses_api_agents/simple_agent``, nemo-gym 0.7.0),
+the spec of the protocol, in what the model sees and how the episode goes on:
+
+* a function call whose ``arguments`` Python's JSON parser refuses is not run; the model gets
+  :func:`unparsable_arguments`' text as its output (``{"error": "Invalid tool call arguments:
+  JSONDecodeError(...)"}``), the turn's other calls run, and the episode goes on to Verify;
+* a call the environment refuses (arguments that are JSON but not an object, a lone surrogate,
+  nesting past 128 levels: CONTRACT T3, or the SDK's own ArgumentError) gets our HTTP tool
+  route's 422 body as its output (:func:`refused_output`), as NeMo's agent passes on any body;
+* an unknown tool or bad keyword arguments get the reference's dispatch text
+  ``"Error executing tool '<name>': ..."`` inside ``{"output": ...}`` (CONTRACT T2);
+* an answer cut off by the token limit (``incomplete_details``, chat ``finish_reason length``)
+  ends the episode without running its calls, and Verify scores the output as it stands.
+
+Each of those calls counts in ``invalid_tool_calls``. What the model does never masks an
+episode Verify can score.
+
+Failures never raise: the episode is masked (``mask_sample`` true, reward 0) with a failure kind
+from NeMo Gym's vocabulary and a reason naming what went wrong:
 
 =============================  =========================================================
 ``provider_unavailable``       the model call failed after the client's retries (HTTP 5xx,
                                timeout, connection refused, a body that is not a response)
 ``provider_quota_exhausted``   HTTP 429 after the client's retries
-``agent_run_error``            the model's output cannot be run or scored: a function call
-                               with arguments that are not JSON, one cut off by the token
-                               limit (``incomplete`` / ``finish_reason length``), an output
-                               item with no ``type``, a function call whose ``name``,
-                               ``arguments`` or ``call_id`` is missing or not a string, text
-                               UTF-8 cannot carry (a lone surrogate), or an output Verify
-                               refuses
+``agent_run_error``            the model's answer cannot be run or scored, where NeMo Gym's
+                               agent fails too: an output item with no ``type``, a function
+                               call whose ``name``, ``arguments`` or ``call_id`` is missing or
+                               not a string, arguments nested deeper than Python's JSON parser
+                               goes, text UTF-8 cannot carry (a lone surrogate), or an output
+                               Verify refuses. A failure of the model: a run counts it in the
+                               model's pass rate
 ``session_lost`` ...           the environment lost the session (masked by Verify, V4)
 =============================  =========================================================
 
-A tool call is *invalid* when the environment refuses it (arguments not a JSON object:
-``INVALID_ARGUMENT``, answered to the model as an ``{"error": ...}`` output) or when its output
-is the reference's dispatch failure text ``"Error executing tool '<name>': ..."`` (unknown tool,
-an argument the tool does not take, an exception inside the tool); the episode goes on. The
-same holds for arguments the SDK refuses before sending (``ArgumentError``: JSON nested deeper
-than 128 levels, a ``\\ud800`` escape that decodes to a lone surrogate): the refusal text goes
-back to the model. Nothing the model returns raises out of :func:`run_rollout` or
-:func:`arun_rollout`; the session is closed in every case.
+Masks other than ``agent_run_error`` are failures of the infrastructure, not scores of the
+model. Nothing the model returns raises out of :func:`run_rollout` or :func:`arun_rollout`; the
+session is closed in every case.
 """
 
 from __future__ import annotations
@@ -101,7 +113,8 @@ class Rollout:
     """One finished episode: what NeMo Gym's rollout line holds, plus our diagnostics.
 
     ``turns`` counts model calls, ``tool_calls`` the function calls the model made and
-    ``invalid_tool_calls`` those the environment refused (or that never ran: bad JSON).
+    ``invalid_tool_calls`` those the environment refused and those that never ran (arguments
+    that are not JSON, calls of an answer cut off by the token limit).
     ``tables`` is Verify's per-table comparison (empty when the episode failed before Verify).
     """
 
@@ -166,9 +179,17 @@ def create_params_for(row: Mapping[str, Any], tools: Sequence[Mapping[str, Any]]
     return {"input": messages, "tools": [dict(t) for t in tools]}
 
 
+def row_name(row: Mapping[str, Any]) -> str:
+    """The row's ``id`` as text, whatever its JSON type (``0`` -> ``"0"``); ``"task"`` when it
+    has none (absent, null or empty)."""
+    value = row.get("id")
+    return "task" if value is None or value == "" else str(value)
+
+
 def episode_for(row: Mapping[str, Any], rollout_index: int = 0) -> tuple[str, int]:
-    """A rollout id for the row's ``id`` (characters a rollout id refuses become ``-``)."""
-    case = _UNSAFE_ID_CHARS.sub("-", str(row.get("id") or "task"))[:200]
+    """A rollout id for the row's ``id`` (:func:`row_name`; characters a rollout id refuses
+    become ``-``)."""
+    case = _UNSAFE_ID_CHARS.sub("-", row_name(row))[:200]
     return (f"r{case}-{rollout_index}", 0)
 
 
@@ -355,7 +376,8 @@ class _Dialogue:
     def receive(self, answer: Any) -> list[dict[str, Any]]:
         """Take one model answer; return the function calls to run (none: the episode ends).
 
-        Raises EpisodeFailure for calls that cannot be run (bad JSON, cut off)."""
+        Raises EpisodeFailure for an answer that cannot be run or scored (a malformed item,
+        arguments nested deeper than Python's JSON parser goes: NeMo Gym's agent fails there)."""
         self.turns += 1
         data = _plain(answer)
         if not isinstance(data, Mapping):
@@ -371,34 +393,30 @@ class _Dialogue:
                 raise EpisodeFailure(
                     "agent_run_error", f"turn {self.turns}: malformed model output: {problem}"
                 )
-        self.output.extend(items)
         calls = [i for i in items if i["type"] == "function_call"]
-        self.tool_calls += len(calls)
-        if cut and calls:
-            self.invalid_tool_calls += len(calls)
-            raise EpisodeFailure(
-                "agent_run_error",
-                f"turn {self.turns}: tool call {calls[-1].get('name')!r} cut off by the token limit"
-                f" ({cut})",
-            )
-        for call in calls:
-            arguments = call["arguments"]
+        for call in calls if not cut else ():
             try:
-                json.loads(arguments)
-            except json.JSONDecodeError as exc:
-                self.invalid_tool_calls += 1
+                json.loads(call["arguments"])
+            except RecursionError as exc:
                 raise EpisodeFailure(
                     "agent_run_error",
-                    f"turn {self.turns}: tool call {call['name']!r} has arguments that are "
-                    f"not JSON ({exc.msg} at char {exc.pos}): {arguments[:200]!r}",
+                    f"turn {self.turns}: malformed model output: tool call {call['name']!r} has "
+                    f"arguments nested deeper than a JSON parser goes: {call['arguments'][:80]!r}",
                 ) from exc
-            except RecursionError:  # nesting deeper than Python parses: the SDK refuses it
+            except ValueError:  # not JSON: answered to the model (unparsable_arguments)
                 pass
-        if cut or not calls or self.turns >= self.policy.max_turns:
+        self.output.extend(items)
+        self.tool_calls += len(calls)
+        if cut:
+            # NeMo Gym's simple agent stops at an answer with incomplete_details and runs none
+            # of its calls; Verify scores the output as it stands.
+            self.invalid_tool_calls += len(calls)
             self.done = True
-            if cut:
-                self.incomplete = {"reason": cut}
-            elif calls:
+            self.incomplete = {"reason": cut}
+            return []
+        if not calls or self.turns >= self.policy.max_turns:
+            self.done = True
+            if calls:
                 self.incomplete = {"reason": "max_turns"}
         return calls
 
@@ -520,8 +538,32 @@ class _Dialogue:
         return response
 
 
-def _refused_output(exc: InvalidRequestError) -> str:
-    return json.dumps({"error": f"{exc.reason or 'INVALID_ARGUMENT'}: {exc}"}, ensure_ascii=False)
+def unparsable_arguments(arguments: str) -> str | None:
+    """The tool output NeMo Gym's simple agent gives the model for a call whose ``arguments``
+    Python's JSON parser refuses, instead of running it: ``{"error": "Invalid tool call
+    arguments: JSONDecodeError('<msg>: line L column C (char N)')"}`` (``json.dumps`` of the
+    ``repr`` of the error, ASCII-escaped); None when the arguments parse (any JSON value: what is
+    not an object is the server's to refuse, CONTRACT T3)."""
+    try:
+        json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        return json.dumps({"error": f"Invalid tool call arguments: {exc!r}"})
+    return None
+
+
+def refused_output(exc: InvalidRequestError) -> str:
+    """The tool output for a call the environment refuses (CONTRACT T3: ``INVALID_ARGUMENT``,
+    reason ``INVALID_TOOL_ARGUMENTS``, or the SDK's own ArgumentError before sending): the body
+    our HTTP tool route answers with it (422, FastAPI's ``detail`` shape), which is what NeMo
+    Gym's agent, passing any status's body on, gives the model:
+    ``{"detail":[{"type":"value_error","loc":["body"],"msg":<message>}],
+    "failure_kind":"invalid_request","reason":<reason>}``."""
+    body = {
+        "detail": [{"type": "value_error", "loc": ["body"], "msg": exc.message}],
+        "failure_kind": "invalid_request",
+        "reason": exc.reason or "INVALID_REQUEST",
+    }
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
 def _session_failure(exc: WorkplaceEnvError) -> EpisodeFailure:
@@ -637,7 +679,7 @@ def run_rollout(
     verified: VerifyResult | None = None
     failure: EpisodeFailure | None = None
     ep = episode or episode_for(row)
-    tid = task_id or ("model", str(row.get("id") or "task"))
+    tid = task_id or ("model", row_name(row))
     with env.session(_task_row(row), episode=ep, task_id=tid) as session:
         try:
             while not dialogue.done:
@@ -646,6 +688,11 @@ def run_rollout(
                 except Exception as exc:  # the client's retries are spent: a masked episode
                     raise _endpoint_failure(exc) from exc
                 for call in dialogue.receive(answer):
+                    output = unparsable_arguments(call["arguments"])
+                    if output is not None:  # not run, as NeMo Gym's agent does
+                        dialogue.invalid_tool_calls += 1
+                        dialogue.answer(call, output)
+                        continue
                     try:
                         text = env.call_tool_raw(session.id, call["name"], call["arguments"])
                         output = _tool_output_body(text)
@@ -653,7 +700,7 @@ def run_rollout(
                             dialogue.invalid_tool_calls += 1
                     except InvalidRequestError as exc:
                         dialogue.invalid_tool_calls += 1
-                        output = _refused_output(exc)
+                        output = refused_output(exc)
                     except WorkplaceEnvError as exc:
                         raise _session_failure(exc) from exc
                     dialogue.answer(call, output)
@@ -692,7 +739,7 @@ async def arun_rollout(
     verified: VerifyResult | None = None
     failure: EpisodeFailure | None = None
     ep = episode or episode_for(row)
-    tid = task_id or ("model", str(row.get("id") or "task"))
+    tid = task_id or ("model", row_name(row))
     async with env.session(_task_row(row), episode=ep, task_id=tid) as session:
         try:
             while not dialogue.done:
@@ -701,6 +748,11 @@ async def arun_rollout(
                 except Exception as exc:
                     raise _endpoint_failure(exc) from exc
                 for call in dialogue.receive(answer):
+                    output = unparsable_arguments(call["arguments"])
+                    if output is not None:  # not run, as NeMo Gym's agent does
+                        dialogue.invalid_tool_calls += 1
+                        dialogue.answer(call, output)
+                        continue
                     try:
                         text = await env.call_tool_raw(session.id, call["name"], call["arguments"])
                         output = _tool_output_body(text)
@@ -708,7 +760,7 @@ async def arun_rollout(
                             dialogue.invalid_tool_calls += 1
                     except InvalidRequestError as exc:
                         dialogue.invalid_tool_calls += 1
-                        output = _refused_output(exc)
+                        output = refused_output(exc)
                     except WorkplaceEnvError as exc:
                         raise _session_failure(exc) from exc
                     dialogue.answer(call, output)

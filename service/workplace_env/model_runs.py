@@ -12,11 +12,17 @@ the others. Finished means scored (not masked) or failed by the model itself
 (``agent_run_error``); episodes masked by the endpoint or the environment (``provider_*``,
 ``session_*``) are played again.
 
-Summary by category (:func:`summarise`): pass rate (reward 1.0 among unmasked episodes), mean
-model turns, tool-call validity (share of the model's calls that ran), and WorkBench's
-side-effect rate: the share of unmasked episodes whose end state differs from the expected one
-in a table that no ground-truth call writes (so the model changed a table the task did not ask
-for).
+Rows are kept as sent, their values' JSON types included (an ``id`` of ``0`` stays ``0``); the
+case id (``case_id``, else ``id``, else ``line-<n>``) only names the episode's rollout and task
+ids.
+
+Summary by category (:func:`summarise`): the pass rate is reward 1.0 among the episodes that
+count, that is all but those masked by the endpoint or the environment (``masked``: no score of
+the model, reported apart); the model's own failures (``agent_run_error``, ``model_failures``)
+count as failures. Also mean model turns, tool-call validity (share of the model's calls that
+ran), and WorkBench's side-effect rate: the share of scored (unmasked) episodes whose end state
+differs from the expected one in a table that no ground-truth call writes (so the model changed
+a table the task did not ask for).
 """
 
 from __future__ import annotations
@@ -61,10 +67,11 @@ def summary_path(out: Path) -> Path:
 
 
 def _key(line: Mapping[str, Any]) -> tuple[int, int, str]:
+    # the id as JSON: an id of 0 and one of "0" are different rows
     return (
         int(line.get("_ng_task_index", -1)),
         int(line.get("_ng_rollout_index", -1)),
-        str(line.get("id", "")),
+        json.dumps(line.get("id"), sort_keys=True, default=str),
     )
 
 
@@ -135,7 +142,6 @@ def collect_rollouts(
     ]
     inputs = []
     for task_index, rollout_index, row in pairs:
-        row = {**row, "id": case_id_of(row, task_index + 1)}
         inputs.append(
             {
                 **row,
@@ -162,6 +168,7 @@ def collect_rollouts(
         }
         task_index, rollout_index = item["_ng_task_index"], item["_ng_rollout_index"]
         params = item["responses_create_params"]
+        case = case_id_of(row, task_index + 1)
         try:
             rollout = run_rollout(
                 client,
@@ -169,8 +176,8 @@ def collect_rollouts(
                 {**row, "responses_create_params": params},
                 policy,
                 tools=tools,
-                episode=episode_for(row, rollout_index),
-                task_id=("model", str(row["id"])),
+                episode=episode_for({"id": case}, rollout_index),
+                task_id=("model", case),
             )
         except WorkplaceEnvError as exc:  # seed or close refused: masked, played again on resume
             rollout = failed_rollout(
@@ -227,11 +234,16 @@ def short_category(category: str) -> str:
 
 @dataclass
 class CategorySummary:
-    """One category's figures (``pass_rate`` and rates over unmasked episodes)."""
+    """One category's figures: ``episodes`` in all; ``masked`` by the endpoint or the
+    environment (no score of the model, left out of every rate); ``model_failures``, the
+    model's own failures (``agent_run_error``, counted as failures); ``pass_rate`` =
+    ``passed`` / (``episodes`` - ``masked``); ``side_effect_rate`` over the scored (unmasked)
+    episodes."""
 
     category: str
     episodes: int
     masked: int
+    model_failures: int
     passed: int
     pass_rate: float
     mean_turns: float
@@ -241,7 +253,8 @@ class CategorySummary:
 
 
 def _category_summary(category: str, lines: list[Mapping[str, Any]]) -> CategorySummary:
-    scored = [line for line in lines if not line.get("mask_sample")]
+    counted = [line for line in lines if is_finished(line)]
+    scored = [line for line in counted if not line.get("mask_sample")]
     passed = sum(1 for line in scored if line.get("reward") == 1.0)
     diag = [line.get("workplace_env") or {} for line in lines]
     calls = sum(int(d.get("tool_calls", 0)) for d in diag)
@@ -250,9 +263,10 @@ def _category_summary(category: str, lines: list[Mapping[str, Any]]) -> Category
     return CategorySummary(
         category=category,
         episodes=len(lines),
-        masked=len(lines) - len(scored),
+        masked=len(lines) - len(counted),
+        model_failures=len(counted) - len(scored),
         passed=passed,
-        pass_rate=passed / len(scored) if scored else 0.0,
+        pass_rate=passed / len(counted) if counted else 0.0,
         mean_turns=sum(int(d.get("turns", 0)) for d in diag) / len(lines) if lines else 0.0,
         tool_calls=calls,
         tool_call_validity=(calls - invalid) / calls if calls else 1.0,

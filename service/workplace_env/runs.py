@@ -198,12 +198,22 @@ def print_model_summary(summary: Sequence[CategorySummary], title: str) -> None:
     """The per-category table of a model run on stdout."""
     table = Table(
         title=plain(title),
-        caption="pass rate and side effects over unmasked episodes; valid calls: share of the "
-        "model's tool calls that ran; side effects: a table no ground-truth call writes ends "
-        "different",
+        caption="pass rate: passed / (episodes - masked); model failures (agent_run_error) count "
+        "as failures, masked episodes (endpoint or environment) are left out; valid calls: share "
+        "of the model's tool calls that ran; side effects (over scored episodes): a table no "
+        "ground-truth call writes ends different",
     )
     table.add_column("category", no_wrap=True)
-    for col in ("episodes", "masked", "pass\nrate", "mean\nturns", "tool\ncalls", "valid\ncalls"):
+    for col in (
+        "episodes",
+        "masked",
+        "model\nfailures",
+        "passed",
+        "pass\nrate",
+        "mean\nturns",
+        "tool\ncalls",
+        "valid\ncalls",
+    ):
         table.add_column(col, justify="right")
     table.add_column("side\neffects", justify="right")
     for s in summary:
@@ -213,6 +223,8 @@ def print_model_summary(summary: Sequence[CategorySummary], title: str) -> None:
             plain(short_category(s.category)),
             str(s.episodes),
             str(s.masked),
+            str(s.model_failures),
+            str(s.passed),
             f"{s.pass_rate:.3f}",
             f"{s.mean_turns:.2f}",
             str(s.tool_calls),
@@ -315,17 +327,19 @@ def _collect_and_report(
     if len(masked) > 10:
         console.print(f"[yellow]masked[/yellow] ... {len(masked) - 10} more")
     unfinished = [line for line in masked if not is_finished(line)]
+    total = summary[-1]
     if len(masked) > len(unfinished):
         console.print(
             f"{len(masked) - len(unfinished)} masked by the model itself (agent_run_error): "
-            "failures of the model, counted in its pass rate"
+            f"failures of the model, counted in its pass rate ({total.passed}/"
+            f"{total.episodes - total.masked} = {total.pass_rate:.3f})"
             + ("; exit 1 (--fail-on-masked)" if options.fail_on_masked else "")
         )
     if unfinished:
         console.print(
             f"[red]{len(unfinished)} not finished[/red] (masked by the endpoint or the "
-            "environment, no score of the model): exit 1; a rerun with the same --out plays "
-            "them again"
+            "environment, no score of the model, left out of the pass rate): exit 1; a rerun "
+            "with the same --out plays them again"
         )
     summary_file = write_summary(summary, options.out)
     plot = write_plot(summary, options.out, f"{options.model}: pass rate by category")
