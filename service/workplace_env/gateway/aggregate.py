@@ -37,6 +37,14 @@ scored responses) cannot be cut into the reference's 64 equal-width histogram bi
 rule: values so large, or so close together, that the bin edges collapse, e.g. a lone value
 beyond 2**46 or two adjacent floats), and ``ng_perf`` numbers whose sum overflows.
 
+Values are taken as parsed, as the reference's ``Dict[str, Any]`` takes them (no coercion):
+a boolean index is the number 0/1 spelled as sent, a repeat is labelled ``int()`` of its
+index, ``NaN``/``Infinity`` parse and a ``NaN`` is a column without a value. The reference
+also fails (422 here) on an infinite measured value, a non-finite ``ng_perf.num_turns``, an
+``ng_perf`` sum of both infinities, and (among several repeats) a repeat index ``int()``
+refuses; a ``NaN`` index is refused on purpose (the reference drops that rollout from its
+task's group and orders the task labels by hash).
+
 Statistics that overflow on finite input (the mean of 1e308 and 1.5e308, a spread of +-1e307)
 are infinite; the reference writes them ``null`` (as pydantic writes a non-finite float), and
 so does :func:`workplace_env.gateway.translate.json_response`.
