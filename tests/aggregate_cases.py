@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 REFERENCE_ANSWERS_PATH = Path(__file__).resolve().with_name("aggregate_reference_answers.json")
+NAN, INF = float("nan"), float("inf")
 
 Rows = list[dict[str, Any]]
 
@@ -199,6 +200,60 @@ CASES: dict[str, Rows] = {
     ],
     # an index is any integer (only measured integers must fit int64)
     "indices_beyond_int64": [vr(10**23, 0, 1.0), vr(1, 10**23, 0.0), vr(1, 0, 0.5)],
+    # F5: the reference's model takes every value as parsed (``Dict[str, Any]``): a boolean
+    # index is the number 0/1 and keeps its spelling; a repeat is labelled int() of its index
+    "boolean_task_index": [vr(True, 0, 1.0)],
+    "boolean_and_integer_as_one_task": [vr(True, 0, 1.0), vr(1, 1, 0.0), vr(0, 0, 0.5)],
+    "integer_then_boolean_as_one_task": [vr(1, 0, 1.0), vr(True, 1, 0.0)],
+    "boolean_repeats": [vr(0, True, 1.0), vr(0, False, 0.0), vr(1, True, 0.5)],
+    "float_repeats": [vr(0, 1.5, 1.0), vr(0, 1.7, 0.0), vr(1, 0, 0.5)],
+    "string_repeats": [vr(0, "3", 1.0), vr(0, "1", 0.0), vr(1, "10", 0.5)],
+    # F5: NaN and Infinity parse (Python's JSON); a NaN is a column without a value
+    "nan_reward_alone": [vr(0, 0, NAN)],
+    "nan_rewards": [vr(0, 0, NAN), vr(0, 1, 1.0), vr(1, 0, 0.5), vr(1, 1, NAN)],
+    "nan_in_an_integer_column": [vr(0, 0, 1), vr(0, 1, NAN), vr(1, 0, 0)],
+    "nan_only_column": [vr(0, 0, 1, x=NAN), vr(1, 0, 0, x=NAN)],
+    "nan_column_order_and_usage": [
+        vr(0, 0, 1.0, z=NAN, response={"usage": {"input_tokens": NAN}}),
+        vr(0, 1, 0.0, a=1, z=2.0, f=True),
+        vr(1, 0, 0.0, f=NAN),
+    ],
+    "nan_and_infinity_masked": [
+        vr(0, 0, INF, x=NAN, mask_sample=True),
+        vr(1, 0, 0.0, x=1),
+        vr(2, 0, 1.0, mask_sample=NAN),
+    ],
+    "infinite_task_indices": [vr(INF, 0, 1.0), vr(-INF, 0, 0.0), vr(3, 0, 0.5)],
+    "infinite_repeat_alone": [vr(0, INF, 1.0), vr(1, INF, 0.0)],
+    "infinity_in_a_field_usage_overrides": [vr(0, 0, 1.0, x=INF, response={"usage": {"x": 1}})],
+    "ng_perf_nan_and_infinity": [
+        vr(
+            0,
+            0,
+            1.0,
+            ng_perf={
+                "prompt_tokens": NAN,
+                "total_latency_ms": INF,
+                "token_observability_coverage": NAN,
+            },
+        ),
+        vr(
+            1,
+            0,
+            1.0,
+            ng_perf={
+                "prompt_tokens": 3,
+                "total_latency_ms": 3,
+                "completion_tokens": INF,
+                "num_turns": 2,
+            },
+        ),
+        vr(2, 0, 1.0, ng_perf={"total_latency_ms": NAN, "completion_tokens": 1}),
+    ],
+    "ng_perf_quantiles_skip_nan": [
+        vr(i, 0, 1.0, ng_perf={"prompt_tokens": v, "total_latency_ms": v})
+        for i, v in enumerate([3, NAN, 1, 7, NAN, 0])
+    ],
 }
 
 _ANY_VALUE: tuple[Any, ...] = (None, True, False, 0, 1, 2, -3, 7, 10**12, 0.5, 1.25, 3.0, 1e6, "s")
@@ -303,7 +358,68 @@ REFUSED: dict[str, tuple[Rows, list[Any]]] = {
         ],
         ["body", "verify_responses", 0, "ng_perf", "prompt_tokens"],
     ),
+    # F5: booleans are the numbers 0/1, so they collide and cannot be ordered with strings
+    "boolean_repeats_an_integer_index": (
+        [vr(True, 0, 1.0), vr(1, 0, 0.0)],
+        ["body", "verify_responses", 1],
+    ),
+    "booleans_and_strings_as_tasks": (
+        [vr(True, 0, 1), vr("a", 0, 0)],
+        ["body", "verify_responses", "_ng_task_index"],
+    ),
+    # several repeats are labelled int() of their index
+    "infinite_repeat_among_several": (
+        [vr(0, 0, 1.0), vr(0, INF, 1.0)],
+        ["body", "verify_responses", 1, "_ng_rollout_index"],
+    ),
+    "string_repeats_int_refuses": (
+        [vr(0, "b", 1.0), vr(0, "a", 0.0)],
+        ["body", "verify_responses", 1, "_ng_rollout_index"],
+    ),
+    # every measured column is histogrammed: an infinity has no finite range
+    "infinite_reward": (
+        [vr(0, 1, 1.0), vr(0, 0, -INF)],
+        ["body", "verify_responses", 1, "reward"],
+    ),
+    "infinite_usage_count": (
+        [vr(0, 0, 1.0, x=1, response={"usage": {"x": INF}})],
+        ["body", "verify_responses", 0, "response", "usage", "x"],
+    ),
+    "ng_perf_num_turns_not_finite": (
+        [vr(0, 0, 1.0, ng_perf={"num_turns": 2}), vr(1, 0, 1.0, ng_perf={"num_turns": NAN})],
+        ["body", "verify_responses", 1, "ng_perf", "num_turns"],
+    ),
+    "ng_perf_both_infinities": (
+        [
+            vr(0, 0, 1.0, ng_perf={"total_latency_ms": INF}),
+            vr(1, 0, 1.0, ng_perf={"total_latency_ms": -INF}),
+        ],
+        ["body", "verify_responses", 0, "ng_perf", "total_latency_ms"],
+    ),
 }
+
+#: Inputs the reference answers but we refuse (422 naming the index): a NaN index. The
+#: reference's table drops such a rollout from its task's group (and from the repeats) while
+#: counting it elsewhere, and labels the tasks in an order that depends on hashing.
+NOT_AGGREGATED: dict[str, tuple[Rows, list[Any]]] = {
+    "nan_task_index": (
+        [vr(0, 0, 1.0), vr(NAN, 0, 1.0)],
+        ["body", "verify_responses", 1, "_ng_task_index"],
+    ),
+    "nan_repeat_index": (
+        [vr(0, NAN, 1.0)],
+        ["body", "verify_responses", 0, "_ng_rollout_index"],
+    ),
+}
+
+
+def request_body(rows: Rows) -> dict[str, Any]:
+    """``post(...)`` keywords sending ``rows`` as an ``AggregateMetricsRequest``, NaN and
+    Infinity spelled as Python's JSON spells them (``json=`` would refuse them)."""
+    return {
+        "content": json.dumps({"verify_responses": rows}).encode(),
+        "headers": {"content-type": "application/json"},
+    }
 
 
 def reference_answers() -> dict[str, Any]:

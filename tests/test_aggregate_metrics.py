@@ -10,7 +10,15 @@ import json
 
 import pytest
 
-from tests.aggregate_cases import CASES, REFUSED, reference_answers, same_metrics, usage, vr
+from tests.aggregate_cases import (
+    CASES,
+    NOT_AGGREGATED,
+    REFUSED,
+    reference_answers,
+    same_metrics,
+    usage,
+    vr,
+)
 from workplace_env.gateway.aggregate import aggregate_metrics
 from workplace_env.gateway.translate import HttpProblem, json_response
 
@@ -53,9 +61,9 @@ def test_every_json_answer_writes_non_finite_floats_as_null():
     }
 
 
-@pytest.mark.parametrize("name", list(REFUSED))
+@pytest.mark.parametrize("name", [*REFUSED, *NOT_AGGREGATED])
 def test_what_the_reference_fails_on_is_a_422_naming_the_field(name):
-    rows, loc = REFUSED[name]
+    rows, loc = {**REFUSED, **NOT_AGGREGATED}[name]
     with pytest.raises(HttpProblem) as refused:
         aggregate_metrics(rows)
     assert refused.value.response.status_code == 422
@@ -108,3 +116,26 @@ def test_a_field_missing_in_some_rows():
     assert "mean/x" in first and "std/x" not in first and "std/reward" in first
     assert "mean/x" not in second and second["std/reward"] == 0.0
     assert list(out["agent_metrics"])[:4] == ["mean/reward", "mean/x", "max/reward", "max/x"]
+
+
+def test_a_boolean_index_is_a_number_spelled_as_sent():
+    """F5: ``_ng_task_index: true`` was a 422; the reference groups it with 1 and labels the
+    task as its first scored response spells it, and labels repeats int() of their index."""
+    out = aggregate_metrics([vr(True, 0, 1.0), vr(1, 1, 0.0), vr(0, True, 0.5)])
+    assert [g["_ng_task_index"] for g in out["group_level_metrics"]] == [0, True]
+    assert [g["num_rollouts"] for g in out["group_level_metrics"]] == [1, 2]
+    assert out["group_level_metrics"][1]["rollout_infos"][0]["rollout_id"] == "True:0"
+    assert [r["_ng_rollout_index"] for r in out["repeat_level_metrics"]] == [0, 1]
+    assert type(out["repeat_level_metrics"][1]["_ng_rollout_index"]) is int
+
+
+def test_nan_is_a_column_without_a_value():
+    """F5: a NaN reward was a 422; the reference keeps the column (a float one: extremes of
+    the integer rewards become floats) and reports the raw NaN as null."""
+    nan = float("nan")
+    out = on_the_wire(aggregate_metrics([vr(0, 0, 1), vr(0, 1, nan), vr(1, 0, 0)]))
+    first = out["group_level_metrics"][0]
+    assert first["mean/reward"] == 1.0 and "std/reward" not in first
+    assert [i["reward"] for i in first["rollout_infos"]] == [1, None]
+    assert type(out["agent_metrics"]["max/reward"]) is float
+    assert on_the_wire(aggregate_metrics([vr(0, 0, nan)]))["agent_metrics"] == {"num_repeats": 1}

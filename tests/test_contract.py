@@ -862,14 +862,16 @@ def test_H3_aggregate_metrics_answers_nemo_aggregate_metrics(http):
 
 def test_H3_aggregate_metrics_over_http_as_the_reference_answered(http):
     """Through the route and its JSON rendering (an integer stays ``1``, not ``1.0``): the
-    bodies of tests/aggregate_cases.py answer what the reference answered them."""
+    bodies of tests/aggregate_cases.py (NaN and Infinity as Python's JSON spells them: the
+    route parses them, F5) answer what the reference answered them."""
     recorded = aggregate_cases.reference_answers()
     for name, rows in aggregate_cases.CASES.items():
-        response = http.post("/aggregate_metrics", json={"verify_responses": rows})
+        response = http.post("/aggregate_metrics", **aggregate_cases.request_body(rows))
         assert response.status_code == 200, name
         assert aggregate_cases.same_metrics(response.json(), recorded[name]) == [], name
-    for name, (rows, loc) in aggregate_cases.REFUSED.items():
-        response = http.post("/aggregate_metrics", json={"verify_responses": rows})
+    refused = {**aggregate_cases.REFUSED, **aggregate_cases.NOT_AGGREGATED}
+    for name, (rows, loc) in refused.items():
+        response = http.post("/aggregate_metrics", **aggregate_cases.request_body(rows))
         assert response.status_code == 422, name
         assert [p["loc"] for p in response.json()["detail"]] == [loc], name
 

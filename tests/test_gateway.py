@@ -43,11 +43,12 @@ from workplace_env.gateway import (
     start_gateway,
 )
 from workplace_env.gateway import app as gateway_app
+from workplace_env.gateway.app import CLOSE_OUTCOME_HEADER
 from workplace_env.gateway.backend import InProcessBackend, RemoteBackend
 from workplace_env.gateway.serve import local_target
 from workplace_env.server import servicer
 from workplace_env.sessions import SessionConfig
-from workplace_env_client import EnvironmentClient, InvalidRequestError
+from workplace_env_client import EnvironmentClient, EpisodeMismatchError, InvalidRequestError
 
 #: The body's media type, for the posts whose body is what is tested (not its type).
 JSON_CT = {"content-type": "application/json"}
@@ -401,6 +402,52 @@ def test_typed_seed_on_another_episode_is_409_conflict(http):
     assert sent_count(http) == 1  # unchanged
 
 
+@pytest.mark.parametrize(
+    "attempt,bound",
+    [("1", 1), (" 2 ", 2), ("1_0", 10), ("3.0", 3), (1.0, 1), (True, 1), (False, 0), ("-0", 0)],
+)
+@pytest.mark.parametrize("form", ["task", "task_data"])
+def test_typed_seed_coerces_the_attempt_as_nemos_episode_id(http, sdk, attempt, bound, form):
+    """F7: NeMo's ``EpisodeId.attempt`` is a pydantic int (lax): ``"1"``, ``1.0`` and ``true``
+    were 422 here. The session is bound to the coerced attempt, on both typed seeds, and a
+    close names it either way."""
+    sid = f"typed-{uuid.uuid4().hex}"
+    body = typed(sid, episode_id={"rollout_id": "r1", "attempt": attempt})
+    if form == "task_data":
+        body["task_data"] = body.pop("task")
+    assert http.post("/seed_session", json=body).status_code == 200
+    with pytest.raises(EpisodeMismatchError):  # bound to exactly the coerced attempt
+        sdk.close_session(sid, ("r1", bound + 1))
+    close = {"resources_session_id": sid, "episode_id": {"rollout_id": "r1", "attempt": attempt}}
+    assert http.post("/close_session", json=close).headers[CLOSE_OUTCOME_HEADER] == "CLOSED"
+
+
+def test_reserved_attempt_suffix_is_refused_on_http_and_taken_over_grpc(http, sdk):
+    """F7: NeMo's ``EpisodeId`` reserves a rollout id ending ``-a<N>`` (N >= 1), so its typed
+    seed and close refuse one (422 naming it, nothing bound or fenced); ``-a0`` and ``-a01``
+    are not reserved. CONTRACT's pattern (the gRPC API) does not reserve it: gRPC takes it."""
+    sid = f"typed-{uuid.uuid4().hex}"
+    for rollout_id in ("r-a1", "r-a10"):
+        seed = http.post("/seed_session", json=typed(sid, episode_id={"rollout_id": rollout_id}))
+        close = http.post(
+            "/close_session",
+            json={"resources_session_id": sid, "episode_id": {"rollout_id": rollout_id}},
+        )
+        for answer in (seed, close):
+            assert answer.status_code == 422
+            assert [d["loc"] for d in answer.json()["detail"]] == [
+                ["body", "episode_id", "rollout_id"]
+            ]
+            assert "reserved attempt suffix" in answer.json()["detail"][0]["msg"]
+    for rollout_id in ("r-a0", "r-a01", "r-a1x"):
+        episode = {"rollout_id": rollout_id, "attempt": 0}
+        other = f"{sid}-{rollout_id}"
+        assert http.post("/seed_session", json=typed(other, episode_id=episode)).status_code == 200
+    grpc_sid = f"grpc-{uuid.uuid4().hex}"
+    sdk.seed(grpc_sid, ("r-a1", 0), ("gw", "t1"), ROW)
+    assert sdk.close_session(grpc_sid, ("r-a1", 0)) == "CLOSED"
+
+
 def test_typed_seed_of_a_closed_id_is_409_closed(http):
     sid = f"typed-{uuid.uuid4().hex}"
     http.post("/seed_session", json=typed(sid))
@@ -422,7 +469,17 @@ def test_typed_seed_of_a_closed_id_is_409_closed(http):
         ({"episode_id": None}, ["body", "episode_id"]),
         ({"episode_id": {"rollout_id": "-starts-with-dash"}}, ["body", "episode_id", "rollout_id"]),
         ({"episode_id": {"rollout_id": "r", "attempt": -1}}, ["body", "episode_id", "attempt"]),
-        ({"episode_id": {"rollout_id": "r", "attempt": "0"}}, ["body", "episode_id", "attempt"]),
+        ({"episode_id": {"rollout_id": "r", "attempt": "x"}}, ["body", "episode_id", "attempt"]),
+        # F7: NeMo's EpisodeId refuses what pydantic cannot take as an int >= 0 without loss
+        ({"episode_id": {"rollout_id": "r", "attempt": 1.5}}, ["body", "episode_id", "attempt"]),
+        ({"episode_id": {"rollout_id": "r", "attempt": "1.5"}}, ["body", "episode_id", "attempt"]),
+        ({"episode_id": {"rollout_id": "r", "attempt": None}}, ["body", "episode_id", "attempt"]),
+        ({"episode_id": {"rollout_id": "r", "attempt": [0]}}, ["body", "episode_id", "attempt"]),
+        # ... and a rollout id with its reserved attempt suffix -a<N> (N >= 1)
+        ({"episode_id": {"rollout_id": "r-a1"}}, ["body", "episode_id", "rollout_id"]),
+        ({"episode_id": {"rollout_id": "x-a0-a12"}}, ["body", "episode_id", "rollout_id"]),
+        # the service's int32 bound (NeMo's model takes more; it cannot be carried)
+        ({"episode_id": {"rollout_id": "r", "attempt": 2**31}}, ["body", "episode_id", "attempt"]),
         ({"task_id": "scalar"}, ["body", "task_id"]),
         ({"task_id": {"taskset": "", "task_id": "t"}}, ["body", "task_id", "taskset"]),
         ({"task": [1]}, ["body", "task"]),

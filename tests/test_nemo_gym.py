@@ -23,10 +23,12 @@ import pytest
 
 from tests.aggregate_cases import (
     CASES,
+    NOT_AGGREGATED,
     REFERENCE_ANSWERS_PATH,
     REFUSED,
     random_bodies,
     reference_answers,
+    request_body,
     same_metrics,
 )
 from tests.conftest import WORKBENCH, needs_shared, read_jsonl
@@ -261,24 +263,30 @@ def test_aggregate_metrics_equal_the_reference(stack, legacy_collection):
 
 def test_aggregate_metrics_of_every_body_shape_equal_the_reference(stack):
     """H3 side by side for usage (present, partial, nested), booleans, integer rewards, null
-    and missing fields, indices, repeats, masks and ``ng_perf`` (tests/aggregate_cases.py); the
-    recorded answers the fast test pins are still the reference's. What the reference fails on
-    (500) we refuse with a 422."""
+    and missing fields, indices (booleans, infinities), repeats, masks, NaN and Infinity, and
+    ``ng_perf`` (tests/aggregate_cases.py); the recorded answers the fast test pins are still
+    the reference's. What the reference fails on (500) we refuse with a 422, and a NaN index
+    too (NOT_AGGREGATED)."""
     recorded = reference_answers()
     for name, rows in CASES.items():
-        body = {"verify_responses": rows}
-        ours = httpx.post(f"{stack.url('workplace_assistant')}/aggregate_metrics", json=body)
-        theirs = httpx.post(f"{stack.url(REFERENCE)}/aggregate_metrics", json=body)
+        body = request_body(rows)  # NaN and Infinity too
+        ours = httpx.post(f"{stack.url('workplace_assistant')}/aggregate_metrics", **body)
+        theirs = httpx.post(f"{stack.url(REFERENCE)}/aggregate_metrics", **body)
         assert (ours.status_code, theirs.status_code) == (200, 200), name
         assert same_metrics(ours.json(), theirs.json()) == [], name
         assert same_metrics(recorded[name], theirs.json()) == [], (
             f"the reference now answers {name} otherwise: re-record {REFERENCE_ANSWERS_PATH.name}"
         )
     for name, (rows, _) in REFUSED.items():
-        body = {"verify_responses": rows}
-        ours = httpx.post(f"{stack.url('workplace_assistant')}/aggregate_metrics", json=body)
-        theirs = httpx.post(f"{stack.url(REFERENCE)}/aggregate_metrics", json=body)
+        body = request_body(rows)
+        ours = httpx.post(f"{stack.url('workplace_assistant')}/aggregate_metrics", **body)
+        theirs = httpx.post(f"{stack.url(REFERENCE)}/aggregate_metrics", **body)
         assert (ours.status_code, theirs.status_code) == (422, 500), name
+    for name, (rows, _) in NOT_AGGREGATED.items():  # refused on purpose (see there)
+        body = request_body(rows)
+        ours = httpx.post(f"{stack.url('workplace_assistant')}/aggregate_metrics", **body)
+        theirs = httpx.post(f"{stack.url(REFERENCE)}/aggregate_metrics", **body)
+        assert (ours.status_code, theirs.status_code) == (422, 200), name
 
 
 def test_aggregate_metrics_of_random_bodies_equal_the_reference(stack):
@@ -353,3 +361,147 @@ def test_official_mcp_client_with_nemo_seed_metadata(stack, form):
     assert ours["tools"] == theirs["tools"]
     assert ours["results"] == theirs["results"]
     assert [r["isError"] for r in ours["results"]] == [False, False, False, True]
+
+
+#: ``episode_id`` values of every kind NeMo's ``EpisodeId`` coerces or refuses (F7).
+_ATTEMPTS: list[Any] = [0, 1, "1", " 1 ", "+1", "-0", "01", "1_0", "1.0", "1.5", 1.0, 1.5]
+_ATTEMPTS += [True, False, None, "", [1], {"a": 1}, -1, "-1", 2**31 - 1, "2147483647", "1e2"]
+_ATTEMPTS += [1e2, 1e20, "0x10", "\uff11", "1 000", "\t1\n", -0.0, "1.", ".0"]
+_ROLLOUT_IDS: list[Any] = ["r1", "r-a1", "r-a0", "r-a01", "r-a10", "r-A1", "r-a1x", "r--a1"]
+_ROLLOUT_IDS += ["x-a1-a0", "a-a1-a2", "R-a9999999999", "r-a1\n", "r1\n", "", 5, None, "é"]
+_ROLLOUT_IDS += ["r a", "-a1", "r-a", "r-a1.", "r-a\u0663"]
+EPISODE_IDS: list[Any] = [{"rollout_id": "r1", "attempt": a} for a in _ATTEMPTS]
+EPISODE_IDS += [{"rollout_id": r} for r in _ROLLOUT_IDS] + [{"attempt": 0}, {}, [], "r1"]
+
+
+def test_episode_ids_are_validated_and_coerced_as_nemos_models(stack):
+    """F7: every ``episode_id`` above is taken by our typed seed (``task_data``) and close as
+    NeMo's ``ResourcesSeedSessionRequest`` / ``ResourcesCloseSessionRequest`` take it (run in
+    the NeMo venv): refused (422 naming a field of ``episode_id``) exactly when NeMo's model
+    refuses, else bound to the episode the model makes of it; and the reference server's own
+    close answers alike. Beyond our int32 attempts only NeMo's model is larger (none here)."""
+    row = {"id": 0, "ground_truth": [], "responses_create_params": {"input": "hi"}}
+    seeds = [
+        {
+            "resources_session_id": f"ep-{uuid.uuid4().hex}",
+            "episode_id": episode,
+            "task_id": {"taskset": "ep", "task_id": "0"},
+            "task_data": row,
+        }
+        for episode in EPISODE_IDS
+    ]
+    closes = [{k: s[k] for k in ("resources_session_id", "episode_id")} for s in seeds]
+    verdicts = {}
+    for kind, bodies in (
+        ("ResourcesSeedSessionRequest", seeds),
+        ("ResourcesCloseSessionRequest", closes),
+    ):
+        out = run_driver(
+            stack.python,
+            ["validate"],
+            json.dumps({"model": f"nemo_gym.base_resources_server:{kind}", "bodies": bodies}),
+        )
+        assert out.returncode == 0, out.stderr[-4000:]
+        verdicts[kind] = json.loads(out.stdout)
+    ours_url, theirs_url = stack.url("workplace_assistant"), stack.url(REFERENCE)
+    for seed, close, nemo_seed, nemo_close in zip(
+        seeds,
+        closes,
+        verdicts["ResourcesSeedSessionRequest"],
+        verdicts["ResourcesCloseSessionRequest"],
+        strict=True,
+    ):
+        case = repr(seed["episode_id"])
+        assert nemo_seed["ok"] == nemo_close["ok"], case
+        seeded = httpx.post(f"{ours_url}/seed_session", json=seed)
+        theirs = httpx.post(f"{theirs_url}/close_session", json=close)
+        if not nemo_seed["ok"]:
+            assert (seeded.status_code, theirs.status_code) == (422, 422), case
+            assert all(d["loc"][:2] == ["body", "episode_id"] for d in seeded.json()["detail"])
+            assert httpx.post(f"{ours_url}/close_session", json=close).status_code == 422, case
+            continue
+        assert (seeded.status_code, theirs.status_code) == (200, 200), case
+        coerced = {**close, "episode_id": nemo_seed["value"]["episode_id"]}
+        closed = httpx.post(f"{ours_url}/close_session", json=coerced)  # the bound episode
+        assert closed.headers["x-workplace-close-outcome"] == "CLOSED", case
+
+
+def _hand_written_verify_bodies() -> list[dict[str, Any]]:
+    """``/verify`` bodies as a hand-written client sends them: a minimal ``response`` whose
+    output holds the task's ground-truth calls (some with an unknown key), a reasoning item
+    and a message; a ``created_at`` integer and a ``temperature`` integer."""
+    bodies = []
+    for i, task in enumerate(TASKS[:12]):
+        output: list[dict[str, Any]] = [
+            {
+                "type": "reasoning",
+                "id": f"rs{i}",
+                "summary": [{"type": "summary_text", "text": "t"}],
+            }
+        ]
+        for j, call in enumerate(task["ground_truth"]):
+            item = {"type": "function_call", "call_id": f"c{j}", "name": call["name"]}
+            output.append({**item, "arguments": call["arguments"], "status": "completed"})
+            if i % 3 == 0:
+                output[-1]["zz"] = 1
+        output.append(
+            {
+                "type": "message",
+                "id": "m",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": "done", "annotations": []}],
+            }
+        )
+        bodies.append(
+            {
+                "id": i,
+                "category": task["category"],
+                "environment_name": "workplace_assistant",
+                "ground_truth": task["ground_truth"],
+                "responses_create_params": {"input": task["prompt"], "temperature": 1},
+                "response": {
+                    "id": f"r{i}",
+                    "created_at": 0,
+                    "model": "m",
+                    "object": "response",
+                    "output": output,
+                    "parallel_tool_calls": True,
+                    "tool_choice": "auto",
+                    "tools": [],
+                },
+            }
+        )
+    return bodies
+
+
+def test_verify_echo_is_byte_identical_for_bodies_nemos_models_wrote(stack):
+    """F6, measured: the reference echoes ``responses_create_params`` and ``response``
+    re-serialised through NeMo's models; we echo them as sent (README "Verify echo"). So a body
+    NeMo's ``BaseVerifyRequest`` has written (what its agents send) answers the same bytes, and
+    a hand-written one the same reward with another echo (defaults added, ``created_at``
+    0.0, unknown item keys dropped)."""
+    raw = _hand_written_verify_bodies()
+    out = run_driver(
+        stack.python,
+        ["validate"],
+        json.dumps({"model": "nemo_gym.base_resources_server:BaseVerifyRequest", "bodies": raw}),
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    row_keys = ("id", "category", "environment_name", "ground_truth")
+    written = []
+    for body, verdict in zip(raw, json.loads(out.stdout), strict=True):
+        assert verdict["ok"], verdict
+        written.append({**{k: body[k] for k in row_keys}, **verdict["value"]})
+    ours_url, theirs_url = stack.url("workplace_assistant"), stack.url(REFERENCE)
+    for sent, agent_body in zip(raw, written, strict=True):
+        ours = httpx.post(f"{ours_url}/verify", json=agent_body, timeout=60)
+        theirs = httpx.post(f"{theirs_url}/verify", json=agent_body, timeout=60)
+        assert ours.status_code == theirs.status_code == 200
+        assert ours.content == theirs.content
+        ours = httpx.post(f"{ours_url}/verify", json=sent, timeout=60).json()
+        theirs = httpx.post(f"{theirs_url}/verify", json=sent, timeout=60).json()
+        assert ours["reward"] == theirs["reward"] == 1.0
+        assert ours["response"] == sent["response"]  # as sent
+        assert theirs["response"]["created_at"] == 0.0 and "background" in theirs["response"]
+        assert all("zz" not in item for item in theirs["response"]["output"])

@@ -22,6 +22,10 @@ Subcommands (``python driver.py CMD ...``):
                  (``resources_tools``, or the ``mcp`` key of a legacy answer), then with the
                  official ``mcp`` client lists the tools and calls each call of stdin's
                  ``"calls"``; prints ``{"seed", "tools", "results"}`` as JSON.
+``validate``     stdin: ``{"model": "MODULE:CLASS", "bodies": [...]}`` -> stdout: for each body,
+                 what NeMo's pydantic model makes of it (``model_validate``, as FastAPI
+                 validates a parsed body): ``{"ok": true, "value": <model_dump(mode="json")>}``
+                 or ``{"ok": false, "locs": [<loc of each error>]}``, as a JSON list.
 ``conformance``  ``--url BASE``: NeMo's ``check_resources_session_contract`` (unmodified), over an
                  ASGI app that forwards every request to BASE; exit 0 when it passes.
 """
@@ -195,6 +199,23 @@ def _mcp(url: str) -> None:
     print(json.dumps(asyncio.run(session())))
 
 
+def _validate() -> None:
+    import importlib
+
+    from pydantic import ValidationError
+
+    request = json.loads(sys.stdin.read())
+    module, name = request["model"].split(":")
+    model = getattr(importlib.import_module(module), name)
+    out = []
+    for body in request["bodies"]:
+        try:
+            out.append({"ok": True, "value": model.model_validate(body).model_dump(mode="json")})
+        except ValidationError as exc:
+            out.append({"ok": False, "locs": [list(e["loc"]) for e in exc.errors()]})
+    print(json.dumps(out))
+
+
 def _conformance(url: str) -> None:
     import httpx
     from nemo_gym.base_resources_server import ResourcesSeedSessionRequest
@@ -248,6 +269,7 @@ def main() -> None:
     mcp.add_argument("--url", required=True)
     serve = sub.add_parser("serve")
     serve.add_argument("--module", required=True)
+    sub.add_parser("validate")
     conformance = sub.add_parser("conformance")
     conformance.add_argument("--url", required=True)
     args = parser.parse_args()
@@ -257,6 +279,8 @@ def main() -> None:
         _merge()
     elif args.cmd == "reverify":
         _reverify()
+    elif args.cmd == "validate":
+        _validate()
     elif args.cmd == "mcp":
         _mcp(args.url)
     elif args.cmd == "serve":

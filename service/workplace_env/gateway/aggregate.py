@@ -37,6 +37,14 @@ scored responses) cannot be cut into the reference's 64 equal-width histogram bi
 rule: values so large, or so close together, that the bin edges collapse, e.g. a lone value
 beyond 2**46 or two adjacent floats), and ``ng_perf`` numbers whose sum overflows.
 
+Values are taken as parsed, as the reference's ``Dict[str, Any]`` takes them (no coercion):
+a boolean index is the number 0/1 spelled as sent, a repeat is labelled ``int()`` of its
+index, ``NaN``/``Infinity`` parse and a ``NaN`` is a column without a value. The reference
+also fails (422 here) on an infinite measured value, a non-finite ``ng_perf.num_turns``, an
+``ng_perf`` sum of both infinities, and (among several repeats) a repeat index ``int()``
+refuses; a ``NaN`` index is refused on purpose (the reference drops that rollout from its
+task's group and orders the task labels by hash).
+
 Statistics that overflow on finite input (the mean of 1e308 and 1.5e308, a spread of +-1e307)
 are infinite; the reference writes them ``null`` (as pydantic writes a non-finite float), and
 so does :func:`workplace_env.gateway.translate.json_response`.
@@ -158,12 +166,15 @@ def _binnable(values: Sequence[Number], integer: bool) -> bool:
 
 
 def _index(row: dict[str, Any], key: str, where: Loc) -> Any:
-    """``row[key]`` (0 when absent): a number or a string, as the reference can sort it."""
+    """``row[key]`` (0 when absent) as sent: a number (a boolean is the number 0/1, an
+    infinity is a number) or a string, as the reference groups and sorts it. ``null`` and
+    ``NaN`` are refused: the reference's table drops such a rollout from its task's group, and
+    labels the tasks in an order that depends on hashing."""
     value = row.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise invalid([((*where, key), "must be an integer (or a string)")])
-    if isinstance(value, float) and not math.isfinite(value):
-        raise invalid([((*where, key), "must be finite")])
+    if not isinstance(value, int | float | str):
+        raise invalid([((*where, key), "must be a number or a string")])
+    if isinstance(value, float) and math.isnan(value):
+        raise invalid([((*where, key), "must not be NaN")])
     return value
 
 
@@ -176,7 +187,8 @@ def _sortable(values: Iterable[Any], key: str) -> list[Any]:
 
 
 def _number(value: Any, where: Loc) -> Number | None:
-    """A measurable value: a boolean as 0/1, an int64 integer, a finite float; else None."""
+    """A measurable value: a boolean as 0/1, an int64 integer, a float (NaN and the
+    infinities included, as JSON bodies may carry them); else None."""
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, int):
@@ -184,8 +196,12 @@ def _number(value: Any, where: Loc) -> Number | None:
             raise invalid([(where, "integer out of the 64-bit range")])
         return value
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        return value
     return None
+
+
+def _is_nan(value: Number) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def _usage(row: dict[str, Any], where: Loc) -> dict[str, Any]:
@@ -200,7 +216,9 @@ def _usage(row: dict[str, Any], where: Loc) -> dict[str, Any]:
 
 
 def _measured(row: dict[str, Any], where: Loc) -> Row:
-    """The measured fields of one scored response, in the reference's order."""
+    """The measured fields of one scored response, in the reference's order. A NaN is kept:
+    it makes a column (a float one) without a value. Raises 422 for an infinity (the
+    reference cannot histogram it)."""
     fields = {k: v for k, v in row.items() if k != MASK_SAMPLE}
     usage = _usage(row, where)
     fields.update(usage)  # a usage count wins, keeping a same-named field's place
@@ -210,14 +228,18 @@ def _measured(row: dict[str, Any], where: Loc) -> Row:
             continue
         place = (*where, "response", "usage", key) if key in usage else (*where, key)
         number = _number(value, place)
-        if number is not None:
-            out[key] = number
+        if number is None:
+            continue
+        if isinstance(number, float) and math.isinf(number):
+            raise invalid([(place, "must be finite: the reference cannot histogram an infinity")])
+        out[key] = number
     return out
 
 
 def _rollout_info(task: Any, repeat: Any, row: dict[str, Any], where: Loc) -> dict[str, Any]:
     """One ``rollout_infos`` entry: ids, the raw ``reward``, then usage and top-level numbers
-    (booleans as 0/1); a top-level number overrides a usage count in place."""
+    (booleans as 0/1; NaN and infinities as they are, written ``null``); a top-level number
+    overrides a usage count in place."""
     info: dict[str, Any] = {
         "rollout_id": f"{task}:{repeat}",
         TASK_INDEX: task,
@@ -282,13 +304,18 @@ def _columns(rollouts: Sequence[_Rollout]) -> _Columns:
     return columns
 
 
+def _values(rollouts: Iterable[_Rollout], column: str) -> list[Number]:
+    """The values of ``column`` over ``rollouts`` (NaN and absence alike are no value)."""
+    return [r.values[column] for r in rollouts if not _is_nan(r.values.get(column, math.nan))]
+
+
 def _describe(rollouts: Sequence[_Rollout], columns: _Columns) -> dict[str, Any]:
     """``mean/max/min/median/std`` of each column over ``rollouts``, stat-major. Raises 422
     naming a column the reference cannot histogram (:func:`_binnable`)."""
-    present = {c: [r.values[c] for r in rollouts if c in r.values] for c in columns}
+    present = {c: _values(rollouts, c) for c in columns}
     for c, values in present.items():
         if values and not _binnable(values, c in columns.integer):
-            first = next(r for r in rollouts if c in r.values)
+            first = next(r for r in rollouts if not _is_nan(r.values.get(c, math.nan)))
             task = f" of {TASK_INDEX} {first.task}" if len({r.task for r in rollouts}) == 1 else ""
             raise invalid(
                 [
@@ -325,6 +352,12 @@ def _describe(rollouts: Sequence[_Rollout], columns: _Columns) -> dict[str, Any]
 
 
 def _group_level(rollouts: list[_Rollout], columns: _Columns) -> list[dict[str, Any]]:
+    """Per-task statistics. A task is labelled with its index as the first scored response
+    (in the request's order) spells it: ``true`` and ``1`` are one task, labelled by whichever
+    comes first, as in the reference."""
+    label: dict[Any, Any] = {}
+    for r in sorted(rollouts, key=lambda r: r.position):
+        label.setdefault(r.task, r.task)
     by_task: dict[Any, list[_Rollout]] = {}
     for r in rollouts:
         by_task.setdefault(r.task, []).append(r)
@@ -333,7 +366,7 @@ def _group_level(rollouts: list[_Rollout], columns: _Columns) -> list[dict[str, 
         members = by_task[task]
         groups.append(
             {
-                TASK_INDEX: task,
+                TASK_INDEX: label[task],
                 **_describe(members, columns),
                 "sample": {"agent_ref": {"name": AGENT_NAME}},
                 "num_rollouts": len(members),
@@ -344,6 +377,24 @@ def _group_level(rollouts: list[_Rollout], columns: _Columns) -> list[dict[str, 
             }
         )
     return groups
+
+
+def _repeat_label(rollout: _Rollout) -> int:
+    """A repeat's label in ``repeat_level_metrics``: Python's ``int()`` of its index (``true``
+    is 1, ``1.5`` is 1, ``"3"`` is 3), as the reference labels it. Raises 422 for an index
+    ``int()`` refuses (an infinity, a string not an integer), on which the reference fails."""
+    try:
+        return int(rollout.repeat)
+    except (ValueError, OverflowError):
+        raise invalid(
+            [
+                (
+                    ("verify_responses", rollout.position, ROLLOUT_INDEX),
+                    "must be an integer, or a number or string int() accepts, when there are "
+                    "several repeats (the reference fails on it)",
+                )
+            ]
+        ) from None
 
 
 def _repeat_level(rollouts: list[_Rollout], columns: list[str]) -> list[dict[str, Any]]:
@@ -357,12 +408,12 @@ def _repeat_level(rollouts: list[_Rollout], columns: list[str]) -> list[dict[str
         members = [r for r in rollouts if r.repeat == repeat]
         present_tasks = len({r.task for r in members})
         entry: dict[str, Any] = {
-            ROLLOUT_INDEX: repeat,
+            ROLLOUT_INDEX: _repeat_label(members[0]),
             "sample_count": present_tasks,
             "missing_count": task_count - present_tasks,
         }
         for c in sorted(columns):
-            values = [r.values[c] for r in members if c in r.values]
+            values = _values(members, c)
             if not values:
                 continue
             mean = _mean(values)
@@ -451,11 +502,22 @@ _PERF_TOKEN_FIELDS = (
 )
 
 
+class PerfRefused(ValueError):
+    """``ng_perf`` values the reference's summary fails on: ``field``, why, and the record at
+    fault (None: the first record carrying the field as a number)."""
+
+    def __init__(self, field: str, why: str, record: int | None = None) -> None:
+        super().__init__(field, why)
+        self.field, self.why, self.record = field, why, record
+
+
 def perf_summary(records: list[dict[str, Any]], total: int) -> dict[str, Any] | None:
     """NeMo's ``perf_summary`` of the rollouts' ``ng_perf`` records (``total`` rollouts in all,
     masked ones included); None without records. A field's statistics appear only when some
-    record carries it as a number (booleans count, as in the reference). Raises
-    :class:`OverflowError` naming the field whose values' sum overflows (the reference fails)."""
+    record carries it as a number (booleans count, NaN and infinities too, as in the
+    reference: a mean or total they make non-finite is written ``null``; quantiles skip NaN).
+    Raises :class:`PerfRefused` naming the field the reference fails on: a sum that overflows
+    or adds both infinities, or a ``num_turns`` that is not finite (its spread)."""
     if total <= 0 or not records:
         return None
 
@@ -463,13 +525,15 @@ def perf_summary(records: list[dict[str, Any]], total: int) -> dict[str, Any] | 
         try:
             return statistics.fmean(vals)
         except OverflowError:
-            raise OverflowError(field) from None
+            raise PerfRefused(field, "its values' sum overflows") from None
+        except ValueError:  # -inf + inf
+            raise PerfRefused(field, "its values add both infinities") from None
 
     def values(key: str) -> list[Any]:
         return [r[key] for r in records if isinstance(r.get(key), int | float)]
 
     def quantile(vals: list[Any], percent: int) -> float:
-        return float(np.percentile(np.asarray(vals, dtype=float), percent))
+        return float(np.nanpercentile(np.asarray(vals, dtype=float), percent))
 
     summary: dict[str, Any] = {
         "overall_observability_coverage": len(records) / total,
@@ -488,6 +552,9 @@ def perf_summary(records: list[dict[str, Any]], total: int) -> dict[str, Any] | 
             summary[f"median_{field}"] = statistics.median(vals)
             summary[f"total_{field}"] = sum(vals)
     turns = values("num_turns")
+    for i, r in enumerate(records):
+        if isinstance(r.get("num_turns"), float) and not math.isfinite(r["num_turns"]):
+            raise PerfRefused("num_turns", "must be finite (the spread of it fails)", i)
     if turns:
         summary["mean_num_turns"] = fmean("num_turns", turns)
         summary["median_num_turns"] = statistics.median(turns)
@@ -590,14 +657,17 @@ def _aggregate(verify_responses: list[dict[str, Any]]) -> dict[str, Any]:
     ]
     try:
         answer["perf_summary"] = perf_summary([p for _, p in perf], len(verify_responses))
-    except OverflowError as exc:
-        field = str(exc)
-        first = next(i for i, p in perf if isinstance(p.get(field), int | float))
+    except PerfRefused as exc:
+        first = (
+            perf[exc.record][0]
+            if exc.record is not None
+            else next(i for i, p in perf if isinstance(p.get(exc.field), int | float))
+        )
         raise invalid(
             [
                 (
-                    ("verify_responses", first, "ng_perf", field),
-                    "its values' sum overflows (the reference fails on them)",
+                    ("verify_responses", first, "ng_perf", exc.field),
+                    f"{exc.why} (the reference fails on them)",
                 )
             ]
         ) from None

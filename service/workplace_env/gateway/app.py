@@ -320,7 +320,8 @@ def create_app(
     )
     async def aggregate(request: Request) -> Response:
         """NeMo Gym's ``AggregateMetrics`` for the verify responses (CONTRACT H3)."""
-        body = await object_body(request)
+        # NaN/Infinity parse, as in the reference (its model takes the values as they come)
+        body = await object_body(request, constants=True)
         rows = body.get("verify_responses")
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise invalid([(("verify_responses",), "required: an array of objects")])

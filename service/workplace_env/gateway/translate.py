@@ -10,10 +10,11 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import Field, TypeAdapter, ValidationError
 
 from workplace_env import session_header, wire
 from workplace_env.gateway import fastjson
@@ -39,6 +40,13 @@ CALL_ID_HEADER = "x-workplace-call-id"
 #: legacy session (it has none of its own), and a typed one answers EPISODE_MISMATCH.
 LEGACY_EPISODE = ("legacy", 0)
 _INT32_MAX = 2**31 - 1
+#: NeMo's ``EpisodeId.attempt``: an int >= 0, coerced by pydantic's lax mode.
+_ATTEMPT: TypeAdapter[int] = TypeAdapter(Annotated[int, Field(ge=0)])
+#: NeMo's ``EpisodeId`` refuses a rollout id ending ``-a<N>``, with this message.
+_RESERVED_ATTEMPT_SUFFIX = re.compile(r"-a[1-9][0-9]*\Z")
+_RESERVED_ATTEMPT_SUFFIX_MSG = (
+    "Value error, rollout_id must not end with the reserved attempt suffix '-a<N>'"
+)
 _TYPED_KEYS = ("resources_session_id", "episode_id", "task_id", "task")
 #: The largest body read: the SDK's message limit (a larger one could not reach the service).
 MAX_BODY_BYTES = MAX_MESSAGE_BYTES
@@ -380,21 +388,38 @@ def _ground_truth_problems(row: dict[str, Any], path: Loc) -> list[tuple[Loc, st
 
 
 def parse_episode(value: Any, problems: list[tuple[Loc, str]]) -> tuple[str, int] | None:
-    """``(rollout_id, attempt)`` of an ``episode_id`` object (``attempt`` defaults to 0), or
-    None with the type problems appended; the service checks the values (CONTRACT Identities).
+    """``(rollout_id, attempt)`` of an ``episode_id`` object, validated and coerced as NeMo Gym's
+    ``EpisodeId`` model (``nemo_gym.episode_types``) takes it; None with the problems appended
+    (pydantic's messages, ``loc`` the field).
+
+    * ``attempt``: 0 when absent; an integer >= 0 under pydantic's lax rules (``"1"``, ``1.0``
+      and ``true`` are 1; ``1.5``, ``"x"``, ``null`` refused), and at most 2**31 - 1 (the
+      service's ``int32``: a larger one, which NeMo's model takes, cannot be carried).
+    * ``rollout_id``: a string not ending in NeMo's reserved attempt suffix ``-a<N>`` (N >= 1;
+      NeMo derives ``<rollout_id>-a<attempt>`` capture keys). Its pattern is the service's check
+      (CONTRACT Identities), which as the contract says does not reserve the suffix: gRPC
+      takes such an id (identities there are the pair, so no key can collide).
     """
     if not isinstance(value, dict):
         problems.append((("episode_id",), "required: an object {rollout_id, attempt}"))
         return None
-    rollout_id, attempt = value.get("rollout_id", ""), value.get("attempt", 0)
+    rollout_id = value.get("rollout_id", "")
     ok = True
     if not isinstance(rollout_id, str):
-        problems.append((("episode_id", "rollout_id"), "must be a string"))
+        problems.append((("episode_id", "rollout_id"), "Input should be a valid string"))
         ok = False
-    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt > _INT32_MAX:
-        problems.append((("episode_id", "attempt"), "must be an integer in 0..2147483647"))
+    elif _RESERVED_ATTEMPT_SUFFIX.search(rollout_id):
+        problems.append((("episode_id", "rollout_id"), _RESERVED_ATTEMPT_SUFFIX_MSG))
         ok = False
-    return (rollout_id, max(attempt, -1)) if ok else None  # the service rejects attempt < 0
+    try:
+        attempt = _ATTEMPT.validate_python(value.get("attempt", 0))
+    except ValidationError as exc:
+        problems.append((("episode_id", "attempt"), exc.errors()[0]["msg"]))
+        return None
+    if attempt > _INT32_MAX:
+        problems.append((("episode_id", "attempt"), f"must be at most {_INT32_MAX}"))
+        return None
+    return (rollout_id, attempt) if ok else None
 
 
 def parse_typed_seed(
