@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
+from types import SimpleNamespace
 
 import grpc
 import httpx
@@ -37,6 +38,7 @@ from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.config import ConfigError, Settings, load_settings
 from workplace_env.gateway import start_gateway
 from workplace_env.server.app import start_server
+from workplace_env.server.guard import Admission, GuardInterceptor
 from workplace_env.server.serve import drain_and_stop
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionStore
@@ -428,6 +430,110 @@ def test_X3_every_ending_of_an_environment_rpc_gives_its_slot_back(sandbox):
         release.set()
         client.close()
         running.stop(0)
+
+
+def test_X3_an_answered_environment_rpc_no_longer_holds_its_slot(sandbox):
+    """CI flake of test_session_sdk's refused-close test: a lane gave an RPC's slot back only
+    after grpcio had sent its answer, so the client's next RPC could be refused TOO_MANY_RPCS
+    by one that was over. Here every lane thread is held after its RPC's answer went out: with
+    one slot, each next RPC from the same client must still be admitted."""
+    store = SessionStore(sandbox)
+    rpcs = 3
+    running = start_server(
+        store,
+        "127.0.0.1:0",
+        settings=Settings(max_concurrent_rpcs=1, workers=rpcs),
+        evict_interval_s=3600,
+    )
+    lane, admission = running._lane, running.admission
+    assert lane is not None and admission is not None
+    gate = threading.Event()
+    run_then_release = lane._run_then_release
+
+    def held_after_the_answer(fn, args, kwargs):  # type: ignore[no-untyped-def]
+        def answer_then_hold(*a, **k):  # type: ignore[no-untyped-def]
+            try:
+                return fn(*a, **k)  # grpcio's pool function: it has sent the answer
+            finally:
+                _wait(gate)
+
+        return run_then_release(answer_then_hold, args, kwargs)
+
+    lane._run_then_release = held_after_the_answer  # type: ignore[method-assign]
+    client = EnvironmentClient(f"127.0.0.1:{running.port}", timeout_s=HANG_S, max_attempts=1)
+    try:
+        client.seed("x3-next", ("x3-next", 0), TID, TASK)
+        assert admission.in_flight() == 0
+        assert client.call_tool("x3-next", *WRITE) == SENT
+        assert admission.in_flight() == 0
+        client.seed("x3-after", ("x3-after", 0), TID, TASK)
+        assert admission.in_flight() == 0
+    finally:
+        gate.set()
+        client.close()
+        running.stop(0)
+    assert admission.in_flight() == 0  # the lane released nothing twice
+
+
+class _StreamContext:
+    """What the guard uses of a servicer context, with the RPC's end under the test's hand."""
+
+    def __init__(self) -> None:
+        self.on_end: list[Callable[[], None]] = []
+
+    def add_callback(self, callback: Callable[[], None]) -> bool:
+        self.on_end.append(callback)
+        return True
+
+    def end(self) -> None:
+        for callback in self.on_end:
+            callback()
+
+
+@pytest.mark.parametrize("kind", ["unary_stream", "stream_stream"])
+def test_X3_an_admin_stream_gives_its_slot_back_before_its_status_is_sent(kind):
+    """An admin response stream's slot was given back by the RPC's end callback, which grpcio
+    runs after it has sent the status: now it is free when the stream's last message is out
+    (grpcio sends the status only after the iterator ends), exactly once, however it ends."""
+    admission = Admission(max_rpcs=1, max_admin_rpcs=1)
+    guard = GuardInterceptor(admission, "/admin/")
+
+    def export(_request, _context):  # type: ignore[no-untyped-def]
+        yield b"part-1"
+        yield b"part-2"
+
+    def broken(_request, _context):  # type: ignore[no-untyped-def]
+        yield b"part-1"
+        raise RuntimeError("the export failed")
+
+    def call(behaviour, context):  # type: ignore[no-untyped-def]
+        make = getattr(grpc, f"{kind}_rpc_method_handler")
+        details = SimpleNamespace(method="/admin/Export")
+        guarded = getattr(guard.intercept_service(lambda _d: make(behaviour), details), kind)
+        return guarded(b"" if kind == "unary_stream" else iter([b""]), context)
+
+    read = _StreamContext()
+    responses = call(export, read)
+    assert admission.in_flight() == 1
+    assert list(responses) == [b"part-1", b"part-2"]
+    assert admission.in_flight() == 0  # before the status (and the end callback)
+    read.end()
+    assert admission.in_flight() == 0
+
+    failed = _StreamContext()
+    responses = call(broken, failed)
+    with pytest.raises(RuntimeError):
+        list(responses)
+    assert admission.in_flight() == 0
+    failed.end()
+
+    never_read = _StreamContext()
+    responses = call(export, never_read)
+    assert admission.in_flight() == 1
+    never_read.end()  # cancelled before grpcio asked for a message
+    assert admission.in_flight() == 0
+    del responses
+    assert admission.in_flight() == 0
 
 
 def _reflected_services(channel: grpc.Channel) -> set[str]:

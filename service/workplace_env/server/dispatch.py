@@ -9,8 +9,9 @@ method has two handlers, both counted, timed and logged by
 * **admitted**: refuses an undecodable request (``MALFORMED_REQUEST``) and a session header
   that names another session than the body (``SESSION_HEADER_MISMATCH``), then runs the
   servicer. Its behaviour carries the server's :class:`~workplace_env.server.guard.Lane` as
-  grpcio's ``experimental_thread_pool``, so it waits there for one of ``workers`` threads,
-  and the lane releases its admission slot when it ends;
+  grpcio's ``experimental_thread_pool``, so it waits there for one of ``workers`` threads;
+  its admission slot is given back when the handler returns, before grpcio sends the answer
+  (:meth:`~workplace_env.server.guard.Lane.release`), or by the lane if it never ran;
 * **refused**, chosen when :class:`~workplace_env.server.guard.Admission` is full when the
   RPC arrives (CONTRACT X3): an undecodable request is still ``MALFORMED_REQUEST``, any other
   is RESOURCE_EXHAUSTED ``TOO_MANY_RPCS`` with a ``RetryInfo``; it runs on the server's pool.
@@ -89,7 +90,15 @@ def _compose(
             refuse_undecodable(request, rpc, context)
         context.abort_with_status(to_status(admission.refusal(), rpc))
 
-    run = counting(admitted, rpc, metrics)
+    counted = counting(admitted, rpc, metrics)
+    release = lane.release
+
+    def run(request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return counted(request, context)
+        finally:
+            release()  # before grpcio sends the answer (X3; Lane)
+
     run.experimental_thread_pool = lane  # type: ignore[attr-defined]
     kwargs = {
         "request_deserializer": safe_deserializer(handler.request_deserializer),

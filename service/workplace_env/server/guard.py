@@ -10,8 +10,12 @@
   streams hold their slot until the stream ends). Beyond either limit an RPC is answered at once
   with RESOURCE_EXHAUSTED, reason ``TOO_MANY_RPCS``, and a ``RetryInfo``. Environment RPCs are
   admitted when they arrive and then wait in the queue of a :class:`Lane`, whose ``workers``
-  threads run them (more only add GIL contention; BENCHMARKS.md); the lane releases each
-  slot when its RPC ends (:mod:`workplace_env.server.dispatch`).
+  threads run them (more only add GIL contention; BENCHMARKS.md).
+* **Release.** An admitted RPC gives its slot back once, before its answer can reach the
+  client (a client that has its answer and sends the next RPC at once must not find the last
+  one still counted): a unary handler's slot when it returns or raises (environment RPCs:
+  :meth:`Lane.release`, :mod:`workplace_env.server.dispatch`), a response stream's when its
+  iterator ends, and, should that never happen (a stream never read), when the RPC ends.
 * Health and reflection are never limited: the server's thread pool has
   ``max_concurrent_rpcs + RESERVED_THREADS`` threads, so admitted RPCs can never hold them all.
 """
@@ -126,14 +130,19 @@ class Lane(futures.ThreadPoolExecutor):
     """The ``workers`` threads that run admitted environment RPCs, in arrival order.
 
     grpcio submits an RPC here when its behaviour carries this lane as
-    ``experimental_thread_pool``; each work item releases one (non-admin) admission slot when
-    it ends, however it ends (the handler may never run: a call cancelled before its request
-    arrived). Waiting RPCs hold no thread, so only ``workers`` threads contend for the GIL.
+    ``experimental_thread_pool``; each work item gives back exactly one (non-admin) admission
+    slot, however it ends. The behaviour calls :meth:`release` when the handler returns, before
+    grpcio sends the answer, so a client holding an answer never finds that RPC still counted
+    (X3: it is no longer concurrent); the work item's end releases what the handler did not
+    (the handler may never run: a call cancelled before its request arrived). Waiting RPCs
+    hold no thread, so only ``workers`` threads contend for the GIL.
     """
 
     def __init__(self, admission: Admission, workers: int) -> None:
         super().__init__(max_workers=workers, thread_name_prefix="env-rpc")
         self.admission = admission
+        # per lane thread: whether the RPC it runs still holds its slot
+        self._holds = threading.local()
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
         try:
@@ -142,13 +151,21 @@ class Lane(futures.ThreadPoolExecutor):
             self.admission.leave(False)
             raise
 
+    def release(self) -> None:
+        """Give back the slot of the RPC running on this lane thread, if it still holds it."""
+        holds = self._holds
+        if getattr(holds, "slot", False):
+            holds.slot = False
+            self.admission.leave(False)
+
     def _run_then_release(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
+        self._holds.slot = True
         try:
             return fn(*args, **kwargs)
         finally:
-            self.admission.leave(False)
+            self.release()
 
 
 def safe_deserializer(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
@@ -240,8 +257,7 @@ class GuardInterceptor(grpc.ServerInterceptor):
                 if isinstance(request, Undecodable):
                     refuse_undecodable(request, rpc, context)
                 admit(context)
-                _on_end(context, done)
-                return inner_us(request, context)
+                return _released_at_end(inner_us(request, context), context, done)
 
             return grpc.unary_stream_rpc_method_handler(unary_stream, **kwargs)
         if handler.stream_unary is not None:
@@ -259,13 +275,29 @@ class GuardInterceptor(grpc.ServerInterceptor):
 
         def stream_stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
             admit(context)
-            _on_end(context, done)
-            return inner_ss(checked(requests, context), context)
+            return _released_at_end(inner_ss(checked(requests, context), context), context, done)
 
         return grpc.stream_stream_rpc_method_handler(stream_stream, **kwargs)
 
 
-def _on_end(context: grpc.ServicerContext, done: Callable[[], None]) -> None:
-    """Call ``done`` once when the RPC ends, however it ends (a stream may never be read)."""
-    if not context.add_callback(done):
+def _released_at_end(
+    responses: Iterator[Any], context: grpc.ServicerContext, done: Callable[[], None]
+) -> Iterator[Any]:
+    """``responses``, calling ``done`` exactly once: when the iterator ends or fails (grpcio
+    sends the status only after that), or when the RPC ends if the stream is never read."""
+    once = threading.Lock()
+
+    def done_once() -> None:
+        if once.acquire(blocking=False):  # the stream's end and the RPC's end may race
+            done()
+
+    if not context.add_callback(done_once):
+        done_once()
+    return _then(responses, done_once)
+
+
+def _then(responses: Iterator[Any], done: Callable[[], None]) -> Iterator[Any]:
+    try:
+        yield from responses
+    finally:
         done()
