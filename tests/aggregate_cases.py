@@ -333,6 +333,30 @@ def random_bodies(seed: int, count: int) -> list[Rows]:
     return bodies
 
 
+_ANY_TASK: tuple[Any, ...] = (None, None, 0, 0, 1, 1, 2, True, "1", "a", 1.5)
+_ANY_REPEAT: tuple[Any, ...] = (None, None, 0, 0, 1, 1, 2, True, False, "1", "2")
+
+
+def random_index_bodies(seed: int, count: int) -> list[Rows]:
+    """``count`` random ``verify_responses`` lists whose indices are ``null``, integers,
+    booleans, floats or strings (numeric or not), sometimes absent, some rows masked."""
+    rnd = random.Random(seed)
+    bodies = []
+    for _ in range(count):
+        rows: Rows = []
+        for _ in range(rnd.randint(1, 6)):
+            row = vr(rnd.choice(_ANY_TASK), rnd.choice(_ANY_REPEAT), rnd.choice([0.0, 0.5, 1]))
+            row["x"] = rnd.choice([1, 2.5, None, True])
+            if rnd.random() < 0.15:
+                row["mask_sample"] = True
+            for key in ("_ng_task_index", "_ng_rollout_index"):
+                if rnd.random() < 0.1:
+                    del row[key]
+            rows.append(row)
+        bodies.append(rows)
+    return bodies
+
+
 #: Inputs the reference cannot aggregate (500 there), each with the 422 ``loc`` we answer.
 REFUSED: dict[str, tuple[Rows, list[Any]]] = {
     "repeated_index": (
