@@ -254,6 +254,50 @@ CASES: dict[str, Rows] = {
         vr(i, 0, 1.0, ng_perf={"prompt_tokens": v, "total_latency_ms": v})
         for i, v in enumerate([3, NAN, 1, 7, NAN, 0])
     ],
+    # null indices: a null task has no group and counts in no task count; a null repeat is no
+    # repeat (it still counts in num_repeats and is spelled "None" in its rollout_id)
+    "null_tasks": [vr(None, 0, 1.0), vr(None, 1, 1.0)],
+    "null_task_alone": [vr(None, 0, 1.0)],
+    "null_tasks_three_repeats": [vr(None, 0, 1.0), vr(None, 1, 0.0), vr(None, 2, 0.5, x=3)],
+    "null_task_masked_among_integers": [
+        vr(None, 0, 1.0, mask_sample=True),
+        vr(0, 0, 1.0),
+        vr(1, 0, 0.0),
+    ],
+    "null_task_scored_integer_masked": [vr(None, 0, 1.0), vr(0, 0, 1.0, mask_sample=True)],
+    "null_indices_alone": [vr(None, None, 1.0)],
+    "null_repeats": [vr(0, None, 1.0), vr(1, None, 0.0)],
+    "null_repeat_alone": [vr(0, None, 1.0)],
+    "null_repeat_and_integers_in_other_tasks": [
+        vr(0, None, 1.0),
+        vr(1, 0, 0.0),
+        vr(1, 1, 0.5),
+        vr(2, 1, 0.25),
+    ],
+    "null_repeat_and_strings_in_other_tasks": [
+        vr(0, None, 1.0),
+        vr(1, "1", 0.0),
+        vr(2, "2", 0.5),
+    ],
+    "null_repeat_and_booleans_in_other_tasks": [
+        vr(0, None, 1.0),
+        vr(1, True, 0.0),
+        vr(2, False, 0.5),
+    ],
+    "null_repeat_masked_among_integers": [
+        vr(0, None, 1.0, mask_sample=True),
+        vr(0, 0, 1.0),
+        vr(0, 1, 0.0),
+    ],
+    "absent_task_indices": [
+        {"_ng_rollout_index": 0, "reward": 1},
+        {"_ng_rollout_index": 1, "reward": 0},
+    ],
+    "absent_repeat_indices": [
+        {"_ng_task_index": 0, "reward": 1},
+        {"_ng_task_index": 1, "reward": 0},
+    ],
+    "numeric_string_tasks": [vr("1", 0, 1.0), vr("2", 0, 0.0), vr("10", 1, 0.5)],
 }
 
 _ANY_VALUE: tuple[Any, ...] = (None, True, False, 0, 1, 2, -3, 7, 10**12, 0.5, 1.25, 3.0, 1e6, "s")
@@ -289,6 +333,30 @@ def random_bodies(seed: int, count: int) -> list[Rows]:
     return bodies
 
 
+_ANY_TASK: tuple[Any, ...] = (None, None, 0, 0, 1, 1, 2, True, "1", "a", 1.5)
+_ANY_REPEAT: tuple[Any, ...] = (None, None, 0, 0, 1, 1, 2, True, False, "1", "2")
+
+
+def random_index_bodies(seed: int, count: int) -> list[Rows]:
+    """``count`` random ``verify_responses`` lists whose indices are ``null``, integers,
+    booleans, floats or strings (numeric or not), sometimes absent, some rows masked."""
+    rnd = random.Random(seed)
+    bodies = []
+    for _ in range(count):
+        rows: Rows = []
+        for _ in range(rnd.randint(1, 6)):
+            row = vr(rnd.choice(_ANY_TASK), rnd.choice(_ANY_REPEAT), rnd.choice([0.0, 0.5, 1]))
+            row["x"] = rnd.choice([1, 2.5, None, True])
+            if rnd.random() < 0.15:
+                row["mask_sample"] = True
+            for key in ("_ng_task_index", "_ng_rollout_index"):
+                if rnd.random() < 0.1:
+                    del row[key]
+            rows.append(row)
+        bodies.append(rows)
+    return bodies
+
+
 #: Inputs the reference cannot aggregate (500 there), each with the 422 ``loc`` we answer.
 REFUSED: dict[str, tuple[Rows, list[Any]]] = {
     "repeated_index": (
@@ -303,9 +371,42 @@ REFUSED: dict[str, tuple[Rows, list[Any]]] = {
         [vr("a", 0, 1), vr(1, 0, 0)],
         ["body", "verify_responses", "_ng_task_index"],
     ),
+    # null sorts against nothing: a null task among others, a null repeat in a task with others
     "null_task": (
         [vr(None, 0, 1), vr(0, 0, 1)],
-        ["body", "verify_responses", 0, "_ng_task_index"],
+        ["body", "verify_responses", "_ng_task_index"],
+    ),
+    "null_and_string_tasks": (
+        [vr(None, 0, 1), vr("a", 0, 1)],
+        ["body", "verify_responses", "_ng_task_index"],
+    ),
+    "null_task_among_integers_of_null_repeats": (
+        [vr(None, None, 1.0), vr(0, None, 0.0)],
+        ["body", "verify_responses", "_ng_task_index"],
+    ),
+    "null_repeat_in_a_task_with_others": (
+        [vr(0, 1, 0.0), vr(0, None, 1.0)],
+        ["body", "verify_responses", 1, "_ng_rollout_index"],
+    ),
+    "null_repeat_in_a_null_task_with_others": (
+        [vr(None, None, 1.0), vr(None, 1, 0.0)],
+        ["body", "verify_responses", 0, "_ng_rollout_index"],
+    ),
+    "null_indices_repeated": (
+        [vr(None, None, 1.0), vr(None, None, 0.0)],
+        ["body", "verify_responses", 1],
+    ),
+    # an index the reference cannot hash
+    "array_task": ([vr([1], 0, 1.0)], ["body", "verify_responses", 0, "_ng_task_index"]),
+    "object_task": ([vr({"a": 1}, 0, 1.0)], ["body", "verify_responses", 0, "_ng_task_index"]),
+    "array_repeat": ([vr(0, [1], 1.0)], ["body", "verify_responses", 0, "_ng_rollout_index"]),
+    "object_repeat": (
+        [vr(0, {"a": 1}, 1.0)],
+        ["body", "verify_responses", 0, "_ng_rollout_index"],
+    ),
+    "numeric_string_and_integer_tasks": (
+        [vr("1", 0, 1.0), vr(2, 0, 0.0)],
+        ["body", "verify_responses", "_ng_task_index"],
     ),
     "response_not_an_object": (
         [vr(0, 0, 1, response="x")],
@@ -398,9 +499,10 @@ REFUSED: dict[str, tuple[Rows, list[Any]]] = {
     ),
 }
 
-#: Inputs the reference answers but we refuse (422 naming the index): a NaN index. The
+#: Inputs the reference answers but we refuse (422 naming the index). A NaN index: the
 #: reference's table drops such a rollout from its task's group (and from the repeats) while
-#: counting it elsewhere, and labels the tasks in an order that depends on hashing.
+#: counting it elsewhere, and labels the tasks in an order that depends on hashing. Numbers and
+#: strings as repeat indices of different tasks: its per-repeat rows come in no defined order.
 NOT_AGGREGATED: dict[str, tuple[Rows, list[Any]]] = {
     "nan_task_index": (
         [vr(0, 0, 1.0), vr(NAN, 0, 1.0)],
@@ -409,6 +511,12 @@ NOT_AGGREGATED: dict[str, tuple[Rows, list[Any]]] = {
     "nan_repeat_index": (
         [vr(0, NAN, 1.0)],
         ["body", "verify_responses", 0, "_ng_rollout_index"],
+    ),
+    # numbers and strings as repeats of different tasks: the reference (which fails on them
+    # in one task) answers, with its per-repeat rows in an order pandas does not define
+    "numeric_string_and_integer_repeats": (
+        [vr(0, "1", 1.0), vr(1, 1, 0.0)],
+        ["body", "verify_responses", "_ng_rollout_index"],
     ),
 }
 

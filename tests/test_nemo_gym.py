@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from tests.aggregate_cases import (
     REFERENCE_ANSWERS_PATH,
     REFUSED,
     random_bodies,
+    random_index_bodies,
     reference_answers,
     request_body,
     same_metrics,
@@ -304,6 +306,28 @@ def test_aggregate_metrics_of_random_bodies_equal_the_reference(stack):
         assert same_metrics(ours.json(), theirs.json()) == [], rows
         compared += 1
     assert compared > 50  # most bodies are aggregated, not refused
+
+
+def test_aggregate_metrics_of_random_indices_equal_the_reference(stack):
+    """H3 on 150 bodies of random indices (``null``, integers, booleans, floats, strings,
+    absent; some masked): the same answer, a 422 from us where the reference fails (500), or
+    our deliberate 422 for numbers and strings as repeat indices (NOT_AGGREGATED)."""
+    outcomes: Counter[tuple[int, int]] = Counter()
+    for rows in random_index_bodies(seed=5, count=150):
+        body = {"verify_responses": rows}
+        ours = httpx.post(f"{stack.url('workplace_assistant')}/aggregate_metrics", json=body)
+        theirs = httpx.post(f"{stack.url(REFERENCE)}/aggregate_metrics", json=body)
+        outcomes[theirs.status_code, ours.status_code] += 1
+        if (theirs.status_code, ours.status_code) == (200, 422):
+            [problem] = ours.json()["detail"]
+            assert problem["loc"] == ["body", "verify_responses", "_ng_rollout_index"], rows
+            assert "mixes numbers and strings" in problem["msg"], rows
+        elif theirs.status_code == 500:
+            assert ours.status_code == 422, rows
+        else:
+            assert (ours.status_code, theirs.status_code) == (200, 200), rows
+            assert same_metrics(ours.json(), theirs.json()) == [], rows
+    assert outcomes[200, 200] > 30 and outcomes[500, 422] > 30, outcomes
 
 
 @pytest.mark.parametrize("form", ["typed", "legacy"])

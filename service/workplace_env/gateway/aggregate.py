@@ -29,13 +29,14 @@ Output (key order is part of the answer):
   name, ``mean median std sem min max p25 p75`` and the 95% t interval (two or more values).
 * ``perf_summary``: the rollouts' ``ng_perf`` records summarised (None when there are none).
 
-Input the reference cannot aggregate (it answers 500) is a 422 naming the field here: a repeated
-``(_ng_task_index, _ng_rollout_index)``, indices that are not numbers or strings or that mix
-the two, a ``response``/``usage`` that is not an object, a measured integer outside int64 (an
-index may be any integer, as in the reference), a column whose values (per task, or over all
-scored responses) cannot be cut into the reference's 64 equal-width histogram bins (numpy's
-rule: values so large, or so close together, that the bin edges collapse, e.g. a lone value
-beyond 2**46 or two adjacent floats), and ``ng_perf`` numbers whose sum overflows.
+Input the reference cannot aggregate (it answers 500) is a 422 naming the field here: a
+repeated ``(_ng_task_index, _ng_rollout_index)``, an index that is an object or an array, task
+indices that mix numbers and strings or ``null`` and anything else, a ``null`` repeat index in
+a task with other repeats, a ``response``/``usage`` that is not an object, a measured integer
+outside int64 (an index may be any integer, as in the reference), a column whose values (per
+task, or over all scored responses) cannot be cut into the reference's 64 equal-width histogram
+bins (numpy's rule: values so large, or so close together, that the bin edges collapse, e.g. a
+lone value beyond 2**46 or two adjacent floats), and ``ng_perf`` numbers whose sum overflows.
 
 Values are taken as parsed, as the reference's ``Dict[str, Any]`` takes them (no coercion):
 a boolean index is the number 0/1 spelled as sent, a repeat is labelled ``int()`` of its
@@ -43,7 +44,12 @@ index, ``NaN``/``Infinity`` parse and a ``NaN`` is a column without a value. The
 also fails (422 here) on an infinite measured value, a non-finite ``ng_perf.num_turns``, an
 ``ng_perf`` sum of both infinities, and (among several repeats) a repeat index ``int()``
 refuses; a ``NaN`` index is refused on purpose (the reference drops that rollout from its
-task's group and orders the task labels by hash).
+task's group and orders the task labels by hash), and so are numbers and strings as repeat
+indices (the reference fails on them in one task, and orders its per-repeat rows arbitrarily
+across tasks). A ``null`` index is kept as it is (its ``rollout_id`` spells it ``None``): a
+``null`` task forms no group in ``group_level_metrics`` and counts in no ``sample_count`` or
+``missing_count``; a ``null`` repeat is no repeat in ``repeat_level_metrics`` (it still counts
+in ``num_repeats``); both are measured in ``agent_metrics``.
 
 Statistics that overflow on finite input (the mean of 1e308 and 1.5e308, a spread of +-1e307)
 are infinite; the reference writes them ``null`` (as pydantic writes a non-finite float), and
@@ -167,20 +173,24 @@ def _binnable(values: Sequence[Number], integer: bool) -> bool:
 
 def _index(row: dict[str, Any], key: str, where: Loc) -> Any:
     """``row[key]`` (0 when absent) as sent: a number (a boolean is the number 0/1, an
-    infinity is a number) or a string, as the reference groups and sorts it. ``null`` and
-    ``NaN`` are refused: the reference's table drops such a rollout from its task's group, and
-    labels the tasks in an order that depends on hashing."""
+    infinity is a number), a string, or ``null`` (None), as the reference groups and sorts it.
+    An object or array is refused (the reference cannot hash it); so is ``NaN``: the
+    reference's table drops such a rollout from its task's group, and labels the tasks in an
+    order that depends on hashing."""
     value = row.get(key, 0)
-    if not isinstance(value, int | float | str):
-        raise invalid([((*where, key), "must be a number or a string")])
+    if value is not None and not isinstance(value, int | float | str):
+        raise invalid([((*where, key), "must be a number, a string or null")])
     if isinstance(value, float) and math.isnan(value):
         raise invalid([((*where, key), "must not be NaN")])
     return value
 
 
 def _sortable(values: Iterable[Any], key: str) -> list[Any]:
-    """``values`` sorted; numbers and strings do not mix (the reference cannot order them)."""
+    """``values`` sorted; numbers and strings do not mix, nor ``null`` with anything else
+    (the reference cannot order them)."""
     values = list(values)
+    if None in values and len(values) > 1:
+        raise invalid([(("verify_responses", key), "mixes null and non-null values")])
     if len({isinstance(v, str) for v in values}) > 1:
         raise invalid([(("verify_responses", key), "mixes numbers and strings")])
     return sorted(values)
@@ -363,6 +373,8 @@ def _group_level(rollouts: list[_Rollout], columns: _Columns) -> list[dict[str, 
         by_task.setdefault(r.task, []).append(r)
     groups = []
     for task in _sortable(by_task, TASK_INDEX):
+        if task is None:  # the reference's table groups no null task (pandas drops it)
+            continue
         members = by_task[task]
         groups.append(
             {
@@ -398,15 +410,16 @@ def _repeat_label(rollout: _Rollout) -> int:
 
 
 def _repeat_level(rollouts: list[_Rollout], columns: list[str]) -> list[dict[str, Any]]:
-    """Per-repeat summaries; nothing when there is a single repeat."""
-    repeats = _sortable({r.repeat for r in rollouts}, ROLLOUT_INDEX)
+    """Per-repeat summaries; nothing when there is a single repeat. As in the reference's
+    table, a ``null`` repeat index is no repeat, and a ``null`` task counts in no task count."""
+    repeats = _sortable({r.repeat for r in rollouts} - {None}, ROLLOUT_INDEX)
     if len(repeats) < 2:
         return []
-    task_count = len({r.task for r in rollouts})
+    task_count = len({r.task for r in rollouts} - {None})
     rows = []
     for repeat in repeats:
         members = [r for r in rollouts if r.repeat == repeat]
-        present_tasks = len({r.task for r in members})
+        present_tasks = len({r.task for r in members} - {None})
         entry: dict[str, Any] = {
             ROLLOUT_INDEX: _repeat_label(members[0]),
             "sample_count": present_tasks,
@@ -625,8 +638,23 @@ def _scored_rollouts(verify_responses: list[dict[str, Any]], scored: list[int]) 
             )
         where[key] = i
         rollouts.append(rollout)
-    _sortable((r.task for r in rollouts), TASK_INDEX)
-    _sortable((r.repeat for r in rollouts), ROLLOUT_INDEX)
+    _sortable({r.task for r in rollouts}, TASK_INDEX)
+    _sortable({r.repeat for r in rollouts} - {None}, ROLLOUT_INDEX)
+    repeats: dict[Any, list[_Rollout]] = {}
+    for r in rollouts:
+        repeats.setdefault(r.task, []).append(r)
+    for members in repeats.values():  # a null repeat is ordered against its task's others
+        if len(members) > 1 and any(r.repeat is None for r in members):
+            first = next(r for r in members if r.repeat is None)
+            raise invalid(
+                [
+                    (
+                        ("verify_responses", first.position, ROLLOUT_INDEX),
+                        "is null while its task has other repeats (the reference cannot "
+                        "order them)",
+                    )
+                ]
+            )
     return sorted(rollouts, key=lambda r: (r.task, r.repeat))
 
 
