@@ -666,6 +666,40 @@ def test_a_rollouts_file_with_a_line_that_is_not_utf8_is_read_past_it(tmp_path):
     assert read_rollouts(out) == [line]
 
 
+GOOD_LINE = json.dumps({"id": "good", "ground_truth": []}).encode() + b"\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (GOOD_LINE + b"\n{not json\n", ":3: not JSON: "),
+        (GOOD_LINE + b'["a", "list"]\n', ":2: not a JSON object"),
+        (GOOD_LINE + b'"a string"\n', ":2: not a JSON object"),
+        (GOOD_LINE + b"null\n", ":2: not a JSON object"),
+        (GOOD_LINE + NOT_UTF8 + b"\n", ": not UTF-8 text"),
+        (b"\n  \n", " holds no episodes"),
+    ],
+    ids=["not_json", "a_list", "a_string", "null", "not_utf8", "blank"],
+)
+@pytest.mark.parametrize("policy", ["recorded", "oracle", "model"])
+def test_a_line_without_an_identity_refuses_the_whole_file_before_playing(
+    tmp_path, content, said, policy
+):
+    """Tester (LOW, docs): a line that is not a JSON object has no identity (no id, no task
+    index of its own), so the whole file is refused up front (exit 2, naming the file and the
+    physical line), for every policy; nothing is played or written. A JSON object whose fields
+    are wrong is an episode's failure instead (tests/test_runner.py)."""
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(content)
+    out = tmp_path / "run" / "rollouts.jsonl"
+    more = ["--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--out", str(out)]
+    args = ["run", str(path), "--policy", policy, *(more if policy == "model" else [])]
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 2, result.output
+    assert f"{path}{said}" in " ".join(result.output.split())
+    assert not out.parent.exists()
+
+
 @pytest.mark.parametrize(
     "command",
     [["serve"], ["gateway"], ["config"], ["run"], ["generate-tasks"], ["demo"],

@@ -19,7 +19,15 @@ import pytest
 from tests.helpers import local
 from tests.model_standin import Calls, CutOff, Fail, Raw, StandInModel, Text
 from tests.nemo.venv import nemo_python
-from workplace_env.model_runs import read_rollouts, side_effect_tables, summarise
+from workplace_env.model_runs import (
+    PlanMismatch,
+    check_plan,
+    input_digest,
+    materialized_inputs_path,
+    read_rollouts,
+    side_effect_tables,
+    summarise,
+)
 from workplace_env.sandbox.tables import CRM, EMAILS
 from workplace_env.taskgen import generate_tasks
 from workplace_env_client import (
@@ -839,3 +847,131 @@ def test_cli_keeps_rows_as_sent_types_included(server, tmp_path):
         assert type(line.get("id")) is type(row.get("id"))
         assert "id" in line or "id" not in row  # none added
         assert line["reward"] == 1.0
+
+
+def _nochange_rows(server, n: int, tag: str = "") -> list[dict[str, Any]]:
+    """``n`` rows that need no change, each with its own id and prompt (its own script)."""
+    base = _no_change(server)
+    return [
+        {**base, "id": f"row{tag}{i}", "prompt": f"{base['prompt']} ({tag}{i})"} for i in range(n)
+    ]
+
+
+def _write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _assert_one_plan(out: Path) -> None:
+    """The rollouts, the materialized inputs and the summary describe the same episodes: one
+    rollout line per input, at its indices, with the digest of that input."""
+    inputs = [json.loads(x) for x in materialized_inputs_path(out).open()]
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(lines) == len(inputs)
+    by_key = {(i["_ng_task_index"], i["_ng_rollout_index"]): i for i in inputs}
+    assert len(by_key) == len(inputs)
+    for line in lines:
+        item = by_key.pop((line["_ng_task_index"], line["_ng_rollout_index"]))
+        assert line["id"] == item["id"] and line["ground_truth"] == item["ground_truth"]
+        assert line["workplace_env"]["input_sha256"] == input_digest(item)
+    assert not by_key
+    summary = json.loads(out.with_name(f"{out.stem}_summary.json").read_text())
+    assert summary[-1]["episodes"] == len(inputs)
+
+
+def _edited(server, tmp_path):
+    """Tester's case 1: row 0's ground truth emptied (its playback now scores 0), rows 1 and 2
+    swapped."""
+    rows = [_crm_single(server), *_nochange_rows(server, 2)]
+    edited = [{**rows[0], "ground_truth": []}, rows[2], rows[1]]
+    return rows, edited, (), ()
+
+
+def _other_file(server, tmp_path):
+    """Tester's case 2: another task file into the same --out."""
+    return _nochange_rows(server, 3), _nochange_rows(server, 3, "other"), (), ()
+
+
+def _fewer_repeats(server, tmp_path):
+    """Tester's case 3: --repeats 3, then --repeats 1 (9 rollout lines against 3 inputs)."""
+    rows = _nochange_rows(server, 3)
+    return rows, rows, ("--repeats", "3"), ("--repeats", "1")
+
+
+@pytest.mark.parametrize("case", [_edited, _other_file, _fewer_repeats])
+def test_cli_refuses_an_out_of_another_plan_and_overwrite_replays_it(server, tmp_path, case):
+    """Tester (HIGH): a rerun into the same --out after the input changed kept stale rollouts
+    (row 0 scored against its old ground truth; 5 rollout lines against 3 inputs; 9 against 3
+    after --repeats 3 then 1). Another plan is refused before anything is played or written
+    (exit 2, naming the file, how many lines differ, the way out); --overwrite plays the new
+    plan from scratch and leaves no stale line."""
+    first_rows, second_rows, first_more, second_more = case(server, tmp_path)
+    tasks_file = tmp_path / "tasks.jsonl"
+    out = tmp_path / "run" / "rollouts.jsonl"
+    scripts = {r["prompt"]: [Text("Nothing to change.")] for r in [*first_rows, *second_rows]}
+    crm = _crm_single(server)
+    scripts[crm["prompt"]] = _playback(crm, "responses")
+    with StandInModel(scripts) as standin:
+        _write_rows(tasks_file, first_rows)
+        first = _run_model(tasks_file, standin, server, out, *first_more)
+        assert first.exit_code == 0, first.output
+        _assert_one_plan(out)
+        before = {p: p.read_bytes() for p in out.parent.iterdir()}
+        sent = sum(len(s.requests) for s in standin.scripts.values())
+        _write_rows(tasks_file, second_rows)
+        refused = _run_model(tasks_file, standin, server, out, *second_more)
+        said = " ".join(refused.output.split())
+        assert refused.exit_code == 2, refused.output
+        assert str(out) in said and "another plan" in said and "differ" in said
+        assert "new --out" in said and "--overwrite" in said
+        assert sum(len(s.requests) for s in standin.scripts.values()) == sent  # nothing played
+        assert {p: p.read_bytes() for p in out.parent.iterdir()} == before  # nothing written
+        again = _run_model(tasks_file, standin, server, out, *second_more, "--overwrite")
+        assert again.exit_code == 0, again.output
+        total = len(second_rows) * (3 if second_more == ("--repeats", "3") else 1)
+        assert f"played {total}, skipped 0" in again.output
+    _assert_one_plan(out)
+    lines = read_rollouts(out)
+    assert {line["id"] for line in lines} == {r["id"] for r in second_rows}
+    if case is _edited:  # row 0 played again, as edited (not its old line scored 1.0 on the old)
+        by_index = {line["_ng_task_index"]: line for line in lines}
+        assert by_index[0]["ground_truth"] == [] and by_index[0]["id"] == crm["id"]
+        assert [by_index[i]["id"] for i in (1, 2)] == [second_rows[1]["id"], second_rows[2]["id"]]
+
+
+def test_cli_resumes_an_identical_plan_after_an_interrupted_run(server, tmp_path):
+    """The same plan resumes cheaply: after a run left one episode masked by the endpoint and
+    was cut off (one finished line lost, the last append cut mid-line), the rerun plays only
+    those two and the files describe the plan's three episodes once each."""
+    rows = _nochange_rows(server, 3)
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "rollouts.jsonl"
+    scripts = {r["prompt"]: [Text("Nothing to change.")] for r in rows}
+    scripts[rows[2]["prompt"]] = [Fail(500, 1), Text("Nothing to change.")]
+    with StandInModel(scripts) as standin:
+        first = _run_model(tasks_file, standin, server, out, "--max-retries", "0")
+        assert first.exit_code == 1, first.output  # row 2 masked by the endpoint
+        kept = [x for x in out.read_text().splitlines() if json.loads(x)["id"] != rows[1]["id"]]
+        out.write_text("\n".join(kept) + "\n" + '{"id": "row1", "_ng_task')  # cut off
+        again = _run_model(tasks_file, standin, server, out, "--max-retries", "0")
+        assert again.exit_code == 0, again.output
+        assert "played 2, skipped 1" in again.output
+        assert len(standin.scripts[rows[0]["prompt"]].requests) == 1  # not played again
+    _assert_one_plan(out)
+    assert all(line["reward"] == 1.0 for line in read_rollouts(out))
+
+
+def test_a_rollout_line_without_its_input_digest_is_another_plan(tmp_path):
+    """A line of an older version (no ``workplace_env.input_sha256``) cannot be shown to belong
+    to the plan: refused, not resumed."""
+    item = {"id": "t", "prompt": "p", "_ng_task_index": 0, "_ng_rollout_index": 0}
+    out = tmp_path / "rollouts.jsonl"
+    line = {**item, "reward": 1.0, "mask_sample": False, "workplace_env": {}}
+    out.write_text(json.dumps(line) + "\n")
+    with pytest.raises(PlanMismatch, match=r"1 of the 1 lines of rollouts\.jsonl"):
+        check_plan(out, [item])
+    line["workplace_env"]["input_sha256"] = input_digest(item)
+    out.write_text(json.dumps(line) + "\n")
+    check_plan(out, [item])  # the same episode: kept
+    with pytest.raises(PlanMismatch):
+        check_plan(out, [{**item, "prompt": "other"}])

@@ -364,9 +364,18 @@ def run(
     out: Annotated[
         Optional[Path],  # noqa: UP045
         _model_opt(
-            "Rollouts JSONL [<file stem>_rollouts.jsonl]; a rerun resumes it.", dir_okay=False
+            "Rollouts JSONL [<file stem>_rollouts.jsonl]; a rerun of the same plan resumes it, "
+            "another plan is refused (exit 2) unless --overwrite.",
+            dir_okay=False,
         ),
     ] = None,
+    overwrite: Annotated[
+        bool,
+        _model_opt(
+            "Delete the --out rollouts, materialized inputs, summary and plot first and play "
+            "every episode again."
+        ),
+    ] = False,
     fail_on_masked: Annotated[
         bool,
         _model_opt(
@@ -412,6 +421,7 @@ def run(
                 out or Path(f"{file.stem}_rollouts.jsonl"),
                 concurrency,
                 fail_on_masked,
+                overwrite,
             )
             status = run_model_policy(
                 lines, options, target=target, data_dir=data_dir, credentials=credentials

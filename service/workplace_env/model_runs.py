@@ -7,10 +7,16 @@ diagnostics), next to NeMo Gym's ``<stem>_materialized_inputs.jsonl`` (every pai
 ``responses_create_params``, ``_ng_task_index`` and ``_ng_rollout_index``), so NeMo Gym can
 train on the file or re-verify it.
 
-Resume: a rerun with the same output file keeps the lines of finished episodes and plays only
-the others. Finished means scored (not masked) or failed by the model itself
+Resume: a rerun of the same plan with the same output file keeps the lines of finished episodes
+and plays only the others. Finished means scored (not masked) or failed by the model itself
 (``agent_run_error``); episodes masked by the endpoint or the environment (``provider_*``,
-``session_*``) are played again.
+``session_*``) are played again. The plan is the list of materialized inputs (each row as sent
+with its request and its task and rollout indices); each rollout line records the SHA-256 of its
+input's canonical JSON (``workplace_env.input_sha256``). When the existing files describe another
+plan (other rows at the same indices, other ``repeats``, another count, or lines without that
+digest), :func:`collect_rollouts` raises :class:`PlanMismatch` before playing or writing anything,
+unless ``overwrite`` deletes them first: the rollouts, materialized inputs, summary and plot always
+describe the same episodes.
 
 Rows are kept as sent, their values' JSON types included (an ``id`` of ``0`` stays ``0``); the
 case id (``case_id``, else ``id``, else ``line-<n>``) only names the episode's rollout and task
@@ -27,12 +33,14 @@ a table the task did not ask for).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +105,88 @@ def read_finished(out: Path) -> list[dict[str, Any]]:
     return [line for line in kept.values() if is_finished(line)]
 
 
+class PlanMismatch(ValueError):
+    """The output files hold rollouts of another plan; the message names the file, how many
+    lines differ and the way out (a new ``--out`` or ``--overwrite``)."""
+
+
+def input_digest(item: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of a materialized input's canonical JSON (sorted keys, no spaces): the row
+    as sent, its ``responses_create_params`` and its ``_ng_task_index``/``_ng_rollout_index``."""
+    text = json.dumps(item, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _line_digest(line: Mapping[str, Any]) -> Any:
+    diagnostics = line.get("workplace_env")
+    return diagnostics.get("input_sha256") if isinstance(diagnostics, Mapping) else None
+
+
+def _json_lines(path: Path, *, keep_bad: bool) -> list[Any]:
+    """The JSON values of a file's lines; a line that is not JSON is ``None`` when
+    ``keep_bad``, else skipped (an append cut short by a crash)."""
+    values: list[Any] = []
+    with path.open("rb") as fh:
+        for text in fh:
+            if not text.strip():
+                continue
+            try:
+                values.append(json.loads(text))
+            except ValueError:  # not JSON, or not UTF-8 text
+                if keep_bad:
+                    values.append(None)
+    return values
+
+
+def output_files(out: Path) -> list[Path]:
+    """The files a collection into ``out`` writes: rollouts, materialized inputs, summary, plot."""
+    return [out, materialized_inputs_path(out), summary_path(out), plot_path(out)]
+
+
+def check_plan(out: Path, inputs: Sequence[Mapping[str, Any]]) -> None:
+    """Raise :class:`PlanMismatch` unless every existing line of ``out`` and of its materialized
+    inputs belongs to the plan ``inputs``: the inputs file identical line for line, each rollout
+    line carrying the digest of the input at its (task, rollout) indices."""
+    digests = [input_digest(i) for i in inputs]
+    want = {
+        (i["_ng_task_index"], i["_ng_rollout_index"]): d
+        for i, d in zip(inputs, digests, strict=True)
+    }
+    found: list[str] = []
+    materialized = materialized_inputs_path(out)
+    if materialized.exists():
+        old = _json_lines(materialized, keep_bad=True)
+        differ = sum(
+            1
+            for line, digest in zip_longest(old, digests)
+            if not isinstance(line, dict) or digest is None or input_digest(line) != digest
+        )
+        if differ:
+            found.append(
+                f"{differ} of the {len(old)} lines of {materialized.name} "
+                f"(this run has {len(inputs)} episodes)"
+            )
+    if out.exists():
+        lines = _json_lines(out, keep_bad=False)
+        differ = sum(
+            1
+            for line in lines
+            if not isinstance(line, dict)
+            or want.get((line.get("_ng_task_index"), line.get("_ng_rollout_index")))
+            != _line_digest(line)
+            or _line_digest(line) is None
+        )
+        if differ:
+            found.append(f"{differ} of the {len(lines)} lines of {out.name}")
+    if found:
+        raise PlanMismatch(
+            f"{out} holds rollouts of another plan (other rows at the same indices, other "
+            f"--repeats or another count): {' and '.join(found)} differ from this run; nothing "
+            f"played. Use a new --out, or --overwrite to delete the files of {out.parent} for "
+            f"this --out ({', '.join(p.name for p in output_files(out))}) and start again."
+        )
+
+
 def _write_lines(path: Path, lines: Iterable[Mapping[str, Any]]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
@@ -127,12 +217,16 @@ def collect_rollouts(
     *,
     repeats: int = 1,
     concurrency: int = 1,
+    overwrite: bool = False,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[dict[str, Any]], None] | None = None,
 ) -> CollectResult:
     """Play every (row, rollout index < ``repeats``) not finished in ``out``; append each line.
 
     ``on_start(n)`` gets the number of episodes to play, ``on_done(line)`` each written line.
+    Raises :class:`PlanMismatch` (nothing played or written) when the existing files hold
+    another plan (:func:`check_plan`), unless ``overwrite`` deletes them (:func:`output_files`);
+    :class:`OSError` when a file cannot be written.
     """
     tools = client.list_tools()
     pairs = [
@@ -150,6 +244,12 @@ def collect_rollouts(
                 "_ng_rollout_index": rollout_index,
             }
         )
+    digests = {(i["_ng_task_index"], i["_ng_rollout_index"]): input_digest(i) for i in inputs}
+    if overwrite:
+        for path in output_files(out):
+            path.unlink(missing_ok=True)
+    else:
+        check_plan(out, inputs)
     out.parent.mkdir(parents=True, exist_ok=True)
     _write_lines(materialized_inputs_path(out), inputs)
     finished = read_finished(out)
@@ -188,6 +288,7 @@ def collect_rollouts(
                 f"{type(exc).__name__}: {exc}",
             )
         line = rollout.to_json(task_index, rollout_index)
+        line["workplace_env"]["input_sha256"] = digests[(task_index, rollout_index)]
         with lock, out.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps(line, ensure_ascii=False) + "\n")
         if on_done is not None:
@@ -289,7 +390,7 @@ def read_rollouts(
     out: Path, keys: frozenset[tuple[int, int, str]] | None = None
 ) -> list[dict[str, Any]]:
     """The rollout lines of ``out`` (the last line of a key wins), only those of ``keys`` when
-    given (lines of an earlier run over other tasks stay in the file, out of the summary)."""
+    given."""
     kept: dict[tuple[int, int, str], dict[str, Any]] = {}
     with out.open("rb") as fh:
         for text in fh:

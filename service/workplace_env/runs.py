@@ -27,6 +27,7 @@ from rich.table import Table
 
 from workplace_env.model_runs import (
     CategorySummary,
+    PlanMismatch,
     collect_rollouts,
     is_finished,
     materialized_inputs_path,
@@ -192,6 +193,8 @@ class ModelRunOptions:
     concurrency: int
     #: Exit 1 on any masked episode, the model's own failures (agent_run_error) included.
     fail_on_masked: bool = False
+    #: Delete the files of an existing ``out`` first instead of resuming them.
+    overwrite: bool = False
 
 
 def print_model_summary(summary: Sequence[CategorySummary], title: str) -> None:
@@ -255,7 +258,9 @@ def run_model_policy(
     ``workplace_env:environment_error``: not a score of the model, played again by a rerun
     with the same ``--out``), or, with ``options.fail_on_masked``, when any episode is masked.
     Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package,
-    ``data_dir`` with ``target`` or an unwritable output; the model's or endpoint's failures
+    ``data_dir`` with ``target``, an unwritable output, or an ``out`` holding rollouts of another
+    plan without ``options.overwrite`` (:class:`~workplace_env.model_runs.PlanMismatch`, before
+    any episode is played); the model's or endpoint's failures
     are masked episodes, never an error of the run.
     """
     if not options.base_url and model_client is None:
@@ -307,9 +312,12 @@ def _collect_and_report(
                 options.out,
                 repeats=options.repeats,
                 concurrency=options.concurrency,
+                overwrite=options.overwrite,
                 on_start=lambda n: bars.update(bar, total=n),
                 on_done=lambda _line: bars.advance(bar),
             )
+        except PlanMismatch as exc:
+            raise CommandError(str(exc)) from exc
         except OSError as exc:
             raise CommandError(f"cannot write {options.out}: {exc}") from exc
     rollouts = read_rollouts(options.out, result.keys)
