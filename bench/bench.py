@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,15 @@ class ServerGroup:
 # -- client processes --------------------------------------------------------------------------
 
 
+def run_threads(target: Callable[..., Any], threads: int, *args: Any) -> None:
+    """Run ``target(*args)`` on ``threads`` threads at once and wait for them all."""
+    pool = [threading.Thread(target=target, args=args) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+
+
 def _client_worker(
     target: str | list[str],
     episodes: list[dict[str, Any]],
@@ -157,11 +167,7 @@ def _client_worker(
             record("episode", time.perf_counter() - start)
 
     with EnvironmentClient(target, timeout_s=120, affinity=affinity) as client:
-        pool = [threading.Thread(target=loop, args=(client,)) for _ in range(threads)]
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
+        run_threads(loop, threads, client)
     return samples
 
 

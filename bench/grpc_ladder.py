@@ -77,7 +77,13 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import http_bench  # noqa: E402  (bench/ is not a package)
 
-from bench import ServerProcess, default_data_dir, load_episodes, machine_info  # noqa: E402
+from bench import (  # noqa: E402
+    ServerProcess,
+    default_data_dir,
+    load_episodes,
+    machine_info,
+    run_threads,
+)
 
 console = Console(width=160)
 GROUPS = ("poll", "pool", "lane", "core", "other")
@@ -551,11 +557,7 @@ def _worker(client: str, target: str, lines: list[dict[str, Any]], threads: int)
             failures.append(exc)
             queue.clear()
 
-    pool = [threading.Thread(target=run) for _ in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    run_threads(run, threads)
     channel.close()
     if failures:
         raise failures[0]
@@ -604,8 +606,12 @@ def run_one(variant: Variant, lines: list[dict[str, Any]], level: int) -> dict[s
 
 
 def _ratio(runs: list[dict[str, Any]], name: str, floor: str) -> list[float]:
+    """``name``'s CPU per episode over ``floor``'s, per run; runs whose floor measured 0 (too
+    short for the CPU clock's 10 ms ticks) are left out."""
     return [
-        r[name]["server_cpu_ms_per_episode"] / r[floor]["server_cpu_ms_per_episode"] for r in runs
+        r[name]["server_cpu_ms_per_episode"] / r[floor]["server_cpu_ms_per_episode"]
+        for r in runs
+        if r[floor]["server_cpu_ms_per_episode"]
     ]
 
 
@@ -622,8 +628,8 @@ def print_level(level: int, runs: list[dict[str, Any]], names: list[str], floor:
         table.add_row(
             name,
             f"{cpu:.2f}",
-            f"{statistics.median(ratios):.2f}",
-            f"{min(ratios):.2f}-{max(ratios):.2f}",
+            f"{statistics.median(ratios):.2f}" if ratios else "-",
+            f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-",
             *(f"{s:.2f}" for s in split),
             f"{statistics.median(r[name]['ctxsw_per_episode'] for r in runs):.1f}",
             f"{statistics.median(r[name]['episodes_per_s'] for r in runs):.0f}",

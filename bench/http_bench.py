@@ -60,6 +60,7 @@ from bench import (  # noqa: E402  (bench/ is not a package)
     default_data_dir,
     load_episodes,
     machine_info,
+    run_threads,
 )
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -354,11 +355,7 @@ def _worker(
         }[path]
     else:
         env, loop, args = None, http_loop, ()
-    pool = [threading.Thread(target=loop, args=args) for _ in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    run_threads(loop, threads, *args)
     if env is not None:
         env.close()
     return sum(len(line["calls"]) + 3 for line in lines)
@@ -402,6 +399,12 @@ def run_path(
 # -- main ----------------------------------------------------------------------------------------
 
 
+def _ratio(a: float, b: float) -> str:
+    """``a / b`` to two decimals; "-" when ``b`` is 0 (a run too short for the CPU clock's
+    10 ms ticks)."""
+    return f"{a / b:.2f}" if b else "-"
+
+
 def print_report(report: dict[str, Any]) -> None:
     table = Table(title=f"server CPU ms per episode; plan: {report['source']}")
     columns = ("conc.", "run", *PATHS, "http/grpc", "grpc/echo", "grpc/echo-bytes", "http ep/s")
@@ -416,9 +419,9 @@ def print_report(report: dict[str, Any]) -> None:
             f"{grpc_:.2f}",
             f"{echo:.2f}",
             f"{echo_bytes:.2f}",
-            f"{http_ / grpc_:.2f}",
-            f"{grpc_ / echo:.2f}",
-            f"{grpc_ / echo_bytes:.2f}",
+            _ratio(http_, grpc_),
+            _ratio(grpc_, echo),
+            _ratio(grpc_, echo_bytes),
             f"{run['http']['episodes_per_s']:.0f}",
         )
     _TABLE_CONSOLE.print(table)

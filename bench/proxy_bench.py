@@ -36,7 +36,9 @@ from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
+from bench import run_threads  # noqa: E402  (bench/ is not a package)
 from tests.helpers import SCRIPTS, predicted, script, task_row  # noqa: E402
 from tests.proxy_cluster import Cluster, ensure_haproxy  # noqa: E402
 
@@ -72,11 +74,7 @@ def _grpc_worker(target: str | list[str], indexes: list[int], threads: int) -> l
                 latencies.append(time.perf_counter() - start)
 
     with EnvironmentClient(target, timeout_s=120) as env:
-        pool = [threading.Thread(target=loop, args=(env,)) for _ in range(threads)]
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
+        run_threads(loop, threads, env)
     return latencies
 
 
@@ -112,11 +110,7 @@ def _http_worker(urls: list[str], indexes: list[int], threads: int) -> list[floa
         for client in clients.values():
             client.close()
 
-    pool = [threading.Thread(target=loop) for _ in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
+    run_threads(loop, threads)
     return latencies
 
 
