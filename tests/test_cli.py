@@ -265,6 +265,16 @@ def test_serve_print_config_puts_flags_over_env_over_file(config_file):
     assert rows["max_sessions"] == ["50000", "default"]
 
 
+def test_serve_takes_the_verify_bounds_as_flags():
+    result = invoke(
+        "serve", "--print-config", "--max-verify-output-items", "5", "--max-verify-calls", "7"
+    )
+    assert result.exit_code == 0, result.output
+    rows = table_rows(result.stdout)
+    assert rows["max_verify_output_items"] == ["5", "flag"]
+    assert rows["max_verify_calls"] == ["7", "flag"]
+
+
 def test_a_yaml_config_file_is_read(tmp_path):
     path = tmp_path / "server.yaml"
     path.write_text("server:\n  max_call_ids: 12\n  admin_open: true\n")
@@ -284,6 +294,12 @@ def test_a_yaml_config_file_is_read(tmp_path):
             {},
             "max_session_write_bytes (from flag) must be >= 0, got -1",
         ),
+        (
+            ["gateway", "--max-verify-output-items", "-1"],
+            {},
+            "max_verify_output_items (from flag) must be >= 0, got -1",
+        ),
+        (["gateway", "--max-verify-calls", "x"], {}, "Invalid value for '--max-verify-calls'"),
         (["config"], {"WORKPLACE_ENV_MAX_SESSIONS": "lots"}, "WORKPLACE_ENV_MAX_SESSIONS"),
         (["config", "--config", "missing.toml"], {}, "cannot read config file missing.toml"),
         (["run", "TASKS", "--policy", "greedy"], {}, "--policy must be one of"),
