@@ -28,7 +28,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 #: The deepest nesting of arrays and objects accepted (the reference's tool arguments are flat;
@@ -74,12 +74,15 @@ def collector_paused() -> Iterator[None]:
                 gc.enable()
 
 
+def _paused_if_large(text: str | bytes) -> AbstractContextManager[None]:
+    """:func:`collector_paused` for a text over :data:`LARGE_TEXT_CHARS`, else nothing."""
+    return collector_paused() if len(text) > LARGE_TEXT_CHARS else nullcontext()
+
+
 def parse(text: str | bytes) -> Any:
     """``json.loads(text)``, with the collector paused for a text over
     :data:`LARGE_TEXT_CHARS` (:func:`collector_paused`). Raises what ``json.loads`` raises."""
-    if len(text) <= LARGE_TEXT_CHARS:
-        return json.loads(text)
-    with collector_paused():
+    with _paused_if_large(text):
         return json.loads(text)
 
 
@@ -159,18 +162,10 @@ def loads(
         return value
 
     try:
-        if len(text) <= LARGE_TEXT_CHARS:
+        with _paused_if_large(text):
             value = json.loads(
                 text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
             )
-        else:
-            with collector_paused():
-                value = json.loads(
-                    text,
-                    parse_int=parse_int,
-                    parse_float=parse_float,
-                    parse_constant=parse_constant,
-                )
     except RecursionError as exc:
         raise JsonRefused("", f"nested deeper than {max_depth} levels") from exc
     except ValueError as exc:
