@@ -2,7 +2,8 @@
 
 A source holds the six CSVs of the sandbox (:data:`~workplace_env.sandbox.tables.CSV_FILES`):
 
-* ``nemo-gym`` (the default): an importable NeMo Gym, else the ``nemo-gym==0.7.0`` wheel
+* ``nemo-gym`` (the default): an importable NeMo Gym, else the venv of
+  ``$WORKPLACE_ENV_NEMO_VENV`` or :func:`default_nemo_venv`, else the ``nemo-gym==0.7.0`` wheel
   downloaded from the package index with ``pip download``;
 * a directory: a NeMo Gym venv or site-packages, a WorkBench checkout, any tree holding the CSVs;
 * an archive (``.whl``, ``.zip``, ``.tar``, ``.tar.gz``/``.tgz``) or an ``http(s)://`` URL of one.
@@ -67,10 +68,21 @@ _DOWNLOAD_TIMEOUT_S = 600
 Log = Callable[[str], None]
 
 
-def default_data_dir() -> Path:
-    """``$XDG_CACHE_HOME/workplace-env/workbench`` (``~/.cache/...`` when unset)."""
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/workplace-env`` (``~/.cache/workplace-env`` when unset)."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "workplace-env" / "workbench"
+    return Path(cache) / "workplace-env"
+
+
+def default_nemo_venv() -> Path:
+    """Where the tests build their NeMo Gym venv unless ``$WORKPLACE_ENV_NEMO_VENV`` names one:
+    ``<cache_dir()>/nemo-gym-0.7.0-venv``."""
+    return cache_dir() / "nemo-gym-0.7.0-venv"
+
+
+def default_data_dir() -> Path:
+    """Where ``data fetch`` puts the sandbox by default: ``<cache_dir()>/workbench``."""
+    return cache_dir() / "workbench"
 
 
 def sha256_hex(data: bytes) -> str:
@@ -143,9 +155,9 @@ def _opened(source: str, log: Log) -> Iterator[Files]:
     """The data files of ``source`` (see the module docstring), readable for the duration."""
     if source == NEMO_GYM:
         installed = _installed_nemo_package()
-        venv = os.environ.get(NEMO_VENV_ENV)
-        if installed is None and venv:
-            installed = _nemo_package_in(Path(venv))
+        for venv in (os.environ.get(NEMO_VENV_ENV), default_nemo_venv()):
+            if installed is None and venv:
+                installed = _nemo_package_in(Path(venv))
         if installed is not None:
             log(f"reading NeMo Gym's data in {installed}")
             yield _directory_files(installed)
