@@ -30,6 +30,7 @@ import typer
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from typer.testing import CliRunner
 
+from tests.conftest import WORKBENCH, needs_shared
 from tests.helpers import table_rows
 from workplace_env import cli as cli_module
 from workplace_env.cli import app
@@ -398,6 +399,12 @@ def test_serve_takes_the_file_settings_the_flags_do_not_override(served):
     assert "workplace_env_seeds_total" in text
 
 
+def test_serve_names_its_sandbox(served):
+    """The embedded sandbox is named with its generator's seed and scale and its digest."""
+    line = served.process.wait_for(r"^sandbox: (.+)$").group(1)
+    assert line == f"generated (seed=0,scale=1.0), digest {load_sandbox(None).digest}"
+
+
 def test_an_address_in_use_stops_serve_and_gateway_with_a_clear_error(served):
     taken = f"127.0.0.1:{served.port}"
     result = invoke("serve", "--address", taken, "--log-level", "ERROR")
@@ -627,8 +634,18 @@ def test_demo_plays_generated_tasks_with_both_policies():
     result = invoke("demo", "--count", "8", "--concurrency", "2")
     assert result.exit_code == 0, result.output
     assert "generated 8 tasks" in result.output
+    sandbox = f"on the sandbox: generated (seed=0,scale=1.0), digest {load_sandbox(None).digest}"
+    assert sandbox in result.stderr.replace("\n", "")
     all_row = table_rows(result.stdout)["all"]
     assert all_row[:2] == ["8", "1.000"] and float(all_row[3]) < 1.0
+
+
+@needs_shared
+def test_demo_names_a_data_directory_sandbox(workbench_tables):
+    result = invoke("demo", "--count", "4", "--data-dir", WORKBENCH)
+    assert result.exit_code == 0, result.output
+    sandbox = f"on the sandbox: data directory {WORKBENCH}, digest {workbench_tables.digest}"
+    assert sandbox in result.stderr.replace("\n", "")
 
 
 # -- files that are not UTF-8 text (tester finding L5) ---------------------------------------------
