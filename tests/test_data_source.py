@@ -214,3 +214,31 @@ def test_verify_names_each_file_that_differs_or_is_missing(tmp_path):
     assert "emails.csv differs from the known file" in message
     assert SANDBOX_SHA256["emails.csv"] in message
     assert "project_tasks.csv is missing" in message
+
+
+def test_data_dir_takes_a_source_fetched_into_the_cache_first(tmp_path, http_dir):
+    root, url = http_dir
+    files = sandbox_bytes()
+    (root / "good.zip").write_bytes(zip_bytes(files, "d/"))
+    (root / "bad.zip").write_bytes(zip_bytes(tampered(files, "calendar_events.csv"), "d/"))
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    refused = invoke("generate-tasks", "--count", "2", "--data-dir", f"{url}/bad.zip", env=env)
+    assert refused.exit_code == 2
+    said = " ".join(refused.output.split())
+    assert "Invalid value for '--data-dir'" in said
+    assert "calendar_events.csv differs from the known file" in said
+    made = invoke("generate-tasks", "--count", "2", "--data-dir", f"{url}/good.zip", env=env)
+    assert made.exit_code == 0, made.output
+    assert len(made.stdout.splitlines()) == 2
+    assert_sandbox_in(tmp_path / "cache" / "workplace-env" / "workbench")
+
+
+def test_data_dir_naming_nothing_that_exists_is_refused_not_replaced_by_the_cache(tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    cache = tmp_path / "cache" / "workplace-env" / "workbench"
+    cache.mkdir(parents=True)
+    for name, data in sandbox_bytes().items():
+        (cache / name).write_bytes(data)
+    result = invoke("generate-tasks", "--count", "1", "--data-dir", tmp_path / "nothing", env=env)
+    assert result.exit_code == 2
+    assert "no data source" in " ".join(result.output.split())

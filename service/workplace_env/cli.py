@@ -54,6 +54,7 @@ from workplace_env.runs import ModelRunOptions, read_episodes, run_model_policy,
 from workplace_env.sandbox.source import (
     NEMO_GYM,
     SOURCE_ENV,
+    data_dir_of,
     default_data_dir,
     fetch_data,
     verify_directory,
@@ -120,13 +121,24 @@ def _exit(status: int) -> None:
         raise typer.Exit(status)
 
 
+def _data_dir(value: str | None) -> Path | None:
+    """``--data-dir``: a CSV directory, or a data source fetched first (a bad one exits 2)."""
+    if value is None:
+        return None
+    try:
+        return data_dir_of(value, lambda m: console.print(plain(m)))
+    except CommandError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
 DataDir = Annotated[
-    Optional[Path],  # noqa: UP045  (typer needs Optional at runtime on 3.11)
+    Optional[str],  # noqa: UP045  (typer needs Optional at runtime on 3.11)
     typer.Option(
         "--data-dir",
-        help="WorkBench CSV directory; default: the embedded generated sandbox (seed 0).",
-        exists=True,
-        file_okay=False,
+        help="WorkBench CSV directory, or a source as for 'data fetch --from' (nemo-gym, a NeMo "
+        "Gym venv, an archive or its URL), fetched and verified into the cache first; default: "
+        "the embedded generated sandbox (seed 0).",
+        callback=_data_dir,
     ),
 ]
 Opt = typer.Option

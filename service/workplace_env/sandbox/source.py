@@ -64,6 +64,7 @@ MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024
 #: Directory levels searched below a directory source.
 _MAX_DEPTH = 6
 _DOWNLOAD_TIMEOUT_S = 600
+_URL_SCHEMES = ("http://", "https://")
 
 Log = Callable[[str], None]
 
@@ -145,6 +146,25 @@ def fetch_data(source: str | None, dest: Path, log: Log) -> Path:
     return dest
 
 
+def data_dir_of(value: str, log: Log) -> Path:
+    """The CSV directory ``--data-dir VALUE`` names: a directory as it is (not a NeMo Gym venv
+    or site-packages: its CSVs are loaded unchecked, any sandbox of that layout); any other
+    source is fetched into :func:`default_data_dir` first, unless that already verifies (every
+    verified sandbox is the same bytes). Raises :class:`CommandError` as :func:`fetch_data`."""
+    path = Path(value).expanduser()
+    if path.is_dir() and _nemo_package_in(path) is None:
+        return path
+    if not (path.exists() or value == NEMO_GYM or value.startswith(_URL_SCHEMES)):
+        raise _no_source(value)
+    dest = default_data_dir()
+    try:
+        verify_directory(dest)
+    except CommandError:
+        return fetch_data(value, dest, log)
+    log(f"--data-dir {value}: the verified WorkBench sandbox in {dest}")
+    return dest
+
+
 # -- what a source holds: (path inside the source, a reader of its bytes) -------------------------
 
 Files = list[tuple[PurePosixPath, Callable[[], bytes]]]
@@ -167,7 +187,7 @@ def _opened(source: str, log: Log) -> Iterator[Files]:
             with _archive_files(wheel) as files:
                 yield files
         return
-    if source.startswith(("http://", "https://")):
+    if source.startswith(_URL_SCHEMES):
         with tempfile.TemporaryDirectory(prefix="workplace-env-data-") as tmp:
             archive = _download(source, Path(tmp), log)
             with _archive_files(archive) as files:
@@ -180,10 +200,14 @@ def _opened(source: str, log: Log) -> Iterator[Files]:
         with _archive_files(path) as files:
             yield files
     else:
-        raise CommandError(
-            f"no data source {source!r}:",
-            f"give {NEMO_GYM}, a directory, an archive (.whl, .zip, .tar.gz) or an http(s) URL",
-        )
+        raise _no_source(source)
+
+
+def _no_source(source: str) -> CommandError:
+    return CommandError(
+        f"no data source {source!r}:",
+        f"give {NEMO_GYM}, a directory, an archive (.whl, .zip, .tar.gz) or an http(s) URL",
+    )
 
 
 def _installed_nemo_package() -> Path | None:
