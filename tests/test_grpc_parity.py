@@ -17,7 +17,6 @@ from tests.conftest import (
     GOLDENS,
     WORKBENCH,
     fuzz_sample,
-    needs,
     needs_shared,
     read_jsonl,
     shared_file,
@@ -50,8 +49,8 @@ def test_file_reproduces_reference_over_grpc(name, workbench_client):
 
 
 @needs_shared
-@needs(FUZZ_GOLDENS)
 def test_generated_tool_calls_reproduce_reference_over_grpc(workbench_client):
+    shared_file(FUZZ_GOLDENS)
     summary = run_lines(workbench_client, FUZZ_SAMPLE, policy="recorded", concurrency=4)
     assert summary.episodes == len(FUZZ_SAMPLE)
     assert summary.mismatches == []
@@ -59,8 +58,8 @@ def test_generated_tool_calls_reproduce_reference_over_grpc(workbench_client):
 
 
 @needs_shared
-@needs(FUZZ_GOLDENS)
 def test_a_table_state_that_differs_is_a_state_mismatch(workbench_client):
+    shared_file(FUZZ_GOLDENS)
     case = next(c for c in FUZZ_SAMPLE if c["case_id"] == "fuzz-empty-email-send")
     wrong = copy.deepcopy(case)
     wrong["tables_after"]["email._emails"]["sha256"] = "0" * 64
