@@ -242,3 +242,16 @@ def test_data_dir_naming_nothing_that_exists_is_refused_not_replaced_by_the_cach
     result = invoke("generate-tasks", "--count", "1", "--data-dir", tmp_path / "nothing", env=env)
     assert result.exit_code == 2
     assert "no data source" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("build", [zip_bytes, tar_gz_bytes])
+def test_a_damaged_archive_is_refused_naming_it(tmp_path, build):
+    whole = build(sandbox_bytes(), "d/")
+    for cut in (len(whole) // 2, len(whole) - 40):
+        archive = tmp_path / f"cut-{cut}"
+        archive.write_bytes(whole[:cut])
+        result = invoke("data", "fetch", "--from", archive, "--to", tmp_path / "data")
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.stderr.split())
+        assert str(archive) in said
+        assert not (tmp_path / "data").exists()

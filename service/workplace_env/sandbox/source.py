@@ -26,6 +26,7 @@ import tempfile
 import urllib.parse
 import urllib.request
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -246,10 +247,15 @@ def _directory_files(root: Path) -> Files:
 
 
 def _reader(path: Path) -> Callable[[], bytes]:
+    """A reader of the file ``path`` (refused above :data:`MAX_FILE_BYTES`)."""
+
     def read() -> bytes:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise CommandError(f"{path} is larger than {MAX_FILE_BYTES} bytes")
-        return path.read_bytes()
+        try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise CommandError(f"{path} is larger than {MAX_FILE_BYTES} bytes")
+            return path.read_bytes()
+        except OSError as exc:
+            raise CommandError(f"cannot read {path}:", exc) from exc
 
     return read
 
@@ -281,7 +287,7 @@ def _archive_files(path: Path) -> Iterator[Files]:
                     if m.isfile() and _wanted(PurePosixPath(m.name).name)
                 ]
             return
-    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as exc:
+    except (OSError, EOFError, zlib.error, zipfile.BadZipFile, tarfile.TarError) as exc:
         raise CommandError(f"cannot read the archive {path}:", exc) from exc
     raise CommandError(f"{path} is neither a directory nor an archive (.whl, .zip, .tar.gz)")
 
@@ -390,12 +396,15 @@ def _under_package(path: PurePosixPath) -> PurePosixPath | None:
 
 
 def _install(dest: Path, files: Mapping[str, bytes]) -> None:
-    """Write ``files`` (name to bytes) into ``dest``, each file replaced atomically."""
+    """Write ``files`` (name to bytes) into ``dest``, each file replaced atomically (a fetch
+    running at the same time writes its own temporary files)."""
     try:
         dest.mkdir(parents=True, exist_ok=True)
         for name, data in sorted(files.items()):
-            part = dest / f".{name}.part"
-            part.write_bytes(data)
+            handle, part = tempfile.mkstemp(dir=dest, prefix=f".{name}.")
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.chmod(part, 0o644)
             os.replace(part, dest / name)
     except OSError as exc:
         raise CommandError(f"cannot write into {dest}:", exc) from exc
