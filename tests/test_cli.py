@@ -368,6 +368,9 @@ def test_config_errors_read_as_written(tmp_path, monkeypatch, env, says):
         ["checkpoint"],
         ["checkpoint", "save"],
         ["checkpoint", "restore"],
+        ["data"],
+        ["data", "fetch"],
+        ["data", "verify"],
     ],
 )
 def test_every_help_renders(command):
@@ -736,7 +739,7 @@ def test_a_line_without_an_identity_refuses_the_whole_file_before_playing(
 @pytest.mark.parametrize(
     "command",
     [["serve"], ["gateway"], ["config"], ["run"], ["generate-tasks"], ["demo"],
-     ["checkpoint", "save"], ["checkpoint", "restore"]],
+     ["checkpoint", "save"], ["checkpoint", "restore"], ["data", "fetch"], ["data", "verify"]],
 )  # fmt: skip
 def test_every_flag_s_full_name_shows_in_help_at_80_columns(command):
     """Tester finding L16: at 80 columns rich's options table cut
