@@ -30,6 +30,7 @@ import typer
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from typer.testing import CliRunner
 
+from tests.conftest import WORKBENCH, needs_shared
 from tests.helpers import table_rows
 from workplace_env import cli as cli_module
 from workplace_env.cli import app
@@ -367,6 +368,9 @@ def test_config_errors_read_as_written(tmp_path, monkeypatch, env, says):
         ["checkpoint"],
         ["checkpoint", "save"],
         ["checkpoint", "restore"],
+        ["data"],
+        ["data", "fetch"],
+        ["data", "verify"],
     ],
 )
 def test_every_help_renders(command):
@@ -396,6 +400,12 @@ def test_serve_takes_the_file_settings_the_flags_do_not_override(served):
     """The file's metrics address is served; its admin token lost to the flag's (below)."""
     text = httpx.get(f"http://{served.metrics}/metrics", timeout=HANG_S).text
     assert "workplace_env_seeds_total" in text
+
+
+def test_serve_names_its_sandbox(served):
+    """The embedded sandbox is named with its generator's seed and scale and its digest."""
+    line = served.process.wait_for(r"^sandbox: (.+)$").group(1)
+    assert line == f"generated (seed=0,scale=1.0), digest {load_sandbox(None).digest}"
 
 
 def test_an_address_in_use_stops_serve_and_gateway_with_a_clear_error(served):
@@ -627,8 +637,18 @@ def test_demo_plays_generated_tasks_with_both_policies():
     result = invoke("demo", "--count", "8", "--concurrency", "2")
     assert result.exit_code == 0, result.output
     assert "generated 8 tasks" in result.output
+    sandbox = f"on the sandbox: generated (seed=0,scale=1.0), digest {load_sandbox(None).digest}"
+    assert sandbox in result.stderr.replace("\n", "")
     all_row = table_rows(result.stdout)["all"]
     assert all_row[:2] == ["8", "1.000"] and float(all_row[3]) < 1.0
+
+
+@needs_shared
+def test_demo_names_a_data_directory_sandbox(workbench_tables):
+    result = invoke("demo", "--count", "4", "--data-dir", WORKBENCH)
+    assert result.exit_code == 0, result.output
+    sandbox = f"on the sandbox: data directory {WORKBENCH}, digest {workbench_tables.digest}"
+    assert sandbox in result.stderr.replace("\n", "")
 
 
 # -- files that are not UTF-8 text (tester finding L5) ---------------------------------------------
@@ -719,7 +739,7 @@ def test_a_line_without_an_identity_refuses_the_whole_file_before_playing(
 @pytest.mark.parametrize(
     "command",
     [["serve"], ["gateway"], ["config"], ["run"], ["generate-tasks"], ["demo"],
-     ["checkpoint", "save"], ["checkpoint", "restore"]],
+     ["checkpoint", "save"], ["checkpoint", "restore"], ["data", "fetch"], ["data", "verify"]],
 )  # fmt: skip
 def test_every_flag_s_full_name_shows_in_help_at_80_columns(command):
     """Tester finding L16: at 80 columns rich's options table cut

@@ -27,6 +27,7 @@ from typing import Any
 
 import grpc
 
+from workplace_env.sandbox.source import NEMO_VENV_ENV, SOURCE_ENV
 from workplace_env.sessions import SessionConfig
 from workplace_env_client import tls_credentials
 
@@ -36,18 +37,24 @@ ENV_PREFIX = "WORKPLACE_ENV_"
 ADMIN_TOKEN_ENV = f"{ENV_PREFIX}ADMIN_TOKEN"
 SECRETS = frozenset({"cookie_secret", "admin_token"})
 #: ``WORKPLACE_ENV_*`` variables that are not settings: the config file, and those of the tests
-#: and tools (reference data, the NeMo Gym venv, fuzzing and differential runs).
+#: and tools (reference data, the NeMo Gym venv, fuzzing and differential runs) and ``data
+#: fetch``'s source.
 OTHER_ENV_VARS = frozenset(
-    f"{ENV_PREFIX}{name}"
-    for name in (
-        "CONFIG",
-        "SHARED",
-        "NEMO_VENV",
-        "TEST_DATA_DIR",
-        "FUZZ_REPORT",
-        "FUZZ_EXAMPLES",
-        "DIFF_SEQUENCES",
-    )
+    {
+        *(
+            f"{ENV_PREFIX}{name}"
+            for name in (
+                "CONFIG",
+                "SHARED",
+                "TEST_DATA_DIR",
+                "FUZZ_REPORT",
+                "FUZZ_EXAMPLES",
+                "DIFF_SEQUENCES",
+            )
+        ),
+        NEMO_VENV_ENV,
+        SOURCE_ENV,
+    }
 )
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from workplace_env.config import ADMIN_TOKEN_ENV, Settings
-from workplace_env.sandbox.load import load_sandbox
+from workplace_env.sandbox.load import describe_sandbox, load_sandbox
 from workplace_env.sandbox.tables import TablesUnavailableError
 from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.observability import configure_logging
@@ -43,10 +43,11 @@ def serve_until_signalled(settings: Settings) -> None:
     """Serve the environment (and, with ``http_address``, the co-hosted HTTP gateway) until
     SIGTERM or SIGINT, then drain and stop (:func:`drain_and_stop`).
 
-    Prints the bound addresses to stderr (``workplace-env serving on HOST:PORT``, then ``HTTP
-    gateway on URL`` and ``metrics on HOST:PORT`` when served); tests and scripts read the port
-    from the first line. Raises :class:`CommandError` (exit 2) when the sandbox cannot be loaded
-    or an address cannot be bound.
+    Prints the bound addresses to stderr (``workplace-env serving on HOST:PORT``, the sandbox
+    (:func:`~workplace_env.sandbox.load.describe_sandbox`), then ``HTTP gateway on URL`` and
+    ``metrics on HOST:PORT`` when served); tests and scripts read the port from the first line.
+    Raises :class:`CommandError` (exit 2) when the sandbox cannot be loaded or an address cannot
+    be bound.
     """
     configure_logging(settings.log_level)
     try:
@@ -83,6 +84,7 @@ def serve_until_signalled(settings: Settings) -> None:
             raise CommandError("cannot start the HTTP gateway:", exc) from exc
     host = settings.address.rsplit(":", 1)[0]
     console.print(f"workplace-env serving on {plain(host)}:{server.port}")
+    console.print(f"sandbox: {plain(describe_sandbox(store.base))}")
     if gateway is not None:
         console.print(f"HTTP gateway on {plain(gateway.url)}")
     if server.metrics_port:
