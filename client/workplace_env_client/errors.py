@@ -245,6 +245,12 @@ def _details(error: grpc.RpcError) -> _Details:
 _OVER_RECEIVE_LIMIT = re.compile(r"CLIENT: Received message larger than max \((\d+) vs\. (\d+)\)")
 
 
+def error_class(code: grpc.StatusCode, reason: str) -> type[WorkplaceEnvError]:
+    """The SDK exception class for a status ``code`` and ``ErrorInfo.reason`` (the reason
+    first; ``reason`` may be empty)."""
+    return _BY_REASON.get(reason) or _BY_CODE.get(code, WorkplaceEnvError)
+
+
 def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
     """The typed SDK exception for a failed RPC. An answer over this client's own message
     limit (a server whose limit is larger) is CapacityError ``RESPONSE_TOO_LARGE`` naming the
@@ -262,7 +268,7 @@ def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
             code,
             reason="RESPONSE_TOO_LARGE",
         )
-    cls = _BY_REASON.get(info.reason) or _BY_CODE.get(code, WorkplaceEnvError)
+    cls = error_class(code, info.reason)
     return cls(
         message or "",
         code,

@@ -63,7 +63,7 @@ class Settings:
     address: str = "127.0.0.1:50051"
     http_address: str | None = None  # co-hosted legacy HTTP gateway, off when unset
     metrics_address: str | None = None  # Prometheus text on /metrics, off when unset
-    workers: int = 4  # RPC worker threads (more only add GIL contention: BENCHMARKS.md)
+    workers: int = 4  # RPC worker threads (more only add GIL contention: docs/benchmarks.md)
     max_concurrent_rpcs: int = 256  # RPCs admitted at once (X3); beyond: RESOURCE_EXHAUSTED
     max_admin_rpcs: int = 16  # of them admin RPCs (export/restore streams hold theirs)
     grace_s: float = 5.0  # drain time for in-flight calls on shutdown
@@ -73,7 +73,7 @@ class Settings:
     max_message_bytes: int = 64 * 1024 * 1024
     # Sandbox
     data_dir: str | None = None  # WorkBench CSVs; unset: the embedded generated sandbox
-    # Session bounds (CONTRACT.md; see SessionConfig)
+    # Session bounds (docs/contract.md; see SessionConfig)
     max_sessions: int = SessionConfig.max_sessions
     idle_ttl_s: float = SessionConfig.idle_ttl_s
     evict_interval_s: float = 30.0
@@ -93,7 +93,7 @@ class Settings:
     max_verify_output_items: int = 10_000
     # UTF-8 bytes of arguments text one session's write-tool calls may add (0: no bound); a
     # call beyond it is RESOURCE_EXHAUSTED SESSION_TOO_LARGE. Bounds the memory one runaway
-    # rollout can take (issue M6); real tasks write at most ~25 KB (BENCHMARKS.md).
+    # rollout can take (issue M6); real tasks write at most ~25 KB (docs/benchmarks.md).
     max_session_write_bytes: int = SessionConfig.max_session_write_bytes
     # Security
     tls_cert: str | None = None  # PEM server certificate chain; TLS when set with tls_key

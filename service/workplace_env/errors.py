@@ -1,4 +1,4 @@
-"""Domain errors: one type per CONTRACT.md reason. The gRPC layer maps each to its status code.
+"""Domain errors: one type per docs/contract.md reason. The gRPC layer maps each to its status code.
 
 Each error carries the CONTRACT ``reason`` (the ``google.rpc.ErrorInfo.reason`` on the wire), the
 session it concerns, and a message for people. Nothing here imports gRPC.

@@ -29,7 +29,7 @@ LEGACY_EPISODE = EpisodeId("legacy", 0)
 
 
 class SessionState(Enum):
-    """CONTRACT.md "Session states" (CLOSED sessions live on only as fences)."""
+    """docs/contract.md "Session states" (CLOSED sessions live on only as fences)."""
 
     SEEDED = "SEEDED"
     VERIFIED = "VERIFIED"
