@@ -47,7 +47,7 @@ class CloseOutcome(Enum):
 
 @dataclass(frozen=True)
 class SessionConfig:
-    """Bounds of the store; every one is configurable (defaults documented in the README).
+    """Bounds of the store; every one is configurable (defaults in docs/reference/configuration.md).
 
     ``max_sessions``: live sessions (and pending builds) before seeds get RESOURCE_EXHAUSTED (S7).
     ``idle_ttl_s``: seconds without a request before the sweep evicts a session (X1).
