@@ -282,6 +282,12 @@ def _field_type(f: descriptor_pb2.FieldDescriptorProto) -> str:
     return f"repeated {name}" if f.label == f.LABEL_REPEATED else name
 
 
+def _section(title: str, comment: str, head: list[str], rows: list[list[object]]) -> str:
+    """A message's or enum's heading, its comment and its table (none without rows)."""
+    text = f"### {title}\n\n" + (f"{comment}\n\n" if comment else "")
+    return text + (_table(head, rows) + "\n" if rows else "")
+
+
 def grpc_page() -> str:
     """Services, RPCs, messages and enums of proto/, with their comments."""
     parts = [HEADER, "# gRPC API\n\n", "Generated from the comments of `proto/`.\n\n"]
@@ -307,26 +313,21 @@ def grpc_page() -> str:
             ]
             parts.append(_table(["RPC", "request", "response", "does"], rows) + "\n")
         for mi, message in enumerate(file.message_type):
-            parts.append(f"### message `{message.name}`\n\n")
-            text = _comment(comments, (4, mi))
-            if text:
-                parts.append(text + "\n\n")
             rows = [
                 [f"`{f.name}`", f"`{_field_type(f)}`", f.number, _comment(comments, (4, mi, 2, fi))]
                 for fi, f in enumerate(message.field)
             ]
-            if rows:
-                parts.append(_table(["field", "type", "#", "meaning"], rows) + "\n")
+            head = ["field", "type", "#", "meaning"]
+            parts.append(
+                _section(f"message `{message.name}`", _comment(comments, (4, mi)), head, rows)
+            )
         for ei, enum in enumerate(file.enum_type):
-            parts.append(f"### enum `{enum.name}`\n\n")
-            text = _comment(comments, (5, ei))
-            if text:
-                parts.append(text + "\n\n")
             rows = [
                 [f"`{v.name}`", v.number, _comment(comments, (5, ei, 2, vi))]
                 for vi, v in enumerate(enum.value)
             ]
-            parts.append(_table(["value", "#", "meaning"], rows) + "\n")
+            head = ["value", "#", "meaning"]
+            parts.append(_section(f"enum `{enum.name}`", _comment(comments, (5, ei)), head, rows))
     return "".join(parts).rstrip() + "\n"
 
 
