@@ -3,7 +3,8 @@
 ``nemo_python()`` returns the venv's interpreter, creating the venv when needed:
 
 * where: ``$WORKPLACE_ENV_NEMO_VENV`` (an existing venv, e.g. ``/tmp/nemo-probe``, is reused
-  as is), else ``<repo>/.venv-nemo`` (gitignored);
+  as is), else ``nemo-venv`` under ``$XDG_CACHE_HOME/workplace-env`` (``~/.cache`` when unset),
+  outside the checkout (about 1.1 GB), so every clone on the machine shares it;
 * with: Python 3.13 (``python3.13`` on PATH, else ``/root/.pyenv/versions/3.13.*``), and
   ``pip install --ignore-requires-python nemo-gym==0.7.0 pandas==2.3.2 numpy==2.3.2`` (the
   wheel asks for 3.13.14 on paper; 3.13.0 works);
@@ -25,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
 VENV_ENV = "WORKPLACE_ENV_NEMO_VENV"
-DEFAULT_VENV = REPO / ".venv-nemo"
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "workplace-env"
+DEFAULT_VENV = CACHE / "nemo-venv"
 #: What the venv holds (the pins of issue 12).
 REQUIREMENTS = ("nemo-gym==0.7.0", "pandas==2.3.2", "numpy==2.3.2")
 _READY = ".workplace-env-nemo-ready"
@@ -102,6 +103,7 @@ def nemo_python() -> Path:
             pytest.skip(f"${VENV_ENV}={given} is not a venv with nemo_gym and mcp")
         return python
     venv = DEFAULT_VENV
+    venv.parent.mkdir(parents=True, exist_ok=True)
     with open(f"{venv}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another test process may be building it
         if not (venv / _READY).exists() or not _imports_nemo(_venv_python(venv)):
