@@ -79,13 +79,13 @@ class ArgumentError(InvalidRequestError, ValueError):
 
 class SessionHeaderMismatchError(InvalidRequestError):
     """INVALID_ARGUMENT SESSION_HEADER_MISMATCH: the ``x-resources-session-id`` header names
-    another session than the request body (issue 9: the header routes, the body decides)."""
+    another session than the request body (the header routes, the body decides)."""
 
 
 class ReplayDivergedError(WorkplaceEnvError):
     """DATA_LOSS REPLAY_DIVERGED (raised by the SDK, not the server): a call replayed during
     :meth:`Session.recover` returned another output than the first time, so the recovered
-    session's state is not the lost one (issue 9 item 3)."""
+    session's state is not the lost one."""
 
 
 class SessionConflictError(WorkplaceEnvError):

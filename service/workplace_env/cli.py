@@ -101,7 +101,7 @@ def _reported() -> Iterator[None]:
 def _exit_promptly() -> None:
     """After a server has drained and stopped: exempt the heap from the interpreter's last
     garbage collections, which walk every object (sandbox tables, caches, the gateway's
-    modules) and took 1-3 s after ``drain: stopped`` on a busy machine (tester finding L18).
+    modules) and took 1-3 s after ``drain: stopped`` on a busy machine.
     Everything was already released; objects are still freed as the interpreter ends."""
     gc.freeze()
 

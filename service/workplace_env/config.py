@@ -68,7 +68,7 @@ class Settings:
     max_admin_rpcs: int = 16  # of them admin RPCs (export/restore streams hold theirs)
     grace_s: float = 5.0  # drain time for in-flight calls on shutdown
     # On SIGTERM, seconds of X2 (NOT_SERVING, seeds refused, all else served) before stopping:
-    # long enough for a proxy's health checks to take the replica out (issue 16).
+    # long enough for a proxy's health checks to take the replica out.
     drain_delay_s: float = 0.0
     max_message_bytes: int = 64 * 1024 * 1024
     # Sandbox
@@ -89,11 +89,11 @@ class Settings:
     # Entries of a verify's Responses-API output at most (0: no bound, as the reference): its
     # items, each part of a message's content and of a reasoning summary counting as one more;
     # beyond it INVALID_ARGUMENT (HTTP 422) before any item is looked at. Bounds the work one
-    # untrusted body can cause (issue L11); real rollouts have at most ~10 items.
+    # untrusted body can cause; real rollouts have at most ~10 items.
     max_verify_output_items: int = 10_000
     # UTF-8 bytes of arguments text one session's write-tool calls may add (0: no bound); a
     # call beyond it is RESOURCE_EXHAUSTED SESSION_TOO_LARGE. Bounds the memory one runaway
-    # rollout can take (issue M6); real tasks write at most ~25 KB (docs/benchmarks.md).
+    # rollout can take; real tasks write at most ~25 KB (docs/benchmarks.md).
     max_session_write_bytes: int = SessionConfig.max_session_write_bytes
     # Security
     tls_cert: str | None = None  # PEM server certificate chain; TLS when set with tls_key

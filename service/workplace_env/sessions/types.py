@@ -59,9 +59,9 @@ class SessionConfig:
     ``retry_window_s``: how long a verified legacy session's outcome is remembered, so a
     resent verify scores the same (``session_close_retry_window_seconds``, V2-V3).
     ``max_markers``: verified legacy ids remembered at most (oldest dropped first).
-    ``verify_cache_bytes``: estimated bytes of the verifier's memoised end states (issue 15).
+    ``verify_cache_bytes``: estimated bytes of the verifier's memoised end states.
     ``max_session_write_bytes``: UTF-8 bytes of arguments text a session's write-tool calls
-    may add up to (0: no bound); a call beyond it is SESSION_TOO_LARGE (issue M6).
+    may add up to (0: no bound); a call beyond it is SESSION_TOO_LARGE.
     """
 
     max_sessions: int = 50_000
