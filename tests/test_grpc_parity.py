@@ -3,7 +3,7 @@
 The same runner as ``workplace-env run`` (seed, CallTool per call, Verify, CloseSession), against a
 real server in this process, must reproduce every recorded output, table state (``tables_after``,
 read through the admin export) and reward. The generated tool-call goldens run as a fixed sample
-(:data:`FUZZ_SAMPLE`; all of them: ``workplace-env run`` on the file, see the README).
+(:data:`FUZZ_SAMPLE`; all of them: ``workplace-env run`` on the file, see docs/evaluating.md).
 """
 
 from __future__ import annotations

@@ -508,7 +508,8 @@ def _hand_written_verify_bodies() -> list[dict[str, Any]]:
 
 def test_verify_echo_is_byte_identical_for_bodies_nemos_models_wrote(stack):
     """F6, measured: the reference echoes ``responses_create_params`` and ``response``
-    re-serialised through NeMo's models; we echo them as sent (README "Verify echo"). So a body
+    re-serialised through NeMo's models; we echo them as sent (docs/http-gateway.md, "Verify
+    echo"). So a body
     NeMo's ``BaseVerifyRequest`` has written (what its agents send) answers the same bytes, and
     a hand-written one the same reward with another echo (defaults added, ``created_at``
     0.0, unknown item keys dropped)."""

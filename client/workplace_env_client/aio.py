@@ -9,7 +9,7 @@ Requests and answers are built by :mod:`workplace_env_client.messages`, exactly 
 client: errors are the same typed exceptions, arguments are checked the same way before
 anything is sent, and a refusal for concurrency (TOO_MANY_RPCS, X3) is retried the same way,
 awaiting its delay (see :mod:`workplace_env_client.client`). Recovery of lost sessions
-(issue 9) is offered by the sync :class:`~workplace_env_client.client.Session` only.
+is offered by the sync :class:`~workplace_env_client.client.Session` only.
 """
 
 from __future__ import annotations

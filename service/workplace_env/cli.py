@@ -111,7 +111,7 @@ def _reported() -> Iterator[None]:
 def _exit_promptly() -> None:
     """After a server has drained and stopped: exempt the heap from the interpreter's last
     garbage collections, which walk every object (sandbox tables, caches, the gateway's
-    modules) and took 1-3 s after ``drain: stopped`` on a busy machine (tester finding L18).
+    modules) and took 1-3 s after ``drain: stopped`` on a busy machine.
     Everything was already released; objects are still freed as the interpreter ends."""
     gc.freeze()
 
@@ -412,8 +412,8 @@ def run(
     """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch or failure.
 
     Lines with ``tables_after`` also have the session's tables compared (an admin export).
-    With --policy model, an OpenAI-compatible model plays each task (see README "Evaluate a
-    model"): rollouts go to --out (resumed on a rerun), a summary by category is printed and a
+    With --policy model, an OpenAI-compatible model plays each task (see docs/evaluating.md):
+    rollouts go to --out (resumed on a rerun), a summary by category is printed and a
     pass-rate plot saved next to it; a masked episode is a failure of the run (exit 1) only
     when the endpoint or the environment masked it (a rerun plays it again), not when the
     model did (agent_run_error, counted in its pass rate), unless --fail-on-masked.

@@ -1,7 +1,7 @@
 """Where a process's sandbox comes from: a WorkBench CSV directory, or the embedded default.
 
-The embedded default is the generated sandbox (seed 0, scale 1) built in memory at start-up
-(issue 3); a ``--data-dir`` replaces it with real WorkBench CSVs.
+The embedded default is the generated sandbox (seed 0, scale 1) built in memory at start-up;
+a ``--data-dir`` replaces it with real WorkBench CSVs.
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ def serve_until_signalled(settings: Settings) -> None:
                 None,
                 settings.http_address,
                 GatewaySettings.of(settings),
-                # co-hosted: the gateway calls this server's servicer in-process (issue 15)
+                # co-hosted: the gateway calls this server's servicer in-process
                 backend=InProcessBackend.of_server(server, settings.max_message_bytes),
                 grace_s=settings.grace_s,
             )
