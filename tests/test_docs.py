@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import WORKBENCH
+from tests.conftest import WORKBENCH, shared_file
 from tests.model_standin import Calls, StandInModel, Text
+from tests.nemo.venv import nemo_python, site_packages
 from tests.proxy_cluster import free_port
 from workplace_env.config import Settings
 
@@ -60,10 +61,6 @@ def _clone_like(tmp_path: Path) -> Path:
     """A directory with only ``.venv`` (linked to this checkout's), where examples run."""
     (tmp_path / ".venv").symlink_to(VENV_BIN.parent)
     return tmp_path
-
-
-def _data_command_exists() -> bool:
-    return _run(VENV_BIN / "workplace-env", "data", "--help").returncode == 0
 
 
 def _pages() -> list[Path]:
@@ -191,39 +188,49 @@ def test_checkpoint(tmp_path):
     assert '"output"' in proc.stdout.split("SESSION_STATE_SEEDED")[-1]  # s1 answers after restore
 
 
-@pytest.mark.parametrize("name", ["real_data.sh", "episode_files.sh"])
-def test_real_data_examples(tmp_path, name):
-    if not _data_command_exists():
-        pytest.skip("`workplace-env data` is not in this build")
-    if not WORKBENCH.is_dir():
-        pytest.skip(f"WorkBench data not found at {WORKBENCH} (set WORKPLACE_ENV_SHARED)")
-    proc = _shell(name, tmp_path, WORKPLACE_ENV_DATA_FROM=str(WORKBENCH))
+@pytest.fixture(scope="module")
+def data_from() -> str:
+    """A local data source as a user has one: the site-packages of the tests' NeMo Gym venv."""
+    return str(site_packages(nemo_python()))
+
+
+def test_real_data_example(tmp_path, data_from):
+    proc = _shell("real_data.sh", tmp_path, **_data_env(tmp_path, data_from))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"mean reward \(played\)\W+1\.0000", proc.stdout), proc.stdout
+
+
+def test_episode_files_example(tmp_path):
+    rollouts = shared_file(WORKBENCH / "rollouts_public.jsonl")
+    shared_file(WORKBENCH / "tasks_public.jsonl")
+    proc = _shell("episode_files.sh", tmp_path, WORKPLACE_ENV_SHARED=str(rollouts.parents[2]))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_model_run_example(tmp_path):
-    if not _data_command_exists():
-        pytest.skip("`workplace-env data` is not in this build")
-    if not WORKBENCH.is_dir():
-        pytest.skip(f"WorkBench data not found at {WORKBENCH} (set WORKPLACE_ENV_SHARED)")
+def test_model_run_example(tmp_path, data_from):
     with StandInModel({}) as standin:  # no script: every episode is a model failure, still run
         proc = _shell(
             "model_run.sh",
             tmp_path,
-            WORKPLACE_ENV_DATA_FROM=str(WORKBENCH),
+            **_data_env(tmp_path, data_from),
             BASE_URL=standin.base_url,
             SKIP_LOCAL_MODEL="1",
         )
     assert (tmp_path / "runs" / "model" / "rollouts.jsonl").exists(), proc.stderr
 
 
+def _data_env(tmp_path: Path, source: str) -> dict[str, str]:
+    """``data fetch`` reads ``source`` and writes under ``tmp_path``, not the user's cache."""
+    return {"WORKPLACE_ENV_DATA_FROM": source, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+
 # -- the README's shell blocks ----------------------------------------------------------------
 
 
-def test_the_readme_shell_blocks_run_as_written(tmp_path):
+def test_the_readme_shell_blocks_run_as_written(tmp_path, data_from):
     """Each ``sh`` block of the README, in a clone-like directory; ``./build.sh && `` is left
     out (the venv is there), the suite's own command is not run from inside the suite, and the
-    data block runs when ``workplace-env data`` exists (source: the shared WorkBench data)."""
+    data block fetches from a local NeMo Gym."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     blocks = [body for lang, body in FENCE.findall(readme) if lang == "sh"]
     assert len(blocks) >= 3
@@ -233,9 +240,7 @@ def test_the_readme_shell_blocks_run_as_written(tmp_path):
         script = body.replace("./build.sh && ", "")
         if "-m pytest" in script:
             continue
-        if "data fetch" in script and not (_data_command_exists() and WORKBENCH.is_dir()):
-            continue
-        env = {**ENV, "WORKPLACE_ENV_DATA_FROM": str(WORKBENCH)}
+        env = {**ENV, **_data_env(tmp_path, data_from)} if "data fetch" in script else ENV
         proc = _run("bash", "-euo", "pipefail", "-c", script, cwd=cwd, env=env)
         assert proc.returncode == 0, f"{script}\n{proc.stdout}\n{proc.stderr}"
         ran += 1

@@ -6,7 +6,7 @@
 set -euo pipefail
 DATA=$(.venv/bin/workplace-env data fetch)
 BASE_URL=${BASE_URL:-http://127.0.0.1:8000/v1} MODEL=${MODEL:-Qwen/Qwen3-4B}
-.venv/bin/workplace-env run "$DATA/tasks_public.jsonl" --data-dir "$DATA" \
+.venv/bin/workplace-env run "$DATA/example.jsonl" --data-dir "$DATA" \
   --policy model --base-url "$BASE_URL" --model "$MODEL" --api responses \
   --concurrency 16 --out runs/model/rollouts.jsonl
 if [ -z "${SKIP_LOCAL_MODEL:-}" ]; then e2e/local_model.sh 10 runs/local; fi
