@@ -38,6 +38,7 @@ from workplace_env_client import (
     openai_client,
     run_rollout,
 )
+from workplace_env_client.rollouts import MODEL_CONFIG_ERROR
 
 openai = pytest.importorskip("openai")  # in the test extras; a clear skip elsewhere
 
@@ -312,21 +313,41 @@ def test_429_and_500_are_retried_with_backoff_then_the_episode_goes_on(server, s
     assert len(requests) == rollout.turns + 3  # 2 x 429 and 1 x 500 were sent again
 
 
-@pytest.mark.parametrize(
-    ("status", "kind"), [(500, "provider_unavailable"), (429, "provider_quota_exhausted")]
-)
+ENDPOINT_ERRORS = [  # (status, failure kind, retried by the client)
+    (500, "provider_unavailable", True),
+    (503, "provider_unavailable", True),
+    (429, "provider_quota_exhausted", True),
+    (401, MODEL_CONFIG_ERROR, False),
+    (403, MODEL_CONFIG_ERROR, False),
+    (404, MODEL_CONFIG_ERROR, False),
+    (422, MODEL_CONFIG_ERROR, False),
+]
+
+
+@pytest.mark.parametrize("max_retries", [0, 2])
+@pytest.mark.parametrize(("status", "kind", "retried"), ENDPOINT_ERRORS)
 @pytest.mark.parametrize("api", APIS)
-def test_errors_past_the_retries_mask_the_episode(server, sdk, api, status, kind):
+def test_endpoint_errors_mask_the_episode_naming_url_status_kind_and_retries(
+    server, sdk, api, status, kind, retried, max_retries
+):
+    """An unavailable provider (5xx, 429) is retried; a configuration error (401, 403, 404,
+    422) is not, and is no provider_unavailable; each reason names the URL, the status and the
+    retries made."""
     task = _crm_single(server)
     with StandInModel({task["prompt"]: [Fail(status, 99)]}) as standin:
-        rollout = run_rollout(sdk, _client(standin, max_retries=2), task, _policy(api))
+        model = _client(standin, max_retries=max_retries)
+        rollout = run_rollout(sdk, model, task, _policy(api))
         requests = standin.scripts[task["prompt"]].requests
+        path = "/responses" if api == "responses" else "/chat/completions"
+        url = standin.base_url + path
+    made = max_retries if retried else 0
     assert (rollout.reward, rollout.mask_sample, rollout.failure_kind) == (0.0, True, kind)
-    assert f"HTTP {status} after retries" in rollout.failure_reason
-    assert len(requests) == 3 and rollout.tables == ()
+    assert url in rollout.failure_reason and f"HTTP {status}" in rollout.failure_reason
+    assert f"after {made} retries" in rollout.failure_reason
+    assert len(requests) == made + 1 and rollout.tables == ()
 
 
-def test_an_unreachable_endpoint_masks_the_episode(server, sdk):
+def test_an_unreachable_endpoint_masks_the_episode_naming_its_url(server, sdk):
     task = _crm_single(server)
     with StandInModel({}) as standin:
         url = standin.base_url
@@ -334,6 +355,8 @@ def test_an_unreachable_endpoint_masks_the_episode(server, sdk):
     rollout = run_rollout(sdk, client, task, _policy("responses"))
     assert rollout.mask_sample and rollout.failure_kind == "provider_unavailable"
     assert "APIConnectionError" in rollout.failure_reason
+    assert f"{url}/responses" in rollout.failure_reason
+    assert "after 0 retries" in rollout.failure_reason
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -607,7 +630,8 @@ def test_cli_writes_rollouts_summary_and_plot_then_resumes(server, tmp_path, api
     ]
     assert all(len(i["responses_create_params"]["tools"]) == 27 for i in inputs)
     summary = json.loads((tmp_path / "run" / "rollouts_summary.json").read_text())
-    overall = summary[-1]
+    assert summary["sandbox"]["origin"] == "generated:seed=0,scale=1.0"
+    overall = summary["categories"][-1]
     assert overall["category"] == "all" and overall["episodes"] == 3
     assert overall["pass_rate"] == pytest.approx(2 / 3)
     assert overall["side_effect_rate"] == pytest.approx(1 / 3)
@@ -790,7 +814,9 @@ def test_cli_exit_status_counts_the_models_own_failures_only_with_fail_on_masked
         by_id = {line["id"]: line for line in read_rollouts(out)}
         assert by_id[task["id"]]["failure_kind"] == "agent_run_error"
         assert by_id[good["id"]]["reward"] == 1.0
-        overall = json.loads(out.with_name(f"{out.stem}_summary.json").read_text())[-1]
+        overall = json.loads(out.with_name(f"{out.stem}_summary.json").read_text())["categories"][
+            -1
+        ]
         assert (overall["episodes"], overall["masked"], overall["model_failures"]) == (2, 0, 1)
         assert (overall["passed"], overall["pass_rate"]) == (1, 0.5)
 
@@ -812,7 +838,7 @@ def test_cli_pass_rate_leaves_out_infrastructure_masks_and_counts_model_failures
     said = " ".join(result.output.split())
     assert "counted in its pass rate (1/2 = 0.500)" in said
     assert "1 not finished" in said and "left out of the pass rate" in said
-    overall = json.loads((tmp_path / "rollouts_summary.json").read_text())[-1]
+    overall = json.loads((tmp_path / "rollouts_summary.json").read_text())["categories"][-1]
     assert (overall["episodes"], overall["masked"], overall["model_failures"]) == (3, 1, 1)
     assert (overall["passed"], overall["pass_rate"]) == (1, 0.5)
 
@@ -875,7 +901,7 @@ def _assert_one_plan(out: Path) -> None:
         assert line["workplace_env"]["input_sha256"] == input_digest(item)
     assert not by_key
     summary = json.loads(out.with_name(f"{out.stem}_summary.json").read_text())
-    assert summary[-1]["episodes"] == len(inputs)
+    assert summary["categories"][-1]["episodes"] == len(inputs)
 
 
 def _edited(server, tmp_path):
