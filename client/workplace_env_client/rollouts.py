@@ -321,6 +321,12 @@ def _endpoint_failure(exc: BaseException, url: str, max_retries: Any, turn: int)
             f"turn {turn}: malformed model output: the answer cannot be represented "
             f"({type(exc).__name__}: {str(exc)[:200]})",
         )
+    if isinstance(exc, TypeError):  # the client would not build the request: nothing sent
+        return EpisodeFailure(
+            MODEL_CONFIG_ERROR,
+            f"model endpoint {url}: the model client refused the request before sending it, "
+            f"after 0 retries (a configuration error of its parameters): {str(exc)[:300]}",
+        )
     status = getattr(exc, "status_code", None)
     message = str(getattr(exc, "message", None) or exc)[:300]
     retryable = not isinstance(status, int) or status in _RETRIED_STATUSES or status >= 500
@@ -405,6 +411,8 @@ class _Dialogue:
                 kwargs["tools"] = self.params["tools"]
             if "max_output_tokens" in self.params:
                 kwargs.setdefault("max_output_tokens", self.params["max_output_tokens"])
+            if "seed" in kwargs:  # no parameter of OpenAI's Responses client: sent in the body
+                kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "seed": kwargs.pop("seed")}
             return kwargs
         chat: dict[str, Any] = {"model": self.policy.model, "messages": list(self.messages)}
         for key in ("temperature", "top_p", "seed", "parallel_tool_calls", "tool_choice"):

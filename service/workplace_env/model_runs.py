@@ -191,10 +191,11 @@ def check_plan(
             1
             for line in lines
             if not isinstance(line, dict)
+            # the plan first: every line's changes are named
+            or (plan is not None and bool(_note_changes(line, plan, changes)))
             or want.get((line.get("_ng_task_index"), line.get("_ng_rollout_index")))
             != _line_digest(line)
             or _line_digest(line) is None
-            or (plan is not None and bool(_note_changes(line, plan, changes)))
         )
         if differ:
             found.append(f"{differ} of the {len(lines)} lines of {out.name}")
