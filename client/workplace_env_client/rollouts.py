@@ -44,15 +44,19 @@ from NeMo Gym's vocabulary and a reason naming what went wrong:
                                agent fails too: an output item with no ``type``, a function
                                call whose ``name``, ``arguments`` or ``call_id`` is missing or
                                not a string, arguments nested deeper than Python's JSON parser
-                               goes, text UTF-8 cannot carry (a lone surrogate), or an output
-                               Verify refuses. A failure of the model: a run counts it in the
-                               model's pass rate
+                               goes, an answer a strict JSON line cannot carry (a lone
+                               surrogate, NaN, an infinity, an integer beyond a float's range),
+                               or an output Verify refuses. A failure of the model: a run
+                               counts it in the model's pass rate
 ``session_lost`` ...           the environment lost the session (masked by Verify, V4)
 =============================  =========================================================
 
-Masks other than ``agent_run_error`` are failures of the infrastructure, not scores of the
-model. Nothing the model returns raises out of :func:`run_rollout` or :func:`arun_rollout`; the
-session is closed in every case.
+and ``workplace_env:model_config_error`` when the endpoint refused the request for its
+configuration (HTTP 401, 403, 404, 422: its URL, API, model name or key) or the client would not
+build it: not retried, and no unavailable provider. Endpoint reasons name the request's URL, the
+HTTP status and the retries made. Masks other than ``agent_run_error`` are failures of the
+infrastructure, not scores of the model. Nothing the model returns raises out of
+:func:`run_rollout` or :func:`arun_rollout`; the session is closed in every case.
 """
 
 from __future__ import annotations

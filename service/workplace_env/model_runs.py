@@ -11,12 +11,19 @@ Resume: a rerun of the same plan with the same output file keeps the lines of fi
 and plays only the others. Finished means scored (not masked) or failed by the model itself
 (``agent_run_error``); episodes masked by the endpoint or the environment (``provider_*``,
 ``session_*``) are played again. The plan is the list of materialized inputs (each row as sent
-with its request and its task and rollout indices); each rollout line records the SHA-256 of its
-input's canonical JSON (``workplace_env.input_sha256``). When the existing files describe another
-plan (other rows at the same indices, other ``repeats``, another count, or lines without that
-digest), :func:`collect_rollouts` raises :class:`PlanMismatch` before playing or writing anything,
-unless ``overwrite`` deletes them first: the rollouts, materialized inputs, summary and plot always
-describe the same episodes.
+with its request, the sampling overrides merged into its ``responses_create_params`` as NeMo
+Gym merges them, and its task and rollout indices) and the run's own settings (:func:`run_plan`:
+model, API, base URL, sampling, max turns, the sandbox's digest and the server's tools); each
+rollout line records the SHA-256 of its input's canonical JSON (``workplace_env.input_sha256``),
+the settings (``workplace_env.plan``) and the sandbox (``workplace_env.sandbox``). Lines are
+strict JSON (:func:`json_line`); one that cannot be is replaced by the model's failure
+(``agent_run_error``). When the existing files describe another plan (another setting, other
+rows at the same indices, other ``repeats``, another count, or lines without that digest),
+:func:`collect_rollouts` raises :class:`PlanMismatch` before playing or writing anything,
+unless ``overwrite`` deletes them first, naming what changed: the rollouts, materialized inputs,
+summary and plot always describe the same episodes. An endpoint that refuses a request for its
+configuration (:data:`~workplace_env_client.rollouts.MODEL_CONFIG_ERROR`) stops the collection:
+no episode starts after it.
 
 Rows are kept as sent, their values' JSON types included (an ``id`` of ``0`` stays ``0``); the
 case id (``case_id``, else ``id``, else ``line-<n>``) only names the episode's rollout and task

@@ -10,7 +10,9 @@
   endpoint or the environment), not for the model's own failures unless ``--fail-on-masked``.
 
 Both play against the ``--target`` server or an in-process one
-(:func:`workplace_env.server.serve.connect`).
+(:func:`workplace_env.server.serve.connect`), name its sandbox in their summaries, and refuse
+(exit 2) a file written for another sandbox unless ``--any-sandbox``
+(:mod:`workplace_env.task_sandbox`).
 """
 
 from __future__ import annotations
