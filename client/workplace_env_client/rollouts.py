@@ -451,11 +451,11 @@ class _Dialogue:
         if not isinstance(data, Mapping):
             raise EpisodeFailure("provider_unavailable", "model endpoint: answer is not an object")
         # Kept out of the response: the rollout line must be JSON a strict reader takes.
-        problem = checks.json_problem(data, "answer", strict=True)
-        if problem is not None:
+        unwritable = checks.json_problem(data, "answer", strict=True)
+        if unwritable is not None:
             raise EpisodeFailure(
                 "agent_run_error",
-                f"turn {self.turns}: malformed model output: {problem[0]}: {problem[1]}",
+                f"turn {self.turns}: malformed model output: {unwritable[0]}: {unwritable[1]}",
             )
         if self.policy.api == "responses":
             items, cut = self._from_responses(data)
