@@ -392,9 +392,10 @@ def run(
     any_sandbox: Annotated[
         bool,
         Opt(
+            "--any-sandbox",
             help="Play lines written for another sandbox than the server's (by default "
             "refused: WorkBench's tasks need the WorkBench tables, generated tasks the sandbox "
-            "they were made on)."
+            "they were made on).",
         ),
     ] = False,
     config: ConfigFile = None,
