@@ -590,6 +590,103 @@ def test_run_refuses_data_dir_with_a_target(served, tasks_file, tmp_path, policy
     assert _seeds(served) == before
 
 
+# -- run: the sandbox a run plays on -------------------------------------------------------------
+
+WORKBENCH_FILES = [
+    "tasks_public.jsonl",
+    "rollouts_public.jsonl",
+    "workbench_original_tasks_public.jsonl",
+]
+
+
+def _workbench_file(name: str) -> Path:
+    path = WORKBENCH / name
+    if not path.exists():
+        pytest.skip(f"{path} not found (set WORKPLACE_ENV_SHARED to the shared data)")
+    return path
+
+
+@pytest.mark.parametrize("policy", ["recorded", "oracle", "model"])
+@pytest.mark.parametrize("name", WORKBENCH_FILES)
+def test_run_refuses_workbench_tasks_on_the_generated_sandbox(tmp_path, name, policy):
+    """WorkBench's lines name customers, events and employees the generated sandbox lacks:
+    refused before anything is played (exit 2), naming the sandbox and the fixes."""
+    model = ["--base-url", "http://127.0.0.1:1/v1", "--model", "m"] if policy == "model" else []
+    out = tmp_path / "out.jsonl"
+    result = invoke("run", _workbench_file(name), "--policy", policy, *model, "--out", out)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "generated sandbox (seed 0, scale 1.0) sha256:" in said
+    assert "--data-dir" in said and "workplace-env data fetch" in said
+    assert "--any-sandbox" in said and "Nothing was played" in said
+    assert not out.exists()
+
+
+def test_run_plays_workbench_tasks_on_their_tables_and_names_them(tmp_path):
+    summary = tmp_path / "summary.json"
+    result = invoke(
+        "run", _workbench_file("tasks_public.jsonl"), "--policy", "oracle",
+        "--data-dir", WORKBENCH, "--json-out", summary,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    digest = load_sandbox(WORKBENCH).digest
+    assert f"sandbox: data directory {WORKBENCH} {digest}" in " ".join(result.output.split())
+    assert json.loads(summary.read_text())["sandbox"] == {
+        "digest": digest,
+        "origin": str(WORKBENCH),
+    }
+
+
+def test_any_sandbox_plays_them_anyway_with_a_warning():
+    result = invoke(
+        "run", _workbench_file("tasks_public.jsonl"), "--policy", "oracle", "--any-sandbox"
+    )
+    said = " ".join(result.output.split())
+    assert "written for another sandbox" in said and "Played anyway (--any-sandbox)" in said
+    rows = table_rows(result.stdout)
+    assert rows["played"] == rows["episodes"] == ["38"]
+
+
+def test_generated_tasks_are_refused_on_other_tables_naming_the_sandbox_they_were_made_for(
+    tasks_file, served, tmp_path
+):
+    """generate-tasks writes the sandbox a task was made on; played on the WorkBench tables
+    (in-process), or WorkBench-made tasks against a --target on the generated sandbox, the run
+    is refused naming the way back."""
+    _workbench_file("emails.csv")
+    here = invoke("run", tasks_file, "--policy", "oracle", "--data-dir", WORKBENCH)
+    said = " ".join(here.output.split())
+    assert here.exit_code == 2, here.output
+    assert "was made for the sandbox" in said and "drop --data-dir" in said
+    made = tmp_path / "workbench_tasks.jsonl"
+    generated = invoke("generate-tasks", "--count", 3, "--data-dir", WORKBENCH, "--out", made)
+    assert generated.exit_code == 0, generated.output
+    before = _seeds(served)
+    target = f"127.0.0.1:{served.port}"
+    there = invoke("run", made, "--policy", "oracle", "--target", target)
+    said = " ".join(there.output.split())
+    assert there.exit_code == 2, there.output
+    assert f"start the server at {target} with --data-dir DIR" in said
+    assert "--any-sandbox" in said and _seeds(served) == before
+
+
+def test_run_names_a_remote_servers_sandbox_in_the_summary(served, tasks_file, tmp_path):
+    out = tmp_path / "summary.json"
+    target = f"127.0.0.1:{served.port}"
+    result = invoke("run", tasks_file, "--policy", "oracle", "--target", target, "--json-out", out)
+    assert result.exit_code == 0, result.output
+    sandbox = json.loads(out.read_text())["sandbox"]
+    assert sandbox == {"digest": load_sandbox(None).digest, "origin": "generated:seed=0,scale=1.0"}
+    assert f"sandbox: generated sandbox (seed 0, scale 1.0) {sandbox['digest']}" in result.output
+
+
+def test_run_recorded_warns_when_lines_have_no_recorded_calls(tasks_file):
+    result = invoke("run", tasks_file)  # the default policy, a tasks file
+    said = " ".join(result.output.split())
+    assert f"{TASK_COUNT} of the {TASK_COUNT} lines have no recorded calls" in said
+    assert "--policy oracle" in said and "--policy model" in said
+
+
 # -- checkpoint -----------------------------------------------------------------------------------
 
 

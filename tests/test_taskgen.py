@@ -177,7 +177,9 @@ def test_task_format(default_tasks):
             "system",
             "ground_truth",
             "template",
+            "sandbox",
         ]
+        assert task["sandbox"]["digest"].startswith("sha256:")
         assert task["environment_name"] == "workplace_assistant"
         assert task["system"] == SYSTEM_PROMPT == EXPECTED_SYSTEM
         assert task["category"] == template_ids[task["template"]]

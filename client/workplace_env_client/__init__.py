@@ -45,7 +45,7 @@ from workplace_env_client.errors import (
     UnavailableError,
     WorkplaceEnvError,
 )
-from workplace_env_client.messages import TableDiff, VerifyResult, task_from_row
+from workplace_env_client.messages import ServerSandbox, TableDiff, VerifyResult, task_from_row
 from workplace_env_client.rollouts import (
     ModelPolicy,
     Rollout,
@@ -78,6 +78,7 @@ __all__ = [
     "ReplayDivergedError",
     "Rollout",
     "SandboxMismatchError",
+    "ServerSandbox",
     "Session",
     "SessionCheckpoint",
     "SessionClaimedError",

@@ -74,6 +74,7 @@ from workplace_env_client.errors import (
 )
 from workplace_env_client.messages import (
     CallLike,
+    ServerSandbox,
     VerifyResult,
     arguments_text,
     call_list,
@@ -82,6 +83,7 @@ from workplace_env_client.messages import (
     close_request,
     legacy_seed_request,
     new_call_id,
+    sandbox_answer,
     seed_request,
     session_identity,
     tools_answer,
@@ -293,6 +295,11 @@ class EnvironmentClient:
     def list_tools(self) -> list[dict[str, Any]]:
         """The 27 tool schemas as the model sees them (JSON objects, in the reference's order)."""
         return tools_answer(self._invoke("ListTools", pb.ListToolsRequest()))
+
+    def server_sandbox(self) -> ServerSandbox:
+        """The sandbox the server plays every episode on (its ListTools answer); ``""`` digest
+        and origin from a server that does not say."""
+        return sandbox_answer(self._invoke("ListTools", pb.ListToolsRequest()))
 
     # -- the episode context manager ---------------------------------------------------------
 

@@ -378,6 +378,12 @@ def run(
         int, _model_opt("Retries with exponential backoff on 429, 5xx, timeouts.", min=0, max=100)
     ] = 4,
     temperature: Annotated[OptFloat, _model_opt("Sampling temperature [endpoint default].")] = None,
+    top_p: Annotated[
+        OptFloat, _model_opt("Nucleus sampling top_p [endpoint default].", min=0.0, max=1.0)
+    ] = None,
+    model_seed: Annotated[
+        OptInt, _model_opt("Sampling seed sent with every model request [none sent].")
+    ] = None,
     max_output_tokens: Annotated[
         OptInt, _model_opt("Tokens per model answer at most [endpoint default].", min=1)
     ] = None,
@@ -404,6 +410,15 @@ def run(
             "included; without it only episodes left unfinished (endpoint, environment) do."
         ),
     ] = False,
+    any_sandbox: Annotated[
+        bool,
+        Opt(
+            "--any-sandbox",
+            help="Play lines written for another sandbox than the server's (by default "
+            "refused: WorkBench's tasks need the WorkBench tables, generated tasks the sandbox "
+            "they were made on).",
+        ),
+    ] = False,
     config: ConfigFile = None,
     tls_ca: TlsCa = None,
     tls_client_cert: TlsClientCert = None,
@@ -411,7 +426,10 @@ def run(
 ) -> None:
     """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch or failure.
 
-    Lines with ``tables_after`` also have the session's tables compared (an admin export).
+    Lines with tables_after also have the session's tables compared (an admin export).
+    The run names the server's sandbox; lines written for another sandbox (WorkBench's tasks
+    on the generated one, generated tasks elsewhere) are refused (exit 2) unless
+    --any-sandbox.
     With --policy model, an OpenAI-compatible model plays each task (see docs/evaluating.md):
     rollouts go to --out (resumed on a rerun), a summary by category is printed and a
     pass-rate plot saved next to it; a masked episode is a failure of the run (exit 1) only
@@ -443,9 +461,17 @@ def run(
                 concurrency,
                 fail_on_masked,
                 overwrite,
+                top_p,
+                model_seed,
+                any_sandbox,
             )
             status = run_model_policy(
-                lines, options, target=target, data_dir=data_dir, credentials=credentials
+                lines,
+                options,
+                target=target,
+                data_dir=data_dir,
+                credentials=credentials,
+                line_numbers=episodes.line_numbers,
             )
         else:
             status = run_scripted(
@@ -459,6 +485,7 @@ def run(
                 json_out=json_out,
                 line_numbers=episodes.line_numbers,
                 credentials=credentials,
+                any_sandbox=any_sandbox,
             )
     _exit(status)
 

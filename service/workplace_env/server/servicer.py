@@ -144,7 +144,9 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                     schema_json=json.dumps(t.schema, ensure_ascii=False),
                 )
                 for t in advertised_tools()
-            ]
+            ],
+            sandbox_digest=store.base.digest,
+            sandbox_origin=store.base.origin,
         )
 
     @_rpc
