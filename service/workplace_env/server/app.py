@@ -19,6 +19,7 @@ from grpc_reflection.v1alpha import reflection
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
+from workplace_env.addresses import BindError, bind_failure
 from workplace_env.config import Settings
 from workplace_env.server.admin import ADMIN_SERVICE_NAME, AdminServicer, AdminTokenInterceptor
 from workplace_env.server.affinity import SessionHeaderInterceptor
@@ -197,8 +198,10 @@ def start_server(
     ``address`` (default: the settings' address; port 0 picks a free one), ``max_workers``
     and ``evict_interval_s`` override the settings. With TLS settings the port is a TLS port;
     with ``metrics_address`` Prometheus metrics are served there. A daemon thread evicts idle
-    sessions every ``evict_interval_s`` seconds (CONTRACT X1). Raises RuntimeError when the
-    address cannot be bound, OSError when a TLS file cannot be read.
+    sessions every ``evict_interval_s`` seconds (CONTRACT X1). Raises
+    :class:`~workplace_env.addresses.BindError` (a RuntimeError) naming the address and the
+    OS's reason when the address or the metrics address cannot be bound (nothing left
+    serving), OSError when a TLS file cannot be read.
     """
     settings = settings or Settings()
     address = address or settings.address
@@ -225,16 +228,23 @@ def start_server(
         max_verify_output_items=settings.max_verify_output_items,
     )
     credentials = server_credentials(settings)
-    if credentials is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, credentials)
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
+    except RuntimeError as exc:  # gRPC's "Failed to bind ...", its reason only in its log
+        raise bind_failure(address, exc) from exc
     if port == 0:
-        raise RuntimeError(f"cannot bind {address}")
+        raise bind_failure(address, RuntimeError(f"cannot bind {address}"))
     server.start()
     metrics_port = None
     if settings.metrics_address:
-        metrics_port = start_metrics_server(metrics, settings.metrics_address)
+        try:
+            metrics_port = start_metrics_server(metrics, settings.metrics_address)
+        except OSError as exc:
+            server.stop(None)
+            raise BindError(settings.metrics_address, exc) from exc
     stop = threading.Event()
 
     def evict_loop() -> None:
