@@ -9,6 +9,7 @@ addresses they print and health checks, never sleeps.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+import click
 import grpc
 import httpx
 import pytest
@@ -376,6 +378,31 @@ def test_every_help_renders(command):
     assert result.exit_code == 0, result.output
     if command in (["serve"], ["gateway"]):
         assert "MCP endpoint [/mcp]; '' turns MCP off" in " ".join(result.output.split())
+
+
+def _every_command() -> Iterator[tuple[list[str], click.Command]]:
+    """Each command of the CLI (groups included) with its path of names, walked from the app."""
+    todo: list[tuple[list[str], click.Command]] = [([], typer.main.get_command(app))]
+    while todo:
+        path, command = todo.pop()
+        yield path, command
+        for name, sub in getattr(command, "commands", {}).items():
+            todo.append(([*path, name], sub))
+
+
+#: Docstring markup that must never reach a help screen (RST roles and literals, Markdown).
+HELP_MARKUP = re.compile(r"``|:\w+:`|\*\*|`[^`\s]")
+
+
+@pytest.mark.parametrize(("path", "command"), list(_every_command()), ids=lambda v: str(v))
+def test_every_help_is_plain_text_with_whole_summaries_at_80_columns(path, command):
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert not HELP_MARKUP.search(result.output), result.output
+    said = " ".join(result.output.split())
+    for name, sub in getattr(command, "commands", {}).items():
+        first = inspect.cleandoc(sub.help or "").split("\n\n")[0]
+        assert f"{name} {' '.join(first.split())}" in said, name
 
 
 def test_printed_values_keep_their_brackets(tmp_path):

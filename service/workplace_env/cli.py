@@ -51,7 +51,7 @@ from workplace_env.runner import POLICIES
 from workplace_env.runs import ModelRunOptions, read_episodes, run_model_policy, run_scripted
 from workplace_env.server.serve import serve_until_signalled
 from workplace_env.taskgen import generate_to
-from workplace_env.terminal import CommandError, console, plain
+from workplace_env.terminal import CommandError, HelpGroup, console, plain
 from workplace_env_client.checks import MAX_SECONDS
 
 #: Help is click's plain layout (Typer's ``rich_markup_mode=None``): it wraps the help text
@@ -63,6 +63,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=HELP_MARKUP,
+    cls=HelpGroup,
 )
 
 
@@ -479,6 +480,7 @@ checkpoint_app = typer.Typer(
     help="Save live sessions to a directory, or restore them into a server.",
     no_args_is_help=True,
     rich_markup_mode=HELP_MARKUP,
+    cls=HelpGroup,
 )
 app.add_typer(checkpoint_app, name="checkpoint")
 Target = Annotated[str, Opt(help="HOST:PORT of the server.")]
