@@ -91,9 +91,9 @@ class CoHostedServer(ServerProcess):
         if "serving on" not in lines[0] or "HTTP gateway on" not in lines[1]:
             self.proc.kill()
             raise RuntimeError(f"server did not start: {lines!r}")
-        self.port = int(lines[0].rsplit(":", 1)[1])
+        self.port = int(json.loads(lines[0])["port"])  # serve writes JSON lines
         self.target = f"127.0.0.1:{self.port}"
-        self.http_port = int(lines[1].strip().rsplit(":", 1)[1])
+        self.http_port = int(json.loads(lines[1])["port"])
 
 
 class EchoServer(ServerProcess):

@@ -435,13 +435,13 @@ class ServeProcess:
             if not line:
                 raise AssertionError(f"serve exited before serving: {self.lines}")
             self.lines.append(line)
-            last = line.split()[-1] if line.split() else ""
-            if "serving on" in line:
-                self.target = last
-            elif "HTTP gateway on" in line:
-                self.url = last
-            elif "metrics on" in line:
-                self.metrics_url = f"http://{last}/metrics"
+            record = json.loads(line)  # serve writes JSON lines only
+            if "serving on" in record["message"]:
+                self.target = record["address"]
+            elif "HTTP gateway on" in record["message"]:
+                self.url = record["url"]
+            elif "metrics on" in record["message"]:
+                self.metrics_url = f"http://{record['address']}/metrics"
         threading.Thread(target=self._read_on, daemon=True).start()
         wait_serving(self.target, timeout_s)
         return self

@@ -153,11 +153,14 @@ class Served:
 
 @pytest.fixture(autouse=True)
 def _logging_restored() -> Iterator[None]:
-    """Commands run in this process configure the ``workplace_env`` loggers (JSON on the
-    runner's stderr, no propagation): put them back for the tests that follow."""
-    loggers = [logging.getLogger(name) for name in ("workplace_env", "workplace_env.rpc")]
+    """Commands run in this process configure the ``workplace_env`` loggers and the root's
+    handlers (JSON on the runner's stderr, no propagation) and capture Python's warnings: put
+    them back for the tests that follow."""
+    names = ("workplace_env", "workplace_env.rpc", "")
+    loggers = [logging.getLogger(name or None) for name in names]
     saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
     yield
+    logging.captureWarnings(False)
     for lg, (handlers, level, propagate) in zip(loggers, saved, strict=True):
         lg.handlers[:], lg.propagate = handlers, propagate
         lg.setLevel(level)
@@ -186,15 +189,15 @@ def served(config_file) -> Iterator[Served]:
     args += ["--http-address", "127.0.0.1:0", "--admin-token", FLAG_TOKEN]
     process = Process.start(args, env)
     try:
-        port = int(process.wait_for(r"serving on 127\.0\.0\.1:(\d+)$").group(1))
-        http = process.wait_for(r"HTTP gateway on (http://\S+)$").group(1)
-        metrics = process.wait_for(r"metrics on (127\.0\.0\.1:\d+)$").group(1)
+        port = int(process.wait_for(r"serving on 127\.0\.0\.1:(\d+)\"").group(1))
+        http = process.wait_for(r"HTTP gateway on (http://[^\s\"]+)\"").group(1)
+        metrics = process.wait_for(r"metrics on (127\.0\.0\.1:\d+)\"").group(1)
         assert _serving(port)
         yield Served(process, port, http, metrics)
     finally:
         status = process.stop()
     assert status == 0, process.lines
-    assert "draining ..." in process.lines
+    assert any("draining ..." in line for line in process.lines)
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +207,7 @@ def gateway_url(served) -> Iterator[str]:
     args = ["gateway", "--grpc-target", target, "--address", "127.0.0.1:0"]
     process = Process.start([*args, "--cookie-secret", FLAG_SECRET], _clean_env())
     try:
-        url = process.wait_for(rf"HTTP gateway on (http://\S+) -> {re.escape(target)}$").group(1)
+        url = process.wait_for(rf"HTTP gateway on (http://\S+) -> {re.escape(target)}\"").group(1)
         assert httpx.get(f"{url}/health", timeout=HANG_S).json() == {"status": "ok"}
         yield url
     finally:
@@ -429,11 +432,59 @@ def test_an_address_in_use_stops_serve_and_gateway_with_a_clear_error(served):
     taken = f"127.0.0.1:{served.port}"
     result = invoke("serve", "--address", taken, "--log-level", "ERROR")
     assert result.exit_code == 2, result.output
-    assert result.output.startswith("cannot start:") and taken in result.output
+    said = json.loads(result.output.splitlines()[-1])  # serve writes JSON lines only
+    assert said["level"] == "ERROR" and said["message"].startswith("cannot start:")
+    assert taken in said["message"]
     http_taken = served.http.removeprefix("http://")
     result = invoke("gateway", "--grpc-target", taken, "--address", http_taken)
     assert result.exit_code == 2, result.output
-    assert f"cannot start the HTTP gateway: cannot bind {http_taken}" in result.output
+    said = json.loads(result.output.splitlines()[-1])
+    assert f"cannot start the HTTP gateway: cannot bind {http_taken}" in said["message"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--address", "127.0.0.1:0", "--admin-open"],
+        ["serve", "--address", "127.0.0.1:0", "--admin-open", "--http-address", "127.0.0.1:0"],
+        ["gateway", "--address", "127.0.0.1:0", "--grpc-target"],
+    ],
+    ids=["serve", "serve-http", "gateway"],
+)
+def test_every_line_a_server_writes_is_json(served, args):
+    """From the first line (a settings warning) to the last after SIGTERM, stdout and stderr
+    carry JSON records only: the addresses, warnings, uvicorn's lines, the drain."""
+    if args[-1] == "--grpc-target":
+        args = [*args, f"127.0.0.1:{served.port}"]
+    proc = subprocess.Popen(
+        [*_command(), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**_clean_env(), "WORKPLACE_ENV_QQQ": "1", "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert proc.stdout is not None
+        records = []
+        for line in proc.stdout:  # until the address lines: then the server is up
+            records.append(json.loads(line))
+            url = records[-1].get("url")
+            if url or ("serving on" in records[-1]["message"] and "--http-address" not in args):
+                break
+        if url:
+            assert httpx.get(f"{url}/health", timeout=HANG_S).status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=HANG_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    records += [json.loads(line) for line in rest.splitlines()]
+    assert records[0]["level"] == "WARNING" and "WORKPLACE_ENV_QQQ" in records[0]["message"]
+    assert all({"ts", "level", "logger", "message"} <= r.keys() for r in records)
+    if args[0] == "serve":
+        assert records[-1]["message"] == "drain: stopped"
 
 
 MCP_NAME = "mcp__workplace_assistant__email_send_email"
@@ -471,7 +522,7 @@ def test_mcp_is_on_by_default_and_off_with_an_empty_mcp_path(served, tmp_path):
     gateway_off = Process.start(args, {**_clean_env(), "WORKPLACE_ENV_MCP_PATH": ""})
     try:
         urls = [
-            off.wait_for(r"HTTP gateway on (http://\S+)$").group(1),
+            off.wait_for(r"HTTP gateway on (http://[^\s\"]+)\"").group(1),
             gateway_off.wait_for(r"HTTP gateway on (http://\S+) -> ").group(1),
         ]
         for url in urls:

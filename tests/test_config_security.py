@@ -243,8 +243,8 @@ def test_tls_serve_co_hosts_its_plain_http_gateway(pki):
         "--tls-cert", str(d / "server_cert.pem"), "--tls-key", str(d / "server_key.pem"),
     )  # fmt: skip
     try:
-        port = serve.wait_for(r"serving on 127\.0\.0\.1:(\d+)$").group(1)
-        url = serve.wait_for(r"HTTP gateway on (http://\S+)$").group(1)
+        port = serve.wait_for(r"serving on 127\.0\.0\.1:(\d+)\"").group(1)
+        url = serve.wait_for(r"HTTP gateway on (http://[^\s\"]+)\"").group(1)
         assert _list_tools(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(pki["ca"])) == 27
         _http_episode(url)
     finally:
@@ -265,7 +265,7 @@ def test_the_separate_gateway_reaches_a_tls_server_with_its_ca(sandbox, pki, mtl
             tls += ["--tls-client-key", str(d / "client_key.pem")]
         gateway = _Lines("gateway", "--grpc-target", target, "--address", "127.0.0.1:0", *tls)
         try:
-            url = gateway.wait_for(rf"HTTP gateway on (http://\S+) -> {target} \(TLS\)$").group(1)
+            url = gateway.wait_for(rf"HTTP gateway on (http://\S+) -> {target} \(TLS\)\"").group(1)
             _http_episode(url)
         finally:
             assert gateway.stop() == 0
