@@ -34,6 +34,7 @@ from typer.testing import CliRunner
 
 from tests.helpers import table_rows
 from workplace_env import cli as cli_module
+from workplace_env.checkpoint.files import write_checkpoint
 from workplace_env.cli import app
 from workplace_env.config import Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
@@ -696,6 +697,52 @@ def test_checkpoint_save_and_restore_need_the_right_token(served, restore_target
         client.seed("cli-ckpt", ("cli-rollout", 0), ("cli", "t"), {"id": "t"})  # claims it (K4)
         found = client.call_tool("cli-ckpt", "email_search_emails", {"query": "cli-checkpoint"})
     assert "cli-checkpoint" in json.dumps(found)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        ([], {}, ["ADMIN_TOKEN_REQUIRED", "fix:", "--token", "$WORKPLACE_ENV_ADMIN_TOKEN"]),
+        (["--token", "nope"], {}, ["ADMIN_TOKEN_INVALID", "fix:", "--token", "--admin-token"]),
+        ([], {"WORKPLACE_ENV_ADMIN_TOKEN": "nope"}, ["ADMIN_TOKEN_INVALID", "--token"]),
+    ],
+    ids=["no-token", "wrong-flag", "wrong-variable"],
+)
+@pytest.mark.parametrize("command", ["save", "restore"])
+def test_a_refused_admin_token_names_the_flag_and_variable(
+    restore_target, tmp_path, command, args, env, says
+):
+    target, _store = restore_target
+    directory = tmp_path / "ckpt"
+    if command == "restore":
+        write_checkpoint(directory, [], fences=[])
+    result = invoke("checkpoint", command, directory, "--target", target, *args, env=env)
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert all(word in said for word in says), said
+
+
+def test_admin_rpcs_off_on_the_server_names_its_flag(sandbox, tmp_path):
+    running = start_server(SessionStore(sandbox), "127.0.0.1:0")  # no admin token: admin off
+    try:
+        result = invoke("checkpoint", "save", tmp_path, "--target", f"127.0.0.1:{running.port}")
+    finally:
+        running.stop(grace_s=0.5)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "ADMIN_DISABLED" in said
+    assert "fix: start the server with --admin-token" in said
+
+
+@pytest.mark.parametrize("command", ["save", "restore"])
+def test_an_unreachable_server_names_its_address_and_the_target_flag(tmp_path, command):
+    directory = tmp_path / "ckpt"
+    if command == "restore":
+        write_checkpoint(directory, [], fences=[])
+    dead = "127.0.0.1:1"  # nothing listens on port 1
+    result = invoke("checkpoint", command, directory, "--target", dead, "--timeout-s", "10")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, said
+    assert f"{dead}" in said and "fix:" in said and "--target" in said and "--tls-ca" in said
 
 
 # -- demo -----------------------------------------------------------------------------------------

@@ -286,6 +286,18 @@ def _client_command(*args: str, env: dict[str, str] | None = None) -> subprocess
     )
 
 
+def test_a_tls_client_of_a_plaintext_server_is_told_about_tls_ca(sandbox, pki, tmp_path):
+    plaintext = Settings(admin_token=CLI_TOKEN)
+    with serving(sandbox, settings=plaintext) as server:
+        saved = _client_command(
+            "checkpoint", "save", str(tmp_path / "ck"), "--target", f"127.0.0.1:{server.port}",
+            "--tls-ca", str(pki["dir"] / "ca.pem"), "--timeout-s", "10",
+        )  # fmt: skip
+    said = " ".join(saved.stderr.split())
+    assert saved.returncode == 1, said
+    assert "fix: TLS with" in said and "--tls-ca" in said and "plaintext server" in said
+
+
 @pytest.mark.parametrize(("mtls", "given"), [(False, "flags"), (True, "flags"), (True, "env")])
 def test_checkpoint_and_run_reach_a_tls_server(sandbox, pki, tmp_path, mtls, given):
     """Tester finding M7: ``checkpoint save/restore`` and ``run --target`` had no TLS option
@@ -318,6 +330,7 @@ def test_checkpoint_and_run_reach_a_tls_server(sandbox, pki, tmp_path, mtls, giv
             "checkpoint", "save", str(tmp_path / "plain"), "--target", f"127.0.0.1:{a.port}"
         )
         assert plain_save.returncode == 1 and "export failed" in plain_save.stderr
+        assert "fix:" in plain_save.stderr and "--tls-ca" in plain_save.stderr  # what to type
         save = _client_command(
             "checkpoint", "save", str(tmp_path / "ck"), "--target", f"127.0.0.1:{a.port}",
             *flags, env=env,

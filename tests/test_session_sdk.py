@@ -572,3 +572,11 @@ def test_verify_defaults_to_the_calls_the_session_made(sdk, sandbox):
         assert s.verify(truth).reward == 1.0
     with sdk.session(task) as fresh:
         assert fresh.verify().reward == 0.0  # no calls made: nothing to score
+
+
+def test_an_unreachable_target_says_what_to_check():
+    env = EnvironmentClient("127.0.0.1:1", timeout_s=HANG_S, max_attempts=1)
+    with env, pytest.raises(UnavailableError) as e:
+        env.list_tools()
+    assert "target" in e.value.hint and "credentials=tls_credentials(" in e.value.hint
+    assert f"fix: {e.value.hint}" in e.value.__notes__

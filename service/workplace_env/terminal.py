@@ -7,6 +7,7 @@
   f-strings goes through it);
 * :class:`CommandError`: a command that cannot go on; the CLI prints it and exits with its
   status (2 for bad input, as click does for a bad flag; 1 for a refused operation);
+* :func:`refusal_text`: an SDK error as a command says it, with the flag that fixes it;
 * :class:`HelpGroup`: the commands' help, as plain text with each command's summary whole.
 """
 
@@ -21,6 +22,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from typer.core import TyperGroup
+
+from workplace_env.config import ADMIN_TOKEN_ENV, ENV_PREFIX
+from workplace_env_client import WorkplaceEnvError
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -40,6 +44,39 @@ class CommandError(Exception):
         if self.detail is None:
             return f"[red]{plain(self.headline)}[/red]"
         return f"[red]{plain(self.headline)}[/red] {plain(self.detail)}"
+
+
+def refusal_text(error: WorkplaceEnvError, target: str) -> str:
+    """``error`` (of an RPC to the server at ``target``) as a command says it: the status, the
+    reason and the server's words, then ``fix:`` and what to type (:func:`command_fix`)."""
+    fix = command_fix(error, target)
+    return f"{error}; fix: {fix}" if fix else str(error)
+
+
+def command_fix(error: WorkplaceEnvError, target: str) -> str:
+    """The flags or variables of a command talking to ``target`` (``--target``, ``--token``,
+    ``--tls-ca``, ``--timeout-s``: the checkpoint commands') that fix ``error``, or ""."""
+    token = f"--token (or ${ADMIN_TOKEN_ENV})"
+    tls_ca = f"--tls-ca (or ${ENV_PREFIX}TLS_CA)"
+    if error.reason == "ADMIN_TOKEN_REQUIRED":
+        return f"pass the admin token {target} was started with (its --admin-token) as {token}"
+    if error.reason == "ADMIN_TOKEN_INVALID":
+        return f"{token} must be the --admin-token {target} was started with"
+    if error.reason == "ADMIN_DISABLED":
+        return f"start the server with --admin-token, then pass that token as {token}"
+    if error.code.name == "UNAVAILABLE" and not error.reason:
+        if "handshake" in error.message.lower() or "ssl" in error.message.lower():
+            return (
+                f"TLS with {target} failed: {tls_ca} must be the CA of the server's --tls-cert,"
+                " and a plaintext server takes no --tls-ca"
+            )
+        return (
+            f"no server answered at {target}: name the server with --target HOST:PORT (and check"
+            f" it runs); a server started with --tls-cert needs {tls_ca}"
+        )
+    if error.code.name == "DEADLINE_EXCEEDED" and not error.reason:
+        return "no answer in time: raise --timeout-s"
+    return ""
 
 
 def plain(value: object) -> str:

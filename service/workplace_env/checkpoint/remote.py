@@ -16,7 +16,7 @@ from google.protobuf import json_format
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace_env.checkpoint.files import CheckpointFileError, read_checkpoint, write_checkpoint
 from workplace_env.config import ADMIN_TOKEN_ENV
-from workplace_env.terminal import CommandError, console, plain
+from workplace_env.terminal import CommandError, console, plain, refusal_text
 from workplace_env_client import (
     AdminClient,
     WorkplaceEnvError,
@@ -64,7 +64,7 @@ def save_checkpoint(
         with _admin(target, token, timeout_s, credentials) as admin:
             (snapshots, _, failures), fences = admin.export_checkpoint()
     except WorkplaceEnvError as exc:
-        raise CommandError("export failed:", exc, exit_code=1) from exc
+        raise CommandError("export failed:", refusal_text(exc, target), exit_code=1) from exc
     try:
         manifest = write_checkpoint(
             directory,
@@ -151,7 +151,8 @@ def restore_checkpoint(
             if unreachable:
                 raise CommandError(
                     f"restore failed, nothing sent and nothing installed: cannot connect to "
-                    f"{target} ({unreachable})",
+                    f"{target} ({unreachable}); fix: name the server with --target HOST:PORT "
+                    "(and check it runs); a server started with --tls-cert needs --tls-ca",
                     exit_code=1,
                 )
             admin.timeout_s = max(0.001, timeout_s - (time.monotonic() - start))  # one budget
@@ -166,10 +167,12 @@ def restore_checkpoint(
                 "be installed). Retrying the same checkpoint against the same server is safe: "
                 "sessions it already installed count as restored. Do not restore it elsewhere "
                 "before that:",
-                exc,
+                refusal_text(exc, target),
                 exit_code=1,
             ) from exc
-        raise CommandError("restore refused, nothing installed:", exc, exit_code=1) from exc
+        raise CommandError(
+            "restore refused, nothing installed:", refusal_text(exc, target), exit_code=1
+        ) from exc
     console.print(plain(f"restored {count} sessions from {directory} ({len(fences)} fences)"))
 
 
