@@ -32,6 +32,7 @@ import typer
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from typer.testing import CliRunner
 
+import workplace_env_client
 from tests.helpers import table_rows
 from workplace_env import cli as cli_module
 from workplace_env.checkpoint.files import write_checkpoint
@@ -244,6 +245,12 @@ def test_version_prints_the_installed_version():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"workplace-env {metadata.version('workplace-env')}\n"
+    # one version: the SDK's __version__ (its metadata) is the one the CLI prints
+    assert done.stdout == f"workplace-env {workplace_env_client.__version__}\n"
+    assert (
+        metadata.requires("workplace-env")[0]
+        == f"workplace-env-client=={workplace_env_client.__version__}"
+    )
 
 
 def test_config_shows_each_setting_and_where_it_came_from(config_file):

@@ -1,11 +1,15 @@
 """Python SDK of the workplace environment service (gRPC).
 
-Importing it sets ``GRPC_EXPERIMENTAL_RING_HASH_SET_REQUEST_HASH_KEY=true`` (unless already
-set), which grpcio needs for session affinity over many servers (:mod:`.routing`, issue 9).
+``__version__`` is the installed ``workplace-env-client`` distribution's version (its package
+metadata; ``client/pyproject.toml``). Importing it sets
+``GRPC_EXPERIMENTAL_RING_HASH_SET_REQUEST_HASH_KEY=true`` (unless already set), which grpcio
+needs for session affinity over many servers (:mod:`.routing`, issue 9).
 """
 
 # First: routing sets grpcio's ring-hash switch before any channel exists.
 from workplace_env_client.routing import RING_HASH_ENV, SESSION_HEADER  # isort: skip
+from importlib import metadata as _metadata
+
 from workplace_env_client.admin import AdminClient, snapshot_from_json, snapshot_to_json
 from workplace_env_client.aio import AsyncEnvironmentClient, AsyncSession
 from workplace_env_client.channel import (
@@ -56,6 +60,11 @@ from workplace_env_client.rollouts import (
     run_rollout,
 )
 
+try:
+    __version__ = _metadata.version("workplace-env-client")
+except _metadata.PackageNotFoundError:  # imported from a source tree nobody installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "RING_HASH_ENV",
     "SESSION_HEADER",
@@ -93,6 +102,7 @@ __all__ = [
     "UnavailableError",
     "VerifyResult",
     "WorkplaceEnvError",
+    "__version__",
     "arun_rollout",
     "arun_rollouts",
     "channel_options",
