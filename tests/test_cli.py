@@ -301,16 +301,20 @@ def test_a_yaml_config_file_is_read(tmp_path):
     ("args", "env", "says"),
     [
         (["serve", "--workers", "many"], {}, "Invalid value for '--workers'"),
-        (["serve", "--print-config", "--max-sessions", "0"], {}, "max_sessions (from flag)"),
+        (
+            ["serve", "--print-config", "--max-sessions", "0"],
+            {},
+            "max_sessions (from --max-sessions)",
+        ),
         (
             ["serve", "--print-config", "--max-session-write-bytes", "-1"],
             {},
-            "max_session_write_bytes (from flag) must be >= 0, got -1",
+            "max_session_write_bytes (from --max-session-write-bytes) must be >= 0, got -1",
         ),
         (
             ["gateway", "--max-verify-output-items", "-1"],
             {},
-            "max_verify_output_items (from flag) must be >= 0, got -1",
+            "max_verify_output_items (from --max-verify-output-items) must be >= 0, got -1",
         ),
         (["gateway", "--max-verify-calls", "x"], {}, "Invalid value for '--max-verify-calls'"),
         (["config"], {"WORKPLACE_ENV_MAX_SESSIONS": "lots"}, "WORKPLACE_ENV_MAX_SESSIONS"),
@@ -539,7 +543,8 @@ def test_mcp_is_on_by_default_and_off_with_an_empty_mcp_path(served, tmp_path):
     finally:
         assert (off.stop(), gateway_off.stop()) == (0, 0)
     result = invoke("config", env={"WORKPLACE_ENV_MCP_PATH": "mcp"})
-    assert result.exit_code == 2 and "mcp_path (from env) must start with '/'" in result.output
+    assert result.exit_code == 2
+    assert "mcp_path (from WORKPLACE_ENV_MCP_PATH) must start with '/'" in result.output
 
 
 def _seed_over_http(url: str) -> str:

@@ -357,7 +357,7 @@ def test_a_client_command_with_an_unreadable_tls_file_exits_2(tmp_path):
     result = _client_command("checkpoint", "save", str(tmp_path / "ck"), "--tls-ca", missing)
     # The settings' own TLS check names the setting, its source and the file.
     assert result.returncode == 2, result.stderr
-    assert f"configuration error: tls_ca (from flag) {missing}: cannot read" in result.stderr
+    assert f"configuration error: tls_ca (from --tls-ca) {missing}: cannot read" in result.stderr
     assert not (tmp_path / "ck").exists()
 
 
@@ -426,7 +426,7 @@ def test_out_of_range_settings_are_refused(flags, needle):
 def test_out_of_range_env_setting_names_its_source():
     with pytest.raises(ConfigError) as err:
         load_settings({}, None, {"WORKPLACE_ENV_MAX_SESSIONS": "-4"})
-    assert "max_sessions (from env)" in str(err.value)
+    assert "max_sessions (from WORKPLACE_ENV_MAX_SESSIONS)" in str(err.value)
 
 
 FLOAT_SETTINGS = [
@@ -511,11 +511,12 @@ def test_a_numeric_setting_too_large_for_the_runtime_is_refused_from_every_sourc
     for value in _too_large(name):
         path = tmp_path / "big.toml"
         path.write_text(f"{name} = {value!r}\n")
+        flag, variable = f"--{name.replace('_', '-')}", f"WORKPLACE_ENV_{name.upper()}"
         sources = [
-            ({name: value}, None, {}, "flag"),
-            ({name: str(value)}, None, {}, "flag"),
-            ({}, None, {f"WORKPLACE_ENV_{name.upper()}": str(value)}, "env"),
-            ({}, path, {}, "file"),
+            ({name: value}, None, {}, flag),
+            ({name: str(value)}, None, {}, flag),
+            ({}, None, {variable: str(value)}, variable),
+            ({}, path, {}, f"file {path}"),
         ]
         for flags, file, environ, source in sources:
             with pytest.raises(ConfigError) as err:
@@ -620,7 +621,8 @@ def test_a_tls_file_that_cannot_serve_is_named_before_anything_binds(pki):
         with pytest.raises(ConfigError) as err:
             load_settings(flags, None, {})
         message = str(err.value)
-        assert message.startswith(f"{name} (from flag) {flags[name]}: "), message
+        flag = f"--{name.replace('_', '-')}"
+        assert message.startswith(f"{name} (from {flag}) {flags[name]}: "), message
         assert needle in message, message
     good = {
         "tls_cert": str(pki["dir"] / "server_cert.pem"),
@@ -671,7 +673,9 @@ def test_an_admin_token_that_cannot_be_sent_is_refused_from_every_source(
     environ = {"WORKPLACE_ENV_ADMIN_TOKEN": token} if source == "env" else {}
     with pytest.raises(ConfigError) as err:
         load_settings(flags, path, environ)
-    assert str(err.value).startswith(f"admin_token (from {source}) ") and needle in str(err.value)
+    where = {"flag": "--admin-token", "env": "WORKPLACE_ENV_ADMIN_TOKEN", "file": f"file {path}"}
+    assert str(err.value).startswith(f"admin_token (from {where[source]}) ")
+    assert needle in str(err.value)
 
 
 def test_a_blank_admin_token_in_code_is_refused_by_the_guard():
@@ -723,7 +727,8 @@ def test_an_integer_setting_refuses_a_float_in_every_spelling_and_source(tmp_pat
 
 
 def test_max_admin_rpcs_over_max_concurrent_rpcs_is_refused_when_set():
-    with pytest.raises(ConfigError, match=r"max_admin_rpcs \(from flag\) 100 is more than"):
+    refused = r"max_admin_rpcs \(from --max-admin-rpcs\) 100 is more than"
+    with pytest.raises(ConfigError, match=refused):
         load_settings({"max_admin_rpcs": 100, "max_concurrent_rpcs": 1}, None, {})
     # the default admin bound (16) is simply capped by a smaller total
     assert load_settings({"max_concurrent_rpcs": 1}, None, {})[0].max_admin_rpcs == 16
