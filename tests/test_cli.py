@@ -90,12 +90,13 @@ class Process:
     _new_line: threading.Condition = field(default_factory=threading.Condition)
 
     @classmethod
-    def start(cls, args: list[str], env: dict[str, str]) -> Process:
+    def start(cls, args: list[str], env: dict[str, str], merged: bool = False) -> Process:
+        """Start it; with ``merged`` its stdout is read among the stderr lines."""
         proc = subprocess.Popen(
             [*_command(), *args],
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE if merged else subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if merged else subprocess.PIPE,
             text=True,
             env={**env, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
         )
@@ -104,8 +105,9 @@ class Process:
         return process
 
     def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
+        stream = self.proc.stderr or self.proc.stdout
+        assert stream is not None
+        for line in stream:
             with self._new_line:
                 self.lines.append(line.rstrip("\n"))
                 self._new_line.notify_all()
@@ -468,31 +470,18 @@ def test_every_line_a_server_writes_is_json(served, args):
     carry JSON records only: the addresses, warnings, uvicorn's lines, the drain."""
     if args[-1] == "--grpc-target":
         args = [*args, f"127.0.0.1:{served.port}"]
-    proc = subprocess.Popen(
-        [*_command(), *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**_clean_env(), "WORKPLACE_ENV_QQQ": "1", "PYTHONUNBUFFERED": "1"},
-    )
+    env = {**_clean_env(), "WORKPLACE_ENV_QQQ": "1"}
+    process = Process.start(args, env, merged=True)
     try:
-        assert proc.stdout is not None
-        records = []
-        for line in proc.stdout:  # until the address lines: then the server is up
-            records.append(json.loads(line))
-            url = records[-1].get("url")
-            if url or ("serving on" in records[-1]["message"] and "--http-address" not in args):
-                break
-        if url:
+        if args[0] == "serve" and "--http-address" not in args:
+            process.wait_for("serving on ")
+        else:
+            url = json.loads(process.wait_for("HTTP gateway on ").string)["url"]
             assert httpx.get(f"{url}/health", timeout=HANG_S).status_code == 200
-        proc.send_signal(signal.SIGTERM)
-        rest, _ = proc.communicate(timeout=HANG_S)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0
-    records += [json.loads(line) for line in rest.splitlines()]
+        status = process.stop()
+    assert status == 0
+    records = [json.loads(line) for line in process.lines if line]
     assert records[0]["level"] == "WARNING" and "WORKPLACE_ENV_QQQ" in records[0]["message"]
     assert all({"ts", "level", "logger", "message"} <= r.keys() for r in records)
     if args[0] == "serve":
