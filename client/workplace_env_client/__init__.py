@@ -20,7 +20,6 @@ from workplace_env_client.channel import (
 )
 from workplace_env_client.client import (
     EnvironmentClient,
-    RecordedCall,
     Recovery,
     RecoveryStrategy,
     Session,
@@ -49,7 +48,7 @@ from workplace_env_client.errors import (
     UnavailableError,
     WorkplaceEnvError,
 )
-from workplace_env_client.messages import TableDiff, VerifyResult, task_from_row
+from workplace_env_client.messages import RecordedCall, TableDiff, VerifyResult, task_from_row
 from workplace_env_client.rollouts import (
     ModelPolicy,
     Rollout,

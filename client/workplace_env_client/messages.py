@@ -93,6 +93,8 @@ _CALL_SHAPE = 'a (name, arguments) pair, a {"name", "arguments"} mapping or a Re
 def to_function_call(call: CallLike, field: str = "call") -> pb.FunctionCall:
     """A :data:`CallLike` as a ``FunctionCall`` message; ArgumentError naming ``field`` (e.g.
     ``function_calls.calls[0]``) or its ``.name`` / ``.arguments`` when it has another shape."""
+    name: Any
+    arguments: Any
     if isinstance(call, RecordedCall):
         name, arguments = call.name, call.arguments
     elif isinstance(call, Mapping):
