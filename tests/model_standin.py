@@ -58,7 +58,17 @@ class Raw:
     message: Any = None
 
 
-Step = Calls | Text | CutOff | Fail | Raw
+@dataclass(frozen=True)
+class Fields:
+    """The answer of ``then`` with ``fields`` set at its top level as given: the body is written
+    with NaN and Infinity as Python's JSON writer spells them, integers of any size and lone
+    surrogates as ``\\ud800`` escapes (what a hostile endpoint may send)."""
+
+    fields: dict[str, Any]
+    then: Calls | Text | CutOff | Raw = field(default_factory=Text)
+
+
+Step = Calls | Text | CutOff | Fail | Raw | Fields
 
 
 @dataclass
@@ -256,4 +266,6 @@ class StandInModel:
                 script.position += 1
                 break
         model = str(body.get("model", ""))
-        return 200, (_chat_answer(step, model) if chat else _responses_answer(step, model))
+        inner = step.then if isinstance(step, Fields) else step
+        answer = _chat_answer(inner, model) if chat else _responses_answer(inner, model)
+        return 200, answer | (step.fields if isinstance(step, Fields) else {})

@@ -355,7 +355,8 @@ def test_cli_restore_retried_after_a_claim_exits_0_saying_so(servers, tmp_path):
 @pytest.mark.parametrize("use", ["call_tool", "verify"])
 def test_K4_a_call_or_verify_on_an_unclaimed_restored_session_claims_it(servers, use):
     """L12: CallTool and Verify carry no episode, so on a typed session they answer whoever
-    names the id; on restored state they claim it, as a legacy request does (README)."""
+    names the id; on restored state they claim it, as a legacy request does
+    (docs/operations/checkpoints.md)."""
     a, b = servers(), servers()
     a.client.seed("l12c", EP, TID, TASK)
     b.admin.restore_sessions(a.admin.export_sessions()[0])

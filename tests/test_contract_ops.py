@@ -710,7 +710,8 @@ def test_serve_warns_when_checkpoints_meet_a_per_process_cookie_secret():
 
 
 def test_X3_the_co_hosted_gateway_is_not_admitted_by_the_rpc_limit(make_server):
-    """README, Admission: ``serve --http-address`` runs HTTP requests on its servicer
+    """docs/operations/security.md, Admission: ``serve --http-address`` runs HTTP requests on its
+    servicer
     in-process, one at a time on the gateway's event loop, so ``--max-concurrent-rpcs`` (a
     gRPC bound) never refuses them: with the server's one gRPC slot held, a gRPC seed is
     RESOURCE_EXHAUSTED TOO_MANY_RPCS while the co-hosted gateway still seeds and calls (200).
@@ -737,7 +738,8 @@ def test_X3_the_co_hosted_gateway_is_not_admitted_by_the_rpc_limit(make_server):
 def test_X2_a_request_the_gateway_had_not_read_when_it_stopped_is_closed_unanswered_unrun(
     make_server,
 ):
-    """README, drain: at its listener's close the gateway (uvicorn's graceful shutdown) closes
+    """docs/operations/serving.md, drain: at its listener's close the gateway (uvicorn's graceful
+    shutdown) closes
     every connection on which no request was read whole, without an answer (not a 503): a
     seed whose headers were still arriving gets EOF, and nothing was seeded, so resending it
     is safe."""

@@ -33,13 +33,11 @@ SERVER_ONLY = ("pandas", "numpy", "fastapi", "starlette", "uvicorn", "mcp", "wor
 PIP_TIMEOUT_S = 300
 
 
-def readme_install_lines() -> tuple[list[str], list[list[str]]]:
-    """README "Installing from a clone": its ``pip wheel`` command and each ``pip install``
-    command, as argument lists (comments dropped)."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Installing from a clone", 1)[1]
-    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
-    commands = [shlex.split(line, comments=True) for line in block.splitlines()]
+def install_lines() -> tuple[list[str], list[list[str]]]:
+    """docs/examples/install_wheels.sh (docs' "Installing the SDK alone"): its ``pip wheel``
+    command and each ``pip install`` command, as argument lists (comments dropped)."""
+    script = (REPO / "docs" / "examples" / "install_wheels.sh").read_text(encoding="utf-8")
+    commands = [shlex.split(line, comments=True) for line in script.splitlines()]
     wheel = next(c for c in commands if c[1:4] == ["-m", "pip", "wheel"])
     installs = [c for c in commands if c[:2] == ["pip", "install"]]
     return wheel, installs
@@ -92,12 +90,12 @@ def wheels(tmp_path_factory) -> dict[str, Path]:
     project venv's setuptools (a test extra) and without dependencies."""
     root = tmp_path_factory.mktemp("dists")
     source = root / "checkout"
-    out = source / "dist"  # README's -w dist
+    out = source / "dist"  # the -w dist of the documented command
     source.mkdir()
     _copy_checkout(source)
-    # README's command as written, run in the clone, but with this venv's python and its
+    # the documented command as written, run in the clone, but with this venv's python and its
     # setuptools (no build isolation: no download)
-    wheel, _ = readme_install_lines()
+    wheel, _ = install_lines()
     args = [sys.executable, *wheel[1:4], "-q", "--no-build-isolation", *wheel[4:]]
     done = subprocess.run(
         args, cwd=source, env=_env(), capture_output=True, text=True, timeout=PIP_TIMEOUT_S
@@ -181,8 +179,8 @@ print(json.dumps(report))
 """
 
 
-def test_the_readme_install_lines_name_the_wheels_built_and_their_extras(wheels):
-    _, installs = readme_install_lines()
+def test_the_install_lines_name_the_wheels_built_and_their_extras(wheels):
+    _, installs = install_lines()
     assert len(installs) == 3
     named = [arg for line in installs for arg in line[2:]]
     paths = {re.sub(r"\[.*\]$", "", arg) for arg in named}
@@ -197,9 +195,9 @@ def test_the_sdk_wheel_alone_runs_an_episode(wheels, workplace_server, tmp_path)
     venv = tmp_path / "sdk-venv"
     _run(sys.executable, "-m", "venv", "--without-pip", venv, timeout=120)
     python = venv / "bin" / "python"
-    # README's SDK-alone line as written, from dist/'s parent; this venv's pip installs into
+    # the documented SDK-alone line as written, from dist/'s parent; this venv's pip installs into
     # the new one (no pip of its own to bootstrap).
-    sdk_alone = readme_install_lines()[1][-1]
+    sdk_alone = install_lines()[1][-1]
     pip = [sys.executable, "-m", "pip", "--python", python]
     proc = subprocess.run(
         [*pip, *sdk_alone[1:], "-q"], cwd=wheels["sdk"].parent.parent, env=_env(),

@@ -33,7 +33,7 @@ from tests.aggregate_cases import (
     request_body,
     same_metrics,
 )
-from tests.conftest import WORKBENCH, needs_shared, read_jsonl
+from tests.conftest import WORKBENCH, needs, needs_shared, read_jsonl
 from tests.nemo.servers import (
     NemoStack,
     external_resources,
@@ -46,10 +46,17 @@ from tests.nemo.servers import (
 )
 from tests.nemo.venv import nemo_python
 
-pytestmark = [needs_shared, pytest.mark.server(data="workbench")]
+ROLLOUTS_FILE = WORKBENCH / "rollouts_public.jsonl"
+TASKS_FILE = WORKBENCH / "tasks_public.jsonl"
+TOOL_SCHEMAS_FILE = WORKBENCH / "tool_schemas.json"
+pytestmark = [
+    needs_shared,
+    needs(ROLLOUTS_FILE, TASKS_FILE, TOOL_SCHEMAS_FILE),
+    pytest.mark.server(data="workbench"),
+]
 
-ROLLOUTS = read_jsonl(WORKBENCH / "rollouts_public.jsonl")
-TASKS = read_jsonl(WORKBENCH / "tasks_public.jsonl")
+ROLLOUTS = read_jsonl(ROLLOUTS_FILE)
+TASKS = read_jsonl(TASKS_FILE)
 REFERENCE = "reference"  # the reference resources server's instance name
 TYPED_TASKSET = "workplace_assistant_typed"
 
@@ -117,7 +124,7 @@ def workdir(tmp_path_factory) -> Path:
 def inputs(workdir) -> dict[str, Any]:
     """The episodes, the recordings file and the flat dataset rows."""
     eps = episodes()
-    tools = json.loads((WORKBENCH / "tool_schemas.json").read_text())
+    tools = json.loads(TOOL_SCHEMAS_FILE.read_text())
     recordings = workdir / "recordings.json"
     recordings.write_text(json.dumps({e["key"]: e["calls"] for e in eps}))
     rows = [dataset_row(i, e, tools) for i, e in enumerate(eps)]
@@ -501,7 +508,8 @@ def _hand_written_verify_bodies() -> list[dict[str, Any]]:
 
 def test_verify_echo_is_byte_identical_for_bodies_nemos_models_wrote(stack):
     """F6, measured: the reference echoes ``responses_create_params`` and ``response``
-    re-serialised through NeMo's models; we echo them as sent (README "Verify echo"). So a body
+    re-serialised through NeMo's models; we echo them as sent (docs/http-gateway.md, "Verify
+    echo"). So a body
     NeMo's ``BaseVerifyRequest`` has written (what its agents send) answers the same bytes, and
     a hand-written one the same reward with another echo (defaults added, ``created_at``
     0.0, unknown item keys dropped)."""

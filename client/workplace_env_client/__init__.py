@@ -3,7 +3,7 @@
 ``__version__`` is the installed ``workplace-env-client`` distribution's version (its package
 metadata; ``client/pyproject.toml``). Importing it sets
 ``GRPC_EXPERIMENTAL_RING_HASH_SET_REQUEST_HASH_KEY=true`` (unless already set), which grpcio
-needs for session affinity over many servers (:mod:`.routing`, issue 9).
+needs for session affinity over many servers (:mod:`.routing`).
 """
 
 # First: routing sets grpcio's ring-hash switch before any channel exists.
@@ -48,7 +48,13 @@ from workplace_env_client.errors import (
     UnavailableError,
     WorkplaceEnvError,
 )
-from workplace_env_client.messages import RecordedCall, TableDiff, VerifyResult, task_from_row
+from workplace_env_client.messages import (
+    RecordedCall,
+    ServerSandbox,
+    TableDiff,
+    VerifyResult,
+    task_from_row,
+)
 from workplace_env_client.rollouts import (
     ModelPolicy,
     Rollout,
@@ -86,6 +92,7 @@ __all__ = [
     "ReplayDivergedError",
     "Rollout",
     "SandboxMismatchError",
+    "ServerSandbox",
     "Session",
     "SessionCheckpoint",
     "SessionClaimedError",

@@ -9,7 +9,7 @@ Requests and answers are built by :mod:`workplace_env_client.messages`, exactly 
 client: errors are the same typed exceptions, arguments are checked the same way before
 anything is sent, and a refusal for concurrency (TOO_MANY_RPCS, X3) is retried the same way,
 awaiting its delay (see :mod:`workplace_env_client.client`). Recovery of lost sessions
-(issue 9) is offered by the sync :class:`~workplace_env_client.client.Session` only.
+is offered by the sync :class:`~workplace_env_client.client.Session` only.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from workplace_env_client.messages import (
     CallLike,
     EpisodeLike,
     RecordedCall,
+    ServerSandbox,
     TaskLike,
     VerifyResult,
     arguments_text,
@@ -50,6 +51,7 @@ from workplace_env_client.messages import (
     new_call_id,
     output_digest,
     prediction,
+    sandbox_answer,
     seed_request,
     session_identity,
     tools_answer,
@@ -190,6 +192,11 @@ class AsyncEnvironmentClient:
     async def list_tools(self) -> list[dict[str, Any]]:
         """The 27 tool schemas as the model sees them."""
         return tools_answer(await self._invoke("ListTools", pb.ListToolsRequest()))
+
+    async def server_sandbox(self) -> ServerSandbox:
+        """The sandbox the server plays every episode on (its ListTools answer); ``""`` digest
+        and origin from a server that does not say."""
+        return sandbox_answer(await self._invoke("ListTools", pb.ListToolsRequest()))
 
     @asynccontextmanager
     async def session(

@@ -14,8 +14,8 @@ import pytest
 SERVER_FIXTURE_MISSING = (
     "the fixture {name!r} comes with the server distribution, workplace-env (its pytest plugin "
     "starts an environment server in the test process); this environment has the SDK "
-    "(workplace-env-client) alone: build both wheels and install the server's, as README "
-    "'Installing from a clone' shows"
+    "(workplace-env-client) alone: build both wheels and install the server's, as "
+    "docs/sdk.md 'Installing the SDK alone' shows"
 )
 
 if importlib.util.find_spec("workplace_env") is None:

@@ -5,9 +5,9 @@
 * :func:`episode_progress`: the one progress bar of every command that plays episodes;
 * :func:`plain`: a value put into a markup string shows as written (every message built with
   f-strings goes through it);
+* :func:`print_table`: a summary table on stdout with every number whole at any width;
 * :class:`CommandError`: a command that cannot go on; the CLI prints it and exits with its
   status (2 for bad input, as click does for a bad flag; 1 for a refused operation);
-* :func:`refusal_text`: an SDK error as a command says it, with the flag that fixes it;
 * :class:`HelpGroup`: the commands' help, as plain text with each command's summary whole.
 """
 
@@ -21,10 +21,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 from typer.core import TyperGroup
-
-from workplace_env.config import ADMIN_TOKEN_ENV, ENV_PREFIX
-from workplace_env_client import WorkplaceEnvError
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -46,39 +44,6 @@ class CommandError(Exception):
         return f"[red]{plain(self.headline)}[/red] {plain(self.detail)}"
 
 
-def refusal_text(error: WorkplaceEnvError, target: str) -> str:
-    """``error`` (of an RPC to the server at ``target``) as a command says it: the status, the
-    reason and the server's words, then ``fix:`` and what to type (:func:`command_fix`)."""
-    fix = command_fix(error, target)
-    return f"{error}; fix: {fix}" if fix else str(error)
-
-
-def command_fix(error: WorkplaceEnvError, target: str) -> str:
-    """The flags or variables of a command talking to ``target`` (``--target``, ``--token``,
-    ``--tls-ca``, ``--timeout-s``: the checkpoint commands') that fix ``error``, or ""."""
-    token = f"--token (or ${ADMIN_TOKEN_ENV})"
-    tls_ca = f"--tls-ca (or ${ENV_PREFIX}TLS_CA)"
-    if error.reason == "ADMIN_TOKEN_REQUIRED":
-        return f"pass the admin token {target} was started with (its --admin-token) as {token}"
-    if error.reason == "ADMIN_TOKEN_INVALID":
-        return f"{token} must be the --admin-token {target} was started with"
-    if error.reason == "ADMIN_DISABLED":
-        return f"start the server with --admin-token, then pass that token as {token}"
-    if error.code.name == "UNAVAILABLE" and not error.reason:
-        if "handshake" in error.message.lower() or "ssl" in error.message.lower():
-            return (
-                f"TLS with {target} failed: {tls_ca} must be the CA of the server's --tls-cert,"
-                " and a plaintext server takes no --tls-ca"
-            )
-        return (
-            f"no server answered at {target}: name the server with --target HOST:PORT (and check"
-            f" it runs); a server started with --tls-cert needs {tls_ca}"
-        )
-    if error.code.name == "DEADLINE_EXCEEDED" and not error.reason:
-        return "no answer in time: raise --timeout-s"
-    return ""
-
-
 def plain(value: object) -> str:
     """``value`` as text for a markup string: its brackets are shown, never read as rich
     markup (``[server]``, an IPv6 ``[fe80::1]``, a list in an error message)."""
@@ -96,6 +61,26 @@ def episode_progress() -> Progress:
         console=console,
         transient=False,
     )
+
+
+def print_table(table: Table) -> None:
+    """Print ``table`` on stdout with every right-justified (numeric) cell and header word whole:
+    those columns never wrap nor shrink below their widest cell or header word (other columns
+    fold), and a table that still does not fit the terminal (80 columns in a pipe) is printed at
+    its own width, never cut."""
+    for column in table.columns:
+        if column.justify == "right":
+            words = str(column.header).split()
+            cells = [len(str(cell)) for cell in column.cells]
+            column.min_width = max([*cells, *map(len, words)], default=1)
+            column.no_wrap = True
+        else:
+            column.overflow = "fold"
+    out = Console()
+    needed = Console(width=10_000).measure(table).minimum
+    if needed > out.width:
+        out = Console(width=needed)
+    out.print(table)
 
 
 #: Docstring markup (reStructuredText roles and literals, Markdown emphasis and code) in a
@@ -136,10 +121,8 @@ class HelpGroup(TyperGroup):
             command.help = plain_help(command.help)
             command.short_help = plain_help(command.short_help)
             for param in command.params:
-                if isinstance(param, click.Option | click.Argument) and getattr(
-                    param, "help", None
-                ):
-                    param.help = plain_help(param.help)  # type: ignore[union-attr]
+                if getattr(param, "help", None):
+                    param.help = plain_help(param.help)  # type: ignore[attr-defined]
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []

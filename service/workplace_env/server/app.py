@@ -121,9 +121,9 @@ def build_server(
     ``max_admin_rpcs`` admin RPCs) are admitted at once, ``max_workers`` of them running;
     health and reflection always answer (X3, :mod:`workplace_env.server.guard`). A verify
     replays at most ``max_verify_calls`` calls per side and takes a response output of at most
-    ``max_verify_output_items`` entries (0: no bound; issue L11). A request
+    ``max_verify_output_items`` entries (0: no bound). A request
     whose ``x-resources-session-id`` header names another session than its body is refused
-    (INVALID_ARGUMENT SESSION_HEADER_MISMATCH, issue 9), inside the metrics so it is counted.
+    (INVALID_ARGUMENT SESSION_HEADER_MISMATCH), inside the metrics so it is counted.
     The environment service's RPCs take a path of their own, built here once per method
     (:mod:`workplace_env.server.dispatch`) and run on the returned :class:`Lane` (shut it down
     after the server stops).

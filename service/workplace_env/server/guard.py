@@ -10,7 +10,7 @@
   streams hold their slot until the stream ends). Beyond either limit an RPC is answered at once
   with RESOURCE_EXHAUSTED, reason ``TOO_MANY_RPCS``, and a ``RetryInfo``. Environment RPCs are
   admitted when they arrive and then wait in the queue of a :class:`Lane`, whose ``workers``
-  threads run them (more only add GIL contention; BENCHMARKS.md).
+  threads run them (more only add GIL contention; docs/benchmarks.md).
 * **Release.** An admitted RPC gives its slot back once, before its answer can reach the
   client (a client that has its answer and sends the next RPC at once must not find the last
   one still counted): a unary handler's slot when it returns or raises (environment RPCs:

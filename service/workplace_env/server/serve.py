@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from workplace_env.config import ADMIN_TOKEN_ENV, Settings
-from workplace_env.sandbox.load import load_sandbox
+from workplace_env.sandbox.load import describe_sandbox, load_sandbox
 from workplace_env.sandbox.tables import TablesUnavailableError
 from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.observability import LIFECYCLE, configure_logging, log_event
@@ -44,10 +44,12 @@ def serve_until_signalled(settings: Settings) -> None:
     SIGTERM or SIGINT, then drain and stop (:func:`drain_and_stop`).
 
     Every line on stderr is JSON (:func:`configure_logging`): first the bound addresses, as
-    messages ``workplace-env serving on HOST:PORT``, then ``HTTP gateway on URL`` and ``metrics
-    on HOST:PORT`` when served, each with its ``port`` (and ``address`` or ``url``) as fields;
-    tests and scripts read the port from the first line. Raises :class:`CommandError` (exit 2)
-    when the sandbox cannot be loaded or an address cannot be bound.
+    messages ``workplace-env serving on HOST:PORT``, the sandbox (``sandbox: ...``,
+    :func:`~workplace_env.sandbox.load.describe_sandbox`), then ``HTTP gateway on URL`` and
+    ``metrics on HOST:PORT`` when served, each address with its ``port`` (and ``address`` or
+    ``url``) as fields; tests and scripts read the port from the first line. Raises
+    :class:`CommandError` (exit 2) when the sandbox cannot be loaded or an address cannot be
+    bound.
     """
     configure_logging(settings.log_level)
     try:
@@ -75,7 +77,7 @@ def serve_until_signalled(settings: Settings) -> None:
                 None,
                 settings.http_address,
                 GatewaySettings.of(settings),
-                # co-hosted: the gateway calls this server's servicer in-process (issue 15)
+                # co-hosted: the gateway calls this server's servicer in-process
                 backend=InProcessBackend.of_server(server, settings.max_message_bytes),
                 grace_s=settings.grace_s,
             )
@@ -85,6 +87,8 @@ def serve_until_signalled(settings: Settings) -> None:
     host = settings.address.rsplit(":", 1)[0]
     address = f"{host}:{server.port}"
     log_event(LIFECYCLE, f"workplace-env serving on {address}", address=address, port=server.port)
+    sandbox = describe_sandbox(store.base)
+    log_event(LIFECYCLE, f"sandbox: {sandbox}", sandbox=sandbox)
     if gateway is not None:
         log_event(LIFECYCLE, f"HTTP gateway on {gateway.url}", url=gateway.url, port=gateway.port)
     if server.metrics_port:

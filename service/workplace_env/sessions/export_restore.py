@@ -1,4 +1,4 @@
-"""The store's side of checkpoints (CONTRACT.md K1-K6): export, restore, claims, retire.
+"""The store's side of checkpoints (docs/contract.md K1-K6): export, restore, claims, retire.
 
 Owns :class:`ExportRestore`: live sessions to :class:`~workplace_env.checkpoint.snapshot.Snapshot`
 values (:meth:`~ExportRestore.export`, K1), a batch of snapshots installed all or none as
