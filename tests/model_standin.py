@@ -3,7 +3,8 @@
 It serves ``POST /v1/responses`` and ``POST /v1/chat/completions``. Each conversation is
 recognised by its first user message; its :class:`Script` says what every request of it gets,
 in order: tool calls, a text answer, a cut-off tool call, a verbatim (malformed) answer, or HTTP
-errors (429/500, with ``retry-after-ms: 1`` so the client's backoff stays short). Every request
+errors (429/500, with ``retry-after-ms: 1`` so the client's backoff stays short), or an
+answer held until the test releases it. Every request
 body is kept in ``requests`` (per prompt) for the tests to inspect.
 """
 
@@ -68,7 +69,17 @@ class Fields:
     then: Calls | Text | CutOff | Raw = field(default_factory=Text)
 
 
-Step = Calls | Text | CutOff | Fail | Raw | Fields
+@dataclass(frozen=True)
+class Hold:
+    """The request is held: ``arrived`` is set when it comes, and it is answered with ``then``
+    once the test sets ``release`` (30 s at most, so a failing test cannot hang)."""
+
+    arrived: threading.Event
+    release: threading.Event
+    then: Calls | Text = field(default_factory=Text)
+
+
+Step = Calls | Text | CutOff | Fail | Raw | Fields | Hold
 
 
 @dataclass
@@ -266,6 +277,9 @@ class StandInModel:
                 script.position += 1
                 break
         model = str(body.get("model", ""))
-        inner = step.then if isinstance(step, Fields) else step
+        if isinstance(step, Hold):
+            step.arrived.set()
+            step.release.wait(timeout=30)
+        inner = step.then if isinstance(step, Fields | Hold) else step
         answer = _chat_answer(inner, model) if chat else _responses_answer(inner, model)
         return 200, answer | (step.fields if isinstance(step, Fields) else {})

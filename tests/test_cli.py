@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -456,14 +457,32 @@ def test_an_address_in_use_stops_serve_and_gateway_with_a_clear_error(served):
     taken = f"127.0.0.1:{served.port}"
     result = invoke("serve", "--address", taken, "--log-level", "ERROR")
     assert result.exit_code == 2, result.output
-    said = json.loads(result.output.splitlines()[-1])  # serve writes JSON lines only
-    assert said["level"] == "ERROR" and said["message"].startswith("cannot start:")
-    assert taken in said["message"]
+    said = json.loads(result.output.splitlines()[-1])["message"]  # serve writes JSON lines only
+    assert said.startswith(f"cannot start: cannot bind {taken}: ")
+    assert "Address already in use" in said and said.endswith("choose another --address")
     http_taken = served.http.removeprefix("http://")
     result = invoke("gateway", "--grpc-target", taken, "--address", http_taken)
     assert result.exit_code == 2, result.output
-    said = json.loads(result.output.splitlines()[-1])
-    assert f"cannot start the HTTP gateway: cannot bind {http_taken}" in said["message"]
+    said = json.loads(result.output.splitlines()[-1])["message"]
+    assert f"cannot start the HTTP gateway: cannot bind {http_taken}: " in said
+    assert said.endswith("choose another --address")
+
+
+@pytest.mark.parametrize("flag", ["--address", "--metrics-address", "--http-address"])
+def test_serve_on_a_port_in_use_names_the_address_the_reason_and_the_flag(flag):
+    """Each address ``serve`` listens on, held by a plain socket: exit 2 with ``cannot bind
+    ADDRESS: [Errno 98] Address already in use`` and the flag to change (gRPC's own message
+    names neither the reason nor the flag)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = f"127.0.0.1:{holder.getsockname()[1]}"
+        others = [] if flag == "--address" else ["--address", "127.0.0.1:0"]
+        result = invoke("serve", flag, taken, *others, "--log-level", "ERROR")
+    assert result.exit_code == 2, result.output
+    said = json.loads(result.output.splitlines()[-1])["message"]
+    assert f"cannot bind {taken}: " in said and "Address already in use" in said
+    assert said.endswith(f"choose another {flag}")
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,10 @@ NOT_RUN = {
 }
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 INCLUDE = re.compile(r'^--8<-- "([^"]+)"', re.M)
+#: A curl command that sends a body (continuation lines included).
+CURL_WITH_BODY = re.compile(
+    r"\bcurl\b(?:[^\n`]|\\\n)*?\s(?:-d|--data(?:-raw|-binary|-urlencode)?|--json|-F|--form)\s"
+)
 
 
 def _run(*args: str | Path, cwd: Path = REPO, env: dict | None = None, timeout: float = 300):
@@ -111,6 +115,20 @@ def test_every_example_is_included_and_every_code_block_is_an_example():
     examples = {p.name for p in EXAMPLES.iterdir()}
     assert examples - included == set()
     assert set(RUN_ELSEWHERE) | set(NOT_RUN) <= examples
+
+
+def test_every_curl_with_a_body_is_an_example_a_test_runs():
+    """A curl command sending a body is never inline in a page (where no test sends it): it is
+    in an example file a test runs against the gateway, which refuses a body that is not
+    ``application/json`` with 422."""
+    inline = [
+        f"{page.relative_to(REPO)}: {found.group(0)!r}"
+        for page in [REPO / "README.md", *_pages()]
+        for found in CURL_WITH_BODY.finditer(page.read_text(encoding="utf-8"))
+    ]
+    assert inline == []
+    with_body = {p.name for p in EXAMPLES.iterdir() if CURL_WITH_BODY.search(p.read_text())}
+    assert with_body and with_body.isdisjoint(NOT_RUN)
 
 
 def test_the_readme_python_episode_is_the_example_file():

@@ -12,25 +12,31 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.helpers import local
-from tests.model_standin import Calls, CutOff, Fail, Fields, Raw, StandInModel, Text
+from tests.model_standin import Calls, CutOff, Fail, Fields, Hold, Raw, StandInModel, Text
 from tests.nemo.venv import nemo_python
 from workplace_env.model_runs import (
     PlanMismatch,
     check_plan,
     input_digest,
+    lock_path,
     materialized_inputs_path,
+    only_run_into,
     read_rollouts,
     side_effect_tables,
     summarise,
 )
+from workplace_env.runs import ModelRunOptions, run_model_policy
 from workplace_env.sandbox.tables import CRM, EMAILS
 from workplace_env.taskgen import generate_tasks
+from workplace_env.terminal import CommandError
 from workplace_env_client import (
     AsyncEnvironmentClient,
     ModelPolicy,
@@ -1018,6 +1024,71 @@ def test_cli_resumes_an_identical_plan_after_an_interrupted_run(server, tmp_path
         assert len(standin.scripts[rows[0]["prompt"]].requests) == 1  # not played again
     _assert_one_plan(out)
     assert all(line["reward"] == 1.0 for line in read_rollouts(out))
+
+
+def test_cli_refuses_an_out_another_run_holds_naming_the_file_and_its_pid(server, tmp_path):
+    """Two runs into one --out appended the same episodes twice. While another run holds the
+    --out (its lock file), a run into it is refused at once (exit 2) naming the file and the
+    holder's pid, and plays and writes nothing; once the holder ends, the run goes on."""
+    rows = _nochange_rows(server, 2)
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "run" / "rollouts.jsonl"
+    scripts = {r["prompt"]: [Text("Nothing to change.")] for r in rows}
+    with StandInModel(scripts) as standin:
+        with only_run_into(out):
+            refused = _run_model(tasks_file, standin, server, out)
+            said = " ".join(refused.output.split())
+            assert refused.exit_code == 2, refused.output
+            assert f"another run is writing {out} (pid {os.getpid()})" in said
+            assert "--out" in said
+            assert [p.name for p in out.parent.iterdir()] == [lock_path(out).name]
+            assert all(not s.requests for s in standin.scripts.values())
+        again = _run_model(tasks_file, standin, server, out)
+        assert again.exit_code == 0, again.output
+        assert "played 2, skipped 0" in again.output
+    _assert_one_plan(out)
+
+
+def test_a_run_holds_its_out_until_it_ends(server, tmp_path):
+    """A second run started while the first waits on the model is refused with exit 2 and
+    changes none of the first's files; the first then ends with one line per episode."""
+    rows = _nochange_rows(server, 2)
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "rollouts.jsonl"
+    arrived, release = threading.Event(), threading.Event()
+    scripts = {rows[0]["prompt"]: [Text("Nothing to change.")]}
+    scripts[rows[1]["prompt"]] = [Hold(arrived, release, Text("Nothing to change."))]
+    options = ModelRunOptions(
+        base_url=None, model="stand-in", api="responses", max_turns=5, api_key_env="STANDIN_KEY",
+        timeout_s=10, max_retries=0, temperature=None, max_output_tokens=None, repeats=1,
+        out=out, concurrency=2,
+    )  # fmt: skip
+    with StandInModel(scripts) as standin:
+        model = _client(standin, max_retries=0)
+        exits: list[int] = []
+
+        def first() -> None:
+            exits.append(
+                run_model_policy(rows, options, target=local(server.port), model_client=model)
+            )
+
+        runner = threading.Thread(target=first)
+        runner.start()
+        try:
+            assert arrived.wait(timeout=30)
+            before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+            with pytest.raises(CommandError, match="another run is writing") as refused:
+                run_model_policy(rows, options, target=local(server.port), model_client=model)
+            assert refused.value.exit_code == 2
+            assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
+        finally:
+            release.set()
+            runner.join(timeout=60)
+    assert exits == [0]
+    _assert_one_plan(out)
+    assert len(out.read_text().splitlines()) == len(rows)
 
 
 def test_a_rollout_line_without_its_input_digest_is_another_plan(tmp_path):

@@ -226,6 +226,9 @@ def serve(
         OptInt, Opt(help="RPCs admitted at once, then RESOURCE_EXHAUSTED [256].")
     ] = None,
     max_admin_rpcs: Annotated[OptInt, Opt(help="Admin RPCs admitted at once [16].")] = None,
+    max_health_streams: Annotated[
+        OptInt, Opt(help="Health Watch and reflection streams open at once [64].")
+    ] = None,
     grace_s: Annotated[OptFloat, Opt(help="Seconds in-flight calls get on shutdown [5].")] = None,
     drain_delay_s: Annotated[
         OptFloat,

@@ -28,6 +28,7 @@ from typing import Any
 import grpc
 
 from workplace_env.sandbox.source import NEMO_VENV_ENV, SOURCE_ENV
+from workplace_env.server.guard import MAX_HEALTH_STREAMS
 from workplace_env.sessions import SessionConfig
 from workplace_env_client import tls_credentials
 
@@ -73,6 +74,8 @@ class Settings:
     workers: int = 4  # RPC worker threads (more only add GIL contention: docs/benchmarks.md)
     max_concurrent_rpcs: int = 256  # RPCs admitted at once (X3); beyond: RESOURCE_EXHAUSTED
     max_admin_rpcs: int = 16  # of them admin RPCs (export/restore streams hold theirs)
+    # Health Watch and reflection streams open at once (Health/Check is never limited)
+    max_health_streams: int = MAX_HEALTH_STREAMS
     grace_s: float = 5.0  # drain time for in-flight calls on shutdown
     # On SIGTERM, seconds of X2 (NOT_SERVING, seeds refused, all else served) before stopping:
     # long enough for a proxy's health checks to take the replica out.
@@ -385,6 +388,7 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
     "workers": (1, False, MAX_COUNT),
     "max_concurrent_rpcs": (1, False, MAX_COUNT),
     "max_admin_rpcs": (1, False, MAX_COUNT),
+    "max_health_streams": (1, False, MAX_COUNT),
     "grace_s": (0, False, MAX_DURATION_S),
     "drain_delay_s": (0, False, MAX_DURATION_S),
     "max_message_bytes": (1024, False, MAX_COUNT),

@@ -25,6 +25,9 @@ summary and plot always describe the same episodes. An endpoint that refuses a r
 configuration (:data:`~workplace_env_client.rollouts.MODEL_CONFIG_ERROR`) stops the collection:
 no episode starts after it.
 
+One run writes an output file at a time: the CLI holds :func:`only_run_into` for the whole
+run, so a second run into the same file is refused instead of appending the same episodes.
+
 Rows are kept as sent, their values' JSON types included (an ``id`` of ``0`` stays ``0``); the
 case id (``case_id``, else ``id``, else ``line-<n>``) only names the episode's rollout and task
 ids.
@@ -40,6 +43,7 @@ a table the task did not ask for).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -51,6 +55,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
+from workplace_env.locks import only_writer
 from workplace_env.runner import case_id_of
 from workplace_env.sandbox.tools import TOOLS
 from workplace_env_client import (
@@ -145,6 +150,20 @@ def _json_lines(path: Path, *, keep_bad: bool) -> list[Any]:
                 if keep_bad:
                     values.append(None)
     return values
+
+
+def lock_path(out: Path) -> Path:
+    """The lock file of a collection into ``out``: ``rollouts.jsonl`` -> ``rollouts.jsonl.lock``."""
+    return out.with_name(out.name + ".lock")
+
+
+def only_run_into(out: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold ``out``'s lock file (:func:`lock_path`, its directory created when missing) for a
+    whole collection: one run writes ``out`` at a time. Entering raises
+    :class:`~workplace_env.locks.WriterBusy` at once when another run holds it (the message names
+    the lock file, ``out`` and the holder's pid), OSError when the lock file cannot be written."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return only_writer(lock_path(out), f"another run is writing {out}")
 
 
 def output_files(out: Path) -> list[Path]:

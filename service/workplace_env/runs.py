@@ -17,6 +17,7 @@ Both play against the ``--target`` server or an in-process one
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,12 +29,14 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from workplace_env.locks import WriterBusy
 from workplace_env.model_runs import (
     CategorySummary,
     PlanMismatch,
     collect_rollouts,
     is_finished,
     materialized_inputs_path,
+    only_run_into,
     read_rollouts,
     short_category,
     summarise,
@@ -322,10 +325,11 @@ def run_model_policy(
     ``workplace_env:environment_error``: not a score of the model, played again by a rerun
     with the same ``--out``), or, with ``options.fail_on_masked``, when any episode is masked.
     Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package,
-    ``data_dir`` with ``target``, an unwritable output, or an ``out`` holding rollouts of another
-    plan without ``options.overwrite`` (:class:`~workplace_env.model_runs.PlanMismatch`, before
-    any episode is played); the model's or endpoint's failures
-    are masked episodes, never an error of the run.
+    ``data_dir`` with ``target``, an unwritable output, an ``out`` another run is writing
+    (:func:`~workplace_env.model_runs.only_run_into`, naming its pid), or an ``out`` holding
+    rollouts of another plan without ``options.overwrite``
+    (:class:`~workplace_env.model_runs.PlanMismatch`, before any episode is played); the model's
+    or endpoint's failures are masked episodes, never an error of the run.
     """
     if not options.base_url and model_client is None:
         raise CommandError("--policy model needs --base-url (an OpenAI-compatible endpoint)")
@@ -349,11 +353,20 @@ def run_model_policy(
         problem = checks.json_problem(line, f"line {number}", strict=True)
         if problem is not None:  # its rollout line could not be strict JSON
             raise CommandError(f"{problem[0]}: {problem[1]}; nothing was played.")
-    with connect(target, data_dir, credentials=credentials) as (client, _):
-        sandbox = check_run_sandbox(
-            client, lines, numbers, target=target, any_sandbox=options.any_sandbox
-        )
-        return _collect_and_report(client, model_client, lines, options, sandbox)
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(only_run_into(options.out))
+        except WriterBusy as exc:
+            raise CommandError(
+                f"{exc}; nothing was played. Wait for that run to end, or use another --out."
+            ) from exc
+        except OSError as exc:
+            raise CommandError(f"cannot write {options.out}: {exc}") from exc
+        with connect(target, data_dir, credentials=credentials) as (client, _):
+            sandbox = check_run_sandbox(
+                client, lines, numbers, target=target, any_sandbox=options.any_sandbox
+            )
+            return _collect_and_report(client, model_client, lines, options, sandbox)
 
 
 def _collect_and_report(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from workplace_env.addresses import BindError
 from workplace_env.config import ADMIN_TOKEN_ENV, Settings
 from workplace_env.sandbox.load import describe_sandbox, load_sandbox
 from workplace_env.sandbox.tables import TablesUnavailableError
@@ -55,6 +56,9 @@ def serve_until_signalled(settings: Settings) -> None:
     try:
         store = SessionStore(load_sandbox(settings.data_dir), settings.session_config())
         server = start_server(store, settings=settings)
+    except BindError as exc:
+        flag = "--metrics-address" if exc.address == settings.metrics_address else "--address"
+        raise CommandError(f"cannot start: {exc}; choose another {flag}") from exc
     except (RuntimeError, TablesUnavailableError, OSError) as exc:
         raise CommandError("cannot start:", exc) from exc
     stopping, hurry = threading.Event(), threading.Event()
@@ -81,6 +85,11 @@ def serve_until_signalled(settings: Settings) -> None:
                 backend=InProcessBackend.of_server(server, settings.max_message_bytes),
                 grace_s=settings.grace_s,
             )
+        except BindError as exc:
+            server.stop(grace_s=0)
+            raise CommandError(
+                f"cannot start the HTTP gateway: {exc}; choose another --http-address"
+            ) from exc
         except RuntimeError as exc:
             server.stop(grace_s=0)
             raise CommandError("cannot start the HTTP gateway:", exc) from exc
