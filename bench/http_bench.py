@@ -87,13 +87,18 @@ class CoHostedServer(ServerProcess):
         if data_dir:
             cmd += ["--data-dir", data_dir]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-        lines = [self.proc.stderr.readline() if self.proc.stderr else "" for _ in range(2)]
-        if "serving on" not in lines[0] or "HTTP gateway on" not in lines[1]:
-            self.proc.kill()
-            raise RuntimeError(f"server did not start: {lines!r}")
-        self.port = int(lines[0].rsplit(":", 1)[1])
+        records = {}  # serve writes JSON lines: the gRPC address, the sandbox, the gateway
+        while "url" not in records:
+            line = self.proc.stderr.readline() if self.proc.stderr else ""
+            if not line.startswith("{"):
+                self.proc.kill()
+                raise RuntimeError(f"server did not start: {line!r}")
+            record = json.loads(line)
+            records.update({k: v for k, v in record.items() if k in ("address", "url")})
+            if "serving on" in record["message"]:
+                self.port = int(record["port"])
         self.target = f"127.0.0.1:{self.port}"
-        self.http_port = int(lines[1].strip().rsplit(":", 1)[1])
+        self.http_port = int(records["url"].rsplit(":", 1)[1])
 
 
 class EchoServer(ServerProcess):

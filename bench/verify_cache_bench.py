@@ -40,7 +40,7 @@ class CacheServer(ServerProcess):
         if "serving on" not in line:
             self.proc.kill()
             raise RuntimeError(f"server did not start: {line!r}")
-        self.port = int(line.rsplit(":", 1)[1])
+        self.port = int(json.loads(line)["port"])  # serve writes JSON lines
         self.target = f"127.0.0.1:{self.port}"
 
 

@@ -32,6 +32,7 @@ from workplace_env.sandbox.tables import BaseTables
 from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionConfig, SessionStore
+from workplace_env.taskgen import generate_tasks
 from workplace_env.testing.faults import Faults
 from workplace_env_client import AdminClient, EnvironmentClient, WorkplaceEnvError
 
@@ -77,6 +78,12 @@ class FakeClock:
 
 
 # -- the per-session write bound (M6) -----------------------------------------------------------
+
+
+def generated_write_task(sandbox: BaseTables) -> dict[str, Any]:
+    """The first task ``generate-tasks`` (seed 0) makes over ``sandbox`` whose ground truth
+    makes more than one call (so an empty prediction scores 0.0)."""
+    return next(t for t in generate_tasks(sandbox, 40, 0) if len(t["ground_truth"]) > 1)
 
 
 def send_args(body_chars: int, subject: str = "") -> str:
@@ -428,13 +435,13 @@ class ServeProcess:
             if not line:
                 raise AssertionError(f"serve exited before serving: {self.lines}")
             self.lines.append(line)
-            last = line.split()[-1] if line.split() else ""
-            if "serving on" in line:
-                self.target = last
-            elif "HTTP gateway on" in line:
-                self.url = last
-            elif "metrics on" in line:
-                self.metrics_url = f"http://{last}/metrics"
+            record = json.loads(line)  # serve writes JSON lines only
+            if "serving on" in record["message"]:
+                self.target = record["address"]
+            elif "HTTP gateway on" in record["message"]:
+                self.url = record["url"]
+            elif "metrics on" in record["message"]:
+                self.metrics_url = f"http://{record['address']}/metrics"
         threading.Thread(target=self._read_on, daemon=True).start()
         wait_serving(self.target, timeout_s)
         return self

@@ -18,6 +18,7 @@ from tests.helpers import (
     TID,
     WRITE,
     RefusingStandIn,
+    generated_write_task,
     local,
     server_with_a_held_slot,
     wait,
@@ -210,3 +211,30 @@ def test_async_session_blocks_close_refused_at_the_rpc_limit_is_retried_not_leak
     finally:
         release.set()
         Faults.of(served.store).clear()
+
+
+def test_async_verify_defaults_to_the_calls_the_session_made(target, sandbox):
+    task = generated_write_task(sandbox)
+    truth = [(c["name"], c["arguments"]) for c in task["ground_truth"]]
+
+    async def episode() -> tuple[list[float], list[str], float]:
+        async with AsyncEnvironmentClient(target) as env:
+            async with env.session(task) as s:
+                for name, arguments in truth:
+                    await s.call_tool(name, arguments)
+                names = [c.name for c in s.calls]
+                rewards = [
+                    (await s.verify()).reward,
+                    (await s.verify(s.calls)).reward,
+                    (await s.verify(list(s.calls)[:1])).reward,
+                    (await s.verify([])).reward,
+                    (await s.verify(truth)).reward,
+                ]
+            async with env.session(task) as fresh:
+                untouched = (await fresh.verify()).reward
+        return rewards, names, untouched
+
+    rewards, names, untouched = asyncio.run(episode())
+    assert names == [name for name, _ in truth]
+    assert rewards == [1.0, 1.0, 0.0, 0.0, 1.0]
+    assert untouched == 0.0

@@ -501,8 +501,11 @@ def test_admin_rpcs_need_the_bearer_token(servers):
     secured = servers(token="s3cret")
     target = f"127.0.0.1:{secured.running.port}"
     for token in (None, "wrong"):
-        with AdminClient(target, token=token) as admin, pytest.raises(UnauthenticatedError):
+        with AdminClient(target, token=token) as admin, pytest.raises(UnauthenticatedError) as e:
             admin.export_sessions()
+        # what an SDK user types to fix it: a note under the traceback, and .hint
+        assert "AdminClient(token=" in e.value.hint and "admin_token=" in e.value.hint
+        assert f"fix: {e.value.hint}" in e.value.__notes__
     assert secured.admin.export_sessions() == ([], [], {})
     # The scheme is case-insensitive (RFC 6750), the token is not.
     stub = secured.admin.stub

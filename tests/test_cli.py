@@ -9,6 +9,7 @@ addresses they print and health checks, never sleeps.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 
+import click
 import grpc
 import httpx
 import pytest
@@ -31,9 +33,11 @@ import typer
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from typer.testing import CliRunner
 
+import workplace_env_client
 from tests.conftest import WORKBENCH, needs_shared
 from tests.helpers import table_rows
 from workplace_env import cli as cli_module
+from workplace_env.checkpoint.files import write_checkpoint
 from workplace_env.cli import app
 from workplace_env.config import Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
@@ -88,12 +92,13 @@ class Process:
     _new_line: threading.Condition = field(default_factory=threading.Condition)
 
     @classmethod
-    def start(cls, args: list[str], env: dict[str, str]) -> Process:
+    def start(cls, args: list[str], env: dict[str, str], merged: bool = False) -> Process:
+        """Start it; with ``merged`` its stdout is read among the stderr lines."""
         proc = subprocess.Popen(
             [*_command(), *args],
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE if merged else subprocess.DEVNULL,
+            stderr=subprocess.STDOUT if merged else subprocess.PIPE,
             text=True,
             env={**env, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
         )
@@ -102,8 +107,9 @@ class Process:
         return process
 
     def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
+        stream = self.proc.stderr or self.proc.stdout
+        assert stream is not None
+        for line in stream:
             with self._new_line:
                 self.lines.append(line.rstrip("\n"))
                 self._new_line.notify_all()
@@ -153,11 +159,14 @@ class Served:
 
 @pytest.fixture(autouse=True)
 def _logging_restored() -> Iterator[None]:
-    """Commands run in this process configure the ``workplace_env`` loggers (JSON on the
-    runner's stderr, no propagation): put them back for the tests that follow."""
-    loggers = [logging.getLogger(name) for name in ("workplace_env", "workplace_env.rpc")]
+    """Commands run in this process configure the ``workplace_env`` loggers and the root's
+    handlers (JSON on the runner's stderr, no propagation) and capture Python's warnings: put
+    them back for the tests that follow."""
+    names = ("workplace_env", "workplace_env.rpc", "")
+    loggers = [logging.getLogger(name or None) for name in names]
     saved = [(lg.handlers[:], lg.level, lg.propagate) for lg in loggers]
     yield
+    logging.captureWarnings(False)
     for lg, (handlers, level, propagate) in zip(loggers, saved, strict=True):
         lg.handlers[:], lg.propagate = handlers, propagate
         lg.setLevel(level)
@@ -186,15 +195,15 @@ def served(config_file) -> Iterator[Served]:
     args += ["--http-address", "127.0.0.1:0", "--admin-token", FLAG_TOKEN]
     process = Process.start(args, env)
     try:
-        port = int(process.wait_for(r"serving on 127\.0\.0\.1:(\d+)$").group(1))
-        http = process.wait_for(r"HTTP gateway on (http://\S+)$").group(1)
-        metrics = process.wait_for(r"metrics on (127\.0\.0\.1:\d+)$").group(1)
+        port = int(process.wait_for(r"serving on 127\.0\.0\.1:(\d+)\"").group(1))
+        http = process.wait_for(r"HTTP gateway on (http://[^\s\"]+)\"").group(1)
+        metrics = process.wait_for(r"metrics on (127\.0\.0\.1:\d+)\"").group(1)
         assert _serving(port)
         yield Served(process, port, http, metrics)
     finally:
         status = process.stop()
     assert status == 0, process.lines
-    assert "draining ..." in process.lines
+    assert any("draining ..." in line for line in process.lines)
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +213,7 @@ def gateway_url(served) -> Iterator[str]:
     args = ["gateway", "--grpc-target", target, "--address", "127.0.0.1:0"]
     process = Process.start([*args, "--cookie-secret", FLAG_SECRET], _clean_env())
     try:
-        url = process.wait_for(rf"HTTP gateway on (http://\S+) -> {re.escape(target)}$").group(1)
+        url = process.wait_for(rf"HTTP gateway on (http://\S+) -> {re.escape(target)}\"").group(1)
         assert httpx.get(f"{url}/health", timeout=HANG_S).json() == {"status": "ok"}
         yield url
     finally:
@@ -240,6 +249,12 @@ def test_version_prints_the_installed_version():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"workplace-env {metadata.version('workplace-env')}\n"
+    # one version: the SDK's __version__ (its metadata) is the one the CLI prints
+    assert done.stdout == f"workplace-env {workplace_env_client.__version__}\n"
+    assert (
+        metadata.requires("workplace-env")[0]
+        == f"workplace-env-client=={workplace_env_client.__version__}"
+    )
 
 
 def test_config_shows_each_setting_and_where_it_came_from(config_file):
@@ -290,16 +305,20 @@ def test_a_yaml_config_file_is_read(tmp_path):
     ("args", "env", "says"),
     [
         (["serve", "--workers", "many"], {}, "Invalid value for '--workers'"),
-        (["serve", "--print-config", "--max-sessions", "0"], {}, "max_sessions (from flag)"),
+        (
+            ["serve", "--print-config", "--max-sessions", "0"],
+            {},
+            "max_sessions (from --max-sessions)",
+        ),
         (
             ["serve", "--print-config", "--max-session-write-bytes", "-1"],
             {},
-            "max_session_write_bytes (from flag) must be >= 0, got -1",
+            "max_session_write_bytes (from --max-session-write-bytes) must be >= 0, got -1",
         ),
         (
             ["gateway", "--max-verify-output-items", "-1"],
             {},
-            "max_verify_output_items (from flag) must be >= 0, got -1",
+            "max_verify_output_items (from --max-verify-output-items) must be >= 0, got -1",
         ),
         (["gateway", "--max-verify-calls", "x"], {}, "Invalid value for '--max-verify-calls'"),
         (["config"], {"WORKPLACE_ENV_MAX_SESSIONS": "lots"}, "WORKPLACE_ENV_MAX_SESSIONS"),
@@ -383,6 +402,31 @@ def test_every_help_renders(command):
         assert "MCP endpoint [/mcp]; '' turns MCP off" in " ".join(result.output.split())
 
 
+def _every_command() -> Iterator[tuple[list[str], click.Command]]:
+    """Each command of the CLI (groups included) with its path of names, walked from the app."""
+    todo: list[tuple[list[str], click.Command]] = [([], typer.main.get_command(app))]
+    while todo:
+        path, command = todo.pop()
+        yield path, command
+        for name, sub in getattr(command, "commands", {}).items():
+            todo.append(([*path, name], sub))
+
+
+#: Docstring markup that must never reach a help screen (RST roles and literals, Markdown).
+HELP_MARKUP = re.compile(r"``|:\w+:`|\*\*|`[^`\s]")
+
+
+@pytest.mark.parametrize(("path", "command"), list(_every_command()), ids=lambda v: str(v))
+def test_every_help_is_plain_text_with_whole_summaries_at_80_columns(path, command):
+    result = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert not HELP_MARKUP.search(result.output), result.output
+    said = " ".join(result.output.split())
+    for name, sub in getattr(command, "commands", {}).items():
+        first = inspect.cleandoc(sub.help or "").split("\n\n")[0]
+        assert f"{name} {' '.join(first.split())}" in said, name
+
+
 def test_printed_values_keep_their_brackets(tmp_path):
     """Every value shown through rich is escaped: a setting's value in the config table and a
     command error's detail (here an address with brackets in it) are printed as they are."""
@@ -405,21 +449,21 @@ def test_serve_takes_the_file_settings_the_flags_do_not_override(served):
 
 def test_serve_names_its_sandbox(served):
     """The embedded sandbox is named with its generator's seed and scale and its digest."""
-    line = served.process.wait_for(r"^sandbox: (.+)$").group(1)
-    assert line == f"generated (seed=0,scale=1.0), digest {load_sandbox(None).digest}"
+    record = json.loads(served.process.wait_for('"message": "sandbox: ').string)
+    assert record["sandbox"] == f"generated (seed=0,scale=1.0), digest {load_sandbox(None).digest}"
 
 
 def test_an_address_in_use_stops_serve_and_gateway_with_a_clear_error(served):
     taken = f"127.0.0.1:{served.port}"
     result = invoke("serve", "--address", taken, "--log-level", "ERROR")
     assert result.exit_code == 2, result.output
-    said = " ".join(result.output.split())
+    said = json.loads(result.output.splitlines()[-1])["message"]  # serve writes JSON lines only
     assert said.startswith(f"cannot start: cannot bind {taken}: ")
     assert "Address already in use" in said and said.endswith("choose another --address")
     http_taken = served.http.removeprefix("http://")
     result = invoke("gateway", "--grpc-target", taken, "--address", http_taken)
     assert result.exit_code == 2, result.output
-    said = " ".join(result.output.split())
+    said = json.loads(result.output.splitlines()[-1])["message"]
     assert f"cannot start the HTTP gateway: cannot bind {http_taken}: " in said
     assert said.endswith("choose another --address")
 
@@ -436,9 +480,41 @@ def test_serve_on_a_port_in_use_names_the_address_the_reason_and_the_flag(flag):
         others = [] if flag == "--address" else ["--address", "127.0.0.1:0"]
         result = invoke("serve", flag, taken, *others, "--log-level", "ERROR")
     assert result.exit_code == 2, result.output
-    said = " ".join(result.output.split())
+    said = json.loads(result.output.splitlines()[-1])["message"]
     assert f"cannot bind {taken}: " in said and "Address already in use" in said
     assert said.endswith(f"choose another {flag}")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["serve", "--address", "127.0.0.1:0", "--admin-open"],
+        ["serve", "--address", "127.0.0.1:0", "--admin-open", "--http-address", "127.0.0.1:0"],
+        ["gateway", "--address", "127.0.0.1:0", "--grpc-target"],
+    ],
+    ids=["serve", "serve-http", "gateway"],
+)
+def test_every_line_a_server_writes_is_json(served, args):
+    """From the first line (a settings warning) to the last after SIGTERM, stdout and stderr
+    carry JSON records only: the addresses, warnings, uvicorn's lines, the drain."""
+    if args[-1] == "--grpc-target":
+        args = [*args, f"127.0.0.1:{served.port}"]
+    env = {**_clean_env(), "WORKPLACE_ENV_QQQ": "1"}
+    process = Process.start(args, env, merged=True)
+    try:
+        if args[0] == "serve" and "--http-address" not in args:
+            process.wait_for("serving on ")
+        else:
+            url = json.loads(process.wait_for("HTTP gateway on ").string)["url"]
+            assert httpx.get(f"{url}/health", timeout=HANG_S).status_code == 200
+    finally:
+        status = process.stop()
+    assert status == 0
+    records = [json.loads(line) for line in process.lines if line]
+    assert records[0]["level"] == "WARNING" and "WORKPLACE_ENV_QQQ" in records[0]["message"]
+    assert all({"ts", "level", "logger", "message"} <= r.keys() for r in records)
+    if args[0] == "serve":
+        assert records[-1]["message"] == "drain: stopped"
 
 
 MCP_NAME = "mcp__workplace_assistant__email_send_email"
@@ -476,7 +552,7 @@ def test_mcp_is_on_by_default_and_off_with_an_empty_mcp_path(served, tmp_path):
     gateway_off = Process.start(args, {**_clean_env(), "WORKPLACE_ENV_MCP_PATH": ""})
     try:
         urls = [
-            off.wait_for(r"HTTP gateway on (http://\S+)$").group(1),
+            off.wait_for(r"HTTP gateway on (http://[^\s\"]+)\"").group(1),
             gateway_off.wait_for(r"HTTP gateway on (http://\S+) -> ").group(1),
         ]
         for url in urls:
@@ -485,7 +561,8 @@ def test_mcp_is_on_by_default_and_off_with_an_empty_mcp_path(served, tmp_path):
     finally:
         assert (off.stop(), gateway_off.stop()) == (0, 0)
     result = invoke("config", env={"WORKPLACE_ENV_MCP_PATH": "mcp"})
-    assert result.exit_code == 2 and "mcp_path (from env) must start with '/'" in result.output
+    assert result.exit_code == 2
+    assert "mcp_path (from WORKPLACE_ENV_MCP_PATH) must start with '/'" in result.output
 
 
 def _seed_over_http(url: str) -> str:
@@ -747,6 +824,52 @@ def test_checkpoint_save_and_restore_need_the_right_token(served, restore_target
         client.seed("cli-ckpt", ("cli-rollout", 0), ("cli", "t"), {"id": "t"})  # claims it (K4)
         found = client.call_tool("cli-ckpt", "email_search_emails", {"query": "cli-checkpoint"})
     assert "cli-checkpoint" in json.dumps(found)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        ([], {}, ["ADMIN_TOKEN_REQUIRED", "fix:", "--token", "$WORKPLACE_ENV_ADMIN_TOKEN"]),
+        (["--token", "nope"], {}, ["ADMIN_TOKEN_INVALID", "fix:", "--token", "--admin-token"]),
+        ([], {"WORKPLACE_ENV_ADMIN_TOKEN": "nope"}, ["ADMIN_TOKEN_INVALID", "--token"]),
+    ],
+    ids=["no-token", "wrong-flag", "wrong-variable"],
+)
+@pytest.mark.parametrize("command", ["save", "restore"])
+def test_a_refused_admin_token_names_the_flag_and_variable(
+    restore_target, tmp_path, command, args, env, says
+):
+    target, _store = restore_target
+    directory = tmp_path / "ckpt"
+    if command == "restore":
+        write_checkpoint(directory, [], fences=[])
+    result = invoke("checkpoint", command, directory, "--target", target, *args, env=env)
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert all(word in said for word in says), said
+
+
+def test_admin_rpcs_off_on_the_server_names_its_flag(sandbox, tmp_path):
+    running = start_server(SessionStore(sandbox), "127.0.0.1:0")  # no admin token: admin off
+    try:
+        result = invoke("checkpoint", "save", tmp_path, "--target", f"127.0.0.1:{running.port}")
+    finally:
+        running.stop(grace_s=0.5)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "ADMIN_DISABLED" in said
+    assert "fix: start the server with --admin-token" in said
+
+
+@pytest.mark.parametrize("command", ["save", "restore"])
+def test_an_unreachable_server_names_its_address_and_the_target_flag(tmp_path, command):
+    directory = tmp_path / "ckpt"
+    if command == "restore":
+        write_checkpoint(directory, [], fences=[])
+    dead = "127.0.0.1:1"  # nothing listens on port 1
+    result = invoke("checkpoint", command, directory, "--target", dead, "--timeout-s", "10")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1, said
+    assert f"{dead}" in said and "fix:" in said and "--target" in said and "--tls-ca" in said
 
 
 # -- demo -----------------------------------------------------------------------------------------

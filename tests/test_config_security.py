@@ -243,8 +243,8 @@ def test_tls_serve_co_hosts_its_plain_http_gateway(pki):
         "--tls-cert", str(d / "server_cert.pem"), "--tls-key", str(d / "server_key.pem"),
     )  # fmt: skip
     try:
-        port = serve.wait_for(r"serving on 127\.0\.0\.1:(\d+)$").group(1)
-        url = serve.wait_for(r"HTTP gateway on (http://\S+)$").group(1)
+        port = serve.wait_for(r"serving on 127\.0\.0\.1:(\d+)\"").group(1)
+        url = serve.wait_for(r"HTTP gateway on (http://[^\s\"]+)\"").group(1)
         assert _list_tools(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(pki["ca"])) == 27
         _http_episode(url)
     finally:
@@ -265,7 +265,7 @@ def test_the_separate_gateway_reaches_a_tls_server_with_its_ca(sandbox, pki, mtl
             tls += ["--tls-client-key", str(d / "client_key.pem")]
         gateway = _Lines("gateway", "--grpc-target", target, "--address", "127.0.0.1:0", *tls)
         try:
-            url = gateway.wait_for(rf"HTTP gateway on (http://\S+) -> {target} \(TLS\)$").group(1)
+            url = gateway.wait_for(rf"HTTP gateway on (http://\S+) -> {target} \(TLS\)\"").group(1)
             _http_episode(url)
         finally:
             assert gateway.stop() == 0
@@ -284,6 +284,18 @@ def _client_command(*args: str, env: dict[str, str] | None = None) -> subprocess
         timeout=HANG_S,  # hang guard
         env={**clean, "WORKPLACE_ENV_ADMIN_TOKEN": CLI_TOKEN, **(env or {})},
     )
+
+
+def test_a_tls_client_of_a_plaintext_server_is_told_about_tls_ca(sandbox, pki, tmp_path):
+    plaintext = Settings(admin_token=CLI_TOKEN)
+    with serving(sandbox, settings=plaintext) as server:
+        saved = _client_command(
+            "checkpoint", "save", str(tmp_path / "ck"), "--target", f"127.0.0.1:{server.port}",
+            "--tls-ca", str(pki["dir"] / "ca.pem"), "--timeout-s", "10",
+        )  # fmt: skip
+    said = " ".join(saved.stderr.split())
+    assert saved.returncode == 1, said
+    assert "fix: TLS with" in said and "--tls-ca" in said and "plaintext server" in said
 
 
 @pytest.mark.parametrize(("mtls", "given"), [(False, "flags"), (True, "flags"), (True, "env")])
@@ -318,6 +330,7 @@ def test_checkpoint_and_run_reach_a_tls_server(sandbox, pki, tmp_path, mtls, giv
             "checkpoint", "save", str(tmp_path / "plain"), "--target", f"127.0.0.1:{a.port}"
         )
         assert plain_save.returncode == 1 and "export failed" in plain_save.stderr
+        assert "fix:" in plain_save.stderr and "--tls-ca" in plain_save.stderr  # what to type
         save = _client_command(
             "checkpoint", "save", str(tmp_path / "ck"), "--target", f"127.0.0.1:{a.port}",
             *flags, env=env,
@@ -344,7 +357,7 @@ def test_a_client_command_with_an_unreadable_tls_file_exits_2(tmp_path):
     result = _client_command("checkpoint", "save", str(tmp_path / "ck"), "--tls-ca", missing)
     # The settings' own TLS check names the setting, its source and the file.
     assert result.returncode == 2, result.stderr
-    assert f"configuration error: tls_ca (from flag) {missing}: cannot read" in result.stderr
+    assert f"configuration error: tls_ca (from --tls-ca) {missing}: cannot read" in result.stderr
     assert not (tmp_path / "ck").exists()
 
 
@@ -413,7 +426,7 @@ def test_out_of_range_settings_are_refused(flags, needle):
 def test_out_of_range_env_setting_names_its_source():
     with pytest.raises(ConfigError) as err:
         load_settings({}, None, {"WORKPLACE_ENV_MAX_SESSIONS": "-4"})
-    assert "max_sessions (from env)" in str(err.value)
+    assert "max_sessions (from WORKPLACE_ENV_MAX_SESSIONS)" in str(err.value)
 
 
 FLOAT_SETTINGS = [
@@ -498,11 +511,12 @@ def test_a_numeric_setting_too_large_for_the_runtime_is_refused_from_every_sourc
     for value in _too_large(name):
         path = tmp_path / "big.toml"
         path.write_text(f"{name} = {value!r}\n")
+        flag, variable = f"--{name.replace('_', '-')}", f"WORKPLACE_ENV_{name.upper()}"
         sources = [
-            ({name: value}, None, {}, "flag"),
-            ({name: str(value)}, None, {}, "flag"),
-            ({}, None, {f"WORKPLACE_ENV_{name.upper()}": str(value)}, "env"),
-            ({}, path, {}, "file"),
+            ({name: value}, None, {}, flag),
+            ({name: str(value)}, None, {}, flag),
+            ({}, None, {variable: str(value)}, variable),
+            ({}, path, {}, f"file {path}"),
         ]
         for flags, file, environ, source in sources:
             with pytest.raises(ConfigError) as err:
@@ -608,7 +622,8 @@ def test_a_tls_file_that_cannot_serve_is_named_before_anything_binds(pki):
         with pytest.raises(ConfigError) as err:
             load_settings(flags, None, {})
         message = str(err.value)
-        assert message.startswith(f"{name} (from flag) {flags[name]}: "), message
+        flag = f"--{name.replace('_', '-')}"
+        assert message.startswith(f"{name} (from {flag}) {flags[name]}: "), message
         assert needle in message, message
     good = {
         "tls_cert": str(pki["dir"] / "server_cert.pem"),
@@ -659,7 +674,9 @@ def test_an_admin_token_that_cannot_be_sent_is_refused_from_every_source(
     environ = {"WORKPLACE_ENV_ADMIN_TOKEN": token} if source == "env" else {}
     with pytest.raises(ConfigError) as err:
         load_settings(flags, path, environ)
-    assert str(err.value).startswith(f"admin_token (from {source}) ") and needle in str(err.value)
+    where = {"flag": "--admin-token", "env": "WORKPLACE_ENV_ADMIN_TOKEN", "file": f"file {path}"}
+    assert str(err.value).startswith(f"admin_token (from {where[source]}) ")
+    assert needle in str(err.value)
 
 
 def test_a_blank_admin_token_in_code_is_refused_by_the_guard():
@@ -711,7 +728,8 @@ def test_an_integer_setting_refuses_a_float_in_every_spelling_and_source(tmp_pat
 
 
 def test_max_admin_rpcs_over_max_concurrent_rpcs_is_refused_when_set():
-    with pytest.raises(ConfigError, match=r"max_admin_rpcs \(from flag\) 100 is more than"):
+    refused = r"max_admin_rpcs \(from --max-admin-rpcs\) 100 is more than"
+    with pytest.raises(ConfigError, match=refused):
         load_settings({"max_admin_rpcs": 100, "max_concurrent_rpcs": 1}, None, {})
     # the default admin bound (16) is simply capped by a smaller total
     assert load_settings({"max_concurrent_rpcs": 1}, None, {})[0].max_admin_rpcs == 16

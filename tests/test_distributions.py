@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,16 @@ SDK_REQUIRES = {"grpcio", "grpcio-status", "protobuf"}
 #: Server-side packages a rollout collector must not get with the SDK.
 SERVER_ONLY = ("pandas", "numpy", "fastapi", "starlette", "uvicorn", "mcp", "workplace_env")
 PIP_TIMEOUT_S = 300
+
+
+def install_lines() -> tuple[list[str], list[list[str]]]:
+    """docs/examples/install_wheels.sh (docs' "Installing the SDK alone"): its ``pip wheel``
+    command and each ``pip install`` command, as argument lists (comments dropped)."""
+    script = (REPO / "docs" / "examples" / "install_wheels.sh").read_text(encoding="utf-8")
+    commands = [shlex.split(line, comments=True) for line in script.splitlines()]
+    wheel = next(c for c in commands if c[1:4] == ["-m", "pip", "wheel"])
+    installs = [c for c in commands if c[:2] == ["pip", "install"]]
+    return wheel, installs
 
 
 def _env() -> dict[str, str]:
@@ -78,22 +89,18 @@ def wheels(tmp_path_factory) -> dict[str, Path]:
     """``{"sdk": ..., "server": ...}``: both wheels, built without build isolation by the
     project venv's setuptools (a test extra) and without dependencies."""
     root = tmp_path_factory.mktemp("dists")
-    source, out = root / "checkout", root / "wheels"
+    source = root / "checkout"
+    out = source / "dist"  # the -w dist of the documented command
     source.mkdir()
     _copy_checkout(source)
-    _run(
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "-q",
-        "--no-deps",
-        "--no-build-isolation",
-        "-w",
-        out,
-        source / "client",
-        source,
+    # the documented command as written, run in the clone, but with this venv's python and its
+    # setuptools (no build isolation: no download)
+    wheel, _ = install_lines()
+    args = [sys.executable, *wheel[1:4], "-q", "--no-build-isolation", *wheel[4:]]
+    done = subprocess.run(
+        args, cwd=source, env=_env(), capture_output=True, text=True, timeout=PIP_TIMEOUT_S
     )
+    assert done.returncode == 0, done.stderr
     built = {p.name.split("-")[0]: p for p in out.glob("*.whl")}
     assert set(built) == {"workplace_env_client", "workplace_env"}, sorted(built)
     return {"sdk": built["workplace_env_client"], "server": built["workplace_env"]}
@@ -172,12 +179,31 @@ print(json.dumps(report))
 """
 
 
+def test_the_install_lines_name_the_wheels_built_and_their_extras(wheels):
+    _, installs = install_lines()
+    assert len(installs) == 3
+    named = [arg for line in installs for arg in line[2:]]
+    paths = {re.sub(r"\[.*\]$", "", arg) for arg in named}
+    assert paths == {f"dist/{wheels['sdk'].name}", f"dist/{wheels['server'].name}"}
+    extras = {m for arg in named for m in re.findall(r"\[(\w+)\]$", arg)}
+    assert extras == {"model"}
+    assert extras <= set(_wheel(wheels["server"])[1]["Provides-Extra"])
+    assert [arg for arg in installs[-1][2:]] == [f"dist/{wheels['sdk'].name}"]  # the SDK alone
+
+
 def test_the_sdk_wheel_alone_runs_an_episode(wheels, workplace_server, tmp_path):
     venv = tmp_path / "sdk-venv"
     _run(sys.executable, "-m", "venv", "--without-pip", venv, timeout=120)
     python = venv / "bin" / "python"
-    # This venv's pip installs into the new one (no pip of its own to bootstrap).
-    _run(sys.executable, "-m", "pip", "--python", python, "install", "-q", wheels["sdk"])
+    # the documented SDK-alone line as written, from dist/'s parent; this venv's pip installs into
+    # the new one (no pip of its own to bootstrap).
+    sdk_alone = install_lines()[1][-1]
+    pip = [sys.executable, "-m", "pip", "--python", python]
+    proc = subprocess.run(
+        [*pip, *sdk_alone[1:], "-q"], cwd=wheels["sdk"].parent.parent, env=_env(),
+        capture_output=True, text=True, timeout=PIP_TIMEOUT_S,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
 
     sid = f"sdk-wheel-{uuid.uuid4().hex}"
     target = f"127.0.0.1:{workplace_server.port}"
@@ -198,3 +224,22 @@ def test_the_sdk_wheel_alone_runs_an_episode(wheels, workplace_server, tmp_path)
         pytest.raises(SessionClosedError),
     ):
         env.call_tool(sid, "email_delete_email", '{"email_id": "00000057"}')
+
+
+def test_the_server_fixtures_say_where_they_come_from_in_an_sdk_only_venv(wheels, tmp_path):
+    """The pytest plugin's fixtures belong to the server distribution: with the SDK wheel
+    alone (and pytest), a test asking for one fails naming the distribution to install."""
+    venv = tmp_path / "sdk-pytest-venv"
+    _run(sys.executable, "-m", "venv", "--without-pip", venv, timeout=120)
+    python = venv / "bin" / "python"
+    _run(sys.executable, "-m", "pip", "--python", python, "install", "-q", wheels["sdk"], "pytest")
+    test = tmp_path / "test_agent.py"
+    test.write_text("def test_agent(workplace_client):\n    pass\n")
+    proc = subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
+        capture_output=True, text=True, timeout=120, env=_env(), cwd=tmp_path,
+    )  # fmt: skip
+    said = " ".join(proc.stdout.split())
+    assert proc.returncode == 1, said
+    assert "fixture 'workplace_client' comes with the server distribution, workplace-env" in said
+    assert "fixture 'workplace_client' not found" not in said

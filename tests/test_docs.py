@@ -34,6 +34,7 @@ ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
 RUN_ELSEWHERE = {
     "grpcurl.sh": "tests/test_grpcurl.py",
     "http_episode.sh": "tests/test_http_episode_example.py",
+    "install_wheels.sh": "tests/test_distributions.py (its pip lines, in a copy of the clone)",
     "nemo_gym.yaml": "tests/test_nemo_gym.py (the same instances)",
 }
 #: Examples no test runs, and why.

@@ -1133,7 +1133,7 @@ def test_an_mcp_path_colliding_with_a_gateway_route_is_refused_naming_it(path):
     the two endpoints then never answered."""
     with pytest.raises(ValueError, match=f"collides with the gateway's route {re.escape(path)}"):
         GatewaySettings(mcp_path=path)
-    with pytest.raises(ConfigError, match=r"mcp_path \(from flag\) .* collides"):
+    with pytest.raises(ConfigError, match=r"mcp_path \(from --mcp-path\) .* collides"):
         load_settings({"mcp_path": path}, None, {})
     assert load_settings({"mcp_path": f"{path.rstrip('/')}/mcp"}, None, {})[0].mcp_path
 

@@ -111,6 +111,7 @@ def test_the_sdk_needs_only_its_declared_dependencies():
     protobuf (``google.protobuf``). A package an optional extra brings in goes in ``OPTIONAL``."""
     required = {"grpc", "grpc_status", "google"}
     optional = {"openai"}  # the "model" extra: rollouts.openai_client() imports it lazily
+    optional |= {"pytest"}  # pytest_plugin: loaded by pytest only (its pytest11 entry point)
     full = grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
     sdk = set()
     for package in ("workplace_env_client", "workplace"):

@@ -24,6 +24,7 @@ from tests.helpers import (
     FakeClock,
     RefusingStandIn,
     assert_refused,
+    generated_write_task,
     server_with_a_held_slot,
     wait,
 )
@@ -555,3 +556,27 @@ def test_a_replay_that_stops_is_resumed_before_the_handle_is_used_again(make_ser
             assert s.recoveries == (Recovery("replay", False, 2, True),)
         assert _emails(served.client, s.id) == 3 and len(s.calls) == 3
         assert s.checkpoint(admin).call_count == 3
+
+
+def test_verify_defaults_to_the_calls_the_session_made(sdk, sandbox):
+    task = generated_write_task(sandbox)
+    with sdk.session(task) as s:
+        for call in task["ground_truth"]:
+            s.call_tool(call["name"], call["arguments"])
+        assert [c.name for c in s.calls] == [c["name"] for c in task["ground_truth"]]
+        assert s.verify().reward == 1.0
+        assert s.verify(s.calls).reward == 1.0
+        assert s.verify(list(s.calls)[:1]).reward == 0.0  # RecordedCall items are the prediction
+        assert s.verify([]).reward == 0.0  # an explicit empty list is an empty prediction
+        truth = [(c["name"], c["arguments"]) for c in task["ground_truth"]]
+        assert s.verify(truth).reward == 1.0
+    with sdk.session(task) as fresh:
+        assert fresh.verify().reward == 0.0  # no calls made: nothing to score
+
+
+def test_an_unreachable_target_says_what_to_check():
+    env = EnvironmentClient("127.0.0.1:1", timeout_s=HANG_S, max_attempts=1)
+    with env, pytest.raises(UnavailableError) as e:
+        env.list_tools()
+    assert "target" in e.value.hint and "credentials=tls_credentials(" in e.value.hint
+    assert f"fix: {e.value.hint}" in e.value.__notes__

@@ -1,11 +1,15 @@
 """Python SDK of the workplace environment service (gRPC).
 
-Importing it sets ``GRPC_EXPERIMENTAL_RING_HASH_SET_REQUEST_HASH_KEY=true`` (unless already
-set), which grpcio needs for session affinity over many servers (:mod:`.routing`).
+``__version__`` is the installed ``workplace-env-client`` distribution's version (its package
+metadata; ``client/pyproject.toml``). Importing it sets
+``GRPC_EXPERIMENTAL_RING_HASH_SET_REQUEST_HASH_KEY=true`` (unless already set), which grpcio
+needs for session affinity over many servers (:mod:`.routing`).
 """
 
 # First: routing sets grpcio's ring-hash switch before any channel exists.
 from workplace_env_client.routing import RING_HASH_ENV, SESSION_HEADER  # isort: skip
+from importlib import metadata as _metadata
+
 from workplace_env_client.admin import AdminClient, snapshot_from_json, snapshot_to_json
 from workplace_env_client.aio import AsyncEnvironmentClient, AsyncSession
 from workplace_env_client.channel import (
@@ -16,7 +20,6 @@ from workplace_env_client.channel import (
 )
 from workplace_env_client.client import (
     EnvironmentClient,
-    RecordedCall,
     Recovery,
     RecoveryStrategy,
     Session,
@@ -45,7 +48,13 @@ from workplace_env_client.errors import (
     UnavailableError,
     WorkplaceEnvError,
 )
-from workplace_env_client.messages import ServerSandbox, TableDiff, VerifyResult, task_from_row
+from workplace_env_client.messages import (
+    RecordedCall,
+    ServerSandbox,
+    TableDiff,
+    VerifyResult,
+    task_from_row,
+)
 from workplace_env_client.rollouts import (
     ModelPolicy,
     Rollout,
@@ -55,6 +64,11 @@ from workplace_env_client.rollouts import (
     openai_client,
     run_rollout,
 )
+
+try:
+    __version__ = _metadata.version("workplace-env-client")
+except _metadata.PackageNotFoundError:  # imported from a source tree nobody installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "RING_HASH_ENV",
@@ -94,6 +108,7 @@ __all__ = [
     "UnavailableError",
     "VerifyResult",
     "WorkplaceEnvError",
+    "__version__",
     "arun_rollout",
     "arun_rollouts",
     "channel_options",

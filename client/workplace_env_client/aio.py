@@ -39,13 +39,18 @@ from workplace_env_client.errors import WorkplaceEnvError
 from workplace_env_client.messages import (
     CallLike,
     EpisodeLike,
+    RecordedCall,
     ServerSandbox,
     TaskLike,
     VerifyResult,
+    arguments_text,
     call_tool_request,
     close_answer,
     close_request,
     legacy_seed_request,
+    new_call_id,
+    output_digest,
+    prediction,
     sandbox_answer,
     seed_request,
     session_identity,
@@ -224,21 +229,37 @@ class AsyncEnvironmentClient:
 
 
 class AsyncSession:
-    """A seeded session, as handed out by :meth:`AsyncEnvironmentClient.session`."""
+    """A seeded session, as handed out by :meth:`AsyncEnvironmentClient.session`; it records
+    each successful :meth:`call_tool` (:attr:`calls`) as the sync
+    :class:`~workplace_env_client.client.Session` does."""
 
     def __init__(self, client: AsyncEnvironmentClient, session_id: str, episode: tuple[str, int]):
         self.client = client
         self.id = session_id
         self.episode = episode
+        self._calls: list[RecordedCall] = []
+
+    @property
+    def calls(self) -> tuple[RecordedCall, ...]:
+        """The successful tool calls made through this handle, in order."""
+        return tuple(self._calls)
 
     async def call_tool(
         self, name: str, arguments: str | Mapping[str, Any] | None = None, call_id: str = ""
     ) -> Any:
-        """Call a tool on this session; return its decoded output."""
-        return await self.client.call_tool(self.id, name, arguments, call_id)
+        """Call a tool on this session; return its decoded output; record the call."""
+        text = arguments_text(arguments)
+        cid = call_id or new_call_id()
+        output = await self.client.call_tool_raw(self.id, name, text, cid)
+        self._calls.append(RecordedCall(name, text, cid, output_digest(output)))
+        return json.loads(output)
 
     async def verify(
         self, function_calls: Iterable[CallLike] | None = None, **kwargs: Any
     ) -> VerifyResult:
-        """Score this session's episode (see :meth:`AsyncEnvironmentClient.verify`)."""
-        return await self.client.verify(self.id, function_calls, **kwargs)
+        """Score this session's episode (see :meth:`AsyncEnvironmentClient.verify`):
+        ``function_calls`` None (the default, without ``response_output``) scores the calls
+        this handle made (:attr:`calls`), ``[]`` an empty prediction; items as for
+        :meth:`Session.verify <workplace_env_client.client.Session.verify>`."""
+        calls = prediction(function_calls, self._calls, kwargs)
+        return await self.client.verify(self.id, calls, **kwargs)

@@ -32,7 +32,6 @@ from a checkpoint or by replaying the session's recorded calls.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -74,15 +73,17 @@ from workplace_env_client.errors import (
 )
 from workplace_env_client.messages import (
     CallLike,
+    RecordedCall,
     ServerSandbox,
     VerifyResult,
     arguments_text,
-    call_list,
     call_tool_request,
     close_answer,
     close_request,
     legacy_seed_request,
     new_call_id,
+    output_digest,
+    prediction,
     sandbox_answer,
     seed_request,
     session_identity,
@@ -378,21 +379,6 @@ def check_admin(admin: object) -> None:
 _RECOVERY_FAILURES = (WorkplaceEnvError, ValueError)
 
 
-def _digest(output: str) -> bytes:
-    return hashlib.blake2b(output.encode(), digest_size=8).digest()
-
-
-@dataclass(frozen=True)
-class RecordedCall:
-    """One successful tool call of a :class:`Session`: ``name``, ``arguments`` (the JSON text
-    sent), its ``call_id``, and a 64-bit digest of its output (to check a replay)."""
-
-    name: str
-    arguments: str
-    call_id: str
-    output_digest: bytes
-
-
 @dataclass(frozen=True)
 class SessionCheckpoint:
     """A session's snapshot (``SessionSnapshot``, from the admin export) and ``call_count``,
@@ -578,20 +564,24 @@ class Session:
                 fenced = "; the handle is fenced" if failed is self._fenced else ""
                 lost.add_note(f"recovery ({self.recovery}) failed: {failed}{fenced}")
                 raise lost from lost.__cause__
-        self._calls.append(RecordedCall(name, text, cid, _digest(output)))
+        self._calls.append(RecordedCall(name, text, cid, output_digest(output)))
         return json.loads(output)
 
     def verify(
         self, function_calls: Iterable[CallLike] | None = None, **kwargs: Any
     ) -> VerifyResult:
-        """Score this session's episode (see :meth:`EnvironmentClient.verify`); with
-        ``recovery`` set, a ``session_lost`` answer recovers once and verifies again. A fenced
-        handle answers the masked ``session_lost`` sample (V4) and sends nothing."""
+        """Score this session's episode (see :meth:`EnvironmentClient.verify`).
+
+        ``function_calls``: the prediction; None (the default, without ``response_output``)
+        scores the calls this handle made (:attr:`calls`), ``[]`` an empty prediction; the
+        items are pairs, mappings or :class:`RecordedCall` (``s.verify(s.calls)``). With
+        ``recovery`` set, a ``session_lost`` answer recovers once and verifies again. A
+        fenced handle answers the masked ``session_lost`` sample (V4) and sends nothing.
+        Raises ArgumentError for a malformed call, as :meth:`EnvironmentClient.verify`.
+        """
         if self._fenced is not None:
             return VerifyResult(0.0, True, "session_lost", self._fence_message(), ())
-        calls = None
-        if function_calls is not None:
-            calls = call_list(function_calls, "function_calls.calls")
+        calls = prediction(function_calls, self._calls, kwargs)
         if self._resume_at is not None:  # not asked: the server's copy lacks recorded calls
             result = VerifyResult(0.0, True, "session_lost", self._incomplete_message(), ())
         else:
@@ -695,7 +685,7 @@ class Session:
                 self._resume_at = at
                 call = self._calls[at]
                 output = self.client.call_tool_raw(self.id, call.name, call.arguments, call.call_id)
-                if _digest(output) != call.output_digest:
+                if output_digest(output) != call.output_digest:
                     self._fenced = ReplayDivergedError(
                         f"replaying {call.name} (call_id {call.call_id}) gave another output",
                         grpc.StatusCode.DATA_LOSS,

@@ -29,7 +29,9 @@ class WorkplaceEnvError(Exception):
     ``domain`` (``google.rpc.ErrorInfo``), ``session_id`` (its ``resources_session_id``),
     ``metadata`` (the rest of its ``ErrorInfo.metadata``, e.g. ``already_restored`` on a
     restore's SESSION_LIVE, ``limit_bytes`` on SESSION_TOO_LARGE), ``violations``
-    (``BadRequest``) and ``retry_after_s`` (``RetryInfo``, seconds)."""
+    (``BadRequest``) and ``retry_after_s`` (``RetryInfo``, seconds). ``hint`` says what an SDK
+    user changes to fix it (:data:`SDK_HINTS`; a note, ``fix: ...``, under the traceback), or
+    is empty."""
 
     def __init__(
         self,
@@ -41,11 +43,15 @@ class WorkplaceEnvError(Exception):
         retry_after_s: float | None = None,
         domain: str = "",
         metadata: Mapping[str, str] | None = None,
+        hint: str = "",
     ) -> None:
         super().__init__(
             f"{code.name} {reason}: {message}" if reason else f"{code.name}: {message}"
         )
         self.message = message
+        self.hint = hint
+        if hint:
+            self.add_note(f"fix: {hint}")
         self.code = code
         self.reason = reason
         self.session_id = session_id
@@ -203,6 +209,18 @@ _BY_CODE: dict[grpc.StatusCode, type[WorkplaceEnvError]] = {
 }
 
 
+#: What an SDK user changes to fix a refusal, by ``ErrorInfo`` reason (or by the status code's
+#: name when the server sent no reason: a transport failure).
+SDK_HINTS: dict[str, str] = {
+    "ADMIN_TOKEN_REQUIRED": "pass the server's --admin-token as AdminClient(token=...) or "
+    "EnvironmentClient(admin_token=...)",
+    "ADMIN_TOKEN_INVALID": "AdminClient(token=...) / EnvironmentClient(admin_token=...) must be "
+    "the --admin-token the server was started with",
+    "UNAVAILABLE": "no server answered at the client's target: check the target and that the "
+    "server runs; a server started with --tls-cert needs credentials=tls_credentials(...)",
+}
+
+
 @dataclass
 class _Details:
     reason: str = ""
@@ -272,6 +290,7 @@ def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
     return cls(
         message or "",
         code,
+        hint=SDK_HINTS.get(info.reason or code.name, ""),
         reason=info.reason,
         session_id=info.session_id,
         violations=tuple(info.violations),

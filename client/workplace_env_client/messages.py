@@ -17,9 +17,23 @@ from workplace.env.v1 import environment_pb2 as pb
 from workplace_env_client import checks
 from workplace_env_client.errors import ArgumentError
 
-#: A call as the SDK accepts it: a ``(name, arguments)`` pair or a ``{"name", "arguments"}`` map,
-#: arguments as JSON text or as a JSON-ready mapping.
-CallLike = Union[tuple[str, Union[str, Mapping[str, Any]]], Mapping[str, Any]]  # noqa: UP007
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """One successful tool call of a session handle: ``name``, ``arguments`` (the JSON text
+    sent), its ``call_id``, and a 64-bit digest of its output (to check a replay)."""
+
+    name: str
+    arguments: str
+    call_id: str
+    output_digest: bytes
+
+
+#: A call as the SDK accepts it: a ``(name, arguments)`` pair, a ``{"name", "arguments"}`` map
+#: (arguments as JSON text or as a JSON-ready mapping), or a :class:`RecordedCall`.
+CallLike = Union[  # noqa: UP007
+    tuple[str, Union[str, Mapping[str, Any]]], Mapping[str, Any], RecordedCall  # noqa: UP007
+]
 #: An episode as ``(rollout_id, attempt)`` or the message.
 EpisodeLike = Union[tuple[str, int], pb.EpisodeId]  # noqa: UP007
 #: A task as a dataset row (tasks JSONL) or the message.
@@ -73,13 +87,17 @@ def arguments_text(
     return json.dumps(plain, ensure_ascii=False)
 
 
-_CALL_SHAPE = 'a (name, arguments) pair or a {"name", "arguments"} mapping'
+_CALL_SHAPE = 'a (name, arguments) pair, a {"name", "arguments"} mapping or a RecordedCall'
 
 
 def to_function_call(call: CallLike, field: str = "call") -> pb.FunctionCall:
     """A :data:`CallLike` as a ``FunctionCall`` message; ArgumentError naming ``field`` (e.g.
     ``function_calls.calls[0]``) or its ``.name`` / ``.arguments`` when it has another shape."""
-    if isinstance(call, Mapping):
+    name: Any
+    arguments: Any
+    if isinstance(call, RecordedCall):
+        name, arguments = call.name, call.arguments
+    elif isinstance(call, Mapping):
         if "name" not in call:
             raise ArgumentError(f"{field}.name", "required")
         name, arguments = call["name"], call.get("arguments")
@@ -91,12 +109,33 @@ def to_function_call(call: CallLike, field: str = "call") -> pb.FunctionCall:
     )
 
 
+def output_digest(output: str) -> bytes:
+    """The 64-bit digest a :class:`RecordedCall` keeps of a tool's output JSON text."""
+    return hashlib.blake2b(output.encode(), digest_size=8).digest()
+
+
 def call_list(calls: Iterable[CallLike], field: str) -> list[CallLike]:
     """``calls`` (an iterable of calls, not a string or mapping) as a list; else ArgumentError
     naming ``field``."""
     if isinstance(calls, str | bytes | Mapping) or not isinstance(calls, Iterable):
         raise ArgumentError(field, f"must be a list of calls, not {checks.type_name(calls)}")
     return list(calls)
+
+
+def prediction(
+    function_calls: Iterable[CallLike] | None,
+    recorded: Sequence[RecordedCall],
+    verify_kwargs: Mapping[str, Any],
+) -> list[CallLike] | None:
+    """The calls a session handle's verify sends: ``function_calls`` as a list; when it is
+    None, the handle's ``recorded`` calls, unless ``verify_kwargs`` carries a
+    ``response_output`` (then None: that is the prediction). ArgumentError as
+    :func:`call_list`."""
+    if function_calls is not None:
+        return call_list(function_calls, "function_calls.calls")
+    if verify_kwargs.get("response_output") is not None:
+        return None
+    return list(recorded)
 
 
 def call_messages(calls: Iterable[CallLike], field: str) -> list[pb.FunctionCall]:

@@ -25,6 +25,7 @@ Those functions raise :class:`~workplace_env.terminal.CommandError` for what sto
 from __future__ import annotations
 
 import gc
+import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,20 +60,24 @@ from workplace_env.sandbox.source import (
     fetch_data,
     verify_directory,
 )
+from workplace_env.server.observability import configure_logging
 from workplace_env.server.serve import serve_until_signalled
 from workplace_env.taskgen import generate_to
-from workplace_env.terminal import CommandError, console, plain
+from workplace_env.terminal import CommandError, HelpGroup, console, plain
 from workplace_env_client.checks import MAX_SECONDS
 
 #: Help is click's plain layout (Typer's ``rich_markup_mode=None``): it wraps the help text
 #: and never cuts an option's name, where rich's table cut ``--session-close-retry-window-
 #: seconds`` to ``--session-close-retry…`` at 80 columns.
 HELP_MARKUP = None
+#: The logger of what ``serve`` and ``gateway`` say before they serve (settings, start errors).
+_log = logging.getLogger("workplace_env.cli")
 app = typer.Typer(
     help="gRPC environment server for the workplace assistant (WorkBench) benchmark.",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=HELP_MARKUP,
+    cls=HelpGroup,
 )
 
 
@@ -99,12 +104,16 @@ def _main(
 
 
 @contextmanager
-def _reported() -> Iterator[None]:
-    """A :class:`CommandError` becomes its message on stderr and its exit status."""
+def _reported(log: logging.Logger | None = None) -> Iterator[None]:
+    """A :class:`CommandError` becomes its message on stderr (a JSON log record with ``log``)
+    and its exit status."""
     try:
         yield
     except CommandError as exc:
-        console.print(exc.markup())
+        if log is not None:
+            log.error(str(exc))
+        else:
+            console.print(exc.markup())
         raise typer.Exit(exc.exit_code) from exc
 
 
@@ -177,19 +186,31 @@ def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
     return Opt(help=f"(--policy model) {help}", **kwargs)  # type: ignore[arg-type]
 
 
-def _settings(flags: dict, config_file: Path | None) -> tuple[Settings, dict[str, str]]:
+def _settings(
+    flags: dict, config_file: Path | None, log: logging.Logger | None = None
+) -> tuple[Settings, dict[str, str]]:
     """The effective settings; a bad one exits 2; a ``WORKPLACE_ENV_*`` variable that is no
-    setting is warned about (stderr) and ignored, and so is a weak setting (a short admin
-    token, :func:`~workplace_env.config.setting_warnings`)."""
+    setting is warned about (stderr; a JSON log record with ``log``) and ignored, and so is a
+    weak setting (a short admin token, :func:`~workplace_env.config.setting_warnings`)."""
+
+    def warn(line: str) -> None:
+        if log is not None:
+            log.warning(line)
+        else:
+            console.print(f"[yellow]warning:[/yellow] {plain(line)}")
+
     for line in unknown_env_vars():
-        console.print(f"[yellow]warning:[/yellow] {plain(line)}")
+        warn(line)
     try:
         settings, sources = load_settings(flags, config_file)
     except ConfigError as exc:
-        console.print(f"[red]configuration error:[/red] {plain(exc)}")
+        if log is not None:
+            log.error(f"configuration error: {exc}")
+        else:
+            console.print(f"[red]configuration error:[/red] {plain(exc)}")
         raise typer.Exit(2) from exc
     for line in setting_warnings(settings):
-        console.print(f"[yellow]warning:[/yellow] {plain(line)}")
+        warn(line)
     return settings, sources
 
 
@@ -269,15 +290,17 @@ def serve(
     """Serve the environment over gRPC (with health and reflection) until SIGTERM/SIGINT.
 
     Every option can also come from WORKPLACE_ENV_<NAME> or the --config file (flags win).
+    Every line it writes to stderr is a JSON log record.
     """
     flags = {k: v for k, v in locals().items() if k not in ("config", "print_config")}
     if data_dir is not None:
         flags["data_dir"] = str(data_dir)
-    settings, sources = _settings(flags, config)
     if print_config:
-        print_settings(settings, sources)
+        print_settings(*_settings(flags, config))
         return
-    with _reported():
+    configure_logging()  # every line JSON from the first (the level comes with the settings)
+    settings, _ = _settings(flags, config, _log)
+    with _reported(_log):
         serve_until_signalled(settings)
     _exit_promptly()
 
@@ -315,6 +338,7 @@ def gateway(
     """Serve the reference's legacy cookie HTTP routes (and MCP) over a gRPC server.
 
     Every option but the addresses can also come from WORKPLACE_ENV_<NAME> or the --config file.
+    Every line it writes to stderr is a JSON log record.
     """
     from workplace_env.gateway.serve import serve_gateway_until_signalled
 
@@ -327,8 +351,9 @@ def gateway(
         "tls_client_cert": tls_client_cert,
         "tls_client_key": tls_client_key,
     }
-    settings, _ = _settings(flags, config)
-    with _reported():
+    configure_logging()
+    settings, _ = _settings(flags, config, _log)
+    with _reported(_log):
         serve_gateway_until_signalled(grpc_target, address, settings)
     _exit_promptly()
 
@@ -530,6 +555,7 @@ checkpoint_app = typer.Typer(
     help="Save live sessions to a directory, or restore them into a server.",
     no_args_is_help=True,
     rich_markup_mode=HELP_MARKUP,
+    cls=HelpGroup,
 )
 app.add_typer(checkpoint_app, name="checkpoint")
 Target = Annotated[str, Opt(help="HOST:PORT of the server.")]
@@ -593,6 +619,7 @@ data_app = typer.Typer(
     help="Get the WorkBench sandbox (six CSVs, checked by SHA-256) and its task files.",
     no_args_is_help=True,
     rich_markup_mode=HELP_MARKUP,
+    cls=HelpGroup,
 )
 app.add_typer(data_app, name="data")
 

@@ -149,6 +149,17 @@ _EXPECTED = {
 }
 
 
+def origin(name: str, kind: str, config_file: str | Path | None = None) -> str:
+    """Where setting ``name`` came from, as a user fixes it there: its flag (``--max-sessions``)
+    for ``kind`` "flag", its variable (``WORKPLACE_ENV_MAX_SESSIONS``) for "env", ``file
+    PATH`` for "file", ``default`` for "default"."""
+    if kind == "flag":
+        return f"--{name.replace('_', '-')}"
+    if kind == "env":
+        return f"{ENV_PREFIX}{name.upper()}"
+    return f"file {config_file}" if kind == "file" else kind
+
+
 def _coerce(name: str, value: Any, source: str) -> Any:
     """``value`` as the type of setting ``name`` (strings from env/flags are parsed)."""
     kind = str(_FIELDS[name].type)
@@ -263,36 +274,37 @@ def load_settings(
     sources = {name: "default" for name in _FIELDS}
     if config_file:
         for name, value in read_file(config_file).items():
-            values[name], sources[name] = _coerce(name, value, f"file {config_file}"), "file"
+            values[name] = _coerce(name, value, origin(name, "file", config_file))
+            sources[name] = "file"
     for name in _FIELDS:
         raw = environ.get(f"{ENV_PREFIX}{name.upper()}")
         if raw is not None:
-            values[name] = _coerce(name, raw, f"{ENV_PREFIX}{name.upper()}")
-            sources[name] = "env"
+            values[name], sources[name] = _coerce(name, raw, origin(name, "env")), "env"
     for name, value in (flags or {}).items():
         if value is not None:
-            values[name], sources[name] = (
-                _coerce(name, value, f"--{name.replace('_', '-')}"),
-                "flag",
-            )
+            values[name], sources[name] = _coerce(name, value, origin(name, "flag")), "flag"
     settings = Settings(**values)
-    _check_ranges(settings, sources)
+    origins = {name: origin(name, kind, config_file) for name, kind in sources.items()}
+    _check_ranges(settings, origins)
     # TLS with http_address is fine: the co-hosted gateway calls the servicer in-process.
     if (settings.tls_cert is None) != (settings.tls_key is None):
-        raise ConfigError("tls_cert and tls_key must be given together")
+        raise ConfigError("tls_cert and tls_key (--tls-cert, --tls-key) must be given together")
     if (settings.tls_client_cert is None) != (settings.tls_client_key is None):
-        raise ConfigError("tls_client_cert and tls_client_key must be given together")
+        raise ConfigError(
+            "tls_client_cert and tls_client_key (--tls-client-cert, --tls-client-key) must be "
+            "given together"
+        )
     if settings.admin_open and not settings.admin_token:
         host = settings.address.rpartition(":")[0].strip("[]")
         if host not in _LOOPBACK_HOSTS:
             raise ConfigError(
-                f"admin_open (from {sources['admin_open']}) serves checkpoints and retire to "
+                f"admin_open (from {origins['admin_open']}) serves checkpoints and retire to "
                 f"anyone who reaches {settings.address}: only on a loopback address "
                 "(127.0.0.1, ::1, localhost); elsewhere set admin_token"
             )
     if settings.tls_client_ca and not settings.tls_cert:
-        raise ConfigError("tls_client_ca (mTLS) needs tls_cert and tls_key")
-    _check_tls_files(settings, sources)
+        raise ConfigError("tls_client_ca (mTLS) needs tls_cert and tls_key (--tls-cert, --tls-key)")
+    _check_tls_files(settings, origins)
     return settings, sources
 
 
@@ -301,14 +313,14 @@ _TLS_CERTS = ("tls_cert", "tls_client_ca", "tls_ca", "tls_client_cert")
 _TLS_PAIRS = (("tls_cert", "tls_key"), ("tls_client_cert", "tls_client_key"))
 
 
-def _check_tls_files(settings: Settings, sources: Mapping[str, str]) -> None:
+def _check_tls_files(settings: Settings, origins: Mapping[str, str]) -> None:
     """Raise ConfigError naming the TLS file that cannot serve and why (unreadable, not PEM,
     a key that is encrypted or does not match its certificate), before anything binds: gRPC
     only says ``Failed to bind to address`` for any of them. Read with Python's ``ssl``."""
     import ssl
 
     def refuse(name: str, why: object) -> ConfigError:
-        return ConfigError(f"{name} (from {sources[name]}) {getattr(settings, name)}: {why}")
+        return ConfigError(f"{name} (from {origins[name]}) {getattr(settings, name)}: {why}")
 
     def encrypted() -> bytes:
         raise ConfigError("the key is encrypted; give an unencrypted PEM key")
@@ -459,33 +471,34 @@ def mcp_path_collision(path: str) -> str | None:
     return None
 
 
-def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
-    """Raise ConfigError naming the first setting outside its range (and where it came from)."""
+def _check_ranges(settings: Settings, origins: Mapping[str, str]) -> None:
+    """Raise ConfigError naming the first setting outside its range and where it came from
+    (``origins``: :func:`origin` of each setting)."""
     for name, (low, strict, high) in _RANGES.items():
         value = getattr(settings, name)
         if not math.isfinite(value):  # a Settings built in code, not through _coerce
-            raise ConfigError(f"{name} (from {sources[name]}) must be a finite number, got {value}")
+            raise ConfigError(f"{name} (from {origins[name]}) must be a finite number, got {value}")
         if value < low or (strict and value == low):
             relation = ">" if strict else ">="
             raise ConfigError(
-                f"{name} (from {sources[name]}) must be {relation} {low}, got {value}"
+                f"{name} (from {origins[name]}) must be {relation} {low}, got {value}"
             )
         if value > high:
             most = int(high) if float(high).is_integer() else high
-            raise ConfigError(f"{name} (from {sources[name]}) must be <= {most}, got {value}")
+            raise ConfigError(f"{name} (from {origins[name]}) must be <= {most}, got {value}")
     if settings.log_level.upper() not in LOG_LEVELS:
-        raise ConfigError(f"log_level (from {sources['log_level']}) must be one of {LOG_LEVELS}")
+        raise ConfigError(f"log_level (from {origins['log_level']}) must be one of {LOG_LEVELS}")
     mcp_path = settings.mcp_path
     if mcp_path and (not mcp_path.startswith("/") or mcp_path.endswith("/")):
         raise ConfigError(
-            f"mcp_path (from {sources['mcp_path']}) must start with '/' and not end with '/', "
+            f"mcp_path (from {origins['mcp_path']}) must start with '/' and not end with '/', "
             f"or be empty (MCP off): {mcp_path!r}"
         )
-    if sources["max_admin_rpcs"] != "default" and (
+    if origins["max_admin_rpcs"] != "default" and (
         settings.max_admin_rpcs > settings.max_concurrent_rpcs
     ):  # the default (16) is simply capped by a smaller total
         raise ConfigError(
-            f"max_admin_rpcs (from {sources['max_admin_rpcs']}) {settings.max_admin_rpcs} is "
+            f"max_admin_rpcs (from {origins['max_admin_rpcs']}) {settings.max_admin_rpcs} is "
             f"more than max_concurrent_rpcs ({settings.max_concurrent_rpcs}): admin RPCs are "
             "admitted among those, so it could never be reached"
         )
@@ -493,11 +506,11 @@ def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
     if token is not None:
         problem = admin_token_problem(token)
         if problem:
-            raise ConfigError(f"admin_token (from {sources['admin_token']}) {problem}")
+            raise ConfigError(f"admin_token (from {origins['admin_token']}) {problem}")
     route = mcp_path_collision(mcp_path)
     if route is not None:
         raise ConfigError(
-            f"mcp_path (from {sources['mcp_path']}) {mcp_path!r} collides with the HTTP "
+            f"mcp_path (from {origins['mcp_path']}) {mcp_path!r} collides with the HTTP "
             f"gateway's route {route}: choose another path, or '' to turn MCP off"
         )
     for name in ("address", "http_address", "metrics_address"):
@@ -507,7 +520,7 @@ def _check_ranges(settings: Settings, sources: Mapping[str, str]) -> None:
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
             raise ConfigError(
-                f"{name} (from {sources[name]}) must be HOST:PORT, port 0-65535: {address!r}"
+                f"{name} (from {origins[name]}) must be HOST:PORT, port 0-65535: {address!r}"
             )
 
 

@@ -10,7 +10,7 @@ Installed with the package (entry point ``pytest11``), so any test can ask for:
 ...     task = {"id": "t1", "ground_truth": [...]}
 ...     with workplace_client.session(task) as s:
 ...         my_agent.run(s)  # calls s.call_tool(...)
-...         assert s.verify(my_agent.calls).reward == 1.0
+...         assert s.verify().reward == 1.0  # the calls s made
 
 Set ``WORKPLACE_ENV_TEST_DATA_DIR`` to run them on WorkBench CSVs instead.
 """

@@ -7,15 +7,22 @@
   f-strings goes through it);
 * :func:`print_table`: a summary table on stdout with every number whole at any width;
 * :class:`CommandError`: a command that cannot go on; the CLI prints it and exits with its
-  status (2 for bad input, as click does for a bad flag; 1 for a refused operation).
+  status (2 for bad input, as click does for a bad flag; 1 for a refused operation);
+* :class:`HelpGroup`: the commands' help, as plain text with each command's summary whole.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
+from typing import Any
+
+import click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.core import TyperGroup
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -74,3 +81,55 @@ def print_table(table: Table) -> None:
     if needed > out.width:
         out = Console(width=needed)
     out.print(table)
+
+
+#: Docstring markup (reStructuredText roles and literals, Markdown emphasis and code) in a
+#: help text: ``:role:`~a.b```, a double-backquoted literal, ``**strong**``, a backquoted span.
+_HELP_MARKUP = re.compile(r":[\w:]+:`(~?)([^`]+)`|``([^`]+)``|\*\*([^*]+)\*\*|`([^`]+)`")
+
+
+def plain_help(text: str | None) -> str | None:
+    """``text`` (a docstring used as help) with its markup written as the plain text it shows:
+    a role's target (its last name after ``~``), a literal's or an emphasis' content."""
+    if not text:
+        return text
+
+    def shown(match: re.Match[str]) -> str:
+        tilde, target, *rest = match.groups()
+        if target is not None:
+            return target.rsplit(".", 1)[-1] if tilde else target
+        return next(g for g in rest if g is not None)
+
+    return _HELP_MARKUP.sub(shown, text)
+
+
+def summary(command: click.Command) -> str:
+    """A command's one-line description for its group's list: its help's first paragraph,
+    whole, on one line (click cuts it at ~45 characters)."""
+    text = inspect.cleandoc(command.short_help or command.help or "")
+    return " ".join(text.split("\n\n", 1)[0].split())
+
+
+class HelpGroup(TyperGroup):
+    """A command group whose help (and every command's and option's help under it) is plain
+    text, and whose command list shows each command's :func:`summary` whole, wrapped."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        self.help = plain_help(self.help)
+        for command in self.commands.values():
+            command.help = plain_help(command.help)
+            command.short_help = plain_help(command.short_help)
+            for param in command.params:
+                if getattr(param, "help", None):
+                    param.help = plain_help(param.help)  # type: ignore[attr-defined]
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, summary(command)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)

@@ -23,8 +23,8 @@ from workplace_env.config import Settings, client_credentials
 from workplace_env.gateway.app import create_app
 from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.settings import GatewaySettings
-from workplace_env.server.observability import configure_logging
-from workplace_env.terminal import CommandError, console, plain
+from workplace_env.server.observability import LIFECYCLE, configure_logging, log_event
+from workplace_env.terminal import CommandError
 from workplace_env_client import EnvironmentClient
 
 _WILDCARD_HOSTS = {"", "0.0.0.0", "::", "[::]"}
@@ -66,6 +66,7 @@ def _config(app: object, log_level: str, grace_s: float) -> uvicorn.Config:
         app,  # type: ignore[arg-type]
         lifespan="on",
         log_level=log_level,
+        log_config=None,  # uvicorn's records go to the process's handlers (JSON when serving)
         access_log=False,
         timeout_graceful_shutdown=max(1, round(grace_s)),
     )
@@ -205,7 +206,7 @@ def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Sett
     cookie secret, MCP path, log level and grace period. The gRPC channel is TLS when
     ``tls_ca`` (the CA bundle trusted for the server) or ``tls_client_cert``/``tls_client_key``
     (this gateway's certificate, for a server requiring one: mTLS) is set, else plaintext.
-    Prints ``HTTP gateway on URL -> TARGET`` to stderr once bound; raises
+    Logs (JSON, as every line it writes) ``HTTP gateway on URL -> TARGET`` once bound; raises
     :class:`~workplace_env.terminal.CommandError` (exit 2) when the address cannot be bound or
     a TLS file cannot be read."""
     configure_logging(settings.log_level)
@@ -214,7 +215,7 @@ def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Sett
     except (OSError, ValueError) as exc:
         raise CommandError("cannot read the gateway's TLS files:", exc) from exc
     tls = credentials is not None
-    shown = plain(f"-> {grpc_target}" + (" (TLS)" if tls else ""))
+    shown = f"-> {grpc_target}" + (" (TLS)" if tls else "")
     client = EnvironmentClient(grpc_target, credentials=credentials, retry_refusals=False)
     try:
         run_gateway(
@@ -223,7 +224,13 @@ def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Sett
             GatewaySettings.of(settings),
             client=client,
             grace_s=settings.grace_s,
-            on_listening=lambda url: console.print(f"HTTP gateway on {plain(url)} {shown}"),
+            on_listening=lambda url: log_event(
+                LIFECYCLE,
+                f"HTTP gateway on {url} {shown}",
+                url=url,
+                grpc_target=grpc_target,
+                tls=tls,
+            ),
         )
     except BindError as exc:
         raise CommandError(

@@ -22,7 +22,8 @@ name                                           type       labels / meaning
 
 Logs are JSON lines on stderr (logger ``workplace_env.rpc``): method, code, duration_ms,
 resources_session_id, and the ErrorInfo reason for failures. Failed RPCs log at WARNING, the
-others at DEBUG, so INFO (the default level) shows problems only.
+others at DEBUG, so INFO (the default level) shows problems only. :func:`configure_logging`
+makes every other line of a serving process JSON too (startup, drain, uvicorn, warnings).
 """
 
 from __future__ import annotations
@@ -192,14 +193,43 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out)
 
 
+#: The logger of a serving process's lifecycle (the bound addresses, the start of the drain):
+#: shown whatever ``--log-level``.
+LIFECYCLE = logging.getLogger("workplace_env.lifecycle")
+
+
+class JsonHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The stderr handler :func:`configure_logging` installs (one :class:`JsonFormatter` line
+    per record)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(JsonFormatter())
+
+
 def configure_logging(level: str = "INFO") -> None:
-    """JSON logs on stderr at ``level`` (DEBUG shows every RPC)."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger("workplace_env")
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    root.propagate = False
+    """Every log line of the process as JSON on stderr: ``workplace_env``'s at ``level``
+    (DEBUG shows every RPC) but :data:`LIFECYCLE`'s at INFO at least, and through the root
+    logger every other logger's (uvicorn's, Python's warnings, libraries') at theirs. A plain
+    stderr handler already on the root (``logging.basicConfig``) is replaced; others (a test
+    runner's capture) are kept."""
+    handler = JsonHandler()
+    ours = logging.getLogger("workplace_env")
+    ours.handlers[:] = [handler]
+    ours.setLevel(level.upper())
+    ours.propagate = False
+    LIFECYCLE.setLevel(logging.INFO)  # whatever the level: scripts read the addresses
+    root = logging.getLogger()
+    kept = [h for h in root.handlers if type(h) not in (logging.StreamHandler, JsonHandler)]
+    root.handlers[:] = [*kept, handler]
+    logging.captureWarnings(True)
+
+
+def log_event(
+    logger: logging.Logger, message: str, level: int = logging.INFO, **fields: Any
+) -> None:
+    """Log ``message`` with ``fields`` as keys of its JSON line (:class:`JsonFormatter`)."""
+    logger.log(level, json.dumps({"message": message, **fields}))
 
 
 def start_metrics_server(metrics: Metrics, address: str) -> int:

@@ -26,9 +26,9 @@ from workplace_env.config import ADMIN_TOKEN_ENV, Settings
 from workplace_env.sandbox.load import describe_sandbox, load_sandbox
 from workplace_env.sandbox.tables import TablesUnavailableError
 from workplace_env.server.app import RunningServer, start_server
-from workplace_env.server.observability import configure_logging
+from workplace_env.server.observability import LIFECYCLE, configure_logging, log_event
 from workplace_env.sessions import SessionStore
-from workplace_env.terminal import CommandError, console, plain
+from workplace_env.terminal import CommandError
 from workplace_env_client import EnvironmentClient
 
 if TYPE_CHECKING:  # the gateway (FastAPI, uvicorn) loads only when a command needs it
@@ -44,11 +44,13 @@ def serve_until_signalled(settings: Settings) -> None:
     """Serve the environment (and, with ``http_address``, the co-hosted HTTP gateway) until
     SIGTERM or SIGINT, then drain and stop (:func:`drain_and_stop`).
 
-    Prints the bound addresses to stderr (``workplace-env serving on HOST:PORT``, the sandbox
-    (:func:`~workplace_env.sandbox.load.describe_sandbox`), then ``HTTP gateway on URL`` and
-    ``metrics on HOST:PORT`` when served); tests and scripts read the port from the first line.
-    Raises :class:`CommandError` (exit 2) when the sandbox cannot be loaded or an address cannot
-    be bound.
+    Every line on stderr is JSON (:func:`configure_logging`): first the bound addresses, as
+    messages ``workplace-env serving on HOST:PORT``, the sandbox (``sandbox: ...``,
+    :func:`~workplace_env.sandbox.load.describe_sandbox`), then ``HTTP gateway on URL`` and
+    ``metrics on HOST:PORT`` when served, each address with its ``port`` (and ``address`` or
+    ``url``) as fields; tests and scripts read the port from the first line. Raises
+    :class:`CommandError` (exit 2) when the sandbox cannot be loaded or an address cannot be
+    bound.
     """
     configure_logging(settings.log_level)
     try:
@@ -92,23 +94,24 @@ def serve_until_signalled(settings: Settings) -> None:
             server.stop(grace_s=0)
             raise CommandError("cannot start the HTTP gateway:", exc) from exc
     host = settings.address.rsplit(":", 1)[0]
-    console.print(f"workplace-env serving on {plain(host)}:{server.port}")
-    console.print(f"sandbox: {plain(describe_sandbox(store.base))}")
+    address = f"{host}:{server.port}"
+    log_event(LIFECYCLE, f"workplace-env serving on {address}", address=address, port=server.port)
+    sandbox = describe_sandbox(store.base)
+    log_event(LIFECYCLE, f"sandbox: {sandbox}", sandbox=sandbox)
     if gateway is not None:
-        console.print(f"HTTP gateway on {plain(gateway.url)}")
+        log_event(LIFECYCLE, f"HTTP gateway on {gateway.url}", url=gateway.url, port=gateway.port)
     if server.metrics_port:
-        console.print(
-            f"metrics on {plain(settings.metrics_address.rsplit(':', 1)[0])}:{server.metrics_port}"
-        )
+        metrics = f"{settings.metrics_address.rsplit(':', 1)[0]}:{server.metrics_port}"
+        log_event(LIFECYCLE, f"metrics on {metrics}", address=metrics, port=server.metrics_port)
     checkpoints = settings.admin_open or bool(settings.admin_token)
     if gateway is not None and checkpoints and not settings.cookie_secret:
-        console.print(
-            "[yellow]warning:[/yellow] checkpoints are on (admin RPCs) but the cookie secret "
-            "is random per process: cookie sessions restored into another process are orphaned "
-            "(their cookies do not verify there); set --cookie-secret"
+        _log.warning(
+            "checkpoints are on (admin RPCs) but the cookie secret is random per process: "
+            "cookie sessions restored into another process are orphaned (their cookies do not "
+            "verify there); set --cookie-secret"
         )
     stopping.wait()
-    console.print("draining ...")
+    LIFECYCLE.info("draining ...")
     drain_and_stop(server, gateway, settings.grace_s, settings.drain_delay_s, hurry)
 
 
