@@ -48,10 +48,13 @@ _START_TIMEOUT_S = 120.0
 # then execs the command: done by the child's own code, not a ``preexec_fn``, because a
 # ``preexec_fn`` makes subprocess use fork() instead of vfork(), and fork() runs gRPC's at-fork
 # handlers in the child of this gRPC-busy test process (seen failing as "epoll_wait: Bad file
-# descriptor" before the exec).
+# descriptor" before the exec). SIGINT is reset to its default: a test process started in the
+# background of a shell ignores it, and the child would inherit that (NeMo's launcher stops its
+# servers on SIGINT).
 _DIE_WITH_PARENT = (
     "import ctypes, os, signal, sys\n"
     "ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
     "if os.getppid() != int(sys.argv[1]):\n"
     "    os._exit(1)\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"
