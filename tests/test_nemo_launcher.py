@@ -86,6 +86,15 @@ def overrides(model_url: str, grpc_port: int) -> list[str]:
     ]
 
 
+def ng_run(config: str, workdir: Path, model_url: str, venv_dir: Path) -> tuple[NgRun, int]:
+    """The launcher of the resources server's config, ``config`` and the model's; its gRPC
+    port."""
+    grpc_port = free_port()
+    configs = [SERVER_CONFIG, config, MODEL_CONFIG]
+    run = NgRun(nemo_python(), configs, overrides(model_url, grpc_port), workdir, venv_dir)
+    return run, grpc_port
+
+
 def nemo_cli(run: NgRun, argv: list[str], timeout_s: float = 900.0) -> None:
     """NeMo console script ``argv[0]`` in the launcher's environment; asserts exit 0."""
     script = run.nemo_python.with_name(argv[0])
@@ -156,14 +165,7 @@ def test_ng_run_typed_config_collects_and_reverifies_the_recorded_rewards(
     re-verifies with ``gym eval reverify``; SIGINT drains the server."""
     entry_venv = venv_dir / ENTRY / ".venv"
     assert not entry_venv.exists()
-    grpc_port = free_port()
-    run = NgRun(
-        nemo_python(),
-        [SERVER_CONFIG, TYPED_CONFIG, MODEL_CONFIG],
-        overrides(model_url, grpc_port),
-        workdir / "typed",
-        venv_dir,
-    )
+    run, grpc_port = ng_run(TYPED_CONFIG, workdir / "typed", model_url, venv_dir)
     with run:
         assert (entry_venv / "bin" / "workplace-env").exists()  # built by the launcher (uv)
         assert listening(grpc_port)
@@ -184,14 +186,7 @@ def test_ng_run_typed_config_collects_and_reverifies_the_recorded_rewards(
 
 def test_ng_run_legacy_config_collects_the_recorded_rewards(workdir, inputs, model_url, venv_dir):
     """Legacy: rows collected straight from simple_agent (the entry's venv reused)."""
-    grpc_port = free_port()
-    run = NgRun(
-        nemo_python(),
-        [SERVER_CONFIG, LEGACY_CONFIG, MODEL_CONFIG],
-        overrides(model_url, grpc_port),
-        workdir / "legacy",
-        venv_dir,
-    )
+    run, grpc_port = ng_run(LEGACY_CONFIG, workdir / "legacy", model_url, venv_dir)
     with run:
         collected = collect(run, "legacy", inputs["rows"], [f"+agent_name={AGENT}"])
         assert rewards_by_key(collected) == inputs["rewards"]

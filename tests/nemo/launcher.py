@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.nemo.servers import _LIVE_GROUPS, HOST, die_with_parent, free_port
+from tests.nemo.servers import _LIVE_GROUPS, HOST, Started, die_with_parent, free_port
 from tests.nemo.venv import REPO, find_python313
 
 #: NeMo's built-in servers the documented configs use: they run from the NeMo venv.
@@ -36,9 +36,8 @@ BUILT_INS = (
     "environment_servers/legacy_agent",
     "responses_api_models/openai_model",
 )
-#: The entry's directory (under this checkout, NeMo's extra root) and its configs.
+#: The entry's directory under this checkout (NeMo's extra root).
 ENTRY = "resources_servers/workplace_env"
-CONFIGS = REPO / ENTRY / "configs"
 UV_CACHE = REPO / ".venv-nemo-uv-cache"
 _READY_TIMEOUT_S = 900.0  # a cold uv cache downloads the server's dependencies
 _STOP_TIMEOUT_S = 60.0
@@ -63,7 +62,7 @@ def prepare_venvs(venv_dir: Path, nemo_python: Path) -> None:
             link.symlink_to(nemo_venv, target_is_directory=True)
 
 
-class NgRun:
+class NgRun(Started):
     """One ``ng_run`` of this checkout's configs (see the module docstring); a context
     manager. ``configs``: paths as a user passes them (relative to an extra root)."""
 
@@ -122,7 +121,8 @@ class NgRun:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
-    def __enter__(self) -> NgRun:
+    def start(self) -> None:
+        """Launch ``ng_run`` and wait until its head server is ready (raises with its log)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         prepare_venvs(self.venv_dir, self.nemo_python)
         with self.log_path.open("wb") as log:
@@ -135,15 +135,7 @@ class NgRun:
                 start_new_session=True,
             )
         _LIVE_GROUPS.add(self.proc.pid)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._wait_ready()
 
     def _wait_ready(self) -> None:
         """Poll the head server's ``/readyz`` (200 once every server answers); raises with the

@@ -36,7 +36,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from tests.nemo.venv import site_packages
 
@@ -219,7 +219,28 @@ def run_driver(
     )
 
 
-class NemoStack:
+class Started:
+    """A context manager over ``start()`` and ``stop()`` (stopped too when starting fails)."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> object:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class NemoStack(Started):
     """One NeMo Gym run of ``servers`` (see the module docstring). A context manager."""
 
     def __init__(self, python: Path, servers: list[NemoServer], workdir: Path) -> None:
@@ -230,17 +251,6 @@ class NemoStack:
         self._urls: dict[str, str] = {}
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: dict[str, Path] = {}
-
-    def __enter__(self) -> NemoStack:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def url(self, name: str) -> str:
         """Base URL (``http://127.0.0.1:PORT``) of server ``name``."""
