@@ -160,11 +160,16 @@ def test_single_agent_turn_chain_collects_the_recorded_rewards(stack, inputs):
 
 
 def reverify(
-    stack: NemoStack, collected: Path, name: str, resources: str = "workplace_assistant"
+    stack: NemoStack,
+    collected: Path,
+    name: str,
+    resources: str = "workplace_assistant",
+    force: bool = False,
 ) -> Path:
     """NeMo's re-verification (``gym eval reverify`` once its servers are up) of the rollouts
     ``collected`` (whose materialized inputs are the legacy collection's), scored by
-    ``resources`` (simple_agent's resources server in this run's config); asserts exit 0."""
+    ``resources`` (simple_agent's resources server in this run's config), with ``force`` (the
+    reference's ``/reverify_mode`` is "unknown": NeMo asks for it); asserts exit 0."""
     output = stack.workdir / f"{name}.jsonl"
     agent = {"responses_api_agents": {"simple_agent": {"resources_server": {"name": resources}}}}
     env = stack.cli_env(
@@ -175,6 +180,7 @@ def reverify(
             "rollouts_jsonl_fpath": str(collected),
             "output_jsonl_fpath": str(output),
             "simple_agent": agent,
+            "force": force,
         }
     )
     result = run_driver(stack.python, ["reverify"], env=env, timeout_s=600)
@@ -197,8 +203,8 @@ def test_reverified_rows_and_aggregates_are_the_references_byte_for_byte(stack, 
     rows = read_jsonl(legacy_collection)
     repeats = [dict(r, _ng_rollout_index=i) for i in range(3) for r in rows]
     collected = write_jsonl(legacy_collection.with_name("legacy_agent_repeats.jsonl"), repeats)
-    ours = reverify(stack, collected, "reverified_ours")
-    theirs = reverify(stack, collected, "reverified_reference", resources=REFERENCE)
+    ours = reverify(stack, collected, "reverified_ours", force=True)
+    theirs = reverify(stack, collected, "reverified_reference", REFERENCE, force=True)
     assert sorted(ours.read_bytes().splitlines()) == sorted(theirs.read_bytes().splitlines())
     metrics = [p.with_name(f"{p.stem}_aggregate_metrics.json") for p in (ours, theirs)]
     assert metrics[0].read_bytes() == metrics[1].read_bytes()
@@ -567,7 +573,14 @@ def test_cookieless_verify_echoes_create_params_as_the_reference(stack):
     assert written.returncode == 0, written.stderr[-4000:]
     response = json.loads(written.stdout)[0]["value"]["response"]  # as NeMo's agents send it
     for params in rewritten + as_sent:
-        body = {"ground_truth": [], "responses_create_params": params, "response": response}
+        body = {
+            "id": 0,
+            "category": "workplace_assistant_email",
+            "environment_name": "workplace_assistant",
+            "ground_truth": [],
+            "responses_create_params": params,
+            "response": response,
+        }
         ours = httpx.post(f"{stack.url('workplace_assistant')}/verify", json=body, timeout=60)
         theirs = httpx.post(f"{stack.url(REFERENCE)}/verify", json=body, timeout=60)
         assert ours.status_code == theirs.status_code == 200, params
