@@ -159,6 +159,11 @@ def test_single_agent_turn_chain_collects_the_recorded_rewards(stack, inputs):
     assert rewards_by_key(output) == expected_rewards(inputs)
 
 
+def materialized_inputs(collected: Path) -> Path:
+    """The materialized inputs NeMo writes beside the rollouts file ``collected``."""
+    return collected.with_name(f"{collected.stem}_materialized_inputs.jsonl")
+
+
 def reverify(
     stack: NemoStack,
     collected: Path,
@@ -167,16 +172,14 @@ def reverify(
     force: bool = False,
 ) -> Path:
     """NeMo's re-verification (``gym eval reverify`` once its servers are up) of the rollouts
-    ``collected`` (whose materialized inputs are the legacy collection's), scored by
+    ``collected`` (with its ``<stem>_materialized_inputs.jsonl``), scored by
     ``resources`` (simple_agent's resources server in this run's config), with ``force`` (the
     reference's ``/reverify_mode`` is "unknown": NeMo asks for it); asserts exit 0."""
     output = stack.workdir / f"{name}.jsonl"
     agent = {"responses_api_agents": {"simple_agent": {"resources_server": {"name": resources}}}}
     env = stack.cli_env(
         {
-            "materialized_inputs_jsonl_fpath": str(
-                collected.with_name("legacy_agent_materialized_inputs.jsonl")
-            ),
+            "materialized_inputs_jsonl_fpath": str(materialized_inputs(collected)),
             "rollouts_jsonl_fpath": str(collected),
             "output_jsonl_fpath": str(output),
             "simple_agent": agent,
@@ -184,7 +187,7 @@ def reverify(
         }
     )
     result = run_driver(stack.python, ["reverify"], env=env, timeout_s=600)
-    assert result.returncode == 0, f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    assert result.returncode == 0, f"{result.stdout[-2000:]}\n{result.stderr[:3000]}"
     return output
 
 
@@ -200,9 +203,12 @@ def test_reverified_rows_and_aggregates_are_the_references_byte_for_byte(stack, 
     """H5 and H3 as NeMo users diff them: the rollouts, as three repeats, re-verified by us and
     by the reference give the same rows (the echo re-serialised as NeMo's verify body does) and
     the same aggregate metrics file (the t intervals of every repeat, to the last bit)."""
-    rows = read_jsonl(legacy_collection)
-    repeats = [dict(r, _ng_rollout_index=i) for i in range(3) for r in rows]
-    collected = write_jsonl(legacy_collection.with_name("legacy_agent_repeats.jsonl"), repeats)
+    collected = legacy_collection.with_name("legacy_agent_repeats.jsonl")
+    pairs = [(legacy_collection, collected)]
+    pairs.append((materialized_inputs(legacy_collection), materialized_inputs(collected)))
+    for source, target in pairs:
+        rows = read_jsonl(source)
+        write_jsonl(target, [dict(r, _ng_rollout_index=i) for i in range(3) for r in rows])
     ours = reverify(stack, collected, "reverified_ours", force=True)
     theirs = reverify(stack, collected, "reverified_reference", REFERENCE, force=True)
     assert sorted(ours.read_bytes().splitlines()) == sorted(theirs.read_bytes().splitlines())
@@ -523,7 +529,10 @@ def _create_params_cases() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         {"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]},
         {"input": "x", "reasoning": {"effort": "low"}, "text": {"format": {"type": "text"}}},
         {"input": "x", "model": "m", "store": False, "user": "u", "instructions": "i"},
-        {"input": "x", "tools": [{"strict": None, "name": "f", "type": "function"}]},
+        {
+            "input": "x",
+            "tools": [{"parameters": None, "strict": None, "name": "f", "type": "function"}],
+        },
         {"input": "x", "temperature": 0.7, "tool_choice": "required", "truncation": "auto"},
     ]
     as_sent = [

@@ -209,7 +209,10 @@ def _tool(tool: Any) -> dict[str, Any] | None:
     """A function tool: ``{name, parameters, strict, type[, description]}``."""
     if not isinstance(tool, dict) or tool.get("type") != "function":
         return None
-    if set(tool) - {"type", "name", "parameters", "strict", "description"} or "strict" not in tool:
+    keys = set(tool)
+    if keys - {"type", "name", "parameters", "strict", "description"}:
+        return None
+    if not {"strict", "parameters"} <= keys:  # required (null allowed) by NeMo's model
         return None
     if not _strings(tool, "name") or not _optional(tool, "strict", bool):
         return None
