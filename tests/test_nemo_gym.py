@@ -174,7 +174,8 @@ def reverify(
     """NeMo's re-verification (``gym eval reverify`` once its servers are up) of the rollouts
     ``collected`` (with its ``<stem>_materialized_inputs.jsonl``), scored by
     ``resources`` (simple_agent's resources server in this run's config), with ``force`` (the
-    reference's ``/reverify_mode`` is "unknown": NeMo asks for it); asserts exit 0."""
+    reference's ``/reverify_mode`` is "unknown": NeMo asks for it); asserts exit 0. The rows'
+    path (NeMo prefixes ``unsafe_`` to a forced re-verification of an "unknown" server's)."""
     output = stack.workdir / f"{name}.jsonl"
     agent = {"responses_api_agents": {"simple_agent": {"resources_server": {"name": resources}}}}
     env = stack.cli_env(
@@ -188,7 +189,8 @@ def reverify(
     )
     result = run_driver(stack.python, ["reverify"], env=env, timeout_s=600)
     assert result.returncode == 0, f"{result.stdout[-2000:]}\n{result.stderr[:3000]}"
-    return output
+    unsafe = output.with_name(f"unsafe_{output.name}")  # NeMo's name when forced on "unknown"
+    return unsafe if unsafe.exists() else output
 
 
 def test_reverify_without_force_reproduces_the_rewards(stack, legacy_collection, inputs):

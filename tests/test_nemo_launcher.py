@@ -3,8 +3,8 @@
 ``ng_run`` (tests/nemo/launcher.py) reads ``resources_servers/workplace_env/configs`` of this
 checkout (an extra root), builds the entry's venv with uv from its ``requirements.txt``, starts
 ``workplace-env serve`` on the instance's port and stops it with SIGINT. The policy model is
-NeMo's ``openai_model`` in front of the stand-in model (``driver.py model``), which replays a
-sample of the recorded episodes; NeMo's own CLIs collect the rollouts (typed: routed by taskset
+NeMo's ``openai_model`` in front of the stand-in model (``driver.py model``), which replays
+the recorded episodes; NeMo's own CLIs collect the rollouts (typed: routed by taskset
 to ``single_agent_turn``; legacy: straight from ``simple_agent``) and ``gym eval reverify``
 re-verifies them, starting the server from the same config.
 """
@@ -32,8 +32,6 @@ from workplace_env.nemo_entry import serve_command
 
 pytestmark = needs_shared
 
-#: Every SAMPLE-th episode (recorded rollouts with rewards 0 and 1, and oracle tasks).
-SAMPLE = 10
 RESOURCES = "workplace_assistant"  # the instance name of configs/workplace_env.yaml
 AGENT = "workplace_assistant_simple_agent"
 TYPED_ENV = "workplace_assistant_env"
@@ -51,8 +49,8 @@ def workdir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def inputs(workdir) -> dict[str, Any]:
-    """The sampled episodes, their recordings file and their legacy dataset rows."""
-    eps = episodes()[::SAMPLE]
+    """The episodes, their recordings file and their legacy dataset rows."""
+    eps = episodes()
     tools = json.loads((WORKBENCH / "tool_schemas.json").read_text())
     recordings = workdir / "recordings.json"
     recordings.write_text(json.dumps({e["key"]: e["calls"] for e in eps}))
