@@ -5,8 +5,8 @@ checkout (an extra root), builds the entry's venv with uv from its ``requirement
 ``workplace-env serve`` on the instance's port and stops it with SIGINT. The policy model is
 NeMo's ``openai_model`` in front of the stand-in model (``driver.py model``), which replays
 the recorded episodes; NeMo's own CLIs collect the rollouts (typed: routed by taskset
-to ``single_agent_turn``; legacy: straight from ``simple_agent``) and ``gym eval reverify``
-re-verifies them, starting the server from the same config.
+to ``single_agent_turn``; legacy: by agent name, through ``legacy_agent``) and
+``gym eval reverify`` re-verifies them, starting the server from the same config.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ def test_ng_run_typed_config_collects_and_reverifies_the_recorded_rewards(
 
 
 def test_ng_run_legacy_config_collects_the_recorded_rewards(workdir, inputs, model_url, venv_dir):
-    """Legacy: rows collected straight from simple_agent (the entry's venv reused)."""
+    """Legacy: rows collected by agent name through legacy_agent (the entry's venv reused)."""
     run, grpc_port = ng_run(LEGACY_CONFIG, workdir / "legacy", model_url, venv_dir)
     with run:
         collected = collect(run, "legacy", inputs["rows"], [f"+agent_name={AGENT}"])
