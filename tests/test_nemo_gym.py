@@ -37,8 +37,7 @@ from tests.conftest import WORKBENCH, needs_shared, read_jsonl
 from tests.nemo.rows import (
     TASKS,
     TYPED_TASKSET,
-    dataset_row,
-    episodes,
+    recorded_inputs,
     rewards_by_key,
     typed_rows,
     write_jsonl,
@@ -67,13 +66,7 @@ def workdir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def inputs(workdir) -> dict[str, Any]:
-    """The episodes, the recordings file and the flat dataset rows."""
-    eps = episodes()
-    tools = json.loads((WORKBENCH / "tool_schemas.json").read_text())
-    recordings = workdir / "recordings.json"
-    recordings.write_text(json.dumps({e["key"]: e["calls"] for e in eps}))
-    rows = [dataset_row(i, e, tools) for i, e in enumerate(eps)]
-    return {"episodes": eps, "recordings": recordings, "rows": rows}
+    return recorded_inputs(workdir)
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +100,7 @@ def collect(stack: NemoStack, name: str, rows: list[dict[str, Any]], **routing: 
 
 
 def expected_rewards(inputs: dict[str, Any]) -> dict[str, float]:
-    return {e["key"]: e["reward"] for e in inputs["episodes"]}
+    return inputs["rewards"]
 
 
 @pytest.fixture(scope="module")

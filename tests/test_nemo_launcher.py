@@ -11,7 +11,6 @@ to ``single_agent_turn``; legacy: by agent name, through ``legacy_agent``) and
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -23,7 +22,12 @@ import yaml
 
 from tests.conftest import WORKBENCH, needs_shared, read_jsonl
 from tests.nemo.launcher import ENTRY, NgRun
-from tests.nemo.rows import dataset_row, episodes, rewards_by_key, typed_rows, write_jsonl
+from tests.nemo.rows import (
+    recorded_inputs,
+    rewards_by_key,
+    typed_rows,
+    write_jsonl,
+)
 from tests.nemo.servers import HOST, NemoServer, NemoStack, free_port, stand_in_model
 from tests.nemo.venv import nemo_python
 from workplace_env import nemo_entry
@@ -49,13 +53,7 @@ def workdir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def inputs(workdir) -> dict[str, Any]:
-    """The episodes, their recordings file and their legacy dataset rows."""
-    eps = episodes()
-    tools = json.loads((WORKBENCH / "tool_schemas.json").read_text())
-    recordings = workdir / "recordings.json"
-    recordings.write_text(json.dumps({e["key"]: e["calls"] for e in eps}))
-    rows = [dataset_row(i, e, tools) for i, e in enumerate(eps)]
-    return {"rewards": {e["key"]: e["reward"] for e in eps}, "recordings": recordings, "rows": rows}
+    return recorded_inputs(workdir)
 
 
 @pytest.fixture(scope="module")

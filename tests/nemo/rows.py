@@ -90,3 +90,15 @@ def rewards_by_key(output: Path) -> dict[str, float]:
     rows = read_jsonl(output)
     assert all(not r.get("_ng_failure_class") for r in rows), rows[:1]
     return {r["responses_create_params"]["metadata"]["ng_stand_in"]: r["reward"] for r in rows}
+
+
+def recorded_inputs(workdir: Path) -> dict[str, Any]:
+    """The episodes, their recordings file (written in ``workdir``, for the stand-in model),
+    their legacy dataset rows and their recorded rewards by key."""
+    eps = episodes()
+    tools = json.loads((WORKBENCH / "tool_schemas.json").read_text())
+    recordings = workdir / "recordings.json"
+    recordings.write_text(json.dumps({e["key"]: e["calls"] for e in eps}))
+    rows = [dataset_row(i, e, tools) for i, e in enumerate(eps)]
+    rewards = {e["key"]: e["reward"] for e in eps}
+    return {"episodes": eps, "recordings": recordings, "rows": rows, "rewards": rewards}
