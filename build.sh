@@ -4,8 +4,24 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-PYTHON="${PYTHON:-python3.11}"
-command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+# The reference runs on Python 3.13 (its Unicode database decides which digits parse), so the
+# checkout does too: $PYTHON if set, else a working python3.13 on PATH, else pyenv's 3.13.
+is_py313() { "$1" -c 'import sys, venv; sys.exit(sys.version_info[:2] != (3, 13))' >/dev/null 2>&1; }
+if [ -z "${PYTHON:-}" ]; then
+  for candidate in python3.13 $(ls -r /root/.pyenv/versions/3.13.*/bin/python3.13 2>/dev/null); do
+    if is_py313 "$candidate"; then PYTHON="$candidate"; break; fi
+  done
+fi
+if [ -z "${PYTHON:-}" ]; then
+  echo "build.sh: no working Python 3.13 (python3.13 on PATH or /root/.pyenv/versions/3.13.*);" \
+    "set PYTHON=/path/to/python3.13" >&2
+  exit 1
+fi
+# A .venv on another Python (an older checkout's 3.11) is rebuilt on this one.
+want="$("$PYTHON" -c 'import sys; print(sys.version_info[:2])')"
+if [ -x .venv/bin/python ] && [ "$(.venv/bin/python -c 'import sys; print(sys.version_info[:2])')" != "$want" ]; then
+  rm -rf .venv
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi

@@ -13,7 +13,7 @@ The episode mix is ``../shared/data/bench/episode_mix.jsonl`` when present (with
 defaulting to ``../shared/data/workbench``), else oracle episodes of generated tasks on the
 embedded default sandbox. Results go to ``bench/results/latest.json``.
 
-Scale-out mode (issue 9): ``--servers 1,2`` runs the levels against 1, then 2 server processes
+Scale-out mode: ``--servers 1,2`` runs the levels against 1, then 2 server processes
 (the SDK given the list of their targets, ring_hash affinity on the session header in every
 case), and reports episodes/s, server CPU per episode (summed over the processes) and the
 client processes' CPU per episode for each count (on a 2-core machine both compete for the same
@@ -132,7 +132,7 @@ def _client_worker(
 ) -> dict[str, list]:
     """Run ``episodes`` on ``threads`` threads of this process; return latency samples (s).
 
-    ``target`` is one ``host:port`` or a list of them (the SDK's session affinity, issue 9)."""
+    ``target`` is one ``host:port`` or a list of them (the SDK's session affinity)."""
     from workplace_env_client import EnvironmentClient
 
     samples: dict[str, list[float]] = {}
@@ -405,7 +405,7 @@ def print_report(report: dict[str, Any]) -> None:
     console.print(ops)
 
 
-# -- scale-out mode (issue 9) ---------------------------------------------------------------
+# -- scale-out mode ---------------------------------------------------------------
 
 
 def scale_out(
@@ -463,7 +463,7 @@ def main() -> None:
     parser.add_argument(
         "--servers",
         default=None,
-        help="scale-out mode: numbers of server processes, e.g. 1,2 (issue 9)",
+        help="scale-out mode: numbers of server processes, e.g. 1,2",
     )
     parser.add_argument("--out", default=None, help="results file")
     args = parser.parse_args()

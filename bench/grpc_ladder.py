@@ -1,4 +1,4 @@
-"""Benchmark: a ladder of gRPC server variants against the echo floor, interleaved (issue 15).
+"""Benchmark: a ladder of gRPC server variants against the echo floor, interleaved.
 
 Usage: ``.venv/bin/python bench/grpc_ladder.py [--variants echo,serve,bare,canned,...]
 [--levels 1,8,32] [--episodes 400] [--repeat 4] [--out FILE]``

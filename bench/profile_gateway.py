@@ -9,7 +9,7 @@ server, the gateway on its backend), with uvicorn in its main thread under cProf
 count). ``http_bench.py``'s HTTP episodes run against it; then it prints the functions with the
 most own CPU time and the share of a few groups (HTTP server, FastAPI/Starlette, JSON, cookies,
 the backend and the environment). Only the event-loop thread is profiled: with the remote
-backend (a checkout from before issue 15) the SDK calls run on worker threads and the loopback
+backend (in an older checkout) the SDK calls run on worker threads and the loopback
 gRPC server's work on its own threads, which this profile does not see.
 """
 
@@ -64,7 +64,7 @@ def serve(out: str, data_dir: str | None) -> None:
         from workplace_env.gateway.backend import InProcessBackend
 
         backend: object = InProcessBackend.of_server(running)
-    except ImportError:  # a checkout from before issue 15: the SDK over loopback gRPC
+    except ImportError:  # an older checkout: the SDK over loopback gRPC
         backend = EnvironmentClient(f"127.0.0.1:{running.port}")
     app = create_app(backend, GatewaySettings())  # type: ignore[arg-type]
     server = uvicorn.Server(_config(app, "warning", 1.0))

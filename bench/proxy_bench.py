@@ -1,4 +1,4 @@
-"""Benchmark: three replicas through HAProxy vs direct, over gRPC and the HTTP gateway (issue 16).
+"""Benchmark: three replicas through HAProxy vs direct, over gRPC and the HTTP gateway.
 
 Usage (README): ``.venv/bin/python bench/proxy_bench.py [--episodes N] [--concurrency C]``
 

@@ -1,4 +1,4 @@
-"""Benchmark (not a test): the RSS of one session filled to the write bound (issue M6).
+"""Benchmark (not a test): the RSS of one session filled to the write bound.
 
 Usage: ``.venv/bin/python bench/session_bound_rss.py``
 

@@ -1,4 +1,4 @@
-"""Bench: what a huge ``/verify`` body costs the co-hosted server (issue L11).
+"""Bench: what a huge ``/verify`` body costs the co-hosted server.
 
 Usage: ``.venv/bin/python bench/verify_body_bench.py [--items 300000] [--runs 3] [--before DIR]``
 
@@ -6,7 +6,7 @@ Usage: ``.venv/bin/python bench/verify_body_bench.py [--items 300000] [--runs 3]
 5ab31b9``, the tree before the bound), run by this venv with ``DIR/service`` and
 ``DIR/client`` first on ``PYTHONPATH``.
 
-Builds the tester's body (``--items`` Responses-API output items: messages, function calls and
+Builds a huge body (``--items`` Responses-API output items: messages, function calls and
 their outputs, a third each; ~45 MB for 300,000) and a body at the default bound (10,000
 entries: 6,600 items, 3,400 of them messages of one content part), then:
 

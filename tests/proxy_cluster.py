@@ -3,7 +3,8 @@
 :class:`Cluster` starts N ``workplace-env serve --address 127.0.0.1:0 --http-address 127.0.0.1:0``
 processes (a shared cookie secret and admin token, Prometheus metrics), waits for each one's
 gRPC health to say SERVING, then runs ``haproxy -f deploy/haproxy.cfg`` with the replicas'
-addresses in the environment variables that file reads (the README recipe, unchanged).
+addresses in the environment variables that file reads (the recipe of docs/operations/replicas.md,
+unchanged).
 :func:`ensure_haproxy` installs Debian's ``haproxy`` package when it is missing.
 """
 

@@ -28,6 +28,7 @@ from workplace_env_client import (
     AsyncEnvironmentClient,
     CapacityError,
     EnvironmentClient,
+    ServerSandbox,
     SessionConflictError,
     SessionLostError,
 )
@@ -63,6 +64,21 @@ def test_async_episode_matches_the_sync_client(target):
         assert outputs == [s.call_tool(name, args) for name, args in CALLS]
         assert reward == s.verify([SEND]).reward == 1.0
         assert tools == env.list_tools()
+
+
+def test_both_clients_name_the_servers_sandbox(server, target):
+    """ListTools carries the sandbox's digest and origin (SandboxIdentity's); both clients
+    give them as a ServerSandbox."""
+    base = server.store.base
+    with EnvironmentClient(target) as env:
+        sync = env.server_sandbox()
+
+    async def ask() -> ServerSandbox:
+        async with AsyncEnvironmentClient(target) as env:
+            return await env.server_sandbox()
+
+    assert sync == asyncio.run(ask()) == ServerSandbox(base.digest, base.origin)
+    assert sync.digest.startswith("sha256:") and sync.origin == "generated:seed=0,scale=1.0"
 
 
 def test_async_errors_are_typed(target):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import grpc
 import pytest
 
-from tests.helpers import FakeClock, Served, ServeProcess, total_emails
+from tests.helpers import HANG_S, FakeClock, Served, ServeProcess, total_emails
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace_env import errors
 from workplace_env.checkpoint.snapshot import FenceSnapshot
@@ -26,6 +26,7 @@ from workplace_env.sandbox.generate import generate_sandbox
 from workplace_env.sandbox.tables import BaseTables
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env.taskgen import generate_tasks
+from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     AdminClient,
     EnvironmentClient,
@@ -122,6 +123,11 @@ def test_K2_one_invalid_snapshot_installs_nothing_and_names_it(servers):
         ("calendar._calendar_events", "event_id", 12345678),
         ("company_directory._emails", "email_address", True),
         ("analytics._analytics_data", "visitor_id", 1.5),
+        # text UTF-8 cannot carry (issue 26): the session's calls then failed, and its export
+        ("email._emails", "subject", "\ud800"),
+        ("email._emails", "email_id", "id-\udfff"),
+        ("calendar._calendar_events", "event_name", ["ok", {"k": "\ud83d"}]),
+        ("calendar._calendar_events", "duration", {"\udc00": 1}),
     ],
 )
 def test_K2_a_cell_its_column_never_holds_is_refused_naming_session_table_row_column(
@@ -149,6 +155,49 @@ def test_K2_a_cell_its_column_never_holds_is_refused_naming_session_table_row_co
     assert f"session 'poisoned', table {table}, row 2, column {column!r}" in violation.description
     assert err.value.session_id == "poisoned"
     assert b.running.store.live_count() == 0
+
+
+def test_K1_a_session_protobuf_cannot_hold_is_a_failure_of_its_own(servers):
+    """Issue 26: a session holding a lone surrogate made the whole ExportSessions fail with
+    UNKNOWN. Tools and restores refuse such text, so only a fault can put it there; the
+    export then names that session in ``failures`` and exports the others."""
+    a = servers()
+    for sid in ("fine", "poisoned", "also-fine"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+        a.client.call_tool(sid, *SEND)
+    session = a.store._sessions["poisoned"]
+    session.tables.writable("email._emails").data["subject"][0] = "\ud800"
+    result = a.admin.export_sessions()
+    assert sorted(s.resources_session_id for s in result.snapshots) == ["also-fine", "fine"]
+    assert list(result.failures) == ["poisoned"]
+    assert "cannot be encoded" in result.failures["poisoned"]
+
+
+def test_K1_an_export_its_client_gave_up_on_stops_being_built(servers):
+    """Issue 26: an export whose client's deadline passed went on snapshotting every session.
+    Now the server stops before the next session once the RPC has ended (the hook sees one
+    session of three)."""
+    a = servers()
+    for i in range(3):
+        a.client.seed(f"s{i}", (f"r{i}", 0), TID, TASK)
+    snapshotted: list[str] = []
+
+    def client_gone(session_id: str) -> None:
+        snapshotted.append(session_id)
+        # the RPC's end (its deadline) gives its admission slot back
+        assert a.running.admission.wait_idle(HANG_S), "hang guard: the RPC never ended"
+
+    Faults.of(a.store).on("export", client_gone)
+    try:
+        stream = a.admin.stub.ExportSessions(admin_pb.ExportSessionsRequest(), timeout=0.5)
+        with pytest.raises(grpc.RpcError) as err:
+            list(stream)
+        assert err.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert a.running.admission.wait_idle(HANG_S)
+        assert snapshotted == ["s0"]
+    finally:
+        Faults.of(a.store).clear()
+    assert len(a.admin.export_sessions().snapshots) == 3
 
 
 def test_K3_cells_a_tool_stores_as_sent_restore_whatever_their_type(servers):
@@ -355,7 +404,8 @@ def test_cli_restore_retried_after_a_claim_exits_0_saying_so(servers, tmp_path):
 @pytest.mark.parametrize("use", ["call_tool", "verify"])
 def test_K4_a_call_or_verify_on_an_unclaimed_restored_session_claims_it(servers, use):
     """L12: CallTool and Verify carry no episode, so on a typed session they answer whoever
-    names the id; on restored state they claim it, as a legacy request does (README)."""
+    names the id; on restored state they claim it, as a legacy request does
+    (docs/operations/checkpoints.md)."""
     a, b = servers(), servers()
     a.client.seed("l12c", EP, TID, TASK)
     b.admin.restore_sessions(a.admin.export_sessions()[0])

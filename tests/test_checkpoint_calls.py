@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -430,7 +431,8 @@ def test_K1_under_a_small_message_limit_every_message_of_an_export_fits_it(sandb
     store.call_tool("b" * 256, "email_send_email", SEND_ARGS, "\U0001f600" * 256)
     for limit, exported, failed in [(64 * 1024, ["a", "b" * 256], []), (1024, ["a"], ["b" * 256])]:
         servicer = AdminServicer(store, max_message_bytes=limit)
-        messages = list(servicer.ExportSessions(admin_pb.ExportSessionsRequest(), None))
+        live = SimpleNamespace(is_active=lambda: True)  # a client still reading
+        messages = list(servicer.ExportSessions(admin_pb.ExportSessionsRequest(), live))
         assert max(m.ByteSize() for m in messages) <= limit
         whole = list(join_snapshots(s for m in messages for s in m.snapshots))
         assert [s.resources_session_id for s in whole] == exported

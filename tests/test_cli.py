@@ -14,12 +14,13 @@ import logging
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
 
@@ -30,6 +31,7 @@ import typer
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from typer.testing import CliRunner
 
+from tests.conftest import WORKBENCH, needs_shared
 from tests.helpers import table_rows
 from workplace_env import cli as cli_module
 from workplace_env.cli import app
@@ -367,6 +369,9 @@ def test_config_errors_read_as_written(tmp_path, monkeypatch, env, says):
         ["checkpoint"],
         ["checkpoint", "save"],
         ["checkpoint", "restore"],
+        ["data"],
+        ["data", "fetch"],
+        ["data", "verify"],
     ],
 )
 def test_every_help_renders(command):
@@ -398,15 +403,42 @@ def test_serve_takes_the_file_settings_the_flags_do_not_override(served):
     assert "workplace_env_seeds_total" in text
 
 
+def test_serve_names_its_sandbox(served):
+    """The embedded sandbox is named with its generator's seed and scale and its digest."""
+    line = served.process.wait_for(r"^sandbox: (.+)$").group(1)
+    assert line == f"generated (seed=0,scale=1.0), digest {load_sandbox(None).digest}"
+
+
 def test_an_address_in_use_stops_serve_and_gateway_with_a_clear_error(served):
     taken = f"127.0.0.1:{served.port}"
     result = invoke("serve", "--address", taken, "--log-level", "ERROR")
     assert result.exit_code == 2, result.output
-    assert result.output.startswith("cannot start:") and taken in result.output
+    said = " ".join(result.output.split())
+    assert said.startswith(f"cannot start: cannot bind {taken}: ")
+    assert "Address already in use" in said and said.endswith("choose another --address")
     http_taken = served.http.removeprefix("http://")
     result = invoke("gateway", "--grpc-target", taken, "--address", http_taken)
     assert result.exit_code == 2, result.output
-    assert f"cannot start the HTTP gateway: cannot bind {http_taken}" in result.output
+    said = " ".join(result.output.split())
+    assert f"cannot start the HTTP gateway: cannot bind {http_taken}: " in said
+    assert said.endswith("choose another --address")
+
+
+@pytest.mark.parametrize("flag", ["--address", "--metrics-address", "--http-address"])
+def test_serve_on_a_port_in_use_names_the_address_the_reason_and_the_flag(flag):
+    """Each address ``serve`` listens on, held by a plain socket: exit 2 with ``cannot bind
+    ADDRESS: [Errno 98] Address already in use`` and the flag to change (gRPC's own message
+    names neither the reason nor the flag)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = f"127.0.0.1:{holder.getsockname()[1]}"
+        others = [] if flag == "--address" else ["--address", "127.0.0.1:0"]
+        result = invoke("serve", flag, taken, *others, "--log-level", "ERROR")
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert f"cannot bind {taken}: " in said and "Address already in use" in said
+    assert said.endswith(f"choose another {flag}")
 
 
 MCP_NAME = "mcp__workplace_assistant__email_send_email"
@@ -580,6 +612,103 @@ def test_run_refuses_data_dir_with_a_target(served, tasks_file, tmp_path, policy
     assert _seeds(served) == before
 
 
+# -- run: the sandbox a run plays on -------------------------------------------------------------
+
+WORKBENCH_FILES = [
+    "tasks_public.jsonl",
+    "rollouts_public.jsonl",
+    "workbench_original_tasks_public.jsonl",
+]
+
+
+def _workbench_file(name: str) -> Path:
+    path = WORKBENCH / name
+    if not path.exists():
+        pytest.skip(f"{path} not found (set WORKPLACE_ENV_SHARED to the shared data)")
+    return path
+
+
+@pytest.mark.parametrize("policy", ["recorded", "oracle", "model"])
+@pytest.mark.parametrize("name", WORKBENCH_FILES)
+def test_run_refuses_workbench_tasks_on_the_generated_sandbox(tmp_path, name, policy):
+    """WorkBench's lines name customers, events and employees the generated sandbox lacks:
+    refused before anything is played (exit 2), naming the sandbox and the fixes."""
+    model = ["--base-url", "http://127.0.0.1:1/v1", "--model", "m"] if policy == "model" else []
+    out = tmp_path / "out.jsonl"
+    result = invoke("run", _workbench_file(name), "--policy", policy, *model, "--out", out)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "generated sandbox (seed 0, scale 1.0) sha256:" in said
+    assert "--data-dir" in said and "workplace-env data fetch" in said
+    assert "--any-sandbox" in said and "Nothing was played" in said
+    assert not out.exists()
+
+
+def test_run_plays_workbench_tasks_on_their_tables_and_names_them(tmp_path):
+    summary = tmp_path / "summary.json"
+    result = invoke(
+        "run", _workbench_file("tasks_public.jsonl"), "--policy", "oracle",
+        "--data-dir", WORKBENCH, "--json-out", summary,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    digest = load_sandbox(WORKBENCH).digest
+    assert f"sandbox: data directory {WORKBENCH} {digest}" in " ".join(result.output.split())
+    assert json.loads(summary.read_text())["sandbox"] == {
+        "digest": digest,
+        "origin": str(WORKBENCH),
+    }
+
+
+def test_any_sandbox_plays_them_anyway_with_a_warning():
+    result = invoke(
+        "run", _workbench_file("tasks_public.jsonl"), "--policy", "oracle", "--any-sandbox"
+    )
+    said = " ".join(result.output.split())
+    assert "written for another sandbox" in said and "Played anyway (--any-sandbox)" in said
+    rows = table_rows(result.stdout)
+    assert rows["played"] == rows["episodes"] == ["38"]
+
+
+def test_generated_tasks_are_refused_on_other_tables_naming_the_sandbox_they_were_made_for(
+    tasks_file, served, tmp_path
+):
+    """generate-tasks writes the sandbox a task was made on; played on the WorkBench tables
+    (in-process), or WorkBench-made tasks against a --target on the generated sandbox, the run
+    is refused naming the way back."""
+    _workbench_file("emails.csv")
+    here = invoke("run", tasks_file, "--policy", "oracle", "--data-dir", WORKBENCH)
+    said = " ".join(here.output.split())
+    assert here.exit_code == 2, here.output
+    assert "was made for the sandbox" in said and "drop --data-dir" in said
+    made = tmp_path / "workbench_tasks.jsonl"
+    generated = invoke("generate-tasks", "--count", 3, "--data-dir", WORKBENCH, "--out", made)
+    assert generated.exit_code == 0, generated.output
+    before = _seeds(served)
+    target = f"127.0.0.1:{served.port}"
+    there = invoke("run", made, "--policy", "oracle", "--target", target)
+    said = " ".join(there.output.split())
+    assert there.exit_code == 2, there.output
+    assert f"start the server at {target} with --data-dir DIR" in said
+    assert "--any-sandbox" in said and _seeds(served) == before
+
+
+def test_run_names_a_remote_servers_sandbox_in_the_summary(served, tasks_file, tmp_path):
+    out = tmp_path / "summary.json"
+    target = f"127.0.0.1:{served.port}"
+    result = invoke("run", tasks_file, "--policy", "oracle", "--target", target, "--json-out", out)
+    assert result.exit_code == 0, result.output
+    sandbox = json.loads(out.read_text())["sandbox"]
+    assert sandbox == {"digest": load_sandbox(None).digest, "origin": "generated:seed=0,scale=1.0"}
+    assert f"sandbox: generated sandbox (seed 0, scale 1.0) {sandbox['digest']}" in result.output
+
+
+def test_run_recorded_warns_when_lines_have_no_recorded_calls(tasks_file):
+    result = invoke("run", tasks_file)  # the default policy, a tasks file
+    said = " ".join(result.output.split())
+    assert f"{TASK_COUNT} of the {TASK_COUNT} lines have no recorded calls" in said
+    assert "--policy oracle" in said and "--policy model" in said
+
+
 # -- checkpoint -----------------------------------------------------------------------------------
 
 
@@ -627,8 +756,18 @@ def test_demo_plays_generated_tasks_with_both_policies():
     result = invoke("demo", "--count", "8", "--concurrency", "2")
     assert result.exit_code == 0, result.output
     assert "generated 8 tasks" in result.output
+    sandbox = f"on the sandbox: generated (seed=0,scale=1.0), digest {load_sandbox(None).digest}"
+    assert sandbox in result.stderr.replace("\n", "")
     all_row = table_rows(result.stdout)["all"]
     assert all_row[:2] == ["8", "1.000"] and float(all_row[3]) < 1.0
+
+
+@needs_shared
+def test_demo_names_a_data_directory_sandbox(workbench_tables):
+    result = invoke("demo", "--count", "4", "--data-dir", WORKBENCH)
+    assert result.exit_code == 0, result.output
+    sandbox = f"on the sandbox: data directory {WORKBENCH}, digest {workbench_tables.digest}"
+    assert sandbox in result.stderr.replace("\n", "")
 
 
 # -- files that are not UTF-8 text (tester finding L5) ---------------------------------------------
@@ -719,7 +858,7 @@ def test_a_line_without_an_identity_refuses_the_whole_file_before_playing(
 @pytest.mark.parametrize(
     "command",
     [["serve"], ["gateway"], ["config"], ["run"], ["generate-tasks"], ["demo"],
-     ["checkpoint", "save"], ["checkpoint", "restore"]],
+     ["checkpoint", "save"], ["checkpoint", "restore"], ["data", "fetch"], ["data", "verify"]],
 )  # fmt: skip
 def test_every_flag_s_full_name_shows_in_help_at_80_columns(command):
     """Tester finding L16: at 80 columns rich's options table cut
@@ -739,18 +878,14 @@ def test_every_flag_s_full_name_shows_in_help_at_80_columns(command):
             assert re.search(rf"(^|[\s,/]){re.escape(flag)}(\s|,|$)", result.output, re.M), flag
 
 
-def test_every_serve_flag_is_named_in_the_readme():
-    """Each setting's flag is listed where README documents the settings (L16: the README never
-    named --session-close-retry-window-seconds)."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-    serve = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]
-    missing = [
-        flag
-        for p in serve.params
-        for flag in p.opts
-        if flag.startswith("--") and not re.search(rf"{re.escape(flag)}(?![\w-])", readme)
-    ]
-    assert missing == []
+def test_every_setting_is_a_flag():
+    """Each field of Settings can be given as a flag (named after the field) of ``serve``, or
+    of ``gateway`` for the gateway's own TLS client settings."""
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    params = [*commands["serve"].params, *commands["gateway"].params]
+    flags = {p.name: p.opts[0] for p in params}
+    expected = {f.name: f"--{f.name}".replace("_", "-") for f in fields(Settings)}
+    assert {name: flags.get(name) for name in expected} == expected
 
 
 @pytest.mark.parametrize("command", [["serve"], ["gateway"]])

@@ -548,6 +548,7 @@ def test_an_unknown_workplace_env_variable_is_warned_about_with_the_closest_sett
         "WORKPLACE_ENV_MAX_SESSIONS": "5",
         "WORKPLACE_ENV_SHARED": "/data",
         "WORKPLACE_ENV_NEMO_VENV": "/venv",
+        "WORKPLACE_ENV_DATA_FROM": "nemo-gym",
         "WORKPLACE_ENV_CONFIG": "",
         "WORKPLACE_ENV_QQQ": "1",
         "OTHER_ADMIN_TOKN": "t",

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from types import SimpleNamespace
+from typing import Any
 
 import grpc
 import httpx
@@ -514,8 +515,9 @@ def test_X3_an_admin_stream_gives_its_slot_back_before_its_status_is_sent(kind):
 
     read = _StreamContext()
     responses = call(export, read)
+    assert next(responses) == b"part-1"
     assert admission.in_flight() == 1
-    assert list(responses) == [b"part-1", b"part-2"]
+    assert list(responses) == [b"part-2"]
     assert admission.in_flight() == 0  # before the status (and the end callback)
     read.end()
     assert admission.in_flight() == 0
@@ -527,10 +529,11 @@ def test_X3_an_admin_stream_gives_its_slot_back_before_its_status_is_sent(kind):
     assert admission.in_flight() == 0
     failed.end()
 
-    never_read = _StreamContext()
-    responses = call(export, never_read)
+    abandoned = _StreamContext()
+    responses = call(export, abandoned)
+    assert next(responses) == b"part-1"
     assert admission.in_flight() == 1
-    never_read.end()  # cancelled before grpcio asked for a message
+    abandoned.end()  # cancelled before grpcio asked for the next message
     assert admission.in_flight() == 0
     del responses
     assert admission.in_flight() == 0
@@ -592,6 +595,234 @@ def test_X3_slow_admin_streams_never_starve_health_or_the_environment(sandbox):
         gate.set()
         channel.close()
         running.stop(0)
+
+
+#: Times each refusal path is driven: more than any limit of :data:`_TIGHT`.
+_REPEAT = 4
+_TIGHT = Settings(
+    max_concurrent_rpcs=3, max_admin_rpcs=2, max_health_streams=2, workers=2, admin_token="tok"
+)
+_ENV = "/workplace.env.v1.EnvironmentService/"
+_ADMIN = "/workplace.env.v1.EnvironmentAdminService/"
+_GARBAGE = b"\xff\xff\xff\xff"
+_OTHER = (("x-resources-session-id", "someone-else"),)
+_TOKEN = (("authorization", "Bearer tok"),)
+
+
+def _raw(channel: grpc.Channel, kind: str, method: str) -> Callable[..., Any]:
+    """A raw ``kind`` callable of ``method`` (bytes in, bytes out)."""
+    make = getattr(channel, kind)
+    return make(method, request_serializer=_identity, response_deserializer=_identity)
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+def _ended(call: Callable[[], Any]) -> grpc.StatusCode:
+    """The status ``call()`` ends with (reading every streamed answer); never a crash."""
+    try:
+        answer = call()
+        if isinstance(answer, Iterator):
+            list(answer)
+    except grpc.RpcError as exc:
+        code = exc.code()
+        assert code not in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL), exc.details()
+        return code
+    return grpc.StatusCode.OK
+
+
+def _blocking(first: bytes, gate: threading.Event) -> Iterator[bytes]:
+    """A client stream that sends ``first`` and then stays open until ``gate`` is set."""
+    yield first
+    gate.wait(HANG_S)
+
+
+def test_X3_no_refusal_path_of_any_rpc_keeps_its_slot(make_server):
+    """Every way an RPC of each service can end without its normal answer (garbage bytes, a
+    session header naming another session, no or a wrong admin token, an invalid request, a
+    deadline, a stream cancelled while held open), each more times than any limit, leaves
+    every slot free: a normal RPC of each service is admitted afterwards."""
+    served = make_server(settings=_TIGHT, admin_token="tok")
+    served.client.seed("mine", EP, TID, TASK)
+    channel = grpc.insecure_channel(served.target)
+    gate = threading.Event()
+    seed = pb.SeedSessionRequest(
+        resources_session_id="mine",
+        episode_id=pb.EpisodeId(rollout_id="r", attempt=0),
+        task_id=pb.TaskId(taskset="t", task_id="t"),
+        task=pb.WorkplaceTask(id="t"),
+    ).SerializeToString()
+    env_requests = {
+        "SeedSession": seed,
+        "CallTool": pb.CallToolRequest(
+            resources_session_id="mine", tool_name=LOOKUP[0], arguments="not json"
+        ).SerializeToString(),
+        "Verify": pb.VerifyRequest(resources_session_id="nobody").SerializeToString(),
+        "CloseSession": pb.CloseSessionRequest(resources_session_id="bad id!").SerializeToString(),
+        "ListTools": pb.ListToolsRequest().SerializeToString(),
+    }
+    export = admin_pb.ExportSessionsRequest(resources_session_ids=["mine"]).SerializeToString()
+    restore = admin_pb.RestoreSessionsRequest(
+        snapshots=[admin_pb.SessionSnapshot(resources_session_id="mine", state_json="{")]
+    ).SerializeToString()
+    retire = admin_pb.RetireSessionRequest(resources_session_id="bad id!").SerializeToString()
+    watch = health_pb2.HealthCheckRequest(service="").SerializeToString()
+    reflect = reflection_pb2.ServerReflectionRequest(list_services="").SerializeToString()
+
+    def held_open(kind: str, method: str, first: bytes, metadata: tuple = ()) -> None:
+        """A stream the client holds open, cancelled once its first answer came (if any)."""
+        call = _raw(channel, kind, method)
+        if kind == "stream_unary":
+            future = call.future(_blocking(first, gate), metadata=metadata, timeout=HANG_S)
+            future.cancel()
+            return
+        body = _blocking(first, gate) if kind == "stream_stream" else first
+        stream = call(body, metadata=metadata, timeout=HANG_S)
+        next(stream)
+        stream.cancel()
+
+    paths: list[Callable[[], Any]] = []
+    for name, good in env_requests.items():
+        unary = _raw(channel, "unary_unary", _ENV + name)
+        paths += [
+            partial(unary, _GARBAGE, timeout=HANG_S),
+            partial(unary, good, metadata=_OTHER, timeout=HANG_S),
+            partial(unary, good, timeout=HANG_S),  # the service's own refusal (or answer)
+            partial(unary, good, timeout=0.000_001),
+        ]
+    export_call = _raw(channel, "unary_stream", _ADMIN + "ExportSessions")
+    restore_call = _raw(channel, "stream_unary", _ADMIN + "RestoreSessions")
+    retire_call = _raw(channel, "unary_unary", _ADMIN + "RetireSession")
+    for call, good in ((export_call, export), (retire_call, retire)):
+        paths += [
+            partial(call, good, timeout=HANG_S),  # no token
+            partial(call, good, metadata=(("authorization", "Bearer nope"),), timeout=HANG_S),
+            partial(call, _GARBAGE, metadata=_TOKEN, timeout=HANG_S),
+            partial(call, good, metadata=_TOKEN + _OTHER, timeout=HANG_S),
+            partial(call, good, metadata=_TOKEN, timeout=0.000_001),
+        ]
+    paths += [
+        partial(restore_call, iter([restore]), timeout=HANG_S),  # no token
+        partial(restore_call, iter([_GARBAGE]), metadata=_TOKEN, timeout=HANG_S),
+        partial(restore_call, iter([restore]), metadata=_TOKEN + _OTHER, timeout=HANG_S),
+        partial(restore_call, iter([restore]), metadata=_TOKEN, timeout=HANG_S),  # not JSON
+        partial(held_open, "unary_stream", _ADMIN + "ExportSessions", export, _TOKEN),
+        partial(held_open, "stream_unary", _ADMIN + "RestoreSessions", restore, _TOKEN),
+        partial(held_open, "unary_stream", "/grpc.health.v1.Health/Watch", watch),
+        partial(
+            held_open,
+            "stream_stream",
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+            reflect,
+        ),
+    ]
+    for stream_kind, method in (
+        ("unary_stream", "/grpc.health.v1.Health/Watch"),
+        ("stream_stream", "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"),
+    ):
+        call = _raw(channel, stream_kind, method)
+        body = _GARBAGE if stream_kind == "unary_stream" else iter([_GARBAGE])
+        paths.append(partial(call, body, timeout=HANG_S))
+    long_name = health_pb2.HealthCheckRequest(service="s" * 5000).SerializeToString()
+    paths.append(partial(_raw(channel, "unary_stream", "/grpc.health.v1.Health/Watch"), long_name))
+    try:
+        for path in paths:
+            for _ in range(_REPEAT):
+                _ended(path)
+        assert served.running.admission.wait_idle(HANG_S), "a slot was never given back"
+        exported = served.admin.export_sessions(["mine"])
+        assert [s.resources_session_id for s in exported.snapshots] == ["mine"]
+        assert served.raw.call_tool("mine", *WRITE) == SENT
+        assert served.admin.retire_session("nobody") is False
+        stream = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest())
+        assert next(stream).status == health_pb2.HealthCheckResponse.SERVING
+        stream.cancel()
+        assert "workplace.env.v1.EnvironmentService" in _reflected_services(channel)
+    finally:
+        gate.set()
+        channel.close()
+
+
+def _first_status(stream: Any) -> grpc.StatusCode:
+    """OK when an open stream's first answer came, else the status it ended with."""
+    try:
+        next(stream)
+    except grpc.RpcError as exc:
+        return exc.code()
+    return grpc.StatusCode.OK
+
+
+def test_X3_idle_health_and_reflection_streams_beyond_the_limit_never_starve_check_or_admin(
+    make_server,
+):
+    """Issue 26: 261 idle Health/Watch streams held every thread of the server's pool, so
+    health Check and every admin RPC hung. Now at most max_health_streams (64) are open; the
+    others are refused at once, and Check, admin and environment RPCs answer promptly."""
+    served = make_server(settings=Settings(admin_token="tok"), admin_token="tok")
+    limit = served.running.admission.max_health_streams
+    channel = grpc.insecure_channel(served.target)
+    gate = threading.Event()
+    health = health_pb2_grpc.HealthStub(channel)
+    reflect = reflection_pb2_grpc.ServerReflectionStub(channel)
+    listing = reflection_pb2.ServerReflectionRequest(list_services="")
+    try:
+        streams = [health.Watch(health_pb2.HealthCheckRequest()) for _ in range(261)]
+        streams += [reflect.ServerReflectionInfo(iter(_blocking(listing, gate))) for _ in range(50)]
+        seen = [_first_status(stream) for stream in streams]
+        assert seen.count(grpc.StatusCode.OK) == limit
+        assert seen.count(grpc.StatusCode.RESOURCE_EXHAUSTED) == len(streams) - limit
+        refused = streams[seen.index(grpc.StatusCode.RESOURCE_EXHAUSTED)]
+        assert _error_info(refused).reason == "TOO_MANY_RPCS"
+        check = health.Check(health_pb2.HealthCheckRequest(), timeout=3)
+        assert check.status == health_pb2.HealthCheckResponse.SERVING
+        with AdminClient(channel=channel, token="tok", timeout_s=3) as admin:
+            assert admin.export_sessions().snapshots == []
+        with EnvironmentClient(channel=channel, timeout_s=3) as client:
+            assert len(client.list_tools()) == 27
+        for stream in streams:
+            stream.cancel()
+        assert served.running.admission.wait_idle(HANG_S)
+    finally:
+        gate.set()
+        channel.close()
+
+
+def test_X3_health_names_are_bounded_and_unknown_names_leave_nothing_behind(make_server):
+    """Issue 26: each Watch of a new name stayed in the health servicer for good (100 watches
+    of 4 MiB names kept ~430 MB). A name over 1,024 bytes is refused naming ``service``; a
+    watched unknown name is answered SERVICE_UNKNOWN and kept nowhere."""
+    served = make_server()
+    channel = grpc.insecure_channel(served.target)
+    health = health_pb2_grpc.HealthStub(channel)
+    try:
+        for rpc in (health.Check, health.Watch):
+            with pytest.raises(grpc.RpcError) as err:
+                answer = rpc(health_pb2.HealthCheckRequest(service="s" * 1025), timeout=HANG_S)
+                next(answer) if rpc is health.Watch else answer
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            bad = error_details_pb2.BadRequest()
+            status = rpc_status.from_call(err.value)
+            assert any(d.Unpack(bad) for d in status.details if d.Is(bad.DESCRIPTOR))
+            assert [v.field for v in bad.field_violations] == ["service"]
+        before = (dict(served.running.health._statuses), set(served.running.health._watchers))
+        for i in range(40):
+            stream = health.Watch(health_pb2.HealthCheckRequest(service=f"{i:04d}" * 256))
+            assert next(stream).status == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+            stream.cancel()
+            with pytest.raises(grpc.RpcError) as err:
+                health.Check(health_pb2.HealthCheckRequest(service=f"{i}"), timeout=HANG_S)
+            assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        assert served.running.admission.wait_idle(HANG_S)
+        after = (dict(served.running.health._statuses), set(served.running.health._watchers))
+        assert after == before
+        watcher = health.Watch(health_pb2.HealthCheckRequest())  # a served name still updates
+        assert next(watcher).status == health_pb2.HealthCheckResponse.SERVING
+        served.running.start_draining()
+        assert next(watcher).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        watcher.cancel()
+    finally:
+        channel.close()
 
 
 # -- A1: admin security --------------------------------------------------------------------------
@@ -710,7 +941,8 @@ def test_serve_warns_when_checkpoints_meet_a_per_process_cookie_secret():
 
 
 def test_X3_the_co_hosted_gateway_is_not_admitted_by_the_rpc_limit(make_server):
-    """README, Admission: ``serve --http-address`` runs HTTP requests on its servicer
+    """docs/operations/security.md, Admission: ``serve --http-address`` runs HTTP requests on its
+    servicer
     in-process, one at a time on the gateway's event loop, so ``--max-concurrent-rpcs`` (a
     gRPC bound) never refuses them: with the server's one gRPC slot held, a gRPC seed is
     RESOURCE_EXHAUSTED TOO_MANY_RPCS while the co-hosted gateway still seeds and calls (200).
@@ -737,7 +969,8 @@ def test_X3_the_co_hosted_gateway_is_not_admitted_by_the_rpc_limit(make_server):
 def test_X2_a_request_the_gateway_had_not_read_when_it_stopped_is_closed_unanswered_unrun(
     make_server,
 ):
-    """README, drain: at its listener's close the gateway (uvicorn's graceful shutdown) closes
+    """docs/operations/serving.md, drain: at its listener's close the gateway (uvicorn's graceful
+    shutdown) closes
     every connection on which no request was read whole, without an answer (not a 503): a
     seed whose headers were still arriving gets EOF, and nothing was seeded, so resending it
     is safe."""

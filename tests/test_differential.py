@@ -41,6 +41,28 @@ def test_generated_sequences_match_the_reference(seed, reference_url, workbench_
     assert differences == [], "\n".join(map(str, differences[:20]))
 
 
+@needs_shared
+def test_the_generator_draws_each_parity_class():
+    """The sequences the test runs hold each class: bounds and dates read as NaT, Unicode 15
+    digits, and long write/read sequences with deletes, re-creates and whole-table listings."""
+    all_calls = list(sequences(SEQUENCES, 14, WORKBENCH))
+    bodies = [json.loads(c.body) for calls in all_calls for c in calls if c.body.startswith("{")]
+    values = [v for body in bodies for v in body.values()]
+    assert any(v != v for v in values if isinstance(v, float))  # JSON NaN
+    assert {"nan", "NaT"} & {v for v in values if isinstance(v, str)}
+    unicode_15 = [
+        v
+        for v in values
+        if isinstance(v, str)
+        and any(0x11F50 <= ord(c) <= 0x11F59 or 0x1E4F0 <= ord(c) <= 0x1E4F9 for c in v)
+    ]
+    assert unicode_15
+    long = [calls for calls in all_calls if len(calls) >= 20]
+    assert long
+    names = [c.name for calls in long for c in calls]
+    assert any("delete" in n for n in names) and any("create" in n or "add" in n for n in names)
+
+
 def test_verify_bodies_are_refused_where_and_as_the_reference_refuses_them(
     reference_url, make_server
 ):

@@ -15,15 +15,17 @@ from random import Random
 
 import pytest
 
-from tests.conftest import GOLDENS, needs_shared, read_jsonl
+from tests.conftest import GOLDENS, needs, needs_shared, read_jsonl
 from tests.fastpath import all_arguments
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import TABLE_KEYS, SessionTables
 from workplace_env.sandbox.tools import TOOLS, drop_nulls, encode_output, execute
 from workplace_env.sandbox.tools.registry import InvalidToolArgumentsError, parse_arguments
 
-TOOL_CASES = read_jsonl(GOLDENS / "tool_calls_public.jsonl")
-VERIFY_CASES = read_jsonl(GOLDENS / "verify_cases_public.jsonl")
+TOOL_CASES_FILE = GOLDENS / "tool_calls_public.jsonl"
+VERIFY_CASES_FILE = GOLDENS / "verify_cases_public.jsonl"
+TOOL_CASES = read_jsonl(TOOL_CASES_FILE)
+VERIFY_CASES = read_jsonl(VERIFY_CASES_FILE)
 GENERATORS = all_arguments()
 
 
@@ -70,6 +72,7 @@ def _parsed(arguments: str) -> dict | None:
 
 
 @needs_shared
+@needs(TOOL_CASES_FILE)
 @pytest.mark.parametrize("case", TOOL_CASES, ids=[c["case_id"] for c in TOOL_CASES])
 def test_goldens_tool_calls_fast_equals_pandas(case, workbench_tables):
     pair = Pair(workbench_tables)
@@ -81,6 +84,7 @@ def test_goldens_tool_calls_fast_equals_pandas(case, workbench_tables):
 
 
 @needs_shared
+@needs(VERIFY_CASES_FILE)
 def test_goldens_verify_calls_fast_equals_pandas(workbench_tables):
     # Replay keeps JSON nulls: both sequences of every verify case, as the verifier runs them.
     for case in VERIFY_CASES:

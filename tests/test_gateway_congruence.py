@@ -24,16 +24,27 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.conftest import GOLDENS, WORKBENCH, fuzz_sample, needs_shared, read_jsonl
+from tests.conftest import (
+    FUZZ_GOLDENS,
+    GOLDENS,
+    WORKBENCH,
+    fuzz_sample,
+    needs,
+    needs_shared,
+    read_jsonl,
+)
 from tests.helpers import GATEWAY_BACKENDS
 from workplace_env.gateway import TOKEN_HEADER
 from workplace_env.parity import outputs_match, state_digests, state_mismatches
 from workplace_env_client import EnvironmentClient, InvalidRequestError
 
-TOOL_CASES = read_jsonl(GOLDENS / "tool_calls_public.jsonl")
+TOOL_CASES_FILE = GOLDENS / "tool_calls_public.jsonl"
+VERIFY_CASES_FILE = GOLDENS / "verify_cases_public.jsonl"
+ROLLOUTS_FILE = WORKBENCH / "rollouts_public.jsonl"
+TOOL_CASES = read_jsonl(TOOL_CASES_FILE)
 FUZZ_SAMPLE = fuzz_sample(stride=20, email_stride=8)  # run on both gateway backends
-VERIFY_CASES = read_jsonl(GOLDENS / "verify_cases_public.jsonl")
-ROLLOUTS = read_jsonl(WORKBENCH / "rollouts_public.jsonl")
+VERIFY_CASES = read_jsonl(VERIFY_CASES_FILE)
+ROLLOUTS = read_jsonl(ROLLOUTS_FILE)
 JSON_CT = {"content-type": "application/json"}
 
 
@@ -140,6 +151,7 @@ def grpc_reward(sdk: EnvironmentClient, case_id: str, calls: list[dict], truth: 
 
 
 @needs_shared
+@needs(TOOL_CASES_FILE)
 @pytest.mark.parametrize("case", TOOL_CASES, ids=[c["case_id"] for c in TOOL_CASES])
 def test_tool_goldens_are_byte_identical_over_http_and_grpc(case, agent, workbench_client):
     expected = grpc_outputs(workbench_client, case["case_id"], case["calls"])
@@ -150,6 +162,7 @@ def test_tool_goldens_are_byte_identical_over_http_and_grpc(case, agent, workben
 
 
 @needs_shared
+@needs(FUZZ_GOLDENS)
 @pytest.mark.parametrize("case", FUZZ_SAMPLE, ids=[c["case_id"] for c in FUZZ_SAMPLE])
 def test_generated_tool_goldens_are_byte_identical_over_http_and_grpc(
     case, agent, workbench_client
@@ -163,11 +176,10 @@ def test_generated_tool_goldens_are_byte_identical_over_http_and_grpc(
 
 
 @needs_shared
+@needs(TOOL_CASES_FILE)
 def test_tool_goldens_are_identical_over_mcp(gateway, http_client, workbench_client):
     """Every goldens call whose body is a JSON object, as an MCP tools/call on the seeded
     session: the text is the gRPC output, byte-for-byte."""
-    if not TOOL_CASES:
-        pytest.skip("no tool goldens")
     tool_names = {schema["name"] for schema in workbench_client.list_tools()}
     plans = []
     for case in TOOL_CASES:
@@ -205,6 +217,7 @@ def test_tool_goldens_are_identical_over_mcp(gateway, http_client, workbench_cli
 
 
 @needs_shared
+@needs(VERIFY_CASES_FILE)
 @pytest.mark.parametrize("case", VERIFY_CASES, ids=[c["case_id"] for c in VERIFY_CASES])
 def test_verify_goldens_reward_equal_over_http_and_grpc(case, agent, workbench_client):
     http_seed(agent, case)
@@ -233,6 +246,7 @@ def test_verify_goldens_reward_equal_over_http_and_grpc(case, agent, workbench_c
 
 
 @needs_shared
+@needs(ROLLOUTS_FILE)
 @pytest.mark.parametrize("rollout", ROLLOUTS, ids=[r["id"] for r in ROLLOUTS])
 def test_rollout_episode_is_identical_over_http_and_grpc(rollout, agent, workbench_client):
     calls = rollout["function_calls"]

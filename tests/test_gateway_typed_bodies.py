@@ -1,8 +1,9 @@
 """Typed HTTP bodies are refused as NeMo Gym's models refuse them, naming the field as sent.
 
 The tester's findings 5 and 7: a ``/close_session`` with a key outside
-``ResourcesCloseSessionRequest`` closed the session and answered the legacy shape (README: extra
-keys are 422); a ``/verify`` whose ``ground_truth`` the service refuses named the service's
+``ResourcesCloseSessionRequest`` closed the session and answered the legacy shape
+(docs/http-gateway.md: extra keys are 422); a ``/verify`` whose ``ground_truth`` the service
+refuses named the service's
 field ``ground_truth_json`` instead of the body's ``ground_truth``.
 """
 

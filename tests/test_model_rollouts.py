@@ -11,25 +11,32 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.helpers import local
-from tests.model_standin import Calls, CutOff, Fail, Raw, StandInModel, Text
+from tests.model_standin import Calls, CutOff, Fail, Fields, Hold, Raw, StandInModel, Text
 from tests.nemo.venv import nemo_python
 from workplace_env.model_runs import (
     PlanMismatch,
     check_plan,
     input_digest,
+    lock_path,
     materialized_inputs_path,
+    only_run_into,
     read_rollouts,
     side_effect_tables,
     summarise,
 )
+from workplace_env.runs import ModelRunOptions, run_model_policy
 from workplace_env.sandbox.tables import CRM, EMAILS
 from workplace_env.taskgen import generate_tasks
+from workplace_env.terminal import CommandError
 from workplace_env_client import (
     AsyncEnvironmentClient,
     ModelPolicy,
@@ -38,6 +45,7 @@ from workplace_env_client import (
     openai_client,
     run_rollout,
 )
+from workplace_env_client.rollouts import MODEL_CONFIG_ERROR
 
 openai = pytest.importorskip("openai")  # in the test extras; a clear skip elsewhere
 
@@ -312,21 +320,41 @@ def test_429_and_500_are_retried_with_backoff_then_the_episode_goes_on(server, s
     assert len(requests) == rollout.turns + 3  # 2 x 429 and 1 x 500 were sent again
 
 
-@pytest.mark.parametrize(
-    ("status", "kind"), [(500, "provider_unavailable"), (429, "provider_quota_exhausted")]
-)
+ENDPOINT_ERRORS = [  # (status, failure kind, retried by the client)
+    (500, "provider_unavailable", True),
+    (503, "provider_unavailable", True),
+    (429, "provider_quota_exhausted", True),
+    (401, MODEL_CONFIG_ERROR, False),
+    (403, MODEL_CONFIG_ERROR, False),
+    (404, MODEL_CONFIG_ERROR, False),
+    (422, MODEL_CONFIG_ERROR, False),
+]
+
+
+@pytest.mark.parametrize("max_retries", [0, 2])
+@pytest.mark.parametrize(("status", "kind", "retried"), ENDPOINT_ERRORS)
 @pytest.mark.parametrize("api", APIS)
-def test_errors_past_the_retries_mask_the_episode(server, sdk, api, status, kind):
+def test_endpoint_errors_mask_the_episode_naming_url_status_kind_and_retries(
+    server, sdk, api, status, kind, retried, max_retries
+):
+    """An unavailable provider (5xx, 429) is retried; a configuration error (401, 403, 404,
+    422) is not, and is no provider_unavailable; each reason names the URL, the status and the
+    retries made."""
     task = _crm_single(server)
     with StandInModel({task["prompt"]: [Fail(status, 99)]}) as standin:
-        rollout = run_rollout(sdk, _client(standin, max_retries=2), task, _policy(api))
+        model = _client(standin, max_retries=max_retries)
+        rollout = run_rollout(sdk, model, task, _policy(api))
         requests = standin.scripts[task["prompt"]].requests
+        path = "/responses" if api == "responses" else "/chat/completions"
+        url = standin.base_url + path
+    made = max_retries if retried else 0
     assert (rollout.reward, rollout.mask_sample, rollout.failure_kind) == (0.0, True, kind)
-    assert f"HTTP {status} after retries" in rollout.failure_reason
-    assert len(requests) == 3 and rollout.tables == ()
+    assert url in rollout.failure_reason and f"HTTP {status}" in rollout.failure_reason
+    assert f"after {made} retries" in rollout.failure_reason
+    assert len(requests) == made + 1 and rollout.tables == ()
 
 
-def test_an_unreachable_endpoint_masks_the_episode(server, sdk):
+def test_an_unreachable_endpoint_masks_the_episode_naming_its_url(server, sdk):
     task = _crm_single(server)
     with StandInModel({}) as standin:
         url = standin.base_url
@@ -334,6 +362,8 @@ def test_an_unreachable_endpoint_masks_the_episode(server, sdk):
     rollout = run_rollout(sdk, client, task, _policy("responses"))
     assert rollout.mask_sample and rollout.failure_kind == "provider_unavailable"
     assert "APIConnectionError" in rollout.failure_reason
+    assert f"{url}/responses" in rollout.failure_reason
+    assert "after 0 retries" in rollout.failure_reason
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -447,6 +477,7 @@ def _final_text(text: str) -> dict[str, Any]:
     }
 
 
+HUGE = 10**400  # an integer beyond a float's range
 DEEP = '{"name": ' + "[" * 200 + "]" * 200 + "}"  # parses; deeper than the 128 levels sent
 DEEPEST = '{"name": ' + "[" * 50_000 + "]" * 50_000 + "}"  # json.loads: RecursionError
 ESCAPED_SURROGATE = '{"name": "\\ud800"}'  # ASCII text whose value is a lone surrogate
@@ -487,6 +518,19 @@ MALFORMED = [
      "nested deeper than a JSON parser goes"),  # NeMo's agent fails there (RecursionError)
     ("not JSON", "responses", Raw([_fc(arguments="not json{")]), "unparsable", None),
     ("not JSON", "chat", Raw(message=_chat_call(arguments="not json{")), "unparsable", None),
+    # What the answer holds that a strict JSON line cannot: the model's failure, never kept.
+    ("integer beyond float", "responses", Fields({"created_at": HUGE}), "masked",
+     "cannot be represented"),
+    ("integer beyond float", "chat", Fields({"created": HUGE}), "masked", "beyond the range"),
+    ("integer beyond float", "responses", Fields({"usage": {"input_tokens": HUGE}}), "masked",
+     "beyond the range"),
+    ("integer beyond float", "chat", Fields({"usage": {"prompt_tokens": HUGE}}), "masked",
+     "beyond the range"),
+    ("NaN", "responses", Fields({"temperature": math.nan}), "masked", "nan is not JSON"),
+    ("Infinity", "responses", Fields({"top_p": math.inf}), "masked", "inf is not JSON"),
+    ("surrogate model", "responses", Fields({"model": "\ud800"}), "masked", "U+D800"),
+    ("surrogate model", "chat", Fields({"model": "\ud800"}), "masked", "U+D800"),
+    ("surrogate id", "chat", Fields({"id": "x\udfff"}), "masked", "U+DFFF"),
 ]  # fmt: skip
 
 
@@ -513,7 +557,7 @@ def test_malformed_model_output_never_raises_out_of_a_rollout(
             rollout = asyncio.run(play(standin))
         requests = standin.scripts[task["prompt"]].requests
     assert server.store.live_count() == 0  # the session was closed in every case
-    line = json.dumps(rollout.to_json())  # the rollout line stays writable
+    line = strict_json(rollout.to_json())  # the rollout line stays strict JSON
     if outcome == "masked":  # the episode cannot be scored: masked at that turn
         assert (rollout.reward, rollout.mask_sample, rollout.failure_kind) == (
             0.0,
@@ -549,12 +593,30 @@ def test_malformed_model_output_never_raises_out_of_a_rollout(
 # -- the CLI ----------------------------------------------------------------------------------
 
 
-def _run_cli(args: list[str]) -> Any:
+def strict_json(value: Any) -> str:
+    """``value`` as JSON a strict reader takes (no NaN or infinities, UTF-8 text); raises
+    otherwise."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    text.encode("utf-8")
+    return text
+
+
+def strict_lines(path: Path) -> list[dict[str, Any]]:
+    """The lines of ``path`` read by a strict JSON reader (UTF-8; NaN, Infinity refused)."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    text = path.read_bytes().decode("utf-8")
+    return [json.loads(line, parse_constant=refuse) for line in text.splitlines()]
+
+
+def _run_cli(args: list[str], columns: int = 200) -> Any:
     from typer.testing import CliRunner
 
     from workplace_env.cli import app
 
-    return CliRunner().invoke(app, args, env={"STANDIN_KEY": "k", "COLUMNS": "200"})
+    return CliRunner().invoke(app, args, env={"STANDIN_KEY": "k", "COLUMNS": str(columns)})
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -607,7 +669,8 @@ def test_cli_writes_rollouts_summary_and_plot_then_resumes(server, tmp_path, api
     ]
     assert all(len(i["responses_create_params"]["tools"]) == 27 for i in inputs)
     summary = json.loads((tmp_path / "run" / "rollouts_summary.json").read_text())
-    overall = summary[-1]
+    assert summary["sandbox"]["origin"] == "generated:seed=0,scale=1.0"
+    overall = summary["categories"][-1]
     assert overall["category"] == "all" and overall["episodes"] == 3
     assert overall["pass_rate"] == pytest.approx(2 / 3)
     assert overall["side_effect_rate"] == pytest.approx(1 / 3)
@@ -790,7 +853,9 @@ def test_cli_exit_status_counts_the_models_own_failures_only_with_fail_on_masked
         by_id = {line["id"]: line for line in read_rollouts(out)}
         assert by_id[task["id"]]["failure_kind"] == "agent_run_error"
         assert by_id[good["id"]]["reward"] == 1.0
-        overall = json.loads(out.with_name(f"{out.stem}_summary.json").read_text())[-1]
+        overall = json.loads(out.with_name(f"{out.stem}_summary.json").read_text())["categories"][
+            -1
+        ]
         assert (overall["episodes"], overall["masked"], overall["model_failures"]) == (2, 0, 1)
         assert (overall["passed"], overall["pass_rate"]) == (1, 0.5)
 
@@ -812,7 +877,7 @@ def test_cli_pass_rate_leaves_out_infrastructure_masks_and_counts_model_failures
     said = " ".join(result.output.split())
     assert "counted in its pass rate (1/2 = 0.500)" in said
     assert "1 not finished" in said and "left out of the pass rate" in said
-    overall = json.loads((tmp_path / "rollouts_summary.json").read_text())[-1]
+    overall = json.loads((tmp_path / "rollouts_summary.json").read_text())["categories"][-1]
     assert (overall["episodes"], overall["masked"], overall["model_failures"]) == (3, 1, 1)
     assert (overall["passed"], overall["pass_rate"]) == (1, 0.5)
 
@@ -875,7 +940,7 @@ def _assert_one_plan(out: Path) -> None:
         assert line["workplace_env"]["input_sha256"] == input_digest(item)
     assert not by_key
     summary = json.loads(out.with_name(f"{out.stem}_summary.json").read_text())
-    assert summary[-1]["episodes"] == len(inputs)
+    assert summary["categories"][-1]["episodes"] == len(inputs)
 
 
 def _edited(server, tmp_path):
@@ -961,6 +1026,71 @@ def test_cli_resumes_an_identical_plan_after_an_interrupted_run(server, tmp_path
     assert all(line["reward"] == 1.0 for line in read_rollouts(out))
 
 
+def test_cli_refuses_an_out_another_run_holds_naming_the_file_and_its_pid(server, tmp_path):
+    """Two runs into one --out appended the same episodes twice. While another run holds the
+    --out (its lock file), a run into it is refused at once (exit 2) naming the file and the
+    holder's pid, and plays and writes nothing; once the holder ends, the run goes on."""
+    rows = _nochange_rows(server, 2)
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "run" / "rollouts.jsonl"
+    scripts = {r["prompt"]: [Text("Nothing to change.")] for r in rows}
+    with StandInModel(scripts) as standin:
+        with only_run_into(out):
+            refused = _run_model(tasks_file, standin, server, out)
+            said = " ".join(refused.output.split())
+            assert refused.exit_code == 2, refused.output
+            assert f"another run is writing {out} (pid {os.getpid()})" in said
+            assert "--out" in said
+            assert [p.name for p in out.parent.iterdir()] == [lock_path(out).name]
+            assert all(not s.requests for s in standin.scripts.values())
+        again = _run_model(tasks_file, standin, server, out)
+        assert again.exit_code == 0, again.output
+        assert "played 2, skipped 0" in again.output
+    _assert_one_plan(out)
+
+
+def test_a_run_holds_its_out_until_it_ends(server, tmp_path):
+    """A second run started while the first waits on the model is refused with exit 2 and
+    changes none of the first's files; the first then ends with one line per episode."""
+    rows = _nochange_rows(server, 2)
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "rollouts.jsonl"
+    arrived, release = threading.Event(), threading.Event()
+    scripts = {rows[0]["prompt"]: [Text("Nothing to change.")]}
+    scripts[rows[1]["prompt"]] = [Hold(arrived, release, Text("Nothing to change."))]
+    options = ModelRunOptions(
+        base_url=None, model="stand-in", api="responses", max_turns=5, api_key_env="STANDIN_KEY",
+        timeout_s=10, max_retries=0, temperature=None, max_output_tokens=None, repeats=1,
+        out=out, concurrency=2,
+    )  # fmt: skip
+    with StandInModel(scripts) as standin:
+        model = _client(standin, max_retries=0)
+        exits: list[int] = []
+
+        def first() -> None:
+            exits.append(
+                run_model_policy(rows, options, target=local(server.port), model_client=model)
+            )
+
+        runner = threading.Thread(target=first)
+        runner.start()
+        try:
+            assert arrived.wait(timeout=30)
+            before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+            with pytest.raises(CommandError, match="another run is writing") as refused:
+                run_model_policy(rows, options, target=local(server.port), model_client=model)
+            assert refused.value.exit_code == 2
+            assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
+        finally:
+            release.set()
+            runner.join(timeout=60)
+    assert exits == [0]
+    _assert_one_plan(out)
+    assert len(out.read_text().splitlines()) == len(rows)
+
+
 def test_a_rollout_line_without_its_input_digest_is_another_plan(tmp_path):
     """A line of an older version (no ``workplace_env.input_sha256``) cannot be shown to belong
     to the plan: refused, not resumed."""
@@ -975,3 +1105,146 @@ def test_a_rollout_line_without_its_input_digest_is_another_plan(tmp_path):
     check_plan(out, [item])  # the same episode: kept
     with pytest.raises(PlanMismatch):
         check_plan(out, [{**item, "prompt": "other"}])
+
+
+# -- the experiment, the endpoint's errors and the figures a run prints --------------------------
+
+
+def _first_run(server, tmp_path, *more: str):
+    """Three no-change rows played once into ``tmp_path/run``; the stand-in stays up."""
+    rows = _nochange_rows(server, 3)
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "run" / "rollouts.jsonl"
+    standin = StandInModel({r["prompt"]: [Text("Nothing to change.")] for r in rows})
+    return tasks_file, out, standin
+
+
+def test_rollout_lines_record_the_plan_sampling_and_sandbox_as_sent(server, tmp_path):
+    tasks_file, out, standin = _first_run(server, tmp_path)
+    sampling = {"temperature": 0.25, "top_p": 0.5, "max_output_tokens": 64, "seed": 7}
+    more = ["--temperature", "0.25", "--top-p", "0.5", "--max-output-tokens", "64"]
+    with standin:
+        result = _run_model(tasks_file, standin, server, out, *more, "--model-seed", "7")
+        requests = [r for s in standin.scripts.values() for r in s.requests]
+    assert result.exit_code == 0, result.output
+    assert all(r[k] == v for r in requests for k, v in sampling.items())  # sent as given
+    digest = server.store.base.digest
+    assert digest in result.output  # the summary names the sandbox
+    for line in strict_lines(out):
+        assert sampling.items() <= line["responses_create_params"].items()  # NeMo's place
+        plan = line["workplace_env"]["plan"]
+        assert (plan["model"], plan["api"], plan["max_turns"]) == ("stand-in", "responses", 10)
+        assert (plan["base_url"], plan["sampling"], plan["sandbox"]) == (
+            standin.base_url,
+            sampling,
+            digest,
+        )
+        assert line["workplace_env"]["sandbox"] == {
+            "digest": digest,
+            "origin": "generated:seed=0,scale=1.0",
+        }
+    summary = json.loads(out.with_name(f"{out.stem}_summary.json").read_text())
+    assert summary["sandbox"]["digest"] == digest
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (("--model", "another-model"), "model:"),
+        (("--temperature", "0.7"), "sampling:"),
+        (("--top-p", "0.9"), "sampling:"),
+        (("--max-output-tokens", "32"), "sampling:"),
+        (("--model-seed", "3"), "sampling:"),
+        (("--max-turns", "4"), "max_turns:"),
+        (("--api", "chat"), "api:"),
+    ],
+)
+def test_cli_refuses_a_rerun_of_another_experiment_naming_what_changed(
+    server, tmp_path, change, named
+):
+    """A rerun into the same --out with another model, API or sampling relabelled the first
+    run's rollouts; now it plays nothing (exit 2), names what changed and --overwrite."""
+    tasks_file, out, standin = _first_run(server, tmp_path)
+    with standin:
+        first = _run_model(tasks_file, standin, server, out)
+        assert first.exit_code == 0, first.output
+        before = out.read_bytes()
+        sent = sum(len(s.requests) for s in standin.scripts.values())
+        refused = _run_model(tasks_file, standin, server, out, *change)
+        assert sum(len(s.requests) for s in standin.scripts.values()) == sent
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2, refused.output
+    assert named in said and "--overwrite" in said
+    assert out.read_bytes() == before
+
+
+def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(server, tmp_path):
+    """A wrong model URL (HTTP 404) with --max-retries 0: no provider_unavailable, no "played
+    again"; the run stops after the first refusal (exit 2) naming the URL, the status, the
+    retries made and the flags that fix it."""
+    rows = _nochange_rows(server, 3)
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "rollouts.jsonl"
+    with StandInModel({r["prompt"]: [Fail(404, 99)] for r in rows}) as standin:
+        result = _run_model(tasks_file, standin, server, out, "--max-retries", "0")
+        sent = sum(len(s.requests) for s in standin.scripts.values())
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"{standin.base_url}/responses" in said and "HTTP 404" in said
+    assert "after 0 retries" in said and "--base-url" in said and "--model" in said
+    assert "provider_unavailable" not in said and "plays them again" not in said
+    assert sent == 1  # no episode started after the refusal
+    [line] = strict_lines(out)
+    assert line["failure_kind"] == MODEL_CONFIG_ERROR
+
+
+@pytest.mark.parametrize("columns", [50, 80, 200])
+def test_an_all_masked_run_has_no_pass_rate_and_its_numbers_stay_whole(server, tmp_path, columns):
+    """Every episode masked by the endpoint: the pass rate is 0/0, '-' in the table and null in
+    the summary JSON; at 80 columns (a pipe, CI logs) no number of the table is cut."""
+    rows = _nochange_rows(server, 3)
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "rollouts.jsonl"
+    with StandInModel({r["prompt"]: [Fail(500, 99)] for r in rows}) as standin:
+        args = [
+            "run", str(tasks_file), "--policy", "model", "--model", "stand-in", "--base-url",
+            standin.base_url, "--target", local(server.port), "--out", str(out),
+            "--max-retries", "0",
+        ]  # fmt: skip
+        result = _run_cli(args, columns=columns)
+    assert result.exit_code == 1, result.output
+    overall = json.loads(out.with_name(f"{out.stem}_summary.json").read_text())["categories"][-1]
+    assert (overall["masked"], overall["pass_rate"], overall["side_effect_rate"]) == (3, None, None)
+    [row] = [line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["all"]]
+    # all, episodes, masked, model failures, passed, pass rate, mean turns, calls, valid, effects
+    assert row[1:6] == ["3", "3", "0", "0", "-"]
+    assert "…" not in result.stdout
+
+
+def test_hostile_model_answers_are_model_failures_and_every_line_is_strict_json(server, tmp_path):
+    """An integer beyond float range, a lone surrogate or NaN in the model's answer: each
+    episode is the model's failure (agent_run_error), the run goes on to the end, and every
+    rollout line parses with a strict JSON reader."""
+    hostile = [
+        Fields({"created_at": HUGE}),
+        Fields({"usage": {"input_tokens": HUGE}}),
+        Fields({"model": "\ud800"}),
+        Fields({"temperature": math.nan}),
+        Fields({"top_p": -math.inf}),
+    ]
+    rows = _nochange_rows(server, len(hostile) + 1)
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "rollouts.jsonl"
+    scripts = {r["prompt"]: [step] for r, step in zip(rows, hostile, strict=False)}
+    scripts[rows[-1]["prompt"]] = [Text("Nothing to change.")]
+    with StandInModel(scripts) as standin:
+        result = _run_model(tasks_file, standin, server, out, "--concurrency", "3")
+    assert result.exit_code == 0, result.output
+    by_id = {line["id"]: line for line in strict_lines(out)}
+    assert len(by_id) == len(rows)
+    assert [by_id[r["id"]]["failure_kind"] for r in rows[:-1]] == ["agent_run_error"] * 5
+    assert by_id[rows[-1]["id"]]["reward"] == 1.0

@@ -33,9 +33,8 @@ from tests.aggregate_cases import (
     request_body,
     same_metrics,
 )
-from tests.conftest import WORKBENCH, needs_shared, read_jsonl
+from tests.conftest import WORKBENCH, needs, needs_shared, read_jsonl
 from tests.nemo.rows import (
-    TASKS,
     TYPED_TASKSET,
     recorded_inputs,
     rewards_by_key,
@@ -54,8 +53,16 @@ from tests.nemo.servers import (
 )
 from tests.nemo.venv import nemo_python
 
-pytestmark = [needs_shared, pytest.mark.server(data="workbench")]
+ROLLOUTS_FILE = WORKBENCH / "rollouts_public.jsonl"
+TASKS_FILE = WORKBENCH / "tasks_public.jsonl"
+TOOL_SCHEMAS_FILE = WORKBENCH / "tool_schemas.json"
+pytestmark = [
+    needs_shared,
+    needs(ROLLOUTS_FILE, TASKS_FILE, TOOL_SCHEMAS_FILE),
+    pytest.mark.server(data="workbench"),
+]
 
+TASKS = read_jsonl(TASKS_FILE)
 REFERENCE = "reference"  # the reference resources server's instance name
 
 
@@ -468,9 +475,10 @@ def _hand_written_verify_bodies() -> list[dict[str, Any]]:
 
 def test_verify_echo_is_byte_identical_for_bodies_nemos_models_wrote(stack):
     """F6, measured: the reference echoes ``response`` re-serialised through NeMo's models; we
-    echo it as sent (README "Verify echo"). So a body NeMo's ``BaseVerifyRequest`` has written
-    (what its agents send) answers the same bytes, and a hand-written one the same reward with
-    another ``response`` (defaults added, ``created_at`` 0.0, unknown item keys dropped)."""
+    echo it as sent (docs/http-gateway.md, "Verify echo"). So a body NeMo's
+    ``BaseVerifyRequest`` has written (what its agents send) answers the same bytes, and a
+    hand-written one the same reward with another ``response`` (defaults added, ``created_at``
+    0.0, unknown item keys dropped)."""
     raw = _hand_written_verify_bodies()
     out = run_driver(
         stack.python,
@@ -500,7 +508,7 @@ def test_verify_echo_is_byte_identical_for_bodies_nemos_models_wrote(stack):
 def _create_params_cases() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``responses_create_params`` a client sends: the shapes NeMo's verify body re-serialises
     (echoed as it does), and shapes outside them (echoed as sent)."""
-    tools = json.loads((WORKBENCH / "tool_schemas.json").read_text())
+    tools = json.loads(TOOL_SCHEMAS_FILE.read_text())
     text = [{"type": "input_text", "text": "u"}]
     said = [{"type": "output_text", "text": "t", "annotations": []}]
     summary = [{"type": "summary_text", "text": "t"}]

@@ -14,7 +14,7 @@ import json
 import pandas as pd
 import pytest
 
-from tests.conftest import GOLDENS, needs_shared, read_jsonl
+from tests.conftest import GOLDENS, needs_shared, read_jsonl, shared_file
 from workplace_env.parity import (
     json_values_equal,
     outputs_match,
@@ -105,7 +105,7 @@ def test_an_exported_session_matches_the_goldens_tables_after_and_a_changed_one_
 ):
     case = next(
         c
-        for c in read_jsonl(GOLDENS / "tool_calls_public.jsonl")
+        for c in read_jsonl(shared_file(GOLDENS / "tool_calls_public.jsonl"))
         if c["case_id"] == ("rand-email-forward-0")
     )
     sid = "parity-state"

@@ -1,5 +1,6 @@
 """Replicas behind a real L7 proxy (issue 16): HAProxy from Debian runs deploy/haproxy.cfg, the
-README recipe, in front of three ``workplace-env serve --http-address`` replicas on loopback.
+recipe of docs/operations/replicas.md, in front of three ``workplace-env serve --http-address``
+replicas on loopback.
 
 gRPC sessions are routed by a consistent hash of ``x-resources-session-id``; HTTP gateway
 sessions by HAProxy's inserted cookie, from the first (cookieless) legacy seed on. Checked:

@@ -102,6 +102,20 @@ def test_a_server_gone_is_a_failure_of_its_own_kind_not_a_reward_mismatch(capsys
     assert rows["mean reward (played)"] == ["-"]
 
 
+@pytest.mark.parametrize("columns", ["20", "80"])
+def test_summary_numbers_stay_whole_in_a_narrow_pipe(capsys, monkeypatch, columns):
+    """In a pipe (no terminal) at any width, no number of the summary is cut."""
+    monkeypatch.setenv("COLUMNS", columns)
+    lines = [{"id": f"t{i}", "ground_truth": []} for i in range(3)]
+    summary = run_lines(_GoneServer(), lines)  # type: ignore[arg-type]
+    summary.episodes_per_s = 123456789.0
+    print_summary(summary, "a title longer than the narrowest terminal it is printed on")
+    shown = capsys.readouterr().out
+    cells = {cell for row in table_rows(shown).values() for cell in row}
+    assert {"123456789.0", "-", "3"} <= cells  # labels may fold; numbers never do
+    assert "…" not in shown
+
+
 class _GoneFor:
     """The module's client, but UNAVAILABLE for the seeds of the cases named ``gone...``."""
 

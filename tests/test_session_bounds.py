@@ -5,12 +5,10 @@ eviction records, legacy markers and per-session call_id records; all on a fake 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import replace
 
 import pytest
 
-from tests.conftest import REPO
 from tests.helpers import (
     BOUND_FIRST,
     BOUND_LIMIT,
@@ -75,22 +73,6 @@ def test_call_id_records_are_bounded_by_age(sandbox):
     store.clock.now += 0.5  # type: ignore[attr-defined]
     assert not _send(store, "s", "zq0", "c0")  # past the age bound: runs again
     assert _sent(store, "s") == ["zq0", "zq0"]
-
-
-def test_the_readmes_never_applied_twice_claim_states_these_bounds():
-    """L14: README's opening claim ("never ... applied twice under retries") held only within
-    the call_id records' count and age bounds (the two tests above: past them a retry runs the
-    call again). The claim now names both bounds, with the defaults, and what happens past
-    them, and the fences' bounds for a late seed."""
-    opening = (REPO / "README.md").read_text().split("## What it reproduces")[0]
-    text = " ".join(opening.split())
-    config = SessionConfig()
-    assert "applied twice" in text
-    assert f"`--max-call-ids` ({config.max_call_ids:,})" in text
-    assert f"at most {config.call_id_ttl_s / 3600:g} h (`SessionConfig.call_id_ttl_s`)" in text
-    assert "the retry **runs the call again**" in text
-    assert f"(`--fence-ttl-s`, {config.fence_ttl_s / 3600:g} h" in text
-    assert f"`--max-fences`, {config.max_fences:,})" in text
 
 
 def test_call_id_records_are_per_session(sandbox):
@@ -406,21 +388,3 @@ def test_no_write_bound_when_zero(sandbox):
     assert _bound_sent(store, "free") == 1
     (again,), _, _ = store.export(["free"])
     assert again.write_bytes == 2**40 + len(BOUND_FIRST)
-
-
-# -- documentation ----------------------------------------------------------------------------
-
-
-def test_readme_states_the_default_bounds():
-    """The README's "Session bounds" line is generated from SessionConfig's defaults."""
-    c = SessionConfig()
-    line = (
-        f"Session bounds (defaults): {c.max_sessions:,} live sessions, {c.idle_ttl_s / 3600:g} h "
-        f"idle TTL (evicted sessions answer `SESSION_EXPIRED`), {c.max_fences:,} fences and as "
-        f"many eviction records kept for {c.fence_ttl_s / 3600:g} h, {c.max_call_ids:,} "
-        f"`call_id` records per session kept for {c.call_id_ttl_s / 3600:g} h, "
-        f"{c.max_markers:,} verified legacy sessions remembered for "
-        f"{c.retry_window_s / 60:g} min."
-    )
-    readme = re.sub(r"\s+", " ", (REPO / "README.md").read_text(encoding="utf-8"))
-    assert line in readme

@@ -3,7 +3,7 @@
 Random sequences of seed (typed and legacy, with injected build failures), tool calls (with and
 without call_id, with lost responses), verify, close (with injected release failures), clock
 advances and idle sweeps, over a few ids, episodes and tasks, are run against the real
-:class:`~workplace_env.sessions.SessionStore` and against a small model of CONTRACT.md written
+:class:`~workplace_env.sessions.SessionStore` and against a small model of docs/contract.md written
 independently here. Every answer is compared: values, and for refusals the ErrorInfo reason, the
 status code and the session named. Every write sends an email whose subject names its session;
 every read must return exactly that session's own subjects, so no session's tables ever change

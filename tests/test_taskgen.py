@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import REPO, WORKBENCH, needs_shared
+from tests.conftest import REPO, WORKBENCH, needs_shared, shared_file
 from workplace_env.cli import app
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import BaseTables
@@ -177,7 +177,9 @@ def test_task_format(default_tasks):
             "system",
             "ground_truth",
             "template",
+            "sandbox",
         ]
+        assert task["sandbox"]["digest"].startswith("sha256:")
         assert task["environment_name"] == "workplace_assistant"
         assert task["system"] == SYSTEM_PROMPT == EXPECTED_SYSTEM
         assert task["category"] == template_ids[task["template"]]
@@ -340,7 +342,10 @@ def test_readings_agree_with_nemo_ground_truths(workbench_tables):
 @needs_shared
 def test_workbench_prompts_look_like_workbench():
     """Sanity: WorkBench's own task files use the clock and format the generator copies."""
-    lines = [json.loads(x) for x in (WORKBENCH / "tasks_public.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(x)
+        for x in shared_file(WORKBENCH / "tasks_public.jsonl").read_text().splitlines()
+    ]
     assert {t["system"] for t in lines} == {EXPECTED_SYSTEM}
     assert {t["category"] for t in lines} <= set(CATEGORIES)
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import csv
 import json
+import re
+import sys
+import unicodedata
 
 import pytest
 
@@ -102,6 +105,95 @@ SINGLE_CALLS = [
     ),
 ]
 
+#: Dates written with digits Unicode 15 added (Kawi U+11F50.., Nag Mundari U+1E4F0..): decimal
+#: digits on the reference's Python 3.13 (Unicode 15.1), so pandas and dateutil read them.
+KAWI_2023 = "\U00011f52\U00011f50\U00011f52\U00011f53"
+NAG_MUNDARI_2023 = "\U0001e4f2\U0001e4f0\U0001e4f2\U0001e4f3"
+#: pandas' error comparing dates with a bound it reads as NaT.
+NAT_ERROR = "Error searching emails: Cannot compare NaT with datetime.date object"
+
+#: (name, arguments, the reference's output) of date arguments read as NaT or in other digits.
+DATE_READINGS = [
+    *(
+        _call(SEARCH, NAT_ERROR, query="budget", **{bound: value})
+        for bound in ("date_min", "date_max")
+        for value in ("nan", "NaT", "nat", float("nan"))
+    ),
+    # The min bound is compared (and fails) before the max is parsed ...
+    _call(SEARCH, NAT_ERROR, query="", date_min="NaN", date_max="garbage"),
+    _call(SEARCH, NAT_ERROR, query="", date_min="nan", page_size=0),
+    # ... and a NaT bound only fails against rows still left.
+    _call(SEARCH, "No emails found.", query="", date_min="2030-01-01", date_max="nan"),
+    _call(SEARCH, "No emails found.", query="zzzzqqq", date_min="nan"),
+    _call(
+        SEARCH,
+        "Error searching emails: Unknown datetime string format, unable to parse: -nan",
+        query="",
+        date_min="-nan",
+    ),
+    _call(
+        SEARCH,
+        "Error searching emails: cannot convert input -inf with the unit 'None'",
+        query="",
+        date_min=float("-inf"),
+    ),
+    _call(SEARCH, "No emails found.", query="budget", date_min=f"{NAG_MUNDARI_2023}-11-30"),
+    _call(
+        SEARCH,
+        {
+            "emails": [
+                {
+                    "email_id": "00000353",
+                    "inbox/outbox": "inbox",
+                    "sender/recipient": "chenwei.zhang@atlas.com",
+                    "subject": "Update on Annual Budget Planning Session",
+                    "sent_datetime": "2023-10-01 09:40:01",
+                    "body": "Sam,\\n\\nEncountered a few challenges while working on the Annual "
+                    "Budget Planning Session. Could use your advice.\\n\\nCheers,\\nChenwei",
+                }
+            ],
+            "pagination": {"total_emails": 1, "page": 1, "page_size": 1, "total_pages": 1},
+        },
+        query="budget",
+        date_max=f"{KAWI_2023}-10-01",
+        page_size=1,
+    ),
+    # Superscripts are digits but not decimals: no parser reads them.
+    _call(
+        SEARCH,
+        "Error searching emails: Unknown datetime string format, unable to parse: "
+        "\u00b2\u2070\u00b2\u00b3-10-01",
+        query="budget",
+        date_max="\u00b2\u2070\u00b2\u00b3-10-01",
+    ),
+    _call(
+        "calendar_search_events",
+        {
+            "events": [
+                {
+                    "event_id": "00000170",
+                    "event_name": "Board of Directors Conclave",
+                    "participant_email": "chenwei.zhang@atlas.com",
+                    "event_start": "2023-12-21 15:30:00",
+                    "duration": "90",
+                }
+            ],
+            "pagination": {"total_events": 8, "page": 1, "page_size": 1, "total_pages": 8},
+        },
+        query="",
+        time_min=f"{KAWI_2023}-12-20 00:00:00",
+        page_size=1,
+    ),
+    _call(
+        "calendar_create_event",
+        "00000300",
+        event_name="x",
+        participant_email="a@b.com",
+        event_start=f"{NAG_MUNDARI_2023}-12-30 10:00:00",
+        duration="30",
+    ),
+]
+
 EMPTY_EMAIL_TABLE = [
     # Any search of an email table without rows fails on the timestamp column ...
     *(
@@ -138,6 +230,28 @@ def _run(tables: SessionTables, name: str, arguments: dict, fast: bool) -> objec
 @pytest.mark.parametrize("name, arguments, expected", SINGLE_CALLS)
 def test_single_calls_match_the_reference(name, arguments, expected, fast, workbench_tables):
     assert _run(SessionTables(workbench_tables), name, arguments, fast) == expected
+
+
+@needs_shared
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "pandas"])
+@pytest.mark.parametrize("name, arguments, expected", DATE_READINGS)
+def test_dates_read_as_nat_or_in_other_digits_match_the_reference(
+    name, arguments, expected, fast, workbench_tables
+):
+    assert _run(SessionTables(workbench_tables), name, arguments, fast) == expected
+
+
+def test_the_interpreter_reads_digits_as_the_reference_does():
+    """The reference's Python 3.13 (Unicode 15.1): Kawi and Nag Mundari digits are decimal (not
+    on 3.11), superscripts digits only; int() and regex \\d follow."""
+    assert sys.version_info[:2] == (3, 13)
+    assert unicodedata.unidata_version == "15.1.0"
+    for year in (KAWI_2023, NAG_MUNDARI_2023):
+        assert year.isdecimal() and year.isdigit() and year.isnumeric()
+        assert int(year) == 2023 and float(year) == 2023.0
+        assert re.fullmatch(r"\d{4}", year)
+    assert "\u00b2".isdigit() and not "\u00b2".isdecimal()
+    assert not re.fullmatch(r"\d", "\u00b2")
 
 
 @needs_shared

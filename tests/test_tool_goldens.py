@@ -15,14 +15,15 @@ import json
 
 import pytest
 
-from tests.conftest import GOLDENS, fuzz_sample, needs_shared, read_jsonl
+from tests.conftest import FUZZ_GOLDENS, GOLDENS, fuzz_sample, needs, needs_shared, read_jsonl
 from workplace_env.parity import outputs_match, table_digest
 from workplace_env.sandbox.tables import SessionTables
 from workplace_env.sandbox.tools import drop_nulls, encode_output, execute
 from workplace_env.sandbox.tools.registry import InvalidToolArgumentsError, parse_arguments
 
-CASES = read_jsonl(GOLDENS / "tool_calls_public.jsonl")
-FUZZ_CASES = read_jsonl(GOLDENS / "tool_calls_fuzz_public.jsonl")
+CASES_FILE = GOLDENS / "tool_calls_public.jsonl"
+CASES = read_jsonl(CASES_FILE)
+FUZZ_CASES = read_jsonl(FUZZ_GOLDENS)
 #: The generated cases the pandas implementations also run (CI time).
 PANDAS_FUZZ_CASES = fuzz_sample(stride=5, email_stride=2)
 
@@ -49,18 +50,21 @@ def replay_case(case: dict, workbench_tables, fast: bool) -> None:
 
 
 @needs_shared
+@needs(CASES_FILE)
 @pytest.mark.parametrize("case", CASES, ids=[c["case_id"] for c in CASES])
 def test_tool_calls_match_reference(case, workbench_tables):
     replay_case(case, workbench_tables, fast=True)
 
 
 @needs_shared
+@needs(FUZZ_GOLDENS)
 @pytest.mark.parametrize("case", FUZZ_CASES, ids=[c["case_id"] for c in FUZZ_CASES])
 def test_generated_tool_calls_match_reference(case, workbench_tables):
     replay_case(case, workbench_tables, fast=True)
 
 
 @needs_shared
+@needs(FUZZ_GOLDENS)
 @pytest.mark.parametrize("case", PANDAS_FUZZ_CASES, ids=[c["case_id"] for c in PANDAS_FUZZ_CASES])
 def test_generated_tool_calls_match_reference_without_fast_paths(case, workbench_tables):
     replay_case(case, workbench_tables, fast=False)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
-from tests.conftest import WORKBENCH
+from tests.conftest import WORKBENCH, shared_file
 from workplace_env.sandbox.tools import TOOLS, advertised_tools
 
 
@@ -15,9 +13,7 @@ def test_registry_has_27_tools():
 
 
 def test_schemas_equal_reference():
-    path = WORKBENCH / "tool_schemas.json"
-    if not path.exists():
-        pytest.skip(f"reference schemas not found at {path}")
+    path = shared_file(WORKBENCH / "tool_schemas.json")
     reference = json.loads(path.read_text(encoding="utf-8"))
     ours = [t.schema for t in advertised_tools()]
     assert [json.dumps(s) for s in ours] == [json.dumps(s) for s in reference]

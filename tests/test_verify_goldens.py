@@ -10,14 +10,16 @@ import json
 
 import pytest
 
-from tests.conftest import GOLDENS, WORKBENCH, needs_shared, read_jsonl
+from tests.conftest import GOLDENS, WORKBENCH, needs, needs_shared, read_jsonl
 from workplace_env.model import FunctionCall
 from workplace_env.sandbox.table import Table
 from workplace_env.sandbox.tables import COMPARED_TABLES
 from workplace_env.verify import Verifier, normal_form
 
-CASES = read_jsonl(GOLDENS / "verify_cases_public.jsonl")
-ROLLOUTS = read_jsonl(WORKBENCH / "rollouts_public.jsonl")
+CASES_FILE = GOLDENS / "verify_cases_public.jsonl"
+ROLLOUTS_FILE = WORKBENCH / "rollouts_public.jsonl"
+CASES = read_jsonl(CASES_FILE)
+ROLLOUTS = read_jsonl(ROLLOUTS_FILE)
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +34,7 @@ def _calls(raw):
 
 
 @needs_shared
+@needs(CASES_FILE)
 @pytest.mark.parametrize("case", CASES, ids=[c["case_id"] for c in CASES])
 def test_verify_reward_matches_reference(case, verifier):
     result = verifier.score(_calls(case["function_calls"]), _calls(case["ground_truth"]))
@@ -41,6 +44,7 @@ def test_verify_reward_matches_reference(case, verifier):
 
 
 @needs_shared
+@needs(ROLLOUTS_FILE)
 @pytest.mark.parametrize("rollout", ROLLOUTS, ids=[r["id"] for r in ROLLOUTS])
 def test_rollout_reward_matches_recorded(rollout, verifier):
     result = verifier.score(_calls(rollout["function_calls"]), _calls(rollout["ground_truth"]))

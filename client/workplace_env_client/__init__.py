@@ -1,7 +1,7 @@
 """Python SDK of the workplace environment service (gRPC).
 
 Importing it sets ``GRPC_EXPERIMENTAL_RING_HASH_SET_REQUEST_HASH_KEY=true`` (unless already
-set), which grpcio needs for session affinity over many servers (:mod:`.routing`, issue 9).
+set), which grpcio needs for session affinity over many servers (:mod:`.routing`).
 """
 
 # First: routing sets grpcio's ring-hash switch before any channel exists.
@@ -45,7 +45,7 @@ from workplace_env_client.errors import (
     UnavailableError,
     WorkplaceEnvError,
 )
-from workplace_env_client.messages import TableDiff, VerifyResult, task_from_row
+from workplace_env_client.messages import ServerSandbox, TableDiff, VerifyResult, task_from_row
 from workplace_env_client.rollouts import (
     ModelPolicy,
     Rollout,
@@ -78,6 +78,7 @@ __all__ = [
     "ReplayDivergedError",
     "Rollout",
     "SandboxMismatchError",
+    "ServerSandbox",
     "Session",
     "SessionCheckpoint",
     "SessionClaimedError",

@@ -8,7 +8,7 @@ Snapshots travel as ``SessionSnapshot`` messages (tables, identity and the sessi
 records, so a call retried after a restore replays, T6); :func:`snapshot_to_json` and
 :func:`snapshot_from_json` turn them into plain JSON objects for files.
 
-Over many servers (issue 9): an RPC about one session (an export or restore naming one id,
+Over many servers: an RPC about one session (an export or restore naming one id,
 a retire) carries the ``x-resources-session-id`` header, so on a channel with affinity
 (``AdminClient([...targets])``, or :meth:`EnvironmentClient.admin` sharing the environment
 client's channel) it reaches the server holding that session. Exports and restores of several

@@ -9,7 +9,7 @@ Requests and answers are built by :mod:`workplace_env_client.messages`, exactly 
 client: errors are the same typed exceptions, arguments are checked the same way before
 anything is sent, and a refusal for concurrency (TOO_MANY_RPCS, X3) is retried the same way,
 awaiting its delay (see :mod:`workplace_env_client.client`). Recovery of lost sessions
-(issue 9) is offered by the sync :class:`~workplace_env_client.client.Session` only.
+is offered by the sync :class:`~workplace_env_client.client.Session` only.
 """
 
 from __future__ import annotations
@@ -39,12 +39,14 @@ from workplace_env_client.errors import WorkplaceEnvError
 from workplace_env_client.messages import (
     CallLike,
     EpisodeLike,
+    ServerSandbox,
     TaskLike,
     VerifyResult,
     call_tool_request,
     close_answer,
     close_request,
     legacy_seed_request,
+    sandbox_answer,
     seed_request,
     session_identity,
     tools_answer,
@@ -185,6 +187,11 @@ class AsyncEnvironmentClient:
     async def list_tools(self) -> list[dict[str, Any]]:
         """The 27 tool schemas as the model sees them."""
         return tools_answer(await self._invoke("ListTools", pb.ListToolsRequest()))
+
+    async def server_sandbox(self) -> ServerSandbox:
+        """The sandbox the server plays every episode on (its ListTools answer); ``""`` digest
+        and origin from a server that does not say."""
+        return sandbox_answer(await self._invoke("ListTools", pb.ListToolsRequest()))
 
     @asynccontextmanager
     async def session(

@@ -6,7 +6,7 @@ RPCs of :data:`RETRIED_METHODS`, by gRPC's own retry policy, on UNAVAILABLE and 
 (:data:`RETRIED_CODES`), within the call's deadline (CONTRACT S2, C2, V1, V3, T6). A refusal
 for concurrency (RESOURCE_EXHAUSTED :data:`REFUSED_REASON`, CONTRACT X3) is retried by the
 clients themselves after its ``RetryInfo`` delay (:func:`refusal_wait`): gRPC's retry policy
-cannot read that delay. Affinity (issue 9): :mod:`.routing`.
+cannot read that delay. Affinity: :mod:`.routing`.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def retry_service_config(
     :data:`RETRIED_CODES`.
 
     Backoff: 50 ms, doubling, at most 1 s, randomised by gRPC. With ``affinity`` it also picks
-    the ``ring_hash`` policy keyed by the session header (issue 9). Pass it as channel option
+    the ``ring_hash`` policy keyed by the session header. Pass it as channel option
     ``("grpc.service_config", ...)`` when you bring your own channel.
     """
     config = service_config_json(_retry_method_config(max_attempts), affinity)
@@ -158,7 +158,7 @@ def channel_options(
     max_attempts: int = DEFAULT_MAX_ATTEMPTS, *, affinity: bool = False
 ) -> list[tuple[str, Any]]:
     """Channel options of the SDK: message size, for ``max_attempts > 1`` retries, and with
-    ``affinity`` the session-affine ``ring_hash`` policy (issue 9; raises RuntimeError when
+    ``affinity`` the session-affine ``ring_hash`` policy (raises RuntimeError when
     grpcio's switch for it is off, see :mod:`workplace_env_client.routing`); ArgumentError for
     ``max_attempts`` outside 1..5."""
     check_max_attempts(max_attempts)

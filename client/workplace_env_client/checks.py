@@ -120,16 +120,25 @@ def _describe(value: Any) -> str:
     return type_name(value)
 
 
-def json_problem(value: Any, path: str) -> tuple[str, str] | None:
+def json_problem(value: Any, path: str, *, strict: bool = False) -> tuple[str, str] | None:
     """``(path, why)`` of the first part of ``value`` that ``json.dumps`` cannot write as JSON
     text the server accepts, or None. JSON here: dict (keys: str, int, float, bool, None),
-    list, tuple, str, int, float, bool, None."""
+    list, tuple, str, int, float, bool, None. ``strict`` also refuses NaN, the infinities and
+    integers beyond a float's range, which Python's JSON writes but strict readers refuse or
+    cannot hold."""
     stack: list[tuple[Any, str, int]] = [(value, path, 0)]
     while stack:
         item, where, depth = stack.pop()
+        if isinstance(item, float) and strict and not math.isfinite(item):
+            return where, f"{item!r} is not JSON (NaN and the infinities have no JSON spelling)"
         if item is None or isinstance(item, bool | float):
             continue
         if isinstance(item, int):
+            if strict and abs(item) > sys.float_info.max:
+                return (
+                    where,
+                    "an integer beyond the range of a float (a strict JSON reader's number)",
+                )
             if _INT_MAX_DIGITS and item.bit_length() > 3 * _INT_MAX_DIGITS:
                 try:
                     str(item)

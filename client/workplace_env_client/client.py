@@ -21,7 +21,7 @@ Arguments are checked before anything is sent: one of a shape no request can car
 :class:`~workplace_env_client.errors.ArgumentError` (an ``InvalidRequestError``) naming the
 field as the server names it (:mod:`workplace_env_client.checks`).
 
-Many servers (issue 9): ``EnvironmentClient(["10.0.0.1:50051", "10.0.0.2:50051"])`` (or one
+Many servers: ``EnvironmentClient(["10.0.0.1:50051", "10.0.0.2:50051"])`` (or one
 DNS name resolving to every replica, with ``affinity=True``) balances sessions over them with
 gRPC's ``ring_hash`` policy keyed by the ``x-resources-session-id`` header, which the SDK sends
 on every RPC about a session; every RPC of a session reaches the same server
@@ -74,6 +74,7 @@ from workplace_env_client.errors import (
 )
 from workplace_env_client.messages import (
     CallLike,
+    ServerSandbox,
     VerifyResult,
     arguments_text,
     call_list,
@@ -82,6 +83,7 @@ from workplace_env_client.messages import (
     close_request,
     legacy_seed_request,
     new_call_id,
+    sandbox_answer,
     seed_request,
     session_identity,
     tools_answer,
@@ -98,7 +100,7 @@ class EnvironmentClient:
     """A client over a ``target`` or an existing ``channel``.
 
     ``target``: ``host:port`` (or any gRPC target URI), or a list of ``IP:PORT`` strings, one
-    per server process (issue 9). ``affinity`` picks the ``ring_hash`` policy on the
+    per server process. ``affinity`` picks the ``ring_hash`` policy on the
     ``x-resources-session-id`` header, so every RPC of a session reaches one server; by default
     it is on when the target names several addresses (a list, or ``ipv4:a:p,b:q``); pass
     ``affinity=True`` for a DNS name resolving to every replica (e.g. a Kubernetes headless
@@ -294,6 +296,11 @@ class EnvironmentClient:
         """The 27 tool schemas as the model sees them (JSON objects, in the reference's order)."""
         return tools_answer(self._invoke("ListTools", pb.ListToolsRequest()))
 
+    def server_sandbox(self) -> ServerSandbox:
+        """The sandbox the server plays every episode on (its ListTools answer); ``""`` digest
+        and origin from a server that does not say."""
+        return sandbox_answer(self._invoke("ListTools", pb.ListToolsRequest()))
+
     # -- the episode context manager ---------------------------------------------------------
 
     @contextmanager
@@ -416,7 +423,7 @@ class Session:
 
     The handle records each successful :meth:`call_tool` (:attr:`calls`: name, arguments,
     call_id, output digest) so that a session whose server went away can be rebuilt on the
-    server its id now maps to (issue 9 item 3), at the caller's choice:
+    server its id now maps to, at the caller's choice:
 
     * ``recover("replay")``: seed again (fresh tables) and replay every recorded call;
     * ``recover("checkpoint")``: restore the last :meth:`checkpoint` (or a given
@@ -639,7 +646,7 @@ class Session:
         checkpoint: SessionCheckpoint | None = None,
         admin: AdminClient | None = None,
     ) -> Recovery:
-        """Rebuild this session on the server its id maps to now (issue 9 item 3).
+        """Rebuild this session on the server its id maps to now.
 
         ``"replay"``: seed (S1; S2 when that server holds the session, then nothing is
         replayed, unless an earlier recovery's replay stopped there: it resumes) and replay

@@ -79,13 +79,13 @@ class ArgumentError(InvalidRequestError, ValueError):
 
 class SessionHeaderMismatchError(InvalidRequestError):
     """INVALID_ARGUMENT SESSION_HEADER_MISMATCH: the ``x-resources-session-id`` header names
-    another session than the request body (issue 9: the header routes, the body decides)."""
+    another session than the request body (the header routes, the body decides)."""
 
 
 class ReplayDivergedError(WorkplaceEnvError):
     """DATA_LOSS REPLAY_DIVERGED (raised by the SDK, not the server): a call replayed during
     :meth:`Session.recover` returned another output than the first time, so the recovered
-    session's state is not the lost one (issue 9 item 3)."""
+    session's state is not the lost one."""
 
 
 class SessionConflictError(WorkplaceEnvError):
@@ -245,6 +245,12 @@ def _details(error: grpc.RpcError) -> _Details:
 _OVER_RECEIVE_LIMIT = re.compile(r"CLIENT: Received message larger than max \((\d+) vs\. (\d+)\)")
 
 
+def error_class(code: grpc.StatusCode, reason: str) -> type[WorkplaceEnvError]:
+    """The SDK exception class for a status ``code`` and ``ErrorInfo.reason`` (the reason
+    first; ``reason`` may be empty)."""
+    return _BY_REASON.get(reason) or _BY_CODE.get(code, WorkplaceEnvError)
+
+
 def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
     """The typed SDK exception for a failed RPC. An answer over this client's own message
     limit (a server whose limit is larger) is CapacityError ``RESPONSE_TOO_LARGE`` naming the
@@ -262,7 +268,7 @@ def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
             code,
             reason="RESPONSE_TOO_LARGE",
         )
-    cls = _BY_REASON.get(info.reason) or _BY_CODE.get(code, WorkplaceEnvError)
+    cls = error_class(code, info.reason)
     return cls(
         message or "",
         code,

@@ -317,3 +317,18 @@ def close_answer(response: pb.CloseSessionResponse) -> str:
 def tools_answer(response: pb.ListToolsResponse) -> list[dict[str, Any]]:
     """The tool schemas as JSON objects, in the reference's order."""
     return [json.loads(t.schema_json) for t in response.tools]
+
+
+@dataclass(frozen=True)
+class ServerSandbox:
+    """The sandbox a server plays every episode on: ``digest`` (``"sha256:<hex>"`` of its base
+    tables) and ``origin`` (a data directory, or ``"generated:seed=<seed>,scale=<scale>"``);
+    both ``""`` when the server does not say (a server older than ListTools' sandbox fields)."""
+
+    digest: str
+    origin: str
+
+
+def sandbox_answer(response: pb.ListToolsResponse) -> ServerSandbox:
+    """The server's sandbox as its ListTools answer names it."""
+    return ServerSandbox(response.sandbox_digest, response.sandbox_origin)

@@ -44,15 +44,19 @@ from NeMo Gym's vocabulary and a reason naming what went wrong:
                                agent fails too: an output item with no ``type``, a function
                                call whose ``name``, ``arguments`` or ``call_id`` is missing or
                                not a string, arguments nested deeper than Python's JSON parser
-                               goes, text UTF-8 cannot carry (a lone surrogate), or an output
-                               Verify refuses. A failure of the model: a run counts it in the
-                               model's pass rate
+                               goes, an answer a strict JSON line cannot carry (a lone
+                               surrogate, NaN, an infinity, an integer beyond a float's range),
+                               or an output Verify refuses. A failure of the model: a run
+                               counts it in the model's pass rate
 ``session_lost`` ...           the environment lost the session (masked by Verify, V4)
 =============================  =========================================================
 
-Masks other than ``agent_run_error`` are failures of the infrastructure, not scores of the
-model. Nothing the model returns raises out of :func:`run_rollout` or :func:`arun_rollout`; the
-session is closed in every case.
+and ``workplace_env:model_config_error`` when the endpoint refused the request for its
+configuration (HTTP 401, 403, 404, 422: its URL, API, model name or key) or the client would not
+build it: not retried, and no unavailable provider. Endpoint reasons name the request's URL, the
+HTTP status and the retries made. Masks other than ``agent_run_error`` are failures of the
+infrastructure, not scores of the model. Nothing the model returns raises out of
+:func:`run_rollout` or :func:`arun_rollout`; the session is closed in every case.
 """
 
 from __future__ import annotations
@@ -285,19 +289,81 @@ def _item_problem(item: Any, index: int) -> str | None:
     return None
 
 
-def _endpoint_failure(exc: BaseException) -> EpisodeFailure:
+#: HTTP statuses of a model request refused for the endpoint's configuration (its URL, API,
+#: model name or key): no retry helps, and the provider is not unavailable.
+CONFIG_STATUSES = frozenset({401, 403, 404, 422})
+#: The failure kind of an episode whose model request the endpoint refused for its
+#: configuration (:data:`CONFIG_STATUSES`): not finished, and not the model's score.
+MODEL_CONFIG_ERROR = "workplace_env:model_config_error"
+# Statuses OpenAI's client retries (besides connection errors and timeouts).
+_RETRIED_STATUSES = frozenset({408, 409, 429})
+
+
+def _endpoint_url(exc: BaseException, model_client: Any, api: str) -> str:
+    """The URL of the failed model request (the client's base URL and the API's path when the
+    error does not carry its request)."""
+    request = getattr(exc, "request", None)
+    url = getattr(request, "url", None)
+    if url:
+        return str(url)
+    base = str(getattr(model_client, "base_url", "") or "<the client's base URL>")
+    return base.rstrip("/") + ("/responses" if api == "responses" else "/chat/completions")
+
+
+def _endpoint_failure(exc: BaseException, url: str, max_retries: Any, turn: int) -> EpisodeFailure:
+    """The episode's failure for a model request that raised ``exc`` at ``url``: an answer the
+    client could not represent (``agent_run_error``), a configuration refusal
+    (:data:`CONFIG_STATUSES`: :data:`MODEL_CONFIG_ERROR`), 429 (``provider_quota_exhausted``),
+    another status or no connection (``provider_unavailable``); the reason names the URL, the
+    status and how many retries were made (``max_retries`` of a client that retries 408, 409,
+    429, 5xx and connection errors, as OpenAI's does; None: unknown)."""
+    if isinstance(exc, OverflowError | RecursionError | UnicodeError) or (
+        isinstance(exc, ValueError) and not isinstance(exc, json.JSONDecodeError)
+    ):
+        return EpisodeFailure(
+            "agent_run_error",
+            f"turn {turn}: malformed model output: the answer cannot be represented "
+            f"({type(exc).__name__}: {str(exc)[:200]})",
+        )
+    if isinstance(exc, TypeError):  # the client would not build the request: nothing sent
+        return EpisodeFailure(
+            MODEL_CONFIG_ERROR,
+            f"model endpoint {url}: the model client refused the request before sending it, "
+            f"after 0 retries (a configuration error of its parameters): {str(exc)[:300]}",
+        )
     status = getattr(exc, "status_code", None)
     message = str(getattr(exc, "message", None) or exc)[:300]
+    retryable = not isinstance(status, int) or status in _RETRIED_STATUSES or status >= 500
+    if isinstance(max_retries, int) and not isinstance(max_retries, bool):
+        retries = f"after {max_retries if retryable else 0} retries"
+    else:
+        retries = "after the client's retries"
+    if status in CONFIG_STATUSES:
+        return EpisodeFailure(
+            MODEL_CONFIG_ERROR,
+            f"model endpoint {url}: HTTP {status} {retries}: a configuration error (the "
+            f"endpoint's URL, API, model name or key), not an unavailable provider: {message}",
+        )
     if status == 429:
         return EpisodeFailure(
-            "provider_quota_exhausted", f"model endpoint: HTTP 429 after retries: {message}"
+            "provider_quota_exhausted", f"model endpoint {url}: HTTP 429 {retries}: {message}"
         )
     if isinstance(status, int):
         return EpisodeFailure(
-            "provider_unavailable", f"model endpoint: HTTP {status} after retries: {message}"
+            "provider_unavailable", f"model endpoint {url}: HTTP {status} {retries}: {message}"
         )
     return EpisodeFailure(
-        "provider_unavailable", f"model endpoint: {type(exc).__name__}: {message}"
+        "provider_unavailable",
+        f"model endpoint {url}: no answer {retries} ({type(exc).__name__}: {message})",
+    )
+
+
+def _request_failure(
+    exc: BaseException, model_client: Any, policy: ModelPolicy, dialogue: _Dialogue
+) -> EpisodeFailure:
+    url = _endpoint_url(exc, model_client, policy.api)
+    return _endpoint_failure(
+        exc, url, getattr(model_client, "max_retries", None), dialogue.turns + 1
     )
 
 
@@ -349,9 +415,11 @@ class _Dialogue:
                 kwargs["tools"] = self.params["tools"]
             if "max_output_tokens" in self.params:
                 kwargs.setdefault("max_output_tokens", self.params["max_output_tokens"])
+            if "seed" in kwargs:  # no parameter of OpenAI's Responses client: sent in the body
+                kwargs["extra_body"] = {**kwargs.get("extra_body", {}), "seed": kwargs.pop("seed")}
             return kwargs
         chat: dict[str, Any] = {"model": self.policy.model, "messages": list(self.messages)}
-        for key in ("temperature", "top_p", "parallel_tool_calls", "tool_choice"):
+        for key in ("temperature", "top_p", "seed", "parallel_tool_calls", "tool_choice"):
             if key in extra:
                 chat[key] = extra[key]
         tokens = options.pop("max_output_tokens", self.params.get("max_output_tokens"))
@@ -382,6 +450,13 @@ class _Dialogue:
         data = _plain(answer)
         if not isinstance(data, Mapping):
             raise EpisodeFailure("provider_unavailable", "model endpoint: answer is not an object")
+        # Kept out of the response: the rollout line must be JSON a strict reader takes.
+        unwritable = checks.json_problem(data, "answer", strict=True)
+        if unwritable is not None:
+            raise EpisodeFailure(
+                "agent_run_error",
+                f"turn {self.turns}: malformed model output: {unwritable[0]}: {unwritable[1]}",
+            )
         if self.policy.api == "responses":
             items, cut = self._from_responses(data)
         else:
@@ -686,7 +761,7 @@ def run_rollout(
                 try:
                     answer = create(**dialogue.request())
                 except Exception as exc:  # the client's retries are spent: a masked episode
-                    raise _endpoint_failure(exc) from exc
+                    raise _request_failure(exc, model_client, policy, dialogue) from exc
                 for call in dialogue.receive(answer):
                     output = unparsable_arguments(call["arguments"])
                     if output is not None:  # not run, as NeMo Gym's agent does
@@ -746,7 +821,7 @@ async def arun_rollout(
                 try:
                     answer = await create(**dialogue.request())
                 except Exception as exc:
-                    raise _endpoint_failure(exc) from exc
+                    raise _request_failure(exc, model_client, policy, dialogue) from exc
                 for call in dialogue.receive(answer):
                     output = unparsable_arguments(call["arguments"])
                     if output is not None:  # not run, as NeMo Gym's agent does

@@ -4,7 +4,7 @@ Every RPC about one session carries the metadata ``x-resources-session-id: <id>`
 (:data:`SESSION_HEADER`); a channel with affinity balances with ``ring_hash_experimental``
 hashing that header (gRFC A76 ``request_hash_header``), so every RPC of a session reaches the
 same server, and when a server goes away only its keys move (to a server that then answers
-SESSION_LOST, issue 9 item 3). Envoy deployments hash the same header (``deploy/envoy.yaml``).
+SESSION_LOST). Envoy deployments hash the same header (``deploy/envoy.yaml``).
 
 grpcio 1.85 accepts ``requestHashHeader`` only when the environment variable
 ``GRPC_EXPERIMENTAL_RING_HASH_SET_REQUEST_HASH_KEY`` is ``true`` when the channel is created

@@ -14,6 +14,8 @@ that lives with the code it runs:
 ``demo``                   :func:`workplace_env.demo.run_demo`
 ``checkpoint save``,       :func:`workplace_env.checkpoint.remote.save_checkpoint`,
 ``checkpoint restore``     :func:`workplace_env.checkpoint.remote.restore_checkpoint`
+``data fetch``,            :func:`workplace_env.sandbox.source.fetch_data`,
+``data verify``            :func:`workplace_env.sandbox.source.verify_directory`
 =========================  ===============================================================
 
 Those functions raise :class:`~workplace_env.terminal.CommandError` for what stops a command
@@ -49,6 +51,14 @@ from workplace_env.config import (
 from workplace_env.demo import run_demo
 from workplace_env.runner import POLICIES
 from workplace_env.runs import ModelRunOptions, read_episodes, run_model_policy, run_scripted
+from workplace_env.sandbox.source import (
+    NEMO_GYM,
+    SOURCE_ENV,
+    data_dir_of,
+    default_data_dir,
+    fetch_data,
+    verify_directory,
+)
 from workplace_env.server.serve import serve_until_signalled
 from workplace_env.taskgen import generate_to
 from workplace_env.terminal import CommandError, console, plain
@@ -101,7 +111,7 @@ def _reported() -> Iterator[None]:
 def _exit_promptly() -> None:
     """After a server has drained and stopped: exempt the heap from the interpreter's last
     garbage collections, which walk every object (sandbox tables, caches, the gateway's
-    modules) and took 1-3 s after ``drain: stopped`` on a busy machine (tester finding L18).
+    modules) and took 1-3 s after ``drain: stopped`` on a busy machine.
     Everything was already released; objects are still freed as the interpreter ends."""
     gc.freeze()
 
@@ -111,13 +121,24 @@ def _exit(status: int) -> None:
         raise typer.Exit(status)
 
 
+def _data_dir(value: str | None) -> Path | None:
+    """``--data-dir``: a CSV directory, or a data source fetched first (a bad one exits 2)."""
+    if value is None:
+        return None
+    try:
+        return data_dir_of(value, lambda m: console.print(plain(m)))
+    except CommandError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
 DataDir = Annotated[
-    Optional[Path],  # noqa: UP045  (typer needs Optional at runtime on 3.11)
+    Optional[str],  # noqa: UP045  (typer needs Optional at runtime on 3.11)
     typer.Option(
         "--data-dir",
-        help="WorkBench CSV directory; default: the embedded generated sandbox (seed 0).",
-        exists=True,
-        file_okay=False,
+        help="WorkBench CSV directory, or a source as for 'data fetch --from' (nemo-gym, a NeMo "
+        "Gym venv, an archive or its URL), fetched and verified into the cache first; default: "
+        "the embedded generated sandbox (seed 0).",
+        callback=_data_dir,
     ),
 ]
 Opt = typer.Option
@@ -184,6 +205,9 @@ def serve(
         OptInt, Opt(help="RPCs admitted at once, then RESOURCE_EXHAUSTED [256].")
     ] = None,
     max_admin_rpcs: Annotated[OptInt, Opt(help="Admin RPCs admitted at once [16].")] = None,
+    max_health_streams: Annotated[
+        OptInt, Opt(help="Health Watch and reflection streams open at once [64].")
+    ] = None,
     grace_s: Annotated[OptFloat, Opt(help="Seconds in-flight calls get on shutdown [5].")] = None,
     drain_delay_s: Annotated[
         OptFloat,
@@ -357,6 +381,12 @@ def run(
         int, _model_opt("Retries with exponential backoff on 429, 5xx, timeouts.", min=0, max=100)
     ] = 4,
     temperature: Annotated[OptFloat, _model_opt("Sampling temperature [endpoint default].")] = None,
+    top_p: Annotated[
+        OptFloat, _model_opt("Nucleus sampling top_p [endpoint default].", min=0.0, max=1.0)
+    ] = None,
+    model_seed: Annotated[
+        OptInt, _model_opt("Sampling seed sent with every model request [none sent].")
+    ] = None,
     max_output_tokens: Annotated[
         OptInt, _model_opt("Tokens per model answer at most [endpoint default].", min=1)
     ] = None,
@@ -383,6 +413,15 @@ def run(
             "included; without it only episodes left unfinished (endpoint, environment) do."
         ),
     ] = False,
+    any_sandbox: Annotated[
+        bool,
+        Opt(
+            "--any-sandbox",
+            help="Play lines written for another sandbox than the server's (by default "
+            "refused: WorkBench's tasks need the WorkBench tables, generated tasks the sandbox "
+            "they were made on).",
+        ),
+    ] = False,
     config: ConfigFile = None,
     tls_ca: TlsCa = None,
     tls_client_cert: TlsClientCert = None,
@@ -390,9 +429,12 @@ def run(
 ) -> None:
     """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch or failure.
 
-    Lines with ``tables_after`` also have the session's tables compared (an admin export).
-    With --policy model, an OpenAI-compatible model plays each task (see README "Evaluate a
-    model"): rollouts go to --out (resumed on a rerun), a summary by category is printed and a
+    Lines with tables_after also have the session's tables compared (an admin export).
+    The run names the server's sandbox; lines written for another sandbox (WorkBench's tasks
+    on the generated one, generated tasks elsewhere) are refused (exit 2) unless
+    --any-sandbox.
+    With --policy model, an OpenAI-compatible model plays each task (see docs/evaluating.md):
+    rollouts go to --out (resumed on a rerun), a summary by category is printed and a
     pass-rate plot saved next to it; a masked episode is a failure of the run (exit 1) only
     when the endpoint or the environment masked it (a rerun plays it again), not when the
     model did (agent_run_error, counted in its pass rate), unless --fail-on-masked.
@@ -422,9 +464,17 @@ def run(
                 concurrency,
                 fail_on_masked,
                 overwrite,
+                top_p,
+                model_seed,
+                any_sandbox,
             )
             status = run_model_policy(
-                lines, options, target=target, data_dir=data_dir, credentials=credentials
+                lines,
+                options,
+                target=target,
+                data_dir=data_dir,
+                credentials=credentials,
+                line_numbers=episodes.line_numbers,
             )
         else:
             status = run_scripted(
@@ -438,6 +488,7 @@ def run(
                 json_out=json_out,
                 line_numbers=episodes.line_numbers,
                 credentials=credentials,
+                any_sandbox=any_sandbox,
             )
     _exit(status)
 
@@ -536,6 +587,59 @@ def checkpoint_restore(
     credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key)
     with _reported():
         restore_checkpoint(directory, target, token, timeout_s, credentials)
+
+
+data_app = typer.Typer(
+    help="Get the WorkBench sandbox (six CSVs, checked by SHA-256) and its task files.",
+    no_args_is_help=True,
+    rich_markup_mode=HELP_MARKUP,
+)
+app.add_typer(data_app, name="data")
+
+
+@data_app.command("fetch")
+def data_fetch(
+    source: Annotated[
+        OptStr,
+        Opt(
+            "--from",
+            envvar=SOURCE_ENV,
+            show_envvar=False,
+            help=f"Where from (also {SOURCE_ENV}): {NEMO_GYM} (the nemo-gym 0.7.0 wheel from "
+            "the package index, or an installed NeMo Gym), a NeMo Gym venv or site-packages, a "
+            "directory holding the CSVs, an archive (.whl, .zip, .tar.gz) or its http(s) URL "
+            f"[{NEMO_GYM}].",
+        ),
+    ] = None,
+    to: Annotated[
+        Optional[Path],  # noqa: UP045
+        Opt(
+            "--to",
+            file_okay=False,
+            help="Directory to fill [$XDG_CACHE_HOME/workplace-env/workbench].",
+        ),
+    ] = None,
+) -> None:
+    """Put the verified WorkBench CSVs and the task files found with them into a directory and
+    print that directory (alone on stdout): DATA=$(workplace-env data fetch).
+
+    Exit 2 when a CSV is missing or differs from the known file (each named with the expected
+    and found SHA-256).
+    """
+    with _reported():
+        dest = fetch_data(source, to or default_data_dir(), lambda m: console.print(plain(m)))
+    print(dest)
+
+
+@data_app.command("verify")
+def data_verify(
+    directory: Annotated[Path, typer.Argument(help="Directory of the six CSVs.", file_okay=False)],
+) -> None:
+    """Check a directory's six CSVs against the known SHA-256 digests; exit 2 naming each
+    missing or differing file."""
+    with _reported():
+        verify_directory(directory)
+    console.print(f"{plain(directory)}: the WorkBench sandbox, every CSV verified")
 
 
 def main() -> None:

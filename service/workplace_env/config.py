@@ -27,6 +27,8 @@ from typing import Any
 
 import grpc
 
+from workplace_env.sandbox.source import NEMO_VENV_ENV, SOURCE_ENV
+from workplace_env.server.guard import MAX_HEALTH_STREAMS
 from workplace_env.sessions import SessionConfig
 from workplace_env_client import tls_credentials
 
@@ -36,18 +38,24 @@ ENV_PREFIX = "WORKPLACE_ENV_"
 ADMIN_TOKEN_ENV = f"{ENV_PREFIX}ADMIN_TOKEN"
 SECRETS = frozenset({"cookie_secret", "admin_token"})
 #: ``WORKPLACE_ENV_*`` variables that are not settings: the config file, and those of the tests
-#: and tools (reference data, the NeMo Gym venv, fuzzing and differential runs).
+#: and tools (reference data, the NeMo Gym venv, fuzzing and differential runs) and ``data
+#: fetch``'s source.
 OTHER_ENV_VARS = frozenset(
-    f"{ENV_PREFIX}{name}"
-    for name in (
-        "CONFIG",
-        "SHARED",
-        "NEMO_VENV",
-        "TEST_DATA_DIR",
-        "FUZZ_REPORT",
-        "FUZZ_EXAMPLES",
-        "DIFF_SEQUENCES",
-    )
+    {
+        *(
+            f"{ENV_PREFIX}{name}"
+            for name in (
+                "CONFIG",
+                "SHARED",
+                "TEST_DATA_DIR",
+                "FUZZ_REPORT",
+                "FUZZ_EXAMPLES",
+                "DIFF_SEQUENCES",
+            )
+        ),
+        NEMO_VENV_ENV,
+        SOURCE_ENV,
+    }
 )
 
 
@@ -63,17 +71,19 @@ class Settings:
     address: str = "127.0.0.1:50051"
     http_address: str | None = None  # co-hosted legacy HTTP gateway, off when unset
     metrics_address: str | None = None  # Prometheus text on /metrics, off when unset
-    workers: int = 4  # RPC worker threads (more only add GIL contention: BENCHMARKS.md)
+    workers: int = 4  # RPC worker threads (more only add GIL contention: docs/benchmarks.md)
     max_concurrent_rpcs: int = 256  # RPCs admitted at once (X3); beyond: RESOURCE_EXHAUSTED
     max_admin_rpcs: int = 16  # of them admin RPCs (export/restore streams hold theirs)
+    # Health Watch and reflection streams open at once (Health/Check is never limited)
+    max_health_streams: int = MAX_HEALTH_STREAMS
     grace_s: float = 5.0  # drain time for in-flight calls on shutdown
     # On SIGTERM, seconds of X2 (NOT_SERVING, seeds refused, all else served) before stopping:
-    # long enough for a proxy's health checks to take the replica out (issue 16).
+    # long enough for a proxy's health checks to take the replica out.
     drain_delay_s: float = 0.0
     max_message_bytes: int = 64 * 1024 * 1024
     # Sandbox
     data_dir: str | None = None  # WorkBench CSVs; unset: the embedded generated sandbox
-    # Session bounds (CONTRACT.md; see SessionConfig)
+    # Session bounds (docs/contract.md; see SessionConfig)
     max_sessions: int = SessionConfig.max_sessions
     idle_ttl_s: float = SessionConfig.idle_ttl_s
     evict_interval_s: float = 30.0
@@ -89,11 +99,11 @@ class Settings:
     # Entries of a verify's Responses-API output at most (0: no bound, as the reference): its
     # items, each part of a message's content and of a reasoning summary counting as one more;
     # beyond it INVALID_ARGUMENT (HTTP 422) before any item is looked at. Bounds the work one
-    # untrusted body can cause (issue L11); real rollouts have at most ~10 items.
+    # untrusted body can cause; real rollouts have at most ~10 items.
     max_verify_output_items: int = 10_000
     # UTF-8 bytes of arguments text one session's write-tool calls may add (0: no bound); a
     # call beyond it is RESOURCE_EXHAUSTED SESSION_TOO_LARGE. Bounds the memory one runaway
-    # rollout can take (issue M6); real tasks write at most ~25 KB (BENCHMARKS.md).
+    # rollout can take; real tasks write at most ~25 KB (docs/benchmarks.md).
     max_session_write_bytes: int = SessionConfig.max_session_write_bytes
     # Security
     tls_cert: str | None = None  # PEM server certificate chain; TLS when set with tls_key
@@ -366,6 +376,7 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
     "workers": (1, False, MAX_COUNT),
     "max_concurrent_rpcs": (1, False, MAX_COUNT),
     "max_admin_rpcs": (1, False, MAX_COUNT),
+    "max_health_streams": (1, False, MAX_COUNT),
     "grace_s": (0, False, MAX_DURATION_S),
     "drain_delay_s": (0, False, MAX_DURATION_S),
     "max_message_bytes": (1024, False, MAX_COUNT),

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from workplace_env.runner import RunSummary, run_lines
+from workplace_env.sandbox.load import describe_sandbox
 from workplace_env.server.serve import local_server
 from workplace_env.taskgen import CATEGORIES, TEMPLATES, generate_tasks
 from workplace_env.terminal import console, episode_progress, plain
@@ -42,10 +43,10 @@ def run_demo(count: int, seed: int, concurrency: int, data_dir: Path | None = No
         base = server.store.base
         generated = time.perf_counter()
         tasks = generate_tasks(base, count, seed)
-        origin = plain(base.origin or "(unnamed)")
         console.print(
             f"generated {len(tasks)} tasks from {len(TEMPLATES)} templates (seed {seed}) in "
-            f"{time.perf_counter() - generated:.2f} s on the sandbox {origin}"
+            f"{time.perf_counter() - generated:.2f} s on the sandbox: "
+            f"{plain(describe_sandbox(base))}"
         )
         results = _play(client, tasks, concurrency, seed)
     print_demo(results, f"{len(tasks)} generated tasks through the gRPC API")

@@ -1,4 +1,4 @@
-"""Domain errors: one type per CONTRACT.md reason. The gRPC layer maps each to its status code.
+"""Domain errors: one type per docs/contract.md reason. The gRPC layer maps each to its status code.
 
 Each error carries the CONTRACT ``reason`` (the ``google.rpc.ErrorInfo.reason`` on the wire), the
 session it concerns, and a message for people. Nothing here imports gRPC.
@@ -174,7 +174,7 @@ class ResponseTooLarge(SessionError):
 
 class SessionTooLarge(SessionError):
     """A write-tool call that would take its session over ``max_session_write_bytes`` (the
-    UTF-8 bytes of the arguments text of the session's applied write calls; issue M6):
+    UTF-8 bytes of the arguments text of the session's applied write calls):
     RESOURCE_EXHAUSTED with ``ErrorInfo`` metadata ``limit_bytes`` (the bound),
     ``size_bytes`` (the session's total with this call) and ``call_bytes`` (this call's).
     Nothing was applied or recorded; the session still serves reads, verify and close."""

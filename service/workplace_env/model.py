@@ -1,4 +1,4 @@
-"""Identities and task data of the domain, and their validation (CONTRACT.md "Identities", S5).
+"""Identities and task data of the domain, and their validation (docs/contract.md "Identities", S5).
 
 Plain frozen dataclasses; the gRPC layer converts messages into these and the session store
 works only with them.

@@ -11,12 +11,22 @@ Resume: a rerun of the same plan with the same output file keeps the lines of fi
 and plays only the others. Finished means scored (not masked) or failed by the model itself
 (``agent_run_error``); episodes masked by the endpoint or the environment (``provider_*``,
 ``session_*``) are played again. The plan is the list of materialized inputs (each row as sent
-with its request and its task and rollout indices); each rollout line records the SHA-256 of its
-input's canonical JSON (``workplace_env.input_sha256``). When the existing files describe another
-plan (other rows at the same indices, other ``repeats``, another count, or lines without that
-digest), :func:`collect_rollouts` raises :class:`PlanMismatch` before playing or writing anything,
-unless ``overwrite`` deletes them first: the rollouts, materialized inputs, summary and plot always
-describe the same episodes.
+with its request, the sampling overrides merged into its ``responses_create_params`` as NeMo
+Gym merges them, and its task and rollout indices) and the run's own settings (:func:`run_plan`:
+model, API, base URL, sampling, max turns, the sandbox's digest and the server's tools); each
+rollout line records the SHA-256 of its input's canonical JSON (``workplace_env.input_sha256``),
+the settings (``workplace_env.plan``) and the sandbox (``workplace_env.sandbox``). Lines are
+strict JSON (:func:`json_line`); one that cannot be is replaced by the model's failure
+(``agent_run_error``). When the existing files describe another plan (another setting, other
+rows at the same indices, other ``repeats``, another count, or lines without that digest),
+:func:`collect_rollouts` raises :class:`PlanMismatch` before playing or writing anything,
+unless ``overwrite`` deletes them first, naming what changed: the rollouts, materialized inputs,
+summary and plot always describe the same episodes. An endpoint that refuses a request for its
+configuration (:data:`~workplace_env_client.rollouts.MODEL_CONFIG_ERROR`) stops the collection:
+no episode starts after it.
+
+One run writes an output file at a time: the CLI holds :func:`only_run_into` for the whole
+run, so a second run into the same file is refused instead of appending the same episodes.
 
 Rows are kept as sent, their values' JSON types included (an ``id`` of ``0`` stays ``0``); the
 case id (``case_id``, else ``id``, else ``line-<n>``) only names the episode's rollout and task
@@ -33,6 +43,7 @@ a table the task did not ask for).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -44,16 +55,19 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
+from workplace_env.locks import only_writer
 from workplace_env.runner import case_id_of
 from workplace_env.sandbox.tools import TOOLS
 from workplace_env_client import (
     EnvironmentClient,
     ModelPolicy,
+    Rollout,
     WorkplaceEnvError,
+    checks,
     create_params_for,
     run_rollout,
 )
-from workplace_env_client.rollouts import episode_for, failed_rollout
+from workplace_env_client.rollouts import MODEL_CONFIG_ERROR, episode_for, failed_rollout
 
 #: Masked failures that the model caused; resume does not play these again.
 FINISHED_FAILURES = frozenset({"agent_run_error"})
@@ -138,16 +152,47 @@ def _json_lines(path: Path, *, keep_bad: bool) -> list[Any]:
     return values
 
 
+def lock_path(out: Path) -> Path:
+    """The lock file of a collection into ``out``: ``rollouts.jsonl`` -> ``rollouts.jsonl.lock``."""
+    return out.with_name(out.name + ".lock")
+
+
+def only_run_into(out: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold ``out``'s lock file (:func:`lock_path`, its directory created when missing) for a
+    whole collection: one run writes ``out`` at a time. Entering raises
+    :class:`~workplace_env.locks.WriterBusy` at once when another run holds it (the message names
+    the lock file, ``out`` and the holder's pid), OSError when the lock file cannot be written."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return only_writer(lock_path(out), f"another run is writing {out}")
+
+
 def output_files(out: Path) -> list[Path]:
     """The files a collection into ``out`` writes: rollouts, materialized inputs, summary, plot."""
     return [out, materialized_inputs_path(out), summary_path(out), plot_path(out)]
 
 
-def check_plan(out: Path, inputs: Sequence[Mapping[str, Any]]) -> None:
+def plan_changes(recorded: Any, plan: Mapping[str, Any]) -> list[str]:
+    """What differs between a rollout line's recorded plan and ``plan``: ``"key: old -> new"``
+    per differing key (a line that records no plan: ``"plan: none recorded"``)."""
+    if not isinstance(recorded, Mapping):
+        return ["plan: none recorded"]
+    keys = [*plan, *(k for k in recorded if k not in plan)]
+    return [
+        f"{key}: {json.dumps(recorded.get(key))} -> {json.dumps(plan.get(key))}"
+        for key in keys
+        if recorded.get(key) != plan.get(key)
+    ]
+
+
+def check_plan(
+    out: Path, inputs: Sequence[Mapping[str, Any]], plan: Mapping[str, Any] | None = None
+) -> None:
     """Raise :class:`PlanMismatch` unless every existing line of ``out`` and of its materialized
     inputs belongs to the plan ``inputs``: the inputs file identical line for line, each rollout
-    line carrying the digest of the input at its (task, rollout) indices."""
+    line carrying the digest of the input at its (task, rollout) indices and (when given) the
+    run-level ``plan`` (:func:`run_plan`). The message names what changed."""
     digests = [input_digest(i) for i in inputs]
+    changes: dict[str, None] = {}
     want = {
         (i["_ng_task_index"], i["_ng_rollout_index"]): d
         for i, d in zip(inputs, digests, strict=True)
@@ -172,6 +217,8 @@ def check_plan(out: Path, inputs: Sequence[Mapping[str, Any]]) -> None:
             1
             for line in lines
             if not isinstance(line, dict)
+            # the plan first: every line's changes are named
+            or (plan is not None and bool(_note_changes(line, plan, changes)))
             or want.get((line.get("_ng_task_index"), line.get("_ng_rollout_index")))
             != _line_digest(line)
             or _line_digest(line) is None
@@ -179,19 +226,64 @@ def check_plan(out: Path, inputs: Sequence[Mapping[str, Any]]) -> None:
         if differ:
             found.append(f"{differ} of the {len(lines)} lines of {out.name}")
     if found:
+        changed = f" (changed: {'; '.join(list(changes)[:6])})" if changes else ""
         raise PlanMismatch(
-            f"{out} holds rollouts of another plan (other rows at the same indices, other "
-            f"--repeats or another count): {' and '.join(found)} differ from this run; nothing "
+            f"{out} holds rollouts of another plan (another model, API, base URL, sampling, "
+            f"--max-turns, sandbox or tool set, other rows at the same indices, other --repeats "
+            f"or another count){changed}: {' and '.join(found)} differ from this run; nothing "
             f"played. Use a new --out, or --overwrite to delete the files of {out.parent} for "
             f"this --out ({', '.join(p.name for p in output_files(out))}) and start again."
         )
+
+
+def _note_changes(line: Any, plan: Mapping[str, Any], changes: dict[str, None]) -> list[str]:
+    diagnostics = line.get("workplace_env") if isinstance(line, Mapping) else None
+    recorded = diagnostics.get("plan") if isinstance(diagnostics, Mapping) else None
+    found = plan_changes(recorded, plan)
+    changes.update(dict.fromkeys(found))
+    return found
+
+
+def run_plan(
+    policy: ModelPolicy,
+    tools: Sequence[Mapping[str, Any]],
+    sampling: Mapping[str, Any],
+    *,
+    base_url: str | None,
+    sandbox: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """What makes two collections the same experiment beyond their rows (each rollout line
+    records it as ``workplace_env.plan``): ``model``, ``api``, ``base_url``, ``sampling`` (the
+    ``responses_create_params`` overrides given: temperature, top_p, max_output_tokens, seed),
+    ``max_turns``, the ``sandbox`` digest (None: unknown) and ``tools_sha256`` (SHA-256 of the
+    server's tool schemas' canonical JSON)."""
+    tools_text = json.dumps(list(tools), sort_keys=True, separators=(",", ":"))
+    return {
+        "model": policy.model,
+        "api": policy.api,
+        "base_url": base_url,
+        "sampling": dict(sampling),
+        "max_turns": policy.max_turns,
+        "sandbox": sandbox.get("digest") if sandbox else None,
+        "tools_sha256": hashlib.sha256(tools_text.encode("utf-8")).hexdigest(),
+    }
+
+
+def json_line(line: Mapping[str, Any]) -> str:
+    """``line`` as one line of strict JSON (UTF-8 text, no NaN or infinities, no integer
+    beyond a float's range), ending in ``\\n``. Raises ValueError naming the first part that
+    cannot be written so (:func:`~workplace_env_client.checks.json_problem`)."""
+    problem = checks.json_problem(line, "line", strict=True)
+    if problem is not None:
+        raise ValueError(f"{problem[0]}: {problem[1]}")
+    return json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def _write_lines(path: Path, lines: Iterable[Mapping[str, Any]]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         for line in lines:
-            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+            fh.write(json_line(line))
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
@@ -199,13 +291,17 @@ def _write_lines(path: Path, lines: Iterable[Mapping[str, Any]]) -> None:
 
 @dataclass
 class CollectResult:
-    """What a collection did: episodes played now, skipped as already finished, in total;
+    """What a collection did: episodes played now, skipped as already finished, in total
+    (``total`` - ``played`` - ``skipped`` were not started after a configuration error);
     ``keys`` identify this run's episodes among the file's lines (see :func:`read_rollouts`)."""
 
     played: int
     skipped: int
     total: int
     keys: frozenset[tuple[int, int, str]]
+    #: Why the endpoint refused a model request for its configuration (the first such
+    #: episode's reason); no episode started after it. None when none was refused so.
+    config_error: str | None = None
 
 
 def collect_rollouts(
@@ -218,17 +314,27 @@ def collect_rollouts(
     repeats: int = 1,
     concurrency: int = 1,
     overwrite: bool = False,
+    sampling: Mapping[str, Any] | None = None,
+    base_url: str | None = None,
+    sandbox: Mapping[str, Any] | None = None,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[dict[str, Any]], None] | None = None,
 ) -> CollectResult:
     """Play every (row, rollout index < ``repeats``) not finished in ``out``; append each line.
 
-    ``on_start(n)`` gets the number of episodes to play, ``on_done(line)`` each written line.
-    Raises :class:`PlanMismatch` (nothing played or written) when the existing files hold
-    another plan (:func:`check_plan`), unless ``overwrite`` deletes them (:func:`output_files`);
-    :class:`OSError` when a file cannot be written.
+    ``sampling`` (temperature, top_p, max_output_tokens, seed) overrides each row's
+    ``responses_create_params`` as NeMo Gym's ``responses_create_params`` overrides do;
+    ``base_url`` and ``sandbox`` (``{"digest", "origin"}``, None: unknown) go into the plan
+    (:func:`run_plan`) with the policy and the server's tools; every line records the plan and
+    the sandbox under ``workplace_env``. ``on_start(n)`` gets the number of episodes to play,
+    ``on_done(line)`` each written line. Raises :class:`PlanMismatch` (nothing played or
+    written) when the existing files hold another plan (:func:`check_plan`), unless
+    ``overwrite`` deletes them (:func:`output_files`); :class:`OSError` when a file cannot be
+    written.
     """
     tools = client.list_tools()
+    overrides = dict(sampling or {})
+    plan = run_plan(policy, tools, overrides, base_url=base_url, sandbox=sandbox)
     pairs = [
         (task_index, rollout_index, dict(row))
         for task_index, row in enumerate(rows)
@@ -239,7 +345,7 @@ def collect_rollouts(
         inputs.append(
             {
                 **row,
-                "responses_create_params": create_params_for(row, tools),
+                "responses_create_params": create_params_for(row, tools) | overrides,
                 "_ng_task_index": task_index,
                 "_ng_rollout_index": rollout_index,
             }
@@ -249,7 +355,7 @@ def collect_rollouts(
         for path in output_files(out):
             path.unlink(missing_ok=True)
     else:
-        check_plan(out, inputs)
+        check_plan(out, inputs, plan)
     out.parent.mkdir(parents=True, exist_ok=True)
     _write_lines(materialized_inputs_path(out), inputs)
     finished = read_finished(out)
@@ -260,7 +366,12 @@ def collect_rollouts(
         on_start(len(todo))
     lock = threading.Lock()
 
+    played: list[int] = []
+    config_errors: list[str] = []  # the first; no episode starts after it
+
     def one(item: dict[str, Any]) -> None:
+        if config_errors:
+            return
         row = {
             k: v
             for k, v in item.items()
@@ -287,21 +398,39 @@ def collect_rollouts(
                 "workplace_env:environment_error",
                 f"{type(exc).__name__}: {exc}",
             )
-        line = rollout.to_json(task_index, rollout_index)
-        line["workplace_env"]["input_sha256"] = digests[(task_index, rollout_index)]
-        with lock, out.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+        line = _stamped(rollout, task_index, rollout_index)
+        try:
+            text = json_line(line)
+        except ValueError as exc:  # not strict JSON: the model's failure, its answer left out
+            why = f"the rollout line cannot be written as strict JSON: {exc}"
+            rollout = failed_rollout(rollout.row, params, policy, "agent_run_error", why)
+            line = _stamped(rollout, task_index, rollout_index)
+            text = json_line(line)
+        with lock:
+            with out.open("a", encoding="utf-8") as fh:
+                fh.write(text)
+            played.append(1)
+            if rollout.failure_kind == MODEL_CONFIG_ERROR and not config_errors:
+                config_errors.append(str(rollout.failure_reason))
         if on_done is not None:
             on_done(line)
+
+    def _stamped(rollout: Rollout, task_index: int, rollout_index: int) -> dict[str, Any]:
+        line = rollout.to_json(task_index, rollout_index)
+        line["workplace_env"]["input_sha256"] = digests[(task_index, rollout_index)]
+        line["workplace_env"]["plan"] = plan
+        line["workplace_env"]["sandbox"] = sandbox
+        return line
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         for future in [pool.submit(one, item) for item in todo]:
             future.result()
     return CollectResult(
-        played=len(todo),
+        played=len(played),
         skipped=len(inputs) - len(todo),
         total=len(inputs),
         keys=frozenset(_key(i) for i in inputs),
+        config_error=config_errors[0] if config_errors else None,
     )
 
 
@@ -339,18 +468,19 @@ class CategorySummary:
     environment (no score of the model, left out of every rate); ``model_failures``, the
     model's own failures (``agent_run_error``, counted as failures); ``pass_rate`` =
     ``passed`` / (``episodes`` - ``masked``); ``side_effect_rate`` over the scored (unmasked)
-    episodes."""
+    episodes; ``tool_call_validity`` over the model's tool calls. A rate over none is None
+    (``null`` in JSON, ``-`` in tables: 0/0 is no rate)."""
 
     category: str
     episodes: int
     masked: int
     model_failures: int
     passed: int
-    pass_rate: float
+    pass_rate: float | None
     mean_turns: float
     tool_calls: int
-    tool_call_validity: float
-    side_effect_rate: float
+    tool_call_validity: float | None
+    side_effect_rate: float | None
 
 
 def _category_summary(category: str, lines: list[Mapping[str, Any]]) -> CategorySummary:
@@ -367,11 +497,11 @@ def _category_summary(category: str, lines: list[Mapping[str, Any]]) -> Category
         masked=len(lines) - len(counted),
         model_failures=len(counted) - len(scored),
         passed=passed,
-        pass_rate=passed / len(counted) if counted else 0.0,
+        pass_rate=passed / len(counted) if counted else None,
         mean_turns=sum(int(d.get("turns", 0)) for d in diag) / len(lines) if lines else 0.0,
         tool_calls=calls,
-        tool_call_validity=(calls - invalid) / calls if calls else 1.0,
-        side_effect_rate=effects / len(scored) if scored else 0.0,
+        tool_call_validity=(calls - invalid) / calls if calls else None,
+        side_effect_rate=effects / len(scored) if scored else None,
     )
 
 
@@ -403,10 +533,14 @@ def read_rollouts(
     return list(kept.values())
 
 
-def write_summary(summary: list[CategorySummary], out: Path) -> Path:
-    """Write the summary JSON next to ``out``; return its path."""
+def write_summary(
+    summary: list[CategorySummary], out: Path, sandbox: Mapping[str, Any] | None = None
+) -> Path:
+    """Write the summary JSON next to ``out``: ``{"sandbox": {"digest", "origin"} (null:
+    unknown), "categories": [each category's figures, then "all"]}``; return its path."""
     path = summary_path(out)
-    path.write_text(json.dumps([asdict(s) for s in summary], indent=2) + "\n", encoding="utf-8")
+    document = {"sandbox": sandbox, "categories": [asdict(s) for s in summary]}
+    path.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return path
 
 
@@ -422,7 +556,7 @@ def write_plot(summary: list[CategorySummary], out: Path, title: str) -> Path | 
         return None
     path = plot_path(out)
     names = [short_category(s.category) for s in summary]
-    rates = [s.pass_rate for s in summary]
+    rates = [s.pass_rate or 0.0 for s in summary]  # no rate: no bar (its label says 0/0)
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(names)), 3.6))
     bars = ax.bar(names, rates, color=["#4c72b0"] * (len(names) - 1) + ["#55a868"])
     for bar, s in zip(bars, summary, strict=True):

@@ -334,7 +334,7 @@ def output_bound_problem(output: list[Any], bound: int) -> str | None:
     (:func:`output_entries`; the ``max_verify_output_items`` setting, 0: no bound), or None.
 
     Checked before anything else looks at the items, so the work an untrusted verify body can
-    cause past its parse is bounded (issue L11; the reference has no such bound, and real
+    cause past its parse is bounded (the reference has no such bound, and real
     rollouts have about ten items). Costs O(min(items, bound)): a longer array is refused on its
     length alone."""
     if not bound:

@@ -10,11 +10,14 @@
   endpoint or the environment), not for the model's own failures unless ``--fail-on-masked``.
 
 Both play against the ``--target`` server or an in-process one
-(:func:`workplace_env.server.serve.connect`).
+(:func:`workplace_env.server.serve.connect`), name its sandbox in their summaries, and refuse
+(exit 2) a file written for another sandbox unless ``--any-sandbox``
+(:mod:`workplace_env.task_sandbox`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,15 +25,18 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from workplace_env.locks import WriterBusy
 from workplace_env.model_runs import (
     CategorySummary,
     PlanMismatch,
     collect_rollouts,
     is_finished,
     materialized_inputs_path,
+    only_run_into,
     read_rollouts,
     short_category,
     summarise,
@@ -46,9 +52,22 @@ from workplace_env.runner import (
     run_lines,
 )
 from workplace_env.server.serve import connect
-from workplace_env.terminal import CommandError, console, episode_progress, plain
-from workplace_env_client import EnvironmentClient, ModelPolicy, openai_client
-from workplace_env_client.rollouts import MODEL_APIS
+from workplace_env.task_sandbox import check_run_sandbox, sandbox_json, sandbox_text
+from workplace_env.terminal import (
+    CommandError,
+    console,
+    episode_progress,
+    plain,
+    print_table,
+)
+from workplace_env_client import (
+    EnvironmentClient,
+    ModelPolicy,
+    ServerSandbox,
+    checks,
+    openai_client,
+)
+from workplace_env_client.rollouts import MODEL_APIS, MODEL_CONFIG_ERROR
 
 
 @dataclass(frozen=True)
@@ -72,6 +91,11 @@ def read_episodes(file: Path) -> EpisodeFile:
     return EpisodeFile([line for _, line in numbered], [n for n, _ in numbered])
 
 
+def rate_text(rate: float | None, digits: int = 3) -> str:
+    """A rate or mean for a table: ``digits`` decimals, ``-`` for None (over no episode)."""
+    return "-" if rate is None else f"{rate:.{digits}f}"
+
+
 def print_summary(summary: RunSummary, title: str) -> None:
     """The run's totals on stdout, one per row (episodes, how many played and failed, the mean
     reward of the played ones or "-" when none, mismatches by kind, episodes/s), the episodes
@@ -80,25 +104,38 @@ def print_summary(summary: RunSummary, title: str) -> None:
     table = Table(title=plain(title), show_header=False)
     table.add_column("total")
     table.add_column("value", justify="right")
-    mean = summary.mean_reward
     for name, value in (
         ("episodes", str(summary.episodes)),
         ("played", str(summary.played_episodes)),
         ("failed", str(summary.failed_episodes)),
-        ("mean reward (played)", "-" if mean is None else f"{mean:.4f}"),
+        ("mean reward (played)", rate_text(summary.mean_reward, 4)),
         ("output mismatches", str(summary.output_mismatches)),
         ("state mismatches", str(summary.state_mismatches)),
         ("reward mismatches", str(summary.reward_mismatches)),
         ("episodes/s", f"{summary.episodes_per_s:.1f}"),
     ):
         table.add_row(name, value)
-    Console().print(table)
+    print_table(table)
     for kind, count in summary.failed.items():
         if count:
             Console().print(f"[red]episodes failed ({FAILURE_KINDS[kind]})[/red] {count}")
     for m in summary.mismatches[:10]:
         label = "failed" if m.kind in FAILURE_KINDS else "mismatch"
         Console().print(f"[yellow]{label}[/yellow] {plain(f'{m.case_id} {m.kind}: {m.detail}')}")
+
+
+def warn_unrecorded(lines: Sequence[Mapping[str, Any]]) -> None:
+    """Warn (stderr) when lines have no recorded calls (``function_calls`` or ``calls``): the
+    ``recorded`` policy plays them as episodes that make no call, naming ``--policy oracle``
+    and ``--policy model``."""
+    bare = sum(1 for line in lines if "function_calls" not in line and "calls" not in line)
+    if bare:
+        console.print(
+            f"[yellow]{bare} of the {len(lines)} lines have no recorded calls[/yellow] "
+            "(function_calls or calls): --policy recorded plays them as episodes that make no "
+            "call. To play their ground truth, use --policy oracle; to have a model play them, "
+            "--policy model."
+        )
 
 
 def refuse_data_dir_with_target(target: str | None, data_dir: Path | None) -> None:
@@ -126,6 +163,7 @@ def run_scripted(
     json_out: Path | None = None,
     line_numbers: Sequence[int] | None = None,
     credentials: grpc.ChannelCredentials | None = None,
+    any_sandbox: bool = False,
 ) -> int:
     """Play ``lines`` with a scripted ``policy`` (one of :data:`~workplace_env.runner.POLICIES`)
     against ``target`` (None: an in-process server over ``data_dir``), ``concurrency`` in
@@ -136,14 +174,22 @@ def run_scripted(
     token is needed and why); ``data_dir`` with ``target`` is refused the same way
     (:func:`refuse_data_dir_with_target`);
     ``line_numbers`` the lines' physical numbers in their file (:class:`EpisodeFile`);
-    ``credentials`` make the connection to ``target`` TLS (None: plaintext). Returns the
-    exit status: 1 when an output, state or reward differs from the recording or an episode
-    failed (any of :data:`~workplace_env.runner.FAILURE_KINDS`), else 0."""
+    ``credentials`` make the connection to ``target`` TLS (None: plaintext). Lines written
+    for another sandbox than the server's are refused before anything is played unless
+    ``any_sandbox`` (:func:`~workplace_env.task_sandbox.check_run_sandbox`); under the
+    ``recorded`` policy, lines with no recorded calls are warned about. The summary names the
+    sandbox (``sandbox`` in ``json_out``). Returns the exit status: 1 when an output, state or
+    reward differs from the recording or an episode failed (any of
+    :data:`~workplace_env.runner.FAILURE_KINDS`), else 0."""
     refuse_data_dir_with_target(target, data_dir)
+    numbers = list(line_numbers or range(1, len(lines) + 1))
+    if policy == "recorded":
+        warn_unrecorded(lines)
     with (
         connect(target, data_dir, token, credentials) as (client, admin_token),
         episode_progress() as bars,
     ):
+        sandbox = check_run_sandbox(client, lines, numbers, target=target, any_sandbox=any_sandbox)
         if policy == "recorded" and (checked := sum("tables_after" in line for line in lines)):
             refusal = admin_refusal(client, admin_token)
             if refusal is not None:
@@ -163,8 +209,10 @@ def run_scripted(
             line_numbers=line_numbers,
         )
     print_summary(summary, title)
+    console.print(plain(f"sandbox: {sandbox_text(sandbox)}"), soft_wrap=True)
     if json_out is not None:
-        json_out.write_text(json.dumps(summary.to_json(), indent=2, default=str) + "\n")
+        document = {**summary.to_json(), "sandbox": sandbox_json(sandbox)}
+        json_out.write_text(json.dumps(document, indent=2, default=str) + "\n")
     if (
         summary.output_mismatches
         or summary.state_mismatches
@@ -195,18 +243,36 @@ class ModelRunOptions:
     fail_on_masked: bool = False
     #: Delete the files of an existing ``out`` first instead of resuming them.
     overwrite: bool = False
+    top_p: float | None = None
+    #: The sampling seed sent with every model request (``seed``), None: not sent.
+    seed: int | None = None
+    #: Play lines written for another sandbox than the server's (refused otherwise).
+    any_sandbox: bool = False
+
+    def sampling(self) -> dict[str, Any]:
+        """The ``responses_create_params`` overrides given: ``temperature``, ``top_p``,
+        ``max_output_tokens``, ``seed`` (those not None)."""
+        given = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_output_tokens": self.max_output_tokens,
+            "seed": self.seed,
+        }
+        return {k: v for k, v in given.items() if v is not None}
 
 
 def print_model_summary(summary: Sequence[CategorySummary], title: str) -> None:
     """The per-category table of a model run on stdout."""
     table = Table(
         title=plain(title),
+        box=box.SIMPLE_HEAD,
+        padding=(0, 0),
         caption="pass rate: passed / (episodes - masked); model failures (agent_run_error) count "
         "as failures, masked episodes (endpoint or environment) are left out; valid calls: share "
         "of the model's tool calls that ran; side effects (over scored episodes): a table no "
         "ground-truth call writes ends different",
     )
-    table.add_column("category", no_wrap=True)
+    table.add_column("category")
     for col in (
         "episodes",
         "masked",
@@ -228,14 +294,14 @@ def print_model_summary(summary: Sequence[CategorySummary], title: str) -> None:
             str(s.masked),
             str(s.model_failures),
             str(s.passed),
-            f"{s.pass_rate:.3f}",
+            rate_text(s.pass_rate),
             f"{s.mean_turns:.2f}",
             str(s.tool_calls),
-            f"{s.tool_call_validity:.3f}",
-            f"{s.side_effect_rate:.3f}",
+            rate_text(s.tool_call_validity),
+            rate_text(s.side_effect_rate),
             style="bold" if s.category == "all" else None,
         )
-    Console().print(table)
+    print_table(table)
 
 
 def run_model_policy(
@@ -246,6 +312,7 @@ def run_model_policy(
     data_dir: Path | None = None,
     model_client: Any = None,
     credentials: grpc.ChannelCredentials | None = None,
+    line_numbers: Sequence[int] | None = None,
 ) -> int:
     """Collect the rollouts of ``lines`` into ``options.out`` against ``target`` (None: an
     in-process server over ``data_dir``; TLS with ``credentials``), then summarise all of the
@@ -258,10 +325,11 @@ def run_model_policy(
     ``workplace_env:environment_error``: not a score of the model, played again by a rerun
     with the same ``--out``), or, with ``options.fail_on_masked``, when any episode is masked.
     Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package,
-    ``data_dir`` with ``target``, an unwritable output, or an ``out`` holding rollouts of another
-    plan without ``options.overwrite`` (:class:`~workplace_env.model_runs.PlanMismatch`, before
-    any episode is played); the model's or endpoint's failures
-    are masked episodes, never an error of the run.
+    ``data_dir`` with ``target``, an unwritable output, an ``out`` another run is writing
+    (:func:`~workplace_env.model_runs.only_run_into`, naming its pid), or an ``out`` holding
+    rollouts of another plan without ``options.overwrite``
+    (:class:`~workplace_env.model_runs.PlanMismatch`, before any episode is played); the model's
+    or endpoint's failures are masked episodes, never an error of the run.
     """
     if not options.base_url and model_client is None:
         raise CommandError("--policy model needs --base-url (an OpenAI-compatible endpoint)")
@@ -280,8 +348,25 @@ def run_model_policy(
             )
         except (ImportError, ValueError) as exc:  # ValueError: --timeout or --max-retries
             raise CommandError(str(exc)) from exc
-    with connect(target, data_dir, credentials=credentials) as (client, _):
-        return _collect_and_report(client, model_client, lines, options)
+    numbers = list(line_numbers or range(1, len(lines) + 1))
+    for number, line in zip(numbers, lines, strict=True):
+        problem = checks.json_problem(line, f"line {number}", strict=True)
+        if problem is not None:  # its rollout line could not be strict JSON
+            raise CommandError(f"{problem[0]}: {problem[1]}; nothing was played.")
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(only_run_into(options.out))
+        except WriterBusy as exc:
+            raise CommandError(
+                f"{exc}; nothing was played. Wait for that run to end, or use another --out."
+            ) from exc
+        except OSError as exc:
+            raise CommandError(f"cannot write {options.out}: {exc}") from exc
+        with connect(target, data_dir, credentials=credentials) as (client, _):
+            sandbox = check_run_sandbox(
+                client, lines, numbers, target=target, any_sandbox=options.any_sandbox
+            )
+            return _collect_and_report(client, model_client, lines, options, sandbox)
 
 
 def _collect_and_report(
@@ -289,17 +374,12 @@ def _collect_and_report(
     model_client: Any,
     lines: Sequence[Mapping[str, Any]],
     options: ModelRunOptions,
+    sandbox: ServerSandbox,
 ) -> int:
-    request_options: dict[str, Any] = {}
-    if options.temperature is not None:
-        request_options["temperature"] = options.temperature
-    if options.max_output_tokens is not None:
-        request_options["max_output_tokens"] = options.max_output_tokens
     policy = ModelPolicy(
         model=str(options.model),
         api=options.api,  # type: ignore[arg-type]
         max_turns=options.max_turns,
-        request_options=request_options,
     )
     with episode_progress() as bars:
         bar = bars.add_task(f"{options.model} episodes", total=None)
@@ -313,6 +393,9 @@ def _collect_and_report(
                 repeats=options.repeats,
                 concurrency=options.concurrency,
                 overwrite=options.overwrite,
+                sampling=options.sampling(),
+                base_url=options.base_url,
+                sandbox=sandbox_json(sandbox),
                 on_start=lambda n: bars.update(bar, total=n),
                 on_done=lambda _line: bars.advance(bar),
             )
@@ -323,6 +406,7 @@ def _collect_and_report(
     rollouts = read_rollouts(options.out, result.keys)
     summary = summarise(rollouts)
     print_model_summary(summary, f"{options.model} ({options.api}) on {len(rollouts)} episodes")
+    console.print(plain(f"sandbox: {sandbox_text(sandbox)}"))
     masked = [line for line in rollouts if line.get("mask_sample")]
     for line in masked[:10]:
         console.print(
@@ -334,13 +418,17 @@ def _collect_and_report(
         )
     if len(masked) > 10:
         console.print(f"[yellow]masked[/yellow] ... {len(masked) - 10} more")
-    unfinished = [line for line in masked if not is_finished(line)]
+    unfinished = [
+        line
+        for line in masked
+        if not is_finished(line) and line.get("failure_kind") != MODEL_CONFIG_ERROR
+    ]
     total = summary[-1]
     if len(masked) > len(unfinished):
         console.print(
             f"{len(masked) - len(unfinished)} masked by the model itself (agent_run_error): "
             f"failures of the model, counted in its pass rate ({total.passed}/"
-            f"{total.episodes - total.masked} = {total.pass_rate:.3f})"
+            f"{total.episodes - total.masked} = {rate_text(total.pass_rate)})"
             + ("; exit 1 (--fail-on-masked)" if options.fail_on_masked else "")
         )
     if unfinished:
@@ -349,7 +437,7 @@ def _collect_and_report(
             "environment, no score of the model, left out of the pass rate): exit 1; a rerun "
             "with the same --out plays them again"
         )
-    summary_file = write_summary(summary, options.out)
+    summary_file = write_summary(summary, options.out, sandbox_json(sandbox))
     plot = write_plot(summary, options.out, f"{options.model}: pass rate by category")
     console.print(
         f"played {result.played}, skipped {result.skipped} finished, of {result.total}; "
@@ -357,4 +445,14 @@ def _collect_and_report(
         f"summary {summary_file}"
         + (f", plot {plot}" if plot else " (no plot: pip install 'workplace-env[model]')")
     )
+    if result.config_error is not None:
+        not_started = result.total - result.played - result.skipped
+        raise CommandError(
+            f"the model endpoint refused a request for its configuration; {not_started} "
+            "episodes were not started. Check --base-url (the OpenAI-compatible root, e.g. "
+            "http://host:8000/v1), --api (responses | chat), --model and the key in "
+            f"${options.api_key_env} (--api-key-env), then rerun with the same --out (with "
+            "--overwrite when --base-url, --api or --model changed). The endpoint answered:",
+            result.config_error,
+        )
     return 1 if unfinished or (masked and options.fail_on_masked) else 0

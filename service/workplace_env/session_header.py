@@ -1,7 +1,7 @@
 """CONTRACT X4, the one place of the rule: a request carrying the session header names that session.
 
 Clients and proxies route every request of a session to one server by hashing the header
-``x-resources-session-id`` (issue 9); the body stays the authority on which session a request is
+``x-resources-session-id``; the body stays the authority on which session a request is
 about. A request whose header names another session than its body would run on a server chosen
 for that other session, so it is refused before anything runs.
 

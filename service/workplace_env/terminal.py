@@ -5,6 +5,7 @@
 * :func:`episode_progress`: the one progress bar of every command that plays episodes;
 * :func:`plain`: a value put into a markup string shows as written (every message built with
   f-strings goes through it);
+* :func:`print_table`: a summary table on stdout with every number whole at any width;
 * :class:`CommandError`: a command that cannot go on; the CLI prints it and exits with its
   status (2 for bad input, as click does for a bad flag; 1 for a refused operation).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 console = Console(stderr=True, soft_wrap=True)
 
@@ -52,3 +54,23 @@ def episode_progress() -> Progress:
         console=console,
         transient=False,
     )
+
+
+def print_table(table: Table) -> None:
+    """Print ``table`` on stdout with every right-justified (numeric) cell and header word whole:
+    those columns never wrap nor shrink below their widest cell or header word (other columns
+    fold), and a table that still does not fit the terminal (80 columns in a pipe) is printed at
+    its own width, never cut."""
+    for column in table.columns:
+        if column.justify == "right":
+            words = str(column.header).split()
+            cells = [len(str(cell)) for cell in column.cells]
+            column.min_width = max([*cells, *map(len, words)], default=1)
+            column.no_wrap = True
+        else:
+            column.overflow = "fold"
+    out = Console()
+    needed = Console(width=10_000).measure(table).minimum
+    if needed > out.width:
+        out = Console(width=needed)
+    out.print(table)

@@ -1,5 +1,5 @@
 """What our wire and encoders can carry: the one rule for JSON that Python parses but we cannot
-send on (issue 13).
+send on.
 
 Python's JSON parser accepts texts whose values no transport of ours can carry further:
 
@@ -46,7 +46,7 @@ _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 #: (:func:`collector_paused`): a parse builds no cycles, yet each object it makes counts
 #: towards a collection, and the full collections it triggers walk every object built so far
 #: and the whole heap. For a 45 MB verify body of 300,000 output items that was 75-90% of the
-#: parse (1.5-4 s against 0.4 s; issue L11, bench/verify_body_bench.py).
+#: parse (1.5-4 s against 0.4 s; bench/verify_body_bench.py).
 LARGE_TEXT_CHARS = 1 << 20
 
 _pause_lock = threading.Lock()
@@ -191,7 +191,7 @@ def _may_be_deeper(text: str, value: Any, max_depth: int) -> bool:
 
     At most ``max_depth`` ``[`` and ``{`` rule out the depth at once; a body with more (a
     NeMo Gym row: its tool definitions hold ~200) has its containers counted level by level,
-    which costs a fraction of the walk's per-value paths (issue 15).
+    which costs a fraction of the walk's per-value paths.
     """
     if text.count("[") + text.count("{") <= max_depth:
         return False

@@ -3,7 +3,8 @@
 ``nemo_python()`` returns the venv's interpreter, creating the venv when needed:
 
 * where: ``$WORKPLACE_ENV_NEMO_VENV`` (an existing venv, e.g. ``/tmp/nemo-probe``, is reused
-  as is), else ``<repo>/.venv-nemo`` (gitignored);
+  as is), else ``$XDG_CACHE_HOME/workplace-env/nemo-gym-0.7.0-venv`` (``~/.cache/...``; about
+  1.1 GB, outside the checkout);
 * with: Python 3.13 (``python3.13`` on PATH, else ``/root/.pyenv/versions/3.13.*``), and
   ``pip install --ignore-requires-python nemo-gym==0.7.0 pandas==2.3.2 numpy==2.3.2`` (the
   wheel asks for 3.13.14 on paper; 3.13.0 works);
@@ -25,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-VENV_ENV = "WORKPLACE_ENV_NEMO_VENV"
-DEFAULT_VENV = REPO / ".venv-nemo"
+from workplace_env.sandbox.source import NEMO_VENV_ENV as VENV_ENV
+from workplace_env.sandbox.source import default_nemo_venv
+
 #: What the venv holds (the pins of issue 12).
 REQUIREMENTS = ("nemo-gym==0.7.0", "pandas==2.3.2", "numpy==2.3.2")
 _READY = ".workplace-env-nemo-ready"
@@ -101,7 +102,8 @@ def nemo_python() -> Path:
         if not _imports_nemo(python):
             pytest.skip(f"${VENV_ENV}={given} is not a venv with nemo_gym and mcp")
         return python
-    venv = DEFAULT_VENV
+    venv = default_nemo_venv()
+    venv.parent.mkdir(parents=True, exist_ok=True)
     with open(f"{venv}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another test process may be building it
         if not (venv / _READY).exists() or not _imports_nemo(_venv_python(venv)):

@@ -24,17 +24,17 @@ anything. Client-chosen session ids never become file names.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from workplace_env.locks import only_writer
 
 MANIFEST = "manifest.json"
 SCHEMA_VERSION = 1
@@ -77,21 +77,6 @@ def write_atomic(path: Path, data: bytes, fault: Callable[[str], None] = _no_fau
     fault(f"renamed {path.name}")
 
 
-@contextlib.contextmanager
-def _only_writer(root: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock on ``root`` for one save; raises OSError at once when
-    another save holds it (two saves would remove each other's files)."""
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise OSError(f"{root}: another checkpoint save is writing this directory") from exc
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
 def _is_leftover(name: str, keep: dict[str, str]) -> bool:
     """A file a save may remove: a session file the manifest does not list, or the temporary
     file of an interrupted write (``.session-*`` or ``.manifest.json.*``). Nothing else."""
@@ -119,7 +104,7 @@ def write_checkpoint(
     """
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    with _only_writer(root):
+    with only_writer(root, "another checkpoint save is writing this directory"):
         checkpoint_id = uuid.uuid4().hex
         files: dict[str, str] = {}
         for i, snapshot in enumerate(snapshots):

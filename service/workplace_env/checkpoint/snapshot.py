@@ -33,7 +33,7 @@ from workplace_env.sandbox.tables import (
     PLOTS,
     BaseTables,
 )
-from workplace_env.wire import is_json_text
+from workplace_env.wire import find_uncarriable, is_json_text, lone_surrogate
 
 #: Bytes of a call record's ``call`` digest (BLAKE2b-128, see ``sessions.CallRecord``).
 CALL_DIGEST_BYTES = 16
@@ -64,30 +64,47 @@ CELL_TYPES: Mapping[str, Mapping[str, frozenset[type]]] = {
 def cell_violations(
     tables: Mapping[str, Table], where: str, session_id: str = ""
 ) -> list[FieldViolation]:
-    """The first cell of each column of :data:`CELL_TYPES` whose type that column never holds,
-    named ``<where>.containers.<table>.data[<row>][<col>]``; the description names the session,
-    table, row and column (such a cell breaks the next tool that reads it: a dict email id
-    fails every later send)."""
+    """The first cell of each column that no tool could have stored: of a type that column of
+    :data:`CELL_TYPES` never holds, or, in any column, holding text UTF-8 cannot carry (a lone
+    surrogate: no tool output, export or checkpoint file could hold it; tools refuse such
+    arguments). Named ``<where>.containers.<table>.data[<row>][<col>]``; the description names
+    the session, table, row and column (such a cell breaks the next tool that reads it: a dict
+    email id fails every later send)."""
     out: list[FieldViolation] = []
-    for key, types in CELL_TYPES.items():
-        table = tables[key]
+    for key, table in tables.items():
+        types = CELL_TYPES.get(key, {})
         for col, name in enumerate(table.columns):
             allowed = types.get(name)
-            if allowed is None:
-                continue
             for row, value in enumerate(table.data[name]):
-                if type(value) not in allowed and not is_missing(value):
-                    kinds = " or ".join(sorted(t.__name__ for t in allowed))
+                why = _cell_problem(value, allowed)
+                if why is not None:
                     out.append(
                         FieldViolation(
                             f"{where}.containers.{key}.data[{row}][{col}]",
                             f"session {session_id!r}, table {key}, row {row}, column {name!r}: "
-                            f"{value!r} ({type(value).__name__}) is not a valid cell; this "
-                            f"column holds {kinds} or null",
+                            f"{why}",
                         )
                     )
                     break
     return out
+
+
+def _cell_problem(value: Any, allowed: frozenset[type] | None) -> str | None:
+    """Why ``value`` is not a valid cell of a column holding ``allowed`` types (None: any JSON
+    value), or None."""
+    if allowed is not None and type(value) not in allowed and not is_missing(value):
+        kinds = " or ".join(sorted(t.__name__ for t in allowed))
+        return (
+            f"{value!r} ({type(value).__name__}) is not a valid cell; this column holds "
+            f"{kinds} or null"
+        )
+    if type(value) is str and lone_surrogate(value) is None:
+        return None  # the common cell, checked without a walk
+    if isinstance(value, str | list | dict):
+        problem = find_uncarriable(value, constants=True)
+        if problem is not None:
+            return f"the cell{problem[0]} holds {problem[1]}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,7 @@ none; as NeMo Gym's server), body not JSON / not an object, or a malformed typed
 without a row: ``task_data``), close (one naming an id without ``episode_id``) or verify (as
 NeMo's types, :mod:`workplace_env.responses`; or over the verify bounds of
 :class:`~workplace_env.gateway.settings.GatewaySettings`, checked before anything else in the
-body, issue L11) -> 422; an ``x-resources-session-id`` header
+body) -> 422; an ``x-resources-session-id`` header
 naming another session than the body -> 422 ``SESSION_HEADER_MISMATCH`` (CONTRACT X4); a body
 over the limit -> 413 ``REQUEST_TOO_LARGE``; a write call that would take its session over
 the server's ``max_session_write_bytes`` -> 413 ``SESSION_TOO_LARGE`` (``limit_bytes``,
@@ -153,8 +153,8 @@ _VERIFY_SENT_AS = {
 
 #: A ``/verify`` body longer than this (characters) is parsed, checked and scored on a worker
 #: thread even by the in-process backend, so the event loop keeps answering ``/health`` and the
-#: other sessions meanwhile (issue L11). Real verify bodies are 17-35 KB: they stay on the loop,
-#: with no thread hop (issue 15).
+#: other sessions meanwhile. Real verify bodies are 17-35 KB: they stay on the loop,
+#: with no thread hop.
 INLINE_VERIFY_CHARS = 256 * 1024
 
 #: A tool call's ``call_id`` arrives as a request header.
@@ -172,7 +172,7 @@ class _DirectRoute(APIRoute):
     For an endpoint that takes the ``Request`` and plain ``str`` path parameters only and
     returns a ``Response``, FastAPI's request handler does nothing but that call (no body to
     read, no dependency, no validation that can fail, no serialization), yet its dependency
-    solving per request cost about a sixth of the gateway's CPU on the hot routes (issue 15).
+    solving per request cost about a sixth of the gateway's CPU on the hot routes.
     Such an endpoint is called directly; any other gets FastAPI's handler. The route stays
     FastAPI's: its OpenAPI document, middleware and exception handlers are unchanged (only
     FastAPI's OpenTelemetry spans for the dependency and endpoint steps, emitted when a tracer
@@ -553,7 +553,7 @@ def create_app(
     async def session_token(request: Request) -> Response:
         raw = await read_body(request)
         body = await object_body(request) if raw.strip() else {}
-        # Only the cookie's session: knowing a cookie session's id is no credential (issue 13).
+        # Only the cookie's session: knowing a cookie session's id is no credential.
         sid = cookie_session(request)
         named = body.get("resources_session_id", sid)
         if named is not None and (not isinstance(named, str) or not named):

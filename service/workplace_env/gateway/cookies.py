@@ -133,7 +133,7 @@ class SessionTokens:
     """Mints and checks the signed session tokens of the MCP endpoint.
 
     A token names one ``resources_session_id`` and is valid for ``max_age_s`` seconds. The
-    gateway mints one only for the session the request's cookie names (issue 13: knowing a
+    gateway mints one only for the session the request's cookie names (knowing a
     cookie session's id is not enough).
     """
 

@@ -229,7 +229,7 @@ class McpGateway:
             return
         # The envelope is checked here first: the MCP SDK answers some bodies it cannot parse
         # (bytes that are not UTF-8) with HTTP 500, and JSON no wire can carry must not reach
-        # a session (issue 13). Refusals are JSON-RPC parse errors naming the field.
+        # a session. Refusals are JSON-RPC parse errors naming the field.
         body = bytearray()
         more = True
         while more:

@@ -10,7 +10,6 @@ request.
 from __future__ import annotations
 
 import signal
-import socket
 import sys
 import threading
 import time
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 
 import uvicorn
 
+from workplace_env.addresses import BindError, bind_socket, parse_address
 from workplace_env.config import Settings, client_credentials
 from workplace_env.gateway.app import create_app
 from workplace_env.gateway.backend import Backend
@@ -35,14 +35,6 @@ def _ignore(signum: int, frame: object) -> None:
     """A stop signal after uvicorn has drained: nothing left to do."""
 
 
-def parse_address(address: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[v6]:PORT`` for IPv6) as ``(host, port)``. Raises ValueError."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"address must be HOST:PORT, got {address!r}")
-    return host.removeprefix("[").removesuffix("]"), int(port)
-
-
 def local_target(address: str, port: int) -> str:
     """The gRPC target for reaching a server bound to ``address`` on ``port`` from this host
     (a wildcard host becomes the loopback address)."""
@@ -50,27 +42,6 @@ def local_target(address: str, port: int) -> str:
     if host in _WILDCARD_HOSTS:
         host = "127.0.0.1"
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def bind_socket(address: str, backlog: int = 2048) -> socket.socket:
-    """A listening TCP socket on ``address``. Raises RuntimeError when it cannot be bound."""
-    host, port = parse_address(address)
-    try:
-        family, kind, proto, _, sockaddr = socket.getaddrinfo(
-            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as exc:
-        raise RuntimeError(f"cannot bind {address}: {exc}") from exc
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(sockaddr)
-        sock.listen(backlog)  # connections queue from now on, before uvicorn accepts
-    except OSError as exc:
-        sock.close()
-        raise RuntimeError(f"cannot bind {address}: {exc}") from exc
-    sock.set_inheritable(True)
-    return sock
 
 
 class _DrainingServer(uvicorn.Server):
@@ -254,6 +225,10 @@ def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Sett
             grace_s=settings.grace_s,
             on_listening=lambda url: console.print(f"HTTP gateway on {plain(url)} {shown}"),
         )
+    except BindError as exc:
+        raise CommandError(
+            f"cannot start the HTTP gateway: {exc}; choose another --address"
+        ) from exc
     except RuntimeError as exc:
         raise CommandError("cannot start the HTTP gateway:", exc) from exc
     finally:

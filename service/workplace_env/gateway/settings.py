@@ -36,7 +36,7 @@ class GatewaySettings:
     a path of another gateway route (``/verify``, ``/<tool_name>``, ...) is a ValueError.
     ``max_verify_output_items`` / ``max_verify_calls``: the server settings' bounds on a
     ``/verify`` body (0: none), checked at the gateway's edge right after the body is parsed,
-    before any entry is looked at (issue L11): ``response.output`` longer than the first (its
+    before any entry is looked at: ``response.output`` longer than the first (its
     entries counted by :func:`workplace_env.responses.output_entries`), or a ``ground_truth``
     list longer than the second, is a 422 naming the field and the bound.
     """

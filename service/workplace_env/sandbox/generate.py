@@ -93,6 +93,7 @@ from workplace_env.sandbox.tables import (
     CRM,
     DIRECTORY,
     EMAILS,
+    GENERATED,
     TASKS,
     BaseTables,
 )
@@ -537,7 +538,7 @@ def generate_sandbox(seed: int = 0, scale: float = 1.0) -> BaseTables:
     origin=f"generated:seed={seed},scale={scale}")``. Raises :class:`ValueError` for bad arguments.
     """
     texts = generate_csv_texts(seed, scale)
-    return BaseTables.from_csv_texts(texts, origin=f"generated:seed={seed},scale={scale}")
+    return BaseTables.from_csv_texts(texts, origin=f"{GENERATED}seed={seed},scale={scale}")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -87,6 +87,10 @@ COLUMNS: Mapping[str, tuple[str, ...]] = {
 }
 
 
+#: How the origin of a generated sandbox starts: ``generated:seed=<seed>,scale=<scale>``.
+GENERATED = "generated:"
+
+
 class TablesUnavailableError(Exception):
     """The sandbox's tables could not be built (missing/unreadable file, bad columns).
 

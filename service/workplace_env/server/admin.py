@@ -60,17 +60,25 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
         """K1: every session in pieces (header, state, call records and each record's output
         split as needed) grouped in messages of about 2 MiB, or less under a smaller message
         limit, so every session fits. Only under a limit of a few KiB can a piece alone need
-        a message over it: its session is named in ``failures`` and the others export."""
+        a message over it: its session is named in ``failures`` and the others export; so is a
+        session whose snapshot protobuf cannot hold. Once the client has gone (deadline,
+        cancel) nothing more is built: the export stops before the next session."""
         limit = self.max_message_bytes
         chunk_bytes = min(admin_sdk.CHUNK_BYTES, max(limit - PIECE_OVERHEAD_BYTES, limit // 2))
         ids = list(request.resources_session_ids)
-        snapshots, missing, failures = self.store.export(ids)
+        snapshots, missing, failures = self.store.export(ids, context.is_active)
         sandbox = sandbox_identity(self.store.base)
         pieces: list[admin_pb.SessionSnapshot] = []
         for snapshot in snapshots:
-            message = convert.snapshot_message(snapshot)
-            message.sandbox.CopyFrom(sandbox)
-            split = split_snapshot(message, chunk_bytes)
+            if not context.is_active():  # the client gave up: build nothing more
+                return
+            try:
+                message = convert.snapshot_message(snapshot)
+                message.sandbox.CopyFrom(sandbox)
+                split = split_snapshot(message, chunk_bytes)
+            except ValueError as exc:  # text no protobuf string can hold (UnicodeEncodeError)
+                failures.append((snapshot.session_id, f"its snapshot cannot be encoded: {exc}"))
+                continue
             largest = max(framed_bytes(piece) for piece in split)  # its message's size alone
             if largest > limit:
                 failures.append(
@@ -82,6 +90,8 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
                 )
             else:
                 pieces.extend(split)
+        if not context.is_active():
+            return
         chunks = list(group_pieces(pieces, chunk_bytes))
         for chunk in chunks[:-1]:
             yield admin_pb.ExportSessionsResponse(snapshots=chunk)

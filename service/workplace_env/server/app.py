@@ -19,11 +19,13 @@ from grpc_reflection.v1alpha import reflection
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
+from workplace_env.addresses import BindError, bind_failure
 from workplace_env.config import Settings
 from workplace_env.server.admin import ADMIN_SERVICE_NAME, AdminServicer, AdminTokenInterceptor
 from workplace_env.server.affinity import SessionHeaderInterceptor
 from workplace_env.server.dispatch import EnvironmentDispatch
 from workplace_env.server.guard import RESERVED_THREADS, Admission, GuardInterceptor, Lane
+from workplace_env.server.health import Health
 from workplace_env.server.observability import Metrics, start_metrics_server
 from workplace_env.server.servicer import EnvironmentServicer
 from workplace_env.sessions import SessionStore
@@ -60,7 +62,7 @@ class RunningServer:
     server: grpc.Server
     port: int
     store: SessionStore
-    health: health.HealthServicer
+    health: Health
     metrics: Metrics
     metrics_port: int | None = None
     _evictor: threading.Thread | None = None
@@ -110,25 +112,29 @@ def build_server(
     admin_open: bool = False,
     max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS,
     max_admin_rpcs: int = MAX_ADMIN_RPCS,
+    max_health_streams: int = Settings.max_health_streams,
     admission: Admission | None = None,
     max_verify_calls: int = Settings.max_verify_calls,
     max_verify_output_items: int = Settings.max_verify_output_items,
-) -> tuple[grpc.Server, health.HealthServicer, Lane]:
+) -> tuple[grpc.Server, Health, Lane]:
     """An unstarted server with the environment, admin, health and reflection services.
 
     Admin RPCs need ``authorization: Bearer <admin_token>`` metadata; without a token they are
     off unless ``admin_open`` (CONTRACT A1). At most ``max_concurrent_rpcs`` RPCs (of them
     ``max_admin_rpcs`` admin RPCs) are admitted at once, ``max_workers`` of them running;
-    health and reflection always answer (X3, :mod:`workplace_env.server.guard`). A verify
+    health Check always answers, and at most ``max_health_streams`` health Watch and
+    reflection streams are open at once (X3, :mod:`workplace_env.server.guard`). A verify
     replays at most ``max_verify_calls`` calls per side and takes a response output of at most
-    ``max_verify_output_items`` entries (0: no bound; issue L11). A request
+    ``max_verify_output_items`` entries (0: no bound). A request
     whose ``x-resources-session-id`` header names another session than its body is refused
-    (INVALID_ARGUMENT SESSION_HEADER_MISMATCH, issue 9), inside the metrics so it is counted.
+    (INVALID_ARGUMENT SESSION_HEADER_MISMATCH), inside the metrics so it is counted.
     The environment service's RPCs take a path of their own, built here once per method
     (:mod:`workplace_env.server.dispatch`) and run on the returned :class:`Lane` (shut it down
     after the server stops).
     """
-    admission = admission or Admission(max_concurrent_rpcs, max_admin_rpcs)
+    admission = admission or Admission(
+        max_concurrent_rpcs, max_admin_rpcs, max_health_streams=max_health_streams
+    )
     lane = Lane(admission, max_workers)
     servicer = EnvironmentServicer(
         store, max_verify_calls, max_message_bytes, max_verify_output_items
@@ -143,7 +149,8 @@ def build_server(
     ]
     server = grpc.server(
         futures.ThreadPoolExecutor(
-            max_workers=max_concurrent_rpcs + RESERVED_THREADS, thread_name_prefix="rpc"
+            max_workers=admission.max_rpcs + admission.max_health_streams + RESERVED_THREADS,
+            thread_name_prefix="rpc",
         ),
         options=server_options(max_message_bytes),
         interceptors=interceptors,
@@ -152,7 +159,9 @@ def build_server(
     admin_grpc.add_EnvironmentAdminServiceServicer_to_server(
         AdminServicer(store, max_message_bytes, max_verify_calls), server
     )
-    health_servicer = health.HealthServicer()
+    health_servicer = Health()
+    for name in ("", SERVICE_NAME):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
@@ -189,8 +198,10 @@ def start_server(
     ``address`` (default: the settings' address; port 0 picks a free one), ``max_workers``
     and ``evict_interval_s`` override the settings. With TLS settings the port is a TLS port;
     with ``metrics_address`` Prometheus metrics are served there. A daemon thread evicts idle
-    sessions every ``evict_interval_s`` seconds (CONTRACT X1). Raises RuntimeError when the
-    address cannot be bound, OSError when a TLS file cannot be read.
+    sessions every ``evict_interval_s`` seconds (CONTRACT X1). Raises
+    :class:`~workplace_env.addresses.BindError` (a RuntimeError) naming the address and the
+    OS's reason when the address or the metrics address cannot be bound (nothing left
+    serving), OSError when a TLS file cannot be read.
     """
     settings = settings or Settings()
     address = address or settings.address
@@ -198,7 +209,11 @@ def start_server(
     evict_every = evict_interval_s or settings.evict_interval_s
     metrics = metrics or Metrics()
     metrics.track_live(store.state_counts)
-    admission = Admission(settings.max_concurrent_rpcs, settings.max_admin_rpcs)
+    admission = Admission(
+        settings.max_concurrent_rpcs,
+        settings.max_admin_rpcs,
+        max_health_streams=settings.max_health_streams,
+    )
     server, health_servicer, lane = build_server(
         store,
         metrics,
@@ -213,18 +228,23 @@ def start_server(
         max_verify_output_items=settings.max_verify_output_items,
     )
     credentials = server_credentials(settings)
-    if credentials is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, credentials)
+    try:
+        if credentials is None:
+            port = server.add_insecure_port(address)
+        else:
+            port = server.add_secure_port(address, credentials)
+    except RuntimeError as exc:  # gRPC's "Failed to bind ...", its reason only in its log
+        raise bind_failure(address, exc) from exc
     if port == 0:
-        raise RuntimeError(f"cannot bind {address}")
+        raise bind_failure(address, RuntimeError(f"cannot bind {address}"))
     server.start()
-    for name in ("", SERVICE_NAME):
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     metrics_port = None
     if settings.metrics_address:
-        metrics_port = start_metrics_server(metrics, settings.metrics_address)
+        try:
+            metrics_port = start_metrics_server(metrics, settings.metrics_address)
+        except OSError as exc:
+            server.stop(None)
+            raise BindError(settings.metrics_address, exc) from exc
     stop = threading.Event()
 
     def evict_loop() -> None:

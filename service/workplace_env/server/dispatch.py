@@ -2,7 +2,7 @@
 
 :class:`EnvironmentDispatch` is the server's first interceptor. For a method of the
 environment service it answers from handlers built once per method at start-up and never
-walks the rest of the chain (issue 15: grpcio runs every interceptor on every RPC). Each
+walks the rest of the chain (grpcio runs every interceptor on every RPC). Each
 method has two handlers, both counted, timed and logged by
 :func:`~workplace_env.server.observability.counting`:
 

@@ -10,14 +10,20 @@
   streams hold their slot until the stream ends). Beyond either limit an RPC is answered at once
   with RESOURCE_EXHAUSTED, reason ``TOO_MANY_RPCS``, and a ``RetryInfo``. Environment RPCs are
   admitted when they arrive and then wait in the queue of a :class:`Lane`, whose ``workers``
-  threads run them (more only add GIL contention; BENCHMARKS.md).
+  threads run them (more only add GIL contention; docs/benchmarks.md).
 * **Release.** An admitted RPC gives its slot back once, before its answer can reach the
   client (a client that has its answer and sends the next RPC at once must not find the last
-  one still counted): a unary handler's slot when it returns or raises (environment RPCs:
-  :meth:`Lane.release`, :mod:`workplace_env.server.dispatch`), a response stream's when its
-  iterator ends, and, should that never happen (a stream never read), when the RPC ends.
-* Health and reflection are never limited: the server's thread pool has
-  ``max_concurrent_rpcs + RESERVED_THREADS`` threads, so admitted RPCs can never hold them all.
+  one still counted). Environment RPCs: :meth:`Lane.release` and the lane's work item
+  (:mod:`workplace_env.server.dispatch`). Every other RPC takes its slot in one place,
+  :func:`held`, whose block spans the whole handler (a response stream's: every message),
+  so every exit gives it back: a refusal of the header check, an error, the end of the
+  stream; a stream never read to its end gives it back when the RPC ends.
+* **Health and reflection streams** (``Health/Watch``, ``ServerReflectionInfo``): at most
+  ``max_health_streams`` at once, beyond that RESOURCE_EXHAUSTED ``TOO_MANY_RPCS``; they are
+  admitted even while draining (a watcher must see NOT_SERVING). ``Health/Check`` is never
+  limited. The server's thread pool has ``max_concurrent_rpcs + max_health_streams +
+  RESERVED_THREADS`` threads, so admitted RPCs and streams can never hold them all: Check,
+  refusals and the environment's answers always find one.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from functools import partial
 from typing import Any
 
 import grpc
@@ -39,7 +47,10 @@ TOO_MANY_RPCS = "TOO_MANY_RPCS"
 #: ``ErrorInfo.reason`` of a request that is not a valid message of its type.
 MALFORMED_REQUEST = "MALFORMED_REQUEST"
 
-_UNLIMITED_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
+#: Health and reflection streams open at once by default (``max_health_streams``).
+MAX_HEALTH_STREAMS = 64
+
+_HEALTH_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
 
 
 class Undecodable:
@@ -60,13 +71,21 @@ class TooManyRpcs(errors.CapacityExhausted):
 class Admission:
     """Counts admitted RPCs against the limits."""
 
-    def __init__(self, max_rpcs: int, max_admin_rpcs: int, retry_after_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        max_rpcs: int,
+        max_admin_rpcs: int,
+        retry_after_s: float = 1.0,
+        max_health_streams: int = MAX_HEALTH_STREAMS,
+    ) -> None:
         self.max_rpcs = max_rpcs
         self.max_admin_rpcs = max_admin_rpcs
+        self.max_health_streams = max_health_streams
         self.retry_after_s = retry_after_s
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()  # notified when a slot is given back
         self._rpcs = 0
         self._admin = 0
+        self._health_streams = 0
         self._closed = False
 
     def close(self) -> None:
@@ -109,21 +128,43 @@ class Admission:
             retry_after_s=self.retry_after_s,
         )
 
-    def enter(self, admin: bool) -> None:
-        """Admit one RPC or raise its refusal (:class:`TooManyRpcs`, or Draining once closed)."""
-        refusal = self.try_enter(admin)
-        if refusal is not None:
-            raise refusal
-
     def leave(self, admin: bool) -> None:
-        """Release the slot of an RPC admitted by :meth:`enter`."""
+        """Release the slot of an RPC admitted by :meth:`try_enter`."""
         with self._lock:
             self._rpcs -= 1
             self._admin -= admin
+            self._lock.notify_all()
 
     def in_flight(self) -> int:
         """Admitted RPCs running or waiting now."""
         return self._rpcs
+
+    def try_enter_health_stream(self) -> TooManyRpcs | None:
+        """Admit one health or reflection stream (None), or return the refusal: the server
+        holds ``max_health_streams`` of them. Not closed by a drain."""
+        with self._lock:
+            if self._health_streams < self.max_health_streams:
+                self._health_streams += 1
+                return None
+        return self._refusal(f"{self.max_health_streams} open health and reflection streams")
+
+    def leave_health_stream(self) -> None:
+        """Release the slot of a stream admitted by :meth:`try_enter_health_stream`."""
+        with self._lock:
+            self._health_streams -= 1
+            self._lock.notify_all()
+
+    def health_streams(self) -> int:
+        """Health and reflection streams open now."""
+        return self._health_streams
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Whether every slot (RPCs and health streams) is free within ``timeout_s`` seconds:
+        waits for the slots of RPCs that end on their own (a cancelled stream's)."""
+        with self._lock:
+            return self._lock.wait_for(
+                lambda: not self._rpcs and not self._health_streams, timeout_s
+            )
 
 
 class Lane(futures.ThreadPoolExecutor):
@@ -191,6 +232,33 @@ def refuse_undecodable(request: Undecodable, rpc: str, context: grpc.ServicerCon
     context.abort_with_status(to_status(error, rpc))
 
 
+@contextmanager
+def held(
+    enter: Callable[[], Exception | None],
+    leave: Callable[[], None],
+    rpc: str,
+    context: grpc.ServicerContext,
+) -> Iterator[None]:
+    """One admission slot for the block: ``enter()`` takes it or returns the refusal, which
+    aborts ``rpc`` (its status); ``leave()`` gives it back exactly once, when the block exits,
+    however it exits, or when the RPC ends first (a response stream abandoned unread)."""
+    refusal = enter()
+    if refusal is not None:
+        context.abort_with_status(to_status(refusal, rpc))
+    once = threading.Lock()
+
+    def release() -> None:
+        if once.acquire(blocking=False):  # the block's end and the RPC's end may race
+            leave()
+
+    try:
+        if not context.add_callback(release):  # the RPC has ended already
+            release()
+        yield
+    finally:
+        release()
+
+
 class GuardInterceptor(grpc.ServerInterceptor):
     """Applies the module's rules to every handler (see the module docstring)."""
 
@@ -210,26 +278,28 @@ class GuardInterceptor(grpc.ServerInterceptor):
             known = self._guarded[id(handler)] = (handler, self._guard(handler, method))
         return known[1]
 
+    def _slots(
+        self, method: str, streaming: bool
+    ) -> tuple[Callable[[], Exception | None], Callable[[], None]] | None:
+        """How ``method``'s RPCs take and give back a slot, or None when they need none."""
+        admission = self.admission
+        if not method.startswith(_HEALTH_PREFIXES):
+            admin = method.startswith(self._admin_prefix)
+            return partial(admission.try_enter, admin), partial(admission.leave, admin)
+        if streaming:
+            return admission.try_enter_health_stream, admission.leave_health_stream
+        return None  # Health/Check: always answered
+
     def _guard(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
         rpc = method.rsplit("/", 1)[-1]
-        limited = not method.startswith(_UNLIMITED_PREFIXES)
-        admin = method.startswith(self._admin_prefix)
-        admission = self.admission
+        slots = self._slots(method, handler.request_streaming or handler.response_streaming)
         kwargs = {
             "request_deserializer": safe_deserializer(handler.request_deserializer),
             "response_serializer": handler.response_serializer,
         }
 
-        def admit(context: grpc.ServicerContext) -> None:
-            if limited:
-                try:
-                    admission.enter(admin)
-                except (TooManyRpcs, errors.Draining) as exc:
-                    context.abort_with_status(to_status(exc, rpc))
-
-        def done() -> None:
-            if limited:
-                admission.leave(admin)
+        def slot(context: grpc.ServicerContext) -> AbstractContextManager[None]:
+            return nullcontext() if slots is None else held(*slots, rpc, context)
 
         def checked(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
             for request in requests:
@@ -243,11 +313,8 @@ class GuardInterceptor(grpc.ServerInterceptor):
             def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
                 if isinstance(request, Undecodable):
                     refuse_undecodable(request, rpc, context)
-                admit(context)
-                try:
+                with slot(context):
                     return inner_uu(request, context)
-                finally:
-                    done()
 
             return grpc.unary_unary_rpc_method_handler(unary_unary, **kwargs)
         if handler.unary_stream is not None:
@@ -256,48 +323,22 @@ class GuardInterceptor(grpc.ServerInterceptor):
             def unary_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
                 if isinstance(request, Undecodable):
                     refuse_undecodable(request, rpc, context)
-                admit(context)
-                return _released_at_end(inner_us(request, context), context, done)
+                with slot(context):
+                    yield from inner_us(request, context)
 
             return grpc.unary_stream_rpc_method_handler(unary_stream, **kwargs)
         if handler.stream_unary is not None:
             inner_su = handler.stream_unary
 
             def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-                admit(context)
-                try:
+                with slot(context):
                     return inner_su(checked(requests, context), context)
-                finally:
-                    done()
 
             return grpc.stream_unary_rpc_method_handler(stream_unary, **kwargs)
         inner_ss = handler.stream_stream
 
         def stream_stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-            admit(context)
-            return _released_at_end(inner_ss(checked(requests, context), context), context, done)
+            with slot(context):
+                yield from inner_ss(checked(requests, context), context)
 
         return grpc.stream_stream_rpc_method_handler(stream_stream, **kwargs)
-
-
-def _released_at_end(
-    responses: Iterator[Any], context: grpc.ServicerContext, done: Callable[[], None]
-) -> Iterator[Any]:
-    """``responses``, calling ``done`` exactly once: when the iterator ends or fails (grpcio
-    sends the status only after that), or when the RPC ends if the stream is never read."""
-    once = threading.Lock()
-
-    def done_once() -> None:
-        if once.acquire(blocking=False):  # the stream's end and the RPC's end may race
-            done()
-
-    if not context.add_callback(done_once):
-        done_once()
-    return _then(responses, done_once)
-
-
-def _then(responses: Iterator[Any], done: Callable[[], None]) -> Iterator[Any]:
-    try:
-        yield from responses
-    finally:
-        done()

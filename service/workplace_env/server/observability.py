@@ -126,7 +126,7 @@ def counting(
 ) -> Callable[[Any, grpc.ServicerContext], Any]:
     """``inner`` (a unary behaviour of ``method``) counted, timed and logged.
 
-    Built once per method (issue 15: per RPC, only the timing and the counter updates). A
+    Built once per method (per RPC, only the timing and the counter updates). A
     failure is counted by its status code and ``ErrorInfo`` reason and logged at WARNING.
     """
     rpcs_ok = metrics.rpcs.labels(method, "OK")

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from workplace_env.addresses import BindError
 from workplace_env.config import ADMIN_TOKEN_ENV, Settings
-from workplace_env.sandbox.load import load_sandbox
+from workplace_env.sandbox.load import describe_sandbox, load_sandbox
 from workplace_env.sandbox.tables import TablesUnavailableError
 from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.observability import configure_logging
@@ -44,15 +45,19 @@ def serve_until_signalled(settings: Settings) -> None:
     """Serve the environment (and, with ``http_address``, the co-hosted HTTP gateway) until
     SIGTERM or SIGINT, then drain and stop (:func:`drain_and_stop`).
 
-    Prints the bound addresses to stderr (``workplace-env serving on HOST:PORT``, then ``HTTP
-    gateway on URL`` and ``metrics on HOST:PORT`` when served); tests and scripts read the port
-    from the first line. Raises :class:`CommandError` (exit 2) when the sandbox cannot be loaded
-    or an address cannot be bound.
+    Prints the bound addresses to stderr (``workplace-env serving on HOST:PORT``, the sandbox
+    (:func:`~workplace_env.sandbox.load.describe_sandbox`), then ``HTTP gateway on URL`` and
+    ``metrics on HOST:PORT`` when served); tests and scripts read the port from the first line.
+    Raises :class:`CommandError` (exit 2) when the sandbox cannot be loaded or an address cannot
+    be bound.
     """
     configure_logging(settings.log_level)
     try:
         store = SessionStore(load_sandbox(settings.data_dir), settings.session_config())
         server = start_server(store, settings=settings)
+    except BindError as exc:
+        flag = "--metrics-address" if exc.address == settings.metrics_address else "--address"
+        raise CommandError(f"cannot start: {exc}; choose another {flag}") from exc
     except (RuntimeError, TablesUnavailableError, OSError) as exc:
         raise CommandError("cannot start:", exc) from exc
     # A handler runs in the main thread wherever it was interrupted, possibly inside a lock it
@@ -83,15 +88,21 @@ def serve_until_signalled(settings: Settings) -> None:
                 None,
                 settings.http_address,
                 GatewaySettings.of(settings),
-                # co-hosted: the gateway calls this server's servicer in-process (issue 15)
+                # co-hosted: the gateway calls this server's servicer in-process
                 backend=InProcessBackend.of_server(server, settings.max_message_bytes),
                 grace_s=settings.grace_s,
             )
+        except BindError as exc:
+            server.stop(grace_s=0)
+            raise CommandError(
+                f"cannot start the HTTP gateway: {exc}; choose another --http-address"
+            ) from exc
         except RuntimeError as exc:
             server.stop(grace_s=0)
             raise CommandError("cannot start the HTTP gateway:", exc) from exc
     host = settings.address.rsplit(":", 1)[0]
     console.print(f"workplace-env serving on {plain(host)}:{server.port}")
+    console.print(f"sandbox: {plain(describe_sandbox(store.base))}")
     if gateway is not None:
         console.print(f"HTTP gateway on {plain(gateway.url)}")
     if server.metrics_port:

@@ -109,7 +109,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
     A verify's ``response_output_json`` may hold at most ``max_verify_output_items`` entries
     (:func:`~workplace_env.responses.output_bound_problem`; 0: no bound): beyond it, and
     beyond ``max_verify_calls`` in a call list, INVALID_ARGUMENT naming the field is answered
-    right after the parse, before any entry is checked or converted (issue L11).
+    right after the parse, before any entry is checked or converted.
 
     ``max_response_bytes`` is the server's message limit: a tool output whose response would
     be larger (the one answer whose size a caller drives; every other answer is small and
@@ -144,7 +144,9 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                     schema_json=json.dumps(t.schema, ensure_ascii=False),
                 )
                 for t in advertised_tools()
-            ]
+            ],
+            sandbox_digest=store.base.digest,
+            sandbox_origin=store.base.origin,
         )
 
     @_rpc

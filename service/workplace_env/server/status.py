@@ -40,7 +40,7 @@ _CODES: dict[type[errors.SessionError], grpc.StatusCode] = {
 
 
 def status_code(error: errors.SessionError, rpc: str) -> grpc.StatusCode:
-    """The status code of ``error`` raised by ``rpc`` (CONTRACT.md table).
+    """The status code of ``error`` raised by ``rpc`` (docs/contract.md table).
 
     SESSION_CLOSED is ALREADY_EXISTS for a seed (S4) and NOT_FOUND otherwise (T5).
     """

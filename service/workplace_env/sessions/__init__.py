@@ -1,4 +1,4 @@
-"""Sessions of the environment: their life cycle, checkpoints and bounds (CONTRACT.md).
+"""Sessions of the environment: their life cycle, checkpoints and bounds (docs/contract.md).
 
 The transports hold one :class:`SessionStore`. Its parts, one job per module, each building on
 the ones below it:

@@ -1,4 +1,4 @@
-"""The store's side of checkpoints (CONTRACT.md K1-K6): export, restore, claims, retire.
+"""The store's side of checkpoints (docs/contract.md K1-K6): export, restore, claims, retire.
 
 Owns :class:`ExportRestore`: live sessions to :class:`~workplace_env.checkpoint.snapshot.Snapshot`
 values (:meth:`~ExportRestore.export`, K1), a batch of snapshots installed all or none as
@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from workplace_env import errors
 from workplace_env.checkpoint.codec import CodecError, encode_state
@@ -53,14 +53,15 @@ class ExportRestore(Bounds):
     """Export, restore and retire of sessions (K1-K3, K6)."""
 
     def export(
-        self, session_ids: Sequence[str] = ()
+        self, session_ids: Sequence[str] = (), active: Callable[[], bool] = lambda: True
     ) -> tuple[list[Snapshot], list[str], list[tuple[str, str]]]:
         """Snapshots of the live sessions (or of ``session_ids``), the ids not held, and the
         held sessions that cannot be encoded, with why (K1).
 
         Each session is read under its own lock, so a snapshot never shows half a tool call.
         One session whose tables the codec cannot write (an infinite float stored by a tool)
-        is reported, never a reason to fail the others.
+        is reported, never a reason to fail the others. ``active`` is asked before each
+        session: once it answers False (the client gave up) the export stops there.
         """
         with self._lock:
             if session_ids:
@@ -71,6 +72,9 @@ class ExportRestore(Bounds):
         missing: list[str] = []
         failures: list[tuple[str, str]] = []
         for sid, session in chosen:
+            if not active():
+                break
+            self.hooks.hit("export", sid)
             try:
                 snapshot = None if session is None else self._snapshot(session)
             except CodecError as exc:

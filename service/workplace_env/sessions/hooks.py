@@ -13,6 +13,7 @@ Points passed to :meth:`StoreHooks.hit` (with the session id, ``""`` for ``drain
 - ``"tool"``: a tool is about to run (the session's lock held);
 - ``"release_wait"``: a close is about to take its session's lock to release it;
 - ``"verify"``: a verify is about to score (no lock held);
+- ``"export"``: an export is about to snapshot a session (no lock held);
 - ``"drain"``: the store has started refusing new seeds.
 
 Kinds passed to :meth:`StoreHooks.take`, asked where the store can fail on its own:
@@ -26,7 +27,9 @@ Kinds passed to :meth:`StoreHooks.take`, asked where the store can fail on its o
 from __future__ import annotations
 
 #: The names :meth:`StoreHooks.hit` is called with.
-POINTS = frozenset({"build", "seed_wait", "tool_wait", "tool", "release_wait", "verify", "drain"})
+POINTS = frozenset(
+    {"build", "seed_wait", "tool_wait", "tool", "release_wait", "verify", "export", "drain"}
+)
 #: The names :meth:`StoreHooks.take` is called with.
 KINDS = frozenset({"build", "release", "response"})
 

@@ -1,4 +1,4 @@
-"""The session life cycle of CONTRACT.md: seed, tool calls, verify, close.
+"""The session life cycle of docs/contract.md: seed, tool calls, verify, close.
 
 Owns :class:`LifeCycle`: seeds (S1-S8) with their fences and pending builds, tool calls (T1-T7)
 with their ``call_id`` records (idempotency), verifies (V1-V5) with the markers of verified

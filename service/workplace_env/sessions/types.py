@@ -29,7 +29,7 @@ LEGACY_EPISODE = EpisodeId("legacy", 0)
 
 
 class SessionState(Enum):
-    """CONTRACT.md "Session states" (CLOSED sessions live on only as fences)."""
+    """docs/contract.md "Session states" (CLOSED sessions live on only as fences)."""
 
     SEEDED = "SEEDED"
     VERIFIED = "VERIFIED"
@@ -47,7 +47,7 @@ class CloseOutcome(Enum):
 
 @dataclass(frozen=True)
 class SessionConfig:
-    """Bounds of the store; every one is configurable (defaults documented in the README).
+    """Bounds of the store; every one is configurable (defaults in docs/reference/configuration.md).
 
     ``max_sessions``: live sessions (and pending builds) before seeds get RESOURCE_EXHAUSTED (S7).
     ``idle_ttl_s``: seconds without a request before the sweep evicts a session (X1).
@@ -59,9 +59,9 @@ class SessionConfig:
     ``retry_window_s``: how long a verified legacy session's outcome is remembered, so a
     resent verify scores the same (``session_close_retry_window_seconds``, V2-V3).
     ``max_markers``: verified legacy ids remembered at most (oldest dropped first).
-    ``verify_cache_bytes``: estimated bytes of the verifier's memoised end states (issue 15).
+    ``verify_cache_bytes``: estimated bytes of the verifier's memoised end states.
     ``max_session_write_bytes``: UTF-8 bytes of arguments text a session's write-tool calls
-    may add up to (0: no bound); a call beyond it is SESSION_TOO_LARGE (issue M6).
+    may add up to (0: no bound); a call beyond it is SESSION_TOO_LARGE.
     """
 
     max_sessions: int = 50_000

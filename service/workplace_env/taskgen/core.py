@@ -94,7 +94,8 @@ def generate_tasks(
 
     Each task is ``{"id": "gen-s<seed>-<n>" (n from 1), "category", "environment_name":
     "workplace_assistant", "prompt", "system", "ground_truth": [{"name", "arguments": JSON
-    text}, ...], "template"}``; an empty ground truth means the right answer changes nothing.
+    text}, ...], "template", "sandbox": {"digest", "origin"} of ``base``}``; an empty ground
+    truth means the right answer changes nothing.
     Templates are used in turns, each turn in an order shuffled by ``seed``, so every template
     appears about equally often. Every ground truth is replayed on a fresh session before it is
     accepted, and no tool may answer it with an error or a refusal (:func:`is_failure_output`).
@@ -137,6 +138,7 @@ def generate_tasks(
                 "system": SYSTEM_PROMPT,
                 "ground_truth": draft.calls,
                 "template": spec.id,
+                "sandbox": {"digest": base.digest, "origin": base.origin},
             }
         )
     return tasks

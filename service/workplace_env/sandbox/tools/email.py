@@ -606,6 +606,10 @@ def search_emails(
         return f"Error searching emails: {exc}"
 
 
+#: pandas' error comparing dates with a bound ``pd.Timestamp`` reads as NaT (black-box text).
+NAT_DATE_COMPARE = "Cannot compare NaT with datetime.date object"
+
+
 def _dated(frame: pd.DataFrame, matched: list[int], date_min: Any, date_max: Any) -> list[int]:
     """The positions ``matched`` newest first, those outside the date bounds left out.
 
@@ -621,10 +625,15 @@ def _dated(frame: pd.DataFrame, matched: list[int], date_min: Any, date_max: Any
     stamps = stamps[order]
     days = stamps.astype("datetime64[D]")
     keep = np.ones(len(positions), dtype=bool)
-    if date_min:
-        keep &= days >= np.datetime64(pd.Timestamp(date_min).date(), "D")
-    if date_max:
-        keep &= days <= np.datetime64(pd.Timestamp(date_max).date(), "D")
+    for bound, inside in ((date_min, np.greater_equal), (date_max, np.less_equal)):
+        if not bound:
+            continue
+        day = pd.Timestamp(bound)
+        if day is pd.NaT:  # "nan", "NaT", NaN: fails only against rows still left
+            if keep.any():
+                raise TypeError(NAT_DATE_COMPARE)
+            continue
+        keep &= inside(days, np.datetime64(day.date(), "D"))
     return positions[keep].tolist()
 
 

@@ -235,7 +235,7 @@ def write_size(name: str, arguments: str) -> int:
     """The bytes a call of tool ``name`` with ``arguments`` (JSON text) counts towards its
     session's ``max_session_write_bytes``: the UTF-8 length of ``arguments`` for a tool that
     writes (``Tool.writes``), 0 for a read-only or unknown tool. A cheap proxy for how much
-    the call can grow the tables (issue M6): an email body travels in the arguments."""
+    the call can grow the tables: an email body travels in the arguments."""
     spec = TOOLS.get(name)
     if spec is None or spec.read_only:
         return 0

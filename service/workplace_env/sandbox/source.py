@@ -1,0 +1,410 @@
+"""Getting the WorkBench sandbox: ``workplace-env data fetch`` and ``data verify``.
+
+A source holds the six CSVs of the sandbox (:data:`~workplace_env.sandbox.tables.CSV_FILES`):
+
+* ``nemo-gym`` (the default): an importable NeMo Gym, else the venv of
+  ``$WORKPLACE_ENV_NEMO_VENV`` or :func:`default_nemo_venv`, else the ``nemo-gym==0.7.0`` wheel
+  downloaded from the package index with ``pip download``;
+* a directory: a NeMo Gym venv or site-packages, a WorkBench checkout, any tree holding the CSVs;
+* an archive (``.whl``, ``.zip``, ``.tar``, ``.tar.gz``/``.tgz``) or an ``http(s)://`` URL of one.
+
+Only data files are read: the CSVs and the JSONL task files found with them (in NeMo Gym's
+``workplace_assistant`` package when the source holds it). Every CSV must have the SHA-256 of
+:data:`SANDBOX_SHA256` (NeMo Gym 0.7.0's files); one that differs or is missing is refused,
+named, before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.parse
+import urllib.request
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+
+from workplace_env.sandbox.tables import CSV_FILES
+from workplace_env.terminal import CommandError
+
+#: The source ``data fetch`` uses when none is given.
+NEMO_GYM = "nemo-gym"
+#: The NeMo Gym release whose CSVs :data:`SANDBOX_SHA256` describes.
+NEMO_GYM_REQUIREMENT = "nemo-gym==0.7.0"
+#: Environment variable read for ``data fetch --from``.
+SOURCE_ENV = "WORKPLACE_ENV_DATA_FROM"
+#: SHA-256 (hex) of each CSV of the WorkBench sandbox as the nemo-gym 0.7.0 wheel ships it
+#: (``resources_servers/workplace_assistant/csv_data/{processed,raw}``).
+SANDBOX_SHA256: Mapping[str, str] = {
+    "analytics_data.csv": "4a0df10aabc07980f1cc074dc9ab36406ce98dead7e14fe11f72a9f1ba788688",
+    "calendar_events.csv": "6c9df1872d54d0b0d068d1b066766a8ddbc29c3933f1d56c9efd554926312295",
+    "customer_relationship_manager_data.csv": (
+        "599057e4eec3a7c25ac04b4d655ea2c034b7b7782205dc367a28122756e04c41"
+    ),
+    "email_addresses.csv": "1f3465b92eb41b90a973a9b00f35757a23d16839652b5e352e9d217d8e404b0b",
+    "emails.csv": "1809e341a0e4f1fd78cf1b759964a42abd28db8c9b9dca364456efc31f82bb31",
+    "project_tasks.csv": "fa0c05d5609f49e905342bd12592b09f23eff6147dcf607b808703f45ddbeaeb",
+}
+assert set(SANDBOX_SHA256) == set(CSV_FILES.values())
+
+#: A NeMo Gym venv (the tests' black-box venv) whose data ``nemo-gym`` reads when it is set.
+NEMO_VENV_ENV = "WORKPLACE_ENV_NEMO_VENV"
+#: Where NeMo Gym keeps the environment inside its wheel (and site-packages).
+NEMO_PACKAGE = PurePosixPath("resources_servers", "workplace_assistant")
+#: Bytes one data file may have at most (the largest CSV has ~0.3 MB).
+MAX_FILE_BYTES = 64 * 1024 * 1024
+#: Bytes a downloaded archive may have at most (the nemo-gym wheel has ~43 MB).
+MAX_DOWNLOAD_BYTES = 512 * 1024 * 1024
+#: Directory levels searched below a directory source.
+_MAX_DEPTH = 6
+_DOWNLOAD_TIMEOUT_S = 600
+_URL_SCHEMES = ("http://", "https://")
+
+Log = Callable[[str], None]
+
+
+def cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/workplace-env`` (``~/.cache/workplace-env`` when unset)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "workplace-env"
+
+
+def default_nemo_venv() -> Path:
+    """Where the tests build their NeMo Gym venv unless ``$WORKPLACE_ENV_NEMO_VENV`` names one:
+    ``<cache_dir()>/nemo-gym-0.7.0-venv``."""
+    return cache_dir() / "nemo-gym-0.7.0-venv"
+
+
+def default_data_dir() -> Path:
+    """Where ``data fetch`` puts the sandbox by default: ``<cache_dir()>/workbench``."""
+    return cache_dir() / "workbench"
+
+
+def sha256_hex(data: bytes) -> str:
+    """The hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def verify_directory(directory: Path) -> None:
+    """Check the six CSVs of ``directory`` against :data:`SANDBOX_SHA256`. Raises
+    :class:`CommandError` (exit 2) naming every missing or differing file (expected and found
+    digest)."""
+    problems = []
+    for name, expected in sorted(SANDBOX_SHA256.items()):
+        path = directory / name
+        try:
+            found = sha256_hex(path.read_bytes())
+        except FileNotFoundError:
+            problems.append(f"{name} is missing from {directory}")
+            continue
+        except OSError as exc:
+            problems.append(f"{name} cannot be read: {exc}")
+            continue
+        if found != expected:
+            problems.append(_differs(name, expected, found, str(path)))
+    if problems:
+        raise CommandError("not the WorkBench sandbox:", "; ".join(problems))
+
+
+def _differs(name: str, expected: str, found: str, where: str) -> str:
+    return (
+        f"{name} differs from the known file ({where}): expected sha256 {expected}, found {found}"
+    )
+
+
+def fetch_data(source: str | None, dest: Path, log: Log) -> Path:
+    """Put the verified CSVs and the task files of ``source`` (None: ``$WORKPLACE_ENV_DATA_FROM``,
+    else :data:`NEMO_GYM`) into ``dest``; returns ``dest``. With the default source and a
+    ``dest`` that already verifies, nothing is fetched. ``log`` gets the progress messages.
+
+    Raises :class:`CommandError` (exit 2) for a source that cannot be read or does not hold the
+    sandbox (each missing or differing CSV named with its digests); ``dest`` is then unchanged.
+    """
+    source = source or os.environ.get(SOURCE_ENV) or None
+    if source is None:
+        try:
+            verify_directory(dest)
+        except CommandError:
+            pass
+        else:
+            log(f"{dest} already holds the verified WorkBench sandbox")
+            return dest
+        source = NEMO_GYM
+    with _opened(source, log) as files:
+        csvs, tasks = _select(files, source)
+        _install(dest, {**csvs, **tasks})
+    log(
+        f"WorkBench sandbox from {source}: {len(csvs)} CSVs verified"
+        + (f", task files {', '.join(sorted(tasks))}" if tasks else ", no task file found")
+    )
+    return dest
+
+
+def data_dir_of(value: str, log: Log) -> Path:
+    """The CSV directory ``--data-dir VALUE`` names: a directory as it is (not a NeMo Gym venv
+    or site-packages: its CSVs are loaded unchecked, any sandbox of that layout); any other
+    source is fetched into :func:`default_data_dir` first, unless that already verifies (every
+    verified sandbox is the same bytes). Raises :class:`CommandError` as :func:`fetch_data`."""
+    path = Path(value).expanduser()
+    if path.is_dir() and _nemo_package_in(path) is None:
+        return path
+    if not (path.exists() or value == NEMO_GYM or value.startswith(_URL_SCHEMES)):
+        raise _no_source(value)
+    dest = default_data_dir()
+    try:
+        verify_directory(dest)
+    except CommandError:
+        return fetch_data(value, dest, log)
+    log(f"--data-dir {value}: the verified WorkBench sandbox in {dest}")
+    return dest
+
+
+# -- what a source holds: (path inside the source, a reader of its bytes) -------------------------
+
+Files = list[tuple[PurePosixPath, Callable[[], bytes]]]
+
+
+@contextmanager
+def _opened(source: str, log: Log) -> Iterator[Files]:
+    """The data files of ``source`` (see the module docstring), readable for the duration."""
+    if source == NEMO_GYM:
+        installed = _installed_nemo_package()
+        for venv in (os.environ.get(NEMO_VENV_ENV), default_nemo_venv()):
+            if installed is None and venv:
+                installed = _nemo_package_in(Path(venv))
+        if installed is not None:
+            log(f"reading NeMo Gym's data in {installed}")
+            yield _directory_files(installed)
+            return
+        with tempfile.TemporaryDirectory(prefix="workplace-env-data-") as tmp:
+            wheel = _download_wheel(Path(tmp), log)
+            with _archive_files(wheel) as files:
+                yield files
+        return
+    if source.startswith(_URL_SCHEMES):
+        with tempfile.TemporaryDirectory(prefix="workplace-env-data-") as tmp:
+            archive = _download(source, Path(tmp), log)
+            with _archive_files(archive) as files:
+                yield files
+        return
+    path = Path(source).expanduser()
+    if path.is_dir():
+        yield _directory_files(_nemo_package_in(path) or path)
+    elif path.is_file():
+        with _archive_files(path) as files:
+            yield files
+    else:
+        raise _no_source(source)
+
+
+def _no_source(source: str) -> CommandError:
+    return CommandError(
+        f"no data source {source!r}:",
+        f"give {NEMO_GYM}, a directory, an archive (.whl, .zip, .tar.gz) or an http(s) URL",
+    )
+
+
+def _installed_nemo_package() -> Path | None:
+    """NeMo Gym's ``workplace_assistant`` directory in this interpreter's path, or None (found
+    by the import system's search, without importing anything)."""
+    try:
+        spec = importlib.util.find_spec(NEMO_PACKAGE.parts[0])
+    except (ImportError, ValueError):
+        return None
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(location, NEMO_PACKAGE.parts[1])
+        if (candidate / "csv_data").is_dir():
+            return candidate
+    return None
+
+
+def _nemo_package_in(path: Path) -> Path | None:
+    """NeMo Gym's ``workplace_assistant`` directory in a site-packages or venv ``path``."""
+    candidates = [
+        path / NEMO_PACKAGE,
+        *sorted(path.glob(f"lib/python3*/site-packages/{NEMO_PACKAGE}")),
+    ]
+    return next((c for c in candidates if (c / "csv_data").is_dir()), None)
+
+
+def _directory_files(root: Path) -> Files:
+    files: Files = []
+    for current, dirs, names in os.walk(root):
+        depth = len(Path(current).relative_to(root).parts)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and depth < _MAX_DEPTH)
+        for name in sorted(names):
+            if _wanted(name):
+                path = Path(current, name)
+                files.append((PurePosixPath(path.relative_to(root).as_posix()), _reader(path)))
+    return files
+
+
+def _reader(path: Path) -> Callable[[], bytes]:
+    """A reader of the file ``path`` (refused above :data:`MAX_FILE_BYTES`)."""
+
+    def read() -> bytes:
+        try:
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise CommandError(f"{path} is larger than {MAX_FILE_BYTES} bytes")
+            return path.read_bytes()
+        except OSError as exc:
+            raise CommandError(f"cannot read {path}:", exc) from exc
+
+    return read
+
+
+def _wanted(name: str) -> bool:
+    return name in SANDBOX_SHA256 or name.endswith(".jsonl")
+
+
+@contextmanager
+def _archive_files(path: Path) -> Iterator[Files]:
+    """The data files of the archive ``path`` (zip or tar, told by content), read in memory."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as zipped:
+                yield [
+                    (
+                        PurePosixPath(i.filename),
+                        _member_reader(i.filename, i.file_size, zipped.open, i),
+                    )
+                    for i in zipped.infolist()
+                    if not i.is_dir() and _wanted(PurePosixPath(i.filename).name)
+                ]
+            return
+        if tarfile.is_tarfile(path):
+            with tarfile.open(path) as tarred:
+                yield [
+                    (PurePosixPath(m.name), _member_reader(m.name, m.size, tarred.extractfile, m))
+                    for m in tarred.getmembers()
+                    if m.isfile() and _wanted(PurePosixPath(m.name).name)
+                ]
+            return
+    except (OSError, EOFError, zlib.error, zipfile.BadZipFile, tarfile.TarError) as exc:
+        raise CommandError(f"cannot read the archive {path}:", exc) from exc
+    raise CommandError(f"{path} is neither a directory nor an archive (.whl, .zip, .tar.gz)")
+
+
+def _member_reader(
+    name: str, size: int, open_member: Callable, member: object
+) -> Callable[[], bytes]:
+    """A reader of one archive member of ``size`` bytes (refused above :data:`MAX_FILE_BYTES`)."""
+
+    def read() -> bytes:
+        if size > MAX_FILE_BYTES:
+            raise CommandError(f"{name} is larger than {MAX_FILE_BYTES} bytes")
+        with open_member(member) as stream:
+            return stream.read(MAX_FILE_BYTES + 1)[:MAX_FILE_BYTES]
+
+    return read
+
+
+def _download_wheel(tmp: Path, log: Log) -> Path:
+    """The nemo-gym wheel fetched by ``pip download`` into ``tmp``."""
+    log(f"downloading the {NEMO_GYM_REQUIREMENT} wheel (~43 MB) with pip")
+    command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q"]
+    command += ["--no-deps", "--only-binary=:all:", "--python-version", "3.13"]
+    # The wheel asks for Python >=3.13.14 on paper; only its data files are read here.
+    command += ["--ignore-requires-python", NEMO_GYM_REQUIREMENT, "-d", str(tmp)]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=_DOWNLOAD_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CommandError(f"pip download {NEMO_GYM_REQUIREMENT} failed:", exc) from exc
+    wheels = sorted(tmp.glob("nemo_gym-*.whl"))
+    if done.returncode != 0 or not wheels:
+        tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+        raise CommandError(
+            f"pip download {NEMO_GYM_REQUIREMENT} failed (exit {done.returncode}):",
+            f"{tail}. Give another source with --from (an archive, a directory or a URL)",
+        )
+    return wheels[0]
+
+
+def _download(url: str, tmp: Path, log: Log) -> Path:
+    """The archive at ``url`` saved into ``tmp`` (at most :data:`MAX_DOWNLOAD_BYTES`)."""
+    log(f"downloading {url}")
+    name = PurePosixPath(urllib.parse.urlparse(url).path).name or "download"
+    target = tmp / name
+    try:
+        with (
+            urllib.request.urlopen(url, timeout=_DOWNLOAD_TIMEOUT_S) as response,
+            target.open("wb") as out,
+        ):
+            total = 0
+            while chunk := response.read(1 << 20):
+                total += len(chunk)
+                if total > MAX_DOWNLOAD_BYTES:
+                    raise CommandError(f"{url} is larger than {MAX_DOWNLOAD_BYTES} bytes")
+                out.write(chunk)
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"cannot download {url}:", exc) from exc
+    return target
+
+
+# -- choosing the files and writing them -----------------------------------------------------------
+
+
+def _select(files: Files, source: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The verified CSV of each name and the task files (by file name) of ``files``. NeMo Gym's
+    ``workplace_assistant`` package, when present, is the only part read. Raises
+    :class:`CommandError` naming each missing or differing CSV."""
+    inside = [(p, r) for p, r in files if _under_package(p) is not None]
+    if inside:
+        files = [(_under_package(p), r) for p, r in inside]  # type: ignore[misc]
+    csvs: dict[str, bytes] = {}
+    mismatches: dict[str, str] = {}
+    tasks: dict[str, bytes] = {}
+    for path, read in files:
+        name = path.name
+        if name in SANDBOX_SHA256:
+            if name in csvs:
+                continue
+            data = read()
+            found = sha256_hex(data)
+            if found == SANDBOX_SHA256[name]:
+                csvs[name] = data
+            else:
+                mismatches.setdefault(name, _differs(name, SANDBOX_SHA256[name], found, str(path)))
+        elif name not in tasks:
+            tasks[name] = read()
+    problems = [
+        mismatches.get(name, f"{name} is missing")
+        for name in sorted(SANDBOX_SHA256)
+        if name not in csvs
+    ]
+    if problems:
+        raise CommandError(f"{source} does not hold the WorkBench sandbox:", "; ".join(problems))
+    return csvs, tasks
+
+
+def _under_package(path: PurePosixPath) -> PurePosixPath | None:
+    """``path`` relative to NeMo Gym's ``workplace_assistant`` directory, or None."""
+    parts = path.parts
+    for i in range(len(parts) - 1):
+        if PurePosixPath(*parts[i : i + 2]) == NEMO_PACKAGE:
+            return PurePosixPath(*parts[i + 2 :]) if len(parts) > i + 2 else None
+    return None
+
+
+def _install(dest: Path, files: Mapping[str, bytes]) -> None:
+    """Write ``files`` (name to bytes) into ``dest``, each file replaced atomically (a fetch
+    running at the same time writes its own temporary files)."""
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for name, data in sorted(files.items()):
+            handle, part = tempfile.mkstemp(dir=dest, prefix=f".{name}.")
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.chmod(part, 0o644)
+            os.replace(part, dest / name)
+    except OSError as exc:
+        raise CommandError(f"cannot write into {dest}:", exc) from exc

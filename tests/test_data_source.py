@@ -1,0 +1,257 @@
+"""``workplace-env data fetch`` and ``data verify``: the WorkBench sandbox from NeMo Gym's venv,
+from a directory, from an archive served over HTTP; a CSV that differs or is missing is refused,
+named with its digests, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import subprocess
+import tarfile
+import threading
+import zipfile
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import WORKBENCH, shared_file
+from tests.nemo.venv import nemo_python, site_packages
+from tests.test_cli import HANG_S, _command, invoke
+from workplace_env.sandbox.source import NEMO_PACKAGE, SANDBOX_SHA256, SOURCE_ENV
+
+NAMES = sorted(SANDBOX_SHA256)
+CSV_DIR = NEMO_PACKAGE / "csv_data" / "processed"
+
+
+def sandbox_bytes() -> dict[str, bytes]:
+    """The shared data's six CSVs (skips naming one that is absent)."""
+    return {name: shared_file(WORKBENCH / name).read_bytes() for name in NAMES}
+
+
+def tampered(files: dict[str, bytes], name: str) -> dict[str, bytes]:
+    return {**files, name: files[name] + b"\n"}
+
+
+def zip_bytes(files: dict[str, bytes], prefix: str) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        for name, data in files.items():
+            archive.writestr(f"{prefix}{name}", data)
+    return buf.getvalue()
+
+
+def tar_gz_bytes(files: dict[str, bytes], prefix: str) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"{prefix}{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@pytest.fixture
+def http_dir(tmp_path) -> Iterator[tuple[Path, str]]:
+    """A directory served over HTTP on loopback (a thread, stopped after the test): its path
+    and base URL."""
+    root = tmp_path / "served"
+    root.mkdir()
+    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=HANG_S)
+        server.server_close()
+
+
+def assert_sandbox_in(directory: Path) -> None:
+    for name in NAMES:
+        assert hashlib.sha256((directory / name).read_bytes()).hexdigest() == SANDBOX_SHA256[name]
+
+
+def test_the_known_digests_are_the_shared_sandbox_s():
+    files = sandbox_bytes()
+    assert {n: hashlib.sha256(b).hexdigest() for n, b in files.items()} == dict(SANDBOX_SHA256)
+
+
+@pytest.mark.parametrize("where", ["venv", "site-packages"])
+def test_fetch_from_the_nemo_gym_venv_prints_the_directory_alone(tmp_path, where):
+    python = nemo_python()
+    source = python.parent.parent if where == "venv" else site_packages(python)
+    dest = tmp_path / "data"
+    done = subprocess.run(
+        [*_command(), "data", "fetch", "--from", str(source), "--to", str(dest)],
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{dest}\n"  # DATA=$(workplace-env data fetch) gets the directory
+    assert "6 CSVs verified" in done.stderr
+    assert_sandbox_in(dest)
+    # NeMo Gym's example tasks came along, and they play on the fetched sandbox
+    result = invoke("run", dest / "example.jsonl", "--policy", "oracle", "--data-dir", dest)
+    assert result.exit_code == 0, result.output
+    assert "│ mean reward (played) │ 1.0000 │" in result.stdout
+
+
+def test_the_default_source_reads_the_nemo_gym_venv_named_by_the_variable(tmp_path):
+    venv = nemo_python().parent.parent
+    cache = tmp_path / "cache"
+    env = {"XDG_CACHE_HOME": str(cache), "WORKPLACE_ENV_NEMO_VENV": str(venv)}
+    result = invoke("data", "fetch", env=env)
+    assert result.exit_code == 0, result.output
+    dest = cache / "workplace-env" / "workbench"
+    assert result.stdout == f"{dest}\n"
+    assert f"reading NeMo Gym's data in {venv}" in result.stderr.replace("\n", "")
+    assert_sandbox_in(dest)
+    again = invoke("data", "fetch", env=env)  # already there: nothing fetched
+    assert again.stdout == f"{dest}\n"
+    assert "already holds the verified WorkBench sandbox" in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("archive", "build", "prefix"),
+    [
+        ("nemo_gym-0.7.0-py3-none-any.whl", zip_bytes, f"{CSV_DIR}/"),
+        ("workbench.tar.gz", tar_gz_bytes, "WorkBench-main/data/"),
+        ("served-without-suffix", zip_bytes, ""),
+    ],
+)
+def test_fetch_from_an_archive_served_over_http(tmp_path, http_dir, archive, build, prefix):
+    root, url = http_dir
+    files = sandbox_bytes()
+    tasks = b'{"id": "t", "ground_truth": []}\n'
+    (root / archive).write_bytes(build({**files, "tasks.jsonl": tasks}, prefix))
+    dest = tmp_path / "data"
+    result = invoke("data", "fetch", "--to", dest, env={SOURCE_ENV: f"{url}/{archive}"})
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"{dest}\n"
+    assert_sandbox_in(dest)
+    assert (dest / "tasks.jsonl").read_bytes() == tasks
+
+
+@pytest.mark.parametrize("build", [zip_bytes, tar_gz_bytes])
+def test_a_tampered_csv_is_refused_naming_it_and_nothing_is_written(tmp_path, http_dir, build):
+    root, url = http_dir
+    files = tampered(sandbox_bytes(), "customer_relationship_manager_data.csv")
+    found = hashlib.sha256(files["customer_relationship_manager_data.csv"]).hexdigest()
+    (root / "data.tar.gz").write_bytes(build(files, "x/"))
+    dest = tmp_path / "data"
+    result = invoke("data", "fetch", "--from", f"{url}/data.tar.gz", "--to", dest)
+    assert result.exit_code == 2
+    message = result.stderr.replace("\n", "")
+    assert "customer_relationship_manager_data.csv differs from the known file" in message
+    assert SANDBOX_SHA256["customer_relationship_manager_data.csv"] in message
+    assert found in message
+    assert "emails.csv" not in message
+    assert result.stdout == ""
+    assert not dest.exists()
+
+
+def test_a_missing_csv_is_named(tmp_path):
+    source = tmp_path / "source"
+    source.mkdir()
+    for name, data in sandbox_bytes().items():
+        if name != "email_addresses.csv":
+            (source / name).write_bytes(data)
+    result = invoke("data", "fetch", "--from", source, "--to", tmp_path / "data")
+    assert result.exit_code == 2
+    assert "email_addresses.csv is missing" in result.stderr
+    assert not (tmp_path / "data").exists()
+
+
+def test_only_nemo_gym_s_package_is_read_from_a_wheel(tmp_path):
+    """A CSV of the same name elsewhere in the wheel (here a tampered one) is not the sandbox."""
+    files = sandbox_bytes()
+    wheel = tmp_path / "nemo.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, data in tampered(files, "emails.csv").items():
+            archive.writestr(f"aaa/{name}", data)
+        for name, data in files.items():
+            archive.writestr(f"{CSV_DIR}/{name}", data)
+    result = invoke("data", "fetch", "--from", wheel, "--to", tmp_path / "data")
+    assert result.exit_code == 0, result.output
+    assert_sandbox_in(tmp_path / "data")
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("no/such/path", "no data source 'no/such/path'"),
+        ("notes.txt", "is neither a directory nor an archive"),
+        ("http://127.0.0.1:9/x.zip", "cannot download http://127.0.0.1:9/x.zip"),
+    ],
+)
+def test_a_source_that_cannot_be_read_is_a_usage_error(tmp_path, monkeypatch, source, says):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("not an archive")
+    result = invoke("data", "fetch", "--from", source, "--to", tmp_path / "data")
+    assert result.exit_code == 2
+    assert says in result.stderr.replace("\n", "")
+    assert result.stdout == ""
+
+
+def test_verify_names_each_file_that_differs_or_is_missing(tmp_path):
+    files = sandbox_bytes()
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    assert invoke("data", "verify", tmp_path).exit_code == 0
+    (tmp_path / "emails.csv").write_bytes(tampered(files, "emails.csv")["emails.csv"])
+    (tmp_path / "project_tasks.csv").unlink()
+    result = invoke("data", "verify", tmp_path)
+    assert result.exit_code == 2
+    message = result.stderr.replace("\n", "")
+    assert "emails.csv differs from the known file" in message
+    assert SANDBOX_SHA256["emails.csv"] in message
+    assert "project_tasks.csv is missing" in message
+
+
+def test_data_dir_takes_a_source_fetched_into_the_cache_first(tmp_path, http_dir):
+    root, url = http_dir
+    files = sandbox_bytes()
+    (root / "good.zip").write_bytes(zip_bytes(files, "d/"))
+    (root / "bad.zip").write_bytes(zip_bytes(tampered(files, "calendar_events.csv"), "d/"))
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    refused = invoke("generate-tasks", "--count", "2", "--data-dir", f"{url}/bad.zip", env=env)
+    assert refused.exit_code == 2
+    said = " ".join(refused.output.split())
+    assert "Invalid value for '--data-dir'" in said
+    assert "calendar_events.csv differs from the known file" in said
+    made = invoke("generate-tasks", "--count", "2", "--data-dir", f"{url}/good.zip", env=env)
+    assert made.exit_code == 0, made.output
+    assert len(made.stdout.splitlines()) == 2
+    assert_sandbox_in(tmp_path / "cache" / "workplace-env" / "workbench")
+
+
+def test_data_dir_naming_nothing_that_exists_is_refused_not_replaced_by_the_cache(tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    cache = tmp_path / "cache" / "workplace-env" / "workbench"
+    cache.mkdir(parents=True)
+    for name, data in sandbox_bytes().items():
+        (cache / name).write_bytes(data)
+    result = invoke("generate-tasks", "--count", "1", "--data-dir", tmp_path / "nothing", env=env)
+    assert result.exit_code == 2
+    assert "no data source" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("build", [zip_bytes, tar_gz_bytes])
+def test_a_damaged_archive_is_refused_naming_it(tmp_path, build):
+    whole = build(sandbox_bytes(), "d/")
+    for cut in (len(whole) // 2, len(whole) - 40):
+        archive = tmp_path / f"cut-{cut}"
+        archive.write_bytes(whole[:cut])
+        result = invoke("data", "fetch", "--from", archive, "--to", tmp_path / "data")
+        assert result.exit_code == 2, result.output
+        said = " ".join(result.stderr.split())
+        assert str(archive) in said
+        assert not (tmp_path / "data").exists()
