@@ -7,8 +7,8 @@ servers (:data:`BUILT_INS`) get the NeMo venv itself there (``skip_venv_if_prese
 ``resources_servers/workplace_env`` has none at first, so the launcher builds it the way it
 builds every server (``uv venv`` + ``uv pip install -r requirements.txt``: this checkout,
 editable). ``uv`` comes from the test venv, Python 3.13 from :func:`find_python313`, uv's cache
-from ``<repo>/.venv-nemo-uv-cache`` (kept between runs). Exit sends SIGINT (NeMo's Ctrl-C) and
-waits for the launcher's own shutdown.
+from ``<cache_dir()>/nemo-launcher-uv-cache`` (kept between runs). Exit sends SIGINT (NeMo's
+Ctrl-C) and waits for the launcher's own shutdown.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.nemo.servers import _LIVE_GROUPS, HOST, Started, die_with_parent, free_port
-from tests.nemo.venv import REPO, find_python313
+from tests.nemo.venv import find_python313
+from workplace_env.sandbox.source import cache_dir
 
 #: NeMo's built-in servers the documented configs use: they run from the NeMo venv.
 BUILT_INS = (
@@ -38,7 +40,7 @@ BUILT_INS = (
 )
 #: The entry's directory under this checkout (NeMo's extra root).
 ENTRY = "resources_servers/workplace_env"
-UV_CACHE = REPO / ".venv-nemo-uv-cache"
+UV_CACHE = cache_dir() / "nemo-launcher-uv-cache"  # outside the checkout, kept between runs
 _READY_TIMEOUT_S = 900.0  # a cold uv cache downloads the server's dependencies
 _STOP_TIMEOUT_S = 60.0
 
