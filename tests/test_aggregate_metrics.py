@@ -19,7 +19,12 @@ from tests.aggregate_cases import (
     usage,
     vr,
 )
-from workplace_env.gateway.aggregate import aggregate_metrics
+from workplace_env.gateway.aggregate import (
+    _t_quantile_975,
+    _t_quantile_exact,
+    _t_table,
+    aggregate_metrics,
+)
 from workplace_env.gateway.translate import HttpProblem, json_response
 
 ANSWERS = reference_answers()
@@ -139,3 +144,13 @@ def test_nan_is_a_column_without_a_value():
     assert [i["reward"] for i in first["rollout_infos"]] == [1, None]
     assert type(out["agent_metrics"]["max/reward"]) is float
     assert on_the_wire(aggregate_metrics([vr(0, 0, nan)]))["agent_metrics"] == {"num_repeats": 1}
+
+
+@pytest.mark.parametrize("df", [*range(1, 33), 100, 679, 1000, 2047, 2048, 3001, 4095, 4096])
+def test_t_quantiles_are_the_t_distributions(df):
+    """The reference's t quantiles (its table) are the exact ones to a few ulps, line k for k
+    degrees of freedom (neighbours differ by far more); past the table, the exact one."""
+    assert _t_quantile_975(df) == pytest.approx(_t_quantile_exact(df), rel=64 * 2.0**-52)
+    assert _t_quantile_975(df + 1) < _t_quantile_975(df)
+    beyond = len(_t_table()) + df
+    assert _t_quantile_975(beyond) == _t_quantile_exact(beyond)

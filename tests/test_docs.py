@@ -36,6 +36,7 @@ RUN_ELSEWHERE = {
     "http_episode.sh": "tests/test_http_episode_example.py",
     "install_wheels.sh": "tests/test_distributions.py (its pip lines, in a copy of the clone)",
     "nemo_gym.yaml": "tests/test_nemo_gym.py (the same instances)",
+    "nemo_launcher.sh": "tests/test_nemo_launcher.py (the same commands and configs)",
 }
 #: Examples no test runs, and why.
 NOT_RUN = {

@@ -639,6 +639,66 @@ def test_verify_scores_the_response_and_echoes_the_request(http):
     }
 
 
+#: ``{"input": [message], "temperature": 1}`` as NeMo Gym 0.7.0's verify body re-serialises it.
+NEMO_CREATE_PARAMS = {
+    **dict.fromkeys(
+        [
+            "background",
+            "include",
+            "input",
+            "instructions",
+            "max_output_tokens",
+            "max_tool_calls",
+            "metadata",
+            "model",
+            "parallel_tool_calls",
+            "previous_response_id",
+            "prompt",
+            "reasoning",
+            "service_tier",
+            "store",
+            "context_management",
+            "conversation",
+            "moderation",
+            "prompt_cache_key",
+            "prompt_cache_retention",
+            "safety_identifier",
+            "stream_options",
+            "temperature",
+            "text",
+            "tool_choice",
+            "tools",
+            "top_logprobs",
+            "top_p",
+            "truncation",
+            "user",
+            "stream",
+        ]
+    ),
+    "input": [{"content": "send it", "role": "user", "type": "message", "phase": None}],
+    "parallel_tool_calls": True,
+    "temperature": 1.0,
+    "tool_choice": "auto",
+    "tools": [],
+}
+
+
+def test_cookieless_verify_echoes_create_params_as_nemos_verify_body(http):
+    """H5: a re-verification (no cookie) answers ``responses_create_params`` re-serialised as
+    NeMo's verify body does (30 fields in its order, defaults, item types, float temperature);
+    a shape outside those it knows comes back as sent, and so does a cookie session's."""
+    params = {"input": [{"role": "user", "content": "send it"}], "temperature": 1}
+    answer = http.post("/verify", json=verify_body([], responses_create_params=params))
+    echoed = answer.json()["responses_create_params"]
+    assert json.dumps(echoed) == json.dumps(NEMO_CREATE_PARAMS)  # keys in NeMo's order
+    unknown = {"input": [{"role": "user", "content": "send it", "zz": 1}]}
+    answer = http.post("/verify", json=verify_body([], responses_create_params=unknown))
+    assert answer.json()["responses_create_params"] == unknown
+    seed(http)
+    answer = http.post("/verify", json=verify_body([], responses_create_params=params))
+    assert answer.json()["responses_create_params"] == params
+
+
 def test_verify_is_request_based(http):
     seed(http)
     http.post("/email_send_email", json=SEND)  # the live tables play no part

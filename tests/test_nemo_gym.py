@@ -34,6 +34,13 @@ from tests.aggregate_cases import (
     same_metrics,
 )
 from tests.conftest import WORKBENCH, needs, needs_shared, read_jsonl
+from tests.nemo.rows import (
+    TYPED_TASKSET,
+    recorded_inputs,
+    rewards_by_key,
+    typed_rows,
+    write_jsonl,
+)
 from tests.nemo.servers import (
     NemoStack,
     external_resources,
@@ -55,64 +62,8 @@ pytestmark = [
     pytest.mark.server(data="workbench"),
 ]
 
-ROLLOUTS = read_jsonl(ROLLOUTS_FILE)
 TASKS = read_jsonl(TASKS_FILE)
 REFERENCE = "reference"  # the reference resources server's instance name
-TYPED_TASKSET = "workplace_assistant_typed"
-
-
-def episodes() -> list[dict[str, Any]]:
-    """Every rollout (its recorded calls and reward) and every task (its ground truth as the
-    oracle's calls, reward 1.0), as ``{key, row, calls, reward}``."""
-    out = [
-        {
-            "key": r["id"],
-            "prompt": r["prompt"],
-            "system": r["system"],
-            "truth": r["ground_truth"],
-            "category": "workplace_assistant_rollout",
-            "calls": r["function_calls"],
-            "reward": r["reward"],
-        }
-        for r in ROLLOUTS
-    ]
-    out += [
-        {
-            "key": t["id"],
-            "prompt": t["prompt"],
-            "system": t["system"],
-            "truth": t["ground_truth"],
-            "category": t["category"],
-            "calls": t["ground_truth"],
-            "reward": 1.0,
-        }
-        for t in TASKS
-    ]
-    return out
-
-
-def dataset_row(index: int, episode: dict[str, Any], tools: list[Any]) -> dict[str, Any]:
-    """A NeMo workplace_assistant dataset row (the shape of its example.jsonl)."""
-    return {
-        "id": index,
-        "category": episode["category"],
-        "environment_name": "workplace_assistant",
-        "ground_truth": episode["truth"],
-        "responses_create_params": {
-            "input": [
-                {"role": "system", "content": episode["system"]},
-                {"role": "user", "content": episode["prompt"]},
-            ],
-            "tools": tools,
-            "parallel_tool_calls": False,
-            "metadata": {"ng_stand_in": episode["key"]},  # which recording the model replays
-        },
-    }
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -122,13 +73,7 @@ def workdir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def inputs(workdir) -> dict[str, Any]:
-    """The episodes, the recordings file and the flat dataset rows."""
-    eps = episodes()
-    tools = json.loads(TOOL_SCHEMAS_FILE.read_text())
-    recordings = workdir / "recordings.json"
-    recordings.write_text(json.dumps({e["key"]: e["calls"] for e in eps}))
-    rows = [dataset_row(i, e, tools) for i, e in enumerate(eps)]
-    return {"episodes": eps, "recordings": recordings, "rows": rows}
+    return recorded_inputs(workdir)
 
 
 @pytest.fixture(scope="module")
@@ -161,14 +106,8 @@ def collect(stack: NemoStack, name: str, rows: list[dict[str, Any]], **routing: 
     return output
 
 
-def rewards_by_key(output: Path) -> dict[str, float]:
-    rows = read_jsonl(output)
-    assert all(not r.get("_ng_failure_class") for r in rows), rows[:1]
-    return {r["responses_create_params"]["metadata"]["ng_stand_in"]: r["reward"] for r in rows}
-
-
 def expected_rewards(inputs: dict[str, Any]) -> dict[str, float]:
-    return {e["key"]: e["reward"] for e in inputs["episodes"]}
+    return inputs["rewards"]
 
 
 @pytest.fixture(scope="module")
@@ -211,45 +150,73 @@ def test_single_agent_turn_legacy_chain_collects_the_recorded_rewards(stack, inp
 
 
 def test_single_agent_turn_chain_collects_the_recorded_rewards(stack, inputs):
-    materialized = []
-    for row in inputs["rows"]:
-        task_data = {k: v for k, v in row.items() if k != "responses_create_params"}
-        materialized.append(
-            {
-                "task_id": {"taskset": TYPED_TASKSET, "task_id": str(row["id"])},
-                "task_input": {
-                    "responses_create_params": row["responses_create_params"],
-                    "task_data": task_data,
-                },
-            }
-        )
     output = collect(
         stack,
         "single_agent_turn",
-        materialized,
+        typed_rows(inputs["rows"]),
         environment_server_routes={TYPED_TASKSET: "typed_env"},
     )
     assert rewards_by_key(output) == expected_rewards(inputs)
 
 
-def test_reverify_without_force_reproduces_the_rewards(stack, legacy_collection, inputs):
-    output = stack.workdir / "reverified.jsonl"
+def materialized_inputs(collected: Path) -> Path:
+    """The materialized inputs NeMo writes beside the rollouts file ``collected``."""
+    return collected.with_name(f"{collected.stem}_materialized_inputs.jsonl")
+
+
+def reverify(
+    stack: NemoStack,
+    collected: Path,
+    name: str,
+    resources: str = "workplace_assistant",
+    force: bool = False,
+) -> Path:
+    """NeMo's re-verification (``gym eval reverify`` once its servers are up) of the rollouts
+    ``collected`` (with its ``<stem>_materialized_inputs.jsonl``), scored by
+    ``resources`` (simple_agent's resources server in this run's config), with ``force`` (the
+    reference's ``/reverify_mode`` is "unknown": NeMo asks for it); asserts exit 0. The rows'
+    path (NeMo prefixes ``unsafe_`` to a forced re-verification of an "unknown" server's)."""
+    output = stack.workdir / f"{name}.jsonl"
+    agent = {"responses_api_agents": {"simple_agent": {"resources_server": {"name": resources}}}}
     env = stack.cli_env(
         {
-            "materialized_inputs_jsonl_fpath": str(
-                legacy_collection.with_name("legacy_agent_materialized_inputs.jsonl")
-            ),
-            "rollouts_jsonl_fpath": str(legacy_collection),
+            "materialized_inputs_jsonl_fpath": str(materialized_inputs(collected)),
+            "rollouts_jsonl_fpath": str(collected),
             "output_jsonl_fpath": str(output),
+            "simple_agent": agent,
+            "force": force,
         }
     )
     result = run_driver(stack.python, ["reverify"], env=env, timeout_s=600)
-    assert result.returncode == 0, f"{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
-    rows = read_jsonl(output)
+    assert result.returncode == 0, f"{result.stdout[-2000:]}\n{result.stderr[:3000]}"
+    unsafe = output.with_name(f"unsafe_{output.name}")  # NeMo's name when forced on "unknown"
+    return unsafe if unsafe.exists() else output
+
+
+def test_reverify_without_force_reproduces_the_rewards(stack, legacy_collection, inputs):
+    rows = read_jsonl(reverify(stack, legacy_collection, "reverified"))
     assert len(rows) == len(inputs["episodes"])
     assert all(not r.get("mask_sample") for r in rows)
     got = {r["responses_create_params"]["metadata"]["ng_stand_in"]: r["reward"] for r in rows}
     assert got == expected_rewards(inputs)
+
+
+def test_reverified_rows_and_aggregates_are_the_references_byte_for_byte(stack, legacy_collection):
+    """H5 and H3 as NeMo users diff them: the rollouts, as three repeats, re-verified by us and
+    by the reference give the same rows (the echo re-serialised as NeMo's verify body does) and
+    the same aggregate metrics file (the t intervals of every repeat, to the last bit)."""
+    collected = legacy_collection.with_name("legacy_agent_repeats.jsonl")
+    pairs = [(legacy_collection, collected)]
+    pairs.append((materialized_inputs(legacy_collection), materialized_inputs(collected)))
+    for source, target in pairs:
+        rows = read_jsonl(source)
+        write_jsonl(target, [dict(r, _ng_rollout_index=i) for i in range(3) for r in rows])
+    ours = reverify(stack, collected, "reverified_ours", force=True)
+    theirs = reverify(stack, collected, "reverified_reference", REFERENCE, force=True)
+    assert sorted(ours.read_bytes().splitlines()) == sorted(theirs.read_bytes().splitlines())
+    metrics = [p.with_name(f"{p.stem}_aggregate_metrics.json") for p in (ours, theirs)]
+    assert metrics[0].read_bytes() == metrics[1].read_bytes()
+    assert "ci_low_95/reward" in json.loads(metrics[0].read_text())[0]["repeat_level_metrics"][0]
 
 
 def test_aggregate_metrics_equal_the_reference(stack, legacy_collection):
@@ -507,11 +474,10 @@ def _hand_written_verify_bodies() -> list[dict[str, Any]]:
 
 
 def test_verify_echo_is_byte_identical_for_bodies_nemos_models_wrote(stack):
-    """F6, measured: the reference echoes ``responses_create_params`` and ``response``
-    re-serialised through NeMo's models; we echo them as sent (docs/http-gateway.md, "Verify
-    echo"). So a body
-    NeMo's ``BaseVerifyRequest`` has written (what its agents send) answers the same bytes, and
-    a hand-written one the same reward with another echo (defaults added, ``created_at``
+    """F6, measured: the reference echoes ``response`` re-serialised through NeMo's models; we
+    echo it as sent (docs/http-gateway.md, "Verify echo"). So a body NeMo's
+    ``BaseVerifyRequest`` has written (what its agents send) answers the same bytes, and a
+    hand-written one the same reward with another ``response`` (defaults added, ``created_at``
     0.0, unknown item keys dropped)."""
     raw = _hand_written_verify_bodies()
     out = run_driver(
@@ -537,3 +503,101 @@ def test_verify_echo_is_byte_identical_for_bodies_nemos_models_wrote(stack):
         assert ours["response"] == sent["response"]  # as sent
         assert theirs["response"]["created_at"] == 0.0 and "background" in theirs["response"]
         assert all("zz" not in item for item in theirs["response"]["output"])
+
+
+def _create_params_cases() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``responses_create_params`` a client sends: the shapes NeMo's verify body re-serialises
+    (echoed as it does), and shapes outside them (echoed as sent)."""
+    tools = json.loads(TOOL_SCHEMAS_FILE.read_text())
+    text = [{"type": "input_text", "text": "u"}]
+    said = [{"type": "output_text", "text": "t", "annotations": []}]
+    summary = [{"type": "summary_text", "text": "t"}]
+    message = {"type": "message", "role": "assistant", "id": "m", "status": "completed"}
+    call = {"type": "function_call", "call_id": "c", "name": "n", "arguments": "{}"}
+    rewritten = [
+        {"input": "hi"},
+        {"input": [], "temperature": 1, "top_p": 1, "max_output_tokens": 5, "top_logprobs": 2},
+        {
+            "input": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
+            "tools": tools,
+            "parallel_tool_calls": False,
+            "metadata": {"k": "v"},
+        },
+        {"input": [{"role": "user", "content": text}, {"role": "developer", "content": text}]},
+        {"input": [{"type": "message", "role": "assistant", "content": "a", "phase": None}]},
+        {"input": [dict(message, content=said)]},
+        {"input": [{"type": "reasoning", "id": "rs", "summary": summary}]},
+        {"input": [{"type": "reasoning", "id": "rs", "summary": [], "encrypted_content": "e"}]},
+        {"input": [call, dict(call, id="fc", status="completed")]},
+        {"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]},
+        {"input": "x", "reasoning": {"effort": "low"}, "text": {"format": {"type": "text"}}},
+        {"input": "x", "model": "m", "store": False, "user": "u", "instructions": "i"},
+        {
+            "input": "x",
+            "tools": [{"parameters": None, "strict": None, "name": "f", "type": "function"}],
+        },
+        {"input": "x", "temperature": 0.7, "tool_choice": "required", "truncation": "auto"},
+    ]
+    as_sent = [
+        {"input": [{"role": "user", "content": "u", "zz": 1}]},
+        {"input": "x", "tool_choice": {"type": "function", "name": "f"}},
+        {"input": [dict(call, zz=1)]},
+        {"input": [{"type": "function_call_output", "call_id": "c", "output": text}]},
+        {
+            "input": [
+                {
+                    "role": "assistant",
+                    "content": said[:1] and [{"type": "output_text", "text": "t"}],
+                }
+            ]
+        },
+        {"input": "x", "temperature": True},
+        {"input": "x", "max_output_tokens": 5.0},
+    ]
+    return rewritten, as_sent
+
+
+def test_cookieless_verify_echoes_create_params_as_the_reference(stack):
+    """H5: a re-verification's ``responses_create_params`` answer is the reference's, byte for
+    byte, for every shape NeMo's verify body re-serialises; other shapes (the reference
+    re-serialises them otherwise, e.g. drops unknown keys) come back as sent, same reward."""
+    rewritten, as_sent = _create_params_cases()
+    response = {
+        "id": "r",
+        "created_at": 0.0,
+        "model": "m",
+        "object": "response",
+        "output": [],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    written = run_driver(
+        stack.python,
+        ["validate"],
+        json.dumps(
+            {
+                "model": "nemo_gym.base_resources_server:BaseVerifyRequest",
+                "bodies": [{"responses_create_params": {"input": "x"}, "response": response}],
+            }
+        ),
+    )
+    assert written.returncode == 0, written.stderr[-4000:]
+    response = json.loads(written.stdout)[0]["value"]["response"]  # as NeMo's agents send it
+    for params in rewritten + as_sent:
+        body = {
+            "id": 0,
+            "category": "workplace_assistant_email",
+            "environment_name": "workplace_assistant",
+            "ground_truth": [],
+            "responses_create_params": params,
+            "response": response,
+        }
+        ours = httpx.post(f"{stack.url('workplace_assistant')}/verify", json=body, timeout=60)
+        theirs = httpx.post(f"{stack.url(REFERENCE)}/verify", json=body, timeout=60)
+        assert ours.status_code == theirs.status_code == 200, params
+        if params in rewritten:
+            assert ours.content == theirs.content, params
+        else:
+            assert ours.json()["responses_create_params"] == params
+            assert ours.json()["reward"] == theirs.json()["reward"]

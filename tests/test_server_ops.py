@@ -132,3 +132,19 @@ def test_serve_cohosts_the_http_gateway():
         assert serve.proc.wait(timeout=30) == 0
     finally:
         serve.stop()
+
+
+def test_serve_drains_and_exits_on_signals_arriving_together():
+    """Stop signals arriving at once (NeMo's SIGINT with the parent-death SIGTERM of the
+    NeMo entry, or a burst) each interrupt the previous one's handler: ``serve`` still drains
+    and exits 0 (its handler takes no lock the interrupted code may hold)."""
+    serve = ServeProcess("--http-address", "127.0.0.1:0").ready()
+    try:
+        for _ in range(5000):  # signals while the previous ones are being handled
+            if serve.proc.poll() is not None:
+                break
+            serve.proc.send_signal(signal.SIGINT)
+            serve.proc.send_signal(signal.SIGTERM)
+        assert serve.proc.wait(timeout=30) == 0
+    finally:
+        serve.stop()

@@ -36,7 +36,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from tests.nemo.venv import site_packages
 
@@ -48,10 +48,13 @@ _START_TIMEOUT_S = 120.0
 # then execs the command: done by the child's own code, not a ``preexec_fn``, because a
 # ``preexec_fn`` makes subprocess use fork() instead of vfork(), and fork() runs gRPC's at-fork
 # handlers in the child of this gRPC-busy test process (seen failing as "epoll_wait: Bad file
-# descriptor" before the exec).
+# descriptor" before the exec). SIGINT is reset to its default: a test process started in the
+# background of a shell ignores it, and the child would inherit that (NeMo's launcher stops its
+# servers on SIGINT).
 _DIE_WITH_PARENT = (
     "import ctypes, os, signal, sys\n"
     "ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
     "if os.getppid() != int(sys.argv[1]):\n"
     "    os._exit(1)\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"
@@ -216,7 +219,28 @@ def run_driver(
     )
 
 
-class NemoStack:
+class Started:
+    """A context manager over ``start()`` and ``stop()`` (stopped too when starting fails)."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> object:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class NemoStack(Started):
     """One NeMo Gym run of ``servers`` (see the module docstring). A context manager."""
 
     def __init__(self, python: Path, servers: list[NemoServer], workdir: Path) -> None:
@@ -227,17 +251,6 @@ class NemoStack:
         self._urls: dict[str, str] = {}
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._logs: dict[str, Path] = {}
-
-    def __enter__(self) -> NemoStack:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def url(self, name: str) -> str:
         """Base URL (``http://127.0.0.1:PORT``) of server ``name``."""

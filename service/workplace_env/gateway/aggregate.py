@@ -58,9 +58,12 @@ so does :func:`workplace_env.gateway.translate.json_response`.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal, localcontext
+from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -103,44 +106,73 @@ def _quantile(values: Sequence[Number], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q * 100.0))
 
 
-def _incomplete_beta(x: float, a: float, b: float) -> float:
-    """The regularized incomplete beta function I_x(a, b) (continued fraction, modified Lentz)."""
-    if x <= 0.0 or x >= 1.0:
-        return min(max(x, 0.0), 1.0)
-    if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast on this side only
-        return 1.0 - _incomplete_beta(1.0 - x, b, a)
-    front = math.exp(
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 500):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= c * d
-        if abs(c * d - 1.0) < 1e-16:
-            break
-    return front * result / a
+#: The reference's t quantiles, by degrees of freedom (1..len): see the file's header.
+_T_TABLE = "t_quantiles_975.txt"
+#: Decimal digits of the exact quantile beyond the table (correctly rounded to a double).
+_T_DIGITS = 60
 
 
+@functools.cache
+def _t_table() -> tuple[float, ...]:
+    text = resources.files(__package__).joinpath(_T_TABLE).read_text(encoding="ascii")
+    return tuple(float(line) for line in text.splitlines() if not line.startswith("#"))
+
+
+def _atan(x: Decimal) -> Decimal:
+    """arctan of ``x`` to the context's precision (halving the angle, then Taylor's series)."""
+    doublings = 0
+    while abs(x) > Decimal("0.1"):
+        x = x / (1 + (1 + x * x).sqrt())
+        doublings += 1
+    total, power, k, x2 = Decimal(0), x, 1, x * x
+    eps = Decimal(10) ** -(_T_DIGITS + 2)
+    while abs(term := power / k) >= eps:
+        total += term if k % 4 == 1 else -term
+        power *= x2
+        k += 2
+    return total * 2**doublings
+
+
+def _t_central(t: Decimal, df: int, pi: Decimal) -> Decimal:
+    """P(|T| < t) for Student's t with integer ``df`` (the finite series of Abramowitz and
+    Stegun 26.7.3 and 26.7.4), to the context's precision."""
+    c2 = Decimal(df) / (df + t * t)  # cos^2 of the angle atan(t / sqrt(df))
+    sine = t / (df + t * t).sqrt()
+    term = total = Decimal(1)
+    if df % 2 == 0:
+        for k in range(1, df // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        return sine * total
+    for k in range(1, (df - 1) // 2):
+        term *= c2 * (2 * k) / (2 * k + 1)
+        total += term
+    tail = sine * c2.sqrt() * total if df > 1 else Decimal(0)
+    return 2 * (_atan(t / Decimal(df).sqrt()) + tail) / pi
+
+
+@functools.cache
 def _t_quantile_975(df: int) -> float:
-    """Student's t 97.5% quantile for ``df`` degrees of freedom (bisection on the CDF)."""
-    lo, hi = 0.0, 1e4
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        upper_tail = 0.5 * _incomplete_beta(df / (df + mid * mid), df / 2.0, 0.5)
-        lo, hi = (mid, hi) if upper_tail > 0.025 else (lo, mid)
-        if hi - lo <= 1e-15 * hi:
-            break
-    return (lo + hi) / 2.0
+    """Student's t 0.975 quantile for ``df`` >= 1 degrees of freedom: the reference's value
+    (its table) up to the table's end, beyond it :func:`_t_quantile_exact`."""
+    table = _t_table()
+    return table[df - 1] if df <= len(table) else _t_quantile_exact(df)
+
+
+def _t_quantile_exact(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom rounded to a double
+    (the secant method on :func:`_t_central` in ``_T_DIGITS`` digits; O(df) per step)."""
+    with localcontext() as ctx:
+        ctx.prec = _T_DIGITS
+        pi = 16 * _atan(Decimal(1) / 5) - 4 * _atan(Decimal(1) / 239)  # Machin
+        target = 2 * Decimal.from_float(0.975) - 1  # the double, as the reference passes it
+        a = Decimal("1.96") + Decimal("2.5") / df
+        b = a * Decimal("1.001")
+        fa, fb = _t_central(a, df, pi) - target, _t_central(b, df, pi) - target
+        while fb != fa and abs(b - a) > Decimal(10) ** (10 - _T_DIGITS) * b:
+            a, b, fa = b, b - fb * (b - a) / (fb - fa), fb
+            fb = _t_central(b, df, pi) - target
+        return float(b)
 
 
 def _ci95(mean: float, se: float, n: int) -> tuple[float, float] | None:

@@ -94,6 +94,7 @@ from workplace_env.gateway.cookies import (
 )
 from workplace_env.gateway.docs import ROW_EXAMPLE, body_doc, problem
 from workplace_env.gateway.mcp_tools import TOKEN_HEADER, McpGateway
+from workplace_env.gateway.nemo_echo import create_params_echo
 from workplace_env.gateway.nemo_protocol import (
     REVERIFY_MODE,
     aggregate_metrics,
@@ -484,9 +485,11 @@ def create_app(
                 raise service_error(exc, sent_as=_VERIFY_SENT_AS) from exc
             reward, mask = result.reward, result.mask_sample
             kind, reason = result.failure_kind, result.failure_reason
+        params = body.get("responses_create_params")
         return json_response(
             {
-                "responses_create_params": body.get("responses_create_params"),
+                # H5: a re-verification answers as NeMo's verify body re-serialises it
+                "responses_create_params": params if sid else create_params_echo(params),
                 "response": response,
                 "reward": reward,
                 "mask_sample": mask,

@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -61,13 +62,21 @@ def serve_until_signalled(settings: Settings) -> None:
         raise CommandError(f"cannot start: {exc}; choose another {flag}") from exc
     except (RuntimeError, TablesUnavailableError, OSError) as exc:
         raise CommandError("cannot start:", exc) from exc
-    stopping, hurry = threading.Event(), threading.Event()
+    # A handler runs in the main thread wherever it was interrupted, possibly inside a lock it
+    # would take (two signals at once: NeMo's SIGINT and its parent-death SIGTERM), so it takes
+    # none: it counts, the wakeup socket wakes the main thread, and only the second signal sets
+    # ``hurry`` (whose lock the main thread never holds).
+    received: list[int] = []
+    hurry = threading.Event()
+    wake, woken = socket.socketpair()
+    wake.setblocking(False)
 
     def on_signal(signum: int, frame: object) -> None:
-        if stopping.is_set():
+        received.append(signum)
+        if len(received) == 2:
             hurry.set()  # a second signal: stop waiting for the admitted episodes
-        stopping.set()
 
+    previous_wakeup = signal.set_wakeup_fd(wake.fileno(), warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     gateway = None
@@ -110,7 +119,13 @@ def serve_until_signalled(settings: Settings) -> None:
             "cookie sessions restored into another process are orphaned (their cookies do not "
             "verify there); set --cookie-secret"
         )
-    stopping.wait()
+    try:
+        while not received:
+            woken.recv(64)  # a signal's byte (its handler has run by then)
+    finally:
+        signal.set_wakeup_fd(previous_wakeup)
+        wake.close()
+        woken.close()
     LIFECYCLE.info("draining ...")
     drain_and_stop(server, gateway, settings.grace_s, settings.drain_delay_s, hurry)
 
