@@ -41,8 +41,6 @@ RUN_ELSEWHERE = {
 #: Examples no test runs, and why.
 NOT_RUN = {
     "haproxy.sh": "serves until stopped; tests/test_proxy.py runs deploy/haproxy.cfg unchanged",
-    "fuzz_long.sh": "runs the fuzz tests themselves, which the suite runs at 40 examples",
-    "differential.sh": "runs tests/differential.py, which the suite runs at a few dozen sequences",
 }
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 INCLUDE = re.compile(r'^--8<-- "([^"]+)"', re.M)
@@ -242,6 +240,25 @@ def test_model_run_example(tmp_path, data_from):
 def _data_env(tmp_path: Path, source: str) -> dict[str, str]:
     """``data fetch`` reads ``source`` and writes under ``tmp_path``, not the user's cache."""
     return {"WORKPLACE_ENV_DATA_FROM": source, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+
+def test_fuzz_long_example(tmp_path):
+    """Run with 3 examples a target instead of 10,000: the script, not the fuzz, is checked."""
+    cwd = _clone_like(tmp_path)
+    (cwd / "tests").symlink_to(REPO / "tests")
+    env = {**ENV, "WORKPLACE_ENV_FUZZ_EXAMPLES": "3"}
+    proc = _run("bash", EXAMPLES / "fuzz_long.sh", cwd=cwd, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (cwd / "fuzz.json").stat().st_size > 0
+
+
+def test_differential_example(tmp_path):
+    """Run with 3 sequences instead of 3,000, against the tests' NeMo Gym venv."""
+    cwd = _clone_like(tmp_path)
+    (cwd / "tests").symlink_to(REPO / "tests")
+    env = {**ENV, "SEQUENCES": "3", "WORKPLACE_ENV_NEMO_VENV": str(nemo_python().parents[1])}
+    proc = _run("bash", EXAMPLES / "differential.sh", cwd=cwd, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 # -- the README's shell blocks ----------------------------------------------------------------
