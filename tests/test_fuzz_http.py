@@ -214,8 +214,10 @@ def test_fuzz_http_routes(target, route, method, body, cookie, content_type, cal
     target.http.cookies.clear()
     if cookie is not None:
         target.http.cookies.set(COOKIE_NAME, cookie)
-    fz.count(f"HTTP {route if route in _KNOWN else '/<other>'}")
+    kind = f"HTTP {route if route in _KNOWN else '/<other>'}"
+    fz.count(kind)
     answer = target.http.request(method, route, content=body, headers=raw_headers)
+    fz.seen(kind, answer.status_code)
     assert answer.status_code < 500, (route, answer.status_code, answer.text[:300])
     json_answer = answer.headers.get("content-type", "").startswith("application/json")
     if route == "/mcp" and json_answer and answer.content:  # (a notification gets no body)
@@ -263,7 +265,10 @@ def test_fuzz_mcp_tool_calls_with_valid_tokens(target, arguments, name, sid):
             "x-workplace-session-token": token,
         },
     )
+    fz.seen("MCP tools/call", answer.status_code)
     assert answer.status_code < 500, answer.text[:300]
     payload = answer.json()
     error = payload.get("error") if isinstance(payload, dict) else None
+    if error:
+        fz.seen("MCP tools/call JSON-RPC", error.get("code"))
     assert not error or error.get("code") != -32603, error
