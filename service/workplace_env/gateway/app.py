@@ -117,6 +117,7 @@ from workplace_env.gateway.translate import (
     cookie_session,
     draining_problem,
     invalid,
+    is_large,
     is_typed_seed,
     json_response,
     object_body,
@@ -149,12 +150,6 @@ _VERIFY_SENT_AS = {
     "task": "",
 }
 
-
-#: A ``/verify`` body longer than this (characters) is parsed, checked and scored on a worker
-#: thread even by the in-process backend, so the event loop keeps answering ``/health`` and the
-#: other sessions meanwhile. Real verify bodies are 17-35 KB: they stay on the loop,
-#: with no thread hop.
-INLINE_VERIFY_CHARS = 256 * 1024
 
 #: A tool call's ``call_id`` arrives as a request header.
 _CALL_SENT_AS = {"call_id": HeaderName(CALL_ID_HEADER)}
@@ -265,10 +260,13 @@ def create_app(
         *args: Any,
         seeding: bool = False,
         sent_as: Mapping[str, str] | None = None,
+        off_loop: bool = False,
         **kw: Any,
     ) -> Any:
+        """``fn`` of the backend: on a worker thread when the backend blocks (gRPC) or
+        ``off_loop`` (a large body the service parses again); its refusals as HTTP."""
         try:
-            if backend.blocking:
+            if backend.blocking or off_loop:
                 return await run_in_threadpool(fn, *args, **kw)
             return fn(*args, **kw)  # in-process: sub-millisecond, no thread hop
         except WorkplaceEnvError as exc:
@@ -320,8 +318,13 @@ def create_app(
     )
     async def aggregate(request: Request) -> Response:
         """NeMo Gym's ``AggregateMetrics`` for the verify responses (CONTRACT H3)."""
+        # parsed and aggregated on a worker thread: a large body takes seconds
+        return await fastjson.off_loop(aggregated, await body_text(request))
+
+    def aggregated(text: str) -> Response:
+        """``/aggregate_metrics`` past reading its body (blocking): parse, aggregate, answer."""
         # NaN/Infinity parse, as in the reference (its model takes the values as they come)
-        body = await object_body(request, constants=True)
+        body = parse_object(text, constants=True)
         rows = body.get("verify_responses")
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise invalid([(("verify_responses",), "required: an array of objects")])
@@ -371,7 +374,16 @@ def create_app(
             sent_as = {
                 "task": "task_data" if is_nemo_seed(body) else "task" if "task" in body else ""
             }
-            await call(backend.seed, sid, episode, task_id, row, seeding=True, sent_as=sent_as)
+            await call(
+                backend.seed,
+                sid,
+                episode,
+                task_id,
+                row,
+                seeding=True,
+                sent_as=sent_as,
+                off_loop=is_large(request),
+            )
             request.session[SESSION_ID_KEY] = sid
             token = tokens.mint(sid)
             meta = mcp_metadata(settings.mcp_path, token) if mcp is not None else None
@@ -384,6 +396,7 @@ def create_app(
                 body,
                 seeding=True,
                 sent_as={"task": ""},  # the body is the row
+                off_loop=is_large(request),
             )
         request.session[SESSION_ID_KEY] = sid
         token = tokens.mint(sid)
@@ -431,8 +444,8 @@ def create_app(
         text = await body_text(request)
         sid = cookie_session(request)
         unreadable = sid is None and settings.cookie_name in request.cookies  # V4
-        if backend.blocking or len(text) > INLINE_VERIFY_CHARS:
-            return await run_in_threadpool(score, text, sid, unreadable)
+        if backend.blocking or is_large(request):  # a large body: seconds to parse and check
+            return await fastjson.off_loop(score, text, sid, unreadable)
         return score(text, sid, unreadable)
 
     def score(text: str, sid: str | None, unreadable: bool) -> Response:
@@ -631,7 +644,13 @@ def create_app(
             )
         call_id = call_ids[0] if call_ids else ""
         output = await call(
-            backend.call_tool_raw, sid, tool_name, text, call_id, sent_as=_CALL_SENT_AS
+            backend.call_tool_raw,
+            sid,
+            tool_name,
+            text,
+            call_id,
+            sent_as=_CALL_SENT_AS,
+            off_loop=is_large(request),
         )
         return Response(
             b'{"output":' + output.encode("utf-8") + b"}", media_type="application/json"

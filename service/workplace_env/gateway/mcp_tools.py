@@ -45,6 +45,7 @@ from starlette.types import Message, Receive, Scope, Send
 from workplace_env import wire
 from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.cookies import SessionTokens
+from workplace_env.gateway.translate import INLINE_BODY_BYTES
 from workplace_env_client import (
     EnvironmentClient,
     SessionClosedError,
@@ -243,7 +244,10 @@ class McpGateway:
                     f"the body is over the gateway's limit of {MAX_BODY_BYTES} bytes", 413
                 )(scope, receive, send)
                 return
-        problem, message = _envelope_problem(bytes(body))
+        if len(body) > INLINE_BODY_BYTES:  # seconds to parse: off the event loop
+            problem, message = await anyio.to_thread.run_sync(_envelope_problem, bytes(body))
+        else:
+            problem, message = _envelope_problem(bytes(body))
         if problem is not None:
             await _parse_error(problem)(scope, receive, send)
             return
