@@ -81,7 +81,7 @@ def collector_paused() -> Iterator[None]:
                 gc.enable()
 
 
-def _paused_if_large(text: str | bytes) -> AbstractContextManager[None]:
+def paused_if_large(text: str | bytes) -> AbstractContextManager[None]:
     """:func:`collector_paused` for a text over :data:`LARGE_TEXT_CHARS`, else nothing."""
     return collector_paused() if len(text) > LARGE_TEXT_CHARS else nullcontext()
 
@@ -89,7 +89,7 @@ def _paused_if_large(text: str | bytes) -> AbstractContextManager[None]:
 def parse(text: str | bytes) -> Any:
     """``json.loads(text)``, with the collector paused for a text over
     :data:`LARGE_TEXT_CHARS` (:func:`collector_paused`). Raises what ``json.loads`` raises."""
-    with _paused_if_large(text):
+    with paused_if_large(text):
         return json.loads(text)
 
 
@@ -169,7 +169,7 @@ def loads(
         return value
 
     try:
-        with _paused_if_large(text):
+        with paused_if_large(text):
             value = json.loads(
                 text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
             )
@@ -207,7 +207,7 @@ def _shadowed_problem(text: str, constants: bool, max_depth: int) -> tuple[str, 
             return _GiantInt(digits)
         return int(digits)
 
-    with _paused_if_large(text):
+    with paused_if_large(text):
         pairs = json.loads(text, object_pairs_hook=_Pairs, parse_int=parse_int)
     problem = find_uncarriable(pairs, constants=constants, max_depth=max_depth)
     if problem is None:

@@ -84,6 +84,7 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
+from workplace_env import wire
 from workplace_env.gateway import fastjson
 from workplace_env.gateway.backend import Backend, backend_for
 from workplace_env.gateway.cookies import (
@@ -322,13 +323,16 @@ def create_app(
         return await fastjson.off_loop(aggregated, await body_text(request))
 
     def aggregated(text: str) -> Response:
-        """``/aggregate_metrics`` past reading its body (blocking): parse, aggregate, answer."""
-        # NaN/Infinity parse, as in the reference (its model takes the values as they come)
-        body = parse_object(text, constants=True)
-        rows = body.get("verify_responses")
-        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-            raise invalid([(("verify_responses",), "required: an array of objects")])
-        return json_response(aggregate_metrics(rows))
+        """``/aggregate_metrics`` past reading its body (blocking): parse, aggregate, answer;
+        the collector paused for a large body (its full collections would walk every row,
+        holding the interpreter from the event loop: :func:`workplace_env.wire.paused_if_large`)."""
+        with wire.paused_if_large(text):
+            # NaN/Infinity parse, as in the reference (its model takes the values as they come)
+            body = parse_object(text, constants=True)
+            rows = body.get("verify_responses")
+            if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+                raise invalid([(("verify_responses",), "required: an array of objects")])
+            return json_response(aggregate_metrics(rows))
 
     @app.post(
         "/seed_session",
