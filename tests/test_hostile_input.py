@@ -271,3 +271,18 @@ def test_a_duplicate_key_never_hides_a_refused_value_from_mcp(http, text, why, l
     error = answer.json()["error"]
     assert error["code"] == -32700 and why in error["message"]
     assert "(under a key given more than once" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "key", ["\\ud800", "\\udfff", "a\\udbff"], ids=["high", "low", "after_text"]
+)
+def test_an_error_echoing_a_lone_surrogate_is_a_refusal_naming_it(sdk, key):
+    """A ground truth key holding a lone surrogate is echoed in the violation's field path:
+    written as its escape (no trailer can carry the code unit), never UNKNOWN."""
+    sid = f"echo-{key[-4:]}"
+    sdk.seed(sid, EP, TID, {"id": "t"})
+    with pytest.raises(InvalidRequestError) as err:
+        sdk.verify(sid, [], ground_truth_json=f'[{{"{key}": null}}]')
+    [violation] = err.value.violations
+    assert violation.field == f"ground_truth_json[0].{key}"  # the escape, as sent
+    sdk.close_session(sid, EP)
