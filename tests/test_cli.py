@@ -714,8 +714,10 @@ GOOD_LINE = json.dumps({"id": "good", "ground_truth": []}).encode() + b"\n"
         (GOOD_LINE + b"null\n", ":2: not a JSON object"),
         (GOOD_LINE + NOT_UTF8 + b"\n", ": not UTF-8 text"),
         (b"\n  \n", " holds no episodes"),
+        (GOOD_LINE + b"[" * 100_000 + b"]" * 100_000 + b"\n", ":2: not JSON: "),
+        (GOOD_LINE + b'{"n": ' + b"9" * 4301 + b"}\n", ":2: not JSON: "),
     ],
-    ids=["not_json", "a_list", "a_string", "null", "not_utf8", "blank"],
+    ids=["not_json", "a_list", "a_string", "null", "not_utf8", "blank", "deep", "giant_int"],
 )
 @pytest.mark.parametrize("policy", ["recorded", "oracle", "model"])
 def test_a_line_without_an_identity_refuses_the_whole_file_before_playing(
