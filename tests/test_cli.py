@@ -276,6 +276,40 @@ def test_serve_takes_the_verify_bounds_as_flags():
     assert rows["max_verify_calls"] == ["7", "flag"]
 
 
+def test_serve_takes_the_http_limits_as_flags():
+    result = invoke(
+        "serve",
+        "--print-config",
+        "--http-header-timeout-s",
+        "2.5",
+        "--http-body-timeout-s",
+        "30",
+        "--http-max-connections",
+        "100",
+    )
+    assert result.exit_code == 0, result.output
+    rows = table_rows(result.stdout)
+    assert rows["http_header_timeout_s"] == ["2.5", "flag"]
+    assert rows["http_body_timeout_s"] == ["30.0", "flag"]
+    assert rows["http_max_connections"] == ["100", "flag"]
+
+
+def test_a_connection_limit_over_the_open_file_limit_fails_the_start():
+    result = invoke(
+        "serve",
+        "--address",
+        "127.0.0.1:0",
+        "--http-address",
+        "127.0.0.1:0",
+        "--http-max-connections",
+        "2000000000",
+    )
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "cannot start the HTTP gateway: http_max_connections 2000000000 is more than" in said
+    assert "RLIMIT_NOFILE" in said
+
+
 def test_a_yaml_config_file_is_read(tmp_path):
     path = tmp_path / "server.yaml"
     path.write_text("server:\n  max_call_ids: 12\n  admin_open: true\n")
@@ -301,6 +335,16 @@ def test_a_yaml_config_file_is_read(tmp_path):
             "max_verify_output_items (from flag) must be >= 0, got -1",
         ),
         (["gateway", "--max-verify-calls", "x"], {}, "Invalid value for '--max-verify-calls'"),
+        (
+            ["gateway", "--http-header-timeout-s", "0"],
+            {},
+            "http_header_timeout_s (from flag) must be > 0, got 0.0",
+        ),
+        (
+            ["serve", "--print-config", "--http-max-connections", "-1"],
+            {},
+            "http_max_connections (from flag) must be >= 0, got -1",
+        ),
         (["config"], {"WORKPLACE_ENV_MAX_SESSIONS": "lots"}, "WORKPLACE_ENV_MAX_SESSIONS"),
         (["config", "--config", "missing.toml"], {}, "cannot read config file missing.toml"),
         (["run", "TASKS", "--policy", "greedy"], {}, "--policy must be one of"),

@@ -65,6 +65,10 @@ SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed id, a reus
 ``Retry-After``; a tool output over the server's message limit, or over the SDK client's when
 the server's is larger -> 502 ``RESPONSE_TOO_LARGE``;
 the service unavailable -> 503, its deadline -> 504, anything else it refuses -> 502.
+Below the routes (:mod:`workplace_env.gateway.limits`): headers or a body slower than the
+timeouts -> 408 ``REQUEST_TIMEOUT``, a connection beyond the limit -> 503
+``TOO_MANY_CONNECTIONS``. A body over :data:`~workplace_env.gateway.translate.INLINE_BODY_BYTES`
+is parsed, and handed to the service, on a worker thread; aggregations always run on one.
 """
 
 from __future__ import annotations
