@@ -233,11 +233,19 @@ _KNOWN = {
     "/verify",
     "/close_session",
     "/session_token",
+    "/aggregate_metrics",
     "/mcp",
     "/",
     "/health",
     "/ready",
     "/reverify_mode",
+    "/openapi.json",
+    "/email_send_email",
+    "/email_search_emails",
+    "/calendar_create_event",
+    "/customer_relationship_manager_add_customer",
+    "/company_directory_find_email_address",
+    "/no_such_tool",
 }
 
 
