@@ -11,6 +11,7 @@ with no traceback (a crash is an uncaught exception). Budget: :mod:`tests.fuzz_i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -104,7 +105,10 @@ def workdir() -> Iterator[Path]:
 
 
 def _invoke(args: list[str], env: dict[str, str] | None = None) -> Any:
-    return CliRunner().invoke(app, args, env={"COLUMNS": "200", **(env or {})})
+    """The command, run from a scratch directory (a fuzzed ``--out`` or checkpoint directory
+    is created there, never in the checkout)."""
+    with tempfile.TemporaryDirectory(prefix="fuzz-cli-cwd-") as cwd, contextlib.chdir(cwd):
+        return CliRunner().invoke(app, args, env={"COLUMNS": "200", **(env or {})})
 
 
 @given(
