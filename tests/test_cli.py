@@ -366,6 +366,8 @@ def test_a_yaml_config_file_is_read(tmp_path):
         ),
         (["run", "TASKS", "--max-retries", "1000"], {}, "Invalid value for '--max-retries'"),
         (["generate-tasks", "--data-dir", "no/such/dir"], {}, "Invalid value for '--data-dir'"),
+        (["generate-tasks", "--data-dir", "x" * 300], {}, "cannot read 'xxx"),  # too long
+        (["serve", "--print-config", "--data-dir", "a\0b"], {}, "no data source 'a"),
         (["serve", "--no-such-flag"], {}, "No such option: --no-such-flag"),
     ],
 )
