@@ -363,6 +363,14 @@ REFUSED: dict[str, tuple[Rows, list[Any]]] = {
         [vr(0, 0, 1), vr(0, 0, 0)],
         ["body", "verify_responses", 1],
     ),
+    # an ng_perf integer beyond the float range: every statistic of a field is a float
+    **{
+        f"ng_perf_{field}_beyond_float_range": (
+            [vr(0, 0, 1, ng_perf={field: 1}), vr(1, 0, 1, ng_perf={field: 10**400})],
+            ["body", "verify_responses", 1, "ng_perf", field],
+        )
+        for field in ("total_latency_ms", "num_turns", "prompt_tokens", "completion_tokens")
+    },
     "scored_repeats_a_masked_index": (
         [vr(0, 0, 1, mask_sample=True), vr(0, 0, 0)],
         ["body", "verify_responses", 1],

@@ -6,8 +6,9 @@ Infinity, nesting past every limit, truncated and garbage bytes, huge bodies.
 
 Budget: ``WORKPLACE_ENV_FUZZ_EXAMPLES`` examples per fuzz test (default :data:`CI_EXAMPLES`,
 derandomised so CI is repeatable); any other value runs random examples. Every example sent is
-counted in :data:`COUNTS`; with ``WORKPLACE_ENV_FUZZ_REPORT=FILE`` the counts are written there
-as JSON when the suites finish (docs/testing.md has the long run's command).
+counted in :data:`COUNTS`, every answer by status in :data:`OUTCOMES`; with
+``WORKPLACE_ENV_FUZZ_REPORT=FILE`` both are written there as JSON when the suites finish
+(docs/testing.md has the long run's command).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ FUZZ = settings(
 )
 
 COUNTS: Counter[str] = Counter()
+#: Answers seen per target: ``"<kind> <status>"`` (a gRPC status name or an HTTP code).
+OUTCOMES: Counter[str] = Counter()
 _COUNT_LOCK = threading.Lock()
 
 
@@ -45,6 +48,12 @@ def count(kind: str) -> None:
         COUNTS[kind] += 1
 
 
+def seen(kind: str, status: object) -> None:
+    """Count one answer of ``kind`` with ``status`` (``grpc.StatusCode`` name, HTTP code)."""
+    with _COUNT_LOCK:
+        OUTCOMES[f"{kind} {getattr(status, 'name', status)}"] += 1
+
+
 def write_report() -> None:
     """Write :data:`COUNTS` to ``$WORKPLACE_ENV_FUZZ_REPORT`` (merged with what is there)."""
     target = os.environ.get("WORKPLACE_ENV_FUZZ_REPORT")
@@ -52,10 +61,19 @@ def write_report() -> None:
         return
     path = Path(target)
     merged: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter()
     if path.exists():
-        merged.update(json.loads(path.read_text()).get("inputs", {}))
+        earlier = json.loads(path.read_text())
+        merged.update(earlier.get("inputs", {}))
+        outcomes.update(earlier.get("outcomes", {}))
     merged.update(COUNTS)
-    report = {"inputs": dict(merged), "total": sum(merged.values()), "examples": EXAMPLES}
+    outcomes.update(OUTCOMES)
+    report = {
+        "inputs": dict(merged),
+        "outcomes": dict(outcomes),
+        "total": sum(merged.values()),
+        "examples": EXAMPLES,
+    }
     path.write_text(json.dumps(report, indent=1, sort_keys=True))
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.aggregate_cases import (
     CASES,
@@ -154,3 +156,51 @@ def test_t_quantiles_are_the_t_distributions(df):
     assert _t_quantile_975(df + 1) < _t_quantile_975(df)
     beyond = len(_t_table()) + df
     assert _t_quantile_975(beyond) == _t_quantile_exact(beyond)
+
+
+_NUMBERS = st.one_of(
+    st.integers(),
+    st.integers(2**1023, 2**1100),  # beyond the float range
+    st.integers(-(2**1100), -(2**1023)),
+    st.floats(),
+    st.booleans(),
+    st.none(),
+    st.sampled_from([10**400, -(10**400), 1e308, -1e308, 2**63, 2**64]),
+)
+_PERF_FIELDS = [
+    "prompt_tokens",
+    "cached_prompt_tokens",
+    "completion_tokens",
+    "reasoning_tokens",
+    "num_turns",
+    "total_latency_ms",
+    "token_observability_coverage",
+]
+_ROWS = st.fixed_dictionaries(
+    {},
+    optional={
+        "_ng_task_index": st.one_of(st.integers(0, 3), _NUMBERS),
+        "_ng_rollout_index": st.one_of(st.integers(0, 3), _NUMBERS),
+        "reward": _NUMBERS,
+        "x": _NUMBERS,
+        "mask_sample": st.booleans(),
+        "ng_perf": st.dictionaries(st.sampled_from(_PERF_FIELDS), _NUMBERS, max_size=7),
+        "response": st.fixed_dictionaries(
+            {"usage": st.dictionaries(st.sampled_from(["input_tokens", "output_tokens"]), _NUMBERS)}
+        ),
+    },
+)
+
+
+@given(rows=st.lists(_ROWS, max_size=6))
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+def test_any_numbers_in_any_field_aggregate_or_are_a_422(rows):
+    """Every number a body can carry (integers beyond the float range, infinities, NaN,
+    booleans) in every field: an answer on the wire, or a 422 naming the field; never another
+    exception (a 500)."""
+    try:
+        json_response(aggregate_metrics(rows))
+    except HttpProblem as refused:
+        assert refused.response.status_code == 422
+        [first, *_] = json.loads(bytes(refused.response.body))["detail"]
+        assert first["loc"][:2] == ["body", "verify_responses"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -17,6 +18,9 @@ from workplace_env.checkpoint.files import (
 )
 
 SNAPSHOTS = [{"resources_session_id": "a:1", "state_json": "{}"}, {"resources_session_id": "../b"}]
+#: JSON texts Python's parser refuses with other errors than JSONDecodeError.
+DEEP = "[" * 100_000 + "]" * 100_000
+GIANT = '{"n": ' + "9" * 4301 + "}"
 
 
 def test_round_trip_and_names_never_come_from_ids(tmp_path):
@@ -32,6 +36,19 @@ def test_rewrite_removes_files_of_the_older_checkpoint(tmp_path):
     write_checkpoint(tmp_path, SNAPSHOTS[:1])
     assert len(list(tmp_path.glob("session-*.json"))) == 1
     assert len(read_checkpoint(tmp_path)[1]) == 1
+
+
+@pytest.mark.parametrize("text", [DEEP, GIANT], ids=["deep", "giant_int"])
+def test_a_file_python_cannot_parse_is_refused_by_name(tmp_path, text):
+    """Its digest matches (edited, manifest recomputed): still refused, never a crash."""
+    manifest = write_checkpoint(tmp_path, SNAPSHOTS)
+    victim = sorted(manifest["files"])[0]
+    (tmp_path / victim).write_text(text)
+    manifest["files"][victim] = hashlib.sha256(text.encode()).hexdigest()
+    (tmp_path / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointFileError) as err:
+        read_checkpoint(tmp_path)
+    assert victim in str(err.value) and "not JSON" in str(err.value)
 
 
 def test_altered_file_is_refused_by_name(tmp_path):
@@ -57,7 +74,9 @@ def test_broken_checkpoint_is_refused(tmp_path, damage):
         read_checkpoint(tmp_path)
 
 
-@pytest.mark.parametrize("manifest", ["[]", '{"schema_version": 1, "files": {"a.json": 5}}', "7"])
+@pytest.mark.parametrize(
+    "manifest", ["[]", '{"schema_version": 1, "files": {"a.json": 5}}', "7", DEEP, GIANT]
+)
 def test_malformed_manifest_is_refused(tmp_path, manifest):
     (tmp_path / MANIFEST).write_text(manifest)
     with pytest.raises(CheckpointFileError):

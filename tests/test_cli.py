@@ -292,6 +292,40 @@ def test_serve_takes_the_verify_bounds_as_flags():
     assert rows["max_verify_calls"] == ["7", "flag"]
 
 
+def test_serve_takes_the_http_limits_as_flags():
+    result = invoke(
+        "serve",
+        "--print-config",
+        "--http-header-timeout-s",
+        "2.5",
+        "--http-body-timeout-s",
+        "30",
+        "--http-max-connections",
+        "100",
+    )
+    assert result.exit_code == 0, result.output
+    rows = table_rows(result.stdout)
+    assert rows["http_header_timeout_s"] == ["2.5", "flag"]
+    assert rows["http_body_timeout_s"] == ["30.0", "flag"]
+    assert rows["http_max_connections"] == ["100", "flag"]
+
+
+def test_a_connection_limit_over_the_open_file_limit_fails_the_start():
+    result = invoke(
+        "serve",
+        "--address",
+        "127.0.0.1:0",
+        "--http-address",
+        "127.0.0.1:0",
+        "--http-max-connections",
+        "2000000000",
+    )
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "cannot start the HTTP gateway: http_max_connections 2000000000 is more than" in said
+    assert "RLIMIT_NOFILE" in said
+
+
 def test_a_yaml_config_file_is_read(tmp_path):
     path = tmp_path / "server.yaml"
     path.write_text("server:\n  max_call_ids: 12\n  admin_open: true\n")
@@ -321,6 +355,16 @@ def test_a_yaml_config_file_is_read(tmp_path):
             "max_verify_output_items (from --max-verify-output-items) must be >= 0, got -1",
         ),
         (["gateway", "--max-verify-calls", "x"], {}, "Invalid value for '--max-verify-calls'"),
+        (
+            ["gateway", "--http-header-timeout-s", "0"],
+            {},
+            "http_header_timeout_s (from flag) must be > 0, got 0.0",
+        ),
+        (
+            ["serve", "--print-config", "--http-max-connections", "-1"],
+            {},
+            "http_max_connections (from flag) must be >= 0, got -1",
+        ),
         (["config"], {"WORKPLACE_ENV_MAX_SESSIONS": "lots"}, "WORKPLACE_ENV_MAX_SESSIONS"),
         (["config", "--config", "missing.toml"], {}, "cannot read config file missing.toml"),
         (["run", "TASKS", "--policy", "greedy"], {}, "--policy must be one of"),
@@ -342,6 +386,8 @@ def test_a_yaml_config_file_is_read(tmp_path):
         ),
         (["run", "TASKS", "--max-retries", "1000"], {}, "Invalid value for '--max-retries'"),
         (["generate-tasks", "--data-dir", "no/such/dir"], {}, "Invalid value for '--data-dir'"),
+        (["generate-tasks", "--data-dir", "x" * 300], {}, "cannot read 'xxx"),  # too long
+        (["serve", "--print-config", "--data-dir", "a\0b"], {}, "no data source 'a"),
         (["serve", "--no-such-flag"], {}, "No such option: --no-such-flag"),
     ],
 )
@@ -956,8 +1002,10 @@ GOOD_LINE = json.dumps({"id": "good", "ground_truth": []}).encode() + b"\n"
         (GOOD_LINE + b"null\n", ":2: not a JSON object"),
         (GOOD_LINE + NOT_UTF8 + b"\n", ": not UTF-8 text"),
         (b"\n  \n", " holds no episodes"),
+        (GOOD_LINE + b"[" * 100_000 + b"]" * 100_000 + b"\n", ":2: not JSON: "),
+        (GOOD_LINE + b'{"n": ' + b"9" * 4301 + b"}\n", ":2: not JSON: "),
     ],
-    ids=["not_json", "a_list", "a_string", "null", "not_utf8", "blank"],
+    ids=["not_json", "a_list", "a_string", "null", "not_utf8", "blank", "deep", "giant_int"],
 )
 @pytest.mark.parametrize("policy", ["recorded", "oracle", "model"])
 def test_a_line_without_an_identity_refuses_the_whole_file_before_playing(

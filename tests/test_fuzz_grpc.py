@@ -99,6 +99,7 @@ def target(server) -> Iterator[Target]:
 
 
 def _answer_ok(error: grpc.RpcError | None, method: str) -> None:
+    fz.seen(method.rsplit("/", 1)[-1], grpc.StatusCode.OK if error is None else error.code())
     if error is None:
         return
     assert error.code() not in CRASHES, f"{method}: {error.code()} {error.details()}"
@@ -336,7 +337,9 @@ def test_fuzz_health_and_reflection_always_answer(target, data, reflect):
     fz.count("HealthCheck")
     try:
         target.unary("/grpc.health.v1.Health/Check")(data, timeout=30)
+        fz.seen("HealthCheck", grpc.StatusCode.OK)
     except grpc.RpcError as exc:
+        fz.seen("HealthCheck", exc.code())
         assert exc.code() not in CRASHES | {grpc.StatusCode.DEADLINE_EXCEEDED}, exc.details()
     fz.count("ServerReflectionInfo")
     call = target.channel.stream_stream(
@@ -346,5 +349,7 @@ def test_fuzz_health_and_reflection_always_answer(target, data, reflect):
     )
     try:
         list(call(iter([reflect]), timeout=30))
+        fz.seen("ServerReflectionInfo", grpc.StatusCode.OK)
     except grpc.RpcError as exc:
+        fz.seen("ServerReflectionInfo", exc.code())
         assert exc.code() not in CRASHES | {grpc.StatusCode.DEADLINE_EXCEEDED}, exc.details()

@@ -98,28 +98,28 @@ def target(server, sdk, gateway) -> Iterator[Target]:
 
 # -- inputs --------------------------------------------------------------------------------------
 
+#: The gateway's routes, each counted by name (any other path counts as ``/<other>``).
+NAMED_ROUTES = [
+    "/seed_session",
+    "/verify",
+    "/close_session",
+    "/session_token",
+    "/email_send_email",
+    "/email_search_emails",
+    "/calendar_create_event",
+    "/customer_relationship_manager_add_customer",
+    "/company_directory_find_email_address",
+    "/no_such_tool",
+    "/aggregate_metrics",
+    "/",
+    "/health",
+    "/ready",
+    "/reverify_mode",
+    "/openapi.json",
+    "/mcp",
+]
 routes = st.one_of(
-    st.sampled_from(
-        [
-            "/seed_session",
-            "/verify",
-            "/close_session",
-            "/session_token",
-            "/email_send_email",
-            "/email_search_emails",
-            "/calendar_create_event",
-            "/customer_relationship_manager_add_customer",
-            "/company_directory_find_email_address",
-            "/no_such_tool",
-            "/aggregate_metrics",
-            "/",
-            "/health",
-            "/ready",
-            "/reverify_mode",
-            "/openapi.json",
-            "/mcp",
-        ]
-    ),
+    st.sampled_from(NAMED_ROUTES),
     st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=12).map(
         lambda p: "/" + p.replace("?", "").replace("#", "").lstrip("/")  # "//x" is a host
     ),
@@ -214,8 +214,10 @@ def test_fuzz_http_routes(target, route, method, body, cookie, content_type, cal
     target.http.cookies.clear()
     if cookie is not None:
         target.http.cookies.set(COOKIE_NAME, cookie)
-    fz.count(f"HTTP {route if route in _KNOWN else '/<other>'}")
+    kind = f"HTTP {route if route in NAMED_ROUTES else '/<other>'}"
+    fz.count(kind)
     answer = target.http.request(method, route, content=body, headers=raw_headers)
+    fz.seen(kind, answer.status_code)
     assert answer.status_code < 500, (route, answer.status_code, answer.text[:300])
     json_answer = answer.headers.get("content-type", "").startswith("application/json")
     if route == "/mcp" and json_answer and answer.content:  # (a notification gets no body)
@@ -224,19 +226,6 @@ def test_fuzz_http_routes(target, route, method, body, cookie, content_type, cal
         assert not error or error.get("code") != -32603, error
     if sum(fz.COUNTS.values()) % 97 == 0:
         target.check_watched()
-
-
-_KNOWN = {
-    "/seed_session",
-    "/verify",
-    "/close_session",
-    "/session_token",
-    "/mcp",
-    "/",
-    "/health",
-    "/ready",
-    "/reverify_mode",
-}
 
 
 @given(arguments=fz.json_values, name=fz.tools, sid=fz.ids)
@@ -263,7 +252,10 @@ def test_fuzz_mcp_tool_calls_with_valid_tokens(target, arguments, name, sid):
             "x-workplace-session-token": token,
         },
     )
+    fz.seen("MCP tools/call", answer.status_code)
     assert answer.status_code < 500, answer.text[:300]
     payload = answer.json()
     error = payload.get("error") if isinstance(payload, dict) else None
+    if error:
+        fz.seen("MCP tools/call JSON-RPC", error.get("code"))
     assert not error or error.get("code") != -32603, error

@@ -281,3 +281,21 @@ def test_service_unreachable_is_an_mcp_error():
             assert called.value.error.data["reason"] == "UNAVAILABLE"
         finally:
             gw.stop()
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content_length", "chunked"])
+def test_a_body_over_the_sdks_limit_is_refused_before_it_is_parsed(gateway, agent, chunked):
+    """Over the MCP SDK's 4 MiB (which it would parse on the event loop, then refuse): 413
+    with a JSON-RPC parse error naming the limit, and no session reached."""
+    http, token = agent
+    body = CALL_PREFIX + b'"params": {"name": "email_search_emails", "arguments": {"query": "'
+    body += b"x" * (4 * 1024 * 1024) + b'"}}}'
+    content: Any = iter([body[: len(body) // 2], body[len(body) // 2 :]]) if chunked else body
+    response = http.post("/mcp", content=content, headers={**MCP_HEADERS, TOKEN_HEADER: token})
+    assert response.status_code == 413, response.text
+    error = response.json()["error"]
+    assert error["code"] == -32700
+    assert (
+        error["message"] == f"the body is over the MCP endpoint's limit of {4 * 1024 * 1024} bytes"
+    )
+    assert sent_count(http) == 0

@@ -225,3 +225,64 @@ def test_a_legacy_verify_resent_with_another_response_is_scored_afresh(sdk):
     assert sdk.verify("best-of-n", [wrong]).reward == 0.0
     # An override of the ground truth is part of the request too.
     assert sdk.verify("best-of-n", [wrong], ground_truth=[wrong]).reward == 1.0
+
+
+#: Bodies whose every value Python's parser meets, one of them hidden from the parsed value by
+#: a later duplicate key: an integer over 4,300 digits (Python's parser fails on it wherever it
+#: is), a lone surrogate and NaN; each is refused as if the duplicate were not there.
+SHADOWED = {
+    "giant": ('{"id": "t", "n": ' + GIANT + ', "n": 1}', "more than 4300 digits", ["n"]),
+    "nested": ('{"id": "t", "x": [{"n": ' + GIANT + ', "n": 1}]}', "4300", ["x", 0, "n"]),
+    "surrogate": ('{"id": "t", "s": "\\ud800", "s": "ok"}', "lone surrogate", ["s"]),
+}
+#: The service's name of each field of :data:`SHADOWED` in a tool's arguments.
+ARGUMENT_PATHS = {"giant": "arguments.n", "nested": "arguments.x[0].n", "surrogate": "arguments.s"}
+
+
+@pytest.mark.parametrize("text,why,loc", SHADOWED.values(), ids=SHADOWED.keys())
+@pytest.mark.parametrize(
+    "route",
+    ["/seed_session", "/verify", "/close_session", "/aggregate_metrics", "/email_send_email"],
+)
+def test_a_duplicate_key_never_hides_a_refused_value_from_the_gateway(http, route, text, why, loc):
+    assert http.post("/seed_session", json={"id": "t"}).status_code == 200
+    answer = http.post(route, content=text, headers=JSON_CT)
+    assert answer.status_code == 422, answer.text
+    (problem,) = answer.json()["detail"]
+    assert why in problem["msg"]
+    if route == "/email_send_email":  # refused by the service, which names the argument
+        (name,) = [k for k, v in SHADOWED.items() if v[0] == text]
+        assert problem["msg"].startswith(ARGUMENT_PATHS[name] + ":"), problem
+    else:
+        assert problem["loc"] == ["body", *loc]
+
+
+@pytest.mark.parametrize("text,why,loc", SHADOWED.values(), ids=SHADOWED.keys())
+def test_a_duplicate_key_never_hides_a_refused_value_from_mcp(http, text, why, loc):
+    """MCP's own parser (Python's) fails on a hidden giant integer with HTTP 500: the
+    gateway's check sees it first and answers the JSON-RPC parse error."""
+    message = text.replace('"id": "t"', '"jsonrpc": "2.0", "id": 1, "method": "tools/list"')
+    answer = http.post(
+        "/mcp",
+        content=message,
+        headers={**JSON_CT, "accept": "application/json, text/event-stream"},
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == -32700 and why in error["message"]
+    assert "(under a key given more than once" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "key", ["\\ud800", "\\udfff", "a\\udbff"], ids=["high", "low", "after_text"]
+)
+def test_an_error_echoing_a_lone_surrogate_is_a_refusal_naming_it(sdk, key):
+    """A ground truth key holding a lone surrogate is echoed in the violation's field path:
+    written as its escape (no trailer can carry the code unit), never UNKNOWN."""
+    sid = f"echo-{key[-4:]}"
+    sdk.seed(sid, EP, TID, {"id": "t"})
+    with pytest.raises(InvalidRequestError) as err:
+        sdk.verify(sid, [], ground_truth_json=f'[{{"{key}": null}}]')
+    [violation] = err.value.violations
+    assert violation.field == f"ground_truth_json[0].{key}"  # the escape, as sent
+    sdk.close_session(sid, EP)

@@ -19,7 +19,7 @@ from tests.helpers import GATEWAY_BACKENDS, HANG_S, gateway_on, wait
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.config import ConfigError, Settings, load_settings
 from workplace_env.gateway import GatewaySettings
-from workplace_env.gateway.app import INLINE_VERIFY_CHARS
+from workplace_env.gateway.translate import INLINE_BODY_BYTES
 from workplace_env.testing.faults import Faults
 from workplace_env_client import InvalidRequestError
 
@@ -264,7 +264,7 @@ def others_answer(gateway_url: str, sdk) -> None:
 def test_others_answer_while_a_large_allowed_body_is_scored(gateway, sdk, held_verifies):
     entered, release = held_verifies
     body = verify_body(at_bound())
-    assert len(json.dumps(body)) > INLINE_VERIFY_CHARS  # large: off the event loop
+    assert len(json.dumps(body)) > INLINE_BODY_BYTES  # large: off the event loop
     sid = f"held-{uuid.uuid4()}"
     sdk.seed(sid, ("r", 0), ("t", "1"), {"id": "1", "ground_truth": TRUTH})
     answers: list[httpx.Response] = []

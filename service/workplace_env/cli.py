@@ -181,6 +181,26 @@ MaxVerifyOutputItems = Annotated[
 ]
 
 
+HttpHeaderTimeout = Annotated[
+    OptFloat,
+    Opt(
+        help="HTTP gateway: seconds a request's headers may take to arrive (from connecting, "
+        "or the previous response), then 408 and the connection closes [10]."
+    ),
+]
+HttpBodyTimeout = Annotated[
+    OptFloat,
+    Opt(help="HTTP gateway: seconds a request's body may take once its headers are in [60]."),
+]
+HttpMaxConnections = Annotated[
+    OptInt,
+    Opt(
+        help="HTTP gateway: connections open at once, then 503 [0: (open-file limit - 256) "
+        "// 2, also the most it may be]."
+    ),
+]
+
+
 def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
     """An option of ``run --policy model`` (its help says so)."""
     return Opt(help=f"(--policy model) {help}", **kwargs)  # type: ignore[arg-type]
@@ -282,6 +302,9 @@ def serve(
     ] = None,
     cookie_secret: Annotated[OptStr, Opt(help="HTTP gateway cookie signing key.")] = None,
     mcp_path: Annotated[OptStr, Opt(help=MCP_PATH_HELP)] = None,
+    http_header_timeout_s: HttpHeaderTimeout = None,
+    http_body_timeout_s: HttpBodyTimeout = None,
+    http_max_connections: HttpMaxConnections = None,
     log_level: Annotated[OptStr, Opt(help="DEBUG logs every RPC [INFO].")] = None,
     print_config: Annotated[
         bool, Opt("--print-config", help="Print the settings and exit.")
@@ -331,6 +354,9 @@ def gateway(
     max_verify_calls: Annotated[
         OptInt, Opt(help="Calls a /verify body may carry per side [2,000]; 0: no bound.")
     ] = None,
+    http_header_timeout_s: HttpHeaderTimeout = None,
+    http_body_timeout_s: HttpBodyTimeout = None,
+    http_max_connections: HttpMaxConnections = None,
     tls_ca: TlsCa = None,
     tls_client_cert: TlsClientCert = None,
     tls_client_key: TlsClientKey = None,
@@ -347,6 +373,9 @@ def gateway(
         "mcp_path": mcp_path,
         "max_verify_output_items": max_verify_output_items,
         "max_verify_calls": max_verify_calls,
+        "http_header_timeout_s": http_header_timeout_s,
+        "http_body_timeout_s": http_body_timeout_s,
+        "http_max_connections": http_max_connections,
         "tls_ca": tls_ca,
         "tls_client_cert": tls_client_cert,
         "tls_client_key": tls_client_key,

@@ -120,6 +120,13 @@ class Settings:
     # HTTP gateway: where MCP (streamable HTTP) is served; "" turns MCP off (the legacy seed then
     # answers {} and mcp__workplace_assistant__ names score as sent, as the reference's default)
     mcp_path: str = "/mcp"
+    # HTTP gateway: seconds a request's headers may take to arrive (from the connection opening,
+    # or the previous response), then its body; beyond, 408 and the connection closes
+    http_header_timeout_s: float = 10.0
+    http_body_timeout_s: float = 60.0
+    # HTTP gateway: connections open at once at most, beyond them 503 (0: derived from the
+    # open-file limit, RLIMIT_NOFILE, which also bounds a given one: gateway.limits)
+    http_max_connections: int = 0
     # Logging
     log_level: str = "INFO"
 
@@ -404,6 +411,9 @@ _RANGES: dict[str, tuple[float, bool, float]] = {
     "max_verify_calls": (0, False, MAX_COUNT),
     "max_verify_output_items": (0, False, MAX_COUNT),
     "max_session_write_bytes": (0, False, MAX_COUNT),
+    "http_header_timeout_s": (0, True, MAX_DURATION_S),
+    "http_body_timeout_s": (0, True, MAX_DURATION_S),
+    "http_max_connections": (0, False, MAX_COUNT),
 }
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

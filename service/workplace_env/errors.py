@@ -27,7 +27,11 @@ _VIOLATION_FRAMING = 8
 def clip(text: str, max_bytes: int = MAX_ECHO_BYTES) -> str:
     """``text`` when its UTF-8 form has at most ``max_bytes`` bytes; else its start and its
     end (where a message says why) around a note of the full length, within ``max_bytes``:
-    ``aaaa...(20000 characters)...aa``. Cut on characters, never inside one."""
+    ``aaaa...(20000 characters)...aa``. Cut on characters, never inside one. A lone surrogate
+    (an echo of a request's JSON text), which no trailer can carry, is written as its
+    ``\\udXXX`` escape."""
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     encoded = text.encode("utf-8", "surrogatepass")
     if len(encoded) <= max_bytes:
         return text

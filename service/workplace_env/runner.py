@@ -491,7 +491,7 @@ def read_jsonl(path: str) -> list[tuple[int, dict[str, Any]]]:
                 continue
             try:
                 value = json.loads(text)
-            except json.JSONDecodeError as exc:
+            except (ValueError, RecursionError) as exc:  # an integer over 4,300 digits, deep
                 raise ValueError(f"{path}:{n}: not JSON: {exc}") from exc
             if not isinstance(value, dict):
                 raise ValueError(f"{path}:{n}: not a JSON object")

@@ -13,7 +13,8 @@ Python's JSON parser accepts texts whose values no transport of ours can carry f
   the recursion limit.
 
 :func:`loads` parses a text and raises :class:`JsonRefused` naming the path of the first value
-of those kinds, so every entry refuses such input as a request error naming the field, before
+of those kinds (a value a later duplicate key hides from the parsed value included: Python's
+parser meets it too), so every entry refuses such input as a request error naming the field, before
 anything is stored. Where the reference gives a model-visible answer instead, the entry keeps
 it (a verify skips a call whose arguments its parser refuses; a tool call with ``NaN``
 arguments runs, as the reference's does: pass ``constants=True``).
@@ -40,6 +41,12 @@ INT_MAX_DIGITS = sys.get_int_max_str_digits() or 4300
 # An escaped surrogate code unit: the only way a lone surrogate enters through JSON text that
 # is itself valid Unicode.
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+# An escaped surrogate code unit that is not half of an escaped pair (or a false alarm after an
+# escaped backslash): one that could be lone.
+_LONE_ESCAPE = re.compile(
+    r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+    r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]"
+)
 
 
 #: Texts longer than this (characters) are parsed with the cyclic garbage collector paused
@@ -74,7 +81,7 @@ def collector_paused() -> Iterator[None]:
                 gc.enable()
 
 
-def _paused_if_large(text: str | bytes) -> AbstractContextManager[None]:
+def paused_if_large(text: str | bytes) -> AbstractContextManager[None]:
     """:func:`collector_paused` for a text over :data:`LARGE_TEXT_CHARS`, else nothing."""
     return collector_paused() if len(text) > LARGE_TEXT_CHARS else nullcontext()
 
@@ -82,7 +89,7 @@ def _paused_if_large(text: str | bytes) -> AbstractContextManager[None]:
 def parse(text: str | bytes) -> Any:
     """``json.loads(text)``, with the collector paused for a text over
     :data:`LARGE_TEXT_CHARS` (:func:`collector_paused`). Raises what ``json.loads`` raises."""
-    with _paused_if_large(text):
+    with paused_if_large(text):
         return json.loads(text)
 
 
@@ -162,7 +169,7 @@ def loads(
         return value
 
     try:
-        with _paused_if_large(text):
+        with paused_if_large(text):
             value = json.loads(
                 text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant
             )
@@ -170,17 +177,43 @@ def loads(
         raise JsonRefused("", f"nested deeper than {max_depth} levels") from exc
     except ValueError as exc:
         raise JsonRefused("", f"not valid JSON: {exc}") from exc
+    refused = "int" in flagged or (not constants and "constant" in flagged)
     suspicious = (
-        "int" in flagged
-        or (not constants and "constant" in flagged)
+        refused
         or _ESCAPED_SURROGATE.search(text) is not None
         or _may_be_deeper(text, value, max_depth)
     )
     if suspicious:
         problem = find_uncarriable(value, constants=constants, max_depth=max_depth)
+        if problem is None and (refused or _LONE_ESCAPE.search(text) is not None):
+            problem = _shadowed_problem(text, constants, max_depth)
         if problem is not None:
             raise JsonRefused(*problem)
     return value
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """A JSON object as its ``(key, value)`` pairs in text order, a key given twice kept twice."""
+
+
+def _shadowed_problem(text: str, constants: bool, max_depth: int) -> tuple[str, str] | None:
+    """``(path, why)`` of a value we cannot carry that a later duplicate key hid from the parsed
+    value, or None. Python's parser (the MCP SDK's, the reference's) still meets such a value
+    (an integer over :data:`INT_MAX_DIGITS` digits fails the whole parse), so it is refused as
+    if it were kept. Parses ``text`` again, every object as its pairs."""
+
+    def parse_int(digits: str) -> int | str:
+        if len(digits) - digits.startswith("-") > INT_MAX_DIGITS:
+            return _GiantInt(digits)
+        return int(digits)
+
+    with paused_if_large(text):
+        pairs = json.loads(text, object_pairs_hook=_Pairs, parse_int=parse_int)
+    problem = find_uncarriable(pairs, constants=constants, max_depth=max_depth)
+    if problem is None:
+        return None
+    path, why = problem
+    return path, f"{why} (under a key given more than once: every value is checked)"
 
 
 def _may_be_deeper(text: str, value: Any, max_depth: int) -> bool:
@@ -239,9 +272,10 @@ def find_uncarriable(
         elif isinstance(item, (dict, list)):
             if depth >= max_depth:
                 return where, f"nested deeper than {max_depth} levels"
-            if isinstance(item, dict):
-                children = [(v, f"{where}.{k}", depth + 1) for k, v in item.items()]
-                for key in item:
+            if isinstance(item, dict | _Pairs):
+                pairs = item if isinstance(item, _Pairs) else item.items()
+                children = [(v, f"{where}.{k}", depth + 1) for k, v in pairs]
+                for key, _ in pairs:
                     if lone_surrogate(key) is not None:
                         return where, "a key holds a lone surrogate that UTF-8 cannot carry"
             else:

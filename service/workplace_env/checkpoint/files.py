@@ -141,7 +141,7 @@ def read_checkpoint(directory: str | Path) -> tuple[dict[str, Any], list[dict[st
     root = Path(directory)
     try:
         manifest = json.loads((root / MANIFEST).read_bytes())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # unreadable, not JSON, too deep
         raise CheckpointFileError(f"{root / MANIFEST}: cannot read the manifest: {exc}") from exc
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if (
@@ -165,7 +165,7 @@ def read_checkpoint(directory: str | Path) -> tuple[dict[str, Any], list[dict[st
             raise CheckpointFileError(f"{root / name}: SHA-256 differs from the manifest")
         try:
             snapshot = json.loads(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise CheckpointFileError(f"{root / name}: not JSON: {exc}") from exc
         if not isinstance(snapshot, dict):
             raise CheckpointFileError(f"{root / name}: not a JSON object")

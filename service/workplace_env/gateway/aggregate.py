@@ -242,6 +242,15 @@ def _number(value: Any, where: Loc) -> Number | None:
     return None
 
 
+def _fits_float(value: int) -> bool:
+    """Whether ``float(value)`` stands for the integer (else it raises OverflowError)."""
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
 def _is_nan(value: Number) -> bool:
     return isinstance(value, float) and math.isnan(value)
 
@@ -562,7 +571,8 @@ def perf_summary(records: list[dict[str, Any]], total: int) -> dict[str, Any] | 
     record carries it as a number (booleans count, NaN and infinities too, as in the
     reference: a mean or total they make non-finite is written ``null``; quantiles skip NaN).
     Raises :class:`PerfRefused` naming the field the reference fails on: a sum that overflows
-    or adds both infinities, or a ``num_turns`` that is not finite (its spread)."""
+    or adds both infinities, an integer beyond the float range, or a ``num_turns`` that is not
+    finite (its spread)."""
     if total <= 0 or not records:
         return None
 
@@ -575,7 +585,11 @@ def perf_summary(records: list[dict[str, Any]], total: int) -> dict[str, Any] | 
             raise PerfRefused(field, "its values add both infinities") from None
 
     def values(key: str) -> list[Any]:
-        return [r[key] for r in records if isinstance(r.get(key), int | float)]
+        found = [r[key] for r in records if isinstance(r.get(key), int | float)]
+        for i, r in enumerate(records):  # every statistic of them is a float
+            if isinstance(r.get(key), int) and not _fits_float(r[key]):
+                raise PerfRefused(key, "an integer beyond the float range", i)
+        return found
 
     def quantile(vals: list[Any], percent: int) -> float:
         return float(np.nanpercentile(np.asarray(vals, dtype=float), percent))

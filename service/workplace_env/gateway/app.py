@@ -65,6 +65,10 @@ SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed id, a reus
 ``Retry-After``; a tool output over the server's message limit, or over the SDK client's when
 the server's is larger -> 502 ``RESPONSE_TOO_LARGE``;
 the service unavailable -> 503, its deadline -> 504, anything else it refuses -> 502.
+Below the routes (:mod:`workplace_env.gateway.limits`): headers or a body slower than the
+timeouts -> 408 ``REQUEST_TIMEOUT``, a connection beyond the limit -> 503
+``TOO_MANY_CONNECTIONS``. A body over :data:`~workplace_env.gateway.translate.INLINE_BODY_BYTES`
+is parsed, and handed to the service, on a worker thread; aggregations always run on one.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
+from workplace_env import wire
 from workplace_env.gateway import fastjson
 from workplace_env.gateway.backend import Backend, backend_for
 from workplace_env.gateway.cookies import (
@@ -118,6 +123,7 @@ from workplace_env.gateway.translate import (
     cookie_session,
     draining_problem,
     invalid,
+    is_large,
     is_typed_seed,
     json_response,
     object_body,
@@ -150,12 +156,6 @@ _VERIFY_SENT_AS = {
     "task": "",
 }
 
-
-#: A ``/verify`` body longer than this (characters) is parsed, checked and scored on a worker
-#: thread even by the in-process backend, so the event loop keeps answering ``/health`` and the
-#: other sessions meanwhile. Real verify bodies are 17-35 KB: they stay on the loop,
-#: with no thread hop.
-INLINE_VERIFY_CHARS = 256 * 1024
 
 #: A tool call's ``call_id`` arrives as a request header.
 _CALL_SENT_AS = {"call_id": HeaderName(CALL_ID_HEADER)}
@@ -266,10 +266,13 @@ def create_app(
         *args: Any,
         seeding: bool = False,
         sent_as: Mapping[str, str] | None = None,
+        off_loop: bool = False,
         **kw: Any,
     ) -> Any:
+        """``fn`` of the backend: on a worker thread when the backend blocks (gRPC) or
+        ``off_loop`` (a large body the service parses again); its refusals as HTTP."""
         try:
-            if backend.blocking:
+            if backend.blocking or off_loop:
                 return await run_in_threadpool(fn, *args, **kw)
             return fn(*args, **kw)  # in-process: sub-millisecond, no thread hop
         except WorkplaceEnvError as exc:
@@ -321,12 +324,20 @@ def create_app(
     )
     async def aggregate(request: Request) -> Response:
         """NeMo Gym's ``AggregateMetrics`` for the verify responses (CONTRACT H3)."""
-        # NaN/Infinity parse, as in the reference (its model takes the values as they come)
-        body = await object_body(request, constants=True)
-        rows = body.get("verify_responses")
-        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-            raise invalid([(("verify_responses",), "required: an array of objects")])
-        return json_response(aggregate_metrics(rows))
+        # parsed and aggregated on a worker thread: a large body takes seconds
+        return await fastjson.off_loop(aggregated, await body_text(request))
+
+    def aggregated(text: str) -> Response:
+        """``/aggregate_metrics`` past reading its body (blocking): parse, aggregate, answer;
+        the collector paused for a large body (its full collections would walk every row,
+        holding the interpreter from the event loop: :func:`workplace_env.wire.paused_if_large`)."""
+        with wire.paused_if_large(text):
+            # NaN/Infinity parse, as in the reference (its model takes the values as they come)
+            body = parse_object(text, constants=True)
+            rows = body.get("verify_responses")
+            if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+                raise invalid([(("verify_responses",), "required: an array of objects")])
+            return json_response(aggregate_metrics(rows))
 
     @app.post(
         "/seed_session",
@@ -372,7 +383,16 @@ def create_app(
             sent_as = {
                 "task": "task_data" if is_nemo_seed(body) else "task" if "task" in body else ""
             }
-            await call(backend.seed, sid, episode, task_id, row, seeding=True, sent_as=sent_as)
+            await call(
+                backend.seed,
+                sid,
+                episode,
+                task_id,
+                row,
+                seeding=True,
+                sent_as=sent_as,
+                off_loop=is_large(request),
+            )
             request.session[SESSION_ID_KEY] = sid
             token = tokens.mint(sid)
             meta = mcp_metadata(settings.mcp_path, token) if mcp is not None else None
@@ -385,6 +405,7 @@ def create_app(
                 body,
                 seeding=True,
                 sent_as={"task": ""},  # the body is the row
+                off_loop=is_large(request),
             )
         request.session[SESSION_ID_KEY] = sid
         token = tokens.mint(sid)
@@ -432,8 +453,8 @@ def create_app(
         text = await body_text(request)
         sid = cookie_session(request)
         unreadable = sid is None and settings.cookie_name in request.cookies  # V4
-        if backend.blocking or len(text) > INLINE_VERIFY_CHARS:
-            return await run_in_threadpool(score, text, sid, unreadable)
+        if backend.blocking or is_large(request):  # a large body: seconds to parse and check
+            return await fastjson.off_loop(score, text, sid, unreadable)
         return score(text, sid, unreadable)
 
     def score(text: str, sid: str | None, unreadable: bool) -> Response:
@@ -634,7 +655,13 @@ def create_app(
             )
         call_id = call_ids[0] if call_ids else ""
         output = await call(
-            backend.call_tool_raw, sid, tool_name, text, call_id, sent_as=_CALL_SENT_AS
+            backend.call_tool_raw,
+            sid,
+            tool_name,
+            text,
+            call_id,
+            sent_as=_CALL_SENT_AS,
+            off_loop=is_large(request),
         )
         return Response(
             b'{"output":' + output.encode("utf-8") + b"}", media_type="application/json"

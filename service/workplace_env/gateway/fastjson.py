@@ -16,11 +16,14 @@ them. Values the gateway adds itself (rewards 0.0 and 1.0, counts, strings) are 
 
 from __future__ import annotations
 
+import contextvars
 import json
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+from starlette.concurrency import run_in_threadpool
 
 from workplace_env import wire
 
@@ -37,6 +40,21 @@ def loads(text: str, *, constants: bool = False) -> Any:
     """:func:`workplace_env.wire.loads` (JSON we can carry, else :class:`~workplace_env.wire.
     JsonRefused` naming the path), watching the floats and constants as it parses them."""
     return wire.loads(text, constants=constants, on_float=_observe)
+
+
+_T = TypeVar("_T")
+
+
+async def off_loop(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``fn(*args, **kwargs)`` on a worker thread, so the event loop keeps serving meanwhile;
+    what its :func:`loads` calls observed about this request's body comes back with it (the
+    encoder :func:`dumps` picks). Raises what ``fn`` raises."""
+    context = contextvars.copy_context()
+    try:
+        return await run_in_threadpool(context.run, fn, *args, **kwargs)
+    finally:
+        if not context.get(_ORJSON_SAFE, True):
+            _ORJSON_SAFE.set(False)
 
 
 def dumps(content: Any, allow_nan: bool = False) -> bytes:

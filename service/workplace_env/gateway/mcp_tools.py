@@ -16,7 +16,9 @@
   (:data:`TOKEN_REQUIRED`), a session the service does not hold (:data:`SESSION_LOST`, data
   ``{"failure_kind": "session_lost", "reason": ...}``), other service errors
   (:data:`SERVICE_ERROR`); a malformed envelope gets the SDK's own parse/invalid-request
-  errors (-32700, -32600); a request whose ``method`` or ``params`` the MCP types refuse
+  errors (-32700, -32600), a body over the SDK's limit (``max_request_body_size``, 4 MiB)
+  HTTP 413 with -32700 before it is read; a request whose ``method`` or ``params`` the MCP
+  types refuse
   (``arguments: [1]``, ``name: 5``) is -32602 naming each field, checked here before the SDK
   (whose own -32602 names none), its ``data`` the list of ``{loc, msg, type}``.
 
@@ -38,6 +40,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import McpError
 from pydantic import ValidationError
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
@@ -45,13 +48,13 @@ from starlette.types import Message, Receive, Scope, Send
 from workplace_env import wire
 from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.cookies import SessionTokens
+from workplace_env.gateway.translate import INLINE_BODY_BYTES
 from workplace_env_client import (
     EnvironmentClient,
     SessionClosedError,
     SessionLostError,
     WorkplaceEnvError,
 )
-from workplace_env_client.client import MAX_MESSAGE_BYTES
 from workplace_env_client.errors import too_large_sizes
 
 #: JSON-RPC error codes of this server (the implementation-defined range -32000..-32099).
@@ -62,8 +65,6 @@ SERVICE_ERROR = -32000
 PARSE_ERROR = -32700
 #: JSON-RPC's code for a request whose method or params are refused (the SDK's for both).
 INVALID_PARAMS = -32602
-#: The largest body read (the SDK's message limit: a larger one could not reach the service).
-MAX_BODY_BYTES = MAX_MESSAGE_BYTES
 
 #: Header that carries a session token (``Authorization: Bearer`` works too).
 TOKEN_HEADER = "x-workplace-session-token"
@@ -230,6 +231,14 @@ class McpGateway:
         # The envelope is checked here first: the MCP SDK answers some bodies it cannot parse
         # (bytes that are not UTF-8) with HTTP 500, and JSON no wire can carry must not reach
         # a session. Refusals are JSON-RPC parse errors naming the field.
+        # The MCP SDK's own body limit (4 MiB), checked before the body is read or parsed: a
+        # larger one could not reach MCP, and it parses what it takes on the event loop.
+        limit = manager.max_request_body_size
+        too_large = _parse_error(f"the body is over the MCP endpoint's limit of {limit} bytes", 413)
+        length = Headers(scope=scope).get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            await too_large(scope, receive, send)
+            return
         body = bytearray()
         more = True
         while more:
@@ -238,12 +247,13 @@ class McpGateway:
                 return  # the client went away
             body += message.get("body", b"")
             more = message.get("more_body", False)
-            if len(body) > MAX_BODY_BYTES:
-                await _parse_error(
-                    f"the body is over the gateway's limit of {MAX_BODY_BYTES} bytes", 413
-                )(scope, receive, send)
+            if len(body) > limit:
+                await too_large(scope, receive, send)
                 return
-        problem, message = _envelope_problem(bytes(body))
+        if len(body) > INLINE_BODY_BYTES:  # seconds to parse: off the event loop
+            problem, message = await anyio.to_thread.run_sync(_envelope_problem, bytes(body))
+        else:
+            problem, message = _envelope_problem(bytes(body))
         if problem is not None:
             await _parse_error(problem)(scope, receive, send)
             return

@@ -9,6 +9,7 @@ request.
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
@@ -22,6 +23,12 @@ from workplace_env.addresses import BindError, bind_socket, parse_address
 from workplace_env.config import Settings, client_credentials
 from workplace_env.gateway.app import create_app
 from workplace_env.gateway.backend import Backend
+from workplace_env.gateway.limits import (
+    LimitedHttpProtocol,
+    Limits,
+    connection_limit,
+    open_file_limit,
+)
 from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.server.observability import LIFECYCLE, configure_logging, log_event
 from workplace_env.terminal import CommandError
@@ -61,9 +68,26 @@ def mark_draining(app: object) -> None:
         draining.set()
 
 
-def _config(app: object, log_level: str, grace_s: float) -> uvicorn.Config:
+#: The listen backlog at most (uvicorn's default); never more than the connection limit.
+_BACKLOG = 2048
+
+
+def limits_of(settings: GatewaySettings) -> Limits:
+    """The connection limit (:func:`~workplace_env.gateway.limits.connection_limit`, against
+    this process's open-file limit) and the timeouts of ``settings``. Raises RuntimeError
+    naming the setting when the limit cannot be kept."""
+    try:
+        most = connection_limit(settings.max_connections, open_file_limit())
+    except ValueError as exc:
+        raise RuntimeError(str(exc)) from exc
+    return Limits(most, settings.header_timeout_s, settings.body_timeout_s)
+
+
+def _config(app: object, limits: Limits, log_level: str, grace_s: float) -> uvicorn.Config:
     return uvicorn.Config(
         app,  # type: ignore[arg-type]
+        http=functools.partial(LimitedHttpProtocol, limits=limits),  # type: ignore[arg-type]
+        backlog=min(_BACKLOG, limits.max_connections),
         lifespan="on",
         log_level=log_level,
         log_config=None,  # uvicorn's records go to the process's handlers (JSON when serving)
@@ -125,12 +149,15 @@ def start_gateway(
     Pass the service's ``grpc_target`` (``HOST:PORT``; see :func:`local_target`), a connected
     ``client`` (then the caller closes it), or a ``backend`` (the co-hosted server in-process:
     :class:`~workplace_env.gateway.backend.InProcessBackend`). ``rpc_timeout_s`` is the deadline
-    of each RPC of a client created here. Raises RuntimeError when the address cannot be bound
-    or the app does not start within ``startup_timeout_s`` seconds.
+    of each RPC of a client created here. Raises RuntimeError when the address cannot be bound,
+    the connection limit cannot be kept (:func:`limits_of`) or the app does not start within
+    ``startup_timeout_s`` seconds.
     """
     if [grpc_target, client, backend].count(None) != 2:
         raise ValueError("pass exactly one of grpc_target, client or backend")
-    sock = bind_socket(address)
+    settings = settings or GatewaySettings()
+    limits = limits_of(settings)
+    sock = bind_socket(address, min(_BACKLOG, limits.max_connections))
     own = grpc_target is not None
     sdk = client or (
         EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s, retry_refusals=False)
@@ -138,7 +165,7 @@ def start_gateway(
         else None
     )
     app = create_app(backend if backend is not None else sdk, settings)  # type: ignore[arg-type]
-    server = _DrainingServer(_config(app, log_level, grace_s))
+    server = _DrainingServer(_config(app, limits, log_level, grace_s))
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="http-gateway", daemon=True
     )
@@ -175,17 +202,19 @@ def run_gateway(
     Pass the service's ``grpc_target`` (an insecure channel, RPC deadline ``rpc_timeout_s``) or
     a connected ``client`` (e.g. over TLS; the caller closes it). ``on_listening`` is called
     with the URL once the socket is bound (default: print it to stderr). Raises RuntimeError
-    when the address cannot be bound.
+    when the address cannot be bound or the connection limit cannot be kept (:func:`limits_of`).
     """
     if (grpc_target is None) == (client is None):
         raise ValueError("pass exactly one of grpc_target or client")
-    sock = bind_socket(address)
+    settings = settings or GatewaySettings()
+    limits = limits_of(settings)
+    sock = bind_socket(address, min(_BACKLOG, limits.max_connections))
     host, port = sock.getsockname()[:2]
     shown = "127.0.0.1" if host in _WILDCARD_HOSTS else host
     url = f"http://[{shown}]:{port}" if ":" in str(shown) else f"http://{shown}:{port}"
     own = client is None
     sdk = client or EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s, retry_refusals=False)
-    server = _DrainingServer(_config(create_app(sdk, settings), log_level, grace_s))
+    server = _DrainingServer(_config(create_app(sdk, settings), limits, log_level, grace_s))
     (on_listening or (lambda u: print(f"workplace-env gateway on {u}", file=sys.stderr)))(url)
     # uvicorn handles SIGTERM/SIGINT while it serves, then re-raises them to the handlers it
     # found; these no-op ones make the drained gateway return instead of dying by signal.

@@ -39,6 +39,9 @@ class GatewaySettings:
     before any entry is looked at: ``response.output`` longer than the first (its
     entries counted by :func:`workplace_env.responses.output_entries`), or a ``ground_truth``
     list longer than the second, is a 422 naming the field and the bound.
+    ``header_timeout_s`` / ``body_timeout_s`` / ``max_connections``: the server settings'
+    ``http_*`` limits of :mod:`workplace_env.gateway.limits` (``max_connections`` 0: derived
+    from the open-file limit when the gateway starts).
     """
 
     secret_key: str = field(default_factory=_random_secret, repr=False)
@@ -49,6 +52,9 @@ class GatewaySettings:
     mcp_path: str = "/mcp"
     max_verify_output_items: int = Settings.max_verify_output_items
     max_verify_calls: int = Settings.max_verify_calls
+    header_timeout_s: float = Settings.http_header_timeout_s
+    body_timeout_s: float = Settings.http_body_timeout_s
+    max_connections: int = Settings.http_max_connections
 
     def __post_init__(self) -> None:
         if not self.secret_key:
@@ -57,6 +63,10 @@ class GatewaySettings:
             raise ValueError("cookie_max_age_s and token_max_age_s must be positive")
         if self.max_verify_output_items < 0 or self.max_verify_calls < 0:
             raise ValueError("max_verify_output_items and max_verify_calls must be >= 0")
+        if not (self.header_timeout_s > 0 and self.body_timeout_s > 0):
+            raise ValueError("header_timeout_s and body_timeout_s must be positive")
+        if self.max_connections < 0:
+            raise ValueError("max_connections must be >= 0 (0: derived)")
         if self.mcp_path and (not self.mcp_path.startswith("/") or self.mcp_path.endswith("/")):
             raise ValueError("mcp_path must start with '/' and not end with '/' (or be '')")
         route = mcp_path_collision(self.mcp_path)
@@ -67,11 +77,11 @@ class GatewaySettings:
 
     @classmethod
     def with_secret(
-        cls, secret_key: str | None, mcp_path: str = "/mcp", **options: int
+        cls, secret_key: str | None, mcp_path: str = "/mcp", **options: float
     ) -> GatewaySettings:
         """The defaults, signed with ``secret_key`` (the server settings' ``cookie_secret``);
         None or empty: a random secret per process. ``mcp_path``: the server settings' one;
-        ``options``: other fields (the verify bounds)."""
+        ``options``: other fields (the verify bounds, the HTTP limits)."""
         if secret_key:
             return cls(secret_key=secret_key, mcp_path=mcp_path, **options)  # type: ignore[arg-type]
         return cls(mcp_path=mcp_path, **options)  # type: ignore[arg-type]
@@ -79,12 +89,15 @@ class GatewaySettings:
     @classmethod
     def of(cls, settings: Settings) -> GatewaySettings:
         """The gateway's settings from the server settings: the cookie secret (random per
-        process when unset), the MCP path and the verify bounds."""
+        process when unset), the MCP path, the verify bounds and the HTTP limits."""
         return cls.with_secret(
             settings.cookie_secret,
             settings.mcp_path,
             max_verify_output_items=settings.max_verify_output_items,
             max_verify_calls=settings.max_verify_calls,
+            header_timeout_s=settings.http_header_timeout_s,
+            body_timeout_s=settings.http_body_timeout_s,
+            max_connections=settings.http_max_connections,
         )
 
     @classmethod

@@ -15,6 +15,7 @@ from typing import Annotated, Any, cast
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import Field, TypeAdapter, ValidationError
+from starlette.requests import ClientDisconnect
 
 from workplace_env import session_header, wire
 from workplace_env.gateway import fastjson
@@ -50,6 +51,11 @@ _RESERVED_ATTEMPT_SUFFIX_MSG = (
 _TYPED_KEYS = ("resources_session_id", "episode_id", "task_id", "task")
 #: The largest body read: the SDK's message limit (a larger one could not reach the service).
 MAX_BODY_BYTES = MAX_MESSAGE_BYTES
+#: A body longer than this (bytes, or characters once decoded) is parsed, and handed to the
+#: service, on a worker thread, so the event loop keeps answering ``/health`` and the other
+#: sessions meanwhile (:func:`is_large`). Real bodies (rows, tool arguments, verify bodies of
+#: 17-35 KB) stay on the loop, with no thread hop.
+INLINE_BODY_BYTES = 256 * 1024
 #: RESOURCE_EXHAUSTED reasons of the server that a later retry can get past (S7, X3).
 _RETRYABLE_CAPACITY = ("CAPACITY_EXHAUSTED", "TOO_MANY_RPCS")
 
@@ -276,7 +282,8 @@ async def read_body(request: Request) -> bytes:
 
     Raises 413 REQUEST_TOO_LARGE (:func:`too_large_problem`) for a body over
     :data:`MAX_BODY_BYTES` (no gRPC message could carry it): before reading when its
-    Content-Length says so, else as soon as the bytes read (a chunked body) pass the limit.
+    Content-Length says so, else as soon as the bytes read (a chunked body) pass the limit;
+    408 (which nobody reads) when the client went away before the body was all there.
     """
     cached = getattr(request.state, "body_bytes", None)
     if cached is not None:
@@ -286,11 +293,14 @@ async def read_body(request: Request) -> bytes:
         raise too_large_problem()
     parts: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise too_large_problem()
-        parts.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise too_large_problem()
+            parts.append(chunk)
+    except ClientDisconnect:  # gone, or timed out (gateway.limits): nobody reads an answer
+        raise HttpProblem(Response(status_code=408)) from None
     raw = request.state.body_bytes = b"".join(parts)
     return raw
 
@@ -319,10 +329,19 @@ async def body_text(request: Request) -> str:
 
 async def object_body(request: Request, *, constants: bool = False) -> dict[str, Any]:
     """The body as a JSON object we can carry (:mod:`workplace_env.wire`: no lone surrogates,
-    giant integers, NaN/Infinity unless ``constants``, or deep nesting). Raises what
-    :func:`body_text` raises, and 422 naming the offending field when it is not such JSON, or
-    not an object (:func:`parse_object`)."""
-    return parse_object(await body_text(request), constants=constants)
+    giant integers, NaN/Infinity unless ``constants``, or deep nesting), parsed on a worker
+    thread when it :func:`is_large`. Raises what :func:`body_text` raises, and 422 naming the
+    offending field when it is not such JSON, or not an object (:func:`parse_object`)."""
+    text = await body_text(request)
+    if is_large(request):
+        return await fastjson.off_loop(parse_object, text, constants=constants)
+    return parse_object(text, constants=constants)
+
+
+def is_large(request: Request) -> bool:
+    """Whether the request's body (read by :func:`read_body`) is over
+    :data:`INLINE_BODY_BYTES`: its parsing and service call belong on a worker thread."""
+    return len(getattr(request.state, "body_bytes", b"")) > INLINE_BODY_BYTES
 
 
 def parse_object(text: str, *, constants: bool = False) -> dict[str, Any]:

@@ -153,9 +153,13 @@ def data_dir_of(value: str, log: Log) -> Path:
     source is fetched into :func:`default_data_dir` first, unless that already verifies (every
     verified sandbox is the same bytes). Raises :class:`CommandError` as :func:`fetch_data`."""
     path = Path(value).expanduser()
-    if path.is_dir() and _nemo_package_in(path) is None:
+    try:  # a name too long, a directory without access, ...: stat itself fails
+        is_dir, exists = path.is_dir(), path.exists()
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"cannot read {value!r}:", exc) from exc
+    if is_dir and _nemo_package_in(path) is None:
         return path
-    if not (path.exists() or value == NEMO_GYM or value.startswith(_URL_SCHEMES)):
+    if not (exists or value == NEMO_GYM or value.startswith(_URL_SCHEMES)):
         raise _no_source(value)
     dest = default_data_dir()
     try:
