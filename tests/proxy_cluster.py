@@ -1,4 +1,4 @@
-"""Replicas behind HAProxy on loopback, for tests/test_proxy.py and bench/proxy_bench.py (issue 16).
+"""Replicas behind HAProxy on loopback, for tests/test_proxy.py and bench/proxy_bench.py.
 
 :class:`Cluster` starts N ``workplace-env serve --address 127.0.0.1:0 --http-address 127.0.0.1:0``
 processes (a shared cookie secret and admin token, Prometheus metrics), waits for each one's

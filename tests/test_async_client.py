@@ -1,4 +1,4 @@
-"""The asyncio SDK: the same surface and the same answers as the sync client (issue 8)."""
+"""The asyncio SDK: the same surface and the same answers as the sync client."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Checkpoint and restore over gRPC (CONTRACT K1-K6, issue 7), one test per case, plus the
+"""Checkpoint and restore over gRPC (CONTRACT K1-K6), one test per case, plus the
 on-disk commands and a crash test: SIGKILL mid-episode, restore, finish, same results."""
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def test_K2_one_invalid_snapshot_installs_nothing_and_names_it(servers):
         ("calendar._calendar_events", "event_id", 12345678),
         ("company_directory._emails", "email_address", True),
         ("analytics._analytics_data", "visitor_id", 1.5),
-        # text UTF-8 cannot carry (issue 26): the session's calls then failed, and its export
+        # Text UTF-8 cannot carry: the session's calls then failed, and its export
         ("email._emails", "subject", "\ud800"),
         ("email._emails", "email_id", "id-\udfff"),
         ("calendar._calendar_events", "event_name", ["ok", {"k": "\ud83d"}]),
@@ -158,7 +158,7 @@ def test_K2_a_cell_its_column_never_holds_is_refused_naming_session_table_row_co
 
 
 def test_K1_a_session_protobuf_cannot_hold_is_a_failure_of_its_own(servers):
-    """Issue 26: a session holding a lone surrogate made the whole ExportSessions fail with
+    """A session holding a lone surrogate made the whole ExportSessions fail with
     UNKNOWN. Tools and restores refuse such text, so only a fault can put it there; the
     export then names that session in ``failures`` and exports the others."""
     a = servers()
@@ -174,7 +174,7 @@ def test_K1_a_session_protobuf_cannot_hold_is_a_failure_of_its_own(servers):
 
 
 def test_K1_an_export_its_client_gave_up_on_stops_being_built(servers):
-    """Issue 26: an export whose client's deadline passed went on snapshotting every session.
+    """An export whose client's deadline passed went on snapshotting every session.
     Now the server stops before the next session once the RPC has ended (the hook sees one
     session of three)."""
     a = servers()
@@ -266,7 +266,7 @@ def test_K3_restore_over_live_ids_is_refused(servers):
 
 
 def test_K3_a_retried_restore_of_the_same_snapshots_counts_them_restored(servers):
-    """Tester finding 2: a restore whose answer was lost (its deadline passed) had installed
+    """A restore whose answer was lost (its deadline passed) had installed
     everything, and the retry was refused SESSION_LIVE. A snapshot identical to one restored
     here and not claimed yet counts as restored again; a different snapshot of that id, or one
     already claimed, stays refused, and nothing of the batch is installed."""
@@ -701,7 +701,7 @@ class _AnswerDroppingProxy:
 
 
 def test_a_restore_without_an_answer_says_the_outcome_is_unknown_and_a_retry_works(tmp_path):
-    """Tester finding 2: ``checkpoint restore`` printed "restore refused, nothing installed"
+    """``checkpoint restore`` printed "restore refused, nothing installed"
     on DEADLINE_EXCEEDED although the server installed everything, inviting a restore
     elsewhere (sessions live twice). The server installs the restore but its answer is lost
     (a proxy drops it) until the 2 s deadline passes; the message says the outcome is unknown

@@ -225,7 +225,7 @@ def test_split_snapshot_spreads_call_records_over_chunks_and_join_restores_them(
 
 
 def test_split_snapshot_splits_a_record_larger_than_a_chunk_and_join_restores_it():
-    """Tester finding F5: one call record larger than a chunk travelled whole, so an output
+    """One call record larger than a chunk travelled whole, so an output
     over the message limit made every export fail. Its output now travels in pieces."""
     snapshot = admin_pb.SessionSnapshot(resources_session_id="big", state_json="{}")
     small = snapshot.call_records.add(call_id="a", call_digest=bytes(16), output='"a"')
@@ -325,7 +325,7 @@ def _search(server: Server, sid: str, call_id: str) -> pb.CallToolResponse:
 def test_F5_an_output_over_the_limit_is_refused_typed_and_every_session_still_exports(
     make_server,
 ):
-    """Tester finding F5: an output over the message limit failed with grpcio's bare
+    """An output over the message limit failed with grpcio's bare
     RESOURCE_EXHAUSTED, yet its call_id record kept the output, and from then on the export
     of every session failed. Now the refusal is typed (RESPONSE_TOO_LARGE, the limit and the
     size), a retry with the call_id gets it again without running twice, every session

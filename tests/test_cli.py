@@ -1,4 +1,4 @@
-"""Every ``workplace-env`` command and setting, typed as a user types it (issue 17).
+"""Every ``workplace-env`` command and setting, typed as a user types it.
 
 Each test asserts what a user notices: the output, the exit status, the files written, a server
 that answers. ``serve`` and ``gateway`` run as real processes of the console script (they block
@@ -939,7 +939,7 @@ def test_demo_names_a_data_directory_sandbox(workbench_tables):
     assert sandbox in result.stderr.replace("\n", "")
 
 
-# -- files that are not UTF-8 text (tester finding L5) ---------------------------------------------
+# -- files that are not UTF-8 text ---------------------------------------------
 
 NOT_UTF8 = b"\xff\xfe"
 
@@ -1032,7 +1032,7 @@ def test_a_line_without_an_identity_refuses_the_whole_file_before_playing(
      ["checkpoint", "save"], ["checkpoint", "restore"], ["data", "fetch"], ["data", "verify"]],
 )  # fmt: skip
 def test_every_flag_s_full_name_shows_in_help_at_80_columns(command):
-    """Tester finding L16: at 80 columns rich's options table cut
+    """At 80 columns rich's options table cut
     ``--session-close-retry-window-seconds`` to ``--session-close-retry…``."""
     group = typer.main.get_command(app)
     click_command = group
@@ -1061,7 +1061,7 @@ def test_every_setting_is_a_flag():
 
 @pytest.mark.parametrize("command", [["serve"], ["gateway"]])
 def test_a_stopped_server_exempts_its_heap_from_the_last_collections(monkeypatch, command):
-    """Tester finding L18: the process took ~3.5 s more to exit after ``drain: stopped``,
+    """The process took ~3.5 s more to exit after ``drain: stopped``,
     in the interpreter's last garbage collections over the whole heap (no Python frame). Once
     the server has drained, ``serve`` and ``gateway`` freeze the heap (``gc.freeze``) so the
     exit is prompt; nothing is frozen when the command fails."""

@@ -1,4 +1,4 @@
-"""Configuration precedence and transport security (issue 8): flags > env > file > defaults;
+"""Configuration precedence and transport security: flags > env > file > defaults;
 TLS and mTLS with real certificates generated here."""
 
 from __future__ import annotations
@@ -300,7 +300,7 @@ def test_a_tls_client_of_a_plaintext_server_is_told_about_tls_ca(sandbox, pki, t
 
 @pytest.mark.parametrize(("mtls", "given"), [(False, "flags"), (True, "flags"), (True, "env")])
 def test_checkpoint_and_run_reach_a_tls_server(sandbox, pki, tmp_path, mtls, given):
-    """Tester finding M7: ``checkpoint save/restore`` and ``run --target`` had no TLS option
+    """``checkpoint save/restore`` and ``run --target`` had no TLS option
     and ignored WORKPLACE_ENV_TLS_CA (``export failed: UNAVAILABLE ... Socket closed``). They
     take the gateway's ``--tls-ca`` / ``--tls-client-cert`` / ``--tls-client-key`` (or its
     variables): save from one TLS server, restore into another, play an episode on it."""
@@ -439,7 +439,7 @@ FLOAT_SETTINGS = [
 @pytest.mark.parametrize("name", FLOAT_SETTINGS)
 @pytest.mark.parametrize("text", ["nan", "inf", "-inf", "NaN"])
 def test_a_float_setting_that_is_not_finite_is_refused_from_every_source(tmp_path, name, text):
-    """Tester finding 9: ``--idle-ttl-s nan`` passed every range check (NaN compares false) and a
+    """``--idle-ttl-s nan`` passed every range check (NaN compares false) and a
     server started with it; inf is a TTL or drain that never elapses. Flags, env and file."""
     path = tmp_path / "f.toml"
     path.write_text(f"{name} = {text.lower()}\n")  # TOML spells them nan, inf, -inf
@@ -467,7 +467,7 @@ def test_the_float_settings_are_the_durations_and_sizes():
     ],
 )
 def test_a_setting_both_at_the_top_level_and_under_server_is_refused(tmp_path, text, needle):
-    """Tester finding 9: the file's ``[server] workers = 7`` silently won over ``workers = 2``
+    """The file's ``[server] workers = 7`` silently won over ``workers = 2``
     (and a top-level setting beside a ``[server]`` table was ignored)."""
     for suffix, body in ((".toml", text), (".yaml", _as_yaml(text))):
         path = tmp_path / f"both{suffix}"
@@ -588,7 +588,7 @@ def test_an_unknown_workplace_env_variable_is_warned_about_with_the_closest_sett
     ]
 
 
-# -- TLS files checked before binding (tester finding L6) -----------------------------------------
+# -- TLS files checked before binding -----------------------------------------
 
 
 def _tls_cases(d):
@@ -649,7 +649,7 @@ def test_serve_with_a_mismatched_tls_key_says_so_and_exits_2(pki):
     assert "Failed to bind" not in text
 
 
-# -- the admin token (tester finding L8) -----------------------------------------------------------
+# -- the admin token -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -694,7 +694,7 @@ def test_a_short_admin_token_is_warned_about_and_a_long_one_is_not():
     assert setting_warnings(load_settings({}, None, {})[0]) == []  # off: nothing to warn about
 
 
-# -- config loading gaps (tester finding L15) ------------------------------------------------------
+# -- config loading gaps ------------------------------------------------------
 
 
 @pytest.mark.parametrize(

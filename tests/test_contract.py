@@ -576,7 +576,7 @@ def test_X1_idle_session_is_evicted_and_answers_expired(make_env):
 
 
 def test_X1_a_late_seed_of_an_evicted_id_answers_expired_not_fresh_tables(make_env):
-    """Tester finding 8: a retried or late seed after eviction used to rebuild fresh tables,
+    """A retried or late seed after eviction used to rebuild fresh tables,
     silently dropping the episode's tool calls. While the eviction record lasts the same
     binding is NOT_FOUND SESSION_EXPIRED; past ``fence_ttl_s`` the id is free again."""
     env = make_env(idle_ttl_s=60)
@@ -952,7 +952,7 @@ CONTRACT = Path(__file__).resolve().parents[1] / "docs" / "contract.md"
 
 
 def test_every_contract_case_has_a_test_named_after_it():
-    from tests import test_contract_ops  # X2 on both transports, X3 and A1 (issue 13)
+    from tests import test_contract_ops  # X2 on both transports, X3 and A1
 
     names = [name for name in (*globals(), *vars(test_contract_ops)) if name.startswith("test_")]
     missing = [case for case in CASES if not any(n.startswith(f"test_{case}_") for n in names)]
@@ -970,7 +970,7 @@ def test_every_contract_case_has_a_test_named_after_it():
         ("true", ["ground_truth_json"]),
         ("1.5", ["ground_truth_json"]),
         ("null", ["ground_truth_json"]),
-        # the tester's finding 2: an object scored 1.0; items are typed as the reference types
+        # An object scored 1.0; items are typed as the reference types
         # them over HTTP (an array of objects whose values are strings)
         ('{"a": 1}', ["ground_truth_json"]),
         ("{}", ["ground_truth_json"]),
@@ -1185,7 +1185,7 @@ def test_X1_the_servers_own_sweep_evicts_idle_sessions(sandbox):
         running.stop(grace_s=0)
 
 
-# -- X4 over HTTP, and a repeated header on both transports (the tester's finding 1) ---------
+# -- X4 over HTTP, and a repeated header on both transports ---------
 
 X4_HEADER = "x-resources-session-id"
 

@@ -1,4 +1,4 @@
-"""CONTRACT X2 (drain, both transports), X3 (admission) and A1 (admin security), and issue 13's
+"""CONTRACT X2 (drain, both transports), X3 (admission) and A1 (admin security), and the
 failures 4-6 (SIGTERM with --http-address; slow streams starving health; an open admin).
 
 Named in ``tests/test_contract.py``'s scheme (``test_<case>_...``); its coverage test reads
@@ -144,7 +144,7 @@ def test_X2_both_transports_drain_from_the_first_instant_and_finish_in_flight_ca
 
 @pytest.mark.parametrize("http_workers", [0, 4])
 def test_X2_sigterm_under_load_ends_every_rpc_ok_or_explained_and_loses_no_episode(http_workers):
-    """Tester finding 3: SIGTERM under a load of episodes on both transports. Seeds and closes
+    """SIGTERM under a load of episodes on both transports. Seeds and closes
     came back CANCELLED (no ErrorInfo) and calls of admitted sessions UNAVAILABLE, because the
     listeners closed as soon as the RPCs then running had finished. Now every RPC ends OK or
     UNAVAILABLE ``DRAINING`` with ErrorInfo (HTTP: 503 ``DRAINING``), only a seed may be
@@ -271,7 +271,7 @@ def test_X2_sigterm_under_load_ends_every_rpc_ok_or_explained_and_loses_no_episo
 
 
 def test_X2_sigterm_with_the_http_gateway_admits_no_seed_on_either_transport():
-    """Issue 13 failure 4: gRPC stayed SERVING and took 121 seeds after SIGTERM. The client
+    """GRPC stayed SERVING and took 121 seeds after SIGTERM. The client
     keeps sending with the SDK's default retries, as a user's does: a seed racing the
     listener's close (gRPC answers it CANCELLED, unrun) is retried and ends UNAVAILABLE."""
     serve = ServeProcess(*SERVE_FLAGS).ready()
@@ -361,7 +361,7 @@ def test_X3_rpcs_beyond_the_limit_get_resource_exhausted_and_health_always_answe
 
 
 def test_X3_every_ending_of_an_environment_rpc_gives_its_slot_back(sandbox):
-    """Issue 15: environment RPCs are admitted on arrival and their slot is given back by the
+    """Environment RPCs are admitted on arrival and their slot is given back by the
     thread that runs them. Refusals, malformed requests, header mismatches, domain errors and
     a call that gave up while it waited for a thread must each give back exactly one slot."""
     store = SessionStore(sandbox)
@@ -559,7 +559,7 @@ def _held_restore(
 
 
 def test_X3_slow_admin_streams_never_starve_health_or_the_environment(sandbox):
-    """Issue 13 failure 5: 4 slow RestoreSessions streams pinned the 4 workers; the health
+    """4 slow RestoreSessions streams pinned the 4 workers; the health
     Check missed a 3 s deadline and every other RPC queued."""
     store = SessionStore(sandbox)
     # Admin streams never take the threads health and the environment need (whatever the
@@ -756,7 +756,7 @@ def _first_status(stream: Any) -> grpc.StatusCode:
 def test_X3_idle_health_and_reflection_streams_beyond_the_limit_never_starve_check_or_admin(
     make_server,
 ):
-    """Issue 26: 261 idle Health/Watch streams held every thread of the server's pool, so
+    """261 idle Health/Watch streams held every thread of the server's pool, so
     health Check and every admin RPC hung. Now at most max_health_streams (64) are open; the
     others are refused at once, and Check, admin and environment RPCs answer promptly."""
     served = make_server(settings=Settings(admin_token="tok"), admin_token="tok")
@@ -789,7 +789,7 @@ def test_X3_idle_health_and_reflection_streams_beyond_the_limit_never_starve_che
 
 
 def test_X3_health_names_are_bounded_and_unknown_names_leave_nothing_behind(make_server):
-    """Issue 26: each Watch of a new name stayed in the health servicer for good (100 watches
+    """Each Watch of a new name stayed in the health servicer for good (100 watches
     of 4 MiB names kept ~430 MB). A name over 1,024 bytes is refused naming ``service``; a
     watched unknown name is answered SERVICE_UNKNOWN and kept nowhere."""
     served = make_server()
@@ -834,7 +834,7 @@ def _export(target: str, token: str | None) -> None:
 
 
 def test_A1_admin_is_off_without_a_token_and_every_refusal_carries_error_info(make_server):
-    """Issue 13 failure 6: admin RPCs were open by default; UNAUTHENTICATED had no ErrorInfo."""
+    """Admin RPCs were open by default; UNAUTHENTICATED had no ErrorInfo."""
     servers = {
         "default": make_server().running,
         "token": make_server(settings=Settings(admin_token="s3cret")).running,
@@ -887,7 +887,7 @@ def test_serve_help_names_every_bound_default():
 
 
 def test_serve_help_says_what_the_default_drain_delay_means():
-    """Issue 19: with the default 0 no client sees /ready 503; the help says so and says when
+    """With the default 0 no client sees /ready 503; the help says so and says when
     to set it (behind a balancer)."""
     out = subprocess.run(
         [sys.executable, "-m", "workplace_env.cli", "serve", "--help"],
@@ -932,7 +932,7 @@ def test_X2_a_drain_delay_keeps_ready_503_visible_until_the_listeners_close():
 
 
 def test_serve_warns_when_checkpoints_meet_a_per_process_cookie_secret():
-    """Issue 13 failure 8: restored cookie sessions are orphaned without a fixed secret."""
+    """Restored cookie sessions are orphaned without a fixed secret."""
     serve = ServeProcess(*SERVE_FLAGS, "--admin-token", "t").ready()
     try:
         assert "--cookie-secret" in serve.wait_line("cookie secret")

@@ -1,4 +1,4 @@
-"""Differential test against the reference server (issue 14): generated call sequences, both sides.
+"""Differential test against the reference server: generated call sequences, both sides.
 
 Sequences from :mod:`tests.differential` (every tool, every parameter, type confusions, state
 edges) run on NeMo Gym 0.7.0's own ``workplace_assistant`` server, driven only through its HTTP
@@ -66,7 +66,7 @@ def test_the_generator_draws_each_parity_class():
 def test_verify_bodies_are_refused_where_and_as_the_reference_refuses_them(
     reference_url, make_server
 ):
-    """The tester's finding 2, black box on both sides: each verify body below (complete, as
+    """Black box on both sides: each verify body below (complete, as
     NeMo's types require, but for the part under test) gets the same status from our gateway
     as from the reference, and the same 422 ``loc``s."""
     import httpx

@@ -1,4 +1,4 @@
-"""The two distributions (issue 17): the client SDK alone in a fresh venv runs an episode.
+"""The two distributions: the client SDK alone in a fresh venv runs an episode.
 
 Both wheels are built from a copy of the checkout as a clean clone plus ``./build.sh`` has it
 (the files git tracks or would track, and the stubs build.sh generated into ``gen/``). The SDK

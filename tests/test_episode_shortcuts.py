@@ -1,4 +1,4 @@
-"""The per-episode shortcuts of issue 15 answer exactly as the work they skip.
+"""The per-episode shortcuts answer exactly as the work they skip.
 
 Each shortcut (a remembered task, a remembered verify result, a remembered canonical form, a
 one-parse route for tool arguments, encoders and decoders built once, the call digest built by
@@ -24,7 +24,7 @@ from workplace_env.sessions.types import CallRecord, task_digest
 from workplace_env.verify import Verifier, _canonical_arguments
 from workplace_env_client.errors import InvalidRequestError
 
-# Texts reaching each refusal and acceptance of the flagging parse (issue 13's rule).
+# Texts reaching each refusal and acceptance of the flagging parse (the rule).
 TEXTS = [
     '{"a": 1, "a": 2}',
     '{"n": 123456789012345678901234567890, "m": -9223372036854775809}',

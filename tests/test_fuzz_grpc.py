@@ -1,4 +1,4 @@
-"""Fuzz every RPC of the gRPC server (issue 13): hostile messages never crash it or touch another
+"""Fuzz every RPC of the gRPC server: hostile messages never crash it or touch another
 session.
 
 Each example sends one request as raw bytes: a message built from hostile values (JSON texts

@@ -1,4 +1,4 @@
-"""Fuzz every HTTP route of the gateway, MCP included (issue 13): no 5xx, no harm to another
+"""Fuzz every HTTP route of the gateway, MCP included: no 5xx, no harm to another
 session.
 
 Each example sends one request: a route (the legacy routes, tool routes, unknown paths, MCP),

@@ -597,14 +597,14 @@ def test_an_over_long_call_id_header_is_refused_and_nothing_runs(http):
     seed(http)
     refused = http.post("/email_send_email", json=SEND, headers={CALL_ID_HEADER: "c" * 257})
     assert refused.status_code == 422 and refused.json()["failure_kind"] == "invalid_request"
-    # the tester's finding: it was named ["body", "call_id"], a field the body does not have
+    # It was once named ["body", "call_id"], a field the body does not have
     assert [d["loc"] for d in refused.json()["detail"]] == [["header", CALL_ID_HEADER]]
     assert refused.json()["reason"] == "INVALID_REQUEST"
     assert sent_count(http) == 0
 
 
 def test_a_call_id_header_sent_twice_with_different_values_is_refused_and_nothing_runs(http):
-    """Tester finding L15: two different ``x-workplace-call-id`` headers were accepted (the
+    """Two different ``x-workplace-call-id`` headers were accepted (the
     first keyed the call). Refused as the over-long one is, naming the header; the same value
     twice is one call id."""
     seed(http)
@@ -915,7 +915,7 @@ def test_session_token_route(http):
 
 
 def test_a_token_needs_the_sessions_cookie_not_its_id(http, gateway):
-    """Issue 13 failure 8: knowing a cookie session's id minted a token for it."""
+    """Knowing a cookie session's id minted a token for it."""
     sid = seed(http)
     with httpx.Client(base_url=gateway.url) as stranger:  # no cookie jar in common
         refused = stranger.post("/session_token", json={"resources_session_id": sid})
@@ -1095,7 +1095,7 @@ def _search_answers_over_the_limit(client: httpx.Client) -> list[dict[str, Any]]
 
 @pytest.mark.parametrize("backend", GATEWAY_BACKENDS)
 def test_an_output_over_the_message_limit_is_502_response_too_large_not_413(backend, make_server):
-    """Tester finding F5: a small tool call whose output was over the server's message limit
+    """A small tool call whose output was over the server's message limit
     was 413 REQUEST_TOO_LARGE on the separate gateway and 200 on the co-hosted one. Both now
     answer 502 RESPONSE_TOO_LARGE, the same again for a retry with the call's id."""
     limit = 64 * 1024
@@ -1114,7 +1114,7 @@ def test_an_output_over_the_message_limit_is_502_response_too_large_not_413(back
 def test_a_body_over_the_limit_is_413_request_too_large_however_it_is_sent(
     backend, make_server, monkeypatch
 ):
-    """The tester's finding: a chunked body over the limit got reason RESOURCE_EXHAUSTED (it was
+    """A chunked body over the limit got reason RESOURCE_EXHAUSTED (it was
     read whole, then refused by the service's message limit), one with a Content-Length
     REQUEST_TOO_LARGE. Both are 413 REQUEST_TOO_LARGE now, the chunked one refused as soon as
     the bytes read pass the limit. The limit is scaled down (the mechanism of the 64 MiB one).
@@ -1189,7 +1189,7 @@ def test_over_a_server_with_a_larger_limit_a_body_is_413_and_an_answer_502_namin
     "path", ["/verify", "/seed_session", "/health", "/docs", "/email_search_emails"]
 )
 def test_an_mcp_path_colliding_with_a_gateway_route_is_refused_naming_it(path):
-    """Tester finding L7: ``--mcp-path /verify`` (or a tool's route) was accepted, and one of
+    """``--mcp-path /verify`` (or a tool's route) was accepted, and one of
     the two endpoints then never answered."""
     with pytest.raises(ValueError, match=f"collides with the gateway's route {re.escape(path)}"):
         GatewaySettings(mcp_path=path)

@@ -1,4 +1,4 @@
-"""The gateway's fast paths answer exactly as the slow ones (issue 15): the in-process backend
+"""The gateway's fast paths answer exactly as the slow ones: the in-process backend
 as the SDK over gRPC (values and typed errors), orjson as the standard library (bytes), the
 cookie cache as a full signature check (expiry included), a direct route as FastAPI's handler
 (status, body, headers)."""
@@ -155,7 +155,7 @@ def _answer(fn, text):
 @pytest.mark.parametrize("constants", [False, True])
 @pytest.mark.parametrize("text", TEXTS)
 def test_loads_is_the_wire_rule_over_json_loads(text, constants):
-    """Same refusals as wire.loads (issue 13), and json.loads' value for what it accepts."""
+    """Same refusals as wire.loads, and json.loads' value for what it accepts."""
     ctx = contextvars.copy_context()
     mine = ctx.run(_answer, functools.partial(fastjson.loads, constants=constants), text)
     assert mine == _answer(functools.partial(wire.loads, constants=constants), text)

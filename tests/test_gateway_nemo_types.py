@@ -1,4 +1,4 @@
-"""The HTTP gateway refuses what NeMo Gym's own server refuses (issue 19): a body whose
+"""The HTTP gateway refuses what NeMo Gym's own server refuses: a body whose
 Content-Type is not JSON, and a ``/verify`` whose Responses-API output items are mistyped.
 
 Observed black box on NeMo Gym 0.7.0's own ``workplace_assistant`` server (its HTTP routes,
@@ -249,7 +249,7 @@ def test_every_mistyped_item_is_named_and_the_accepted_forms_score(http):
     assert http.post("/verify", json=verify_body(right)).json()["reward"] == 1.0
 
 
-# -- message, reasoning and call-output items (the tester's finding 2) --------------------------
+# -- message, reasoning and call-output items --------------------------
 # Observed black box on the same server: a ``message`` item is read as one of NeMo's three message
 # models (chosen by its role, content and status) and its content parts are typed, so a
 # ``function_call`` put inside a message's content is 422, not a message to skip; so are a

@@ -1,6 +1,6 @@
 """Typed HTTP bodies are refused as NeMo Gym's models refuse them, naming the field as sent.
 
-The tester's findings 5 and 7: a ``/close_session`` with a key outside
+a ``/close_session`` with a key outside
 ``ResourcesCloseSessionRequest`` closed the session and answered the legacy shape
 (docs/http-gateway.md: extra keys are 422); a ``/verify`` whose ``ground_truth`` the service
 refuses named the service's
@@ -74,7 +74,7 @@ LIST, STR = "list[dict[str,str]]", "str"  # the reference's two ground-truth bra
         (None, [[]]),
         (3, [[]]),
         (True, [[]]),
-        # the tester's finding 2: an object, and an item whose arguments is an object, scored
+        # An object, and an item whose arguments is an object, scored
         ({"a": 1}, [[]]),
         ({}, [[]]),
         (["x"], [[0]]),
@@ -144,7 +144,7 @@ def test_typed_seed_of_the_same_identity_with_other_task_data_is_409(http, chang
 
 
 def test_typed_seed_without_task_data_is_422_and_binds_nothing(http):
-    """The tester's finding 3: a typed seed with no row at all (NeMo's ``task_data`` is
+    """A typed seed with no row at all (NeMo's ``task_data`` is
     required) answered 200 and bound an empty task."""
     sid = f"tb-{uuid.uuid4().hex}"
     identity = {
@@ -161,7 +161,7 @@ def test_typed_seed_without_task_data_is_422_and_binds_nothing(http):
 
 @pytest.mark.parametrize("live", [False, True])
 def test_close_naming_an_id_without_episode_id_is_422_and_closes_nothing(http, live):
-    """The tester's finding 3: ``{"resources_session_id": X}`` (NeMo's typed close without its
+    """``{"resources_session_id": X}`` (NeMo's typed close without its
     required ``episode_id``) was taken as a legacy close: X fenced, or 409 when live. NeMo
     Gym's server answers 422 ``["body", "episode_id"]`` (observed black box)."""
     sid = seed(http) if live else f"tb-{uuid.uuid4().hex}"

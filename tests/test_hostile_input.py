@@ -1,4 +1,4 @@
-"""Issue 13's failures 1-3 and 7, and the rule for JSON no wire can carry, one test each.
+"""The failures 1-3 and 7, and the rule for JSON no wire can carry, one test each.
 
 Every entry answers input Python parses but UTF-8, protobuf or a strict JSON encoder cannot
 carry (lone surrogates, integers over 4,300 digits, NaN, deep nesting, undecodable messages)

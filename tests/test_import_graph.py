@@ -1,4 +1,4 @@
-"""The project's import graph (issue 17): no import cycles, and an SDK that needs no server code.
+"""The project's import graph: no import cycles, and an SDK that needs no server code.
 
 The graph is grimp's static one over the installed packages: every ``import`` counts, those inside
 functions and ``TYPE_CHECKING`` blocks included, since a cycle hidden there is still two modules
@@ -125,7 +125,7 @@ def test_the_sdk_needs_only_its_declared_dependencies():
     assert unexpected - {"workplace_env_client", "workplace"} == set()
 
 
-# -- the session store's parts, and the test support (issue 17) ----------------------------------
+# -- the session store's parts, and the test support ----------------------------------
 
 #: Test support shipped in the server distribution; the server's own code must not import it.
 TEST_SUPPORT = "workplace_env.testing"

@@ -6,7 +6,7 @@ the seed's ``resources_tools``; NeMo Gym 0.7.0's ``normalize_tool_name`` gives t
 As the reference with MCP exposure on (black box: 1.0 for that prefix, 0.0 for another server's
 or a doubled one, ground truth as sent, echo unchanged), an HTTP gateway that serves MCP scores
 the prediction's names without that one prefix on every ``/verify`` path (legacy, typed, the
-stateless replay); the echoed ``response`` keeps the emitted names (the tester's finding 1).
+stateless replay); the echoed ``response`` keeps the emitted names.
 gRPC Verify and the runner score names as sent, as the reference without MCP exposure (the
 verify goldens' case ``unknown_namespaced_tool``), and so does a gateway with MCP off.
 """

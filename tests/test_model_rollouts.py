@@ -1,4 +1,4 @@
-"""The model loop (issue 18) with the real ``openai`` client against a stand-in model server.
+"""The model loop with the real ``openai`` client against a stand-in model server.
 
 The stand-in (tests/model_standin.py) plays back scripts on loopback: ground-truth calls, wrong
 calls, malformed arguments, cut-off calls, 429s and 500s, over the Responses API and Chat
@@ -781,7 +781,7 @@ def test_nemo_gym_reverification_accepts_the_rollouts(server, tmp_path):
     try:
         with urllib.request.urlopen(f"{gateway.url}/reverify_mode", timeout=10) as answer:
             if json.loads(answer.read()) != "stateless":
-                pytest.skip("the gateway does not offer stateless re-verification (issue 12)")
+                pytest.skip("the gateway does not offer stateless re-verification")
         tasks = [_crm_multi(server), _crm_single(server), _no_change(server)]
         tasks_file = tmp_path / "tasks.jsonl"
         tasks_file.write_text("".join(json.dumps(t) + "\n" for t in tasks))

@@ -1,4 +1,4 @@
-"""NeMo Gym's servers never outlive a killed test run (tester finding 9: after ``timeout``
+"""NeMo Gym's servers never outlive a killed test run (after ``timeout``
 killed ``pytest tests/test_nemo_gym.py``, six ``driver.py`` processes were left running).
 
 No NeMo venv needed: the child is a plain sleeper started the way :mod:`tests.nemo.servers`

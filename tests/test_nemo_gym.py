@@ -1,4 +1,4 @@
-"""NeMo Gym 0.7.0's own code, unmodified, against the HTTP gateway (issue 12, CONTRACT H1-H6).
+"""NeMo Gym 0.7.0's own code, unmodified, against the HTTP gateway (CONTRACT H1-H6).
 
 NeMo Gym runs as a black box in its own Python 3.13 venv (tests/nemo): its conformance check,
 its agents and environment servers collecting rollouts with default aggregation (a stand-in

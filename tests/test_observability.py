@@ -1,4 +1,4 @@
-"""Prometheus metrics and JSON logs after real episodes (issue 8)."""
+"""Prometheus metrics and JSON logs after real episodes."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_live_gauge_counts_every_live_state(served):
 
 
 def test_errors_of_the_co_hosted_gateway_are_counted_by_reason(make_server):
-    """The tester's finding: a co-hosted gateway's (and MCP's) calls that the service refused
+    """A co-hosted gateway's (and MCP's) calls that the service refused
     were counted in ``workplace_env_rpc_total`` by code but missing from
     ``workplace_env_errors_total``; they count by ``ErrorInfo`` reason as gRPC calls do."""
     import httpx

@@ -1,4 +1,4 @@
-"""Replicas behind a real L7 proxy (issue 16): HAProxy from Debian runs deploy/haproxy.cfg, the
+"""Replicas behind a real L7 proxy: HAProxy from Debian runs deploy/haproxy.cfg, the
 recipe of docs/operations/replicas.md, in front of three ``workplace-env serve --http-address``
 replicas on loopback.
 
@@ -491,12 +491,12 @@ def test_a_drained_replica_loses_nothing(haproxy, expected):
 
 
 #: How long the stalled replica stays stopped: longer than the 2 s health-check timeout that
-#: took a slow replica out of the pool before issue 19, far below today's 30 s.
+#: Took a slow replica out of the pool once, far below today's 30 s.
 STALL_S = 5.0
 
 
 def test_a_stalled_replica_is_slow_not_dead_and_keeps_its_sessions(haproxy, expected):
-    """A replica that stops answering for a while is waited for, not taken out (issue 19).
+    """A replica that stops answering for a while is waited for, not taken out.
 
     SIGSTOP stands in for what a loaded machine does to a process (no CPU for seconds). Before
     the fix, HAProxy failed the replica's health check after 2 s and sent its sessions'
@@ -564,7 +564,7 @@ def _check_steps() -> tuple[bytes, str, str]:
 
 
 def test_the_health_check_judges_the_answer_not_a_ping_that_looks_like_it():
-    """Issue 19's flake, found in HAProxy's log: "r2 is DOWN, reason: Layer7 invalid response,
+    """The flake, found in HAProxy's log: "r2 is DOWN, reason: Layer7 invalid response,
     TCPCHK did not match content at step 13, check duration: 1ms" on a live replica, whose
     sessions then went elsewhere (SESSION_LOST). The server's first bytes hold an HTTP/2 PING
     with 8 random bytes; the old pattern, the bare gRPC frame ``000000000208..``, could match

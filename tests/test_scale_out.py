@@ -1,4 +1,4 @@
-"""Scale-out (issue 9): sessions spread over server processes by gRPC ring_hash on the session
+"""Scale-out: sessions spread over server processes by gRPC ring_hash on the session
 header, each session on one process; a process SIGKILLed mid-run loses only its sessions, which
 answer SESSION_LOST and recover (checkpoint restore or replay) to the uninterrupted results.
 
@@ -437,7 +437,7 @@ def test_envoy_config_hashes_the_session_header_over_healthy_http2_replicas():
     assert "http2_protocol_options" in http["explicit_http_config"]
     (check,) = cluster["health_checks"]
     assert check["grpc_health_check"]["service_name"] == SERVICE
-    # A slow answer is not a failure (issue 19): only a long silence takes a pod out.
+    # A slow answer is not a failure: only a long silence takes a pod out.
     assert check["timeout"] == "30s"
     assert cluster["common_lb_config"]["healthy_panic_threshold"] == {"value": 0}
     kinds = [

@@ -1,4 +1,4 @@
-"""The session store at the edges its other tests did not reach (issue 17's mutation run).
+"""The session store at the edges its other tests did not reach (the mutation run).
 
 Each test names the CONTRACT case it holds, drives a :class:`SessionStore` in this process with a
 settable clock (no server, no sleeps), and asserts what a caller would see: an answer, a reward,

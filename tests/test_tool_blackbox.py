@@ -4,7 +4,7 @@ Each case was sent to NeMo Gym 0.7.0's workplace_assistant resources server (Pyt
 2.3.2) over its HTTP routes only (``/seed_session``, then ``POST /<tool>`` in one cookie session),
 and the outputs below are what it answered. They fix the order of checks and the fate of odd
 values in the PM search/create/update/delete, CRM update/add/delete and calendar create pandas
-paths, which were rewritten from REFERENCE.md, the goldens and these observations (issue 14).
+paths, which were rewritten from REFERENCE.md, the goldens and these observations.
 Every case runs on a fresh WorkBench session twice: pandas implementations only, and with fast
 paths (which must hand these inputs over or agree).
 

@@ -2,7 +2,7 @@
 
 Each case is a call sequence on one fresh WorkBench session with the output the reference's HTTP
 route gave for each call (recorded from black-box runs; none of these inputs is in the goldens).
-They pin the rules behind issue 14's classes beyond the goldens' examples, on the fast paths and
+They pin the rules behind the classes beyond the goldens' examples, on the fast paths and
 on the pandas implementations alike.
 """
 

@@ -1,5 +1,4 @@
-"""The verifier's memo of end states is bounded in estimated bytes and never changes a reward
-(issue 15)."""
+"""The verifier's memo of end states is bounded in estimated bytes and never changes a reward."""
 
 from __future__ import annotations
 
@@ -65,7 +64,7 @@ def test_the_estimate_counts_the_replayed_writes_kept_as_the_key(sandbox):
     assert large.cached_bytes - small.cached_bytes >= grown
 
 
-# -- the memos are used and bounded (issue 17's mutation run: a memo that never answers, or
+# -- the memos are used and bounded (the mutation run: a memo that never answers, or
 # grows without its bound, scores the same; these tests notice) ----------------------------
 
 

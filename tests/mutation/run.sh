@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mutation testing of the core (issue 17): mutmut over the modules listed in pyproject.toml's
+# Mutation testing of the core: mutmut over the modules listed in pyproject.toml's
 # [tool.mutmut] only_mutate, each mutant checked by the tests that reach its function (mutmut
 # records which tests call which function), then the score per module.
 #

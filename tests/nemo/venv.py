@@ -29,7 +29,7 @@ import pytest
 from workplace_env.sandbox.source import NEMO_VENV_ENV as VENV_ENV
 from workplace_env.sandbox.source import default_nemo_venv
 
-#: What the venv holds (the pins of issue 12).
+#: What the venv holds (the reference's pins).
 REQUIREMENTS = ("nemo-gym==0.7.0", "pandas==2.3.2", "numpy==2.3.2")
 _READY = ".workplace-env-nemo-ready"
 _INSTALL_TIMEOUT_S = 1800
