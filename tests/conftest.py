@@ -83,9 +83,9 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def fuzz_sample(stride: int, email_stride: int = 1) -> list[dict[str, Any]]:
     """A fixed sample of the generated tool-call goldens (tool_calls_fuzz_public.jsonl), to bound
-    CI time: every ``email_stride``-th case that calls an email or directory tool (the
-    classes with the most edge cases) and every ``stride``-th case. [] when the file is absent (tests using it carry
-    ``needs(FUZZ_GOLDENS)``)."""
+    CI time: every ``email_stride``-th case that calls an email or directory tool (the classes
+    with the most edge cases) and every ``stride``-th case. [] when the file is absent (tests
+    using it carry ``needs(FUZZ_GOLDENS)``)."""
     sample = []
     emails = 0
     for i, case in enumerate(read_jsonl(FUZZ_GOLDENS)):
