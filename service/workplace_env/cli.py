@@ -580,13 +580,18 @@ def demo(
     _exit(status)
 
 
-checkpoint_app = typer.Typer(
-    help="Save live sessions to a directory, or restore them into a server.",
-    no_args_is_help=True,
-    rich_markup_mode=HELP_MARKUP,
-    cls=HelpGroup,
+def _command_group(name: str, help_text: str) -> typer.Typer:
+    """A sub-command group of ``app`` (``workplace-env NAME ...``), with plain whole help."""
+    group = typer.Typer(
+        help=help_text, no_args_is_help=True, rich_markup_mode=HELP_MARKUP, cls=HelpGroup
+    )
+    app.add_typer(group, name=name)
+    return group
+
+
+checkpoint_app = _command_group(
+    "checkpoint", "Save live sessions to a directory, or restore them into a server."
 )
-app.add_typer(checkpoint_app, name="checkpoint")
 Target = Annotated[str, Opt(help="HOST:PORT of the server.")]
 Token = Annotated[OptStr, Opt(help="Admin bearer token (also WORKPLACE_ENV_ADMIN_TOKEN).")]
 CheckpointDir = Annotated[Path, typer.Argument(help="Checkpoint directory.", file_okay=False)]
@@ -644,13 +649,9 @@ def checkpoint_restore(
         restore_checkpoint(directory, target, token, timeout_s, credentials)
 
 
-data_app = typer.Typer(
-    help="Get the WorkBench sandbox (six CSVs, checked by SHA-256) and its task files.",
-    no_args_is_help=True,
-    rich_markup_mode=HELP_MARKUP,
-    cls=HelpGroup,
+data_app = _command_group(
+    "data", "Get the WorkBench sandbox (six CSVs, checked by SHA-256) and its task files."
 )
-app.add_typer(data_app, name="data")
 
 
 @data_app.command("fetch")
