@@ -200,7 +200,7 @@ CASES: dict[str, Rows] = {
     ],
     # an index is any integer (only measured integers must fit int64)
     "indices_beyond_int64": [vr(10**23, 0, 1.0), vr(1, 10**23, 0.0), vr(1, 0, 0.5)],
-    # F5: the reference's model takes every value as parsed (``Dict[str, Any]``): a boolean
+    # The reference's model takes every value as parsed (``Dict[str, Any]``): a boolean
     # index is the number 0/1 and keeps its spelling; a repeat is labelled int() of its index
     "boolean_task_index": [vr(True, 0, 1.0)],
     "boolean_and_integer_as_one_task": [vr(True, 0, 1.0), vr(1, 1, 0.0), vr(0, 0, 0.5)],
@@ -208,7 +208,7 @@ CASES: dict[str, Rows] = {
     "boolean_repeats": [vr(0, True, 1.0), vr(0, False, 0.0), vr(1, True, 0.5)],
     "float_repeats": [vr(0, 1.5, 1.0), vr(0, 1.7, 0.0), vr(1, 0, 0.5)],
     "string_repeats": [vr(0, "3", 1.0), vr(0, "1", 0.0), vr(1, "10", 0.5)],
-    # F5: NaN and Infinity parse (Python's JSON); a NaN is a column without a value
+    # NaN and Infinity parse (Python's JSON); a NaN is a column without a value
     "nan_reward_alone": [vr(0, 0, NAN)],
     "nan_rewards": [vr(0, 0, NAN), vr(0, 1, 1.0), vr(1, 0, 0.5), vr(1, 1, NAN)],
     "nan_in_an_integer_column": [vr(0, 0, 1), vr(0, 1, NAN), vr(1, 0, 0)],
@@ -467,7 +467,7 @@ REFUSED: dict[str, tuple[Rows, list[Any]]] = {
         ],
         ["body", "verify_responses", 0, "ng_perf", "prompt_tokens"],
     ),
-    # F5: booleans are the numbers 0/1, so they collide and cannot be ordered with strings
+    # Booleans are the numbers 0/1, so they collide and cannot be ordered with strings
     "boolean_repeats_an_integer_index": (
         [vr(True, 0, 1.0), vr(1, 0, 0.0)],
         ["body", "verify_responses", 1],

@@ -77,7 +77,7 @@ class FakeClock:
         return self.now
 
 
-# -- the per-session write bound (M6) -----------------------------------------------------------
+# -- The per-session write bound -----------------------------------------------------------
 
 
 def generated_write_task(sandbox: BaseTables) -> dict[str, Any]:

@@ -47,7 +47,7 @@ def test_equals_the_recorded_reference_answer(name):
 
 
 def test_statistics_that_overflow_are_null_on_the_wire_as_in_the_reference():
-    """F4: the mean of 1e308 and 1.5e308 is infinite; the reference answers 200 with ``null``
+    """The mean of 1e308 and 1.5e308 is infinite; the reference answers 200 with ``null``
     there (before, our encoder refused the infinity: a 500)."""
     out = on_the_wire(aggregate_metrics(CASES["statistics_overflowing_to_null"]))
     agent = out["agent_metrics"]
@@ -126,7 +126,7 @@ def test_a_field_missing_in_some_rows():
 
 
 def test_a_boolean_index_is_a_number_spelled_as_sent():
-    """F5: ``_ng_task_index: true`` was a 422; the reference groups it with 1 and labels the
+    """``_ng_task_index: true`` was a 422; the reference groups it with 1 and labels the
     task as its first scored response spells it, and labels repeats int() of their index."""
     out = aggregate_metrics([vr(True, 0, 1.0), vr(1, 1, 0.0), vr(0, True, 0.5)])
     assert [g["_ng_task_index"] for g in out["group_level_metrics"]] == [0, True]
@@ -137,7 +137,7 @@ def test_a_boolean_index_is_a_number_spelled_as_sent():
 
 
 def test_nan_is_a_column_without_a_value():
-    """F5: a NaN reward was a 422; the reference keeps the column (a float one: extremes of
+    """A NaN reward was a 422; the reference keeps the column (a float one: extremes of
     the integer rewards become floats) and reports the raw NaN as null."""
     nan = float("nan")
     out = on_the_wire(aggregate_metrics([vr(0, 0, 1), vr(0, 1, nan), vr(1, 0, 0)]))

@@ -182,7 +182,7 @@ class _ReleaseOnRefusal(grpc.aio.UnaryUnaryClientInterceptor):
 def test_async_session_blocks_close_refused_at_the_rpc_limit_is_retried_not_leaked(
     make_server, max_attempts
 ):
-    """F6 for the async client: the block's close, refused TOO_MANY_RPCS while the server's
+    """For the async client: the block's close, refused TOO_MANY_RPCS while the server's
     one slot is held, is sent again once the RetryInfo delay has passed; the session is closed."""
     served, arrived, release = server_with_a_held_slot(make_server)
     watch = _ReleaseOnRefusal(release)

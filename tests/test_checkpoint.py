@@ -117,7 +117,7 @@ def test_K2_one_invalid_snapshot_installs_nothing_and_names_it(servers):
 @pytest.mark.parametrize(
     ("table", "column", "value"),
     [
-        ("email._emails", "email_id", {"x": [1, 2]}),  # the tester's input (M4)
+        ("email._emails", "email_id", {"x": [1, 2]}),  # a dict email id
         ("email._emails", "sender/recipient", 7),
         ("email._emails", "sent_datetime", ["2023-11-30"]),
         ("calendar._calendar_events", "event_id", 12345678),
@@ -133,7 +133,7 @@ def test_K2_one_invalid_snapshot_installs_nothing_and_names_it(servers):
 def test_K2_a_cell_its_column_never_holds_is_refused_naming_session_table_row_column(
     servers, table, column, value
 ):
-    """M4: the codec checked a table's columns, not its cells' types, so a dict email id
+    """The codec checked a table's columns, not its cells' types, so a dict email id
     restored and every later send failed. A column only the loader and the tools' generated
     values fill holds text (or a bool, a float where the loader or a tool puts one)."""
     a, b = servers(), servers()
@@ -201,8 +201,9 @@ def test_K1_an_export_its_client_gave_up_on_stops_being_built(servers):
 
 
 def test_K3_cells_a_tool_stores_as_sent_restore_whatever_their_type(servers):
-    """The other side of M4: an email's subject and body, an event's duration, a task's id are
-    stored as the model sent them (any JSON value), and such sessions restore and answer alike."""
+    """The other side of the cell-type check: an email's subject and body, an event's duration,
+    a task's id are stored as the model sent them (any JSON value), and such sessions restore
+    and answer alike."""
     a, b = servers(), servers()
     a.client.seed("odd", EP, TID, TASK)
     odd = {"recipient": "a@b.com", "subject": {"x": [1, 2]}, "body": [1, None]}
@@ -306,7 +307,7 @@ def _open_admin(make_server, tables=None) -> Served:
 def test_K3_a_restore_into_another_sandbox_is_refused_naming_both(
     make_server, sandbox, other_sandbox
 ):
-    """M3: a server over another --data-dir restored a checkpoint silently, and Verify replayed
+    """A server over another --data-dir restored a checkpoint silently, and Verify replayed
     the ground truth on other base tables than the sessions' (wrong rewards). Every snapshot
     records the sandbox it was exported on; another one is FAILED_PRECONDITION
     SANDBOX_MISMATCH naming both, and nothing is installed."""
@@ -359,7 +360,7 @@ def test_K3_a_snapshot_without_a_sandbox_is_checked_by_its_directory(
 
 
 def test_K3_a_retried_restore_after_a_claim_says_it_was_restored_already(servers):
-    """L12: a retry of a restore whose sessions are all installed, one claimed since, said
+    """A retry of a restore whose sessions are all installed, one claimed since, said
     "nothing was restored" (exit 1), though the first attempt installed everything. It is
     still SESSION_LIVE (the claimed session is not reset), marked ``already_restored`` and
     saying so; a batch with an id live for another reason stays "nothing was restored"."""
@@ -403,7 +404,7 @@ def test_cli_restore_retried_after_a_claim_exits_0_saying_so(servers, tmp_path):
 
 @pytest.mark.parametrize("use", ["call_tool", "verify"])
 def test_K4_a_call_or_verify_on_an_unclaimed_restored_session_claims_it(servers, use):
-    """L12: CallTool and Verify carry no episode, so on a typed session they answer whoever
+    """CallTool and Verify carry no episode, so on a typed session they answer whoever
     names the id; on restored state they claim it, as a legacy request does
     (docs/operations/checkpoints.md)."""
     a, b = servers(), servers()
@@ -476,7 +477,7 @@ def test_K6_retire_is_idempotent_and_later_calls_are_not_found(servers):
 
 
 def test_K6_retire_records_no_fence_the_id_is_free_again(servers):
-    """L13: after RetireSession another episode could seed the id. That is the contract: K6
+    """After RetireSession another episode could seed the id. That is the contract: K6
     discards the attempt and records no fence (fences are C1/C3's, for ended episodes), so the
     id is free: a seed of any episode starts fresh tables, a restore of it is accepted (a
     session moved away and back). A closed id stays fenced (S4), for contrast."""

@@ -103,7 +103,7 @@ def _crash_copies(root, snapshots):
 
 @pytest.mark.parametrize("old_names", ["by_checkpoint", "by_position_only"])
 def test_a_crash_at_any_step_of_a_save_leaves_the_old_or_the_new_checkpoint(tmp_path, old_names):
-    """M2: a save into a directory holding a checkpoint, stopped at each step, leaves the old
+    """A save into a directory holding a checkpoint, stopped at each step, leaves the old
     checkpoint whole until the manifest switches, the new one whole after; the next save
     removes what the crash left (temp files, the other checkpoint's files)."""
     root = tmp_path / "ck"
@@ -131,7 +131,7 @@ def test_a_crash_at_any_step_of_a_save_leaves_the_old_or_the_new_checkpoint(tmp_
 
 
 def test_an_interrupted_save_keeps_the_old_checkpoint_and_the_next_save_cleans_up(tmp_path):
-    """M2 as the tester saw it: the save dies after some new session files are in place."""
+    """The save dies after some new session files are in place."""
 
     def die(step):
         if step.startswith("renamed session-") and step.endswith("-000001.json"):

@@ -372,7 +372,7 @@ def test_a_yaml_config_file_is_read(tmp_path):
         (["run", "TASKS", "--policy", "model", "--model", "m"], {}, "needs --base-url"),
         (["demo", "--count", "0"], {}, "Invalid value for '--count'"),
         (["checkpoint", "save"], {}, "Missing argument 'directory'"),
-        # L3: an infinite deadline was sent, and gRPC answered DEADLINE_EXCEEDED at once
+        # An infinite deadline was sent, and gRPC answered DEADLINE_EXCEEDED at once
         (["checkpoint", "save", "d", "--timeout-s", "inf"], {}, "Invalid value for '--timeout-s'"),
         (
             ["checkpoint", "restore", "d", "--timeout-s", "nan"],
@@ -697,7 +697,7 @@ def test_run_recorded_in_process_exits_1_on_a_reward_that_differs(tasks_file, tm
 def test_run_without_the_targets_admin_token_stops_before_playing_and_says_why(
     served, tmp_path, token, reason
 ):
-    """M5: against a server with an admin token, a run of tables_after lines without it (or
+    """Against a server with an admin token, a run of tables_after lines without it (or
     with a wrong one) counted every such line as a state mismatch ('cannot export the
     session's tables: UNAUTHENTICATED ...'), exit 1. Now it plays nothing, exit 2, and says
     which lines need the token and why; with the token the same file passes."""
@@ -719,7 +719,7 @@ def test_run_without_the_targets_admin_token_stops_before_playing_and_says_why(
 
 @pytest.mark.parametrize("policy", ["recorded", "model"])
 def test_run_refuses_data_dir_with_a_target(served, tasks_file, tmp_path, policy):
-    """M5: --data-dir has no effect with --target (the server plays on its own sandbox), so a
+    """--data-dir has no effect with --target (the server plays on its own sandbox), so a
     run against other tables than meant reported their differences as mismatches."""
     data_dir = tmp_path / "workbench"
     data_dir.mkdir()

@@ -504,7 +504,7 @@ def _too_large(name: str) -> list[object]:
 
 @pytest.mark.parametrize("name", NUMERIC_SETTINGS)
 def test_a_numeric_setting_too_large_for_the_runtime_is_refused_from_every_source(tmp_path, name):
-    """Tester findings F1-F3: ``--max-message-bytes 2147483648`` crashed the server at start
+    """``--max-message-bytes 2147483648`` crashed the server at start
     (gRPC takes a C int), ``--drain-delay-s 1e300`` crashed the drain (time.sleep) and
     ``--evict-interval-s 1e300`` killed the eviction thread. Every numeric setting has an upper
     bound now, refused by flag, environment and file, naming the setting."""

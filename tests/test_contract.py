@@ -863,7 +863,7 @@ def test_H3_aggregate_metrics_answers_nemo_aggregate_metrics(http):
 def test_H3_aggregate_metrics_over_http_as_the_reference_answered(http):
     """Through the route and its JSON rendering (an integer stays ``1``, not ``1.0``): the
     bodies of tests/aggregate_cases.py (NaN and Infinity as Python's JSON spells them: the
-    route parses them, F5) answer what the reference answered them."""
+    route parses them) answer what the reference answered them."""
     recorded = aggregate_cases.reference_answers()
     for name, rows in aggregate_cases.CASES.items():
         response = http.post("/aggregate_metrics", **aggregate_cases.request_body(rows))

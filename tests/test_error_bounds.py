@@ -1,4 +1,4 @@
-"""Every error fits in gRPC's trailers, whatever the request held (issue L1 of the tester).
+"""Every error fits in gRPC's trailers, whatever the request held.
 
 An error echoes values of the request (the session id in ``ErrorInfo``, ids and texts in its
 message and ``BadRequest``). Echoed whole, a 20,000-character id made the trailer larger than a

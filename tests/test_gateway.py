@@ -408,7 +408,7 @@ def test_typed_seed_on_another_episode_is_409_conflict(http):
 )
 @pytest.mark.parametrize("form", ["task", "task_data"])
 def test_typed_seed_coerces_the_attempt_as_nemos_episode_id(http, sdk, attempt, bound, form):
-    """F7: NeMo's ``EpisodeId.attempt`` is a pydantic int (lax): ``"1"``, ``1.0`` and ``true``
+    """NeMo's ``EpisodeId.attempt`` is a pydantic int (lax): ``"1"``, ``1.0`` and ``true``
     were 422 here. The session is bound to the coerced attempt, on both typed seeds, and a
     close names it either way."""
     sid = f"typed-{uuid.uuid4().hex}"
@@ -423,7 +423,7 @@ def test_typed_seed_coerces_the_attempt_as_nemos_episode_id(http, sdk, attempt, 
 
 
 def test_reserved_attempt_suffix_is_refused_on_http_and_taken_over_grpc(http, sdk):
-    """F7: NeMo's ``EpisodeId`` reserves a rollout id ending ``-a<N>`` (N >= 1), so its typed
+    """NeMo's ``EpisodeId`` reserves a rollout id ending ``-a<N>`` (N >= 1), so its typed
     seed and close refuse one (422 naming it, nothing bound or fenced); ``-a0`` and ``-a01``
     are not reserved. CONTRACT's pattern (the gRPC API) does not reserve it: gRPC takes it."""
     sid = f"typed-{uuid.uuid4().hex}"
@@ -470,7 +470,7 @@ def test_typed_seed_of_a_closed_id_is_409_closed(http):
         ({"episode_id": {"rollout_id": "-starts-with-dash"}}, ["body", "episode_id", "rollout_id"]),
         ({"episode_id": {"rollout_id": "r", "attempt": -1}}, ["body", "episode_id", "attempt"]),
         ({"episode_id": {"rollout_id": "r", "attempt": "x"}}, ["body", "episode_id", "attempt"]),
-        # F7: NeMo's EpisodeId refuses what pydantic cannot take as an int >= 0 without loss
+        # NeMo's EpisodeId refuses what pydantic cannot take as an int >= 0 without loss
         ({"episode_id": {"rollout_id": "r", "attempt": 1.5}}, ["body", "episode_id", "attempt"]),
         ({"episode_id": {"rollout_id": "r", "attempt": "1.5"}}, ["body", "episode_id", "attempt"]),
         ({"episode_id": {"rollout_id": "r", "attempt": None}}, ["body", "episode_id", "attempt"]),

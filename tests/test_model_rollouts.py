@@ -192,7 +192,7 @@ def _outputs(rollout) -> dict[str, str]:
     }  # fmt: skip
 
 
-# F1: the tester's recorded answer: one call whose arguments are not JSON beside valid ones.
+# The tester's recorded answer: one call whose arguments are not JSON beside valid ones.
 UNPARSABLE = ["not json{", "{" * 200 + "}" * 200, "", '{"name": "a"} trailing', "{'name': 'a'}"]
 
 
@@ -239,7 +239,7 @@ def test_arguments_that_are_not_json_get_nemos_error_the_other_calls_run_and_ver
 
 
 def test_the_loop_answers_and_scores_as_nemo_gyms_simple_agent(server, sdk, gateway, tmp_path):
-    """F1, differential: NeMo Gym's own simple_agent (unmodified, black box, against our
+    """Differential: NeMo Gym's own simple_agent (unmodified, black box, against our
     gateway) and our loop play the same model answers: arguments that are not JSON, arguments
     that are not an object (T3), an unknown tool (T2), then the ground truth. Every call's
     output the model sees, and the reward, are the same."""
@@ -638,7 +638,7 @@ def test_cli_writes_rollouts_summary_and_plot_then_resumes(server, tmp_path, api
     ]  # fmt: skip
     with StandInModel(scripts) as standin:
         first = _run_cli([*args, "--base-url", standin.base_url])
-        # L17: the endpoint's failure left an episode unfinished (no score of the model): exit 1
+        # The endpoint's failure left an episode unfinished (no score of the model): exit 1
         assert first.exit_code == 1, first.output
         assert "1 not finished" in " ".join(first.output.split())
         lines = read_rollouts(out)
@@ -816,7 +816,7 @@ def test_cli_masks_an_episode_whose_seed_is_refused_and_goes_on(server, tmp_path
     out = tmp_path / "rollouts.jsonl"
     with StandInModel({good["prompt"]: [Text("Nothing to change.")]}) as standin:
         result = _run_model(tasks_file, standin, server, out)
-    assert result.exit_code == 1, result.output  # L17: the environment's refusal, unfinished
+    assert result.exit_code == 1, result.output  # the environment's refusal, unfinished
     by_id = {line["id"]: line for line in read_rollouts(out)}
     bad = by_id[refused["id"]]
     assert bad["mask_sample"] and bad["failure_kind"] == "workplace_env:environment_error"
@@ -826,10 +826,10 @@ def test_cli_masks_an_episode_whose_seed_is_refused_and_goes_on(server, tmp_path
 
 
 def test_cli_exit_status_counts_the_models_own_failures_only_with_fail_on_masked(server, tmp_path):
-    """L17: 16 of 28 episodes masked agent_run_error exited 0 and the README did not say how
+    """16 of 28 episodes masked agent_run_error exited 0 and the README did not say how
     masked episodes count. A model failure (its output cannot be run or scored) is part of the
     model's score, not a failure of the run: exit 0, reported as such; --fail-on-masked makes
-    it exit 1. F1: it counts as a failure in the pass rate the run prints and writes (5 of them
+    it exit 1. It counts as a failure in the pass rate the run prints and writes (5 of them
     were said to count while 0.970 = 32/33 left them out)."""
     nameless = Raw([_fc(name=_MISSING)])  # NeMo's agent fails on it too
     task, good = _crm_single(server), _no_change(server)
@@ -883,7 +883,7 @@ def test_cli_pass_rate_leaves_out_infrastructure_masks_and_counts_model_failures
 
 
 def test_cli_keeps_rows_as_sent_types_included(server, tmp_path):
-    """F8: an integer ``id`` came out as ``"0"``. Every field of the row goes through as sent,
+    """An integer ``id`` came out as ``"0"``. Every field of the row goes through as sent,
     into both the rollouts and the materialized inputs; rows with ids 0 and "0", or none, stay
     apart."""
     base = _no_change(server)

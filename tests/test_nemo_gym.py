@@ -361,7 +361,7 @@ def test_official_mcp_client_with_nemo_seed_metadata(stack, form):
     assert [r["isError"] for r in ours["results"]] == [False, False, False, True]
 
 
-#: ``episode_id`` values of every kind NeMo's ``EpisodeId`` coerces or refuses (F7).
+#: ``episode_id`` values of every kind NeMo's ``EpisodeId`` coerces or refuses.
 _ATTEMPTS: list[Any] = [0, 1, "1", " 1 ", "+1", "-0", "01", "1_0", "1.0", "1.5", 1.0, 1.5]
 _ATTEMPTS += [True, False, None, "", [1], {"a": 1}, -1, "-1", 2**31 - 1, "2147483647", "1e2"]
 _ATTEMPTS += [1e2, 1e20, "0x10", "\uff11", "1 000", "\t1\n", -0.0, "1.", ".0"]
@@ -373,7 +373,7 @@ EPISODE_IDS += [{"rollout_id": r} for r in _ROLLOUT_IDS] + [{"attempt": 0}, {}, 
 
 
 def test_episode_ids_are_validated_and_coerced_as_nemos_models(stack):
-    """F7: every ``episode_id`` above is taken by our typed seed (``task_data``) and close as
+    """Every ``episode_id`` above is taken by our typed seed (``task_data``) and close as
     NeMo's ``ResourcesSeedSessionRequest`` / ``ResourcesCloseSessionRequest`` take it (run in
     the NeMo venv): refused (422 naming a field of ``episode_id``) exactly when NeMo's model
     refuses, else bound to the episode the model makes of it; and the reference server's own
@@ -474,7 +474,7 @@ def _hand_written_verify_bodies() -> list[dict[str, Any]]:
 
 
 def test_verify_echo_is_byte_identical_for_bodies_nemos_models_wrote(stack):
-    """F6, measured: the reference echoes ``response`` re-serialised through NeMo's models; we
+    """Measured: the reference echoes ``response`` re-serialised through NeMo's models; we
     echo it as sent (docs/http-gateway.md, "Verify echo"). So a body NeMo's
     ``BaseVerifyRequest`` has written (what its agents send) answers the same bytes, and a
     hand-written one the same reward with another ``response`` (defaults added, ``created_at``

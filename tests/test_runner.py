@@ -166,7 +166,7 @@ def test_the_mean_reward_is_over_the_played_episodes_the_failed_ones_counted_apa
         ({"ground_truth": [{"name": 5, "arguments": "{}"}]}, "line 4: ground_truth[0].name: "),
         ({"ground_truth": [], "function_calls": 5}, "line 4: function_calls: must be an array"),
         ({"ground_truth": [], "calls": [3]}, "line 4: calls[0]: must be an object"),
-        ({}, "line 4 is not an episode: no ground_truth"),  # L4: was "line 2"
+        ({}, "line 4 is not an episode: no ground_truth"),  # was "line 2"
     ],
     ids=[
         "truth_a_number", "truth_item_a_number", "name_a_number", "calls_a_number", "call_3",
@@ -204,7 +204,7 @@ def test_input_errors_name_the_files_field_and_line(tmp_path, line, named):
     assert "episodes failed (invalid input line) 1" in " ".join(proc.stdout.split())
 
 
-# -- M5: an infrastructure error is a failure by kind, never a parity mismatch -------------------
+# -- An infrastructure error is a failure by kind, never a parity mismatch -------------------
 
 CHECKED = {"id": "x", "ground_truth": [], "calls": [], "tables_after": {}, "reward": 1.0}
 

@@ -1,4 +1,4 @@
-"""F7: every public entry point of the SDK, sync and async, checks the shape of its Python
+"""Every public entry point of the SDK, sync and async, checks the shape of its Python
 arguments and raises ArgumentError (an InvalidRequestError) naming the field as the server names
 it, before anything is sent; before, Python's or protobuf's own errors escaped (AttributeError,
 TypeError, UnicodeEncodeError) naming no field. ``max_attempts`` is checked alike by both.
@@ -190,7 +190,7 @@ CASES: list[tuple[str, str, tuple[Any, ...], dict[str, Any], str, str]] = [
         "arguments.query",
         TOOL,
     ),
-    # L2: a row value that is not JSON (its digest changed with PYTHONHASHSEED for a set)
+    # A row value that is not JSON (its digest changed with PYTHONHASHSEED for a set)
     ("row holding a set", "session", (ROW_WITH_SET,), {}, "task.x", REQUEST),
     (
         "seed row a frozenset",
@@ -420,7 +420,7 @@ def test_both_clients_take_max_attempts_1_and_5(client_class):
     asyncio.run(make())
 
 
-# -- L3: the clients' constructor arguments ------------------------------------------------------
+# -- The clients' constructor arguments ------------------------------------------------------
 
 #: (timeout_s, what was seen before): None and a string failed at the first call (TypeError),
 #: inf answered DEADLINE_EXCEEDED at once, -1, 0 and NaN answered whatever gRPC's arithmetic gave.

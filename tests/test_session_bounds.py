@@ -290,7 +290,7 @@ def test_an_evicted_legacy_session_keeps_its_legacy_binding(sandbox):
     assert store.close("cookie-ev", EPISODE) is CloseOutcome.CLOSED
 
 
-# -- the per-session write bound (M6) ---------------------------------------------------------
+# -- The per-session write bound ---------------------------------------------------------
 # The transports' side (status codes, SDK error, HTTP 413, MCP, the setting, checkpoint files)
 # is tests/test_session_write_bound.py's; here, what the store counts and answers.
 
@@ -310,7 +310,7 @@ def _bound_sent(store: SessionStore, sid: str) -> int:
 
 
 def test_a_write_one_byte_over_the_write_bound_is_refused_saying_so(sandbox):
-    """M6: SESSION_TOO_LARGE naming the session, the session's total with the call, the bound
+    """SESSION_TOO_LARGE naming the session, the session's total with the call, the bound
     and the call's own bytes; nothing applied. A write taking it exactly to the bound runs."""
     store = _store(sandbox, max_session_write_bytes=BOUND_LIMIT)
     _seed(store, "s")

@@ -303,7 +303,7 @@ class _ReleaseOnRefusal(grpc.UnaryUnaryClientInterceptor):
 def test_a_session_blocks_close_refused_at_the_rpc_limit_is_retried_not_leaked(
     make_server, max_attempts
 ):
-    """F6: a server admitting one RPC at a time, its slot held by another session's call when
+    """A server admitting one RPC at a time, its slot held by another session's call when
     the block exits: the close is refused TOO_MANY_RPCS, then sent again after the RetryInfo
     delay once the slot is free. Before, the CapacityError left the session live (until the
     idle TTL)."""

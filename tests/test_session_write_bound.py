@@ -1,4 +1,4 @@
-"""The per-session write bound (issue M6, ``max_session_write_bytes``): the UTF-8 bytes of the
+"""The per-session write bound (``max_session_write_bytes``): the UTF-8 bytes of the
 arguments text of a session's applied write-tool calls. A write that would take the session
 over the bound is refused RESOURCE_EXHAUSTED ``SESSION_TOO_LARGE`` (limit_bytes, size_bytes)
 before it runs, records nothing, and leaves the session serving reads, verify and close; over

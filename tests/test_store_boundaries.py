@@ -596,7 +596,7 @@ def test_a_restore_of_an_id_whose_seed_is_building_is_refused_as_live(base, cloc
 
 
 def test_a_retried_restore_says_which_sessions_were_claimed_since(base, clock):
-    """K3 (L12): a retry finding every live id of the batch restored from the same snapshot and
+    """K3: a retry finding every live id of the batch restored from the same snapshot and
     claimed since says the batch was restored already, how many others are installed and
     unclaimed, and names a claimed session (``already_restored`` in its ErrorInfo). With an id
     live for another reason, it names that one, says nothing was restored, and which ids

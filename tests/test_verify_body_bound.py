@@ -1,4 +1,4 @@
-"""The bound on what a verify body may hold (issue L11, ``max_verify_output_items``): a body's
+"""The bound on what a verify body may hold (``max_verify_output_items``): a body's
 Responses-API output over the bound, or a ground truth over ``max_verify_calls``, is refused
 right after its parse, before any entry is checked, converted or replayed, on HTTP (422 naming
 the field) and gRPC (INVALID_ARGUMENT naming it); at the bound it is scored as ever; 0 removes

@@ -466,7 +466,7 @@ def create_app(
         output = response.get("output")
         if not isinstance(output, list):
             raise invalid([(("response", "output"), "required: an array of output items")])
-        # L11: the body's lists are bounded before anything looks at their entries
+        # The body's lists are bounded before anything looks at their entries
         bounds = (
             (
                 ("response", "output"),

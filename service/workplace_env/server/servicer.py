@@ -222,7 +222,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                     [errors.FieldViolation("response_output_json", f"not a JSON array: {exc}")],
                     sid,
                 ) from exc
-            if isinstance(output, list):  # L11: bounded before any item is looked at
+            if isinstance(output, list):  # bounded before any item is looked at
                 refuse(
                     "response_output_json",
                     output_bound_problem(output, self.max_verify_output_items),

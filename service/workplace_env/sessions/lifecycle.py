@@ -217,7 +217,7 @@ class LifeCycle(Bounds):
         written bytes (:func:`write_size`) over ``max_session_write_bytes`` runs nothing and
         records nothing (a replay is not counted again). Raises InvalidRequest for a
         ``call_id`` over MAX_CALL_ID_CHARS, InvalidToolArguments (T3), SessionLost (T4),
-        SessionClosed (T5), CallIdReused (T7), SessionExpired (X1), SessionTooLarge (M6).
+        SessionClosed (T5), CallIdReused (T7), SessionExpired (X1), SessionTooLarge.
         """
         violations = call_id_violations(call_id)
         if violations:
