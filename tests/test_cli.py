@@ -358,12 +358,12 @@ def test_a_yaml_config_file_is_read(tmp_path):
         (
             ["gateway", "--http-header-timeout-s", "0"],
             {},
-            "http_header_timeout_s (from flag) must be > 0, got 0.0",
+            "http_header_timeout_s (from --http-header-timeout-s) must be > 0, got 0.0",
         ),
         (
             ["serve", "--print-config", "--http-max-connections", "-1"],
             {},
-            "http_max_connections (from flag) must be >= 0, got -1",
+            "http_max_connections (from --http-max-connections) must be >= 0, got -1",
         ),
         (["config"], {"WORKPLACE_ENV_MAX_SESSIONS": "lots"}, "WORKPLACE_ENV_MAX_SESSIONS"),
         (["config", "--config", "missing.toml"], {}, "cannot read config file missing.toml"),
