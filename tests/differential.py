@@ -109,7 +109,30 @@ NAT_DATES: tuple[Any, ...] = (
     "inf",
     "1e400",
     "",
+    "None",
+    "null",
+    " ",
+    "0",
+    0,
+    7,
+    2.5,
+    1700000000,
+    "10:00",
+    "10:00:00",
+    "now",
+    "today",
+    "9999-12-31",
+    "0001-01-01",
+    "2262-04-12",
+    "1677-09-21",
+    "2023-11-30 10:00:00+00:00",
+    "2023-11-30T10:00:00Z",
+    "2023-11-30 10:00:00.5",
+    " 2023-11-30 10:00:00 ",
+    "2023",
 )
+#: Durations of odd types and values (``int()`` decides, the cell keeps what was sent).
+ODD_DURATIONS: tuple[Any, ...] = (30, 30.5, True, "030", " 30 ", "1e2", "nan", 10**20, "-5")
 #: Parameters holding a date or a time (searches' bounds, creates' and updates' dates).
 DATE_PARAMS = frozenset(
     {
@@ -155,10 +178,12 @@ def unicode_digits(rng: Random, text: str) -> str:
 
 
 def hostile_value(rng: Random, param: str, valid: Any) -> Any:
-    """A date a parser reads as NaT, or ``valid`` with other digits, for a date or numeric
-    ``param``; ``valid`` itself for other parameters or non-text values."""
+    """A date a parser reads as NaT or oddly, an odd duration, or ``valid`` with other digits,
+    for a date or numeric ``param``; ``valid`` itself for other parameters or non-text values."""
     if param in DATE_PARAMS and rng.random() < 0.5:
         return rng.choice(NAT_DATES)
+    if param == "duration" and rng.random() < 0.3:
+        return rng.choice(ODD_DURATIONS)
     if isinstance(valid, str) and (param in DATE_PARAMS or param in NUMERIC_PARAMS):
         return unicode_digits(rng, valid)
     return valid
@@ -351,6 +376,9 @@ _TABLES = {
             ("calendar_search_events", {"query": "", "page_size": 1000}),
             ("calendar_search_events", {"time_min": "2023-11-01", "page_size": 1000}),
             ("calendar_search_events", {"time_max": "2023-12-01 00:00:00", "page_size": 1000}),
+            ("calendar_search_events", {"query": "a", "page": 2, "page_size": 7}),
+            ("calendar_search_events", {"time_min": "1970-01-01", "time_max": "2262-04-11"}),
+            ("calendar_search_events", {"time_min": "2023-11-30 10:00:00", "page_size": 1000}),
         ],
     ),
     "project_management": (
@@ -415,7 +443,7 @@ def long_sequence(rng: Random, valid: ValidValues) -> list[Call]:
                 for p in TOOLS[create].params
                 if p in TOOLS[create].schema["parameters"].get("required", []) or rng.random() < 0.7
             }
-            dated = [p for p in arguments if p in DATE_PARAMS]
+            dated = [p for p in arguments if p in DATE_PARAMS or p == "duration"]
             if dated and rng.random() < 0.6:
                 param = rng.choice(dated)
                 arguments[param] = hostile_value(rng, param, arguments[param])
