@@ -145,6 +145,17 @@ def test_sdk_episode(server):
     assert proc.stdout.splitlines()[-1] == "reward 1.0"
 
 
+def test_trl_env(server):
+    proc = _run(PYTHON, EXAMPLES / "trl_env.py", f"127.0.0.1:{server.port}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        '"Email deleted successfully."',
+        '"Email ID not provided."',
+        "reward 1.0",
+    ]
+    assert server.store.live_count() == 0
+
+
 def test_replicas(make_server):
     replicas = [make_server().target for _ in range(2)]
     proc = _run(PYTHON, EXAMPLES / "replicas.py", *replicas)

@@ -1,0 +1,178 @@
+"""TRL's GRPO ``environment_factory`` over the SDK: one typed session per rollout slot.
+
+>>> Env = trl_environment(EnvironmentClient("localhost:50051"))
+>>> trainer = GRPOTrainer(..., train_dataset=rows, environment_factory=Env)
+
+TRL makes one instance per rollout slot and, per rollout, calls ``reset(**row)`` with the
+dataset row, then the instance's public methods as the model's tool calls, then
+``get_reward()``. The class :func:`trl_environment` builds has, besides those two, exactly one
+public method per tool of the server's ListTools, named after it, whose signature and Google
+docstring make ``transformers.utils.get_json_schema`` answer the tool's schema (name,
+description, parameter types and descriptions, required ones). Optional parameters default to
+:data:`UNSET` and only the arguments given are sent. A method returns the tool's output as the
+JSON text the reference answers (a bad call answers the tool's error text, not an exception).
+Needs only this SDK; ``transformers`` (the ``trl`` extra) is what reads the schemas.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from workplace_env_client.client import EnvironmentClient
+from workplace_env_client.errors import WorkplaceEnvError
+from workplace_env_client.messages import VerifyResult, arguments_text, session_identity
+
+#: The Python type of each JSON Schema parameter type the tools use.
+PARAMETER_TYPES: dict[str, type] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list,
+    "object": dict,
+}
+#: Methods of the environment that are not tools (TRL's episode hooks).
+EPISODE_METHODS = ("reset", "get_reward")
+
+
+class _Unset:
+    """The default of an optional tool parameter: the argument is not sent."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+class WorkplaceEnvironment:
+    """One rollout slot: ``reset(**row)`` seeds a typed session for the row's task (closing
+    the slot's previous one), the tool methods call it, ``get_reward()`` verifies the calls
+    made and closes it. Built with its tools by :func:`trl_environment`."""
+
+    client: EnvironmentClient
+
+    def __init__(self) -> None:
+        self._session: tuple[str, tuple[str, int]] | None = None
+        self._calls: list[tuple[str, str]] = []
+        self._ground_truth_json: str | None = None
+        #: The last ``get_reward()``'s verify answer (None before the first).
+        self.verify_result: VerifyResult | None = None
+
+    def reset(self, **row: Any) -> None:
+        """Start an episode on the dataset row (``id, ground_truth, prompt, ...``; TRL passes
+        every column). Returns None: the row's prompt already holds the task. Raises
+        ArgumentError for a malformed row, and the seed's errors (nothing left open)."""
+        self._end_episode()
+        sid, episode, task, task_id = session_identity(row, None, None, None)
+        truth = row.get("ground_truth")
+        self._ground_truth_json = truth if isinstance(truth, str) else None
+        try:
+            self.client.seed(sid, episode, task_id, task)
+        except BaseException:
+            self._session = (sid, episode)
+            self._end_episode(suppress_errors=True)
+            raise
+        self._session = (sid, episode)
+
+    def get_reward(self) -> float:
+        """Verify the episode's calls (0.0 or 1.0; a masked ``session_lost`` sample is 0.0),
+        keep the answer in :attr:`verify_result`, close the session. Raises RuntimeError when
+        no episode is open (``reset`` first)."""
+        sid, _ = self._open_session()
+        try:
+            self.verify_result = self.client.verify(
+                sid, self._calls, ground_truth_json=self._ground_truth_json
+            )
+        finally:
+            self._end_episode()
+        return self.verify_result.reward
+
+    def __enter__(self) -> WorkplaceEnvironment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._end_episode(suppress_errors=exc[0] is not None)
+
+    def _open_session(self) -> tuple[str, tuple[str, int]]:
+        if self._session is None:
+            raise RuntimeError("no episode is open on this environment: call reset(**row) first")
+        return self._session
+
+    def _call(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """Call ``name`` on the open session; record the call; return its JSON output text."""
+        sid, _ = self._open_session()
+        text = arguments_text(arguments)
+        output = self.client.call_tool_raw(sid, name, text)
+        self._calls.append((name, text))
+        return output
+
+    def _end_episode(self, suppress_errors: bool = False) -> None:
+        """Close the open session, if any (the slot then holds none, whatever the close did)."""
+        session, self._session = self._session, None
+        self._calls = []
+        if session is None:
+            return
+        try:
+            self.client.close_session(*session)
+        except WorkplaceEnvError:
+            if not suppress_errors:
+                raise
+
+
+def tool_docstring(tool: Mapping[str, Any]) -> str:
+    """The Google docstring ``get_json_schema`` reads ``tool``'s descriptions from."""
+    lines = [tool["description"]]
+    properties = tool["parameters"]["properties"]
+    if properties:
+        lines += ["", "Args:"]
+        lines += [f"    {name}: {spec['description']}" for name, spec in properties.items()]
+    return "\n".join(lines)
+
+
+def tool_method(tool: Mapping[str, Any]) -> Callable[..., str]:
+    """The method calling ``tool`` (a ListTools schema): keyword parameters typed and
+    documented as the schema says, optional ones defaulting to :data:`UNSET`."""
+    name = tool["name"]
+    schema = tool["parameters"]
+    required = set(schema.get("required", ()))
+
+    def method(self: WorkplaceEnvironment, **arguments: Any) -> str:
+        return self._call(name, {k: v for k, v in arguments.items() if v is not UNSET})
+
+    parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    for parameter, spec in schema["properties"].items():
+        annotations[parameter] = PARAMETER_TYPES[spec["type"]]
+        default = inspect.Parameter.empty if parameter in required else UNSET
+        parameters.append(
+            inspect.Parameter(
+                parameter,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=default,
+                annotation=annotations[parameter],
+            )
+        )
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = tool_docstring(tool)
+    method.__annotations__ = annotations
+    method.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    return method
+
+
+def trl_environment(
+    client: EnvironmentClient, tools: list[dict[str, Any]] | None = None
+) -> type[WorkplaceEnvironment]:
+    """The ``environment_factory`` class for ``client``'s server: a
+    :class:`WorkplaceEnvironment` whose instances share ``client`` and carry one method per
+    tool of ``tools`` (default: ``client.list_tools()``, one ListTools). Raises ValueError for
+    a tool named like an episode method; the RPC's errors."""
+    tools = client.list_tools() if tools is None else tools
+    methods: dict[str, Any] = {"client": client}
+    for tool in tools:
+        if tool["name"] in EPISODE_METHODS or tool["name"].startswith("_"):
+            raise ValueError(f"tool name {tool['name']!r} collides with the environment's own")
+        methods[tool["name"]] = tool_method(tool)
+    return type("WorkplaceEnvironment", (WorkplaceEnvironment,), methods)

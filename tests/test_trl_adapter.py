@@ -1,0 +1,143 @@
+"""The TRL adapter (workplace_env_client.trl): its tool methods' schemas as transformers reads
+them, and episodes driven as TRL's GRPO loop drives an ``environment_factory``."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import Any
+
+import pytest
+from transformers.utils import get_json_schema
+
+from workplace_env.config import Settings
+from workplace_env.taskgen import generate_tasks
+from workplace_env_client import ArgumentError, SessionClosedError
+from workplace_env_client.trl import EPISODE_METHODS, UNSET, WorkplaceEnvironment, trl_environment
+
+ADMIN_TOKEN = "trl-adapter-admin"
+SLOTS = 3  # rollout slots: one environment instance each, reused from step to step
+
+
+@pytest.fixture
+def served(make_server):
+    return make_server(settings=Settings(admin_token=ADMIN_TOKEN), admin_token=ADMIN_TOKEN)
+
+
+@pytest.fixture
+def rows(sandbox) -> list[dict[str, Any]]:
+    """Generated tasks on the generated (default) sandbox, as a dataset's rows."""
+    return generate_tasks(sandbox, 2 * SLOTS, seed=27)
+
+
+def tool_methods(environment: WorkplaceEnvironment) -> dict[str, Any]:
+    """The public methods TRL exposes as tools (its episode hooks left out)."""
+    return {
+        name: method
+        for name, method in inspect.getmembers(environment, inspect.ismethod)
+        if not name.startswith("_") and name not in EPISODE_METHODS
+    }
+
+
+def as_trl_presents(tool: dict[str, Any]) -> dict[str, Any]:
+    """A ListTools schema in get_json_schema's shape (``required`` only when not empty)."""
+    parameters = tool["parameters"]
+    shown = {"type": "object", "properties": parameters["properties"]}
+    if parameters["required"]:
+        shown["required"] = parameters["required"]
+    return {
+        "type": "function",
+        "function": {
+            "name": tool["name"],
+            "description": tool["description"],
+            "parameters": shown,
+        },
+    }
+
+
+def run_step(envs: list[WorkplaceEnvironment], rows, drop_first: bool = False) -> list[float]:
+    """One GRPO step: reset each slot with its row, make the row's ground-truth calls through
+    the methods (less the first one when ``drop_first``), then read each slot's reward."""
+    for env, row in zip(envs, rows, strict=True):
+        assert env.reset(**row) is None
+        tools = tool_methods(env)
+        for call in row["ground_truth"][1 if drop_first else 0 :]:
+            output = tools[call["name"]](**json.loads(call["arguments"]))
+            assert isinstance(output, str)
+            json.loads(output)
+    return [env.get_reward() for env in envs]
+
+
+def test_each_tool_method_schema_is_the_listtools_schema(served):
+    tools = served.client.list_tools()
+    env = trl_environment(served.client, tools)()
+    methods = tool_methods(env)
+    assert list(methods) == sorted(t["name"] for t in tools) and len(methods) == 27
+    got = {name: get_json_schema(method) for name, method in methods.items()}
+    assert got == {t["name"]: as_trl_presents(t) for t in tools}
+
+
+def test_oracle_scores_one_perturbed_zero_and_nothing_stays_open(served, rows):
+    factory = trl_environment(served.client)
+    envs = [factory() for _ in range(SLOTS)]
+    assert run_step(envs, rows[:SLOTS]) == [1.0] * SLOTS
+    assert served.store.live_count() == 0
+    assert run_step(envs, rows[SLOTS:]) == [1.0] * SLOTS  # the same instances, next step
+    assert run_step(envs, rows[:SLOTS], drop_first=True) == [0.0] * SLOTS
+    assert [env.verify_result.reward for env in envs] == [0.0] * SLOTS
+    assert served.store.live_count() == 0
+    assert served.admin.export_sessions().snapshots == []
+
+
+def test_bad_calls_answer_the_tools_error_text(served, rows):
+    env = trl_environment(served.client)()
+    env.reset(**rows[0])
+    assert env.email_get_email_information_by_id(field="body") == '"Email ID not provided."'
+    assert env.email_delete_email(email_id="nope") == '"Email not found."'
+    assert env.email_search_emails(bogus=1) == (
+        "\"Error executing tool 'email_search_emails': EmailTool.search_emails() got an"
+        " unexpected keyword argument 'bogus'\""
+    )
+    assert env.get_reward() == 0.0
+    assert served.store.live_count() == 0
+
+
+def test_unset_optional_arguments_are_not_sent(served, rows):
+    env = trl_environment(served.client)()
+    search = inspect.signature(env.email_search_emails).parameters
+    assert search["page"].default is UNSET and search["query"].default is UNSET
+    assert inspect.signature(env.email_delete_email).parameters["email_id"].default is (
+        inspect.Parameter.empty
+    )
+    env.reset(**rows[0])
+    shown = env.email_search_emails(query="budget", page=UNSET)
+    sid, _ = env._session
+    assert shown == served.raw.call_tool_raw(sid, "email_search_emails", {"query": "budget"})
+    assert env._calls == [("email_search_emails", '{"query": "budget"}')]
+    env.get_reward()
+
+
+def test_reset_closes_the_previous_session(served, rows):
+    env = trl_environment(served.client)()
+    env.reset(**rows[0])
+    first, _ = env._session
+    env.reset(**rows[1])
+    assert served.store.live_count() == 1
+    with pytest.raises(SessionClosedError):
+        served.raw.call_tool_raw(first, "email_search_emails", {"query": "budget"})
+    env.get_reward()
+    assert served.store.live_count() == 0
+
+
+def test_out_of_episode_use_and_bad_rows_are_refused_leaving_nothing_open(served, rows):
+    env = trl_environment(served.client)()
+    with pytest.raises(RuntimeError, match=r"reset\(\*\*row\) first"):
+        env.get_reward()
+    with pytest.raises(RuntimeError, match=r"reset\(\*\*row\) first"):
+        env.email_delete_email(email_id="00000057")
+    env.reset(**rows[0])
+    with pytest.raises(ArgumentError, match=r"task\.ground_truth"):
+        env.reset(id="x", ground_truth=5)
+    assert served.store.live_count() == 0
+    with pytest.raises(ValueError, match="reset"):
+        trl_environment(served.client, [{"name": "reset"}])
