@@ -23,6 +23,7 @@ from tests.helpers import local
 from tests.model_standin import Calls, CutOff, Fail, Fields, Hold, Raw, StandInModel, Text
 from tests.nemo.venv import nemo_python
 from workplace_env.model_runs import (
+    CategorySummary,
     PlanMismatch,
     check_plan,
     input_digest,
@@ -33,7 +34,7 @@ from workplace_env.model_runs import (
     side_effect_tables,
     summarise,
 )
-from workplace_env.runs import ModelRunOptions, run_model_policy
+from workplace_env.runs import ModelRunOptions, masked_counts, run_model_policy
 from workplace_env.sandbox.tables import CRM, EMAILS
 from workplace_env.taskgen import generate_tasks
 from workplace_env.terminal import CommandError
@@ -45,7 +46,7 @@ from workplace_env_client import (
     openai_client,
     run_rollout,
 )
-from workplace_env_client.rollouts import MODEL_CONFIG_ERROR
+from workplace_env_client.rollouts import MASK_KINDS, MODEL_CONFIG_ERROR
 
 openai = pytest.importorskip("openai")  # in the test extras; a clear skip elsewhere
 
@@ -1179,22 +1180,28 @@ def test_cli_refuses_a_rerun_of_another_experiment_naming_what_changed(
     assert out.read_bytes() == before
 
 
-def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(server, tmp_path):
-    """A wrong model URL (HTTP 404) with --max-retries 0: no provider_unavailable, no "played
-    again"; the run stops after the first refusal (exit 2) naming the URL, the status, the
-    retries made and the flags that fix it."""
+@pytest.mark.parametrize("status", [401, 404])
+def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(
+    server, tmp_path, status
+):
+    """A wrong model URL (HTTP 404) or key (401) with --max-retries 0: no
+    provider_unavailable, no "played again"; the run stops after the first refusal (exit 2)
+    naming the URL, the status, the retries made and the flags that fix it, and says the
+    endpoint's configuration masked the episode (never the model itself)."""
     rows = _nochange_rows(server, 3)
     tasks_file = tmp_path / "tasks.jsonl"
     _write_rows(tasks_file, rows)
     out = tmp_path / "rollouts.jsonl"
-    with StandInModel({r["prompt"]: [Fail(404, 99)] for r in rows}) as standin:
+    with StandInModel({r["prompt"]: [Fail(status, 99)] for r in rows}) as standin:
         result = _run_model(tasks_file, standin, server, out, "--max-retries", "0")
         sent = sum(len(s.requests) for s in standin.scripts.values())
     said = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
-    assert f"{standin.base_url}/responses" in said and "HTTP 404" in said
+    assert f"{standin.base_url}/responses" in said and f"HTTP {status}" in said
     assert "after 0 retries" in said and "--base-url" in said and "--model" in said
     assert "provider_unavailable" not in said and "plays them again" not in said
+    assert f"1 masked by the endpoint's configuration ({MODEL_CONFIG_ERROR})" in said
+    assert "masked by the model itself" not in said
     assert sent == 1  # no episode started after the refusal
     [line] = strict_lines(out)
     assert line["failure_kind"] == MODEL_CONFIG_ERROR
@@ -1248,3 +1255,35 @@ def test_hostile_model_answers_are_model_failures_and_every_line_is_strict_json(
     assert len(by_id) == len(rows)
     assert [by_id[r["id"]]["failure_kind"] for r in rows[:-1]] == ["agent_run_error"] * 5
     assert by_id[rows[-1]["id"]]["reward"] == 1.0
+
+
+_ALL_PASSED = CategorySummary("all", 4, 1, 1, 2, 2 / 3, 1.0, 3, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("kind", sorted(MASK_KINDS))
+def test_every_mask_kind_is_described_as_its_own(kind):
+    """Each failure kind's line in a model run's summary says who masked it and what it
+    means from its own entry of the registry, no other kind's words; only the model's own
+    kinds name the pass rate they count in."""
+    masked = [{"failure_kind": kind, "mask_sample": True}] * 2
+    [line] = masked_counts(masked, _ALL_PASSED, fail_on_masked=True)
+    own = MASK_KINDS[kind]
+    assert line.startswith(f"2 masked by {own.by} ({kind}): {own.meaning}")
+    others = {f"({k})" for k in MASK_KINDS} - {f"({kind})"}
+    assert not any(other in line for other in others), line
+    assert ("(2/3 = 0.667); exit 1 (--fail-on-masked)" in line) == own.model_own
+
+
+def test_a_mask_kind_of_another_vocabulary_is_not_described_as_a_known_one():
+    [line] = masked_counts([{"failure_kind": "x:new"}], _ALL_PASSED, fail_on_masked=False)
+    assert line.startswith("1 masked by an unknown cause (x:new)")
+    assert not any(known.meaning in line for known in MASK_KINDS.values())
+
+
+def test_masked_counts_group_the_kinds_of_a_run():
+    masked = [{"failure_kind": k} for k in ("session_lost", "agent_run_error", "session_lost")]
+    said = masked_counts(masked, _ALL_PASSED, fail_on_masked=False)
+    assert [line.split(" (")[0] for line in said] == [
+        "1 masked by the model itself",
+        "2 masked by the environment",
+    ]

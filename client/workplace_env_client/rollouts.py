@@ -295,6 +295,63 @@ CONFIG_STATUSES = frozenset({401, 403, 404, 422})
 #: The failure kind of an episode whose model request the endpoint refused for its
 #: configuration (:data:`CONFIG_STATUSES`): not finished, and not the model's score.
 MODEL_CONFIG_ERROR = "workplace_env:model_config_error"
+#: The failure kind of an episode the environment could not play (a refused seed, a call or
+#: Verify that failed on the server's side).
+ENVIRONMENT_ERROR = "workplace_env:environment_error"
+
+
+@dataclass(frozen=True)
+class MaskKind:
+    """What masked an episode, for people: ``by`` (who: the model, the endpoint, the
+    environment) and ``meaning`` (what it means for the run); ``model_own``: a failure of the
+    model, counted in its pass rate and never played again."""
+
+    by: str
+    meaning: str
+    model_own: bool = False
+
+
+#: Every ``failure_kind`` a rollout can carry, with what it means (the run summaries say it).
+MASK_KINDS: dict[str, MaskKind] = {
+    "agent_run_error": MaskKind(
+        "the model itself", "failures of the model, counted in its pass rate", model_own=True
+    ),
+    "provider_unavailable": MaskKind(
+        "the endpoint",
+        "the model call failed after the client's retries (HTTP 5xx, timeout, connection "
+        "refused, a body that is not a response); no score of the model",
+    ),
+    "provider_quota_exhausted": MaskKind(
+        "the endpoint", "HTTP 429 after the client's retries; no score of the model"
+    ),
+    MODEL_CONFIG_ERROR: MaskKind(
+        "the endpoint's configuration",
+        "it refused the request (HTTP 401, 403, 404, 422: its URL, API, model name or key), "
+        "not retried; no score of the model",
+    ),
+    "session_lost": MaskKind(
+        "the environment", "the server lost the session; no score of the model"
+    ),
+    "session_expired": MaskKind(
+        "the environment",
+        "the server evicted the session after its idle TTL; no score of the model",
+    ),
+    ENVIRONMENT_ERROR: MaskKind(
+        "the environment",
+        "the server refused the seed or failed a call or Verify; no score of the model",
+    ),
+}
+
+
+def mask_kind(failure_kind: str) -> MaskKind:
+    """The :data:`MASK_KINDS` entry of ``failure_kind``; one of another vocabulary (a file
+    written by another tool) is said to be unknown, never described as another kind."""
+    return MASK_KINDS.get(
+        failure_kind,
+        MaskKind("an unknown cause", "a failure kind this version does not know; no score"),
+    )
+
+
 # Statuses OpenAI's client retries (besides connection errors and timeouts).
 _RETRIED_STATUSES = frozenset({408, 409, 429})
 
@@ -646,14 +703,14 @@ def _session_failure(exc: WorkplaceEnvError) -> EpisodeFailure:
         return EpisodeFailure("session_expired", str(exc))
     if isinstance(exc, SessionLostError):
         return EpisodeFailure("session_lost", str(exc))
-    return EpisodeFailure("workplace_env:environment_error", f"{type(exc).__name__}: {exc}")
+    return EpisodeFailure(ENVIRONMENT_ERROR, f"{type(exc).__name__}: {exc}")
 
 
 def _verify_failure(exc: InvalidRequestError) -> EpisodeFailure:
     """Verify refused the request: the model's fault when the refusal names its output."""
     if any(v.field.startswith("response_output") for v in exc.violations):
         return EpisodeFailure("agent_run_error", f"Verify refused the model's output: {exc}")
-    return EpisodeFailure("workplace_env:environment_error", f"Verify refused: {exc}")
+    return EpisodeFailure(ENVIRONMENT_ERROR, f"Verify refused: {exc}")
 
 
 def _verify_kwargs(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -670,7 +727,7 @@ def _finish(
     started: float,
 ) -> Rollout:
     if failure is not None or verified is None:
-        kind = failure.kind if failure else "workplace_env:environment_error"
+        kind = failure.kind if failure else ENVIRONMENT_ERROR
         reason = failure.reason if failure else "no verify result"
         verified = VerifyResult(0.0, True, kind, reason, verified.tables if verified else ())
     return Rollout(

@@ -67,10 +67,16 @@ from workplace_env_client import (
     create_params_for,
     run_rollout,
 )
-from workplace_env_client.rollouts import MODEL_CONFIG_ERROR, episode_for, failed_rollout
+from workplace_env_client.rollouts import (
+    ENVIRONMENT_ERROR,
+    MASK_KINDS,
+    MODEL_CONFIG_ERROR,
+    episode_for,
+    failed_rollout,
+)
 
 #: Masked failures that the model caused; resume does not play these again.
-FINISHED_FAILURES = frozenset({"agent_run_error"})
+FINISHED_FAILURES = frozenset(kind for kind, what in MASK_KINDS.items() if what.model_own)
 
 
 def materialized_inputs_path(out: Path) -> Path:
@@ -395,7 +401,7 @@ def collect_rollouts(
                 {**row, "responses_create_params": params},
                 params,
                 policy,
-                "workplace_env:environment_error",
+                ENVIRONMENT_ERROR,
                 f"{type(exc).__name__}: {exc}",
             )
         line = _stamped(rollout, task_index, rollout_index)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,7 +68,7 @@ from workplace_env_client import (
     checks,
     openai_client,
 )
-from workplace_env_client.rollouts import MODEL_APIS, MODEL_CONFIG_ERROR
+from workplace_env_client.rollouts import MODEL_APIS, MODEL_CONFIG_ERROR, mask_kind
 
 
 @dataclass(frozen=True)
@@ -304,6 +305,26 @@ def print_model_summary(summary: Sequence[CategorySummary], title: str) -> None:
     print_table(table)
 
 
+def masked_counts(
+    masked: Sequence[Mapping[str, Any]], total: CategorySummary, fail_on_masked: bool
+) -> list[str]:
+    """One line per ``failure_kind`` of the ``masked`` rollout lines: how many, who masked them
+    and what it means (:data:`~workplace_env_client.rollouts.MASK_KINDS`, each kind its own);
+    the model's own kinds with the pass rate of ``total`` (the ``all`` row) they count in."""
+    said = []
+    for kind, count in sorted(Counter(str(m.get("failure_kind")) for m in masked).items()):
+        what = mask_kind(kind)
+        line = f"{count} masked by {what.by} ({kind}): {what.meaning}"
+        if what.model_own:
+            line += (
+                f" ({total.passed}/{total.episodes - total.masked} = "
+                f"{rate_text(total.pass_rate)})"
+                + ("; exit 1 (--fail-on-masked)" if fail_on_masked else "")
+            )
+        said.append(line)
+    return said
+
+
 def run_model_policy(
     lines: Sequence[Mapping[str, Any]],
     options: ModelRunOptions,
@@ -418,19 +439,13 @@ def _collect_and_report(
         )
     if len(masked) > 10:
         console.print(f"[yellow]masked[/yellow] ... {len(masked) - 10} more")
+    for said in masked_counts(masked, summary[-1], options.fail_on_masked):
+        console.print(plain(said))
     unfinished = [
         line
         for line in masked
         if not is_finished(line) and line.get("failure_kind") != MODEL_CONFIG_ERROR
     ]
-    total = summary[-1]
-    if len(masked) > len(unfinished):
-        console.print(
-            f"{len(masked) - len(unfinished)} masked by the model itself (agent_run_error): "
-            f"failures of the model, counted in its pass rate ({total.passed}/"
-            f"{total.episodes - total.masked} = {rate_text(total.pass_rate)})"
-            + ("; exit 1 (--fail-on-masked)" if options.fail_on_masked else "")
-        )
     if unfinished:
         console.print(
             f"[red]{len(unfinished)} not finished[/red] (masked by the endpoint or the "
