@@ -484,6 +484,28 @@ def test_printed_values_keep_their_brackets(tmp_path):
     assert "[fe80::1%nosuch]:1" in result.output, result.output
 
 
+def test_every_table_keeps_its_numbers_and_ids_whole_at_40_columns(tasks_file, tmp_path):
+    """demo, run and config at a 40-column terminal: every number and id of their tables
+    is printed whole (the table is wider than the terminal rather than cut to an ellipsis)."""
+    narrow = {"COLUMNS": "40"}
+    data_dir = "/srv/a-long-directory-name/workbench-data"
+    config = invoke("config", env={**narrow, "WORKPLACE_ENV_DATA_DIR": data_dir})
+    rows = table_rows(config.stdout)
+    assert rows["max_session_write_bytes"] == ["67108864", "default"]
+    assert rows["data_dir"][0] == data_dir
+    demo = invoke("demo", "--count", "6", "--concurrency", "1", env=narrow)
+    assert demo.exit_code == 0, demo.output
+    [episodes, oracle, oracle_rate, perturbed, perturbed_rate] = table_rows(demo.stdout)["all"]
+    assert (episodes, oracle) == ("6", "1.000") and 0.0 <= float(perturbed) < 1.0
+    assert int(oracle_rate) > 0 and int(perturbed_rate) > 0
+    run = invoke("run", tasks_file, "--policy", "oracle", env=narrow)
+    assert run.exit_code == 0, run.output
+    rows = table_rows(run.stdout)
+    assert rows["mean reward (played)"] == ["1.0000"] and float(rows["episodes/s"][0]) > 0
+    for result in (config, demo, run):
+        assert "…" not in result.stdout, result.stdout
+
+
 # -- serve, gateway and the cookie secret ---------------------------------------------------------
 
 

@@ -1207,7 +1207,7 @@ def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(
     assert line["failure_kind"] == MODEL_CONFIG_ERROR
 
 
-@pytest.mark.parametrize("columns", [50, 80, 200])
+@pytest.mark.parametrize("columns", [40, 80, 200])
 def test_an_all_masked_run_has_no_pass_rate_and_its_numbers_stay_whole(server, tmp_path, columns):
     """Every episode masked by the endpoint: the pass rate is 0/0, '-' in the table and null in
     the summary JSON; at 80 columns (a pipe, CI logs) no number of the table is cut."""

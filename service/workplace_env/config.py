@@ -546,16 +546,16 @@ def describe(settings: Settings, sources: Mapping[str, str]) -> list[tuple[str, 
 def print_settings(settings: Settings, sources: Mapping[str, str]) -> None:
     """The :func:`describe` rows as a table on stdout (``workplace-env config``, ``serve
     --print-config``)."""
-    from rich.console import Console
-    from rich.markup import escape
     from rich.table import Table
+
+    from workplace_env.terminal import plain, print_table
 
     table = Table(title="effective configuration")
     for col in ("setting", "value", "source"):
         table.add_column(col)
     for row in describe(settings, sources):
-        table.add_row(*(escape(cell) for cell in row))  # a value's brackets are text
-    Console().print(table)
+        table.add_row(*(plain(cell) for cell in row))  # a value's brackets are text
+    print_table(table)
 
 
 def client_credentials(settings: Settings) -> grpc.ChannelCredentials | None:

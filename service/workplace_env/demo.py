@@ -13,14 +13,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from workplace_env.runner import RunSummary, run_lines
 from workplace_env.sandbox.load import describe_sandbox
 from workplace_env.server.serve import local_server
 from workplace_env.taskgen import CATEGORIES, TEMPLATES, generate_tasks
-from workplace_env.terminal import console, episode_progress, plain
+from workplace_env.terminal import console, episode_progress, plain, print_table
 from workplace_env_client import EnvironmentClient
 
 POLICIES = ("oracle", "perturbed")
@@ -119,4 +118,4 @@ def print_demo(results: Mapping[str, Mapping[str, RunSummary]], title: str) -> N
         ]
     table.add_section()
     table.add_row(*row, style="bold")
-    Console().print(table)
+    print_table(table)

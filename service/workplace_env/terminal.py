@@ -5,7 +5,7 @@
 * :func:`episode_progress`: the one progress bar of every command that plays episodes;
 * :func:`plain`: a value put into a markup string shows as written (every message built with
   f-strings goes through it);
-* :func:`print_table`: a summary table on stdout with every number whole at any width;
+* :func:`print_table`: a table on stdout with every number and id whole at any width;
 * :class:`CommandError`: a command that cannot go on; the CLI prints it and exits with its
   status (2 for bad input, as click does for a bad flag; 1 for a refused operation);
 * :class:`HelpGroup`: the commands' help, as plain text with each command's summary whole.
@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import inspect
+import io
 import re
 from typing import Any
 
@@ -21,6 +22,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.segment import Segment
 from rich.table import Table
 from typer.core import TyperGroup
 
@@ -64,23 +66,27 @@ def episode_progress() -> Progress:
 
 
 def print_table(table: Table) -> None:
-    """Print ``table`` on stdout with every right-justified (numeric) cell and header word whole:
-    those columns never wrap nor shrink below their widest cell or header word (other columns
-    fold), and a table that still does not fit the terminal (80 columns in a pipe) is printed at
-    its own width, never cut."""
+    """Print ``table`` on stdout with every cell whole (a number, an id, a path): no column
+    shrinks below its widest cell or header word (headers wrap between words), and a table
+    that does not fit the terminal (80 columns in a pipe) so is printed at its natural width,
+    never cut. The one way a command prints a table."""
     for column in table.columns:
-        if column.justify == "right":
-            words = str(column.header).split()
-            cells = [len(str(cell)) for cell in column.cells]
-            column.min_width = max([*cells, *map(len, words)], default=1)
-            column.no_wrap = True
-        else:
-            column.overflow = "fold"
+        words = str(column.header).split()
+        cells = [len(str(cell)) for cell in column.cells]
+        column.min_width = max([*cells, *map(len, words)], default=1)
+        column.overflow = "fold"
     out = Console()
-    needed = Console(width=10_000).measure(table).minimum
-    if needed > out.width:
-        out = Console(width=needed)
+    if _rendered_width(table, out.width) > out.width:
+        out = Console(width=Console(width=10_000).measure(table).maximum)
     out.print(table)
+
+
+def _rendered_width(table: Table, width: int) -> int:
+    """The widest line of ``table`` laid out for ``width`` columns, before any cropping
+    (wider than ``width`` when its columns' minimum widths do not fit)."""
+    measuring = Console(width=width, file=io.StringIO())
+    lines = Segment.split_lines(measuring.render(table, measuring.options))
+    return max((Segment.get_line_length(line) for line in lines), default=0)
 
 
 #: Docstring markup (reStructuredText roles and literals, Markdown emphasis and code) in a
