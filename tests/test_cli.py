@@ -30,6 +30,7 @@ import grpc
 import httpx
 import pytest
 import typer
+from google.rpc import error_details_pb2, status_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from typer.testing import CliRunner
 
@@ -39,6 +40,7 @@ from tests.helpers import table_rows
 from workplace_env import cli as cli_module
 from workplace_env.checkpoint.files import write_checkpoint
 from workplace_env.cli import app
+from workplace_env.command_errors import COMMAND_WORDS, RUN_WORDS, server_errors
 from workplace_env.config import Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
 from workplace_env.model_runs import read_finished, read_rollouts
@@ -46,7 +48,15 @@ from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import CSV_FILES, EMAILS
 from workplace_env.server.app import start_server
 from workplace_env.sessions import SessionStore
-from workplace_env_client import EnvironmentClient
+from workplace_env.terminal import CommandError
+from workplace_env_client import (
+    EnvironmentClient,
+    SessionLostError,
+    UnauthenticatedError,
+    UnavailableError,
+    WorkplaceEnvError,
+)
+from workplace_env_client.errors import HINTS, error_class, fix_hint, from_rpc_error
 
 HANG_S = 60.0  # bound of every wait on a process (a hang guard, never a pacing delay)
 FILE_TOKEN = "token-from-file"  # the config file's admin token, overridden by the flag
@@ -925,7 +935,7 @@ def test_admin_rpcs_off_on_the_server_names_its_flag(sandbox, tmp_path):
         running.stop(grace_s=0.5)
     said = " ".join(result.output.split())
     assert result.exit_code == 1 and "ADMIN_DISABLED" in said
-    assert "fix: start the server with --admin-token" in said
+    assert f"fix: restart the server at 127.0.0.1:{running.port} with --admin-token" in said
 
 
 @pytest.mark.parametrize("command", ["save", "restore"])
@@ -938,6 +948,77 @@ def test_an_unreachable_server_names_its_address_and_the_target_flag(tmp_path, c
     said = " ".join(result.output.split())
     assert result.exit_code == 1, said
     assert f"{dead}" in said and "fix:" in said and "--target" in said and "--tls-ca" in said
+
+
+@pytest.mark.parametrize("policy", ["recorded", "oracle"])
+def test_run_against_an_unreachable_server_says_so_in_one_line_with_the_flags(tasks_file, policy):
+    """A dead --target: no traceback, exit 1, one message naming the address and what to
+    type on the command line (never the SDK's arguments), and no progress bar drawn."""
+    dead = "127.0.0.1:1"  # nothing listens on port 1
+    result = invoke("run", tasks_file, "--policy", policy, "--target", dead)
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 1, result.output
+    assert "run failed: UNAVAILABLE" in said and f"fix: no server answered at {dead}" in said
+    assert "--target HOST:PORT" in said and "--tls-ca (or $WORKPLACE_ENV_TLS_CA)" in said
+    assert "tls_credentials(" not in said and f"{policy} episodes" not in said
+
+
+#: The SDK's words of every hint, which a command line never shows.
+SDK_ONLY = ("tls_credentials(", "AdminClient(", "admin_token=", "timeout_s")
+#: The CLI's client flags and variables, which an SDK hint never shows.
+CLI_ONLY = ("--target", "--tls-ca", "--tls-client-cert", "--token", "--timeout-s", "$WORKPLACE")
+
+
+def _hint_error(kind: str) -> WorkplaceEnvError:
+    """An SDK error of the hint ``kind`` (a reason, a status code's name, or TLS)."""
+    if kind == "TLS":
+        return UnavailableError("SSL handshake failed", grpc.StatusCode.UNAVAILABLE)
+    if kind in grpc.StatusCode.__members__:
+        code = grpc.StatusCode[kind]
+        return error_class(code, "")("refused", code)
+    return UnauthenticatedError("refused", grpc.StatusCode.UNAUTHENTICATED, reason=kind)
+
+
+@pytest.mark.parametrize("kind", sorted(HINTS))
+def test_every_hint_is_worded_for_its_surface(kind):
+    """Each hint kind in a command's words names the address and only CLI flags and
+    variables; the same kind raised in the SDK names only its arguments."""
+    error = _hint_error(kind)
+    with pytest.raises(CommandError) as stopped, server_errors("checkpoint save", "db:7"):
+        raise error
+    said = stopped.value.markup()
+    assert stopped.value.exit_code == 1 and "checkpoint save failed:" in said
+    fix = fix_hint(error.code, error.reason, error.message, COMMAND_WORDS, "db:7")
+    assert f"; fix: {fix}" in said
+    assert "db:7" in said and not any(word in said for word in SDK_ONLY), said
+    sdk = from_rpc_error(_rpc_error(error))
+    assert sdk.hint and not any(word in sdk.hint for word in CLI_ONLY), sdk.hint
+    assert f"fix: {sdk.hint}" in sdk.__notes__
+
+
+def _rpc_error(error: WorkplaceEnvError) -> grpc.RpcError:
+    """The RPC failure the SDK turns into ``error`` (its code, reason and message)."""
+    status = status_pb2.Status(code=error.code.value[0], message=error.message)
+    if error.reason:
+        status.details.add().Pack(error_details_pb2.ErrorInfo(reason=error.reason))
+
+    class Failed(grpc.RpcError, grpc.Call):  # type: ignore[misc]
+        def code(self) -> grpc.StatusCode:
+            return error.code
+
+        def details(self) -> str:
+            return error.message
+
+        def trailing_metadata(self):
+            return (("grpc-status-details-bin", status.SerializeToString()),)
+
+    return Failed()
+
+
+def test_an_sdk_error_with_no_hint_is_still_one_line_with_the_address():
+    with pytest.raises(CommandError) as stopped, server_errors("run", None, RUN_WORDS):
+        raise SessionLostError("gone", grpc.StatusCode.NOT_FOUND, reason="SESSION_LOST")
+    assert stopped.value.markup() == "[red]run failed:[/red] NOT_FOUND SESSION_LOST: gone"
 
 
 # -- demo -----------------------------------------------------------------------------------------

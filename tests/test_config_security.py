@@ -286,16 +286,22 @@ def _client_command(*args: str, env: dict[str, str] | None = None) -> subprocess
     )
 
 
-def test_a_tls_client_of_a_plaintext_server_is_told_about_tls_ca(sandbox, pki, tmp_path):
+@pytest.mark.parametrize("command", ["checkpoint", "run"])
+def test_a_tls_client_of_a_plaintext_server_is_told_about_tls_ca(sandbox, pki, tmp_path, command):
     plaintext = Settings(admin_token=CLI_TOKEN)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(generate_tasks(sandbox, 1, 5)[0]) + "\n")
+    args = {
+        "checkpoint": ["checkpoint", "save", str(tmp_path / "ck"), "--timeout-s", "10"],
+        "run": ["run", str(tasks), "--policy", "oracle"],
+    }[command]
     with serving(sandbox, settings=plaintext) as server:
-        saved = _client_command(
-            "checkpoint", "save", str(tmp_path / "ck"), "--target", f"127.0.0.1:{server.port}",
-            "--tls-ca", str(pki["dir"] / "ca.pem"), "--timeout-s", "10",
-        )  # fmt: skip
-    said = " ".join(saved.stderr.split())
-    assert saved.returncode == 1, said
-    assert "fix: TLS with" in said and "--tls-ca" in said and "plaintext server" in said
+        target = f"127.0.0.1:{server.port}"
+        done = _client_command(*args, "--target", target, "--tls-ca", str(pki["dir"] / "ca.pem"))
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1 and "Traceback" not in said, said
+    assert f"fix: TLS with {target} failed" in said and "--tls-ca" in said
+    assert "plaintext server" in said and "tls_credentials(" not in said
 
 
 @pytest.mark.parametrize(("mtls", "given"), [(False, "flags"), (True, "flags"), (True, "env")])

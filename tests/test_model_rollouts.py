@@ -22,6 +22,7 @@ import pytest
 from tests.helpers import local
 from tests.model_standin import Calls, CutOff, Fail, Fields, Hold, Raw, StandInModel, Text
 from tests.nemo.venv import nemo_python
+from workplace_env.locks import WriterBusy
 from workplace_env.model_runs import (
     CategorySummary,
     PlanMismatch,
@@ -989,6 +990,8 @@ def test_cli_refuses_an_out_of_another_plan_and_overwrite_replays_it(server, tmp
         assert refused.exit_code == 2, refused.output
         assert str(out) in said and "another plan" in said and "differ" in said
         assert "new --out" in said and "--overwrite" in said
+        assert "stand-in episodes" in first.output and "stand-in episodes" not in said  # no bar
+        assert not lock_path(out).exists()  # released and removed on the refusal too
         assert sum(len(s.requests) for s in standin.scripts.values()) == sent  # nothing played
         assert {p: p.read_bytes() for p in out.parent.iterdir()} == before  # nothing written
         again = _run_model(tasks_file, standin, server, out, *second_more, "--overwrite")
@@ -1045,10 +1048,12 @@ def test_cli_refuses_an_out_another_run_holds_naming_the_file_and_its_pid(server
             assert "--out" in said
             assert [p.name for p in out.parent.iterdir()] == [lock_path(out).name]
             assert all(not s.requests for s in standin.scripts.values())
+        assert not lock_path(out).exists()  # the holder's lock file ends with its hold
         again = _run_model(tasks_file, standin, server, out)
         assert again.exit_code == 0, again.output
         assert "played 2, skipped 0" in again.output
     _assert_one_plan(out)
+    assert not lock_path(out).exists()
 
 
 def test_a_run_holds_its_out_until_it_ends(server, tmp_path):
@@ -1287,3 +1292,35 @@ def test_masked_counts_group_the_kinds_of_a_run():
         "1 masked by the model itself",
         "2 masked by the environment",
     ]
+
+
+@pytest.mark.parametrize("ending", [RuntimeError, KeyboardInterrupt])
+def test_no_lock_file_survives_its_hold_however_it_ends(tmp_path, ending):
+    """The lock file of a run's --out is removed when the run ends by an error or Ctrl-C;
+    a run into that --out afterwards takes the lock again."""
+    out = tmp_path / "rollouts.jsonl"
+    with pytest.raises(ending), only_run_into(out):
+        assert lock_path(out).read_text() == f"{os.getpid()}\n"
+        raise ending()
+    assert list(tmp_path.iterdir()) == []
+    with only_run_into(out), pytest.raises(WriterBusy), only_run_into(out):
+        pass
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_against_an_unreachable_server_says_so_and_leaves_no_lock_file(tmp_path):
+    """--policy model with --target at a dead address: one line naming the address and the
+    flags to type (no traceback, exit 1); the --out lock file is gone."""
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, [{"id": "t", "prompt": "p", "ground_truth": []}])
+    out = tmp_path / "rollouts.jsonl"
+    dead = "127.0.0.1:1"  # nothing listens on port 1
+    result = _run_cli(
+        ["run", str(tasks_file), "--policy", "model", "--model", "m", "--base-url",
+         "http://127.0.0.1:1/v1", "--target", dead, "--out", str(out)]
+    )  # fmt: skip
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert said.startswith("run failed: UNAVAILABLE") and f"no server answered at {dead}" in said
+    assert "--target HOST:PORT" in said and "--tls-ca" in said
+    assert not lock_path(out).exists()

@@ -30,8 +30,8 @@ class WorkplaceEnvError(Exception):
     ``metadata`` (the rest of its ``ErrorInfo.metadata``, e.g. ``already_restored`` on a
     restore's SESSION_LIVE, ``limit_bytes`` on SESSION_TOO_LARGE), ``violations``
     (``BadRequest``) and ``retry_after_s`` (``RetryInfo``, seconds). ``hint`` says what an SDK
-    user changes to fix it (:data:`SDK_HINTS`; a note, ``fix: ...``, under the traceback), or
-    is empty."""
+    user changes to fix it (:func:`fix_hint` in the SDK's words; a note, ``fix: ...``, under the
+    traceback), or is empty."""
 
     def __init__(
         self,
@@ -209,16 +209,70 @@ _BY_CODE: dict[grpc.StatusCode, type[WorkplaceEnvError]] = {
 }
 
 
-#: What an SDK user changes to fix a refusal, by ``ErrorInfo`` reason (or by the status code's
-#: name when the server sent no reason: a transport failure).
-SDK_HINTS: dict[str, str] = {
-    "ADMIN_TOKEN_REQUIRED": "pass the server's --admin-token as AdminClient(token=...) or "
-    "EnvironmentClient(admin_token=...)",
-    "ADMIN_TOKEN_INVALID": "AdminClient(token=...) / EnvironmentClient(admin_token=...) must be "
-    "the --admin-token the server was started with",
-    "UNAVAILABLE": "no server answered at the client's target: check the target and that the "
-    "server runs; a server started with --tls-cert needs credentials=tls_credentials(...)",
+@dataclass(frozen=True)
+class HintWords:
+    """How the users of one surface (the SDK, a command) type what fixes an error, the words
+    :func:`fix_hint` puts into its hints: ``target`` names the server to reach, ``tls_ca`` the
+    CA of a TLS server, ``client_cert`` a client certificate (mTLS), ``token`` the admin token,
+    ``timeout`` what to do about a deadline."""
+
+    target: str
+    tls_ca: str
+    client_cert: str
+    token: str
+    timeout: str
+
+
+#: The SDK's words: arguments of its classes and functions.
+SDK_WORDS = HintWords(
+    target="check the target the client was made with",
+    tls_ca="credentials=tls_credentials(ca_file)",
+    client_cert="credentials=tls_credentials(ca_file, cert_file, key_file)",
+    token="AdminClient(token=...) or EnvironmentClient(admin_token=...)",
+    timeout="raise the client's timeout_s, or check that the server is not overloaded",
+)
+
+#: What fixes an error, by ``ErrorInfo`` reason (or by the status code's name when the server
+#: sent no reason: a transport failure; ``TLS`` for a failed TLS handshake), with the words of
+#: the user's surface (:class:`HintWords`) and ``server``, the server's address.
+HINTS: dict[str, str] = {
+    "ADMIN_TOKEN_REQUIRED": "pass the admin token {server} was started with (its --admin-token) "
+    "as {token}",
+    "ADMIN_TOKEN_INVALID": "{token} must be the --admin-token {server} was started with",
+    "ADMIN_DISABLED": "restart the server at {server} with --admin-token, then pass that token "
+    "as {token}",
+    "UNAVAILABLE": "no server answered at {server}: {target} (and check it runs); a server "
+    "started with --tls-cert needs {tls_ca}",
+    "TLS": "TLS with {server} failed: {tls_ca} must be the CA of the server's --tls-cert, a "
+    "server started with --tls-client-ca also needs {client_cert}, and a plaintext server "
+    "takes no {tls_ca}",
+    "DEADLINE_EXCEEDED": "no answer from {server} in time: {timeout}",
+    "UNAUTHENTICATED": "{server} refused this client's credentials: pass the admin token as "
+    "{token}",
+    "PERMISSION_DENIED": "{server} (or a proxy before it) does not let this client in: a server "
+    "started with --tls-client-ca needs {client_cert}",
 }
+#: Words of gRPC's messages about a failed TLS handshake.
+_TLS_WORDS = ("handshake", "ssl", "certificate")
+
+
+def fix_hint(
+    code: grpc.StatusCode,
+    reason: str,
+    message: str,
+    words: HintWords = SDK_WORDS,
+    server: str = "the client's target",
+) -> str:
+    """What a user of the surface of ``words`` changes to fix an error (its status ``code``,
+    ``ErrorInfo.reason`` and message) of an RPC to ``server`` (an address, or how the surface
+    names the server); "" when nothing the user types fixes it."""
+    tls = any(word in message.lower() for word in _TLS_WORDS)
+    key = "TLS" if not reason and code is grpc.StatusCode.UNAVAILABLE and tls else reason
+    key = key or code.name
+    template = HINTS.get(key)
+    if template is None:
+        return ""
+    return template.format(server=server, **vars(words))
 
 
 @dataclass
@@ -290,7 +344,7 @@ def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
     return cls(
         message or "",
         code,
-        hint=SDK_HINTS.get(info.reason or code.name, ""),
+        hint=fix_hint(code, info.reason, message or ""),
         reason=info.reason,
         session_id=info.session_id,
         violations=tuple(info.violations),

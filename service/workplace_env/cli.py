@@ -40,6 +40,7 @@ from workplace_env.checkpoint.remote import (
     restore_checkpoint,
     save_checkpoint,
 )
+from workplace_env.command_errors import RUN_WORDS, server_errors
 from workplace_env.config import (
     ConfigError,
     Settings,
@@ -499,7 +500,7 @@ def run(
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
     credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key) if target else None
-    with _reported():
+    with _reported(), server_errors("run", target, RUN_WORDS):
         episodes = read_episodes(file)
         lines = episodes.lines
         if policy == "model":
@@ -575,7 +576,7 @@ def demo(
     drops one of them (or makes a spurious write when the answer is to change nothing). Exit
     status 1 when an episode fails or the oracle scores below 1.0.
     """
-    with _reported():
+    with _reported(), server_errors("demo", None):
         status = run_demo(count, seed, concurrency, data_dir)
     _exit(status)
 
@@ -624,7 +625,7 @@ def checkpoint_save(
     The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
     credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key)
-    with _reported():
+    with _reported(), server_errors("checkpoint save", target):
         status = save_checkpoint(directory, target, token, timeout_s, credentials)
     _exit(status)
 
@@ -645,7 +646,7 @@ def checkpoint_restore(
     The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
     credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key)
-    with _reported():
+    with _reported(), server_errors("checkpoint restore", target):
         restore_checkpoint(directory, target, token, timeout_s, credentials)
 
 

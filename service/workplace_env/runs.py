@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,10 +186,7 @@ def run_scripted(
     numbers = list(line_numbers or range(1, len(lines) + 1))
     if policy == "recorded":
         warn_unrecorded(lines)
-    with (
-        connect(target, data_dir, token, credentials) as (client, admin_token),
-        episode_progress() as bars,
-    ):
+    with connect(target, data_dir, token, credentials) as (client, admin_token):
         sandbox = check_run_sandbox(client, lines, numbers, target=target, any_sandbox=any_sandbox)
         if policy == "recorded" and (checked := sum("tables_after" in line for line in lines)):
             refusal = admin_refusal(client, admin_token)
@@ -199,16 +196,17 @@ def run_scripted(
                     f"{ADMIN_TOKEN_NEEDED}; nothing was played. The server at {target} answered:",
                     refusal,
                 )
-        bar = bars.add_task(f"{policy} episodes", total=len(lines))
-        summary = run_lines(
-            client,
-            lines,
-            policy,
-            concurrency,
-            on_done=lambda _r: bars.advance(bar),
-            admin_token=admin_token,
-            line_numbers=line_numbers,
-        )
+        with episode_progress() as bars:  # drawn once nothing is left to refuse
+            bar = bars.add_task(f"{policy} episodes", total=len(lines))
+            summary = run_lines(
+                client,
+                lines,
+                policy,
+                concurrency,
+                on_done=lambda _r: bars.advance(bar),
+                admin_token=admin_token,
+                line_numbers=line_numbers,
+            )
     print_summary(summary, title)
     console.print(plain(f"sandbox: {sandbox_text(sandbox)}"), soft_wrap=True)
     if json_out is not None:
@@ -402,8 +400,14 @@ def _collect_and_report(
         api=options.api,  # type: ignore[arg-type]
         max_turns=options.max_turns,
     )
-    with episode_progress() as bars:
-        bar = bars.add_task(f"{options.model} episodes", total=None)
+    with contextlib.ExitStack() as shown:
+        advance: list[Callable[[], None]] = []  # the bar's, once drawn
+
+        def start(total: int) -> None:  # after the plan was checked: nothing left to refuse
+            bars = shown.enter_context(episode_progress())
+            bar = bars.add_task(f"{options.model} episodes", total=total)
+            advance.append(lambda: bars.advance(bar))
+
         try:
             result = collect_rollouts(
                 client,
@@ -417,8 +421,8 @@ def _collect_and_report(
                 sampling=options.sampling(),
                 base_url=options.base_url,
                 sandbox=sandbox_json(sandbox),
-                on_start=lambda n: bars.update(bar, total=n),
-                on_done=lambda _line: bars.advance(bar),
+                on_start=start,
+                on_done=lambda _line: advance[0](),
             )
         except PlanMismatch as exc:
             raise CommandError(str(exc)) from exc

@@ -15,7 +15,8 @@ from google.protobuf import json_format
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace_env.checkpoint.files import CheckpointFileError, read_checkpoint, write_checkpoint
-from workplace_env.config import ADMIN_TOKEN_ENV, ENV_PREFIX
+from workplace_env.command_errors import COMMAND_WORDS, refusal_text
+from workplace_env.config import ADMIN_TOKEN_ENV
 from workplace_env.terminal import CommandError, console, plain
 from workplace_env_client import (
     AdminClient,
@@ -23,6 +24,7 @@ from workplace_env_client import (
     snapshot_from_json,
     snapshot_to_json,
 )
+from workplace_env_client.errors import fix_hint
 
 #: The deadline of a whole checkpoint export or restore stream (seconds): it grows with the
 #: number and size of the sessions, so it is far above the SDK's per-call 30 s.
@@ -149,10 +151,10 @@ def restore_checkpoint(
             start = time.monotonic()
             unreachable = _never_connects(admin.channel, timeout_s)
             if unreachable:
+                fix = fix_hint(grpc.StatusCode.UNAVAILABLE, "", "", COMMAND_WORDS, target)
                 raise CommandError(
                     f"restore failed, nothing sent and nothing installed: cannot connect to "
-                    f"{target} ({unreachable}); fix: name the server with --target HOST:PORT "
-                    "(and check it runs); a server started with --tls-cert needs --tls-ca",
+                    f"{target} ({unreachable}); fix: {fix}",
                     exit_code=1,
                 )
             admin.timeout_s = max(0.001, timeout_s - (time.monotonic() - start))  # one budget
@@ -174,39 +176,6 @@ def restore_checkpoint(
             "restore refused, nothing installed:", refusal_text(exc, target), exit_code=1
         ) from exc
     console.print(plain(f"restored {count} sessions from {directory} ({len(fences)} fences)"))
-
-
-def refusal_text(error: WorkplaceEnvError, target: str) -> str:
-    """``error`` (of an RPC to the server at ``target``) as a command says it: the status, the
-    reason and the server's words, then ``fix:`` and what to type (:func:`command_fix`)."""
-    fix = command_fix(error, target)
-    return f"{error}; fix: {fix}" if fix else str(error)
-
-
-def command_fix(error: WorkplaceEnvError, target: str) -> str:
-    """The flags or variables of a command talking to ``target`` (``--target``, ``--token``,
-    ``--tls-ca``, ``--timeout-s``: the checkpoint commands') that fix ``error``, or ""."""
-    token = f"--token (or ${ADMIN_TOKEN_ENV})"
-    tls_ca = f"--tls-ca (or ${ENV_PREFIX}TLS_CA)"
-    if error.reason == "ADMIN_TOKEN_REQUIRED":
-        return f"pass the admin token {target} was started with (its --admin-token) as {token}"
-    if error.reason == "ADMIN_TOKEN_INVALID":
-        return f"{token} must be the --admin-token {target} was started with"
-    if error.reason == "ADMIN_DISABLED":
-        return f"start the server with --admin-token, then pass that token as {token}"
-    if error.code.name == "UNAVAILABLE" and not error.reason:
-        if "handshake" in error.message.lower() or "ssl" in error.message.lower():
-            return (
-                f"TLS with {target} failed: {tls_ca} must be the CA of the server's --tls-cert,"
-                " and a plaintext server takes no --tls-ca"
-            )
-        return (
-            f"no server answered at {target}: name the server with --target HOST:PORT (and check"
-            f" it runs); a server started with --tls-cert needs {tls_ca}"
-        )
-    if error.code.name == "DEADLINE_EXCEEDED" and not error.reason:
-        return "no answer in time: raise --timeout-s"
-    return ""
 
 
 def _to_json(fence: admin_pb.SessionFence) -> dict[str, Any]:
