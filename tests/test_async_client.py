@@ -31,6 +31,7 @@ from workplace_env_client import (
     EnvironmentClient,
     ServerSandbox,
     SessionConflictError,
+    SessionLeftOpenWarning,
     SessionLostError,
 )
 from workplace_env_client.channel import channel_options
@@ -106,6 +107,32 @@ def test_async_session_closes_on_error(target):
             return await env.close_session("a2", ("r2", 0))
 
     assert asyncio.run(run()) == "ALREADY_CLOSED"
+
+
+@pytest.mark.parametrize("body_raises", [False, True])
+def test_async_session_whose_server_died_never_hides_the_block(make_server, body_raises):
+    """As the sync client's: a completed block's exit warns naming the session; an exception
+    leaving the block goes on, with a note that the close failed too."""
+    served = make_server()
+
+    async def run() -> str:
+        async with (
+            AsyncEnvironmentClient(served.target, max_attempts=1) as env,
+            env.session(TASK, session_id="a3", episode=("r3", 0)),
+        ):
+            served.running.stop(grace_s=0)
+            if body_raises:
+                raise LookupError("the block's own")
+            return "the block's result"
+
+    if body_raises:
+        with pytest.raises(LookupError) as raised:
+            asyncio.run(run())
+        assert any("closing session 'a3' also failed" in n for n in raised.value.__notes__)
+        return
+    with pytest.warns(SessionLeftOpenWarning, match="session 'a3' was not closed") as warned:
+        assert asyncio.run(run()) == "the block's result"
+    assert "idle TTL" in str(warned[0].message)
 
 
 # -- refusals for concurrency (X3), as the sync client (tests/test_session_sdk.py) -------------

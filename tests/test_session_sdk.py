@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -42,6 +43,7 @@ from workplace_env_client import (
     ReplayDivergedError,
     SessionClosedError,
     SessionExpiredError,
+    SessionLeftOpenWarning,
     SessionLostError,
     UnauthenticatedError,
     UnavailableError,
@@ -580,3 +582,43 @@ def test_an_unreachable_target_says_what_to_check():
         env.list_tools()
     assert "target" in e.value.hint and "credentials=tls_credentials(" in e.value.hint
     assert f"fix: {e.value.hint}" in e.value.__notes__
+
+
+def _server_gone(make_server) -> tuple[EnvironmentClient, Callable[[], None]]:
+    """A client of a fresh server (one try per call) and what stops that server."""
+    served = make_server()
+    client = EnvironmentClient(served.target, timeout_s=HANG_S, max_attempts=1)
+    return client, lambda: served.running.stop(grace_s=0)
+
+
+def test_a_completed_session_block_whose_server_died_warns_naming_the_session(make_server):
+    """The server died inside the block: the block's result stands; the exit warns
+    (SessionLeftOpenWarning, at the with statement) naming the session id and its TTL."""
+    client, stop = _server_gone(make_server)
+    with (
+        client,
+        pytest.warns(SessionLeftOpenWarning) as warned,
+        client.session(TASK, episode=EP, task_id=TID) as s,
+    ):
+        stop()
+        result = "the block's result"
+    assert result == "the block's result"
+    [warning] = warned
+    assert repr(s.id) in str(warning.message) and "idle TTL" in str(warning.message)
+    assert "UNAVAILABLE" in str(warning.message) and warning.filename == __file__
+
+
+@pytest.mark.parametrize("ending", ["server_died", "client_closed"])
+def test_a_session_block_s_own_exception_is_never_replaced_by_the_close(make_server, ending):
+    """An exception leaving the block goes on whatever the close does (an unreachable
+    server, a client closed inside the block); a note on it says the close failed too."""
+    client, stop = _server_gone(make_server)
+    with (
+        client,
+        pytest.raises(LookupError) as raised,
+        client.session(TASK, episode=EP, task_id=TID) as s,
+    ):
+        stop() if ending == "server_died" else client.close()
+        raise LookupError("the block's own")
+    assert str(raised.value) == "the block's own"
+    assert any(f"closing session {s.id!r} also failed" in n for n in raised.value.__notes__)

@@ -12,7 +12,12 @@ from transformers.utils import get_json_schema
 
 from workplace_env.config import Settings
 from workplace_env.taskgen import generate_tasks
-from workplace_env_client import ArgumentError, SessionClosedError
+from workplace_env_client import (
+    ArgumentError,
+    EnvironmentClient,
+    SessionClosedError,
+    SessionLeftOpenWarning,
+)
 from workplace_env_client.trl import EPISODE_METHODS, UNSET, WorkplaceEnvironment, trl_environment
 
 ADMIN_TOKEN = "trl-adapter-admin"
@@ -141,3 +146,27 @@ def test_out_of_episode_use_and_bad_rows_are_refused_leaving_nothing_open(served
     assert served.store.live_count() == 0
     with pytest.raises(ValueError, match="reset"):
         trl_environment(served.client, [{"name": "reset"}])
+
+
+@pytest.mark.parametrize("body_raises", [False, True])
+def test_an_environment_whose_server_died_never_hides_its_block(make_server, rows, body_raises):
+    """``with`` an environment whose server died meanwhile: a completed block's exit warns
+    naming the open session; an exception leaving the block goes on, noted."""
+    served = make_server()
+    client = EnvironmentClient(served.target, timeout_s=30, max_attempts=1)
+    environment = trl_environment(client)
+    with client:
+        env = environment()
+        if body_raises:
+            with pytest.raises(LookupError) as raised, env:
+                env.reset(**rows[0])
+                sid, _ = env._session
+                served.running.stop(grace_s=0)
+                raise LookupError("the block's own")
+            assert any(f"closing session {sid!r} also failed" in n for n in raised.value.__notes__)
+            return
+        with pytest.warns(SessionLeftOpenWarning) as warned, env:
+            env.reset(**rows[0])
+            sid, _ = env._session
+            served.running.stop(grace_s=0)
+        assert f"session {sid!r} was not closed" in str(warned[0].message)

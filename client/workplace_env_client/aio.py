@@ -18,7 +18,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from typing import Any
 
 import grpc
@@ -35,7 +35,7 @@ from workplace_env_client.channel import (
     make_aio_channel,
     wait_or_raise,
 )
-from workplace_env_client.errors import WorkplaceEnvError
+from workplace_env_client.errors import WorkplaceEnvError, close_failed
 from workplace_env_client.messages import (
     CallLike,
     EpisodeLike,
@@ -215,17 +215,24 @@ class AsyncEnvironmentClient:
         except BaseException as failed:
             if not session_id:  # our own id: nobody retries it, so fencing it is safe
                 # A seed refused for concurrency did not run: one try of the fence will do.
-                with suppress(WorkplaceEnvError):
+                try:
                     await self._close(sid, ep, retry_refusals=not is_refusal(failed))
+                except Exception as closing:
+                    close_failed(sid, closing, failed)
             raise
         try:
             yield AsyncSession(self, sid, ep)
-        except BaseException:
-            with suppress(WorkplaceEnvError):
+        except BaseException as failed:
+            try:
                 await self._close(sid, ep, retry_refusals=True)
+            except Exception as closing:
+                close_failed(sid, closing, failed)
             raise
         else:
-            await self._close(sid, ep, retry_refusals=True)
+            try:
+                await self._close(sid, ep, retry_refusals=True)
+            except WorkplaceEnvError as closing:
+                close_failed(sid, closing, None)
 
 
 class AsyncSession:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -70,6 +70,7 @@ from workplace_env_client.errors import (
     SessionLiveError,
     SessionLostError,
     WorkplaceEnvError,
+    close_failed,
 )
 from workplace_env_client.messages import (
     CallLike,
@@ -321,8 +322,12 @@ class EnvironmentClient:
         ``("default", <task id>)``. The block's exit closes the session whatever the exit
         (normal, exception, ``KeyboardInterrupt``); a close refused by a server at its limit of
         concurrent RPCs (TOO_MANY_RPCS, X3) is sent again after the refusal's delay until its
-        deadline (``timeout_s``), whatever ``max_attempts``; a close that fails after an error
-        inside the block does not hide that error. When the seed itself fails and the id was
+        deadline (``timeout_s``), whatever ``max_attempts``. A close that fails never replaces
+        an exception leaving the block (a note on it says the close failed too); after a block
+        that completed, a close that fails because the server is unreachable, past the
+        deadline, at capacity or failing the release is a :class:`SessionLeftOpenWarning`
+        naming the session id (the server keeps it until its idle TTL), not an exception that
+        would hide the block's result. When the seed itself fails and the id was
         generated here, the id is closed too (a seed that did land, e.g. past a deadline, is
         not leaked; the fence refuses a late one; one try after a seed refused TOO_MANY_RPCS,
         which did not run), and the seed's error is raised. Raises
@@ -341,18 +346,25 @@ class EnvironmentClient:
         except BaseException as failed:
             if not session_id:  # our own id: nobody retries it, so fencing it is safe
                 # A seed refused for concurrency did not run: one try of the fence will do.
-                with suppress(WorkplaceEnvError):
+                try:
                     self._close(sid, ep, retry_refusals=not is_refusal(failed))
+                except Exception as closing:
+                    close_failed(sid, closing, failed)
             raise
         handle = Session(self, sid, ep, task_id=tid, task=task_msg, recovery=recovery, admin=admin)
         try:
             yield handle
-        except BaseException:
-            with suppress(WorkplaceEnvError):
+        except BaseException as failed:
+            try:
                 self._close(sid, ep, retry_refusals=True)
+            except Exception as closing:
+                close_failed(sid, closing, failed)
             raise
         else:
-            self._close(sid, ep, retry_refusals=True)
+            try:
+                self._close(sid, ep, retry_refusals=True)
+            except WorkplaceEnvError as closing:
+                close_failed(sid, closing, None)
 
 
 #: How :meth:`Session.recover` rebuilds a lost session.

@@ -8,6 +8,7 @@ a bare ``grpc.RpcError``. The original error stays available as ``__cause__``.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -183,6 +184,36 @@ class ReleaseFailedError(WorkplaceEnvError):
 
 class DeadlineError(WorkplaceEnvError):
     """DEADLINE_EXCEEDED: the call did not finish within its deadline."""
+
+
+class SessionLeftOpenWarning(UserWarning):
+    """A session context manager's block completed but closing its session failed (the
+    server unreachable, no answer in time, at capacity, or its release failed): the server
+    keeps the session until its idle TTL evicts it. The message names the session id."""
+
+
+#: Close failures after which the server keeps the session until its idle TTL.
+_LEFT_OPEN = (UnavailableError, DeadlineError, CapacityError, ReleaseFailedError)
+
+
+def close_failed(
+    session_id: str, error: Exception, in_flight: BaseException | None, stacklevel: int = 4
+) -> None:
+    """What a context manager does when closing ``session_id`` at its exit raised ``error``:
+    with an exception ``in_flight`` from its block, a note on that exception (which goes on,
+    never replaced); after a completed block, a :class:`SessionLeftOpenWarning` (at
+    ``stacklevel``) when the server keeps the session until its TTL; else ``error`` raised."""
+    if in_flight is not None:
+        in_flight.add_note(f"closing session {session_id!r} also failed: {error}")
+        return
+    if not isinstance(error, _LEFT_OPEN):
+        raise error
+    warnings.warn(
+        f"session {session_id!r} was not closed ({error}); the server keeps it until its idle "
+        "TTL (serve --idle-ttl-s) evicts it, or close_session() it once the server answers",
+        SessionLeftOpenWarning,
+        stacklevel=stacklevel,
+    )
 
 
 _BY_REASON: dict[str, type[WorkplaceEnvError]] = {

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from workplace_env_client.client import EnvironmentClient
-from workplace_env_client.errors import WorkplaceEnvError
+from workplace_env_client.errors import close_failed
 from workplace_env_client.messages import VerifyResult, arguments_text, session_identity
 
 #: The Python type of each JSON Schema parameter type the tools use.
@@ -71,30 +71,33 @@ class WorkplaceEnvironment:
         self._ground_truth_json = truth if isinstance(truth, str) else None
         try:
             self.client.seed(sid, episode, task_id, task)
-        except BaseException:
+        except BaseException as failed:
             self._session = (sid, episode)
-            self._end_episode(suppress_errors=True)
+            self._end_episode(in_flight=failed)
             raise
         self._session = (sid, episode)
 
     def get_reward(self) -> float:
         """Verify the episode's calls (0.0 or 1.0; a masked ``session_lost`` sample is 0.0),
-        keep the answer in :attr:`verify_result`, close the session. Raises RuntimeError when
-        no episode is open (``reset`` first)."""
+        keep the answer in :attr:`verify_result`, close the session (a close that fails
+        because the server is unreachable is a SessionLeftOpenWarning, never hiding the
+        reward). Raises RuntimeError when no episode is open (``reset`` first)."""
         sid, _ = self._open_session()
         try:
             self.verify_result = self.client.verify(
                 sid, self._calls, ground_truth_json=self._ground_truth_json
             )
-        finally:
-            self._end_episode()
+        except BaseException as failed:
+            self._end_episode(in_flight=failed)
+            raise
+        self._end_episode(ending=True)
         return self.verify_result.reward
 
     def __enter__(self) -> WorkplaceEnvironment:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._end_episode(suppress_errors=exc[0] is not None)
+    def __exit__(self, _type: object, in_flight: BaseException | None, _tb: object) -> None:
+        self._end_episode(in_flight, ending=True)
 
     def _open_session(self) -> tuple[str, tuple[str, int]]:
         if self._session is None:
@@ -109,17 +112,21 @@ class WorkplaceEnvironment:
         self._calls.append((name, text))
         return output
 
-    def _end_episode(self, suppress_errors: bool = False) -> None:
-        """Close the open session, if any (the slot then holds none, whatever the close did)."""
+    def _end_episode(self, in_flight: BaseException | None = None, ending: bool = False) -> None:
+        """Close the open session, if any (the slot then holds none, whatever the close did).
+        A failed close is a note on ``in_flight`` (the exception on its way out), or, when
+        ``ending`` an episode that completed, what :func:`close_failed` does with it; else it
+        is raised."""
         session, self._session = self._session, None
         self._calls = []
         if session is None:
             return
         try:
             self.client.close_session(*session)
-        except WorkplaceEnvError:
-            if not suppress_errors:
+        except Exception as closing:
+            if in_flight is None and not ending:
                 raise
+            close_failed(session[0], closing, in_flight)
 
 
 def tool_docstring(tool: Mapping[str, Any]) -> str:
