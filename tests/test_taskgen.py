@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -22,9 +23,11 @@ from workplace_env.sandbox.tables import BaseTables
 from workplace_env.sandbox.tools import TOOLS
 from workplace_env.taskgen import (
     CATEGORIES,
+    MAX_TASK_COUNT,
     SYSTEM_PROMPT,
     TEMPLATES,
     World,
+    core,
     generate_tasks,
     is_failure_output,
     replay,
@@ -375,3 +378,61 @@ def test_cli_demo_runs_both_policies():
     assert result.exit_code == 0, result.output
     assert re.search(r"all\s*│\s*40\s*│\s*1\.000\s*│", result.output), result.output
     assert "perturbed" in result.output
+
+
+def test_the_count_is_bounded_with_a_usage_error_naming_the_maximum(tmp_path):
+    out = tmp_path / "tasks.jsonl"
+    runner = CliRunner()
+    over = runner.invoke(
+        app, ["generate-tasks", "--count", str(MAX_TASK_COUNT + 1), "--out", str(out)]
+    )
+    assert over.exit_code == 2 and str(MAX_TASK_COUNT) in over.output, over.output
+    assert not out.exists()
+    shown = runner.invoke(app, ["generate-tasks", "--help"], env={"COLUMNS": "200"})
+    assert f"at most {MAX_TASK_COUNT:,}" in shown.output
+
+
+def test_lines_are_written_as_made_and_an_interrupt_leaves_whole_lines():
+    """The largest run writes its first line at once (stdout, a pipe); Ctrl-C then stops it
+    with exit 130 naming how many whole lines were written, and every line parses."""
+    command = [sys.executable, "-m", "workplace_env.cli", "generate-tasks"]
+    proc = subprocess.Popen(
+        [*command, "--count", str(MAX_TASK_COUNT)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,  # unbuffered: readline takes the first line only, communicate the rest
+    )
+    try:
+        first = json.loads(proc.stdout.readline())  # written before the run is done
+        proc.send_signal(signal.SIGINT)
+        rest, err = (part.decode() for part in proc.communicate(timeout=120))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = [first, *(json.loads(line) for line in rest.splitlines())]
+    assert proc.returncode == 130, err
+    assert len(lines) < MAX_TASK_COUNT and first["id"] == "gen-s0-1"
+    assert f"interrupted: {len(lines)} whole tasks were written to stdout" in " ".join(err.split())
+
+
+def test_an_interrupted_run_into_a_file_keeps_the_lines_written(tmp_path, monkeypatch):
+    """Ctrl-C while the third task is made: the run ends after writing it whole (exit 130)."""
+    real = core.iter_tasks
+
+    def interrupted(*args):
+        for n, task in enumerate(real(*args), 1):
+            if n == 3:
+                signal.raise_signal(signal.SIGINT)
+            yield task
+
+    monkeypatch.setattr(core, "iter_tasks", interrupted)
+    out = tmp_path / "tasks.jsonl"
+    result = CliRunner().invoke(app, ["generate-tasks", "--count", "10", "--out", str(out)])
+    assert result.exit_code == 130, result.output
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [
+        "gen-s0-1",
+        "gen-s0-2",
+        "gen-s0-3",
+    ]
+    assert f"interrupted: 3 whole tasks were written to {out}" in " ".join(result.output.split())

@@ -63,7 +63,7 @@ from workplace_env.sandbox.source import (
 )
 from workplace_env.server.observability import configure_logging
 from workplace_env.server.serve import serve_until_signalled
-from workplace_env.taskgen import generate_to
+from workplace_env.taskgen import MAX_TASK_COUNT, generate_to
 from workplace_env.terminal import CommandError, HelpGroup, console, plain
 from workplace_env_client.checks import MAX_SECONDS
 
@@ -550,7 +550,14 @@ def run(
 
 @app.command("generate-tasks")
 def generate_tasks_command(
-    count: Annotated[int, typer.Option(min=0, help="How many tasks to generate.")] = 100,
+    count: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=MAX_TASK_COUNT,
+            help=f"How many tasks to generate, at most {MAX_TASK_COUNT:,}.",
+        ),
+    ] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the draw: same seed, same tasks.")] = 0,
     data_dir: DataDir = None,
     out: Annotated[
@@ -558,7 +565,11 @@ def generate_tasks_command(
         typer.Option("--out", help="JSONL file to write; default: stdout.", dir_okay=False),
     ] = None,
 ) -> None:
-    """Generate WorkBench-style tasks whose ground truths are computed from the sandbox (JSONL)."""
+    """Generate WorkBench-style tasks whose ground truths are computed from the sandbox (JSONL).
+
+    Each line is written as soon as its task is made (an interrupted run leaves whole lines),
+    with a progress bar on stderr.
+    """
     with _reported():
         generate_to(data_dir, count, seed, out)
 

@@ -26,9 +26,11 @@ Determinism: the output depends only on the sandbox, ``count``, ``seed`` (one
 from workplace_env.taskgen import analytics, calendar, crm, email, multi, project  # noqa: F401
 from workplace_env.taskgen.base import CATEGORIES, TEMPLATES, Draft, Template
 from workplace_env.taskgen.core import (
+    MAX_TASK_COUNT,
     generate_tasks,
     generate_to,
     is_failure_output,
+    iter_tasks,
     replay,
     write_jsonl,
 )
@@ -36,6 +38,7 @@ from workplace_env.taskgen.world import NOW, SYSTEM_PROMPT, World
 
 __all__ = [
     "CATEGORIES",
+    "MAX_TASK_COUNT",
     "NOW",
     "SYSTEM_PROMPT",
     "TEMPLATES",
@@ -45,6 +48,7 @@ __all__ = [
     "generate_tasks",
     "generate_to",
     "is_failure_output",
+    "iter_tasks",
     "replay",
     "write_jsonl",
 ]

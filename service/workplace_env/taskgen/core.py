@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from random import Random
 from typing import IO, Any
@@ -16,7 +19,7 @@ from workplace_env.sandbox.tables import BaseTables, SessionTables, TablesUnavai
 from workplace_env.sandbox.tools import execute
 from workplace_env.taskgen.base import TEMPLATES, Draft, Template
 from workplace_env.taskgen.world import SYSTEM_PROMPT, World
-from workplace_env.terminal import CommandError, console, plain
+from workplace_env.terminal import CommandError, console, episode_progress, plain
 
 #: Draws per template instance before it gives up on this instance.
 ATTEMPTS = 40
@@ -90,7 +93,16 @@ def _draw(
 def generate_tasks(
     base: BaseTables, count: int, seed: int, templates: Sequence[Template] | None = None
 ) -> list[dict[str, Any]]:
-    """``count`` tasks over the sandbox ``base``, in the format of WorkBench's NeMo task files.
+    """``count`` tasks over the sandbox ``base``, in the format of WorkBench's NeMo task files
+    (:func:`iter_tasks`, as a list). Raises ValueError as :func:`iter_tasks` does."""
+    return list(iter_tasks(base, count, seed, templates))
+
+
+def iter_tasks(
+    base: BaseTables, count: int, seed: int, templates: Sequence[Template] | None = None
+) -> Iterator[dict[str, Any]]:
+    """``count`` tasks over the sandbox ``base``, in the format of WorkBench's NeMo task files,
+    each yielded as soon as it is made.
 
     Each task is ``{"id": "gen-s<seed>-<n>" (n from 1), "category", "environment_name":
     "workplace_assistant", "prompt", "system", "ground_truth": [{"name", "arguments": JSON
@@ -103,19 +115,25 @@ def generate_tasks(
     Deterministic: the same sandbox, ``count``, ``seed`` and templates give the same tasks.
     Prompts repeat (with equal ground truths) only when a template runs out of new ones.
 
-    Raises ValueError when ``count`` is negative or no template can make a task on ``base``
-    (e.g. an empty sandbox).
+    Raises ValueError (before the first task) when ``count`` is negative, or when no template
+    can make a task on ``base`` (e.g. an empty sandbox).
     """
     if count < 0:
         raise ValueError("count must be >= 0")
+    return _tasks(base, count, seed, templates)
+
+
+def _tasks(
+    base: BaseTables, count: int, seed: int, templates: Sequence[Template] | None
+) -> Iterator[dict[str, Any]]:
     world = World(base)
     rng = Random(seed)
     pool = list(TEMPLATES if templates is None else templates)
     failures = {spec.id: 0 for spec in pool}
     seen: dict[str, str] = {}
-    tasks: list[dict[str, Any]] = []
+    made = 0
     queue: list[Template] = []
-    while len(tasks) < count:
+    while made < count:
         if not queue:
             queue = [spec for spec in pool if failures[spec.id] < MAX_FAILED_INSTANCES]
             if not queue:
@@ -129,47 +147,80 @@ def generate_tasks(
             continue
         failures[spec.id] = 0
         seen[draft.prompt] = json.dumps(draft.calls)
-        tasks.append(
-            {
-                "id": f"gen-s{seed}-{len(tasks) + 1}",
-                "category": spec.category,
-                "environment_name": ENVIRONMENT_NAME,
-                "prompt": draft.prompt,
-                "system": SYSTEM_PROMPT,
-                "ground_truth": draft.calls,
-                "template": spec.id,
-                "sandbox": {"digest": base.digest, "origin": base.origin},
-            }
-        )
-    return tasks
+        made += 1
+        yield {
+            "id": f"gen-s{seed}-{made}",
+            "category": spec.category,
+            "environment_name": ENVIRONMENT_NAME,
+            "prompt": draft.prompt,
+            "system": SYSTEM_PROMPT,
+            "ground_truth": draft.calls,
+            "template": spec.id,
+            "sandbox": {"digest": base.digest, "origin": base.origin},
+        }
 
 
 def write_jsonl(tasks: Iterable[Mapping[str, Any]], out: IO[str]) -> None:
-    """Write one task per line as compact-key JSON (UTF-8 text, ``\\n`` line ends)."""
+    """Write one task per line as compact-key JSON (UTF-8 text, ``\n`` line ends), each line
+    flushed whole as soon as its task is at hand."""
     for task in tasks:
         out.write(json.dumps(task, ensure_ascii=False) + "\n")
+        out.flush()
+
+
+@contextlib.contextmanager
+def _interrupt_deferred() -> Iterator[Callable[[], bool]]:
+    """Within the block, Ctrl-C (SIGINT) only raises a flag, read by the callable yielded, so
+    a loop stops between two whole steps; outside the main thread, signals are left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    raised: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, _frame: raised.append(number))
+    try:
+        yield lambda: bool(raised)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+#: The most tasks one ``generate-tasks`` run makes (about 100 s and 80 MB of JSONL).
+MAX_TASK_COUNT = 100_000
 
 
 def generate_to(data_dir: Path | None, count: int, seed: int, out: Path | None) -> None:
-    """Generate ``count`` tasks (``seed``) on the sandbox of ``data_dir`` (None: the embedded
-    one) and write them as JSONL to ``out`` (None: stdout; a file is followed by ``wrote N
-    tasks to FILE`` on stderr). Raises :class:`~workplace_env.terminal.CommandError` (exit 2)
-    when the sandbox cannot be loaded, the count cannot be met or ``out`` cannot be written."""
+    """Generate ``count`` tasks (``seed``; the CLI bounds ``count`` by :data:`MAX_TASK_COUNT`)
+    on the sandbox of ``data_dir`` (None: the embedded one) and write them as JSONL to ``out``
+    (None: stdout), each line as soon as its task is made, with a progress bar on stderr; a
+    file is followed by ``wrote N tasks to FILE``. Raises
+    :class:`~workplace_env.terminal.CommandError`: exit 2 when the sandbox cannot be loaded,
+    the count cannot be met or ``out`` cannot be written; exit 130 on Ctrl-C; each naming the
+    whole lines written."""
     try:
         base = load_sandbox(data_dir)
     except TablesUnavailableError as exc:
         raise CommandError("cannot load the sandbox:", exc) from exc
+    where = "stdout" if out is None else str(out)
+    written = 0
     try:
-        tasks = generate_tasks(base, count, seed)
+        with contextlib.ExitStack() as opened:
+            fh = sys.stdout
+            if out is not None:
+                fh = opened.enter_context(out.open("w", encoding="utf-8", newline="\n"))
+            bars = opened.enter_context(episode_progress())
+            bar = bars.add_task("tasks", total=count)
+            interrupted = opened.enter_context(_interrupt_deferred())
+            for task in iter_tasks(base, count, seed):
+                write_jsonl([task], fh)
+                written += 1
+                bars.advance(bar)
+                if interrupted():
+                    raise CommandError(
+                        f"interrupted: {written} whole tasks were written to {where}",
+                        exit_code=130,
+                    )
     except ValueError as exc:
-        raise CommandError(str(exc)) from exc
-    if out is None:
-        write_jsonl(tasks, sys.stdout)
-        sys.stdout.flush()
-        return
-    try:
-        with out.open("w", encoding="utf-8", newline="\n") as fh:
-            write_jsonl(tasks, fh)
+        raise CommandError(f"{exc}; {written} tasks were written to {where}") from exc
     except OSError as exc:
-        raise CommandError(f"cannot write {out}:", exc) from exc
-    console.print(plain(f"wrote {len(tasks)} tasks to {out}"))
+        raise CommandError(f"cannot write {where}:", exc) from exc
+    if out is not None:
+        console.print(plain(f"wrote {written} tasks to {out}"))
