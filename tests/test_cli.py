@@ -399,6 +399,10 @@ def test_a_yaml_config_file_is_read(tmp_path):
         (["generate-tasks", "--data-dir", "x" * 300], {}, "cannot read 'xxx"),  # too long
         (["serve", "--print-config", "--data-dir", "a\0b"], {}, "no data source 'a"),
         (["serve", "--no-such-flag"], {}, "No such option: --no-such-flag"),
+        (["run", "TASKS", "--target", " "], {}, "Invalid value for '--target': must be HOST"),
+        (["checkpoint", "save", "d", "--target", ""], {}, "Invalid value for '--target'"),
+        (["gateway", "--grpc-target", ""], {}, "Invalid value for '--grpc-target'"),
+        (["generate-tasks", "--count", "100001"], {}, "Invalid value for '--count'"),
     ],
 )
 def test_a_bad_value_is_a_usage_error_not_a_traceback(tasks_file, args, env, says):

@@ -141,6 +141,14 @@ def _data_dir(value: str | None) -> Path | None:
         raise typer.BadParameter(str(exc)) from exc
 
 
+def _server_target(value: str | None) -> str | None:
+    """A ``--target`` (or ``--grpc-target``): a blank one is a usage error (exit 2), never
+    handed to gRPC."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("must be HOST:PORT of the server, not blank")
+    return value
+
+
 DataDir = Annotated[
     Optional[str],  # noqa: UP045  (typer needs Optional at runtime on 3.11)
     typer.Option(
@@ -346,7 +354,9 @@ def _credentials(
 
 @app.command()
 def gateway(
-    grpc_target: Annotated[str, Opt(help="HOST:PORT of the gRPC server.")] = "127.0.0.1:50051",
+    grpc_target: Annotated[
+        str, Opt(help="HOST:PORT of the gRPC server.", callback=_server_target)
+    ] = "127.0.0.1:50051",
     address: Annotated[str, Opt(help="HOST:PORT to serve HTTP on.")] = "127.0.0.1:8000",
     config: ConfigFile = None,
     cookie_secret: Annotated[OptStr, Opt(help="Cookie signing key [random per process].")] = None,
@@ -404,7 +414,10 @@ def run(
     data_dir: DataDir = None,
     target: Annotated[
         Optional[str],  # noqa: UP045
-        typer.Option(help="HOST:PORT of a running server; default: an in-process server."),
+        typer.Option(
+            help="HOST:PORT of a running server; default: an in-process server.",
+            callback=_server_target,
+        ),
     ] = None,
     policy: Annotated[
         str, typer.Option(help="recorded | oracle | perturbed | model.")
@@ -604,7 +617,7 @@ def _command_group(name: str, help_text: str) -> typer.Typer:
 checkpoint_app = _command_group(
     "checkpoint", "Save live sessions to a directory, or restore them into a server."
 )
-Target = Annotated[str, Opt(help="HOST:PORT of the server.")]
+Target = Annotated[str, Opt(help="HOST:PORT of the server.", callback=_server_target)]
 Token = Annotated[OptStr, Opt(help="Admin bearer token (also WORKPLACE_ENV_ADMIN_TOKEN).")]
 CheckpointDir = Annotated[Path, typer.Argument(help="Checkpoint directory.", file_okay=False)]
 
