@@ -324,8 +324,8 @@ class EnvironmentClient:
         concurrent RPCs (TOO_MANY_RPCS, X3) is sent again after the refusal's delay until its
         deadline (``timeout_s``), whatever ``max_attempts``. A close that fails never replaces
         an exception leaving the block (a note on it says the close failed too); after a block
-        that completed, a close that fails because the server is unreachable, past the
-        deadline, at capacity or failing the release is a :class:`SessionLeftOpenWarning`
+        that completed, a close that fails because the server is unreachable (or gives no
+        answer within the deadline) is a :class:`SessionLeftOpenWarning`
         naming the session id (the server keeps it until its idle TTL), not an exception that
         would hide the block's result. When the seed itself fails and the id was
         generated here, the id is closed too (a seed that did land, e.g. past a deadline, is

@@ -187,13 +187,13 @@ class DeadlineError(WorkplaceEnvError):
 
 
 class SessionLeftOpenWarning(UserWarning):
-    """A session context manager's block completed but closing its session failed (the
-    server unreachable, no answer in time, at capacity, or its release failed): the server
-    keeps the session until its idle TTL evicts it. The message names the session id."""
+    """A session context manager's block completed but its session could not be closed (the
+    server unreachable, or no answer in time): the server keeps the session until its idle
+    TTL evicts it. The message names the session id."""
 
 
-#: Close failures after which the server keeps the session until its idle TTL.
-_LEFT_OPEN = (UnavailableError, DeadlineError, CapacityError, ReleaseFailedError)
+#: Close failures of a server out of reach: it keeps the session until its idle TTL.
+_LEFT_OPEN = (UnavailableError, DeadlineError)
 
 
 def close_failed(
