@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gc
 import json
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -193,3 +195,12 @@ def test_closed_sessions_and_bad_tasks_are_refused_leaving_nothing_open(served, 
     assert nothing_open(served)
     with pytest.raises(ValueError, match="reset"):
         WorkplaceSessionFactory(served.client, [{"name": "reset"}])
+
+
+def test_without_openenv_the_import_names_the_extra():
+    code = "import sys; sys.modules['openenv'] = None; import workplace_env_client.openenv"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "ImportError: workplace_env_client.openenv needs OpenEnv 0.10: install the SDK's" in (
+        proc.stderr
+    )

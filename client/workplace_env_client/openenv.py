@@ -16,14 +16,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from openenv.core.env_server.mcp_types import Tool
-from openenv.core.harness import (
-    RESERVED_TOOL_NAMES,
-    ResourceSession,
-    ResourceSessionFactory,
-    ToolResult,
-)
-from openenv.core.harness import VerifyResult as RolloutVerifyResult
+try:
+    from openenv.core.env_server.mcp_types import Tool
+    from openenv.core.harness import (
+        RESERVED_TOOL_NAMES,
+        ResourceSession,
+        ResourceSessionFactory,
+        ToolResult,
+    )
+    from openenv.core.harness import VerifyResult as RolloutVerifyResult
+except ImportError as missing:
+    raise ImportError(
+        "workplace_env_client.openenv needs OpenEnv 0.10: install the SDK's openenv extra"
+        " (workplace-env-client[openenv])"
+    ) from missing
 
 from workplace_env_client.client import EnvironmentClient
 from workplace_env_client.episodes import RowEpisode
