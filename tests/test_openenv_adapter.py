@@ -182,6 +182,18 @@ def test_a_dropped_session_closes_ours(served, rows):
 def test_closed_sessions_and_bad_tasks_are_refused_leaving_nothing_open(served, rows):
     factory = WorkplaceSessionFactory(served.client)
     session = factory.create(task=rows[0])
+    with pytest.raises(ArgumentError, match=r"arguments\.query"):
+        session.call_tool("email_search_emails", {"query": {1, 2}})
+    answer = SessionMCPBridge(session).handle_request(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "email_search_emails", "arguments": {"query": {3}}},
+        }
+    )
+    assert answer["error"]["code"] == -32602 and "arguments.query" in answer["error"]["message"]
+    assert session.episode.calls == []
     session.close()
     session.close()
     with pytest.raises(RuntimeError, match="closed"):
