@@ -169,6 +169,19 @@ def test_concurrent_rollouts_through_the_trl_rollout_function(served, rows):
     assert nothing_open(served)
 
 
+def test_a_lost_session_verifies_as_the_masked_sample(served, rows):
+    session = WorkplaceSessionFactory(served.client).create(task=rows[0])
+    for call in rows[0]["ground_truth"]:
+        session.call_tool(call["name"], json.loads(call["arguments"]))
+    assert served.admin.retire_session(session.episode.session_id) is True
+    verified = session.verify([])
+    assert verified.env_reward == 0.0 and verified.done
+    assert verified.metrics["mask_sample"] is True
+    assert verified.metrics["failure_kind"] == "session_lost"
+    session.close()
+    assert nothing_open(served)
+
+
 def test_a_dropped_session_closes_ours(served, rows):
     factory = WorkplaceSessionFactory(served.client)
     session = factory.create(task=rows[0])
