@@ -158,6 +158,13 @@ def test_trl_env(server):
     assert server.store.live_count() == 0
 
 
+def test_openenv_env(server):
+    proc = _run(PYTHON, EXAMPLES / "openenv_env.py", f"127.0.0.1:{server.port}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["27", '"Email ID not provided."', "reward 1.0"]
+    assert server.store.live_count() == 0
+
+
 def test_replicas(make_server):
     replicas = [make_server().target for _ in range(2)]
     proc = _run(PYTHON, EXAMPLES / "replicas.py", *replicas)

@@ -3,6 +3,7 @@ them, and episodes driven as TRL's GRPO loop drives an ``environment_factory``."
 
 from __future__ import annotations
 
+import gc
 import inspect
 import json
 from typing import Any
@@ -111,16 +112,16 @@ def test_unset_optional_arguments_are_not_sent(served, rows):
     )
     env.reset(**rows[0])
     shown = env.email_search_emails(query="budget", page=UNSET)
-    sid, _ = env._session
+    sid = env._episode.session_id
     assert shown == served.raw.call_tool_raw(sid, "email_search_emails", {"query": "budget"})
-    assert env._calls == [("email_search_emails", '{"query": "budget"}')]
+    assert env._episode.calls == [("email_search_emails", '{"query": "budget"}')]
     env.get_reward()
 
 
 def test_reset_closes_the_previous_session(served, rows):
     env = trl_environment(served.client)()
     env.reset(**rows[0])
-    first, _ = env._session
+    first = env._episode.session_id
     env.reset(**rows[1])
     assert served.store.live_count() == 1
     with pytest.raises(SessionClosedError):
@@ -141,3 +142,12 @@ def test_out_of_episode_use_and_bad_rows_are_refused_leaving_nothing_open(served
     assert served.store.live_count() == 0
     with pytest.raises(ValueError, match="reset"):
         trl_environment(served.client, [{"name": "reset"}])
+
+
+def test_a_dropped_slot_closes_its_session(served, rows):
+    env = trl_environment(served.client)()
+    env.reset(**rows[0])
+    assert served.store.live_count() == 1
+    del env
+    gc.collect()
+    assert served.store.live_count() == 0
