@@ -156,6 +156,17 @@ def vf_eval(gateway_url: str, dataset: Path, model_url: str, output_dir: Path) -
     return read_jsonl(traces)
 
 
+def tool_calls(trace: dict[str, Any]) -> list[dict[str, str]]:
+    """The agent's function calls in ``trace``, in order, as ``{name, arguments}``."""
+    messages = [node["message"] for node in trace["nodes"]]
+    return [
+        {"name": call["name"], "arguments": call["arguments"]}
+        for message in messages
+        if message["role"] == "assistant"
+        for call in message.get("tool_calls") or []
+    ]
+
+
 def tool_outputs(trace: dict[str, Any]) -> list[Any]:
     """The decoded output of each tool message of ``trace``, in order."""
     return [
@@ -179,6 +190,7 @@ def test_vf_eval_scores_the_recorded_rewards_with_the_reference_tool_outputs(
     for episode in ran:
         (trace,) = episode["traces"]
         key = trace["task"]["data"]["row"]["responses_create_params"]["metadata"]["ng_stand_in"]
+        assert tool_calls(trace) == chosen[key]["calls"], key  # as the stand-in replayed them
         rewards[key] = trace["rewards"]["nemo_gym"]["score"]
         outputs[key] = tool_outputs(trace)
     assert rewards == {key: e["reward"] for key, e in chosen.items()}
