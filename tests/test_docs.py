@@ -37,6 +37,8 @@ RUN_ELSEWHERE = {
     "install_wheels.sh": "tests/test_distributions.py (its pip lines, in a copy of the clone)",
     "nemo_gym.yaml": "tests/test_nemo_gym.py (the same instances)",
     "nemo_launcher.sh": "tests/test_nemo_launcher.py (the same commands and configs)",
+    "verifiers_eval.sh": "tests/test_verifiers.py (its vf-eval command)",
+    "verifiers_eval.toml": "tests/test_verifiers.py (as written)",
 }
 #: Examples no test runs, and why.
 NOT_RUN = {
@@ -153,6 +155,13 @@ def test_trl_env(server):
         '"Email ID not provided."',
         "reward 1.0",
     ]
+    assert server.store.live_count() == 0
+
+
+def test_openenv_env(server):
+    proc = _run(PYTHON, EXAMPLES / "openenv_env.py", f"127.0.0.1:{server.port}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["27", '"Email ID not provided."', "reward 1.0"]
     assert server.store.live_count() == 0
 
 

@@ -112,6 +112,7 @@ def test_the_sdk_needs_only_its_declared_dependencies():
     required = {"grpc", "grpc_status", "google"}
     optional = {"openai"}  # the "model" extra: rollouts.openai_client() imports it lazily
     optional |= {"pytest"}  # pytest_plugin: loaded by pytest only (its pytest11 entry point)
+    optional |= {"openenv"}  # the "openenv" extra: workplace_env_client.openenv alone
     full = grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
     sdk = set()
     for package in ("workplace_env_client", "workplace"):
@@ -123,6 +124,14 @@ def test_the_sdk_needs_only_its_declared_dependencies():
     }
     unexpected = imported - sys.stdlib_module_names - required - optional
     assert unexpected - {"workplace_env_client", "workplace"} == set()
+    openenv_importers = {
+        importer
+        for importer in sdk
+        if any(
+            m.split(".")[0] == "openenv" for m in full.find_modules_directly_imported_by(importer)
+        )
+    }
+    assert openenv_importers == {"workplace_env_client.openenv"}
 
 
 # -- the session store's parts, and the test support ----------------------------------

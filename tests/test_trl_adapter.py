@@ -3,6 +3,7 @@ them, and episodes driven as TRL's GRPO loop drives an ``environment_factory``."
 
 from __future__ import annotations
 
+import gc
 import inspect
 import json
 from typing import Any
@@ -116,16 +117,16 @@ def test_unset_optional_arguments_are_not_sent(served, rows):
     )
     env.reset(**rows[0])
     shown = env.email_search_emails(query="budget", page=UNSET)
-    sid, _ = env._session
+    sid = env._episode.session_id
     assert shown == served.raw.call_tool_raw(sid, "email_search_emails", {"query": "budget"})
-    assert env._calls == [("email_search_emails", '{"query": "budget"}')]
+    assert env._episode.calls == [("email_search_emails", '{"query": "budget"}')]
     env.get_reward()
 
 
 def test_reset_closes_the_previous_session(served, rows):
     env = trl_environment(served.client)()
     env.reset(**rows[0])
-    first, _ = env._session
+    first = env._episode.session_id
     env.reset(**rows[1])
     assert served.store.live_count() == 1
     with pytest.raises(SessionClosedError):
@@ -160,13 +161,22 @@ def test_an_environment_whose_server_died_never_hides_its_block(make_server, row
         if body_raises:
             with pytest.raises(LookupError) as raised, env:
                 env.reset(**rows[0])
-                sid, _ = env._session
+                sid = env._episode.session_id
                 served.running.stop(grace_s=0)
                 raise LookupError("the block's own")
             assert any(f"closing session {sid!r} also failed" in n for n in raised.value.__notes__)
             return
         with pytest.warns(SessionLeftOpenWarning) as warned, env:
             env.reset(**rows[0])
-            sid, _ = env._session
+            sid = env._episode.session_id
             served.running.stop(grace_s=0)
         assert f"session {sid!r} was not closed" in str(warned[0].message)
+
+
+def test_a_dropped_slot_closes_its_session(served, rows):
+    env = trl_environment(served.client)()
+    env.reset(**rows[0])
+    assert served.store.live_count() == 1
+    del env
+    gc.collect()
+    assert served.store.live_count() == 0

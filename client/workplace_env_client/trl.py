@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from workplace_env_client.client import EnvironmentClient
-from workplace_env_client.errors import close_failed
-from workplace_env_client.messages import VerifyResult, arguments_text, session_identity
+from workplace_env_client.episodes import RowEpisode
+from workplace_env_client.messages import VerifyResult
 
 #: The Python type of each JSON Schema parameter type the tools use.
 PARAMETER_TYPES: dict[str, type] = {
@@ -55,9 +55,7 @@ class WorkplaceEnvironment:
     client: EnvironmentClient
 
     def __init__(self) -> None:
-        self._session: tuple[str, tuple[str, int]] | None = None
-        self._calls: list[tuple[str, str]] = []
-        self._ground_truth_json: str | None = None
+        self._episode: RowEpisode | None = None
         #: The last ``get_reward()``'s verify answer (None before the first).
         self.verify_result: VerifyResult | None = None
 
@@ -66,31 +64,15 @@ class WorkplaceEnvironment:
         every column). Returns None: the row's prompt already holds the task. Raises
         ArgumentError for a malformed row, and the seed's errors (nothing left open)."""
         self._end_episode()
-        sid, episode, task, task_id = session_identity(row, None, None, None)
-        truth = row.get("ground_truth")
-        self._ground_truth_json = truth if isinstance(truth, str) else None
-        try:
-            self.client.seed(sid, episode, task_id, task)
-        except BaseException as failed:
-            self._session = (sid, episode)
-            self._end_episode(in_flight=failed)
-            raise
-        self._session = (sid, episode)
+        self._episode = RowEpisode.start(self.client, row)
 
     def get_reward(self) -> float:
         """Verify the episode's calls (0.0 or 1.0; a masked ``session_lost`` sample is 0.0),
-        keep the answer in :attr:`verify_result`, close the session (a close that fails
-        because the server is unreachable is a SessionLeftOpenWarning, never hiding the
-        reward). Raises RuntimeError when no episode is open (``reset`` first)."""
-        sid, _ = self._open_session()
-        try:
-            self.verify_result = self.client.verify(
-                sid, self._calls, ground_truth_json=self._ground_truth_json
-            )
-        except BaseException as failed:
-            self._end_episode(in_flight=failed)
-            raise
-        self._end_episode(ending=True)
+        keep the answer in :attr:`verify_result`, close the session (a server out of reach at
+        the close is a SessionLeftOpenWarning, never hiding the reward). Raises RuntimeError
+        when no episode is open (``reset`` first)."""
+        episode, self._episode = self._open_episode(), None
+        self.verify_result = episode.verify_and_close()
         return self.verify_result.reward
 
     def __enter__(self) -> WorkplaceEnvironment:
@@ -99,34 +81,21 @@ class WorkplaceEnvironment:
     def __exit__(self, _type: object, in_flight: BaseException | None, _tb: object) -> None:
         self._end_episode(in_flight, ending=True)
 
-    def _open_session(self) -> tuple[str, tuple[str, int]]:
-        if self._session is None:
+    def _open_episode(self) -> RowEpisode:
+        if self._episode is None:
             raise RuntimeError("no episode is open on this environment: call reset(**row) first")
-        return self._session
+        return self._episode
 
     def _call(self, name: str, arguments: Mapping[str, Any]) -> str:
-        """Call ``name`` on the open session; record the call; return its JSON output text."""
-        sid, _ = self._open_session()
-        text = arguments_text(arguments)
-        output = self.client.call_tool_raw(sid, name, text)
-        self._calls.append((name, text))
-        return output
+        """Call ``name`` on the open episode; return its JSON output text."""
+        return self._open_episode().call(name, arguments)
 
     def _end_episode(self, in_flight: BaseException | None = None, ending: bool = False) -> None:
-        """Close the open session, if any (the slot then holds none, whatever the close did).
-        A failed close is a note on ``in_flight`` (the exception on its way out), or, when
-        ``ending`` an episode that completed, what :func:`close_failed` does with it; else it
-        is raised."""
-        session, self._session = self._session, None
-        self._calls = []
-        if session is None:
-            return
-        try:
-            self.client.close_session(*session)
-        except Exception as closing:
-            if in_flight is None and not ending:
-                raise
-            close_failed(session[0], closing, in_flight)
+        """Close the open episode, if any (the slot then holds none, whatever the close did;
+        a failed close as :meth:`RowEpisode.close` says)."""
+        episode, self._episode = self._episode, None
+        if episode is not None:
+            episode.close(in_flight, ending)
 
 
 def tool_docstring(tool: Mapping[str, Any]) -> str:

@@ -38,8 +38,8 @@ ENV_PREFIX = "WORKPLACE_ENV_"
 ADMIN_TOKEN_ENV = f"{ENV_PREFIX}ADMIN_TOKEN"
 SECRETS = frozenset({"cookie_secret", "admin_token"})
 #: ``WORKPLACE_ENV_*`` variables that are not settings: the config file, and those of the tests
-#: and tools (reference data, the NeMo Gym venv, fuzzing and differential runs) and ``data
-#: fetch``'s source.
+#: and tools (reference data, the NeMo Gym and verifiers venvs, fuzzing and differential runs)
+#: and ``data fetch``'s source.
 OTHER_ENV_VARS = frozenset(
     {
         *(
@@ -51,6 +51,7 @@ OTHER_ENV_VARS = frozenset(
                 "FUZZ_REPORT",
                 "FUZZ_EXAMPLES",
                 "DIFF_SEQUENCES",
+                "VERIFIERS_VENV",
             )
         ),
         NEMO_VENV_ENV,

@@ -10,7 +10,10 @@ Subcommands (``python driver.py CMD ...``):
                  request whose create params carry ``metadata.ng_stand_in`` (else whose first
                  user message is) a key of FILE (``{key: [{name, arguments}, ...]}``), it
                  answers the next recorded call not yet in the request's input as a
-                 ``function_call`` item, then a final assistant message.
+                 ``function_call`` item, then a final assistant message. A path ending in
+                 ``chat/completions`` is answered in that API (matched by the first user
+                 message; streamed as server-sent events when asked): the call named as the
+                 request's tools name it (``name`` itself, or a tool ending in ``__name``).
 ``serve``        ``--module TYPE.IMPL.app``: NeMo's server of that module, started as its
                  ``__main__`` starts it (``run_webserver``), with Ray off (``ray_enabled`` is a
                  class setting NeMo reads; a server that leaves it unset would start a cluster).
@@ -66,7 +69,7 @@ def _text(content: object) -> str:
 def _model(recordings_path: str, port: int) -> None:
     import uvicorn
     from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, Response
 
     with open(recordings_path, encoding="utf-8") as fh:
         recordings: dict[str, list[dict[str, str]]] = json.load(fh)
@@ -77,8 +80,10 @@ def _model(recordings_path: str, port: int) -> None:
         return {"status": "ok"}
 
     @app.post("/{path:path}")
-    async def responses(path: str, request: Request) -> JSONResponse:
+    async def responses(path: str, request: Request) -> Response:
         body = await request.json()
+        if path.rstrip("/").endswith("chat/completions"):
+            return _chat_answer(body, recordings)
         items = body.get("input")
         items = [{"role": "user", "content": items}] if isinstance(items, str) else items or []
         key = (body.get("metadata") or {}).get("ng_stand_in")
@@ -125,6 +130,53 @@ def _model(recordings_path: str, port: int) -> None:
         )
 
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def _offered_name(name: str, tools: list[dict]) -> str:
+    """``name`` as the request's chat tools spell it (a harness may prefix it: ``x__name``)."""
+    offered = [t.get("function", {}).get("name", "") for t in tools]
+    return next((o for o in offered if o == name or o.endswith(f"__{name}")), name)
+
+
+def _chat_answer(body: dict, recordings: dict[str, list[dict[str, str]]]):
+    """The chat-completions answer of ``_model``: the next recorded call, else a final text."""
+    from fastapi.responses import JSONResponse, StreamingResponse
+
+    messages = body.get("messages") or []
+    key = next((_text(m.get("content")) for m in messages if m.get("role") == "user"), None)
+    if key not in recordings:
+        return JSONResponse({"error": {"message": f"no recording for {key!r}"}}, status_code=400)
+    done = sum(len(m.get("tool_calls") or []) for m in messages if m.get("role") == "assistant")
+    calls = recordings[key]
+    message: dict = {"role": "assistant", "content": None}
+    if done < len(calls):
+        function = {
+            "name": _offered_name(calls[done]["name"], body.get("tools") or []),
+            "arguments": calls[done]["arguments"],
+        }
+        message["tool_calls"] = [{"id": f"call_{done}", "type": "function", "function": function}]
+        finish = "tool_calls"
+    else:
+        message["content"] = "Done."
+        finish = "stop"
+    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": 0, "model": body.get("model", "")}
+    usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    if not body.get("stream"):
+        choice = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+        return JSONResponse(
+            head | {"object": "chat.completion", "choices": [choice], "usage": usage}
+        )
+    delta = dict(message)
+    if "tool_calls" in delta:
+        delta["tool_calls"] = [{"index": 0, **c} for c in delta["tool_calls"]]
+    chunk = head | {"object": "chat.completion.chunk"}
+    events = [
+        chunk | {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        chunk | {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+        chunk | {"choices": [], "usage": usage},
+    ]
+    text = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    return StreamingResponse(iter([text]), media_type="text/event-stream")
 
 
 def _serve(module_name: str) -> None:
