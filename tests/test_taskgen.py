@@ -428,7 +428,11 @@ def test_an_interrupted_run_into_a_file_keeps_the_lines_written(tmp_path, monkey
 
     monkeypatch.setattr(core, "iter_tasks", interrupted)
     out = tmp_path / "tasks.jsonl"
-    result = CliRunner().invoke(app, ["generate-tasks", "--count", "10", "--out", str(out)])
+    wakeup = signal.set_wakeup_fd(-1)  # an earlier test's event loop may have left a closed one
+    try:
+        result = CliRunner().invoke(app, ["generate-tasks", "--count", "10", "--out", str(out)])
+    finally:
+        signal.set_wakeup_fd(wakeup)
     assert result.exit_code == 130, result.output
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [
         "gen-s0-1",
