@@ -212,7 +212,11 @@ def run_scripted(
     console.print(plain(f"sandbox: {sandbox_text(sandbox)}"), soft_wrap=True)
     if json_out is not None:
         document = {**summary.to_json(), "sandbox": sandbox_json(sandbox)}
-        json_out.write_text(json.dumps(document, indent=2, default=str) + "\n")
+        try:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(document, indent=2, default=str) + "\n")
+        except OSError as exc:
+            raise CommandError(f"cannot write {json_out}:", exc) from exc
     if (
         summary.output_mismatches
         or summary.state_mismatches

@@ -168,6 +168,7 @@ def generate_to(data_dir: Path | None, count: int, seed: int, out: Path | None) 
         sys.stdout.flush()
         return
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("w", encoding="utf-8", newline="\n") as fh:
             write_jsonl(tasks, fh)
     except OSError as exc:
