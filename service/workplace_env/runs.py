@@ -29,6 +29,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from workplace_env.jsonl import read_jsonl
 from workplace_env.locks import WriterBusy
 from workplace_env.model_runs import (
     CategorySummary,
@@ -48,7 +49,6 @@ from workplace_env.runner import (
     FAILURE_KINDS,
     RunSummary,
     admin_refusal,
-    read_jsonl,
     run_lines,
 )
 from workplace_env.server.serve import connect

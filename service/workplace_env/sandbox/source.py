@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
-from workplace_env.runner import episode_problem, jsonl_objects
+from workplace_env.jsonl import episode_problem, jsonl_objects
 from workplace_env.sandbox.tables import CSV_FILES
 from workplace_env.terminal import CommandError, checked_path, path_problem
 
