@@ -412,6 +412,16 @@ def test_a_yaml_config_file_is_read(tmp_path):
         (["run", "TASKS", "--json-out", "TASKS/s.json"], {}, "'--json-out': not a directory: /"),
         (["run", "TASKS", "--out", "."], {}, "'--out': a directory, not a file"),
         (["config"], {"WORKPLACE_ENV_CONFIG": ""}, "WORKPLACE_ENV_CONFIG: empty value"),
+        (
+            ["serve", "--print-config"],
+            {"WORKPLACE_ENV_DATA_DIR": ""},
+            "data_dir (from WORKPLACE_ENV_DATA_DIR): empty value",
+        ),
+        (
+            ["config"],
+            {"WORKPLACE_ENV_DATA_DIR": "no/such/dir"},
+            "data_dir (from WORKPLACE_ENV_DATA_DIR): no such file or directory: no/such/dir",
+        ),
         (["generate-tasks", "--out", "TASKS/t.jsonl"], {}, "'--out': not a directory: /"),
         (["checkpoint", "restore", "no/such"], {}, "'DIRECTORY': no such file or directory"),
         (["checkpoint", "save", "TASKS"], {}, "Invalid value for 'DIRECTORY': not a directory"),

@@ -317,6 +317,8 @@ def load_settings(
             )
     if settings.tls_client_ca and not settings.tls_cert:
         raise ConfigError("tls_client_ca (mTLS) needs tls_cert and tls_key (--tls-cert, --tls-key)")
+    if settings.data_dir is not None and (problem := path_problem(settings.data_dir, "directory")):
+        raise ConfigError(f"data_dir (from {origins['data_dir']}): {problem}")
     _check_tls_files(settings, origins)
     return settings, sources
 
