@@ -285,3 +285,37 @@ def test_git_ignores_what_ng_run_leaves_in_a_checkout():
         timeout=60,
     )
     assert done.stdout.split() == left, done.stderr
+
+
+def test_gym_env_start_serves_the_configs_and_gym_eval_run_collects(
+    workdir, inputs, model_url, venv_dir
+):
+    """NeMo Gym 0.7.0's ``gym env start`` starts the legacy configs as ng_run does, and ``gym
+    eval run --no-serve`` collects the rows by agent name against them. (``gym eval run``
+    serving itself plays only the prepared dataset a config declares; ours declare none.)"""
+    run, grpc_port = ng_run(LEGACY_CONFIG, workdir / "gym_env_start", model_url, venv_dir)
+    run.gym_env_start = True
+    with run:
+        assert listening(grpc_port)
+        source = write_jsonl(run.workdir / "rows.jsonl", inputs["rows"])
+        output = run.workdir / "eval_run.jsonl"
+        nemo_cli(
+            run,
+            [
+                "gym",
+                "eval",
+                "run",
+                "--no-serve",
+                "--agent",
+                AGENT,
+                "--input",
+                str(source),
+                "--output",
+                str(output),
+                f"++head_server.host={HOST}",
+                f"++head_server.port={run.head_port}",
+            ],
+        )
+        assert rewards_by_key(output) == inputs["rewards"]
+    assert run.stop() == 0
+    assert not listening(grpc_port)
