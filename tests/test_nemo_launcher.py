@@ -246,9 +246,11 @@ AGENT_TRANSPORTS = {"simple_agent": {"direct_http"}}
 
 def test_every_shipped_environment_server_uses_transports_its_agent_plays():
     """typed.yaml shipped an MCP environment server in front of simple_agent, which fails every
-    episode of it ("Simple Agent does not support required MCP tool access")."""
+    episode of it ("Simple Agent does not support required MCP tool access"); the README's
+    config (docs/examples/nemo_gym.yaml) is checked too."""
     configs: dict[str, Any] = {}
-    for path in sorted((REPO / ENTRY / "configs").glob("*.yaml")):
+    paths = sorted((REPO / ENTRY / "configs").glob("*.yaml"))
+    for path in [*paths, REPO / "docs" / "examples" / "nemo_gym.yaml"]:
         configs |= yaml.safe_load(path.read_text())
     agents = {
         name: next(iter(block["responses_api_agents"]))
@@ -262,7 +264,7 @@ def test_every_shipped_environment_server_uses_transports_its_agent_plays():
             transports = set(server.get("resources_tool_transports") or ["direct_http"])
             assert transports <= AGENT_TRANSPORTS[agent], (name, agent, transports)
             checked += 1
-    assert checked >= 2  # typed's single_agent_turn and legacy's legacy_agent
+    assert checked >= 3  # typed's single_agent_turn, legacy's legacy_agent, the README's
 
 
 def test_git_ignores_what_ng_run_leaves_in_a_checkout():
