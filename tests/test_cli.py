@@ -512,9 +512,11 @@ def test_every_help_is_plain_text_with_whole_summaries_at_80_columns(path, comma
 def test_printed_values_keep_their_brackets(tmp_path):
     """Every value shown through rich is escaped: a setting's value in the config table and a
     command error's detail (here an address with brackets in it) are printed as they are."""
-    result = invoke("config", env={"WORKPLACE_ENV_DATA_DIR": "/srv/[data]/wb"})
+    data = tmp_path / "[data]"
+    data.mkdir()
+    result = invoke("config", env={"WORKPLACE_ENV_DATA_DIR": str(data)})
     assert result.exit_code == 0, result.output
-    assert table_rows(result.output)["data_dir"][0] == "/srv/[data]/wb"
+    assert table_rows(result.output)["data_dir"][0] == str(data)
     result = invoke("serve", "--address", "[fe80::1%nosuch]:1", "--log-level", "ERROR")
     assert result.exit_code == 2, result.output
     assert "[fe80::1%nosuch]:1" in result.output, result.output
