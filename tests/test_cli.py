@@ -833,20 +833,23 @@ def test_the_sandbox_check_finds_every_kind_of_entity_the_generated_sandbox_lack
     event_ids = set(base.tables[CALENDAR].data["event_id"])
     only_an_email_id = min(email_ids - event_ids)
     reply = ("email_reply_email", {"email_id": min(email_ids), "body": "Thanks!"})
+    event = {"event_id": min(event_ids)}
     found = _on_generated([
         _task(f"Reply to {stranger}'s last email with 'Thanks!'", reply),
         _task(f"Reply to the last email from {stranger.capitalize()} with 'Thanks!'", reply),
         _task("Reply to the email about 'Update on Nothing Held Here' with 'Thanks!'", reply),
         _task("Delete that event", ("calendar_delete_event", {"event_id": only_an_email_id})),
+        _task("Cancel the next Nothing Held Here meeting", ("calendar_delete_event", event)),
         {"id": "nemo", "ground_truth": [reply], "responses_create_params": {"input": [
             {"role": "system", "content": "Today is Thursday."},
             {"role": "user", "content": [{"type": "input_text", "text": f"{stranger}'s mail"}]},
         ]}},
     ])  # fmt: skip
-    assert [i for i, _ in found] == [0, 1, 2, 3, 4]
+    assert [i for i, _ in found] == [0, 1, 2, 3, 4, 5]
     assert f"names {stranger!r} in its prompt, a person no table of it holds" in found[0][1]
     assert "names 'Update on Nothing Held Here' in its prompt" in found[2][1]
     assert found[3][1] == f"names event_id {only_an_email_id!r}, which its event_id column holds"
+    assert "names the event 'nothing held here' in its prompt" in found[4][1]
 
 
 def test_the_sandbox_check_flags_no_task_generated_for_the_sandbox():
@@ -863,15 +866,16 @@ def test_the_sandbox_check_flags_no_task_generated_for_the_sandbox():
         _task(f"Add {name} as a new lead in the crm", add),
         _task(f"I don't need it. Send x@y.com an email saying 'Hi {stranger}'", sent),
         _task(f'Send an email titled "{stranger} notes" to x@y.com', sent),
+        _task("Find my first meeting on Friday and schedule a 30 minute meeting after it", sent),
     ]) == []  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("name", "at_least"),
-    [("tasks_public.jsonl", 20), ("rollouts_public.jsonl", 6), ("verify_cases_public.jsonl", 457)],
+    [("tasks_public.jsonl", 24), ("rollouts_public.jsonl", 6), ("verify_cases_public.jsonl", 457)],
 )
 def test_workbench_lines_found_foreign_on_the_generated_sandbox_and_none_on_theirs(name, at_least):
-    """Measured: tasks 17 -> 20 of 38, rollouts 3 -> 6 of 10 on the generated sandbox; none of
+    """Measured: tasks 17 -> 24 of 38, rollouts 3 -> 6 of 10 on the generated sandbox; none of
     them on the WorkBench tables they were written for."""
     path = WORKBENCH / name if name != "verify_cases_public.jsonl" else GOLDENS / name
     lines = [json.loads(text) for text in shared_file(path).read_text().splitlines() if text]

@@ -9,8 +9,9 @@ A line was written for another sandbox when
   of that name does not hold (any cell, for an id no column is named after), or an address of
   the company (a domain of the sandbox's directory) that no cell holds; its prompt a person by
   first name (:func:`~workplace_env.sandbox.generate.person_first_names`, outside quoted text
-  and the ground truth's own values) that no cell holds as a word, or a quoted subject it
-  looks an e-mail up by (``about 'Update on X'``) that no cell holds. WorkBench's tasks name its
+  and the ground truth's own values) that no cell holds as a word, a quoted subject it looks
+  an e-mail up by (``about 'Update on X'``) that no cell holds, or an event by its name
+  (``the next Budget Review meeting``) that no ``event_name`` holds. WorkBench's tasks name its
   customers, events and employees, which the generated sandbox does not have, and tasks
   generated on one sandbox name those of that one.
 
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from workplace_env.sandbox.generate import generate_sandbox, person_first_names
-from workplace_env.sandbox.tables import DIRECTORY, BaseTables, TablesUnavailableError
+from workplace_env.sandbox.tables import CALENDAR, DIRECTORY, BaseTables, TablesUnavailableError
 from workplace_env.terminal import CommandError, console, plain
 from workplace_env_client import EnvironmentClient, ServerSandbox
 
@@ -39,6 +40,35 @@ _WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
 #: Quoted text of a prompt (a subject, a new name): its words name no one; an apostrophe inside
 #: a word (``carlos's``, ``don't``) opens no quote.
 _QUOTED = re.compile(r"(?<![A-Za-z])'[^']+'(?![A-Za-z])|\"[^\"]*\"")
+#: An event the prompt names by its name: ``the next Budget Review meeting``; a name holding a
+#: word of :data:`_LINKING` (``the first meeting on Friday and ...``) is no name.
+_EVENT = re.compile(
+    r"\b(?:next|upcoming|future|last|previous|latest|first)\s+"
+    r"((?:[A-Za-z0-9&'-]+\s+){1,6}?)(?:meetings?|events?)\b",
+    re.IGNORECASE,
+)
+_LINKING = frozenset(
+    [
+        "a",
+        "about",
+        "all",
+        "an",
+        "and",
+        "any",
+        "at",
+        "for",
+        "from",
+        "i",
+        "in",
+        "is",
+        "my",
+        "of",
+        "on",
+        "the",
+        "to",
+        "with",
+    ]
+)
 #: A quoted subject the prompt looks an e-mail up by: ``... email about 'Update on X'``.
 _ABOUT = re.compile(r"\babout (?:'([^']+)'|\"([^\"]+)\")(?![A-Za-z])", re.IGNORECASE)
 
@@ -78,13 +108,14 @@ def local_tables(sandbox: ServerSandbox) -> BaseTables | None:
 @dataclass(frozen=True)
 class _Held:
     """What a sandbox holds, for the entity check: every text cell, the values of each ``*_id``
-    column, the domains of its directory's addresses, and every word of its cells (lower
-    case)."""
+    column, the domains of its directory's addresses, every word of its cells and its events'
+    names (lower case)."""
 
     cells: frozenset[str]
     ids: Mapping[str, frozenset[str]]
     domains: frozenset[str]
     words: frozenset[str]
+    event_names: frozenset[str]
 
 
 def _held_values(base: BaseTables) -> _Held:
@@ -105,11 +136,13 @@ def _held_values(base: BaseTables) -> _Held:
         if isinstance(value, str) and (match := _ADDRESS.fullmatch(value))
     }
     words = {word for cell in cells for word in _words(cell)}
+    calendar = base.tables[CALENDAR].data["event_name"]
     return _Held(
         frozenset(cells),
         {name: frozenset(values) for name, values in ids.items()},
         frozenset(domains),
         frozenset(words),
+        frozenset(name.lower() for name in calendar if isinstance(name, str)),
     )
 
 
@@ -200,10 +233,15 @@ def _missing_entity(line: Mapping[str, Any], held: _Held) -> str | None:
     for name in named_people(line):
         if name not in held.words:
             return f"names {name!r} in its prompt, a person no table of it holds"
-    for match in _ABOUT.finditer(prompt_text(line)):
+    prompt = prompt_text(line)
+    for match in _ABOUT.finditer(prompt):
         subject = match[1] or match[2]
         if not any(subject.lower() in cell.lower() for cell in held.cells):
             return f"names {subject!r} in its prompt, which no table of it holds"
+    for match in _EVENT.finditer(prompt):
+        event = " ".join(match[1].split()).lower()
+        if _LINKING.isdisjoint(event.split()) and not any(event in n for n in held.event_names):
+            return f"names the event {event!r} in its prompt, which no event_name of it holds"
     return None
 
 
