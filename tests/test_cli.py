@@ -402,6 +402,11 @@ def test_a_yaml_config_file_is_read(tmp_path):
         (["data", "verify", "TASKS"], {}, "Invalid value for 'DIRECTORY': not a directory"),
         (["data", "fetch", "--from", ""], {}, "--from: empty value"),
         (["data", "fetch"], {"WORKPLACE_ENV_DATA_FROM": ""}, "$WORKPLACE_ENV_DATA_FROM: empty"),
+        (
+            ["data", "fetch", "--to", "out"],
+            {"WORKPLACE_ENV_DATA_FROM": "no/such"},
+            "$WORKPLACE_ENV_DATA_FROM: no such file or directory: no/such",
+        ),
         (["data", "fetch", "--to", "TASKS"], {}, "Invalid value for '--to': not a directory"),
         (["data", "fetch", "--to", ""], {}, "Invalid value for '--to': empty value"),
         (["run", ""], {}, "Invalid value for 'FILE': empty value"),

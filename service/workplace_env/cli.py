@@ -700,8 +700,6 @@ def data_fetch(
         OptStr,
         Opt(
             "--from",
-            envvar=SOURCE_ENV,
-            show_envvar=False,
             help=f"Where from (also {SOURCE_ENV}): {NEMO_GYM} (the nemo-gym 0.7.0 wheel from "
             "the package index, or an installed NeMo Gym), a NeMo Gym venv or site-packages, a "
             "directory holding the CSVs, an archive (.whl, .zip, .tar.gz) or its http(s) URL "
