@@ -35,7 +35,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from typer.testing import CliRunner
 
 import workplace_env_client
-from tests.conftest import WORKBENCH, needs_shared
+from tests.conftest import GOLDENS, WORKBENCH, needs_shared, shared_file
 from tests.helpers import table_rows
 from workplace_env import cli as cli_module
 from workplace_env.checkpoint.files import write_checkpoint
@@ -44,13 +44,17 @@ from workplace_env.command_errors import COMMAND_WORDS, RUN_WORDS, server_errors
 from workplace_env.config import Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
 from workplace_env.model_runs import read_finished, read_rollouts
+from workplace_env.sandbox.generate import person_first_names
 from workplace_env.sandbox.load import load_sandbox
-from workplace_env.sandbox.tables import CSV_FILES, EMAILS
+from workplace_env.sandbox.tables import CALENDAR, CSV_FILES, EMAILS, BaseTables
 from workplace_env.server.app import start_server
 from workplace_env.sessions import SessionStore
+from workplace_env.task_sandbox import foreign_lines
+from workplace_env.taskgen import generate_tasks
 from workplace_env.terminal import CommandError
 from workplace_env_client import (
     EnvironmentClient,
+    ServerSandbox,
     SessionLostError,
     UnauthenticatedError,
     UnavailableError,
@@ -376,16 +380,20 @@ def test_a_yaml_config_file_is_read(tmp_path):
             "http_max_connections (from --http-max-connections) must be >= 0, got -1",
         ),
         (["config"], {"WORKPLACE_ENV_MAX_SESSIONS": "lots"}, "WORKPLACE_ENV_MAX_SESSIONS"),
-        (["config", "--config", "missing.toml"], {}, "cannot read config file missing.toml"),
+        (
+            ["config", "--config", "missing.toml"],
+            {},
+            "Invalid value for '--config': no such file or directory: missing.toml",
+        ),
         (["run", "TASKS", "--policy", "greedy"], {}, "--policy must be one of"),
         (["run", "TASKS", "--concurrency", "0"], {}, "Invalid value for '--concurrency'"),
         (["run", "TASKS", "--policy", "model", "--model", "m"], {}, "needs --base-url"),
         (["demo", "--count", "0"], {}, "Invalid value for '--count'"),
-        (["checkpoint", "save"], {}, "Missing argument 'directory'"),
+        (["checkpoint", "save"], {}, "Missing argument 'DIRECTORY'"),
         # An infinite deadline was sent, and gRPC answered DEADLINE_EXCEEDED at once
         (["checkpoint", "save", "d", "--timeout-s", "inf"], {}, "Invalid value for '--timeout-s'"),
         (
-            ["checkpoint", "restore", "d", "--timeout-s", "nan"],
+            ["checkpoint", "restore", ".", "--timeout-s", "nan"],
             {},
             "Invalid value for '--timeout-s'",
         ),
@@ -396,17 +404,51 @@ def test_a_yaml_config_file_is_read(tmp_path):
         ),
         (["run", "TASKS", "--max-retries", "1000"], {}, "Invalid value for '--max-retries'"),
         (["generate-tasks", "--data-dir", "no/such/dir"], {}, "Invalid value for '--data-dir'"),
-        (["generate-tasks", "--data-dir", "x" * 300], {}, "cannot read 'xxx"),  # too long
-        (["serve", "--print-config", "--data-dir", "a\0b"], {}, "no data source 'a"),
+        (["generate-tasks", "--data-dir", "x" * 300], {}, "cannot stat xxx"),  # too long
+        (["serve", "--print-config", "--data-dir", "a\0b"], {}, "a NUL byte in the path"),
         (["serve", "--no-such-flag"], {}, "No such option: --no-such-flag"),
         (["run", "TASKS", "--target", " "], {}, "Invalid value for '--target': must be HOST"),
         (["checkpoint", "save", "d", "--target", ""], {}, "Invalid value for '--target'"),
         (["gateway", "--grpc-target", ""], {}, "Invalid value for '--grpc-target'"),
         (["generate-tasks", "--count", "100001"], {}, "Invalid value for '--count'"),
+        # Every path or source argument names itself and its actual problem
+        (["data", "verify", "no/such/dir"], {}, "'DIRECTORY': no such file or directory"),
+        (["data", "verify", ""], {}, "Invalid value for 'DIRECTORY': empty value"),
+        (["data", "verify", "TASKS"], {}, "Invalid value for 'DIRECTORY': not a directory"),
+        (["data", "fetch", "--from", ""], {}, "--from: empty value"),
+        (["data", "fetch"], {"WORKPLACE_ENV_DATA_FROM": ""}, "$WORKPLACE_ENV_DATA_FROM: empty"),
+        (
+            ["data", "fetch", "--to", "out"],
+            {"WORKPLACE_ENV_DATA_FROM": "no/such"},
+            "$WORKPLACE_ENV_DATA_FROM: no such file or directory: no/such",
+        ),
+        (["data", "fetch", "--to", "TASKS"], {}, "Invalid value for '--to': not a directory"),
+        (["data", "fetch", "--to", ""], {}, "Invalid value for '--to': empty value"),
+        (["run", ""], {}, "Invalid value for 'FILE': empty value"),
+        (["run", "no/such.jsonl"], {}, "'FILE': no such file or directory: no/such.jsonl"),
+        (["run", "."], {}, "Invalid value for 'FILE': a directory, not a file: ."),
+        (["run", "TASKS", "--data-dir", ""], {}, "Invalid value for '--data-dir': empty value"),
+        (["run", "TASKS", "--config", ""], {}, "Invalid value for '--config': empty value"),
+        (["run", "TASKS", "--json-out", "TASKS/s.json"], {}, "'--json-out': not a directory: /"),
+        (["run", "TASKS", "--out", "."], {}, "'--out': a directory, not a file"),
+        (["config"], {"WORKPLACE_ENV_CONFIG": ""}, "WORKPLACE_ENV_CONFIG: empty value"),
+        (
+            ["serve", "--print-config"],
+            {"WORKPLACE_ENV_DATA_DIR": ""},
+            "data_dir (from WORKPLACE_ENV_DATA_DIR): empty value",
+        ),
+        (
+            ["config"],
+            {"WORKPLACE_ENV_DATA_DIR": "no/such/dir"},
+            "data_dir (from WORKPLACE_ENV_DATA_DIR): no such file or directory: no/such/dir",
+        ),
+        (["generate-tasks", "--out", "TASKS/t.jsonl"], {}, "'--out': not a directory: /"),
+        (["checkpoint", "restore", "no/such"], {}, "'DIRECTORY': no such file or directory"),
+        (["checkpoint", "save", "TASKS"], {}, "Invalid value for 'DIRECTORY': not a directory"),
     ],
 )
 def test_a_bad_value_is_a_usage_error_not_a_traceback(tasks_file, args, env, says):
-    result = invoke(*[str(tasks_file) if a == "TASKS" else a for a in args], env=env)
+    result = invoke(*[a.replace("TASKS", str(tasks_file)) for a in args], env=env)
     assert result.exit_code == 2, result.output
     assert type(result.exception) is SystemExit  # an exit status, not a crash
     assert says in " ".join(result.output.split()), result.output
@@ -490,9 +532,11 @@ def test_every_help_is_plain_text_with_whole_summaries_at_80_columns(path, comma
 def test_printed_values_keep_their_brackets(tmp_path):
     """Every value shown through rich is escaped: a setting's value in the config table and a
     command error's detail (here an address with brackets in it) are printed as they are."""
-    result = invoke("config", env={"WORKPLACE_ENV_DATA_DIR": "/srv/[data]/wb"})
+    data = tmp_path / "[data]"
+    data.mkdir()
+    result = invoke("config", env={"WORKPLACE_ENV_DATA_DIR": str(data)})
     assert result.exit_code == 0, result.output
-    assert table_rows(result.output)["data_dir"][0] == "/srv/[data]/wb"
+    assert table_rows(result.output)["data_dir"][0] == str(data)
     result = invoke("serve", "--address", "[fe80::1%nosuch]:1", "--log-level", "ERROR")
     assert result.exit_code == 2, result.output
     assert "[fe80::1%nosuch]:1" in result.output, result.output
@@ -502,7 +546,8 @@ def test_every_table_keeps_its_numbers_and_ids_whole_at_40_columns(tasks_file, t
     """demo, run and config at a 40-column terminal: every number and id of their tables
     is printed whole (the table is wider than the terminal rather than cut to an ellipsis)."""
     narrow = {"COLUMNS": "40"}
-    data_dir = "/srv/a-long-directory-name/workbench-data"
+    data_dir = str(tmp_path / "a-long-directory-name" / "workbench-data")
+    Path(data_dir).mkdir(parents=True)
     config = invoke("config", env={**narrow, "WORKPLACE_ENV_DATA_DIR": data_dir})
     rows = table_rows(config.stdout)
     assert rows["max_session_write_bytes"] == ["67108864", "default"]
@@ -801,6 +846,86 @@ def test_run_refuses_workbench_tasks_on_the_generated_sandbox(tmp_path, name, po
     assert "--data-dir" in said and "workplace-env data fetch" in said
     assert "--any-sandbox" in said and "Nothing was played" in said
     assert not out.exists()
+
+
+def _on_generated(lines: list[dict]) -> list[tuple[int, str]]:
+    """:func:`foreign_lines` of ``lines`` on the default generated sandbox."""
+    base = load_sandbox(None)
+    return foreign_lines(lines, ServerSandbox(digest=base.digest, origin="x"), base)
+
+
+def _task(prompt: str, *calls: tuple[str, dict]) -> dict:
+    truth = [{"name": name, "arguments": json.dumps(args)} for name, args in calls]
+    return {"id": "t", "prompt": prompt, "ground_truth": truth}
+
+
+def _stranger(base: BaseTables) -> str:
+    """A first name no cell of ``base`` holds as a word."""
+    words = {w.lower() for t in base.tables.values() for c in t.columns for v in t.data[c]
+             if isinstance(v, str) for w in re.findall(r"[A-Za-z]+", v)}  # fmt: skip
+    return min(person_first_names() - words)
+
+
+def test_the_sandbox_check_finds_every_kind_of_entity_the_generated_sandbox_lacks():
+    """Only 1 of NeMo Gym's 5 WorkBench example tasks was found foreign on the generated
+    sandbox: a name in the prompt, a subject an e-mail is looked up by, an id held only in
+    another table's id column were not checked."""
+    base = load_sandbox(None)
+    stranger = _stranger(base)
+    email_ids = set(base.tables[EMAILS].data["email_id"])
+    event_ids = set(base.tables[CALENDAR].data["event_id"])
+    only_an_email_id = min(email_ids - event_ids)
+    reply = ("email_reply_email", {"email_id": min(email_ids), "body": "Thanks!"})
+    event = {"event_id": min(event_ids)}
+    found = _on_generated([
+        _task(f"Reply to {stranger}'s last email with 'Thanks!'", reply),
+        _task(f"Reply to the last email from {stranger.capitalize()} with 'Thanks!'", reply),
+        _task("Reply to the email about 'Update on Nothing Held Here' with 'Thanks!'", reply),
+        _task("Delete that event", ("calendar_delete_event", {"event_id": only_an_email_id})),
+        _task("Cancel the next Nothing Held Here meeting", ("calendar_delete_event", event)),
+        {"id": "nemo", "ground_truth": [reply], "responses_create_params": {"input": [
+            {"role": "system", "content": "Today is Thursday."},
+            {"role": "user", "content": [{"type": "input_text", "text": f"{stranger}'s mail"}]},
+        ]}},
+    ])  # fmt: skip
+    assert [i for i, _ in found] == [0, 1, 2, 3, 4, 5]
+    assert f"names {stranger!r} in its prompt, a person no table of it holds" in found[0][1]
+    assert "names 'Update on Nothing Held Here' in its prompt" in found[2][1]
+    assert found[3][1] == f"names event_id {only_an_email_id!r}, which its event_id column holds"
+    assert "names the event 'nothing held here' in its prompt" in found[4][1]
+
+
+def test_the_sandbox_check_flags_no_task_generated_for_the_sandbox():
+    """Generated tasks without their sandbox field (the entity check alone), and names given as
+    new values, in quotes, or words such as "don't", are no foreign entity."""
+    base = load_sandbox(None)
+    tasks = [{k: v for k, v in t.items() if k != "sandbox"} for t in generate_tasks(base, 600, 7)]
+    assert _on_generated(tasks) == []
+    stranger = _stranger(base)
+    name = f"{stranger.capitalize()} Lee"
+    add = ("customer_relationship_manager_add_customer", {"customer_name": name})
+    sent = ("email_send_email", {"recipient": "x@y.com", "subject": "s", "body": "b"})
+    assert _on_generated([
+        _task(f"Add {name} as a new lead in the crm", add),
+        _task(f"I don't need it. Send x@y.com an email saying 'Hi {stranger}'", sent),
+        _task(f'Send an email titled "{stranger} notes" to x@y.com', sent),
+        _task("Find my first meeting on Friday and schedule a 30 minute meeting after it", sent),
+    ]) == []  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "at_least"),
+    [("tasks_public.jsonl", 24), ("rollouts_public.jsonl", 6), ("verify_cases_public.jsonl", 457)],
+)
+def test_workbench_lines_found_foreign_on_the_generated_sandbox_and_none_on_theirs(name, at_least):
+    """Measured: tasks 17 -> 24 of 38, rollouts 3 -> 6 of 10 on the generated sandbox; none of
+    them on the WorkBench tables they were written for."""
+    path = WORKBENCH / name if name != "verify_cases_public.jsonl" else GOLDENS / name
+    lines = [json.loads(text) for text in shared_file(path).read_text().splitlines() if text]
+    assert len(_on_generated(lines)) >= at_least
+    workbench = load_sandbox(shared_file(WORKBENCH / "emails.csv").parent)
+    sandbox = ServerSandbox(digest=workbench.digest, origin=str(WORKBENCH))
+    assert foreign_lines(lines, sandbox, workbench) == []
 
 
 def test_run_plays_workbench_tasks_on_their_tables_and_names_them(tmp_path):

@@ -96,8 +96,13 @@ def test_fetch_from_the_nemo_gym_venv_prints_the_directory_alone(tmp_path, where
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{dest}\n"  # DATA=$(workplace-env data fetch) gets the directory
-    assert "6 CSVs verified" in done.stderr
+    assert "6 CSVs verified, task files example.jsonl\n" in done.stderr
     assert_sandbox_in(dest)
+    # its rollouts carry no ground truth: not a task file run can play, skipped and said so
+    assert not (dest / "example_rollouts.jsonl").exists()
+    said = " ".join(done.stderr.split())
+    assert "skipped data/example_rollouts.jsonl: not a task file: line 1 is not an episode" in said
+    assert "(a NeMo Gym rollout: a model's response and its reward" in said
     # NeMo Gym's example tasks came along, and they play on the fetched sandbox
     result = invoke("run", dest / "example.jsonl", "--policy", "oracle", "--data-dir", dest)
     assert result.exit_code == 0, result.output
@@ -138,6 +143,43 @@ def test_fetch_from_an_archive_served_over_http(tmp_path, http_dir, archive, bui
     assert result.stdout == f"{dest}\n"
     assert_sandbox_in(dest)
     assert (dest / "tasks.jsonl").read_bytes() == tasks
+
+
+def test_fetch_copies_only_the_task_files_it_validates_and_names_each_skipped(tmp_path):
+    """Every *.jsonl of the source was copied as a task file: notes, rollouts, broken JSON."""
+    source = tmp_path / "src"
+    (source / "a").mkdir(parents=True)
+    (source / "b").mkdir()
+    for name, data in sandbox_bytes().items():
+        (source / name).write_bytes(data)
+    task = b'{"id": "t", "ground_truth": []}\n\n{"id": "u", "function_calls": []}\n'
+    (source / "a" / "tasks.jsonl").write_bytes(task)
+    (source / "b" / "tasks.jsonl").write_bytes(b'{"id": "other", "ground_truth": []}\n')
+    (source / "notes.jsonl").write_bytes(b'{"note": "hello"}\n')
+    (source / "rollouts.jsonl").write_bytes(b'{"response": {}, "reward": 1.0}\n')
+    (source / "broken.jsonl").write_bytes(b'{"id": "t", "ground_truth": []}\n{"id": \n')
+    (source / "list.jsonl").write_bytes(b"[1, 2]\n")
+    (source / "latin1.jsonl").write_bytes(b'{"id": "caf\xe9", "ground_truth": []}\n')
+    (source / "empty.jsonl").write_bytes(b"\n")
+    dest = tmp_path / "data"
+    result = invoke("data", "fetch", "--from", source, "--to", dest)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in dest.glob("*.jsonl")) == ["tasks.jsonl"]
+    assert (dest / "tasks.jsonl").read_bytes() == task
+    said = " ".join(result.stderr.split())
+    for skipped in (
+        "skipped b/tasks.jsonl: the task file a/tasks.jsonl of the same name was taken",
+        "skipped notes.jsonl: not a task file: line 1 is not an episode: no ground_truth, "
+        "function_calls or calls",
+        "skipped rollouts.jsonl: not a task file: line 1 is not an episode: no ground_truth, "
+        "function_calls or calls (a NeMo Gym rollout",
+        "skipped broken.jsonl: not a task file: broken.jsonl:2: not JSON",
+        "skipped list.jsonl: not a task file: list.jsonl:1: not a JSON object",
+        "skipped latin1.jsonl: not a task file: not UTF-8 text",
+        "skipped empty.jsonl: not a task file: no line",
+    ):
+        assert skipped in said
+    assert "6 CSVs verified, task files tasks.jsonl" in said
 
 
 @pytest.mark.parametrize("build", [zip_bytes, tar_gz_bytes])
@@ -187,14 +229,18 @@ def test_only_nemo_gym_s_package_is_read_from_a_wheel(tmp_path):
 @pytest.mark.parametrize(
     ("source", "says"),
     [
-        ("no/such/path", "no data source 'no/such/path'"),
-        ("notes.txt", "is neither a directory nor an archive"),
+        ("no/such/path", "--from: no such file or directory: no/such/path"),
+        ("notes.txt", "--from: notes.txt is not an archive"),
+        ("broken.whl", "--from: corrupt zip archive broken.whl: File is not a zip file"),
+        ("broken.tgz", "--from: corrupt tar archive broken.tgz:"),
         ("http://127.0.0.1:9/x.zip", "cannot download http://127.0.0.1:9/x.zip"),
     ],
 )
 def test_a_source_that_cannot_be_read_is_a_usage_error(tmp_path, monkeypatch, source, says):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "notes.txt").write_text("not an archive")
+    (tmp_path / "broken.whl").write_bytes(b"PK\x03\x04 cut short")
+    (tmp_path / "broken.tgz").write_bytes(b"\x1f\x8b cut short")
     result = invoke("data", "fetch", "--from", source, "--to", tmp_path / "data")
     assert result.exit_code == 2
     assert says in result.stderr.replace("\n", "")
@@ -241,7 +287,7 @@ def test_data_dir_naming_nothing_that_exists_is_refused_not_replaced_by_the_cach
         (cache / name).write_bytes(data)
     result = invoke("generate-tasks", "--count", "1", "--data-dir", tmp_path / "nothing", env=env)
     assert result.exit_code == 2
-    assert "no data source" in " ".join(result.output.split())
+    assert f"no such file or directory: {tmp_path / 'nothing'}" in " ".join(result.output.split())
 
 
 @pytest.mark.parametrize("build", [zip_bytes, tar_gz_bytes])
@@ -253,5 +299,5 @@ def test_a_damaged_archive_is_refused_naming_it(tmp_path, build):
         result = invoke("data", "fetch", "--from", archive, "--to", tmp_path / "data")
         assert result.exit_code == 2, result.output
         said = " ".join(result.stderr.split())
-        assert str(archive) in said
+        assert f"--from: corrupt {'zip' if build is zip_bytes else 'tar'} archive {archive}" in said
         assert not (tmp_path / "data").exists()

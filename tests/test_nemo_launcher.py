@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import WORKBENCH, needs_shared, read_jsonl
+from tests.conftest import REPO, WORKBENCH, needs_shared, read_jsonl
 from tests.nemo.launcher import ENTRY, NgRun
 from tests.nemo.rows import (
     recorded_inputs,
@@ -237,3 +237,87 @@ def test_entry_refuses_a_config_it_cannot_start_from(environ, message, monkeypat
         nemo_entry.main()
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+#: The tool transports each agent the shipped configs use can play (NeMo Gym 0.7.0's
+#: simple_agent refuses a required MCP tool access at every seed).
+AGENT_TRANSPORTS = {"simple_agent": {"direct_http"}}
+
+
+def test_every_shipped_environment_server_uses_transports_its_agent_plays():
+    """typed.yaml shipped an MCP environment server in front of simple_agent, which fails every
+    episode of it ("Simple Agent does not support required MCP tool access"); the README's
+    config (docs/examples/nemo_gym.yaml) is checked too."""
+    configs: dict[str, Any] = {}
+    paths = sorted((REPO / ENTRY / "configs").glob("*.yaml"))
+    for path in [*paths, REPO / "docs" / "examples" / "nemo_gym.yaml"]:
+        configs |= yaml.safe_load(path.read_text())
+    agents = {
+        name: next(iter(block["responses_api_agents"]))
+        for name, block in configs.items()
+        if "responses_api_agents" in block
+    }
+    checked = 0
+    for name, block in configs.items():
+        for server in block.get("environment_servers", {}).values():
+            agent = agents[server["agent_server"]["name"]]
+            transports = set(server.get("resources_tool_transports") or ["direct_http"])
+            assert transports <= AGENT_TRANSPORTS[agent], (name, agent, transports)
+            checked += 1
+    assert checked >= 3  # typed's single_agent_turn, legacy's legacy_agent, the README's
+
+
+def test_git_ignores_what_ng_run_leaves_in_a_checkout():
+    """ng_run run from a checkout left its server venvs, outputs and setup locks untracked."""
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    left = [
+        "environment_servers/single_agent_turn/.venv/bin/python",
+        "responses_api_agents/simple_agent/.venv/bin/python",
+        "responses_api_models/openai_model/.venv/bin/python",
+        "outputs/2026-01-01/run.log",
+        ".venv.setup.lock",
+        f"{ENTRY}/.venv.setup.lock",
+    ]
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", *left],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.split() == left, done.stderr
+
+
+def test_gym_env_start_serves_the_configs_and_gym_eval_run_collects(
+    workdir, inputs, model_url, venv_dir
+):
+    """NeMo Gym 0.7.0's ``gym env start`` starts the legacy configs as ng_run does, and ``gym
+    eval run --no-serve`` collects the rows by agent name against them. (``gym eval run``
+    serving itself plays only the prepared dataset a config declares; ours declare none.)"""
+    run, grpc_port = ng_run(LEGACY_CONFIG, workdir / "gym_env_start", model_url, venv_dir)
+    run.gym_env_start = True
+    with run:
+        assert listening(grpc_port)
+        source = write_jsonl(run.workdir / "rows.jsonl", inputs["rows"])
+        output = run.workdir / "eval_run.jsonl"
+        nemo_cli(
+            run,
+            [
+                "gym",
+                "eval",
+                "run",
+                "--no-serve",
+                "--agent",
+                AGENT,
+                "--input",
+                str(source),
+                "--output",
+                str(output),
+                f"++head_server.host={HOST}",
+                f"++head_server.port={run.head_port}",
+            ],
+        )
+        assert rewards_by_key(output) == inputs["rewards"]
+    assert run.stop() == 0
+    assert not listening(grpc_port)

@@ -11,7 +11,8 @@ import pytest
 
 from tests.helpers import table_rows
 from workplace_env.config import Settings
-from workplace_env.runner import FAILURE_KINDS, admin_refusal, read_jsonl, run_lines
+from workplace_env.jsonl import read_jsonl
+from workplace_env.runner import FAILURE_KINDS, admin_refusal, run_lines
 from workplace_env.runs import print_summary
 from workplace_env_client import (
     CapacityError,
@@ -50,6 +51,13 @@ def test_lines_keep_their_physical_numbers_blank_lines_counted(tmp_path):
     assert read_jsonl(str(path)) == [(2, {"id": "a"}), (5, {"ground_truth": []})]
     summary = run_lines(_GoneServer(), [{"ground_truth": []}], line_numbers=[5])  # type: ignore[arg-type]
     assert [m.case_id for m in summary.mismatches] == ["line-5"]  # a line with no id
+
+
+def test_line_numbers_count_as_open_reads_lines(tmp_path):
+    """CRLF and CR end a line; U+2028 inside a JSON string does not (str.splitlines would)."""
+    path = tmp_path / "endings.jsonl"
+    path.write_bytes('{"id": "a"}\r\n\r{"id": "b\u2028c"}\n'.encode())
+    assert read_jsonl(str(path)) == [(1, {"id": "a"}), (3, {"id": "b\u2028c"})]
 
 
 def test_an_empty_file_is_refused(tmp_path):

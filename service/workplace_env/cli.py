@@ -64,7 +64,7 @@ from workplace_env.sandbox.source import (
 from workplace_env.server.observability import configure_logging
 from workplace_env.server.serve import serve_until_signalled
 from workplace_env.taskgen import MAX_TASK_COUNT, generate_to
-from workplace_env.terminal import CommandError, HelpGroup, console, plain
+from workplace_env.terminal import CommandError, HelpGroup, PathKind, console, path_problem, plain
 from workplace_env_client.checks import MAX_SECONDS
 
 #: Help is click's plain layout (Typer's ``rich_markup_mode=None``): it wraps the help text
@@ -131,14 +131,32 @@ def _exit(status: int) -> None:
         raise typer.Exit(status)
 
 
+def _path_param(kind: PathKind, *, output: bool = False) -> dict[str, object]:
+    """The ``metavar`` (``FILE``, ``DIRECTORY``) and ``callback`` of a path argument: its value
+    as typed (an empty one stays empty) when :func:`path_problem` finds nothing (``output``:
+    a path written), else a usage error (exit 2) naming the argument and the problem."""
+
+    def check(value: str | None) -> str | None:
+        if value is not None and (problem := path_problem(value, kind, output=output)):
+            raise typer.BadParameter(problem)
+        return value
+
+    return {"metavar": "PATH" if kind == "any" else kind.upper(), "callback": check}
+
+
+def _path(value: str | None) -> Path | None:
+    """A checked path argument (:func:`_path_param`) as a path."""
+    return None if value is None else Path(value).expanduser()
+
+
 def _data_dir(value: str | None) -> Path | None:
     """``--data-dir``: a CSV directory, or a data source fetched first (a bad one exits 2)."""
     if value is None:
         return None
     try:
         return data_dir_of(value, lambda m: console.print(plain(m)))
-    except CommandError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+    except CommandError as exc:  # click names the option
+        raise typer.BadParameter(str(exc).removeprefix("--data-dir: ")) from exc
 
 
 def _server_target(value: str | None) -> str | None:
@@ -164,8 +182,12 @@ OptStr = Optional[str]  # noqa: UP045  (typer needs Optional at runtime on 3.11)
 OptInt = Optional[int]  # noqa: UP045
 OptFloat = Optional[float]  # noqa: UP045
 ConfigFile = Annotated[
-    Optional[Path],  # noqa: UP045
-    Opt("--config", help="TOML or YAML settings file (also WORKPLACE_ENV_CONFIG)."),
+    OptStr,
+    Opt(
+        "--config",
+        help="TOML or YAML settings file (also WORKPLACE_ENV_CONFIG).",
+        **_path_param("file"),
+    ),
 ]
 
 
@@ -408,8 +430,11 @@ def config_command(config: ConfigFile = None) -> None:
 @app.command()
 def run(
     file: Annotated[
-        Path,
-        typer.Argument(help="JSONL of tasks, rollouts or goldens.", exists=True, dir_okay=False),
+        str,
+        typer.Argument(
+            help="JSONL of tasks, rollouts or goldens.",
+            **_path_param("file"),
+        ),
     ],
     data_dir: DataDir = None,
     target: Annotated[
@@ -424,8 +449,12 @@ def run(
     ] = "recorded",
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes in flight.")] = 1,
     json_out: Annotated[
-        Optional[Path],  # noqa: UP045
-        typer.Option("--json-out", help="Write the summary as JSON here."),
+        OptStr,
+        typer.Option(
+            "--json-out",
+            help="Write the summary as JSON here.",
+            **_path_param("file", output=True),
+        ),
     ] = None,
     token: Annotated[
         OptStr,
@@ -460,11 +489,11 @@ def run(
     ] = None,
     repeats: Annotated[int, _model_opt("Rollouts per task.", min=1)] = 1,
     out: Annotated[
-        Optional[Path],  # noqa: UP045
+        OptStr,
         _model_opt(
             "Rollouts JSONL [<file stem>_rollouts.jsonl]; a rerun of the same plan resumes it, "
             "another plan is refused (exit 2) unless --overwrite.",
-            dir_okay=False,
+            **_path_param("file", output=True),
         ),
     ] = None,
     overwrite: Annotated[
@@ -514,7 +543,7 @@ def run(
         raise typer.Exit(2)
     credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key) if target else None
     with _reported(), server_errors("run", target, RUN_WORDS):
-        episodes = read_episodes(file)
+        episodes = read_episodes(Path(file))
         lines = episodes.lines
         if policy == "model":
             options = ModelRunOptions(
@@ -528,7 +557,7 @@ def run(
                 temperature,
                 max_output_tokens,
                 repeats,
-                out or Path(f"{file.stem}_rollouts.jsonl"),
+                _path(out) or Path(f"{Path(file).stem}_rollouts.jsonl"),
                 concurrency,
                 fail_on_masked,
                 overwrite,
@@ -548,12 +577,12 @@ def run(
             status = run_scripted(
                 lines,
                 policy,
-                title=f"{file.name} ({policy})",
+                title=f"{Path(file).name} ({policy})",
                 target=target,
                 data_dir=data_dir,
                 concurrency=concurrency,
                 token=token,
-                json_out=json_out,
+                json_out=_path(json_out),
                 line_numbers=episodes.line_numbers,
                 credentials=credentials,
                 any_sandbox=any_sandbox,
@@ -574,8 +603,12 @@ def generate_tasks_command(
     seed: Annotated[int, typer.Option(help="Seed of the draw: same seed, same tasks.")] = 0,
     data_dir: DataDir = None,
     out: Annotated[
-        Optional[Path],  # noqa: UP045
-        typer.Option("--out", help="JSONL file to write; default: stdout.", dir_okay=False),
+        OptStr,
+        typer.Option(
+            "--out",
+            help="JSONL file to write; default: stdout.",
+            **_path_param("file", output=True),
+        ),
     ] = None,
 ) -> None:
     """Generate WorkBench-style tasks whose ground truths are computed from the sandbox (JSONL).
@@ -584,7 +617,7 @@ def generate_tasks_command(
     with a progress bar on stderr.
     """
     with _reported():
-        generate_to(data_dir, count, seed, out)
+        generate_to(data_dir, count, seed, _path(out))
 
 
 @app.command()
@@ -619,7 +652,14 @@ checkpoint_app = _command_group(
 )
 Target = Annotated[str, Opt(help="HOST:PORT of the server.", callback=_server_target)]
 Token = Annotated[OptStr, Opt(help="Admin bearer token (also WORKPLACE_ENV_ADMIN_TOKEN).")]
-CheckpointDir = Annotated[Path, typer.Argument(help="Checkpoint directory.", file_okay=False)]
+
+
+def _checkpoint_dir(output: bool) -> typer.models.ArgumentInfo:
+    """The checkpoint ``DIRECTORY`` argument (``output``: ``save`` writes it)."""
+    return typer.Argument(
+        help="Checkpoint directory.",
+        **_path_param("directory", output=output),
+    )
 
 
 CheckpointTimeout = Annotated[
@@ -634,7 +674,7 @@ CheckpointTimeout = Annotated[
 
 @checkpoint_app.command("save")
 def checkpoint_save(
-    directory: CheckpointDir,
+    directory: Annotated[str, _checkpoint_dir(output=True)],
     target: Target = "127.0.0.1:50051",
     token: Token = None,
     timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
@@ -650,13 +690,13 @@ def checkpoint_save(
     """
     credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key)
     with _reported(), server_errors("checkpoint save", target):
-        status = save_checkpoint(directory, target, token, timeout_s, credentials)
+        status = save_checkpoint(Path(directory), target, token, timeout_s, credentials)
     _exit(status)
 
 
 @checkpoint_app.command("restore")
 def checkpoint_restore(
-    directory: CheckpointDir,
+    directory: Annotated[str, _checkpoint_dir(output=False)],
     target: Target = "127.0.0.1:50051",
     token: Token = None,
     timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
@@ -671,7 +711,7 @@ def checkpoint_restore(
     """
     credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key)
     with _reported(), server_errors("checkpoint restore", target):
-        restore_checkpoint(directory, target, token, timeout_s, credentials)
+        restore_checkpoint(Path(directory), target, token, timeout_s, credentials)
 
 
 data_app = _command_group(
@@ -685,8 +725,6 @@ def data_fetch(
         OptStr,
         Opt(
             "--from",
-            envvar=SOURCE_ENV,
-            show_envvar=False,
             help=f"Where from (also {SOURCE_ENV}): {NEMO_GYM} (the nemo-gym 0.7.0 wheel from "
             "the package index, or an installed NeMo Gym), a NeMo Gym venv or site-packages, a "
             "directory holding the CSVs, an archive (.whl, .zip, .tar.gz) or its http(s) URL "
@@ -694,11 +732,11 @@ def data_fetch(
         ),
     ] = None,
     to: Annotated[
-        Optional[Path],  # noqa: UP045
+        OptStr,
         Opt(
             "--to",
-            file_okay=False,
             help="Directory to fill [$XDG_CACHE_HOME/workplace-env/workbench].",
+            **_path_param("directory", output=True),
         ),
     ] = None,
 ) -> None:
@@ -709,18 +747,26 @@ def data_fetch(
     and found SHA-256).
     """
     with _reported():
-        dest = fetch_data(source, to or default_data_dir(), lambda m: console.print(plain(m)))
+        dest = fetch_data(
+            source, _path(to) or default_data_dir(), lambda m: console.print(plain(m))
+        )
     print(dest)
 
 
 @data_app.command("verify")
 def data_verify(
-    directory: Annotated[Path, typer.Argument(help="Directory of the six CSVs.", file_okay=False)],
+    directory: Annotated[
+        str,
+        typer.Argument(
+            help="Directory of the six CSVs.",
+            **_path_param("directory"),
+        ),
+    ],
 ) -> None:
     """Check a directory's six CSVs against the known SHA-256 digests; exit 2 naming each
     missing or differing file."""
     with _reported():
-        verify_directory(directory)
+        verify_directory(Path(directory))
     console.print(f"{plain(directory)}: the WorkBench sandbox, every CSV verified")
 
 

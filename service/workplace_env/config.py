@@ -30,6 +30,7 @@ import grpc
 from workplace_env.sandbox.source import NEMO_VENV_ENV, SOURCE_ENV
 from workplace_env.server.guard import MAX_HEALTH_STREAMS
 from workplace_env.sessions import SessionConfig
+from workplace_env.terminal import path_problem
 from workplace_env_client import tls_credentials
 
 ENV_PREFIX = "WORKPLACE_ENV_"
@@ -228,11 +229,14 @@ def _load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=UniqueKeys)  # a SafeLoader: no arbitrary objects
 
 
-def read_file(path: str | Path) -> dict[str, Any]:
+def read_file(path: str | Path, argument: str = "--config") -> dict[str, Any]:
     """The settings in a TOML or YAML file (by extension; ``.yml``/``.yaml`` is YAML).
 
-    Raises ConfigError naming the file when it cannot be read, is not UTF-8 text, does not
-    parse or holds anything but known settings."""
+    Raises ConfigError naming ``argument`` when the path is empty, missing or a directory,
+    and the file when it cannot be read, is not UTF-8 text, does not parse or holds anything
+    but known settings."""
+    if (problem := path_problem(path, "file")) is not None:
+        raise ConfigError(f"{argument}: {problem}")
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -277,11 +281,13 @@ def load_settings(
     ``WORKPLACE_ENV_CONFIG``. Raises ConfigError naming the bad setting.
     """
     environ = os.environ if environ is None else environ
-    config_file = config_file or environ.get(f"{ENV_PREFIX}CONFIG")
+    argument = "--config"
+    if config_file is None and f"{ENV_PREFIX}CONFIG" in environ:
+        config_file, argument = environ[f"{ENV_PREFIX}CONFIG"], f"{ENV_PREFIX}CONFIG"
     values: dict[str, Any] = {}
     sources = {name: "default" for name in _FIELDS}
-    if config_file:
-        for name, value in read_file(config_file).items():
+    if config_file is not None:
+        for name, value in read_file(config_file, argument).items():
             values[name] = _coerce(name, value, origin(name, "file", config_file))
             sources[name] = "file"
     for name in _FIELDS:
@@ -312,6 +318,8 @@ def load_settings(
             )
     if settings.tls_client_ca and not settings.tls_cert:
         raise ConfigError("tls_client_ca (mTLS) needs tls_cert and tls_key (--tls-cert, --tls-key)")
+    if settings.data_dir is not None and (problem := path_problem(settings.data_dir, "directory")):
+        raise ConfigError(f"data_dir (from {origins['data_dir']}): {problem}")
     _check_tls_files(settings, origins)
     return settings, sources
 

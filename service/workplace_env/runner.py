@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from workplace_env.jsonl import episode_problem
 from workplace_env.parity import outputs_match, state_digests, state_mismatches
 from workplace_env_client import (
     CapacityError,
@@ -307,10 +308,8 @@ def run_episode(
     has one.
     """
     case_id = case_id_of(line, lineno)
-    if not any(key in line for key in ("ground_truth", "function_calls", "calls")):
-        raise LineError(
-            f"line {lineno} is not an episode: no ground_truth, function_calls or calls"
-        )
+    if (problem := episode_problem(line, lineno)) is not None:
+        raise LineError(problem)
     if problems := _line_problems(line):
         raise LineError(f"line {lineno}: " + "; ".join(problems))
     rng = random.Random(f"{seed}:{case_id}")
@@ -395,8 +394,9 @@ def run_lines(
 
     ``on_done`` is called once per finished episode (progress bars); ``admin_token`` is sent
     with the exports that check ``tables_after``. ``line_numbers`` are the lines' physical
-    line numbers in their file (1-based, blank lines counted: :func:`read_jsonl`), used in
-    every message naming a line; None numbers them 1, 2, ...
+    line numbers in their file (1-based, blank lines counted:
+    :func:`~workplace_env.jsonl.read_jsonl`), used in every message naming a line; None
+    numbers them 1, 2, ...
     """
     items = list(lines)
     numbers = list(range(1, len(items) + 1)) if line_numbers is None else list(line_numbers)
@@ -471,29 +471,3 @@ def failure_kind(exc: BaseException) -> str:
     if isinstance(exc, LineError):
         return "invalid_input"
     return "error"
-
-
-def read_jsonl(path: str) -> list[tuple[int, dict[str, Any]]]:
-    """The JSON objects of a JSONL file, each with its physical line number (1-based, blank
-    lines counted, skipped). Raises ValueError naming the line."""
-    out = []
-    try:
-        fh = open(path, encoding="utf-8")  # noqa: SIM115  (closed below; read errors named)
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc}") from exc
-    with fh:
-        try:
-            lines = list(fh)
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"{path}: not UTF-8 text: {exc}") from exc
-        for n, text in enumerate(lines, start=1):
-            if not text.strip():
-                continue
-            try:
-                value = json.loads(text)
-            except (ValueError, RecursionError) as exc:  # an integer over 4,300 digits, deep
-                raise ValueError(f"{path}:{n}: not JSON: {exc}") from exc
-            if not isinstance(value, dict):
-                raise ValueError(f"{path}:{n}: not a JSON object")
-            out.append((n, value))
-    return out

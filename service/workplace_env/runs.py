@@ -30,6 +30,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from workplace_env.jsonl import read_jsonl
 from workplace_env.locks import WriterBusy
 from workplace_env.model_runs import (
     CategorySummary,
@@ -49,7 +50,6 @@ from workplace_env.runner import (
     FAILURE_KINDS,
     RunSummary,
     admin_refusal,
-    read_jsonl,
     run_lines,
 )
 from workplace_env.server.serve import connect
@@ -211,7 +211,11 @@ def run_scripted(
     console.print(plain(f"sandbox: {sandbox_text(sandbox)}"), soft_wrap=True)
     if json_out is not None:
         document = {**summary.to_json(), "sandbox": sandbox_json(sandbox)}
-        json_out.write_text(json.dumps(document, indent=2, default=str) + "\n")
+        try:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(document, indent=2, default=str) + "\n")
+        except OSError as exc:
+            raise CommandError(f"cannot write {json_out}:", exc) from exc
     if (
         summary.output_mismatches
         or summary.state_mismatches

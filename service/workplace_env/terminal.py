@@ -8,6 +8,8 @@
 * :func:`print_table`: a table on stdout with every number and id whole at any width;
 * :class:`CommandError`: a command that cannot go on; the CLI prints it and exits with its
   status (2 for bad input, as click does for a bad flag; 1 for a refused operation);
+* :func:`checked_path`: a path argument that a command reads or writes, or the problem with it
+  named (empty, missing, not a directory, ...);
 * :class:`HelpGroup`: the commands' help, as plain text with each command's summary whole.
 """
 
@@ -15,8 +17,10 @@ from __future__ import annotations
 
 import inspect
 import io
+import os
 import re
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 import click
 from rich.console import Console
@@ -44,6 +48,54 @@ class CommandError(Exception):
         if self.detail is None:
             return f"[red]{plain(self.headline)}[/red]"
         return f"[red]{plain(self.headline)}[/red] {plain(self.detail)}"
+
+
+#: What a path argument names: a file, a directory, or either (a data source).
+PathKind = Literal["file", "directory", "any"]
+
+
+def path_problem(value: str | Path, kind: PathKind, *, output: bool = False) -> str | None:
+    """What keeps ``value`` from being the ``kind`` a command reads (``output``: writes, made
+    with its missing parent directories), or None: ``empty value``, ``no such file or
+    directory``, ``not a directory`` (also a file where a parent should be), ``a directory,
+    not a file``, ``permission denied``, ``cannot stat`` (a name too long, ...), a NUL byte."""
+    text = os.fspath(value)
+    if not text.strip():
+        return "empty value"
+    if "\0" in text:
+        return f"a NUL byte in the path: {text!r}"
+    path = Path(text).expanduser()
+    try:
+        if not path.exists():
+            if not output:
+                return f"no such file or directory: {text}"
+            parent = next(p for p in path.absolute().parents if p.exists())
+            if not parent.is_dir():
+                return f"not a directory: {parent}"
+            if not os.access(parent, os.W_OK | os.X_OK):
+                return f"permission denied: {parent}"
+            return None
+        if kind == "directory" and not path.is_dir():
+            return f"not a directory: {text}"
+        if kind == "file" and path.is_dir():
+            return f"a directory, not a file: {text}"
+    except OSError as exc:  # a name too long, a parent without search permission, ...
+        return f"cannot stat {text}: {exc.strerror or exc}"
+    wanted = os.W_OK if output else os.R_OK
+    if path.is_dir():
+        wanted |= os.X_OK
+    if not os.access(path, wanted):
+        return f"permission denied: {text}"
+    return None
+
+
+def checked_path(value: str | Path, argument: str, kind: PathKind, *, output: bool = False) -> Path:
+    """``value`` as a :class:`Path` when :func:`path_problem` finds nothing; else raises
+    :class:`CommandError` (exit 2) naming ``argument`` and the problem."""
+    problem = path_problem(value, kind, output=output)
+    if problem is not None:
+        raise CommandError(f"{argument}: {problem}")
+    return Path(os.fspath(value)).expanduser()
 
 
 def plain(value: object) -> str:

@@ -89,11 +89,21 @@ class NgRun(Started):
     def head_url(self) -> str:
         return f"http://{HOST}:{self.head_port}"
 
+    #: Start with ``gym env start --config ...`` (NeMo Gym's newer CLI) instead of ``ng_run``.
+    gym_env_start = False
+
     def argv(self) -> list[str]:
-        """The ``ng_run`` command line (its script first)."""
+        """The ``ng_run`` (or ``gym env start``) command line (its script first)."""
+        if self.gym_env_start:
+            configs = [arg for config in self.configs for arg in ("--config", config)]
+            launch = [str(self.nemo_python.with_name("gym")), "env", "start", *configs]
+        else:
+            launch = [
+                str(self.nemo_python.with_name("ng_run")),
+                f"+config_paths=[{','.join(self.configs)}]",
+            ]
         return [
-            str(self.nemo_python.with_name("ng_run")),
-            f"+config_paths=[{','.join(self.configs)}]",
+            *launch,
             *self.overrides,
             f"++head_server.host={HOST}",
             f"++head_server.port={self.head_port}",

@@ -618,6 +618,20 @@ def _person_generator(locale: str, seed: int) -> Generator:
     return generator
 
 
+@functools.cache
+def person_first_names() -> frozenset[str]:
+    """Every first name the directory's locales hold (lower-case ASCII, as :func:`_ascii_name`
+    folds them): the words a task's prompt names a person with."""
+    names: set[str] = set()
+    for locale, _ in _DIRECTORY_LOCALES:
+        provider = importlib.import_module(f"faker.providers.person.{locale}").Provider
+        for pool in ("first_names", "first_romanized_names"):
+            for raw in getattr(provider, pool, ()):
+                if (name := _ascii_name(str(raw), 10)) is not None:
+                    names.add(name.lower())
+    return frozenset(names)
+
+
 def _substring_free(names: Iterable[str]) -> tuple[str, ...]:
     """``names`` in order, dropping any that contains or is contained in an earlier kept one."""
     kept: list[str] = []

@@ -9,9 +9,11 @@ A source holds the six CSVs of the sandbox (:data:`~workplace_env.sandbox.tables
 * an archive (``.whl``, ``.zip``, ``.tar``, ``.tar.gz``/``.tgz``) or an ``http(s)://`` URL of one.
 
 Only data files are read: the CSVs and the JSONL task files found with them (in NeMo Gym's
-``workplace_assistant`` package when the source holds it). Every CSV must have the SHA-256 of
-:data:`SANDBOX_SHA256` (NeMo Gym 0.7.0's files); one that differs or is missing is refused,
-named, before anything is written.
+``workplace_assistant`` package when the source holds it). A JSONL file is a task file when
+every line is an episode ``run`` plays (:func:`task_file_problem`); the others (NeMo Gym's
+``example_rollouts.jsonl``: responses and rewards without a ground truth) are skipped, named.
+Every CSV must have the SHA-256 of :data:`SANDBOX_SHA256` (NeMo Gym 0.7.0's files); one that
+differs or is missing is refused, named, before anything is written.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
+from workplace_env.jsonl import episode_problem, jsonl_objects
 from workplace_env.sandbox.tables import CSV_FILES
-from workplace_env.terminal import CommandError
+from workplace_env.terminal import CommandError, checked_path, path_problem
 
 #: The source ``data fetch`` uses when none is given.
 NEMO_GYM = "nemo-gym"
@@ -119,15 +122,22 @@ def _differs(name: str, expected: str, found: str, where: str) -> str:
     )
 
 
-def fetch_data(source: str | None, dest: Path, log: Log) -> Path:
+def fetch_data(source: str | None, dest: Path, log: Log, argument: str = "--from") -> Path:
     """Put the verified CSVs and the task files of ``source`` (None: ``$WORKPLACE_ENV_DATA_FROM``,
     else :data:`NEMO_GYM`) into ``dest``; returns ``dest``. With the default source and a
-    ``dest`` that already verifies, nothing is fetched. ``log`` gets the progress messages.
+    ``dest`` that already verifies, nothing is fetched. ``log`` gets the progress messages and
+    each file skipped, with why.
 
-    Raises :class:`CommandError` (exit 2) for a source that cannot be read or does not hold the
-    sandbox (each missing or differing CSV named with its digests); ``dest`` is then unchanged.
+    Raises :class:`CommandError` (exit 2) naming ``argument`` (or the variable) for a source
+    that is empty, missing or cannot be read (a corrupt archive with its library's reason),
+    and for one that does not hold the sandbox (each missing or differing CSV named with its
+    digests); ``dest`` is then unchanged.
     """
-    source = source or os.environ.get(SOURCE_ENV) or None
+    if source is None and SOURCE_ENV in os.environ:
+        source, argument = os.environ[SOURCE_ENV], f"${SOURCE_ENV}"
+    if source is not None and not source.strip():
+        raise CommandError(f"{argument}: empty value", f"(the default is {NEMO_GYM})")
+    checked_path(dest, "--to", "directory", output=True)
     if source is None:
         try:
             verify_directory(dest)
@@ -137,8 +147,8 @@ def fetch_data(source: str | None, dest: Path, log: Log) -> Path:
             log(f"{dest} already holds the verified WorkBench sandbox")
             return dest
         source = NEMO_GYM
-    with _opened(source, log) as files:
-        csvs, tasks = _select(files, source)
+    with _opened(source, argument, log) as files:
+        csvs, tasks = _select(files, source, log)
         _install(dest, {**csvs, **tasks})
     log(
         f"WorkBench sandbox from {source}: {len(csvs)} CSVs verified"
@@ -152,22 +162,30 @@ def data_dir_of(value: str, log: Log) -> Path:
     or site-packages: its CSVs are loaded unchecked, any sandbox of that layout); any other
     source is fetched into :func:`default_data_dir` first, unless that already verifies (every
     verified sandbox is the same bytes). Raises :class:`CommandError` as :func:`fetch_data`."""
+    if not (value == NEMO_GYM or value.startswith(_URL_SCHEMES)):
+        _check_source_path(value, "--data-dir")
     path = Path(value).expanduser()
-    try:  # a name too long, a directory without access, ...: stat itself fails
-        is_dir, exists = path.is_dir(), path.exists()
-    except (OSError, ValueError) as exc:
-        raise CommandError(f"cannot read {value!r}:", exc) from exc
-    if is_dir and _nemo_package_in(path) is None:
+    if path.is_dir() and _nemo_package_in(path) is None:
         return path
-    if not (exists or value == NEMO_GYM or value.startswith(_URL_SCHEMES)):
-        raise _no_source(value)
     dest = default_data_dir()
     try:
         verify_directory(dest)
     except CommandError:
-        return fetch_data(value, dest, log)
+        return fetch_data(value, dest, log, "--data-dir")
     log(f"--data-dir {value}: the verified WorkBench sandbox in {dest}")
     return dest
+
+
+def _check_source_path(value: str, argument: str) -> None:
+    """Raise :class:`CommandError` naming ``argument`` when the path source ``value`` is empty,
+    missing or unreadable."""
+    problem = path_problem(value, "any")
+    if problem is not None:
+        raise CommandError(
+            f"{argument}: {problem}",
+            f"(a source is {NEMO_GYM}, a directory, an archive (.whl, .zip, .tar.gz) or an "
+            "http(s) URL)",
+        )
 
 
 # -- what a source holds: (path inside the source, a reader of its bytes) -------------------------
@@ -176,8 +194,9 @@ Files = list[tuple[PurePosixPath, Callable[[], bytes]]]
 
 
 @contextmanager
-def _opened(source: str, log: Log) -> Iterator[Files]:
-    """The data files of ``source`` (see the module docstring), readable for the duration."""
+def _opened(source: str, argument: str, log: Log) -> Iterator[Files]:
+    """The data files of ``source`` (see the module docstring), readable for the duration;
+    a bad path or archive is a :class:`CommandError` naming ``argument``."""
     if source == NEMO_GYM:
         installed = _installed_nemo_package()
         for venv in (os.environ.get(NEMO_VENV_ENV), default_nemo_venv()):
@@ -189,30 +208,22 @@ def _opened(source: str, log: Log) -> Iterator[Files]:
             return
         with tempfile.TemporaryDirectory(prefix="workplace-env-data-") as tmp:
             wheel = _download_wheel(Path(tmp), log)
-            with _archive_files(wheel) as files:
+            with _archive_files(wheel, argument) as files:
                 yield files
         return
     if source.startswith(_URL_SCHEMES):
         with tempfile.TemporaryDirectory(prefix="workplace-env-data-") as tmp:
             archive = _download(source, Path(tmp), log)
-            with _archive_files(archive) as files:
+            with _archive_files(archive, argument) as files:
                 yield files
         return
+    _check_source_path(source, argument)
     path = Path(source).expanduser()
     if path.is_dir():
         yield _directory_files(_nemo_package_in(path) or path)
-    elif path.is_file():
-        with _archive_files(path) as files:
-            yield files
     else:
-        raise _no_source(source)
-
-
-def _no_source(source: str) -> CommandError:
-    return CommandError(
-        f"no data source {source!r}:",
-        f"give {NEMO_GYM}, a directory, an archive (.whl, .zip, .tar.gz) or an http(s) URL",
-    )
+        with _archive_files(path, argument) as files:
+            yield files
 
 
 def _installed_nemo_package() -> Path | None:
@@ -268,11 +279,46 @@ def _wanted(name: str) -> bool:
     return name in SANDBOX_SHA256 or name.endswith(".jsonl")
 
 
+#: How an archive is told: its first bytes (zip; gzip, bzip2, xz or plain tar), else its suffix.
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+_TAR_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00")
+_USTAR_OFFSET = 257
+_ZIP_SUFFIXES = (".whl", ".zip")
+_TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
+
+
+def _archive_kind(path: Path) -> str | None:
+    """``zip`` or ``tar`` by the first bytes of ``path`` (a damaged archive keeps them), else
+    by its suffix; None for neither."""
+    with path.open("rb") as stream:
+        head = stream.read(_USTAR_OFFSET + 5)
+    name = path.name.lower()
+    if head.startswith(_ZIP_MAGIC):
+        return "zip"
+    if head.startswith(_TAR_MAGIC) or head[_USTAR_OFFSET:] == b"ustar":
+        return "tar"
+    if name.endswith(_ZIP_SUFFIXES):
+        return "zip"
+    return "tar" if name.endswith(_TAR_SUFFIXES) else None
+
+
 @contextmanager
-def _archive_files(path: Path) -> Iterator[Files]:
-    """The data files of the archive ``path`` (zip or tar, told by content), read in memory."""
+def _archive_files(path: Path, argument: str = "--from") -> Iterator[Files]:
+    """The data files of the archive ``path`` (zip or tar: :func:`_archive_kind`), read in
+    memory. One that is no archive, or cannot be read, is a :class:`CommandError` naming
+    ``argument`` (with the archive library's reason)."""
     try:
-        if zipfile.is_zipfile(path):
+        kind = _archive_kind(path)
+    except OSError as exc:
+        raise CommandError(f"{argument}: cannot read {path}:", exc) from exc
+    if kind is None:
+        raise CommandError(
+            f"{argument}: {path} is not an archive:",
+            "neither zip (.whl, .zip) nor tar (.tar, .tar.gz, .tgz) by its name or first bytes",
+        )
+    is_zip = kind == "zip"
+    try:
+        if is_zip:
             with zipfile.ZipFile(path) as zipped:
                 yield [
                     (
@@ -283,17 +329,14 @@ def _archive_files(path: Path) -> Iterator[Files]:
                     if not i.is_dir() and _wanted(PurePosixPath(i.filename).name)
                 ]
             return
-        if tarfile.is_tarfile(path):
-            with tarfile.open(path) as tarred:
-                yield [
-                    (PurePosixPath(m.name), _member_reader(m.name, m.size, tarred.extractfile, m))
-                    for m in tarred.getmembers()
-                    if m.isfile() and _wanted(PurePosixPath(m.name).name)
-                ]
-            return
+        with tarfile.open(path) as tarred:
+            yield [
+                (PurePosixPath(m.name), _member_reader(m.name, m.size, tarred.extractfile, m))
+                for m in tarred.getmembers()
+                if m.isfile() and _wanted(PurePosixPath(m.name).name)
+            ]
     except (OSError, EOFError, zlib.error, zipfile.BadZipFile, tarfile.TarError) as exc:
-        raise CommandError(f"cannot read the archive {path}:", exc) from exc
-    raise CommandError(f"{path} is neither a directory nor an archive (.whl, .zip, .tar.gz)")
+        raise CommandError(f"{argument}: corrupt {kind} archive {path}:", exc) from exc
 
 
 def _member_reader(
@@ -357,16 +400,18 @@ def _download(url: str, tmp: Path, log: Log) -> Path:
 # -- choosing the files and writing them -----------------------------------------------------------
 
 
-def _select(files: Files, source: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """The verified CSV of each name and the task files (by file name) of ``files``. NeMo Gym's
-    ``workplace_assistant`` package, when present, is the only part read. Raises
-    :class:`CommandError` naming each missing or differing CSV."""
+def _select(files: Files, source: str, log: Log) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """The verified CSV of each name and the task files (by file name) of ``files``; each other
+    JSONL file is skipped and logged with why (:func:`task_file_problem`), and so is a second
+    file of a name already taken. NeMo Gym's ``workplace_assistant`` package, when present, is
+    the only part read. Raises :class:`CommandError` naming each missing or differing CSV."""
     inside = [(p, r) for p, r in files if _under_package(p) is not None]
     if inside:
         files = [(_under_package(p), r) for p, r in inside]  # type: ignore[misc]
     csvs: dict[str, bytes] = {}
     mismatches: dict[str, str] = {}
-    tasks: dict[str, bytes] = {}
+    tasks: dict[str, PurePosixPath] = {}
+    task_data: dict[str, bytes] = {}
     for path, read in files:
         name = path.name
         if name in SANDBOX_SHA256:
@@ -378,8 +423,12 @@ def _select(files: Files, source: str) -> tuple[dict[str, bytes], dict[str, byte
                 csvs[name] = data
             else:
                 mismatches.setdefault(name, _differs(name, SANDBOX_SHA256[name], found, str(path)))
-        elif name not in tasks:
-            tasks[name] = read()
+        elif name in tasks:
+            log(f"skipped {path}: the task file {tasks[name]} of the same name was taken")
+        elif (problem := task_file_problem(data := read(), str(path))) is not None:
+            log(f"skipped {path}: not a task file: {problem}")
+        else:
+            tasks[name], task_data[name] = path, data
     problems = [
         mismatches.get(name, f"{name} is missing")
         for name in sorted(SANDBOX_SHA256)
@@ -387,7 +436,21 @@ def _select(files: Files, source: str) -> tuple[dict[str, bytes], dict[str, byte
     ]
     if problems:
         raise CommandError(f"{source} does not hold the WorkBench sandbox:", "; ".join(problems))
-    return csvs, tasks
+    return csvs, task_data
+
+
+def task_file_problem(data: bytes, name: str) -> str | None:
+    """Why the JSONL ``data`` (of the file ``name``) is not a task file ``run`` plays, or None:
+    not UTF-8, a line that is not a JSON object or not an episode, no line at all."""
+    try:
+        lines = jsonl_objects(data.decode("utf-8"), name)
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 text: {exc}"
+    except ValueError as exc:
+        return str(exc)
+    if not lines:
+        return "no line"
+    return next((why for n, line in lines if (why := episode_problem(line, n))), None)
 
 
 def _under_package(path: PurePosixPath) -> PurePosixPath | None:
