@@ -16,7 +16,7 @@ MAX_ECHO_BYTES = 512
 #: The most UTF-8 bytes of an error's message, of a violation's field path and description,
 #: and of the violations listed (each counted with its framing; the rest counted in one
 #: more). With these the whole status stays under 8 KiB whatever the request held.
-MAX_MESSAGE_BYTES = 512
+MAX_ERROR_MESSAGE_BYTES = 512
 MAX_FIELD_BYTES = 128
 MAX_DESCRIPTION_BYTES = 256
 MAX_VIOLATIONS_BYTES = 3072
@@ -59,7 +59,7 @@ class SessionError(Exception):
 
     def __init__(self, message: str, session_id: str = "") -> None:
         # bounded (see MAX_ECHO_BYTES): the message and the id are echoed into the trailers
-        message = clip(message, MAX_MESSAGE_BYTES)
+        message = clip(message, MAX_ERROR_MESSAGE_BYTES)
         super().__init__(message)
         self.message = message
         self.session_id = clip(session_id)
