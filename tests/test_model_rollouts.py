@@ -330,14 +330,14 @@ def test_429_and_500_are_retried_with_backoff_then_the_episode_goes_on(server, s
     assert len(requests) == rollout.turns + 3  # 2 x 429 and 1 x 500 were sent again
 
 
+#: A request the endpoint refuses as malformed or unauthorised: every 4xx not retried.
+REFUSED_STATUSES = (400, 401, 403, 404, 405, 413, 415, 422)
 ENDPOINT_ERRORS = [  # (status, failure kind, retried by the client)
     (500, "provider_unavailable", True),
     (503, "provider_unavailable", True),
     (429, "provider_quota_exhausted", True),
-    (401, MODEL_CONFIG_ERROR, False),
-    (403, MODEL_CONFIG_ERROR, False),
-    (404, MODEL_CONFIG_ERROR, False),
-    (422, MODEL_CONFIG_ERROR, False),
+    (408, "provider_unavailable", True),
+    *((status, MODEL_CONFIG_ERROR, False) for status in REFUSED_STATUSES),
 ]
 
 
@@ -1201,11 +1201,12 @@ def test_cli_refuses_a_rerun_of_another_experiment_naming_what_changed(
     assert out.read_bytes() == before
 
 
-@pytest.mark.parametrize("status", [401, 404])
+@pytest.mark.parametrize("status", REFUSED_STATUSES)
 def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(
     server, tmp_path, status
 ):
-    """A wrong model URL (HTTP 404) or key (401) with --max-retries 0: no
+    """A wrong model URL (HTTP 404), key (401) or sampling parameter (400), any request the
+    endpoint refuses as malformed or unauthorised, with --max-retries 0: no
     provider_unavailable, no "played again"; the run stops after the first refusal (exit 2)
     naming the URL, the status, the retries made and the flags that fix it, and says the
     endpoint's configuration masked the episode (never the model itself)."""
@@ -1220,7 +1221,8 @@ def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(
     assert result.exit_code == 2, result.output
     assert f"{standin.base_url}/responses" in said and f"HTTP {status}" in said
     assert "after 0 retries" in said and "--base-url" in said and "--model" in said
-    assert "provider_unavailable" not in said and "plays them again" not in said
+    assert "--temperature" in said and f"stand-in {status}" in said  # the endpoint's message
+    assert "provider_unavailable" not in said and "play them again" not in said
     assert f"1 masked by the endpoint's configuration ({MODEL_CONFIG_ERROR})" in said
     assert "masked by the model itself" not in said
     assert sent == 1  # no episode started after the refusal
@@ -1467,3 +1469,33 @@ def test_a_summary_that_cannot_be_written_at_the_end_keeps_the_totals(
     assert "pass rate" in said and _played(result.output) == (2, 0)
     assert "No space left on device" in said and "rollouts_summary.json" in said
     assert len(read_rollouts(out)) == 2
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--temperature", "7"),
+        ("--temperature", "-0.1"),
+        ("--temperature", "nan"),
+        ("--top-p", "1.5"),
+        ("--top-p", "nan"),
+        ("--timeout", "nan"),
+        ("--timeout", "inf"),
+        ("--max-output-tokens", "0"),
+        ("--max-turns", "0"),
+        ("--max-retries", "-1"),
+    ],
+)
+def test_sampling_flags_out_of_range_are_usage_errors_before_any_request(tmp_path, flag, value):
+    """A sampling or request flag out of its range (or nan, an infinity) exits 2 naming the
+    flag, before the endpoint is asked anything."""
+    tasks_file = tmp_path / "t.jsonl"
+    tasks_file.write_text(json.dumps({"id": "t", "prompt": "p", "ground_truth": []}) + "\n")
+    with StandInModel({}) as standin:
+        result = _run_cli(
+            ["run", str(tasks_file), "--policy", "model", "--model", "m", "--base-url",
+             standin.base_url, "--out", str(tmp_path / "o.jsonl"), flag, value]
+        )  # fmt: skip
+        assert not standin.unknown
+    assert result.exit_code == 2 and f"'{flag}'" in result.output, result.output
+    assert not (tmp_path / "o.jsonl").exists()

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -230,6 +231,14 @@ HttpMaxConnections = Annotated[
         "// 2, also the most it may be]."
     ),
 ]
+
+
+def _finite(value: float | None) -> float | None:
+    """A float option's value; ``nan`` or an infinity (which click's ranges let through) is a
+    usage error (exit 2) naming the option."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, not {value}")
+    return value
 
 
 def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
@@ -472,14 +481,26 @@ def run(
         str, _model_opt("Environment variable holding the API key.")
     ] = "OPENAI_API_KEY",
     timeout: Annotated[
-        float, _model_opt("Seconds per model request.", min=0.1, max=MAX_SECONDS)
+        float,
+        _model_opt("Seconds per model request.", min=0.1, max=MAX_SECONDS, callback=_finite),
     ] = 120.0,
     max_retries: Annotated[
         int, _model_opt("Retries with exponential backoff on 429, 5xx, timeouts.", min=0, max=100)
     ] = 4,
-    temperature: Annotated[OptFloat, _model_opt("Sampling temperature [endpoint default].")] = None,
+    temperature: Annotated[
+        OptFloat,
+        _model_opt(
+            "Sampling temperature, 0 to 2 [endpoint default].", min=0.0, max=2.0, callback=_finite
+        ),
+    ] = None,
     top_p: Annotated[
-        OptFloat, _model_opt("Nucleus sampling top_p [endpoint default].", min=0.0, max=1.0)
+        OptFloat,
+        _model_opt(
+            "Nucleus sampling top_p, 0 to 1 [endpoint default].",
+            min=0.0,
+            max=1.0,
+            callback=_finite,
+        ),
     ] = None,
     model_seed: Annotated[
         OptInt, _model_opt("Sampling seed sent with every model request [none sent].")

@@ -517,9 +517,10 @@ def _collect_and_report(
         raise CommandError(
             f"the model endpoint refused a request for its configuration; {not_started} "
             "episodes were not started. Check --base-url (the OpenAI-compatible root, e.g. "
-            "http://host:8000/v1), --api (responses | chat), --model and the key in "
-            f"${options.api_key_env} (--api-key-env), then rerun with the same --out (with "
-            "--overwrite when --base-url, --api or --model changed). The endpoint answered:",
+            "http://host:8000/v1), --api (responses | chat), --model, the key in "
+            f"${options.api_key_env} (--api-key-env) and the sampling flags (--temperature, "
+            "--top-p, --max-output-tokens, --model-seed), then rerun with the same --out (with "
+            "--overwrite when one of these flags changed). The endpoint answered:",
             result.config_error,
         )
     return 1 if unfinished or (masked and options.fail_on_masked) else 0
