@@ -436,8 +436,38 @@ def config_command(config: ConfigFile = None) -> None:
     print_settings(settings, sources)
 
 
+#: ``run``'s options that apply to one kind of policy only: the model's, and the scripted
+#: policies' (``recorded``, ``oracle``, ``perturbed``).
+_MODEL_ONLY = (
+    "base_url", "model", "api", "max_turns", "api_key_env", "timeout", "max_retries",
+    "temperature", "top_p", "model_seed", "max_output_tokens", "repeats", "out", "overwrite",
+    "fail_on_masked",
+)  # fmt: skip
+_SCRIPTED_ONLY = ("json_out", "token")
+
+
+def _refuse_other_policys_flags(ctx: typer.Context, policy: str) -> None:
+    """A flag given (command line, environment) that does not apply to ``policy`` is a usage
+    error (exit 2) naming it and the policies it belongs to."""
+    foreign, owner = (
+        (_MODEL_ONLY, "--policy model")
+        if policy != "model"
+        else (_SCRIPTED_ONLY, f"--policy {' | '.join(POLICIES)}")
+    )
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(str(param.name))  # click's enum, or typer's copy
+        if param.name in foreign and source is not None and source.name != "DEFAULT":
+            flag = max(param.opts, key=len)
+            raise typer.BadParameter(
+                f"{flag} applies to {owner} only, not to --policy {policy}",
+                ctx=ctx,
+                param=param,
+            )
+
+
 @app.command()
 def run(
+    ctx: typer.Context,
     file: Annotated[
         str,
         typer.Argument(
@@ -562,6 +592,7 @@ def run(
     if policy not in (*POLICIES, "model"):
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
+    _refuse_other_policys_flags(ctx, policy)
     credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key) if target else None
     with _reported(), server_errors("run", target, RUN_WORDS):
         episodes = read_episodes(Path(file))
