@@ -805,10 +805,12 @@ def test_run_refuses_data_dir_with_a_target(served, tasks_file, tmp_path, policy
     data_dir = tmp_path / "workbench"
     data_dir.mkdir()
     model = ["--base-url", "http://127.0.0.1:1/v1", "--model", "m"] if policy == "model" else []
+    if policy == "model":
+        model += ["--out", str(tmp_path / "out.jsonl")]
     before = _seeds(served)
     result = invoke(
         "run", tasks_file, "--policy", policy, *model, "--target", f"127.0.0.1:{served.port}",
-        "--data-dir", data_dir, "--out", tmp_path / "out.jsonl",
+        "--data-dir", data_dir,
     )  # fmt: skip
     assert result.exit_code == 2, result.output
     said = " ".join(result.output.split())
@@ -837,9 +839,11 @@ def _workbench_file(name: str) -> Path:
 def test_run_refuses_workbench_tasks_on_the_generated_sandbox(tmp_path, name, policy):
     """WorkBench's lines name customers, events and employees the generated sandbox lacks:
     refused before anything is played (exit 2), naming the sandbox and the fixes."""
-    model = ["--base-url", "http://127.0.0.1:1/v1", "--model", "m"] if policy == "model" else []
     out = tmp_path / "out.jsonl"
-    result = invoke("run", _workbench_file(name), "--policy", policy, *model, "--out", out)
+    model = ["--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--out", out]
+    if policy != "model":
+        model = []
+    result = invoke("run", _workbench_file(name), "--policy", policy, *model)
     said = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
     assert "generated sandbox (seed 0, scale 1.0) sha256:" in said
@@ -1309,3 +1313,29 @@ def test_a_stopped_server_exempts_its_heap_from_the_last_collections(monkeypatch
     calls.clear()
     assert invoke(*command, "--workers" if command == ["serve"] else "--mcp-path", "x").exit_code
     assert calls == []
+
+
+@pytest.mark.parametrize(
+    ("policy", "flags", "named"),
+    [
+        ("oracle", ["--base-url", "http://x/v1"], "--base-url"),
+        ("oracle", ["--model", "m"], "--model"),
+        ("recorded", ["--repeats", "3"], "--repeats"),
+        ("perturbed", ["--out", "foo.jsonl"], "--out"),
+        ("oracle", ["--overwrite"], "--overwrite"),
+        ("oracle", ["--temperature", "0.5"], "--temperature"),
+        ("model", ["--json-out", "x.json"], "--json-out"),
+        ("model", ["--token", "t"], "--token"),
+    ],
+)
+def test_a_flag_of_another_policy_is_a_usage_error_naming_it(tmp_path, policy, flags, named):
+    """A flag that does not apply to the chosen policy exits 2 naming it and its policy,
+    before anything is played or written."""
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text(json.dumps({"id": "t", "prompt": "p", "ground_truth": []}) + "\n")
+    more = ["--model", "m", "--base-url", "http://127.0.0.1:1/v1"] if policy == "model" else []
+    result = invoke("run", tasks, "--policy", policy, *more, *flags)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert f"{named} applies to --policy" in said and f"not to --policy {policy}" in said
+    assert not (Path("foo.jsonl").exists() or (tmp_path / "x.json").exists())

@@ -13,12 +13,19 @@ import asyncio
 import json
 import math
 import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
+from subprocess import PIPE
 from typing import Any
 
 import pytest
 
+from tests.conftest import REPO
 from tests.helpers import local
 from tests.model_standin import Calls, CutOff, Fail, Fields, Hold, Raw, StandInModel, Text
 from tests.nemo.venv import nemo_python
@@ -31,6 +38,7 @@ from workplace_env.model_runs import (
     lock_path,
     materialized_inputs_path,
     only_run_into,
+    output_files,
     read_rollouts,
     side_effect_tables,
     summarise,
@@ -322,14 +330,14 @@ def test_429_and_500_are_retried_with_backoff_then_the_episode_goes_on(server, s
     assert len(requests) == rollout.turns + 3  # 2 x 429 and 1 x 500 were sent again
 
 
+#: A request the endpoint refuses as malformed or unauthorised: every 4xx not retried.
+REFUSED_STATUSES = (400, 401, 403, 404, 405, 413, 415, 422)
 ENDPOINT_ERRORS = [  # (status, failure kind, retried by the client)
     (500, "provider_unavailable", True),
     (503, "provider_unavailable", True),
     (429, "provider_quota_exhausted", True),
-    (401, MODEL_CONFIG_ERROR, False),
-    (403, MODEL_CONFIG_ERROR, False),
-    (404, MODEL_CONFIG_ERROR, False),
-    (422, MODEL_CONFIG_ERROR, False),
+    (408, "provider_unavailable", True),
+    *((status, MODEL_CONFIG_ERROR, False) for status in REFUSED_STATUSES),
 ]
 
 
@@ -647,11 +655,11 @@ def test_cli_writes_rollouts_summary_and_plot_then_resumes(server, tmp_path, api
         by_id = {line["id"]: line for line in lines}
         assert [by_id[t["id"]]["reward"] for t in tasks] == [1.0, 0.0, 0.0]
         assert by_id[tasks[2]["id"]]["failure_kind"] == "provider_unavailable"
-        assert "played 3, skipped 0" in first.output and "masked" in first.output
+        assert _played(first.output) == (3, 0) and "masked" in first.output
         # Rerun: the two finished episodes are kept, the masked one is played again.
         second = _run_cli([*args, "--base-url", standin.base_url])
         assert second.exit_code == 0, second.output
-        assert "played 1, skipped 2" in second.output
+        assert _played(second.output) == (1, 2)
         requests = standin.scripts[tasks[0]["prompt"]].requests
         assert len(requests) == len(_playback(tasks[0], api))
         tokens = "max_output_tokens" if api == "responses" else "max_tokens"
@@ -748,6 +756,14 @@ def test_rollout_lines_validate_as_nemo_gym_verify_responses(server, sdk, api, t
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[0] == "1.0"
+
+
+def _played(output: str) -> tuple[int, int]:
+    """The summary's episodes played now and kept from an earlier run."""
+    said = " ".join(output.split())
+    found = re.search(r"played now (\d+) .*?kept from an earlier run (\d+)", said)
+    assert found, output
+    return int(found[1]), int(found[2])
 
 
 def _run_model(tasks_file: Path, standin: StandInModel, server, out: Path, *more: str) -> Any:
@@ -903,7 +919,7 @@ def test_cli_keeps_rows_as_sent_types_included(server, tmp_path):
         result = _run_model(tasks_file, standin, server, out, "--concurrency", "2")
         assert result.exit_code == 0, result.output
         again = _run_model(tasks_file, standin, server, out)  # resume matches typed ids
-    assert again.exit_code == 0 and "played 0, skipped 4" in again.output, again.output
+    assert again.exit_code == 0 and _played(again.output) == (0, 4), again.output
     written = sorted(
         (json.loads(x) for x in out.read_text().splitlines()), key=lambda r: r["_ng_task_index"]
     )
@@ -997,7 +1013,7 @@ def test_cli_refuses_an_out_of_another_plan_and_overwrite_replays_it(server, tmp
         again = _run_model(tasks_file, standin, server, out, *second_more, "--overwrite")
         assert again.exit_code == 0, again.output
         total = len(second_rows) * (3 if second_more == ("--repeats", "3") else 1)
-        assert f"played {total}, skipped 0" in again.output
+        assert _played(again.output) == (total, 0)
     _assert_one_plan(out)
     lines = read_rollouts(out)
     assert {line["id"] for line in lines} == {r["id"] for r in second_rows}
@@ -1024,7 +1040,7 @@ def test_cli_resumes_an_identical_plan_after_an_interrupted_run(server, tmp_path
         out.write_text("\n".join(kept) + "\n" + '{"id": "row1", "_ng_task')  # cut off
         again = _run_model(tasks_file, standin, server, out, "--max-retries", "0")
         assert again.exit_code == 0, again.output
-        assert "played 2, skipped 1" in again.output
+        assert _played(again.output) == (2, 1)
         assert len(standin.scripts[rows[0]["prompt"]].requests) == 1  # not played again
     _assert_one_plan(out)
     assert all(line["reward"] == 1.0 for line in read_rollouts(out))
@@ -1051,7 +1067,7 @@ def test_cli_refuses_an_out_another_run_holds_naming_the_file_and_its_pid(server
         assert not lock_path(out).exists()  # the holder's lock file ends with its hold
         again = _run_model(tasks_file, standin, server, out)
         assert again.exit_code == 0, again.output
-        assert "played 2, skipped 0" in again.output
+        assert _played(again.output) == (2, 0)
     _assert_one_plan(out)
     assert not lock_path(out).exists()
 
@@ -1185,11 +1201,12 @@ def test_cli_refuses_a_rerun_of_another_experiment_naming_what_changed(
     assert out.read_bytes() == before
 
 
-@pytest.mark.parametrize("status", [401, 404])
+@pytest.mark.parametrize("status", REFUSED_STATUSES)
 def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(
     server, tmp_path, status
 ):
-    """A wrong model URL (HTTP 404) or key (401) with --max-retries 0: no
+    """A wrong model URL (HTTP 404), key (401) or sampling parameter (400), any request the
+    endpoint refuses as malformed or unauthorised, with --max-retries 0: no
     provider_unavailable, no "played again"; the run stops after the first refusal (exit 2)
     naming the URL, the status, the retries made and the flags that fix it, and says the
     endpoint's configuration masked the episode (never the model itself)."""
@@ -1204,7 +1221,8 @@ def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(
     assert result.exit_code == 2, result.output
     assert f"{standin.base_url}/responses" in said and f"HTTP {status}" in said
     assert "after 0 retries" in said and "--base-url" in said and "--model" in said
-    assert "provider_unavailable" not in said and "plays them again" not in said
+    assert "--temperature" in said and f"stand-in {status}" in said  # the endpoint's message
+    assert "provider_unavailable" not in said and "play them again" not in said
     assert f"1 masked by the endpoint's configuration ({MODEL_CONFIG_ERROR})" in said
     assert "masked by the model itself" not in said
     assert sent == 1  # no episode started after the refusal
@@ -1324,3 +1342,160 @@ def test_a_run_against_an_unreachable_server_says_so_and_leaves_no_lock_file(tmp
     assert said.startswith("run failed: UNAVAILABLE") and f"no server answered at {dead}" in said
     assert "--target HOST:PORT" in said and "--tls-ca" in said
     assert not lock_path(out).exists()
+
+
+def _model_run_process(tasks_file: Path, standin: StandInModel, server, out: Path):
+    """``workplace-env run --policy model`` in its own process (signals are per process)."""
+    command = [
+        sys.executable, "-m", "workplace_env.cli", "run", str(tasks_file), "--policy", "model",
+        "--model", "stand-in", "--base-url", standin.base_url, "--target", local(server.port),
+        "--out", str(out), "--max-retries", "0",
+    ]  # fmt: skip
+    env = {**os.environ, "COLUMNS": "200"}
+    return subprocess.Popen(command, cwd=REPO, stdout=PIPE, stderr=PIPE, text=True, env=env)
+
+
+def _read_until(stream: Any, text: str) -> str:
+    """The lines of ``stream`` up to the first holding ``text`` (all of them at its end)."""
+    seen = []
+    while line := stream.readline():
+        seen.append(line)
+        if text in line:
+            break
+    return "".join(seen)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_lets_the_episode_in_flight_end_then_says_how_to_resume(
+    server, tmp_path, signum
+):
+    """The first Ctrl-C (or SIGTERM) while an episode waits on the model: no episode starts
+    after it, the one in flight ends with its line written and its session closed, the
+    summary is printed with the command that resumes, and the exit is 128 + signal; that
+    command then plays only the episodes not started."""
+    rows = _nochange_rows(server, 3, "sig")
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "run" / "rollouts.jsonl"
+    arrived, release = threading.Event(), threading.Event()
+    scripts = {r["prompt"]: [Text("Nothing to change.")] for r in rows}
+    scripts[rows[0]["prompt"]] = [Hold(arrived, release, Text("Nothing to change."))]
+    with StandInModel(scripts) as standin:
+        proc = _model_run_process(tasks_file, standin, server, out)
+        try:
+            assert arrived.wait(timeout=60), proc.stderr.read()
+            proc.send_signal(signum)
+            said = _read_until(proc.stderr, "stopping")
+            release.set()
+            stdout, rest = proc.communicate(timeout=60)
+        finally:
+            release.set()
+            if proc.poll() is None:
+                proc.kill()
+        said = " ".join((said + rest).split())
+        assert proc.returncode == 128 + signum, said
+        assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [rows[0]["id"]]
+        assert "pass rate" in stdout and "not started 2" in said
+        assert f"stopped by {signal.Signals(signum).name}" in said
+        resume = shlex.split(said.split("to resume: ", 1)[1])
+        assert resume[:2] == ["workplace-env", "run"] and str(out) in resume
+        assert server.store.live_count() == 0  # the episode in flight closed its session
+        assert [len(standin.scripts[r["prompt"]].requests) for r in rows] == [1, 0, 0]
+        again = _run_cli(resume[1:])
+        assert again.exit_code == 0, again.output
+        assert _played(again.output) == (2, 1)
+    _assert_one_plan(out)
+
+
+def test_a_second_ctrl_c_exits_at_once(server, tmp_path):
+    """A second Ctrl-C does not wait for the episode in flight: the run exits 130 at once."""
+    rows = _nochange_rows(server, 2, "twice")
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "rollouts.jsonl"
+    arrived, release = threading.Event(), threading.Event()
+    scripts = {rows[0]["prompt"]: [Hold(arrived, release, Text("Nothing to change."))]}
+    with StandInModel(scripts) as standin:
+        proc = _model_run_process(tasks_file, standin, server, out)
+        try:
+            assert arrived.wait(timeout=60), proc.stderr.read()
+            proc.send_signal(signal.SIGINT)
+            _read_until(proc.stderr, "stopping")
+            proc.send_signal(signal.SIGINT)
+            _, rest = proc.communicate(timeout=60)  # the model still holds its answer
+        finally:
+            release.set()
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130 and "exiting at once" in rest, rest
+    assert out.read_text() == ""
+
+
+@pytest.mark.parametrize("which", range(5))
+def test_every_output_of_a_model_run_is_checked_before_an_episode_plays(server, tmp_path, which):
+    """Each file a model run writes (rollouts, inputs, summary, plot, lock file) that cannot be
+    written (here a directory in its place) is refused (exit 2) naming it; nothing played."""
+    rows = _nochange_rows(server, 1, "out")
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "run" / "rollouts.jsonl"
+    blocked = [*output_files(out), lock_path(out)][which]
+    (blocked / "x").mkdir(parents=True)
+    with StandInModel({rows[0]["prompt"]: [Text("Nothing to change.")]}) as standin:
+        result = _run_model(tasks_file, standin, server, out)
+        assert result.exit_code == 2, result.output
+        assert str(blocked) in " ".join(result.output.split())
+        assert not standin.scripts[rows[0]["prompt"]].requests
+
+
+def test_a_summary_that_cannot_be_written_at_the_end_keeps_the_totals(
+    server, tmp_path, monkeypatch
+):
+    """A write that fails after the episodes were played (the summary JSON) is said, with the
+    totals printed anyway and the rollouts kept (exit 1), never a traceback."""
+    rows = _nochange_rows(server, 2, "end")
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "rollouts.jsonl"
+
+    def full(*_args: Any, **_kwargs: Any) -> Path:
+        raise OSError(28, "No space left on device", str(tmp_path / "rollouts_summary.json"))
+
+    monkeypatch.setattr("workplace_env.runs.write_summary", full)
+    with StandInModel({r["prompt"]: [Text("Nothing to change.")] for r in rows}) as standin:
+        result = _run_model(tasks_file, standin, server, out)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), said
+    assert "pass rate" in said and _played(result.output) == (2, 0)
+    assert "No space left on device" in said and "rollouts_summary.json" in said
+    assert len(read_rollouts(out)) == 2
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--temperature", "7"),
+        ("--temperature", "-0.1"),
+        ("--temperature", "nan"),
+        ("--top-p", "1.5"),
+        ("--top-p", "nan"),
+        ("--timeout", "nan"),
+        ("--timeout", "inf"),
+        ("--max-output-tokens", "0"),
+        ("--max-turns", "0"),
+        ("--max-retries", "-1"),
+    ],
+)
+def test_sampling_flags_out_of_range_are_usage_errors_before_any_request(tmp_path, flag, value):
+    """A sampling or request flag out of its range (or nan, an infinity) exits 2 naming the
+    flag, before the endpoint is asked anything."""
+    tasks_file = tmp_path / "t.jsonl"
+    tasks_file.write_text(json.dumps({"id": "t", "prompt": "p", "ground_truth": []}) + "\n")
+    with StandInModel({}) as standin:
+        result = _run_cli(
+            ["run", str(tasks_file), "--policy", "model", "--model", "m", "--base-url",
+             standin.base_url, "--out", str(tmp_path / "o.jsonl"), flag, value]
+        )  # fmt: skip
+        assert not standin.unknown
+    assert result.exit_code == 2 and f"'{flag}'" in result.output, result.output
+    assert not (tmp_path / "o.jsonl").exists()

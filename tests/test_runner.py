@@ -339,3 +339,15 @@ def test_every_failure_kind_is_shown_by_name(capsys):
     shown = " ".join(capsys.readouterr().out.split())
     for label in FAILURE_KINDS.values():
         assert f"episodes failed ({label}) 1" in shown
+
+
+def test_a_stop_starts_no_further_line_and_counts_the_lines_left(sdk, capsys):
+    """Once the stop is requested (here after the first episode ends), no line starts: the
+    summary counts the played one and the lines never started, in the table and the JSON."""
+    lines = [{"id": f"s{i}", "ground_truth": []} for i in range(4)]
+    ended: list[object] = []
+    summary = run_lines(sdk, lines, "oracle", on_done=ended.append, stop=lambda: bool(ended))
+    assert (summary.episodes, summary.played_episodes, summary.not_started) == (1, 1, 3)
+    assert summary.to_json()["not_started"] == 3
+    print_summary(summary, "stopped")
+    assert table_rows(capsys.readouterr().out)["not started"] == ["3"]

@@ -51,12 +51,13 @@ from NeMo Gym's vocabulary and a reason naming what went wrong:
 ``session_lost`` ...           the environment lost the session (masked by Verify, V4)
 =============================  =========================================================
 
-and ``workplace_env:model_config_error`` when the endpoint refused the request for its
-configuration (HTTP 401, 403, 404, 422: its URL, API, model name or key) or the client would not
-build it: not retried, and no unavailable provider. Endpoint reasons name the request's URL, the
-HTTP status and the retries made. Masks other than ``agent_run_error`` are failures of the
-infrastructure, not scores of the model. Nothing the model returns raises out of
-:func:`run_rollout` or :func:`arun_rollout`; the session is closed in every case.
+and ``workplace_env:model_config_error`` when the endpoint refused the request as malformed or
+unauthorised (every HTTP 4xx but 408, 409 and 429: its URL, API, model name, key or sampling
+parameters) or the client would not build it: not retried, and no unavailable provider.
+Endpoint reasons name the request's URL, the HTTP status and the retries made. Masks other
+than ``agent_run_error`` are failures of the infrastructure, not scores of the model. Nothing
+the model returns raises out of :func:`run_rollout` or :func:`arun_rollout`; the session is
+closed in every case.
 """
 
 from __future__ import annotations
@@ -289,9 +290,13 @@ def _item_problem(item: Any, index: int) -> str | None:
     return None
 
 
-#: HTTP statuses of a model request refused for the endpoint's configuration (its URL, API,
-#: model name or key): no retry helps, and the provider is not unavailable.
-CONFIG_STATUSES = frozenset({401, 403, 404, 422})
+# Statuses OpenAI's client retries (besides connection errors and timeouts).
+_RETRIED_STATUSES = frozenset({408, 409, 429})
+#: HTTP statuses of a model request the endpoint refuses as malformed or unauthorised (every
+#: 4xx OpenAI's client does not retry: 400, 401, 403, 404, 405, 413, 415, 422, ...; its URL,
+#: API, model name, key or sampling parameters): no retry helps, and the provider is not
+#: unavailable.
+CONFIG_STATUSES = frozenset(range(400, 500)) - _RETRIED_STATUSES
 #: The failure kind of an episode whose model request the endpoint refused for its
 #: configuration (:data:`CONFIG_STATUSES`): not finished, and not the model's score.
 MODEL_CONFIG_ERROR = "workplace_env:model_config_error"
@@ -326,8 +331,9 @@ MASK_KINDS: dict[str, MaskKind] = {
     ),
     MODEL_CONFIG_ERROR: MaskKind(
         "the endpoint's configuration",
-        "it refused the request (HTTP 401, 403, 404, 422: its URL, API, model name or key), "
-        "not retried; no score of the model",
+        "it refused the request as malformed or unauthorised (HTTP 4xx but 408, 409, 429: "
+        "its URL, API, model name, key or sampling parameters), not retried; no score of the "
+        "model",
     ),
     "session_lost": MaskKind(
         "the environment", "the server lost the session; no score of the model"
@@ -350,10 +356,6 @@ def mask_kind(failure_kind: str) -> MaskKind:
         failure_kind,
         MaskKind("an unknown cause", "a failure kind this version does not know; no score"),
     )
-
-
-# Statuses OpenAI's client retries (besides connection errors and timeouts).
-_RETRIED_STATUSES = frozenset({408, 409, 429})
 
 
 def _endpoint_url(exc: BaseException, model_client: Any, api: str) -> str:
@@ -399,7 +401,8 @@ def _endpoint_failure(exc: BaseException, url: str, max_retries: Any, turn: int)
         return EpisodeFailure(
             MODEL_CONFIG_ERROR,
             f"model endpoint {url}: HTTP {status} {retries}: a configuration error (the "
-            f"endpoint's URL, API, model name or key), not an unavailable provider: {message}",
+            f"endpoint's URL, API, model name, key or sampling parameters), not an unavailable "
+            f"provider: {message}",
         )
     if status == 429:
         return EpisodeFailure(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -232,6 +233,14 @@ HttpMaxConnections = Annotated[
 ]
 
 
+def _finite(value: float | None) -> float | None:
+    """A float option's value; ``nan`` or an infinity (which click's ranges let through) is a
+    usage error (exit 2) naming the option."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number, not {value}")
+    return value
+
+
 def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
     """An option of ``run --policy model`` (its help says so)."""
     return Opt(help=f"(--policy model) {help}", **kwargs)  # type: ignore[arg-type]
@@ -427,8 +436,38 @@ def config_command(config: ConfigFile = None) -> None:
     print_settings(settings, sources)
 
 
+#: ``run``'s options that apply to one kind of policy only: the model's, and the scripted
+#: policies' (``recorded``, ``oracle``, ``perturbed``).
+_MODEL_ONLY = (
+    "base_url", "model", "api", "max_turns", "api_key_env", "timeout", "max_retries",
+    "temperature", "top_p", "model_seed", "max_output_tokens", "repeats", "out", "overwrite",
+    "fail_on_masked",
+)  # fmt: skip
+_SCRIPTED_ONLY = ("json_out", "token")
+
+
+def _refuse_other_policys_flags(ctx: typer.Context, policy: str) -> None:
+    """A flag given (command line, environment) that does not apply to ``policy`` is a usage
+    error (exit 2) naming it and the policies it belongs to."""
+    foreign, owner = (
+        (_MODEL_ONLY, "--policy model")
+        if policy != "model"
+        else (_SCRIPTED_ONLY, f"--policy {' | '.join(POLICIES)}")
+    )
+    for param in ctx.command.params:
+        source = ctx.get_parameter_source(str(param.name))  # click's enum, or typer's copy
+        if param.name in foreign and source is not None and source.name != "DEFAULT":
+            flag = max(param.opts, key=len)
+            raise typer.BadParameter(
+                f"{flag} applies to {owner} only, not to --policy {policy}",
+                ctx=ctx,
+                param=param,
+            )
+
+
 @app.command()
 def run(
+    ctx: typer.Context,
     file: Annotated[
         str,
         typer.Argument(
@@ -472,14 +511,26 @@ def run(
         str, _model_opt("Environment variable holding the API key.")
     ] = "OPENAI_API_KEY",
     timeout: Annotated[
-        float, _model_opt("Seconds per model request.", min=0.1, max=MAX_SECONDS)
+        float,
+        _model_opt("Seconds per model request.", min=0.1, max=MAX_SECONDS, callback=_finite),
     ] = 120.0,
     max_retries: Annotated[
         int, _model_opt("Retries with exponential backoff on 429, 5xx, timeouts.", min=0, max=100)
     ] = 4,
-    temperature: Annotated[OptFloat, _model_opt("Sampling temperature [endpoint default].")] = None,
+    temperature: Annotated[
+        OptFloat,
+        _model_opt(
+            "Sampling temperature, 0 to 2 [endpoint default].", min=0.0, max=2.0, callback=_finite
+        ),
+    ] = None,
     top_p: Annotated[
-        OptFloat, _model_opt("Nucleus sampling top_p [endpoint default].", min=0.0, max=1.0)
+        OptFloat,
+        _model_opt(
+            "Nucleus sampling top_p, 0 to 1 [endpoint default].",
+            min=0.0,
+            max=1.0,
+            callback=_finite,
+        ),
     ] = None,
     model_seed: Annotated[
         OptInt, _model_opt("Sampling seed sent with every model request [none sent].")
@@ -541,6 +592,7 @@ def run(
     if policy not in (*POLICIES, "model"):
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
+    _refuse_other_policys_flags(ctx, policy)
     credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key) if target else None
     with _reported(), server_errors("run", target, RUN_WORDS):
         episodes = read_episodes(Path(file))

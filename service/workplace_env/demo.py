@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.table import Table
 
+from workplace_env.interrupts import StopRequest, stop_on_signals
 from workplace_env.runner import RunSummary, run_lines
 from workplace_env.sandbox.load import describe_sandbox
 from workplace_env.server.serve import local_server
@@ -33,7 +34,9 @@ _SHORT_CATEGORY = {
 def run_demo(count: int, seed: int, concurrency: int, data_dir: Path | None = None) -> int:
     """Generate ``count`` tasks (``seed``) on the sandbox of ``data_dir``, play them with each
     of :data:`POLICIES` (``concurrency`` in flight), print the table. Returns the exit status:
-    1 when an episode fails or the oracle scores below 1.0 in a category, else 0."""
+    1 when an episode fails or the oracle scores below 1.0 in a category, else 0; after a
+    stop signal (:func:`~workplace_env.interrupts.stop_on_signals`), what was played is
+    shown and the status is ``128 + signal``."""
     started = time.perf_counter()
     with (
         local_server(data_dir) as server,
@@ -47,21 +50,31 @@ def run_demo(count: int, seed: int, concurrency: int, data_dir: Path | None = No
             f"{time.perf_counter() - generated:.2f} s on the sandbox: "
             f"{plain(describe_sandbox(base))}"
         )
-        results = _play(client, tasks, concurrency, seed)
+        with stop_on_signals() as stop:
+            results = _play(client, tasks, concurrency, seed, stop)
     print_demo(results, f"{len(tasks)} generated tasks through the gRPC API")
     errors = [m for by in results.values() for s in by.values() for m in s.mismatches]
     for m in errors[:10]:
         console.print(f"[yellow]{plain(m.kind)}[/yellow] {plain(m.case_id)}: {plain(m.detail)}")
     console.print(f"done in {time.perf_counter() - started:.1f} s")
+    if stop():
+        left = sum(s.not_started for by in results.values() for s in by.values())
+        console.print(f"[yellow]stopped by {stop.name}[/yellow] {left} episodes not started")
+        return stop.exit_status
     if errors or any(s.mean_reward != 1.0 for s in results["oracle"].values()):
         return 1
     return 0
 
 
 def _play(
-    client: EnvironmentClient, tasks: Sequence[Mapping[str, Any]], concurrency: int, seed: int
+    client: EnvironmentClient,
+    tasks: Sequence[Mapping[str, Any]],
+    concurrency: int,
+    seed: int,
+    stop: StopRequest,
 ) -> dict[str, dict[str, RunSummary]]:
-    """Run every category's tasks with each policy; one progress bar per policy."""
+    """Run every category's tasks with each policy, none started once ``stop()``; one
+    progress bar per policy."""
     groups = {c: [t for t in tasks if t["category"] == c] for c in CATEGORIES}
     groups = {c: lines for c, lines in groups.items() if lines}
     results: dict[str, dict[str, RunSummary]] = {}
@@ -76,6 +89,7 @@ def _play(
                     concurrency,
                     seed=seed,
                     on_done=lambda _r, bar=bar: bars.advance(bar),
+                    stop=stop,
                 )
                 for category, lines in groups.items()
             }

@@ -309,6 +309,11 @@ class CollectResult:
     #: episode's reason); no episode started after it. None when none was refused so.
     config_error: str | None = None
 
+    @property
+    def not_started(self) -> int:
+        """Episodes of the plan neither played now nor kept (a stop, a configuration error)."""
+        return self.total - self.played - self.skipped
+
 
 def collect_rollouts(
     client: EnvironmentClient,
@@ -325,6 +330,7 @@ def collect_rollouts(
     sandbox: Mapping[str, Any] | None = None,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[dict[str, Any]], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> CollectResult:
     """Play every (row, rollout index < ``repeats``) not finished in ``out``; append each line.
 
@@ -333,7 +339,8 @@ def collect_rollouts(
     ``base_url`` and ``sandbox`` (``{"digest", "origin"}``, None: unknown) go into the plan
     (:func:`run_plan`) with the policy and the server's tools; every line records the plan and
     the sandbox under ``workplace_env``. ``on_start(n)`` gets the number of episodes to play,
-    ``on_done(line)`` each written line. Raises :class:`PlanMismatch` (nothing played or
+    ``on_done(line)`` each written line; once ``stop()`` is true no further episode starts
+    (those in flight end and are written). Raises :class:`PlanMismatch` (nothing played or
     written) when the existing files hold another plan (:func:`check_plan`), unless
     ``overwrite`` deletes them (:func:`output_files`); :class:`OSError` when a file cannot be
     written.
@@ -376,7 +383,7 @@ def collect_rollouts(
     config_errors: list[str] = []  # the first; no episode starts after it
 
     def one(item: dict[str, Any]) -> None:
-        if config_errors:
+        if config_errors or (stop is not None and stop()):
             return
         row = {
             k: v

@@ -92,10 +92,11 @@ class EpisodeResult:
 
 @dataclass
 class RunSummary:
-    """Totals of a run (the ``--json-out`` document). ``episodes`` counts every line: the
-    ``played_episodes`` (played to the end and scored) and the failed ones (``failed``, by
-    kind); ``mean_reward`` is the mean over the played episodes only (None when none played:
-    an episode that could not be played has no reward, so it is never counted as 0)."""
+    """Totals of a run (the ``--json-out`` document). ``episodes`` counts every line started:
+    the ``played_episodes`` (played to the end and scored) and the failed ones (``failed``, by
+    kind), apart from the ``not_started`` ones a stop left out; ``mean_reward`` is the mean
+    over the played episodes only (None when none played: an episode that could not be
+    played has no reward, so it is never counted as 0)."""
 
     episodes: int
     played_episodes: int
@@ -109,6 +110,8 @@ class RunSummary:
     by_category: dict[str, tuple[int, float | None]]
     #: Episodes that did not play to the end, by kind (every key of FAILURE_KINDS).
     failed: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FAILURE_KINDS, 0))
+    #: Lines never started: the run was stopped (Ctrl-C, SIGTERM) before their turn.
+    not_started: int = 0
 
     @property
     def failed_episodes(self) -> int:
@@ -127,6 +130,7 @@ class RunSummary:
             "state_mismatches": self.state_mismatches,
             "reward_mismatches": self.reward_mismatches,
             "failed_episodes": dict(self.failed),
+            "not_started": self.not_started,
             "episodes_per_s": self.episodes_per_s,
             "mismatches": [
                 {
@@ -389,8 +393,12 @@ def run_lines(
     on_done: Callable[[EpisodeResult], None] | None = None,
     admin_token: str | None = None,
     line_numbers: Sequence[int] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> RunSummary:
     """Run every line as an episode with ``concurrency`` in flight; summarise.
+
+    Once ``stop()`` is true no further line starts (those in flight end); the lines never
+    started are counted in ``not_started``, the others summarised as usual.
 
     ``on_done`` is called once per finished episode (progress bars); ``admin_token`` is sent
     with the exports that check ``tables_after``. ``line_numbers`` are the lines' physical
@@ -405,7 +413,9 @@ def run_lines(
     started = time.perf_counter()
     results: list[EpisodeResult] = []
 
-    def one(pair: tuple[int, Mapping[str, Any]]) -> EpisodeResult:
+    def one(pair: tuple[int, Mapping[str, Any]]) -> EpisodeResult | None:
+        if stop is not None and stop():
+            return None
         lineno, line = pair
         try:
             res = run_episode(client, line, lineno, policy, seed, admin_token)
@@ -421,7 +431,8 @@ def run_lines(
         return res
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        results = list(pool.map(one, zip(numbers, items, strict=True)))
+        ended = list(pool.map(one, zip(numbers, items, strict=True)))
+    results = [r for r in ended if r is not None]
     elapsed = time.perf_counter() - started
     by_category: dict[str, list[float]] = {}
     failed = dict.fromkeys(FAILURE_KINDS, 0)
@@ -443,6 +454,7 @@ def run_lines(
         mismatches=[m for r in results for m in r.mismatches],
         by_category={k: (len(v), _mean(v)) for k, v in sorted(by_category.items())},
         failed=failed,
+        not_started=len(ended) - len(results),
     )
 
 

@@ -30,6 +30,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from workplace_env.interrupts import rerun_command, stop_on_signals
 from workplace_env.jsonl import read_jsonl
 from workplace_env.locks import WriterBusy
 from workplace_env.model_runs import (
@@ -37,8 +38,10 @@ from workplace_env.model_runs import (
     PlanMismatch,
     collect_rollouts,
     is_finished,
+    lock_path,
     materialized_inputs_path,
     only_run_into,
+    output_files,
     read_rollouts,
     short_category,
     summarise,
@@ -58,6 +61,7 @@ from workplace_env.terminal import (
     CommandError,
     console,
     episode_progress,
+    path_problem,
     plain,
     print_table,
 )
@@ -114,6 +118,7 @@ def print_summary(summary: RunSummary, title: str) -> None:
         ("state mismatches", str(summary.state_mismatches)),
         ("reward mismatches", str(summary.reward_mismatches)),
         ("episodes/s", f"{summary.episodes_per_s:.1f}"),
+        *([("not started", str(summary.not_started))] if summary.not_started else []),
     ):
         table.add_row(name, value)
     print_table(table)
@@ -196,7 +201,8 @@ def run_scripted(
                     f"{ADMIN_TOKEN_NEEDED}; nothing was played. The server at {target} answered:",
                     refusal,
                 )
-        with episode_progress() as bars:  # drawn once nothing is left to refuse
+        # drawn once nothing is left to refuse
+        with episode_progress() as bars, stop_on_signals() as stop:
             bar = bars.add_task(f"{policy} episodes", total=len(lines))
             summary = run_lines(
                 client,
@@ -206,6 +212,7 @@ def run_scripted(
                 on_done=lambda _r: bars.advance(bar),
                 admin_token=admin_token,
                 line_numbers=line_numbers,
+                stop=stop,
             )
     print_summary(summary, title)
     console.print(plain(f"sandbox: {sandbox_text(sandbox)}"), soft_wrap=True)
@@ -215,7 +222,18 @@ def run_scripted(
             json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(json.dumps(document, indent=2, default=str) + "\n")
         except OSError as exc:
-            raise CommandError(f"cannot write {json_out}:", exc) from exc
+            raise CommandError(
+                f"cannot write {json_out}: {exc}; the totals above are the run's", exit_code=1
+            ) from exc
+    if stop():
+        console.print(
+            f"[yellow]stopped by {stop.name}[/yellow] "
+            + plain(
+                f"after {summary.episodes} of {len(lines)} episodes, {summary.not_started} not "
+                f"started; to play every line again: {rerun_command()}"
+            )
+        )
+        return stop.exit_status
     if (
         summary.output_mismatches
         or summary.state_mismatches
@@ -371,6 +389,9 @@ def run_model_policy(
             )
         except (ImportError, ValueError) as exc:  # ValueError: --timeout or --max-retries
             raise CommandError(str(exc)) from exc
+    for path in (*output_files(options.out), lock_path(options.out)):
+        if problem := path_problem(path, "file", output=True):
+            raise CommandError(f"cannot write {path}: {problem}; nothing was played.")
     numbers = list(line_numbers or range(1, len(lines) + 1))
     for number, line in zip(numbers, lines, strict=True):
         problem = checks.json_problem(line, f"line {number}", strict=True)
@@ -405,6 +426,7 @@ def _collect_and_report(
         max_turns=options.max_turns,
     )
     with contextlib.ExitStack() as shown:
+        stop = shown.enter_context(stop_on_signals())
         advance: list[Callable[[], None]] = []  # the bar's, once drawn
 
         def start(total: int) -> None:  # after the plan was checked: nothing left to refuse
@@ -427,6 +449,7 @@ def _collect_and_report(
                 sandbox=sandbox_json(sandbox),
                 on_start=start,
                 on_done=lambda _line: advance[0](),
+                stop=stop,
             )
         except PlanMismatch as exc:
             raise CommandError(str(exc)) from exc
@@ -454,28 +477,50 @@ def _collect_and_report(
         for line in masked
         if not is_finished(line) and line.get("failure_kind") != MODEL_CONFIG_ERROR
     ]
+    resume = rerun_command(drop=("--overwrite",))
     if unfinished:
         console.print(
             f"[red]{len(unfinished)} not finished[/red] (masked by the endpoint or the "
-            "environment, no score of the model, left out of the pass rate): exit 1; a rerun "
-            "with the same --out plays them again"
+            "environment, no score of the model, left out of the pass rate): exit 1; "
+            + plain(f"to play them again: {resume}")
         )
-    summary_file = write_summary(summary, options.out, sandbox_json(sandbox))
-    plot = write_plot(summary, options.out, f"{options.model}: pass rate by category")
+    written = [f"rollouts {options.out}", f"inputs {materialized_inputs_path(options.out)}"]
+    unwritten = []
+    try:
+        written.append(f"summary {write_summary(summary, options.out, sandbox_json(sandbox))}")
+        plot = write_plot(summary, options.out, f"{options.model}: pass rate by category")
+        written.append(f"plot {plot}" if plot else "no plot (pip install 'workplace-env[model]')")
+    except OSError as exc:  # the rollouts are written: say it, keep the totals
+        unwritten.append(
+            f"cannot write {exc.filename or options.out.parent}: {exc.strerror or exc}"
+        )
     console.print(
-        f"played {result.played}, skipped {result.skipped} finished, of {result.total}; "
-        f"rollouts {options.out}, inputs {materialized_inputs_path(options.out)}, "
-        f"summary {summary_file}"
-        + (f", plot {plot}" if plot else " (no plot: pip install 'workplace-env[model]')")
+        plain(
+            f"episodes: {result.total}; played now {result.played} "
+            f"({result.played - len(unfinished)} finished, {len(unfinished)} to play again); "
+            f"kept from an earlier run {result.skipped} (finished); not started "
+            f"{result.not_started}; {', '.join(written)}"
+        )
     )
+    if unwritten:
+        raise CommandError(
+            f"{unwritten[0]}; the rollouts and the totals above are kept", exit_code=1
+        )
+    if stop():
+        console.print(
+            f"[yellow]stopped by {stop.name}[/yellow] "
+            + plain(f"{result.not_started} episodes not started; to resume: {resume}")
+        )
+        return stop.exit_status
     if result.config_error is not None:
-        not_started = result.total - result.played - result.skipped
+        not_started = result.not_started
         raise CommandError(
             f"the model endpoint refused a request for its configuration; {not_started} "
             "episodes were not started. Check --base-url (the OpenAI-compatible root, e.g. "
-            "http://host:8000/v1), --api (responses | chat), --model and the key in "
-            f"${options.api_key_env} (--api-key-env), then rerun with the same --out (with "
-            "--overwrite when --base-url, --api or --model changed). The endpoint answered:",
+            "http://host:8000/v1), --api (responses | chat), --model, the key in "
+            f"${options.api_key_env} (--api-key-env) and the sampling flags (--temperature, "
+            "--top-p, --max-output-tokens, --model-seed), then rerun with the same --out (with "
+            "--overwrite when one of these flags changed). The endpoint answered:",
             result.config_error,
         )
     return 1 if unfinished or (masked and options.fail_on_masked) else 0

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from random import Random
 from typing import IO, Any
 
+from workplace_env.interrupts import stop_on_signals
 from workplace_env.model import ENVIRONMENT_NAME
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import BaseTables, SessionTables, TablesUnavailableError
@@ -168,21 +167,6 @@ def write_jsonl(tasks: Iterable[Mapping[str, Any]], out: IO[str]) -> None:
         out.flush()
 
 
-@contextlib.contextmanager
-def _interrupt_deferred() -> Iterator[Callable[[], bool]]:
-    """Within the block, Ctrl-C (SIGINT) only raises a flag, read by the callable yielded, so
-    a loop stops between two whole steps; outside the main thread, signals are left alone."""
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
-        return
-    raised: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda number, _frame: raised.append(number))
-    try:
-        yield lambda: bool(raised)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
 #: The most tasks one ``generate-tasks`` run makes (about 100 s and 80 MB of JSONL).
 MAX_TASK_COUNT = 100_000
 
@@ -209,7 +193,7 @@ def generate_to(data_dir: Path | None, count: int, seed: int, out: Path | None) 
                 fh = opened.enter_context(out.open("w", encoding="utf-8", newline="\n"))
             bars = opened.enter_context(episode_progress())
             bar = bars.add_task("tasks", total=count)
-            interrupted = opened.enter_context(_interrupt_deferred())
+            interrupted = opened.enter_context(stop_on_signals("task"))
             for task in iter_tasks(base, count, seed):
                 write_jsonl([task], fh)
                 written += 1
@@ -217,7 +201,7 @@ def generate_to(data_dir: Path | None, count: int, seed: int, out: Path | None) 
                 if interrupted():
                     raise CommandError(
                         f"interrupted: {written} whole tasks were written to {where}",
-                        exit_code=130,
+                        exit_code=interrupted.exit_status,
                     )
     except ValueError as exc:
         raise CommandError(f"{exc}; {written} tasks were written to {where}") from exc
