@@ -118,6 +118,25 @@ def test_verify_takes_every_ground_truth_the_reference_takes(http, truth):
     assert answer.json()["mask_sample"] is False
 
 
+DELETE_57 = [{"name": "email_delete_email", "arguments": '{"email_id": "00000057"}'}]
+
+
+@pytest.mark.parametrize("truth", [json.dumps(DELETE_57), "abc", ""])
+def test_a_typed_seed_takes_a_string_ground_truth_and_verify_scores_it_as_the_reference(
+    http, truth
+):
+    """The reference's seed takes any row; its verify scores a string ground truth as "change
+    nothing" (REFERENCE.md c.2): a verify with no calls 1.0, the delete it spells out 0.0."""
+    row = {**ROW, "ground_truth": truth}
+    for calls, reward in (([], 1.0), (DELETE_57, 0.0)):
+        sid = seed(http, row)
+        output = [{"type": "function_call", "call_id": f"c{i}", **c} for i, c in enumerate(calls)]
+        body = {**row, "resources_session_id": sid, "response": {"output": output}}
+        answer = http.post("/verify", json=body)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["reward"] == reward
+
+
 @pytest.mark.parametrize(
     "change",
     [

@@ -169,7 +169,13 @@ def test_the_mean_reward_is_over_the_played_episodes_the_failed_ones_counted_apa
 @pytest.mark.parametrize(
     "line,named",
     [
-        ({"ground_truth": 5}, "line 4: ground_truth: "),
+        ({"ground_truth": 5}, "line 4: ground_truth: must be a"),
+        ({"ground_truth": None}, "line 4: ground_truth: must be a"),
+        (
+            {"ground_truth": json.dumps([{"name": "email_delete_email", "arguments": "{}"}])},
+            "line 4: ground_truth: must be a list of {name, arguments} calls, not a string",
+        ),
+        ({"ground_truth": "abc"}, "line 4: ground_truth: must be a list"),
         ({"ground_truth": [5]}, "line 4: ground_truth[0]: must be an object"),
         ({"ground_truth": [{"name": 5, "arguments": "{}"}]}, "line 4: ground_truth[0].name: "),
         ({"ground_truth": [], "function_calls": 5}, "line 4: function_calls: must be an array"),
@@ -177,7 +183,8 @@ def test_the_mean_reward_is_over_the_played_episodes_the_failed_ones_counted_apa
         ({}, "line 4 is not an episode: no ground_truth"),  # was "line 2"
     ],
     ids=[
-        "truth_a_number", "truth_item_a_number", "name_a_number", "calls_a_number", "call_3",
+        "truth_a_number", "truth_null", "truth_a_json_string", "truth_a_string",
+        "truth_item_a_number", "name_a_number", "calls_a_number", "call_3",
         "not_an_episode",
     ],
 )  # fmt: skip

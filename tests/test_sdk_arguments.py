@@ -84,6 +84,22 @@ CASES: list[tuple[str, str, tuple[Any, ...], dict[str, Any], str, str]] = [
         REQUEST,
     ),
     (
+        "ground truth a JSON string",
+        "session",
+        ({"id": "t", "ground_truth": '[{"name": "email_delete_email", "arguments": "{}"}]'},),
+        {},
+        "task.ground_truth",
+        REQUEST,
+    ),
+    (
+        "ground truth empty text",
+        "session",
+        ({"id": "t", "ground_truth": ""},),
+        {},
+        "task.ground_truth",
+        REQUEST,
+    ),
+    (
         "prompt a lone surrogate",
         "session",
         ({"id": "t", "prompt": "\ud800"},),
@@ -396,7 +412,7 @@ def test_well_formed_odd_arguments_are_still_sent(stand_in):
         sent = stand_in.total()
         client.call_tool("s", SEARCH, {1: "x", "n": None, "f": 1.5, "l": (1, [2])})
         client.verify("s", ({"name": "a", "arguments": {}},), ground_truth=(("b", "{}"),))
-        client.seed("bad id!", ("-bad", -1), TID, {"id": 7, "ground_truth": "[]"})
+        client.seed("bad id!", ("-bad", -1), TID, {"id": 7, "ground_truth": []})
         assert stand_in.total() == sent + 3
 
 

@@ -35,13 +35,11 @@ class RowEpisode:
         client: EnvironmentClient,
         session_id: str,
         episode: tuple[str, int],
-        ground_truth_json: str | None,
     ) -> None:
         self.client = client
         self.session_id = session_id
         self.episode = episode
         self.calls: list[tuple[str, str]] = []
-        self._ground_truth_json = ground_truth_json
         self._finalizer = weakref.finalize(self, _close_dropped, client, session_id, episode)
 
     @classmethod
@@ -52,10 +50,10 @@ class RowEpisode:
         episode: tuple[str, int] | None = None,
     ) -> RowEpisode:
         """Seed a session for ``row`` (episode default ``(<uuid>, 0)``). Raises ArgumentError
-        (nothing sent) for a malformed row or episode, and the seed's errors, the id closed
-        first (nothing left open)."""
+        (nothing sent) for a malformed row (a ground truth that is not a list of calls:
+        ``task.ground_truth``) or episode, and the seed's errors, the id closed first (nothing
+        left open)."""
         sid, ep, task, task_id = session_identity(row, episode, None, None)
-        truth = row.get("ground_truth")
         try:
             client.seed(sid, ep, task_id, task)
         except BaseException as failed:
@@ -64,7 +62,7 @@ class RowEpisode:
             except Exception as closing:
                 close_failed(sid, closing, failed)
             raise
-        return cls(client, sid, ep, truth if isinstance(truth, str) else None)
+        return cls(client, sid, ep)
 
     @property
     def closed(self) -> bool:
@@ -90,9 +88,7 @@ class RowEpisode:
         the server lost gives the masked ``session_lost`` sample). Raises RuntimeError once
         closed, and the RPC's errors."""
         self._check_open()
-        return self.client.verify(
-            self.session_id, self.calls, ground_truth_json=self._ground_truth_json
-        )
+        return self.client.verify(self.session_id, self.calls)
 
     def verify_and_close(self) -> VerifyResult:
         """:meth:`verify`, then :meth:`close` whatever the verify did; a failed close never

@@ -143,6 +143,14 @@ def call_messages(calls: Iterable[CallLike], field: str) -> list[pb.FunctionCall
     return [to_function_call(c, f"{field}[{i}]") for i, c in enumerate(call_list(calls, field))]
 
 
+#: Why a dataset row's ground truth written as a string is refused (the SDK, ``run``, the
+#: rollouts): the reference scores such a string as "change nothing", never as its calls.
+GROUND_TRUTH_STRING = (
+    "must be a list of {name, arguments} calls, not a string: a JSON string is not decoded "
+    "(the reference scores it as 'change nothing'); write the calls as a JSON array"
+)
+
+
 def _row_text(row: Mapping[str, Any], key: str) -> str:
     # The row's informational fields are written as text whatever their JSON type.
     return checks.text(str(row.get(key) or ""), f"task.{key}")
@@ -151,19 +159,20 @@ def _row_text(row: Mapping[str, Any], key: str) -> str:
 def task_from_row(row: Mapping[str, Any]) -> pb.WorkplaceTask:
     """A dataset row (tasks JSONL: ``id, category, environment_name, ground_truth, ...``) as a task.
 
-    A ground truth given as a JSON string is kept out of the typed task (send it with
-    ``verify(ground_truth_json=...)``); other missing fields are left empty. ``data_digest``
-    is :func:`row_digest` of the whole row, so a retried seed must send the same row. Raises
-    ArgumentError for a row that is not a mapping (``task``), a ground truth that is neither a
-    list of calls nor a string (``task.ground_truth``, ``task.ground_truth[0].name``, ...), a
-    field UTF-8 cannot carry, or any value of the row that is not JSON (:func:`checks.json_row`:
-    a set, bytes, a non-str key of another type, ... named by its path, ``task.x``), as its
+    Missing fields are left empty. ``data_digest`` is :func:`row_digest` of the whole row, so a
+    retried seed must send the same row. Raises ArgumentError for a row that is not a mapping
+    (``task``), a ground truth that is not a list of calls (``task.ground_truth``, a JSON
+    string included: :data:`GROUND_TRUTH_STRING`; ``task.ground_truth[0].name``, ...), a field
+    UTF-8 cannot carry, or any value of the row that is not JSON (:func:`checks.json_row`: a
+    set, bytes, a non-str key of another type, ... named by its path, ``task.x``), as its
     digest would not be the same in every process.
     """
     checks.json_row(row, "task", "a mapping (a dataset row) or a WorkplaceTask")
-    truth = row.get("ground_truth") or []
-    if isinstance(truth, str):
+    truth = row.get("ground_truth")
+    if truth is None:
         truth = []
+    elif isinstance(truth, str):
+        raise ArgumentError("task.ground_truth", GROUND_TRUTH_STRING)
     return pb.WorkplaceTask(
         id=checks.text(str(row.get("id", "")), "task.id"),
         category=_row_text(row, "category"),

@@ -716,11 +716,6 @@ def _verify_failure(exc: InvalidRequestError) -> EpisodeFailure:
     return EpisodeFailure(ENVIRONMENT_ERROR, f"Verify refused: {exc}")
 
 
-def _verify_kwargs(row: Mapping[str, Any]) -> dict[str, Any]:
-    truth = row.get("ground_truth", [])
-    return {} if isinstance(truth, list) else {"ground_truth_json": json.dumps(truth)}
-
-
 def _finish(
     row: Mapping[str, Any],
     params: dict[str, Any],
@@ -759,11 +754,6 @@ def failed_rollout(
     """A masked rollout for an episode that could not be played at all (e.g. its seed was
     refused): an empty response, reward 0, ``failure_kind`` ``kind``."""
     return _finish(row, params, _Dialogue(params, policy), None, EpisodeFailure(kind, reason), 0.0)
-
-
-def _task_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    truth = row.get("ground_truth", [])
-    return {**row, "ground_truth": truth if isinstance(truth, list) else []}
 
 
 # -- drivers ----------------------------------------------------------------------------------
@@ -815,7 +805,7 @@ def run_rollout(
     failure: EpisodeFailure | None = None
     ep = episode or episode_for(row)
     tid = task_id or ("model", row_name(row))
-    with env.session(_task_row(row), episode=ep, task_id=tid) as session:
+    with env.session(row, episode=ep, task_id=tid) as session:
         try:
             while not dialogue.done:
                 try:
@@ -840,9 +830,7 @@ def run_rollout(
                         raise _session_failure(exc) from exc
                     dialogue.answer(call, output)
             try:
-                verified = env.verify(
-                    session.id, response_output=dialogue.output, **_verify_kwargs(row)
-                )
+                verified = env.verify(session.id, response_output=dialogue.output)
             except InvalidRequestError as exc:
                 raise _verify_failure(exc) from exc
         except EpisodeFailure as exc:
@@ -875,7 +863,7 @@ async def arun_rollout(
     failure: EpisodeFailure | None = None
     ep = episode or episode_for(row)
     tid = task_id or ("model", row_name(row))
-    async with env.session(_task_row(row), episode=ep, task_id=tid) as session:
+    async with env.session(row, episode=ep, task_id=tid) as session:
         try:
             while not dialogue.done:
                 try:
@@ -900,9 +888,7 @@ async def arun_rollout(
                         raise _session_failure(exc) from exc
                     dialogue.answer(call, output)
             try:
-                verified = await env.verify(
-                    session.id, response_output=dialogue.output, **_verify_kwargs(row)
-                )
+                verified = await env.verify(session.id, response_output=dialogue.output)
             except InvalidRequestError as exc:
                 raise _verify_failure(exc) from exc
         except EpisodeFailure as exc:

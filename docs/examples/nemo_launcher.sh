@@ -1,5 +1,13 @@
 # NeMo Gym's launcher starting workplace-env from this checkout's configs (docs/http-gateway.md).
-# in NeMo Gym's venv (pip install nemo-gym==0.7.0), with uv on PATH
+# in NeMo Gym's venv, with uv on PATH. nemo-gym 0.7.0 requires Python >= 3.13.14:
+#   python3.13 -m venv nemo && nemo/bin/pip install nemo-gym==0.7.0
+# on an older 3.13 patch (e.g. 3.13.0) pip refuses it; install it anyway, and let NeMo's own
+# servers reuse this venv (ng_run would otherwise have uv build theirs, refused the same way):
+#   nemo/bin/pip install --ignore-requires-python nemo-gym==0.7.0
+#   for s in responses_api_agents/simple_agent responses_api_models/openai_model \
+#     environment_servers/single_agent_turn environment_servers/legacy_agent; do
+#     mkdir -p venvs/$s && ln -sfn "$PWD/nemo" venvs/$s/.venv; done
+#   VENVS="++skip_venv_if_present=true ++uv_venv_dir=$PWD/venvs"   # add $VENVS to each command
 export NEMO_GYM_EXTRA_ROOTS=/path/to/workplace-env        # this checkout (or --search-dir)
 MODEL="+policy_base_url=http://127.0.0.1:8000/v1 +policy_api_key=KEY +policy_model_name=NAME"
 DATA="++workplace_assistant.resources_servers.workplace_env.server.data_dir=/path/to/workbench"

@@ -51,6 +51,7 @@ from workplace_env_client import (
     UnavailableError,
     WorkplaceEnvError,
 )
+from workplace_env_client.messages import GROUND_TRUTH_STRING
 
 POLICIES = ("recorded", "oracle", "perturbed")
 #: Why an episode failed (the ``--json-out`` ``failed_episodes`` keys), and how it is shown.
@@ -177,18 +178,19 @@ class LineError(ValueError):
 
 def _line_problems(line: Mapping[str, Any]) -> list[str]:
     """What makes ``line``'s call lists unplayable: ``function_calls``/``calls`` must be arrays
-    of objects; ``ground_truth`` an array of objects with a string ``name`` (or a JSON string:
-    change nothing). The service checks the rest (its answers are renamed to these fields)."""
+    of objects; ``ground_truth`` an array of objects with a string ``name`` (a JSON string is
+    refused: :data:`GROUND_TRUTH_STRING`). The service checks the rest (its answers are renamed
+    to these fields)."""
     problems = []
     for key in ("ground_truth", "function_calls", "calls"):
-        if key not in line or (key == "ground_truth" and isinstance(line[key], str)):
+        if key not in line:
             continue
         value = line[key]
-        if key == "ground_truth" and value is None:
-            continue  # the service answers for it, as for any other scalar
+        if isinstance(value, str) and key == "ground_truth":
+            problems.append(f"{key}: {GROUND_TRUTH_STRING}")
+            continue
         if not isinstance(value, list):
-            if key != "ground_truth":
-                problems.append(f"{key}: must be an array of {{name, arguments}} objects")
+            problems.append(f"{key}: must be an array of {{name, arguments}} objects")
             continue
         for i, call in enumerate(value):
             if not isinstance(call, dict):
@@ -318,8 +320,7 @@ def run_episode(
         raise LineError(f"line {lineno}: " + "; ".join(problems))
     rng = random.Random(f"{seed}:{case_id}")
     calls = policy_calls(line, policy, rng)
-    truth = line.get("ground_truth", [])
-    task_row = {**line, "id": case_id, "ground_truth": truth if isinstance(truth, list) else []}
+    task_row = {**line, "id": case_id}
     rollout_id = "r" + _UNSAFE_ID_CHARS.sub("-", case_id)[:200]
     episode = (rollout_id, 0)
     session_id = f"run-{uuid.uuid4().hex}"
@@ -341,18 +342,15 @@ def run_episode(
             for problem in problems:
                 result.mismatches.append(Mismatch(case_id, "state", problem))
             result.state_mismatches = len(problems)
-        verify_kwargs: dict[str, Any] = {}
-        if not isinstance(truth, list):
-            verify_kwargs["ground_truth_json"] = json.dumps(truth)
         try:
-            verified = client.verify(session_id, calls, **verify_kwargs)
+            verified = client.verify(session_id, calls)
         except SessionHeaderMismatchError:
             raise  # routing, not the line
         except InvalidRequestError as exc:
             made = "ground_truth" if policy != "recorded" else "function_calls"
             if policy == "recorded" and "function_calls" not in line:
                 made = "calls"
-            names = {"ground_truth_json": "ground_truth", "function_calls": made}
+            names = {"function_calls": made}
             raise _renamed(exc, lineno, names) from exc
         if verified.mask_sample:  # V4: the server lost the session; the reward is no score
             why = verified.failure_reason or verified.failure_kind

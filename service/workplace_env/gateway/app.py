@@ -132,6 +132,7 @@ from workplace_env.gateway.translate import (
     parse_typed_seed,
     read_body,
     seed_legacy,
+    seeded_row,
     service_error,
 )
 from workplace_env.responses import (
@@ -378,6 +379,7 @@ def create_app(
         if is_nemo_seed(body) or is_typed_seed(body):  # H1; the cookie names the typed id
             parse = parse_nemo_seed if is_nemo_seed(body) else parse_typed_seed
             sid, episode, task_id, row = parse(body)
+            row = seeded_row(row)
             check_session_header(request, sid)  # X4
             # 422 locs name the row's field as sent: NeMo's task_data, our task, or the body
             sent_as = {

@@ -480,6 +480,15 @@ def parse_typed_seed(
     return sid, episode, (taskset, tid), row
 
 
+def seeded_row(row: dict[str, Any]) -> dict[str, Any]:
+    """The row an HTTP seed hands the SDK: a ground truth written as a string left out. The
+    reference's seed takes it, and its ``/verify`` scores the string of its own body ("change
+    nothing", REFERENCE.md c.2); the SDK refuses such a row (``task.ground_truth``)."""
+    if isinstance(row.get("ground_truth"), str):
+        return {k: v for k, v in row.items() if k != "ground_truth"}
+    return row
+
+
 def _legacy_task(row: dict[str, Any]) -> dict[str, Any]:
     """The task a legacy row seeds: the reference accepts any row, so parts the service would
     reject (another environment, malformed ground-truth calls) are left out rather than
