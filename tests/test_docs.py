@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import WORKBENCH, shared_file
+from tests.conftest import WORKBENCH, needs_shared, shared_file
 from tests.model_standin import Calls, StandInModel, Text
 from tests.nemo.venv import nemo_python, site_packages
 from tests.proxy_cluster import free_port
@@ -272,6 +272,7 @@ def test_fuzz_long_example(tmp_path):
     assert (cwd / "fuzz.json").stat().st_size > 0
 
 
+@needs_shared
 def test_differential_example(tmp_path):
     """Run with 3 sequences instead of 3,000, against the tests' NeMo Gym venv."""
     cwd = _clone_like(tmp_path)

@@ -26,6 +26,8 @@ from workplace_env.gateway.serve import RunningGateway
 from workplace_env.gateway.translate import INLINE_BODY_BYTES
 
 TIMEOUT_S = 0.5
+#: asyncio runs a timer up to its clock resolution early; a cut-off may come this much sooner.
+EARLY_S = 0.01
 MAX_CONNECTIONS = 3
 SETTINGS = GatewaySettings(
     header_timeout_s=TIMEOUT_S, body_timeout_s=TIMEOUT_S, max_connections=MAX_CONNECTIONS
@@ -99,7 +101,7 @@ def test_headers_sent_byte_by_byte_are_cut_off_at_the_header_timeout(limited):
         stop.set()
         dripping.join(HANG_S)
         sock.close()
-    assert TIMEOUT_S <= time.monotonic() - started < HANG_S
+    assert TIMEOUT_S - EARLY_S <= time.monotonic() - started < HANG_S
     assert _status(answer) == 408
     assert _body(answer)["reason"] == "REQUEST_TIMEOUT"
     assert "headers" in _body(answer)["detail"]
@@ -110,7 +112,7 @@ def test_a_body_that_never_comes_is_cut_off_at_the_body_timeout(limited):
     with _connect(limited) as sock:
         sock.sendall(HEAD + b"content-length: 100\r\n\r\n{")  # 1 byte of 100, then nothing
         answer = _read_all(sock)
-    assert TIMEOUT_S <= time.monotonic() - started < HANG_S
+    assert TIMEOUT_S - EARLY_S <= time.monotonic() - started < HANG_S
     assert _status(answer) == 408 and "body" in _body(answer)["detail"]
 
 
@@ -118,7 +120,7 @@ def test_a_connection_that_sends_nothing_is_closed_without_an_answer(limited):
     started = time.monotonic()  # before the server can accept
     with _connect(limited) as sock:
         assert _read_all(sock) == b""
-    assert TIMEOUT_S <= time.monotonic() - started < HANG_S
+    assert TIMEOUT_S - EARLY_S <= time.monotonic() - started < HANG_S
 
 
 def test_a_kept_alive_connection_serves_requests_slower_than_the_timeouts(limited, server):
