@@ -5,7 +5,8 @@ checkout (an extra root), builds the entry's venv with uv from its ``requirement
 ``workplace-env serve`` on the instance's port and stops it with SIGINT. The policy model is
 NeMo's ``openai_model`` in front of the stand-in model (``driver.py model``), which replays
 the recorded episodes; NeMo's own CLIs collect the rollouts (typed: routed by taskset
-to ``single_agent_turn``; legacy: by agent name, through ``legacy_agent``) and
+to ``single_agent_turn``, whose agent is NeMo's ``simple_agent`` over direct HTTP or this
+checkout's ``workplace_env_mcp`` over MCP; legacy: by agent name, through ``legacy_agent``) and
 ``gym eval reverify`` re-verifies them, starting the server from the same config.
 """
 
@@ -21,7 +22,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, WORKBENCH, needs_shared, read_jsonl
-from tests.nemo.launcher import ENTRY, NgRun
+from tests.nemo.launcher import ENTRY, MCP_AGENT_ENTRY, NgRun
 from tests.nemo.rows import (
     recorded_inputs,
     rewards_by_key,
@@ -33,17 +34,21 @@ from tests.nemo.venv import nemo_python
 from workplace_env import nemo_entry
 from workplace_env.config import load_settings
 from workplace_env.nemo_entry import serve_command
+from workplace_env_client import AdminClient
 
 pytestmark = needs_shared
 
 RESOURCES = "workplace_assistant"  # the instance name of configs/workplace_env.yaml
 AGENT = "workplace_assistant_simple_agent"
 TYPED_ENV = "workplace_assistant_env"
+MCP_ENV = "workplace_assistant_mcp_env"
 MODEL_CONFIG = "responses_api_models/openai_model/configs/openai_model.yaml"
 #: The config files as a user names them (NeMo resolves them under its extra roots).
 SERVER_CONFIG = f"{ENTRY}/configs/workplace_env.yaml"
 TYPED_CONFIG = f"{ENTRY}/configs/typed.yaml"
 LEGACY_CONFIG = f"{ENTRY}/configs/legacy.yaml"
+TYPED_MCP_CONFIG = f"{ENTRY}/configs/typed_mcp.yaml"
+ADMIN_TOKEN = "nemo-launcher-admin-token"
 
 
 @pytest.fixture(scope="module")
@@ -82,13 +87,15 @@ def overrides(model_url: str, grpc_port: int) -> list[str]:
     ]
 
 
-def ng_run(config: str, workdir: Path, model_url: str, venv_dir: Path) -> tuple[NgRun, int]:
-    """The launcher of the resources server's config, ``config`` and the model's; its gRPC
-    port."""
+def ng_run(
+    config: str, workdir: Path, model_url: str, venv_dir: Path, extra: tuple[str, ...] = ()
+) -> tuple[NgRun, int]:
+    """The launcher of the resources server's config, ``config`` and the model's, with the
+    ``extra`` overrides; its gRPC port."""
     grpc_port = free_port()
     configs = [SERVER_CONFIG, config, MODEL_CONFIG]
-    run = NgRun(nemo_python(), configs, overrides(model_url, grpc_port), workdir, venv_dir)
-    return run, grpc_port
+    given = [*overrides(model_url, grpc_port), *extra]
+    return NgRun(nemo_python(), configs, given, workdir, venv_dir), grpc_port
 
 
 def nemo_cli(run: NgRun, argv: list[str], timeout_s: float = 900.0) -> None:
@@ -180,6 +187,41 @@ def test_ng_run_typed_config_collects_and_reverifies_the_recorded_rewards(
     assert got == inputs["rewards"]
 
 
+def test_ng_run_typed_mcp_config_plays_the_tools_over_mcp_and_reverifies(
+    workdir, inputs, model_url, venv_dir
+):
+    """Typed over MCP: single_agent_turn hands workplace_env_mcp the seed's MCP endpoint; every
+    recorded call runs there (one tool-call observation of the agent per call, each completed),
+    the rewards are the recorded ones, no session is left open, and re-verification agrees."""
+    admin = f"++{RESOURCES}.resources_servers.workplace_env.server.admin_token={ADMIN_TOKEN}"
+    run, grpc_port = ng_run(TYPED_MCP_CONFIG, workdir / "typed_mcp", model_url, venv_dir, (admin,))
+    with run:
+        collected = collect(
+            run,
+            "typed_mcp",
+            typed_rows(inputs["rows"]),
+            [f"+environment_server_routes={{workplace_assistant_typed: {MCP_ENV}}}"],
+        )
+        assert rewards_by_key(collected) == inputs["rewards"]
+        with AdminClient(f"{HOST}:{grpc_port}", token=ADMIN_TOKEN) as client:
+            assert client.export_sessions().snapshots == []  # every session closed
+    assert run.stop() == 0
+    played = 0
+    for row in read_jsonl(collected):
+        calls = [i for i in row["response"]["output"] if i["type"] == "function_call"]
+        observed = row["ng_agent_observations"]
+        assert observed["source"] == "workplace_env_mcp"
+        records = observed["records"]
+        assert [r["tool_call_id"] for r in records] == [c["call_id"] for c in calls]
+        assert [r["tool_name"] for r in records] == [c["name"] for c in calls]
+        assert {r["status"] for r in records} <= {"completed"}
+        played += len(calls)
+    assert played == sum(len(e["calls"]) for e in inputs["episodes"])
+    reverified = read_jsonl(reverify(run, collected, model_url))
+    got = {r["responses_create_params"]["metadata"]["ng_stand_in"]: r["reward"] for r in reverified}
+    assert got == inputs["rewards"]
+
+
 def test_ng_run_legacy_config_collects_the_recorded_rewards(workdir, inputs, model_url, venv_dir):
     """Legacy: rows collected by agent name through legacy_agent (the entry's venv reused)."""
     run, grpc_port = ng_run(LEGACY_CONFIG, workdir / "legacy", model_url, venv_dir)
@@ -240,8 +282,9 @@ def test_entry_refuses_a_config_it_cannot_start_from(environ, message, monkeypat
 
 
 #: The tool transports each agent the shipped configs use can play (NeMo Gym 0.7.0's
-#: simple_agent refuses a required MCP tool access at every seed).
-AGENT_TRANSPORTS = {"simple_agent": {"direct_http"}}
+#: simple_agent refuses a required MCP tool access at every seed, workplace_env_mcp a required
+#: direct HTTP one).
+AGENT_TRANSPORTS = {"simple_agent": {"direct_http"}, "workplace_env_mcp": {"mcp"}}
 
 
 def test_every_shipped_environment_server_uses_transports_its_agent_plays():
@@ -264,7 +307,7 @@ def test_every_shipped_environment_server_uses_transports_its_agent_plays():
             transports = set(server.get("resources_tool_transports") or ["direct_http"])
             assert transports <= AGENT_TRANSPORTS[agent], (name, agent, transports)
             checked += 1
-    assert checked >= 3  # typed's single_agent_turn, legacy's legacy_agent, the README's
+    assert checked >= 4  # typed's and typed_mcp's single_agent_turn, legacy_agent, the README's
 
 
 def test_git_ignores_what_ng_run_leaves_in_a_checkout():
@@ -274,6 +317,8 @@ def test_git_ignores_what_ng_run_leaves_in_a_checkout():
     left = [
         "environment_servers/single_agent_turn/.venv/bin/python",
         "responses_api_agents/simple_agent/.venv/bin/python",
+        f"{MCP_AGENT_ENTRY}/.venv/bin/python",
+        f"{MCP_AGENT_ENTRY}/.venv.setup.lock",
         "responses_api_models/openai_model/.venv/bin/python",
         "outputs/2026-01-01/run.log",
         ".venv.setup.lock",
@@ -287,6 +332,11 @@ def test_git_ignores_what_ng_run_leaves_in_a_checkout():
         timeout=60,
     )
     assert done.stdout.split() == left, done.stderr
+    shipped = [f"{MCP_AGENT_ENTRY}/app.py", f"{MCP_AGENT_ENTRY}/requirements.txt"]
+    kept = subprocess.run(
+        ["git", "check-ignore", "--no-index", *shipped], cwd=REPO, capture_output=True, timeout=60
+    )
+    assert kept.returncode == 1, kept.stdout  # none of them ignored
 
 
 def test_gym_env_start_serves_the_configs_and_gym_eval_run_collects(

@@ -2,10 +2,12 @@
 # in NeMo Gym's venv, with uv on PATH. nemo-gym 0.7.0 requires Python >= 3.13.14:
 #   python3.13 -m venv nemo && nemo/bin/pip install nemo-gym==0.7.0
 # on an older 3.13 patch (e.g. 3.13.0) pip refuses it; install it anyway, and let NeMo's own
-# servers reuse this venv (ng_run would otherwise have uv build theirs, refused the same way):
+# servers and the MCP agent reuse this venv (ng_run would otherwise have uv build theirs,
+# refused the same way):
 #   nemo/bin/pip install --ignore-requires-python nemo-gym==0.7.0
 #   for s in responses_api_agents/simple_agent responses_api_models/openai_model \
-#     environment_servers/single_agent_turn environment_servers/legacy_agent; do
+#     environment_servers/single_agent_turn environment_servers/legacy_agent \
+#     responses_api_agents/workplace_env_mcp; do
 #     mkdir -p venvs/$s && ln -sfn "$PWD/nemo" venvs/$s/.venv; done
 #   VENVS="++skip_venv_if_present=true ++uv_venv_dir=$PWD/venvs"   # add $VENVS to each command
 export NEMO_GYM_EXTRA_ROOTS=/path/to/workplace-env        # this checkout (or --search-dir)
@@ -15,6 +17,10 @@ DATA="++workplace_assistant.resources_servers.workplace_env.server.data_dir=/pat
 ng_run "+config_paths=[resources_servers/workplace_env/configs/workplace_env.yaml,resources_servers/workplace_env/configs/typed.yaml,responses_api_models/openai_model/configs/openai_model.yaml]" $MODEL $DATA &
 ng_collect_rollouts "+environment_server_routes={workplace_assistant_typed: workplace_assistant_env}" \
   +input_jsonl_fpath=typed_in.jsonl +output_jsonl_fpath=typed.jsonl
+# typed over MCP: the same with typed_mcp.yaml (its workplace_env_mcp agent plays the tools
+# over the seed's MCP endpoint), collected through its environment server
+ng_collect_rollouts "+environment_server_routes={workplace_assistant_typed: workplace_assistant_mcp_env}" \
+  +input_jsonl_fpath=typed_in.jsonl +output_jsonl_fpath=typed_mcp.jsonl
 # legacy: the same with legacy.yaml, then collect from the agent (rows as NeMo's example.jsonl)
 ng_collect_rollouts +agent_name=workplace_assistant_simple_agent \
   +input_jsonl_fpath=rows.jsonl +output_jsonl_fpath=legacy.jsonl

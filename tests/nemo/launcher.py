@@ -3,7 +3,8 @@
 :class:`NgRun` runs ``ng_run +config_paths=[...] OVERRIDES`` from the NeMo venv with this
 checkout as an extra root (``NEMO_GYM_EXTRA_ROOTS``), as a user would, and waits for the head
 server's ``/readyz``. Venvs: ``uv_venv_dir`` is a directory of the test's; NeMo's built-in
-servers (:data:`BUILT_INS`) get the NeMo venv itself there (``skip_venv_if_present``), while
+servers and this checkout's agent, which needs nemo-gym alone (:data:`BUILT_INS`), get the NeMo
+venv itself there (``skip_venv_if_present``), while
 ``resources_servers/workplace_env`` has none at first, so the launcher builds it the way it
 builds every server (``uv venv`` + ``uv pip install -r requirements.txt``: this checkout,
 editable). ``uv`` comes from the test venv, Python 3.13 from :func:`find_python313`, uv's cache
@@ -31,15 +32,19 @@ from tests.nemo.servers import _LIVE_GROUPS, HOST, Started, die_with_parent, fre
 from tests.nemo.venv import find_python313
 from workplace_env.sandbox.source import cache_dir
 
-#: NeMo's built-in servers the documented configs use: they run from the NeMo venv.
+#: The entry's directory under this checkout (NeMo's extra root).
+ENTRY = "resources_servers/workplace_env"
+#: This checkout's MCP agent (its requirements: nemo-gym alone).
+MCP_AGENT_ENTRY = "responses_api_agents/workplace_env_mcp"
+#: The servers the documented configs use that run from the NeMo venv: NeMo's built-ins and
+#: :data:`MCP_AGENT_ENTRY` (uv refuses nemo-gym 0.7.0 on a Python older than 3.13.14).
 BUILT_INS = (
     "responses_api_agents/simple_agent",
     "environment_servers/single_agent_turn",
     "environment_servers/legacy_agent",
     "responses_api_models/openai_model",
+    MCP_AGENT_ENTRY,
 )
-#: The entry's directory under this checkout (NeMo's extra root).
-ENTRY = "resources_servers/workplace_env"
 UV_CACHE = cache_dir() / "nemo-launcher-uv-cache"  # outside the checkout, kept between runs
 _READY_TIMEOUT_S = 900.0  # a cold uv cache downloads the server's dependencies
 _STOP_TIMEOUT_S = 60.0
