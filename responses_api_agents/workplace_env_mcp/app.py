@@ -107,6 +107,7 @@ def _result_text(result: Any) -> str:
 class WorkplaceMCPAgent(SimpleResponsesAPIAgent):
     """The agent server (see the module docstring)."""
 
+    ray_enabled = False  # no Ray tasks: the server joins no cluster
     config: MCPAgentConfig
 
     async def _seed_agent_session_state(self, body: AgentSeedSessionRequest) -> MCPAgentSession:
