@@ -210,19 +210,25 @@ RELEASE_FAILED = _row(
 )  # fmt: skip
 # -- the admin service ---------------------------------------------------------------------
 _ADMIN = {"raised_by": ADMIN, "admin_only": True}
-_UNAUTHENTICATED = {**_ADMIN, "run_kind": RUN_ADMIN_UNAUTHENTICATED}
-ADMIN_DISABLED = _row(
-    "ADMIN_DISABLED", Code.UNAUTHENTICATED, "UnauthenticatedError", _SERVICE_ERROR,
-    "An admin RPC to a server started without an admin token (A1).", **_UNAUTHENTICATED,
-)  # fmt: skip
-ADMIN_TOKEN_REQUIRED = _row(
-    "ADMIN_TOKEN_REQUIRED", Code.UNAUTHENTICATED, "UnauthenticatedError", _SERVICE_ERROR,
-    "An admin RPC without the metadata `authorization: Bearer <token>` (A1).", **_UNAUTHENTICATED,
-)  # fmt: skip
-ADMIN_TOKEN_INVALID = _row(
-    "ADMIN_TOKEN_INVALID", Code.UNAUTHENTICATED, "UnauthenticatedError", _SERVICE_ERROR,
-    "An admin RPC whose bearer token is not the server's (A1).", **_UNAUTHENTICATED,
-)  # fmt: skip
+
+
+def _unauthenticated(name: str, meaning: str) -> Reason:
+    return _row(
+        name, Code.UNAUTHENTICATED, "UnauthenticatedError", _SERVICE_ERROR, meaning,
+        run_kind=RUN_ADMIN_UNAUTHENTICATED, **_ADMIN,
+    )  # fmt: skip
+
+
+ADMIN_DISABLED = _unauthenticated(
+    "ADMIN_DISABLED", "An admin RPC to a server started without an admin token (A1)."
+)
+ADMIN_TOKEN_REQUIRED = _unauthenticated(
+    "ADMIN_TOKEN_REQUIRED",
+    "An admin RPC without the metadata `authorization: Bearer <token>` (A1).",
+)
+ADMIN_TOKEN_INVALID = _unauthenticated(
+    "ADMIN_TOKEN_INVALID", "An admin RPC whose bearer token is not the server's (A1)."
+)
 SESSION_LIVE = _row(
     "SESSION_LIVE", Code.FAILED_PRECONDITION, "SessionLiveError", _SERVICE_ERROR,
     "A restore names ids the server holds live; nothing was installed (K3).", **_ADMIN,
