@@ -2,16 +2,14 @@
 
 Run ``.venv/bin/python docs/gen.py`` after changing an error, a setting, a command, a tool or
 the proto; ``--check`` exits 1 naming each page that differs from a fresh generation (the
-docs test runs it). Sources: the error classes and their status mapping (server/status.py,
-the SDK's errors.py, the gateway's translate.py), config.Settings and GatewaySettings, the
+docs test runs it). Sources: the error registry (workplace_env_client/reasons.py),
+config.Settings and GatewaySettings, the
 typer app, the tool registry, and the proto files' comments (through protoc's source info).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -19,18 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
-import grpc
 import typer
 from google.protobuf import descriptor_pb2
 
-from workplace_env import config, errors
+from workplace_env import config
 from workplace_env.cli import app
 from workplace_env.gateway.settings import GatewaySettings
-from workplace_env.gateway.translate import service_error
 from workplace_env.sandbox.tools import TOOLS
-from workplace_env.server import guard, status
-from workplace_env.session_header import SessionHeaderMismatch
-from workplace_env_client import errors as sdk_errors
+from workplace_env.server import status
+from workplace_env_client import reasons
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference"
@@ -56,83 +51,68 @@ def _table(head: list[str], rows: list[list[object]]) -> str:
 # -- errors -----------------------------------------------------------------------------------
 
 
-def _server_errors() -> list[errors.SessionError]:
-    """One instance of every error the server raises, one per ``ErrorInfo.reason``."""
-    out: list[errors.SessionError] = []
-    kinds: list[type[errors.SessionError]] = [errors.SessionError]
-    while kinds:
-        kind = kinds.pop(0)
-        kinds.extend(kind.__subclasses__())
-        if kind in (errors.SessionError, errors.InjectedFault):
-            continue
-        if kind is errors.Unauthenticated:
-            for reason in ("ADMIN_DISABLED", "ADMIN_TOKEN_REQUIRED", "ADMIN_TOKEN_INVALID"):
-                out.append(errors.Unauthenticated("", reason))
-        elif kind is SessionHeaderMismatch:
-            out.append(SessionHeaderMismatch("a", "b"))
-        elif issubclass(kind, errors.InvalidRequest):
-            out.append(kind([]))
-        else:
-            error = kind.__new__(kind)
-            errors.SessionError.__init__(error, "")
-            out.append(error)
-    malformed = errors.InvalidRequest([])
-    malformed.reason = guard.MALFORMED_REQUEST
-    out.append(malformed)
-    return sorted(out, key=lambda e: e.reason)
+#: The RPCs whose codes the errors page shows (a reason's exceptions are among them).
+_RPCS = ("SeedSession", "CallTool", "RestoreSessions")
 
 
-def _first_sentence(doc: str) -> str:
-    """The docstring's first sentence, its reST literals and roles as Markdown."""
-    text = " ".join(doc.split())
-    end = text.find(". ")
-    text = text if end < 0 else text[: end + 1]
-    return re.sub(r":\w+:`([^`]*)`", r"`\1`", text).replace("``", "`")
+def _kinds(row: reasons.Reason) -> str:
+    kinds = dict.fromkeys(k for k in (row.run_kind, row.rollout_kind) if k)
+    return " / ".join(f"`{k}`" for k in kinds) or "-"
 
 
-def _http_status(error: errors.SessionError, code: grpc.StatusCode, seeding: bool) -> str:
-    """The gateway's HTTP status for the SDK error ``error`` becomes there."""
-    cls = sdk_errors.error_class(code, error.reason)
-    answer = service_error(cls("", code, error.reason), seeding=seeding).response
-    kind = json.loads(bytes(answer.body)).get("failure_kind", "")
-    return f"{answer.status_code} `{kind}`"
+def _error_row(row: reasons.Reason, label: str) -> list[object]:
+    """One line of the errors page: the registry's row ``row`` under ``label``."""
+    on = {rpc: row.code_on(rpc) for rpc in _RPCS}
+    several = len(set(on.values())) > 1
+    codes, https = [], []
+    for code in dict.fromkeys(on.values()):
+        rpcs = [rpc for rpc, c in on.items() if c is code]
+        where = f" ({', '.join(rpcs)})" if several else ""
+        codes.append(f"`{code.name}`{where}")
+        status, kind = row.http_on(rpcs[0])
+        if not row.admin_only and rpcs != ["RestoreSessions"]:
+            https.append(f"{status} `{kind}`{where}")
+    return [
+        label,
+        "; ".join(codes) if row.code else "-",
+        f"`{row.sdk_class}`" if row.sdk_class else "-",
+        "; ".join(https) or "- (admin RPCs only)",
+        row.jsonrpc if row.jsonrpc is not None else "-",
+        _kinds(row),
+        "yes" if row.retryable else "no",
+        row.raised_by,
+        row.meaning,
+    ]
 
 
-#: Reasons only the admin service raises; the HTTP gateway has no admin route.
-_ADMIN_ONLY = (errors.Unauthenticated, errors.SessionLive, errors.SandboxMismatch)
+_ERROR_HEAD = [
+    "reason", "gRPC code", "SDK exception", "HTTP", "JSON-RPC", "run / rollout failure kind",
+    "retryable", "raised by", "meaning",
+]  # fmt: skip
 
 
 def errors_page() -> str:
-    """Every ``ErrorInfo.reason``: its gRPC code (per RPC where it differs), SDK exception and
-    HTTP answer."""
-    rows: list[list[object]] = []
-    for error in _server_errors():
-        by_code: dict[grpc.StatusCode, list[str]] = {}
-        for rpc in ("SeedSession", "CallTool", "RestoreSessions"):
-            by_code.setdefault(status.status_code(error, rpc), []).append(rpc)
-        several = len(by_code) > 1
-        codes, sdks, https = [], [], []
-        for code, rpcs in by_code.items():
-            on = f" ({', '.join(rpcs)})" if several else ""
-            codes.append(f"`{code.name}`{on}")
-            sdks.append(f"`{sdk_errors.error_class(code, error.reason).__name__}`")
-            if not isinstance(error, _ADMIN_ONLY) and rpcs != ["RestoreSessions"]:
-                https.append(_http_status(error, code, "SeedSession" in rpcs) + on)
-        doc = _first_sentence(type(error).__doc__ or "")
-        if error.reason == guard.MALFORMED_REQUEST:
-            doc = "A request that is not a valid message of its type (bytes, non-UTF-8 text)."
-        http = "; ".join(https) or "- (admin RPCs only)"
-        rows.append(
-            [f"`{error.reason}`", "; ".join(codes), ", ".join(dict.fromkeys(sdks)), http, doc]
-        )
+    """Every ``ErrorInfo.reason`` and every status without one, from the error registry
+    (:mod:`workplace_env_client.reasons`)."""
+    rows = [_error_row(row, f"`{name}`") for name, row in sorted(reasons.REASONS.items())]
+    by_code = [_error_row(row, f"`{code.name}`") for code, row in reasons.BY_CODE.items()]
+    by_code.append(_error_row(reasons.UNKNOWN, "any other"))
     return (
         HEADER
         + "# Error reasons\n\n"
         + "Every refusal carries a `google.rpc.ErrorInfo` whose `reason` is one of these, "
         + f"`domain` `{status.DOMAIN}`. The HTTP column is what the gateway answers when the "
         + "SDK error reaches it (a body with `failure_kind`, `reason` and `detail`; 422 "
-        + "bodies list `detail[].loc`). The cases are those of [the contract](../contract.md).\n\n"
-        + _table(["reason", "gRPC code", "SDK exception", "HTTP", "meaning"], rows)
+        + "bodies list `detail[].loc`; 429 and 503 carry `Retry-After`), the JSON-RPC column "
+        + "the MCP endpoint's error code for a `tools/call`, the failure kinds those of an "
+        + "episode of `workplace-env run` and of a masked model rollout. The cases are those "
+        + "of [the contract](../contract.md). The table is the error registry, "
+        + "`workplace_env_client/reasons.py`.\n\n"
+        + _table(_ERROR_HEAD, rows)
+        + "\n## Statuses without a reason\n\n"
+        + "A status whose `ErrorInfo` is missing (a transport failure, a proxy, gRPC's own "
+        + "message-size limit) or names a reason not above is mapped by its code.\n\n"
+        + _table(["status", *_ERROR_HEAD[1:]], by_code)
     )
 
 

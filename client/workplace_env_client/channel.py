@@ -20,7 +20,7 @@ import grpc
 import grpc.aio
 
 from workplace.env.v1 import environment_pb2 as pb
-from workplace_env_client import checks
+from workplace_env_client import checks, reasons
 from workplace_env_client.errors import WorkplaceEnvError, from_rpc_error
 from workplace_env_client.routing import (
     Target,
@@ -47,7 +47,7 @@ KEEPALIVE_TIME_MS = 30_000
 KEEPALIVE_TIMEOUT_MS = 10_000
 #: ``ErrorInfo.reason`` of an RPC the server refused without running it because it runs its
 #: maximum of concurrent RPCs (CONTRACT X3, RESOURCE_EXHAUSTED with ``RetryInfo``).
-REFUSED_REASON = "TOO_MANY_RPCS"
+REFUSED_REASON = reasons.TOO_MANY_RPCS.name
 #: The wait (seconds) before retrying such a refusal that carries no ``RetryInfo``.
 REFUSAL_FALLBACK_WAIT_S = 0.1
 #: The shortest wait (seconds) before a retry, whatever the ``RetryInfo`` says (no busy loop).

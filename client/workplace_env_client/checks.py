@@ -19,10 +19,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from workplace_env_client import reasons
 from workplace_env_client.errors import ArgumentError
 
 #: ``ErrorInfo.reason`` the server gives refused tool-call arguments (CONTRACT T3).
-TOOL_ARGUMENTS_REASON = "INVALID_TOOL_ARGUMENTS"
+TOOL_ARGUMENTS_REASON = reasons.INVALID_TOOL_ARGUMENTS.name
 #: The deepest nesting of arrays and objects the server accepts in JSON text.
 MAX_JSON_DEPTH = 128
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -49,7 +50,7 @@ def surrogate_problem(text: str) -> str | None:
     return None
 
 
-def text(value: Any, field: str, reason: str = "INVALID_REQUEST") -> str:
+def text(value: Any, field: str, reason: str = reasons.INVALID_REQUEST.name) -> str:
     """``value`` if it is a ``str`` UTF-8 can carry; else raise ArgumentError naming ``field``."""
     if not isinstance(value, str):
         raise ArgumentError(field, f"must be a string, not {type_name(value)}", reason)
@@ -168,7 +169,7 @@ def json_problem(value: Any, path: str, *, strict: bool = False) -> tuple[str, s
     return None
 
 
-def json_value(value: Any, field: str, reason: str = "INVALID_REQUEST") -> None:
+def json_value(value: Any, field: str, reason: str = reasons.INVALID_REQUEST.name) -> None:
     """Raise ArgumentError naming the path of the first part of ``value`` (under ``field``)
     that cannot be sent as JSON (:func:`json_problem`)."""
     problem = json_problem(value, field)
@@ -176,7 +177,7 @@ def json_value(value: Any, field: str, reason: str = "INVALID_REQUEST") -> None:
         raise ArgumentError(problem[0], problem[1], reason)
 
 
-def json_text(value: str, field: str, reason: str = "INVALID_REQUEST") -> str:
+def json_text(value: str, field: str, reason: str = reasons.INVALID_REQUEST.name) -> str:
     """``value`` (JSON text) if UTF-8 can carry it; else ArgumentError naming the path of the
     lone surrogate in it when the text parses (``arguments.query``), else ``field``."""
     problem = surrogate_problem(value)

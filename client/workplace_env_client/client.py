@@ -43,6 +43,7 @@ import grpc
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
+from workplace_env_client import reasons
 from workplace_env_client.admin import AdminClient
 
 # The channel settings live in .channel (shared with .admin and .aio); the names not used here
@@ -512,7 +513,7 @@ class Session:
             raise ReplayDivergedError(
                 self._fence_message(),
                 grpc.StatusCode.DATA_LOSS,
-                reason="REPLAY_DIVERGED",
+                reason=reasons.REPLAY_DIVERGED.name,
                 session_id=self.id,
             ) from self._fenced
 
@@ -529,7 +530,7 @@ class Session:
             raise SessionLostError(
                 self._incomplete_message(),
                 grpc.StatusCode.NOT_FOUND,
-                reason="SESSION_LOST",
+                reason=reasons.SESSION_LOST.name,
                 session_id=self.id,
             )
 
@@ -628,14 +629,14 @@ class Session:
             raise WorkplaceEnvError(
                 f"session {self.id} cannot be exported: {failures[self.id]}",
                 grpc.StatusCode.FAILED_PRECONDITION,
-                reason="EXPORT_FAILED",
+                reason=reasons.EXPORT_FAILED.name,
                 session_id=self.id,
             )
         if not snapshots:
             raise SessionLostError(
                 f"the server holds no session {self.id} to checkpoint",
                 grpc.StatusCode.NOT_FOUND,
-                reason="SESSION_LOST",
+                reason=reasons.SESSION_LOST.name,
                 session_id=self.id,
             )
         self.last_checkpoint = SessionCheckpoint(snapshots[0], count)
@@ -701,7 +702,7 @@ class Session:
                     self._fenced = ReplayDivergedError(
                         f"replaying {call.name} (call_id {call.call_id}) gave another output",
                         grpc.StatusCode.DATA_LOSS,
-                        reason="REPLAY_DIVERGED",
+                        reason=reasons.REPLAY_DIVERGED.name,
                         session_id=self.id,
                     )
                     raise self._fenced

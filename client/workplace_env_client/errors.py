@@ -16,6 +16,8 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
+from workplace_env_client import reasons
+
 
 @dataclass(frozen=True)
 class FieldViolation:
@@ -75,7 +77,9 @@ class ArgumentError(InvalidRequestError, ValueError):
     field (``INVALID_TOOL_ARGUMENTS`` for a tool call's arguments, else ``INVALID_REQUEST``).
     Also a ValueError, the Python convention for a bad argument."""
 
-    def __init__(self, field: str, description: str, reason: str = "INVALID_REQUEST") -> None:
+    def __init__(
+        self, field: str, description: str, reason: str = reasons.INVALID_REQUEST.name
+    ) -> None:
         super().__init__(
             f"{field}: {description}",
             grpc.StatusCode.INVALID_ARGUMENT,
@@ -216,28 +220,15 @@ def close_failed(
     )
 
 
-_BY_REASON: dict[str, type[WorkplaceEnvError]] = {
-    "SESSION_CONFLICT": SessionConflictError,
-    "SESSION_HEADER_MISMATCH": SessionHeaderMismatchError,
-    "SESSION_CLAIMED": SessionClaimedError,
-    "SESSION_LIVE": SessionLiveError,
-    "SANDBOX_MISMATCH": SandboxMismatchError,
-    "SESSION_CLOSED": SessionClosedError,
-    "SESSION_LOST": SessionLostError,
-    "SESSION_EXPIRED": SessionExpiredError,
-    "CALL_ID_REUSED": CallIdReusedError,
-    "EPISODE_MISMATCH": EpisodeMismatchError,
-    "RELEASE_FAILED": ReleaseFailedError,
-    "SESSION_TOO_LARGE": SessionTooLargeError,
-}
-_BY_CODE: dict[grpc.StatusCode, type[WorkplaceEnvError]] = {
-    grpc.StatusCode.INVALID_ARGUMENT: InvalidRequestError,
-    grpc.StatusCode.NOT_FOUND: SessionLostError,
-    grpc.StatusCode.UNAVAILABLE: UnavailableError,
-    grpc.StatusCode.RESOURCE_EXHAUSTED: CapacityError,
-    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineError,
-    grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
-}
+def _sdk_class(row: reasons.Reason) -> type[WorkplaceEnvError]:
+    cls = globals()[row.sdk_class]
+    assert issubclass(cls, WorkplaceEnvError), row
+    return cls
+
+
+#: The exception class of each reason, and of a status without one (:mod:`.reasons`).
+_BY_REASON = {name: _sdk_class(row) for name, row in reasons.REASONS.items() if row.sdk_class}
+_BY_CODE = {code: _sdk_class(row) for code, row in reasons.BY_CODE.items()}
 
 
 @dataclass(frozen=True)
@@ -267,11 +258,11 @@ SDK_WORDS = HintWords(
 #: sent no reason: a transport failure; ``TLS`` for a failed TLS handshake), with the words of
 #: the user's surface (:class:`HintWords`) and ``server``, the server's address.
 HINTS: dict[str, str] = {
-    "ADMIN_TOKEN_REQUIRED": "pass the admin token {server} was started with (its --admin-token) "
-    "as {token}",
-    "ADMIN_TOKEN_INVALID": "{token} must be the --admin-token {server} was started with",
-    "ADMIN_DISABLED": "restart the server at {server} with --admin-token, then pass that token "
-    "as {token}",
+    reasons.ADMIN_TOKEN_REQUIRED.name: "pass the admin token {server} was started with (its "
+    "--admin-token) as {token}",
+    reasons.ADMIN_TOKEN_INVALID.name: "{token} must be the --admin-token {server} was started with",
+    reasons.ADMIN_DISABLED.name: "restart the server at {server} with --admin-token, then pass "
+    "that token as {token}",
     "UNAVAILABLE": "no server answered at {server}: {target} (and check it runs); a server "
     "started with --tls-cert needs {tls_ca}",
     "TLS": "TLS with {server} failed: {tls_ca} must be the CA of the server's --tls-cert, a "
@@ -351,7 +342,7 @@ _OVER_RECEIVE_LIMIT = re.compile(r"CLIENT: Received message larger than max \((\
 def error_class(code: grpc.StatusCode, reason: str) -> type[WorkplaceEnvError]:
     """The SDK exception class for a status ``code`` and ``ErrorInfo.reason`` (the reason
     first; ``reason`` may be empty)."""
-    return _BY_REASON.get(reason) or _BY_CODE.get(code, WorkplaceEnvError)
+    return _BY_REASON.get(reason) or _BY_CODE.get(code, _sdk_class(reasons.UNKNOWN))
 
 
 def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
@@ -369,7 +360,7 @@ def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
             f"the answer is {size} bytes, over this client's message limit of {limit} bytes; "
             "the call ran on the server (a retry with its call_id gets this answer again)",
             code,
-            reason="RESPONSE_TOO_LARGE",
+            reason=reasons.RESPONSE_TOO_LARGE.name,
         )
     cls = error_class(code, info.reason)
     return cls(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from workplace.env.v1 import environment_pb2 as pb
-from workplace_env_client import checks
+from workplace_env_client import checks, reasons
 from workplace_env_client.errors import ArgumentError
 
 
@@ -105,7 +105,7 @@ def to_function_call(call: CallLike, field: str = "call") -> pb.FunctionCall:
         name, arguments = checks.pair(call, field, _CALL_SHAPE)
     return pb.FunctionCall(
         name=checks.text(name, f"{field}.name"),
-        arguments=arguments_text(arguments, f"{field}.arguments", "INVALID_REQUEST"),
+        arguments=arguments_text(arguments, f"{field}.arguments", reasons.INVALID_REQUEST.name),
     )
 
 

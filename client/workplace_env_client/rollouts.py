@@ -72,13 +72,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from workplace_env_client import checks
+from workplace_env_client import checks, reasons
 from workplace_env_client.client import EnvironmentClient
 from workplace_env_client.errors import (
     ArgumentError,
     InvalidRequestError,
-    SessionExpiredError,
-    SessionLostError,
     WorkplaceEnvError,
 )
 from workplace_env_client.messages import (
@@ -302,7 +300,7 @@ CONFIG_STATUSES = frozenset(range(400, 500)) - _RETRIED_STATUSES
 MODEL_CONFIG_ERROR = "workplace_env:model_config_error"
 #: The failure kind of an episode the environment could not play (a refused seed, a call or
 #: Verify that failed on the server's side).
-ENVIRONMENT_ERROR = "workplace_env:environment_error"
+ENVIRONMENT_ERROR = reasons.ROLLOUT_ENVIRONMENT_ERROR
 
 
 @dataclass(frozen=True)
@@ -335,10 +333,10 @@ MASK_KINDS: dict[str, MaskKind] = {
         "its URL, API, model name, key or sampling parameters), not retried; no score of the "
         "model",
     ),
-    "session_lost": MaskKind(
+    reasons.ROLLOUT_SESSION_LOST: MaskKind(
         "the environment", "the server lost the session; no score of the model"
     ),
-    "session_expired": MaskKind(
+    reasons.ROLLOUT_SESSION_EXPIRED: MaskKind(
         "the environment",
         "the server evicted the session after its idle TTL; no score of the model",
     ),
@@ -695,18 +693,19 @@ def refused_output(exc: InvalidRequestError) -> str:
     "failure_kind":"invalid_request","reason":<reason>}``."""
     body = {
         "detail": [{"type": "value_error", "loc": ["body"], "msg": exc.message}],
-        "failure_kind": "invalid_request",
-        "reason": exc.reason or "INVALID_REQUEST",
+        "failure_kind": reasons.INVALID_REQUEST.failure_kind,
+        "reason": exc.reason or reasons.INVALID_REQUEST.name,
     }
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
 def _session_failure(exc: WorkplaceEnvError) -> EpisodeFailure:
-    if isinstance(exc, SessionExpiredError):
-        return EpisodeFailure("session_expired", str(exc))
-    if isinstance(exc, SessionLostError):
-        return EpisodeFailure("session_lost", str(exc))
-    return EpisodeFailure(ENVIRONMENT_ERROR, f"{type(exc).__name__}: {exc}")
+    """The failure of an episode whose call or Verify ``exc`` refused: its ``rollout_kind`` in
+    the error registry (:func:`.reasons.lookup`), the error itself its reason."""
+    kind = reasons.lookup(exc.code, exc.reason).rollout_kind
+    if kind == ENVIRONMENT_ERROR:
+        return EpisodeFailure(kind, f"{type(exc).__name__}: {exc}")
+    return EpisodeFailure(kind, str(exc))
 
 
 def _verify_failure(exc: InvalidRequestError) -> EpisodeFailure:

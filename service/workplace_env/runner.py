@@ -41,27 +41,24 @@ from typing import Any
 from workplace_env.jsonl import episode_problem
 from workplace_env.parity import outputs_match, state_digests, state_mismatches
 from workplace_env_client import (
-    CapacityError,
-    DeadlineError,
     EnvironmentClient,
     InvalidRequestError,
     SessionHeaderMismatchError,
-    SessionLostError,
     UnauthenticatedError,
-    UnavailableError,
     WorkplaceEnvError,
+    reasons,
 )
 from workplace_env_client.messages import GROUND_TRUTH_STRING
 
 POLICIES = ("recorded", "oracle", "perturbed")
 #: Why an episode failed (the ``--json-out`` ``failed_episodes`` keys), and how it is shown.
 FAILURE_KINDS = {
-    "server_unavailable": "server unavailable",
-    "server_capacity": "server at a capacity limit",
-    "admin_unauthenticated": "admin export refused: admin token missing or wrong",
-    "session_lost": "session lost",
+    reasons.RUN_SERVER_UNAVAILABLE: "server unavailable",
+    reasons.RUN_SERVER_CAPACITY: "server at a capacity limit",
+    reasons.RUN_ADMIN_UNAUTHENTICATED: "admin export refused: admin token missing or wrong",
+    reasons.RUN_SESSION_LOST: "session lost",
     "invalid_input": "invalid input line",
-    "error": "error",
+    reasons.RUN_ERROR: "error",
 }
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -462,22 +459,16 @@ def _mean(rewards: list[float]) -> float | None:
 
 
 def failure_kind(exc: BaseException) -> str:
-    """The :data:`FAILURE_KINDS` key of an episode's exception: the server unavailable
-    (UNAVAILABLE, including draining and unreachable, or DEADLINE_EXCEEDED), at a capacity
-    limit (RESOURCE_EXHAUSTED: too many RPCs past the SDK's retries, the session store full, a
-    message over a limit), refusing the admin token (UNAUTHENTICATED), the session lost
-    (NOT_FOUND SESSION_LOST / SESSION_EXPIRED), an :class:`EpisodeFailure`'s own kind, an
-    invalid line, or another error."""
+    """The :data:`FAILURE_KINDS` key of an episode's exception: an :class:`EpisodeFailure`'s
+    own kind; an SDK error's ``run_kind`` in the error registry
+    (:func:`workplace_env_client.reasons.lookup`: the server unavailable, UNAVAILABLE or
+    DEADLINE_EXCEEDED; at a capacity limit, RESOURCE_EXHAUSTED; refusing the admin token,
+    UNAUTHENTICATED; the session lost, NOT_FOUND SESSION_LOST / SESSION_EXPIRED); an invalid
+    line; or another error."""
     if isinstance(exc, EpisodeFailure):
         return exc.kind
-    if isinstance(exc, UnavailableError | DeadlineError):
-        return "server_unavailable"
-    if isinstance(exc, CapacityError):
-        return "server_capacity"
-    if isinstance(exc, UnauthenticatedError):
-        return "admin_unauthenticated"
-    if isinstance(exc, SessionLostError):
-        return "session_lost"
+    if isinstance(exc, WorkplaceEnvError):
+        return reasons.lookup(exc.code, exc.reason).run_kind
     if isinstance(exc, LineError):
         return "invalid_input"
-    return "error"
+    return reasons.RUN_ERROR

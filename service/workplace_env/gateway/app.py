@@ -145,7 +145,7 @@ from workplace_env.responses import (
     response_output_problems,
 )
 from workplace_env.verify import bare_predicted_names
-from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceEnvError
+from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceEnvError, reasons
 
 #: Response header of a typed close: its outcome (CLOSED, ALREADY_CLOSED, NOT_SEEDED), which
 #: NeMo's close response has no field for.
@@ -585,21 +585,21 @@ def create_app(
         if sid is None:
             return json_response(
                 {
-                    "failure_kind": "session_lost",
-                    "reason": "SESSION_LOST",
+                    "failure_kind": reasons.SESSION_LOST.failure_kind,
+                    "reason": reasons.SESSION_LOST.name,
                     "detail": "no session cookie: a token is minted for the cookie's session "
                     "(a typed POST /seed_session, retried as is, sets the cookie)",
                 },
-                404,
+                reasons.SESSION_LOST.http_status,
             )
         if named != sid:
             return json_response(
                 {
-                    "failure_kind": "forbidden",
-                    "reason": "SESSION_COOKIE_REQUIRED",
+                    "failure_kind": reasons.SESSION_COOKIE_REQUIRED.failure_kind,
+                    "reason": reasons.SESSION_COOKIE_REQUIRED.name,
                     "detail": "resources_session_id is not the session of this request's cookie",
                 },
-                403,
+                reasons.SESSION_COOKIE_REQUIRED.http_status,
             )
         token = tokens.mint(sid)
         return json_response(
@@ -647,7 +647,7 @@ def create_app(
             await object_body(request, constants=True)
             raise service_error(
                 SessionLostError(
-                    "no session cookie", grpc.StatusCode.NOT_FOUND, reason="SESSION_LOST"
+                    "no session cookie", grpc.StatusCode.NOT_FOUND, reason=reasons.SESSION_LOST.name
                 )
             )
         call_ids = request.headers.getlist(CALL_ID_HEADER)

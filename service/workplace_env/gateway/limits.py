@@ -26,6 +26,8 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from workplace_env_client import reasons
+
 #: File descriptors kept for everything but the gateway's connections: the gRPC server's
 #: connections and threads, the sandbox files, logs, the event loop's own.
 FD_RESERVE = 256
@@ -100,8 +102,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                 _answer(
                     "503 Service Unavailable",
                     {
-                        "failure_kind": "unavailable",
-                        "reason": "TOO_MANY_CONNECTIONS",
+                        "failure_kind": reasons.TOO_MANY_CONNECTIONS.failure_kind,
+                        "reason": reasons.TOO_MANY_CONNECTIONS.name,
                         "detail": f"the gateway holds {self.limits.max_connections} "
                         "connections, its limit (http_max_connections); retry later",
                     },
@@ -159,8 +161,8 @@ class LimitedHttpProtocol(HttpToolsProtocol):
                 _answer(
                     "408 Request Timeout",
                     {
-                        "failure_kind": "request_timeout",
-                        "reason": "REQUEST_TIMEOUT",
+                        "failure_kind": reasons.REQUEST_TIMEOUT.failure_kind,
+                        "reason": reasons.REQUEST_TIMEOUT.name,
                         "detail": f"the request's {part} did not arrive within {seconds:g} s "
                         f"({setting})",
                     },

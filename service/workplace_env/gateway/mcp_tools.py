@@ -49,18 +49,13 @@ from workplace_env import wire
 from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.cookies import SessionTokens
 from workplace_env.gateway.translate import INLINE_BODY_BYTES
-from workplace_env_client import (
-    EnvironmentClient,
-    SessionClosedError,
-    SessionLostError,
-    WorkplaceEnvError,
-)
+from workplace_env_client import EnvironmentClient, WorkplaceEnvError, reasons
 from workplace_env_client.errors import too_large_sizes
 
 #: JSON-RPC error codes of this server (the implementation-defined range -32000..-32099).
 TOKEN_REQUIRED = -32001
-SESSION_LOST = -32004
-SERVICE_ERROR = -32000
+SESSION_LOST = reasons.JSONRPC_SESSION_LOST
+SERVICE_ERROR = reasons.JSONRPC_SERVICE_ERROR
 #: JSON-RPC's own code for a body that is not a message (not UTF-8 JSON we can carry).
 PARSE_ERROR = -32700
 #: JSON-RPC's code for a request whose method or params are refused (the SDK's for both).
@@ -164,6 +159,17 @@ def _service_error(exc: WorkplaceEnvError) -> McpError:
     bound and the size of a SESSION_TOO_LARGE refusal (``limit_bytes``, ``size_bytes``)."""
     data: dict[str, Any] = {"reason": exc.reason or exc.code.name, **too_large_sizes(exc)}
     return McpError(types.ErrorData(code=SERVICE_ERROR, message=exc.message, data=data))
+
+
+def _call_error(exc: WorkplaceEnvError) -> McpError:
+    """The JSON-RPC error of a failed ``tools/call``: its code from the error registry
+    (:func:`workplace_env_client.reasons.lookup`); a session the service does not hold is
+    :data:`SESSION_LOST` with ``{"failure_kind", "reason"}``, any other :func:`_service_error`."""
+    row = reasons.lookup(exc.code, exc.reason)
+    if row.jsonrpc != SESSION_LOST:
+        return _service_error(exc)
+    data = {"failure_kind": row.failure_kind, "reason": exc.reason}
+    return McpError(types.ErrorData(code=SESSION_LOST, message=exc.message, data=data))
 
 
 class McpGateway:
@@ -324,16 +330,8 @@ class McpGateway:
             output = await anyio.to_thread.run_sync(
                 self.client.call_tool_raw, session_id, request.params.name, arguments
             )
-        except (SessionLostError, SessionClosedError) as exc:
-            raise McpError(
-                types.ErrorData(
-                    code=SESSION_LOST,
-                    message=exc.message,
-                    data={"failure_kind": "session_lost", "reason": exc.reason},
-                )
-            ) from exc
         except WorkplaceEnvError as exc:
-            raise _service_error(exc) from exc
+            raise _call_error(exc) from exc
         return types.ServerResult(
             types.CallToolResult(
                 content=[types.TextContent(type="text", text='{"output":' + output + "}")],

@@ -22,15 +22,12 @@ from workplace_env.gateway import fastjson
 from workplace_env.gateway.cookies import SESSION_ID_KEY
 from workplace_env.model import SESSION_ID_RE
 from workplace_env_client import (
-    CapacityError,
-    DeadlineError,
     EnvironmentClient,
     InvalidRequestError,
     SessionClosedError,
     SessionConflictError,
-    SessionLostError,
-    UnavailableError,
     WorkplaceEnvError,
+    reasons,
 )
 from workplace_env_client.client import MAX_MESSAGE_BYTES
 from workplace_env_client.errors import too_large_sizes
@@ -56,8 +53,6 @@ MAX_BODY_BYTES = MAX_MESSAGE_BYTES
 #: sessions meanwhile (:func:`is_large`). Real bodies (rows, tool arguments, verify bodies of
 #: 17-35 KB) stay on the loop, with no thread hop.
 INLINE_BODY_BYTES = 256 * 1024
-#: RESOURCE_EXHAUSTED reasons of the server that a later retry can get past (S7, X3).
-_RETRYABLE_CAPACITY = ("CAPACITY_EXHAUSTED", "TOO_MANY_RPCS")
 
 Loc = tuple[str | int, ...]
 
@@ -110,7 +105,9 @@ def _loc(loc: Loc) -> list[str | int]:
     return ["body", *loc]
 
 
-def invalid(problems: list[tuple[Loc, str]], reason: str = "INVALID_REQUEST") -> HttpProblem:
+def invalid(
+    problems: list[tuple[Loc, str]], reason: str = reasons.INVALID_REQUEST.name
+) -> HttpProblem:
     """A 422 in FastAPI's shape: ``{"detail": [{type, loc, msg}], "failure_kind", "reason"}``.
 
     Each loc is under ``body``, or ``["header", name]`` when it starts with a
@@ -123,10 +120,10 @@ def invalid(problems: list[tuple[Loc, str]], reason: str = "INVALID_REQUEST") ->
                 "detail": [
                     {"type": "value_error", "loc": _loc(loc), "msg": msg} for loc, msg in problems
                 ],
-                "failure_kind": "invalid_request",
+                "failure_kind": reasons.INVALID_REQUEST.failure_kind,
                 "reason": reason,
             },
-            422,
+            reasons.INVALID_REQUEST.http_status,
         )
     )
 
@@ -170,52 +167,36 @@ def _field_loc(field: str, sent_as: Mapping[str, str] | None = None) -> Loc:
 def service_error(
     exc: WorkplaceEnvError, seeding: bool = False, sent_as: Mapping[str, str] | None = None
 ) -> HttpProblem:
-    """The HTTP answer to an SDK error (see the module docstring's error table).
+    """The HTTP answer to an SDK error: the status and ``failure_kind`` of its row in the error
+    registry (:func:`workplace_env_client.reasons.lookup`), a body with ``failure_kind``,
+    ``reason`` and ``detail`` (a 422 in FastAPI's shape, :func:`invalid`), a Retry-After on
+    429 and 503.
 
     ``seeding``: a closed id is a 409 conflict for a seed, a lost session (404) otherwise.
     ``sent_as``: the request's names for the service's fields (see :func:`_field_loc`).
     """
-    if isinstance(exc, InvalidRequestError):
-        reason = exc.reason or "INVALID_REQUEST"
+    row = reasons.lookup(exc.code, exc.reason)
+    status, kind = row.http_on("SeedSession" if seeding else "")
+    if status == 422:
+        reason = exc.reason or reasons.INVALID_REQUEST.name
         if exc.violations:
             problems = [(_field_loc(v.field, sent_as), v.description) for v in exc.violations]
             return invalid(problems, reason)
         return invalid([((), exc.message)], reason)
-    body: dict[str, Any] = {"reason": exc.reason or exc.code.name, "detail": exc.message}
-    headers: dict[str, str] = {}
-    if isinstance(exc, SessionLostError) or (isinstance(exc, SessionClosedError) and not seeding):
-        status, kind = 404, "session_lost"
-    elif isinstance(exc, SessionClosedError | SessionConflictError) or exc.reason in (
-        "CALL_ID_REUSED",
-        "EPISODE_MISMATCH",
-    ):
-        status, kind = 409, exc.reason.lower()
-    elif exc.reason == "RESPONSE_TOO_LARGE":
-        # the service's answer is over its message limit; the request was fine (no 413), and
-        # the same call answers the same (a call_id replays its recorded output)
-        status, kind = 502, "response_too_large"
-    elif exc.reason == "SESSION_TOO_LARGE":
-        # the write would take the session over the server's max_session_write_bytes: a
-        # request too large for where it is sent (413, the mapping of every RESOURCE_EXHAUSTED
-        # no retry can get past, so no Retry-After), not a server fault (5xx: 507 is
-        # WebDAV's, and clients retry 5xx). The bound and the size travel as the ErrorInfo's.
-        status, kind = 413, "session_too_large"
-        body.update(too_large_sizes(exc))
-    elif isinstance(exc, CapacityError) and exc.reason not in _RETRYABLE_CAPACITY:
-        # RESOURCE_EXHAUSTED without the server's reason is gRPC's own message-size limit:
-        # retrying the same body cannot help, so no Retry-After.
-        return too_large_problem(exc.message)
-    elif isinstance(exc, CapacityError):
-        status, kind = 429, "capacity_exhausted"
-        headers["retry-after"] = str(max(1, math.ceil(exc.retry_after_s or 1.0)))
-    elif isinstance(exc, UnavailableError):
-        status, kind = 503, "unavailable"
-        headers["retry-after"] = "1"
-    elif isinstance(exc, DeadlineError):
-        status, kind = 504, "deadline_exceeded"
-    else:
-        status, kind = 502, "service_error"
-    return HttpProblem(json_response({"failure_kind": kind, **body}, status, headers))
+    reason = row.name or exc.reason or exc.code.name
+    body: dict[str, Any] = {"failure_kind": kind, "reason": reason, "detail": exc.message}
+    body.update(too_large_sizes(exc))  # SESSION_TOO_LARGE: the bound and the size
+    return HttpProblem(json_response(body, status, _retry_after(status, exc)))
+
+
+def _retry_after(status: int, exc: WorkplaceEnvError) -> dict[str, str]:
+    """The Retry-After header of a 429 (the refusal's ``RetryInfo``, whole seconds, at least
+    1) or a 503 (1 s); none otherwise."""
+    if status == 429:
+        return {"retry-after": str(max(1, math.ceil(exc.retry_after_s or 1.0)))}
+    if status == 503:
+        return {"retry-after": "1"}
+    return {}
 
 
 def too_large_problem(detail: str | None = None) -> HttpProblem:
@@ -224,27 +205,20 @@ def too_large_problem(detail: str | None = None) -> HttpProblem:
     over the service's message limit."""
     if detail is None:
         detail = f"the body is over the gateway's limit of {MAX_BODY_BYTES} bytes"
-    return HttpProblem(
-        json_response(
-            {"failure_kind": "request_too_large", "reason": "REQUEST_TOO_LARGE", "detail": detail},
-            413,
-        )
-    )
+    row = reasons.REQUEST_TOO_LARGE
+    body = {"failure_kind": row.failure_kind, "reason": row.name, "detail": detail}
+    return HttpProblem(json_response(body, row.http_status))
 
 
 def draining_problem() -> HttpProblem:
     """503 + Retry-After for a new seed while the gateway drains (CONTRACT X2)."""
-    return HttpProblem(
-        json_response(
-            {
-                "failure_kind": "unavailable",
-                "reason": "DRAINING",
-                "detail": "the server is shutting down; seed elsewhere or retry later",
-            },
-            503,
-            {"retry-after": "1"},
-        )
-    )
+    row = reasons.DRAINING
+    body = {
+        "failure_kind": row.failure_kind,
+        "reason": row.name,
+        "detail": "the server is shutting down; seed elsewhere or retry later",
+    }
+    return HttpProblem(json_response(body, row.http_status, {"retry-after": "1"}))
 
 
 def is_json_media_type(content_type: str | None) -> bool:

@@ -30,6 +30,7 @@ from workplace_env.server.servicer import _rpc, check_truth_bound
 from workplace_env.server.status import to_status
 from workplace_env.sessions import SessionStore
 from workplace_env_client import admin as admin_sdk
+from workplace_env_client import reasons
 from workplace_env_client.admin import (
     PIECE_OVERHEAD_BYTES,
     framed_bytes,
@@ -234,18 +235,20 @@ class AdminTokenInterceptor(grpc.ServerInterceptor):
             return Unauthenticated(
                 "the admin RPCs are off: start the server with --admin-token "
                 "(or --admin-open, loopback only)",
-                "ADMIN_DISABLED",
+                reasons.ADMIN_DISABLED.name,
             )
         given = str(dict(metadata or ()).get("authorization", ""))  # type: ignore[call-overload]
         scheme, _, token = given.partition(" ")
         if scheme.lower() != "bearer" or not token:
             return Unauthenticated(
                 "admin RPCs need the metadata 'authorization: Bearer <token>'",
-                "ADMIN_TOKEN_REQUIRED",
+                reasons.ADMIN_TOKEN_REQUIRED.name,
             )
         # The scheme is case-insensitive (RFC 6750); the token is compared in constant time.
         if not hmac.compare_digest(token.encode("utf-8", "replace"), self._token):
-            return Unauthenticated("the admin bearer token is not valid", "ADMIN_TOKEN_INVALID")
+            return Unauthenticated(
+                "the admin bearer token is not valid", reasons.ADMIN_TOKEN_INVALID.name
+            )
         return None
 
     def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]

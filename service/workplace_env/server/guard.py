@@ -39,13 +39,14 @@ import grpc
 
 from workplace_env import errors
 from workplace_env.server.status import to_status
+from workplace_env_client import reasons
 
 #: Threads beyond the admission limit: health checks, reflection and refusals always get one.
 RESERVED_THREADS = 4
 #: ``ErrorInfo.reason`` of an RPC refused by the concurrency limit (X3).
-TOO_MANY_RPCS = "TOO_MANY_RPCS"
+TOO_MANY_RPCS = reasons.TOO_MANY_RPCS.name
 #: ``ErrorInfo.reason`` of a request that is not a valid message of its type.
-MALFORMED_REQUEST = "MALFORMED_REQUEST"
+MALFORMED_REQUEST = reasons.MALFORMED_REQUEST.name
 
 #: Health and reflection streams open at once by default (``max_health_streams``).
 MAX_HEALTH_STREAMS = 64

@@ -1,6 +1,7 @@
 """Domain errors -> gRPC status with rich details (``google.rpc.Status`` via grpcio-status).
 
-The one mapping table from CONTRACT reasons to status codes. Every error carries an
+Each reason's status code is its row of the error registry
+(:mod:`workplace_env_client.reasons`). Every error carries an
 ``ErrorInfo`` (reason, domain :data:`DOMAIN`, ``metadata.resources_session_id``); invalid
 requests add a ``BadRequest`` with the offending fields, capacity errors a ``RetryInfo``.
 """
@@ -13,45 +14,18 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from workplace_env import errors
+from workplace_env_client import reasons
 
 #: ``ErrorInfo.domain`` of every error this service raises.
 DOMAIN = "workplace-env"
 
-_CODES: dict[type[errors.SessionError], grpc.StatusCode] = {
-    errors.InvalidRequest: grpc.StatusCode.INVALID_ARGUMENT,
-    errors.InvalidToolArguments: grpc.StatusCode.INVALID_ARGUMENT,
-    errors.SessionConflict: grpc.StatusCode.ALREADY_EXISTS,
-    errors.SessionClaimed: grpc.StatusCode.ALREADY_EXISTS,
-    errors.SessionLive: grpc.StatusCode.FAILED_PRECONDITION,
-    errors.SandboxMismatch: grpc.StatusCode.FAILED_PRECONDITION,
-    errors.CallIdReused: grpc.StatusCode.ALREADY_EXISTS,
-    errors.SessionLost: grpc.StatusCode.NOT_FOUND,
-    errors.SessionExpired: grpc.StatusCode.NOT_FOUND,
-    errors.TablesUnavailable: grpc.StatusCode.UNAVAILABLE,
-    errors.Draining: grpc.StatusCode.UNAVAILABLE,
-    errors.InjectedFault: grpc.StatusCode.UNAVAILABLE,
-    errors.CapacityExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    errors.ResponseTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    errors.SessionTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    errors.EpisodeMismatch: grpc.StatusCode.FAILED_PRECONDITION,
-    errors.ReleaseFailed: grpc.StatusCode.INTERNAL,
-    errors.Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
-}
-
 
 def status_code(error: errors.SessionError, rpc: str) -> grpc.StatusCode:
-    """The status code of ``error`` raised by ``rpc`` (docs/contract.md table).
-
-    SESSION_CLOSED is ALREADY_EXISTS for a seed (S4) and NOT_FOUND otherwise (T5).
-    """
-    if isinstance(error, errors.SessionClosed):
-        if rpc == "RestoreSessions":
-            return grpc.StatusCode.FAILED_PRECONDITION
-        return grpc.StatusCode.ALREADY_EXISTS if rpc == "SeedSession" else grpc.StatusCode.NOT_FOUND
-    for kind in type(error).__mro__:  # a subclass answers as its base (e.g. TooManyRpcs)
-        if kind in _CODES:
-            return _CODES[kind]
-    return grpc.StatusCode.INTERNAL
+    """The status code of ``error`` raised by ``rpc``: its reason's in the error registry
+    (:mod:`workplace_env_client.reasons`, e.g. SESSION_CLOSED is ALREADY_EXISTS for a seed,
+    S4, and NOT_FOUND for a call, T5); INTERNAL for a reason not there."""
+    row = reasons.REASONS.get(error.reason)
+    return grpc.StatusCode.INTERNAL if row is None else row.code_on(rpc)
 
 
 def _pack(message) -> any_pb2.Any:
