@@ -186,7 +186,9 @@ def run_scripted(
     ``recorded`` policy, lines with no recorded calls are warned about. The summary names the
     sandbox (``sandbox`` in ``json_out``). Returns the exit status: 1 when an output, state or
     reward differs from the recording or an episode failed (any of
-    :data:`~workplace_env.runner.FAILURE_KINDS`), else 0."""
+    :data:`~workplace_env.runner.FAILURE_KINDS`), else 0; after a stop (a signal, or the
+    server found gone: :class:`~workplace_env.interrupts.StopRequest`) the summary and the
+    command that plays the file again are printed and the status is the stop's."""
     refuse_data_dir_with_target(target, data_dir)
     numbers = list(line_numbers or range(1, len(lines) + 1))
     if policy == "recorded":
@@ -227,7 +229,7 @@ def run_scripted(
             ) from exc
     if stop():
         console.print(
-            f"[yellow]stopped by {stop.name}[/yellow] "
+            f"{stop.stopped_text()} "
             + plain(
                 f"after {summary.episodes} of {len(lines)} episodes, {summary.not_started} not "
                 f"started; to play every line again: {rerun_command()}"
@@ -364,7 +366,9 @@ def run_model_policy(
     scored, a failure of the model that its pass rate counts); 1 when an episode is masked
     for the endpoint or the environment (``provider_*``, ``session_*``,
     ``workplace_env:environment_error``: not a score of the model, played again by a rerun
-    with the same ``--out``), or, with ``options.fail_on_masked``, when any episode is masked.
+    with the same ``--out``), or, with ``options.fail_on_masked``, when any episode is masked;
+    after a stop (a signal, or the server found gone:
+    :class:`~workplace_env.interrupts.StopRequest`), the stop's, with the resume command.
     Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package,
     ``data_dir`` with ``target``, an unwritable output, an ``out`` another run is writing
     (:func:`~workplace_env.model_runs.only_run_into`, naming its pid), or an ``out`` holding
@@ -508,7 +512,7 @@ def _collect_and_report(
         )
     if stop():
         console.print(
-            f"[yellow]stopped by {stop.name}[/yellow] "
+            f"{stop.stopped_text()} "
             + plain(f"{result.not_started} episodes not started; to resume: {resume}")
         )
         return stop.exit_status
