@@ -27,7 +27,6 @@ from typing import Any
 
 import grpc
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from workplace_env.interrupts import rerun_command, stop_on_signals
@@ -59,6 +58,7 @@ from workplace_env.server.serve import connect
 from workplace_env.task_sandbox import check_run_sandbox, sandbox_json, sandbox_text
 from workplace_env.terminal import (
     CommandError,
+    Terminal,
     console,
     episode_progress,
     path_problem,
@@ -124,10 +124,10 @@ def print_summary(summary: RunSummary, title: str) -> None:
     print_table(table)
     for kind, count in summary.failed.items():
         if count:
-            Console().print(f"[red]episodes failed ({FAILURE_KINDS[kind]})[/red] {count}")
+            Terminal().print(f"[red]episodes failed ({FAILURE_KINDS[kind]})[/red] {count}")
     for m in summary.mismatches[:10]:
         label = "failed" if m.kind in FAILURE_KINDS else "mismatch"
-        Console().print(f"[yellow]{label}[/yellow] {plain(f'{m.case_id} {m.kind}: {m.detail}')}")
+        Terminal().print(f"[yellow]{label}[/yellow] {plain(f'{m.case_id} {m.kind}: {m.detail}')}")
 
 
 def warn_unrecorded(lines: Sequence[Mapping[str, Any]]) -> None:
