@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from importlib import metadata
 from pathlib import Path
@@ -38,6 +39,7 @@ import workplace_env_client
 from tests.conftest import GOLDENS, WORKBENCH, needs_shared, shared_file
 from tests.helpers import table_rows
 from workplace_env import cli as cli_module
+from workplace_env import demo as demo_module
 from workplace_env.checkpoint.files import write_checkpoint
 from workplace_env.cli import app
 from workplace_env.command_errors import COMMAND_WORDS, RUN_WORDS, server_errors
@@ -47,7 +49,8 @@ from workplace_env.model_runs import read_finished, read_rollouts
 from workplace_env.sandbox.generate import person_first_names
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import CALENDAR, CSV_FILES, EMAILS, BaseTables
-from workplace_env.server.app import start_server
+from workplace_env.server.app import RunningServer, start_server
+from workplace_env.server.servicer import EnvironmentServicer
 from workplace_env.sessions import SessionStore
 from workplace_env.task_sandbox import foreign_lines
 from workplace_env.taskgen import generate_tasks
@@ -1165,6 +1168,37 @@ def test_demo_plays_generated_tasks_with_both_policies():
     assert sandbox in result.stderr.replace("\n", "")
     all_row = table_rows(result.stdout)["all"]
     assert all_row[:2] == ["8", "1.000"] and float(all_row[3]) < 1.0
+
+
+def test_demo_stops_once_its_server_is_gone(monkeypatch):
+    """The in-process server stops when the 3rd Verify arrives: the episode in flight fails,
+    no further one starts (of either policy), and demo exits 1 saying the server was lost."""
+    servers: list[RunningServer] = []
+    serving = demo_module.local_server
+
+    @contextmanager
+    def recorded(data_dir: Path | None) -> Iterator[RunningServer]:
+        with serving(data_dir) as server:
+            servers.append(server)
+            yield server
+
+    verify = EnvironmentServicer.Verify
+    seen: list[int] = []
+
+    def dying_verify(self, request, context, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(1)
+        if len(seen) == 3:
+            servers[0].server.stop(None)
+        return verify(self, request, context, **kwargs)
+
+    monkeypatch.setattr(demo_module, "local_server", recorded)
+    monkeypatch.setattr(EnvironmentServicer, "Verify", dying_verify)
+    result = invoke("demo", "--count", "8", "--concurrency", "1")
+    said = " ".join(result.stderr.split())
+    assert result.exit_code == 1, result.output
+    assert "server lost: the server does not answer a health check" in said
+    assert "stopped: server lost" in said and "13 episodes not started" in said
+    assert len(seen) == 3
 
 
 @needs_shared

@@ -1,6 +1,7 @@
 """``workplace-env data fetch`` and ``data verify``: the WorkBench sandbox from NeMo Gym's venv,
-from a directory, from an archive served over HTTP; a CSV that differs or is missing is refused,
-named with its digests, and nothing is written.
+from a directory, from an archive served over HTTP; a CSV that is changed or missing is refused,
+named with how it changed and its digests, and nothing is written; a ``--data-dir`` that is not
+the sandbox is played, naming each CSV missing, changed or added.
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ import pytest
 from tests.conftest import WORKBENCH, shared_file
 from tests.nemo.venv import nemo_python, site_packages
 from tests.test_cli import HANG_S, _command, invoke
-from workplace_env.sandbox.source import NEMO_PACKAGE, SANDBOX_SHA256, SOURCE_ENV
+from workplace_env.sandbox.source import (
+    NEMO_PACKAGE,
+    SANDBOX_SHA256,
+    SOURCE_ENV,
+    sandbox_differences,
+)
 
 NAMES = sorted(SANDBOX_SHA256)
 CSV_DIR = NEMO_PACKAGE / "csv_data" / "processed"
@@ -192,7 +198,8 @@ def test_a_tampered_csv_is_refused_naming_it_and_nothing_is_written(tmp_path, ht
     result = invoke("data", "fetch", "--from", f"{url}/data.tar.gz", "--to", dest)
     assert result.exit_code == 2
     message = result.stderr.replace("\n", "")
-    assert "customer_relationship_manager_data.csv differs from the known file" in message
+    assert "changed customer_relationship_manager_data.csv" in message
+    assert "the same 200 rows and header, other content" in message
     assert SANDBOX_SHA256["customer_relationship_manager_data.csv"] in message
     assert found in message
     assert "emails.csv" not in message
@@ -208,7 +215,7 @@ def test_a_missing_csv_is_named(tmp_path):
             (source / name).write_bytes(data)
     result = invoke("data", "fetch", "--from", source, "--to", tmp_path / "data")
     assert result.exit_code == 2
-    assert "email_addresses.csv is missing" in result.stderr
+    assert "missing email_addresses.csv" in result.stderr
     assert not (tmp_path / "data").exists()
 
 
@@ -257,9 +264,9 @@ def test_verify_names_each_file_that_differs_or_is_missing(tmp_path):
     result = invoke("data", "verify", tmp_path)
     assert result.exit_code == 2
     message = result.stderr.replace("\n", "")
-    assert "emails.csv differs from the known file" in message
+    assert "changed emails.csv" in message and "the same 500 rows and header" in message
     assert SANDBOX_SHA256["emails.csv"] in message
-    assert "project_tasks.csv is missing" in message
+    assert "missing project_tasks.csv" in message
 
 
 def test_data_dir_takes_a_source_fetched_into_the_cache_first(tmp_path, http_dir):
@@ -272,7 +279,7 @@ def test_data_dir_takes_a_source_fetched_into_the_cache_first(tmp_path, http_dir
     assert refused.exit_code == 2
     said = " ".join(refused.output.split())
     assert "Invalid value for '--data-dir'" in said
-    assert "calendar_events.csv differs from the known file" in said
+    assert "changed calendar_events.csv" in said
     made = invoke("generate-tasks", "--count", "2", "--data-dir", f"{url}/good.zip", env=env)
     assert made.exit_code == 0, made.output
     assert len(made.stdout.splitlines()) == 2
@@ -301,3 +308,51 @@ def test_a_damaged_archive_is_refused_naming_it(tmp_path, build):
         said = " ".join(result.stderr.split())
         assert f"--from: corrupt {'zip' if build is zip_bytes else 'tar'} archive {archive}" in said
         assert not (tmp_path / "data").exists()
+
+
+def _sandbox_dir(root: Path) -> Path:
+    root.mkdir()
+    for name, data in sandbox_bytes().items():
+        (root / name).write_bytes(data)
+    return root
+
+
+def test_each_difference_from_the_sandbox_is_named_by_kind(tmp_path):
+    """Missing, changed (rows, header, or the same rows with other cells) and added CSVs are
+    each named; the shared sandbox has none; an added CSV alone is no difference."""
+    data = _sandbox_dir(tmp_path / "data")
+    (data / "contacts.csv").write_text("name\nx\n")
+    assert sandbox_differences(data) == []
+    emails = (data / "emails.csv").read_bytes()
+    (data / "emails.csv").write_bytes(emails.replace(b"Update", b"Updated", 1))
+    lines = (data / "calendar_events.csv").read_bytes().split(b"\n")
+    lines[0] = lines[0].replace(b"event_name", b"title")
+    (data / "calendar_events.csv").write_bytes(b"\n".join([*lines[:-2], b""]))
+    (data / "project_tasks.csv").unlink()
+    found = sandbox_differences(data)
+    assert [f.split(" (")[0] for f in found] == [
+        "changed calendar_events.csv",
+        "changed emails.csv",
+        "missing project_tasks.csv",
+        "added contacts.csv",
+    ]
+    assert (
+        "298 rows, the known file has 300, header: column event_name missing, column title "
+        "added" in found[0]
+    )
+    assert "the same 500 rows and header, other content" in found[1]
+
+
+def test_a_modified_data_dir_is_played_naming_what_differs(tmp_path):
+    """``--data-dir`` over a changed copy of the sandbox: the command goes on, and says which
+    CSV changed and how before it plays."""
+    data = _sandbox_dir(tmp_path / "data")
+    emails = (data / "emails.csv").read_bytes().split(b"\n")
+    (data / "emails.csv").write_bytes(b"\n".join(emails[:1] + emails[2:]))
+    result = invoke("generate-tasks", "--count", "1", "--data-dir", data)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stderr.split())
+    assert f"--data-dir {data} is not the WorkBench sandbox: changed emails.csv" in said
+    assert "499 rows, the known file has 500" in said and "data fetch" in said
+    same = invoke("generate-tasks", "--count", "1", "--data-dir", WORKBENCH)
+    assert "not the WorkBench sandbox" not in same.stderr

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
+from tests.dying_server import dying_server
 from tests.helpers import local
 from tests.model_standin import Calls, CutOff, Fail, Fields, Hold, Raw, StandInModel, Text
 from tests.nemo.venv import nemo_python
@@ -1429,6 +1430,38 @@ def test_a_second_ctrl_c_exits_at_once(server, tmp_path):
                 proc.kill()
     assert proc.returncode == 130 and "exiting at once" in rest, rest
     assert out.read_text() == ""
+
+
+def test_a_model_run_whose_server_dies_stops_starting_episodes_and_says_how_to_resume(
+    server, tmp_path
+):
+    """The server is killed when the 2nd Verify arrives: that episode is masked (environment
+    error), none starts after the failed health check, the summary and the resume command are
+    printed, and the run exits 1."""
+    rows = _nochange_rows(server, 6, "die")
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "run" / "rollouts.jsonl"
+    scripts = {r["prompt"]: [Text("Nothing to change.")] for r in rows}
+    with StandInModel(scripts) as standin, dying_server(verifies=2) as (target, dying):
+        command = [
+            sys.executable, "-m", "workplace_env.cli", "run", str(tasks_file), "--policy",
+            "model", "--model", "stand-in", "--base-url", standin.base_url, "--target", target,
+            "--out", str(out), "--max-retries", "0",
+        ]  # fmt: skip
+        env = {**os.environ, "COLUMNS": "200", "STANDIN_KEY": "k"}
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, env=env)
+        assert dying.wait(timeout=30) == -signal.SIGKILL
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 1 and "Traceback" not in done.stderr, said
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [line["failure_kind"] for line in lines] == [None, "workplace_env:environment_error"]
+    assert "pass rate" in done.stdout
+    assert "server lost: the server does not answer a health check" in said
+    assert "stopped: server lost" in said and "4 episodes not started" in said
+    resume = shlex.split(said.split("to resume: ", 1)[1])
+    assert resume[:3] == ["workplace-env", "run", str(tasks_file)] and str(out) in resume
+    assert [len(standin.scripts[r["prompt"]].requests) for r in rows] == [1, 1, 0, 0, 0, 0]
 
 
 @pytest.mark.parametrize("which", range(5))

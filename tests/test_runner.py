@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import signal
 import subprocess
 import sys
 
 import grpc
 import pytest
 
+from tests.dying_server import dying_server
 from tests.helpers import table_rows
 from workplace_env.config import Settings
+from workplace_env.interrupts import StopRequest
 from workplace_env.jsonl import read_jsonl
 from workplace_env.runner import FAILURE_KINDS, admin_refusal, run_lines
 from workplace_env.runs import print_summary
+from workplace_env.taskgen import generate_tasks
 from workplace_env_client import (
     CapacityError,
     DeadlineError,
@@ -358,3 +364,63 @@ def test_a_stop_starts_no_further_line_and_counts_the_lines_left(sdk, capsys):
     assert summary.to_json()["not_started"] == 3
     print_summary(summary, "stopped")
     assert table_rows(capsys.readouterr().out)["not started"] == ["3"]
+
+
+def _tasks_on_the_embedded_sandbox(sandbox, path, count: int) -> None:
+    path.write_text("".join(json.dumps(t) + "\n" for t in generate_tasks(sandbox, count, 3)))
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_a_run_whose_server_dies_stops_starting_episodes_and_says_how_to_resume(
+    sandbox, tmp_path, concurrency
+):
+    """The server is killed when the 3rd Verify arrives: the episodes in flight fail
+    (server_unavailable), none starts after the failed health check, the summary and the
+    command that plays the file again are printed, and the run exits 1."""
+    tasks, summary_file = tmp_path / "tasks.jsonl", tmp_path / "summary.json"
+    _tasks_on_the_embedded_sandbox(sandbox, tasks, 12)
+    with dying_server(verifies=3) as (target, server):
+        proc = subprocess.run(
+            [sys.executable, "-m", "workplace_env.cli", "run", str(tasks), "--policy", "oracle",
+             "--target", target, "--concurrency", str(concurrency), "--json-out",
+             str(summary_file)],
+            capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
+        )  # fmt: skip
+        assert server.wait(timeout=30) == -signal.SIGKILL
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    summary = json.loads(summary_file.read_text())
+    failed = summary["failed_episodes"]["server_unavailable"]
+    assert 1 <= failed <= concurrency and sum(summary["failed_episodes"].values()) == failed
+    assert summary["played_episodes"] >= 2
+    assert summary["played_episodes"] + failed + summary["not_started"] == 12
+    assert table_rows(proc.stdout)["not started"] == [str(summary["not_started"])]
+    assert "server lost: the server does not answer a health check (UNAVAILABLE" in said
+    assert "stopped: server lost" in said and "not started" in said
+    again = shlex.split(said.split("to play every line again: ", 1)[1])
+    assert again[:3] == ["workplace-env", "run", str(tasks)] and target in again
+
+
+def test_an_unavailable_episode_with_a_server_that_answers_goes_on(sdk):
+    """UNAVAILABLE from one episode while the server still answers its health check is no
+    stop: every line is played."""
+    failing = [True]
+
+    class OnceUnavailable:
+        channel = sdk.channel
+
+        def __getattr__(self, name):
+            return getattr(sdk, name)
+
+        def seed(self, *args, **kwargs):
+            if failing and failing.pop():
+                raise UnavailableError("blip", grpc.StatusCode.UNAVAILABLE)
+            return sdk.seed(*args, **kwargs)
+
+    stop = StopRequest()
+    lines = [{"id": f"u{i}", "ground_truth": []} for i in range(3)]
+    summary = run_lines(OnceUnavailable(), lines, "oracle", stop=stop)  # type: ignore[arg-type]
+    assert not stop() and stop.exit_status == 0
+    assert (summary.played_episodes, summary.failed["server_unavailable"]) == (2, 1)
+    assert summary.not_started == 0

@@ -35,8 +35,9 @@ def run_demo(count: int, seed: int, concurrency: int, data_dir: Path | None = No
     """Generate ``count`` tasks (``seed``) on the sandbox of ``data_dir``, play them with each
     of :data:`POLICIES` (``concurrency`` in flight), print the table. Returns the exit status:
     1 when an episode fails or the oracle scores below 1.0 in a category, else 0; after a
-    stop signal (:func:`~workplace_env.interrupts.stop_on_signals`), what was played is
-    shown and the status is ``128 + signal``."""
+    stop signal (:func:`~workplace_env.interrupts.stop_on_signals`) or once the server is
+    found gone (:meth:`~workplace_env.interrupts.StopRequest.check_server`), what was played
+    is shown and the status is ``128 + signal`` (1 for the lost server)."""
     started = time.perf_counter()
     with (
         local_server(data_dir) as server,
@@ -59,7 +60,7 @@ def run_demo(count: int, seed: int, concurrency: int, data_dir: Path | None = No
     console.print(f"done in {time.perf_counter() - started:.1f} s")
     if stop():
         left = sum(s.not_started for by in results.values() for s in by.values())
-        console.print(f"[yellow]stopped by {stop.name}[/yellow] {left} episodes not started")
+        console.print(f"{stop.stopped_text()} {left} episodes not started")
         return stop.exit_status
     if errors or any(s.mean_reward != 1.0 for s in results["oracle"].values()):
         return 1

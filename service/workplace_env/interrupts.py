@@ -1,9 +1,14 @@
-"""Ctrl-C (SIGINT) and SIGTERM during a command that plays episodes or writes lines.
+"""Stopping a command that plays episodes or writes lines: on Ctrl-C (SIGINT), SIGTERM, or a
+server found gone.
 
 The first signal only raises a flag (:class:`StopRequest`) that the playing loop reads: no new
 episode starts, the ones in flight end (their sessions closed), the command prints what it did
 and how to go on, and exits ``128 + signal`` (130 for SIGINT, 143 for SIGTERM). A second signal
 exits at once with that status. Outside the main thread, signals are left alone.
+
+An episode that failed UNAVAILABLE makes the loop ask the server's health service
+(:meth:`StopRequest.check_server`): a server that does not answer raises the same flag with the
+reason :data:`SERVER_LOST`, and the command ends the same way with exit status 1.
 """
 
 from __future__ import annotations
@@ -16,30 +21,87 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 
-from workplace_env.terminal import console
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from workplace_env.terminal import console, plain
 
 #: The signals that stop a command between two episodes.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: The :attr:`StopRequest.reason` of a run whose server does not answer any more.
+SERVER_LOST = "server lost"
+#: Seconds the health check of :meth:`StopRequest.check_server` waits for an answer.
+HEALTH_CHECK_TIMEOUT_S = 5.0
+#: The codes of a health check that mean no server answered.
+_NO_ANSWER = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def server_silence(channel: grpc.Channel, timeout_s: float = HEALTH_CHECK_TIMEOUT_S) -> str | None:
+    """Why the server behind ``channel`` does not answer a health ``Check`` within
+    ``timeout_s`` seconds (its code and details: UNAVAILABLE, DEADLINE_EXCEEDED), or None when
+    it answers anything (SERVING, NOT_SERVING, or any other status: some server is there)."""
+    try:
+        health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), timeout=timeout_s
+        )
+    except grpc.RpcError as exc:
+        code = exc.code()  # type: ignore[attr-defined]
+        if code in _NO_ANSWER:
+            return f"{code.name}: {exc.details()}"  # type: ignore[attr-defined]
+    return None
 
 
 class StopRequest:
-    """Whether a stop signal came (call it: True once one did) and which (``signum``)."""
+    """Whether the command was asked to stop (call it: True once it was) and why: a signal
+    (``signum``) or :data:`SERVER_LOST` (``lost``: the health check's answer)."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.lost: str | None = None
+        self._checking = threading.Lock()
 
     def __call__(self) -> bool:
-        return self.signum is not None
+        return self.signum is not None or self.lost is not None
 
     @property
     def name(self) -> str:
-        """The signal's name (``SIGINT``), ``""`` before one came."""
-        return "" if self.signum is None else signal.Signals(self.signum).name
+        """The signal's name (``SIGINT``), :data:`SERVER_LOST`, ``""`` before a stop."""
+        if self.signum is not None:
+            return signal.Signals(self.signum).name
+        return SERVER_LOST if self.lost is not None else ""
 
     @property
     def exit_status(self) -> int:
-        """``128 + signum`` (the shell's status of a command a signal ended), 0 before one."""
-        return 0 if self.signum is None else 128 + self.signum
+        """``128 + signum`` (the shell's status of a command a signal ended), 1 for a lost
+        server, 0 before a stop."""
+        if self.signum is not None:
+            return 128 + self.signum
+        return 1 if self.lost is not None else 0
+
+    def stopped_text(self) -> str:
+        """What stopped the command, in rich markup: ``stopped by SIGINT``, or ``stopped: server
+        lost`` with the health check's answer."""
+        if self.signum is None and self.lost is not None:
+            return f"[red]stopped: {SERVER_LOST}[/red] ({plain(self.lost)})"
+        return f"[yellow]stopped by {self.name}[/yellow]"
+
+    def check_server(self, channel: grpc.Channel, doing: str = "episode") -> bool:
+        """After an episode failed UNAVAILABLE: when the server behind ``channel`` does not
+        answer a health check (:func:`server_silence`), stop (:data:`SERVER_LOST`) and say on
+        stderr that no new ``doing`` starts. One check at a time; none once stopped. Returns
+        whether the command is stopped."""
+        with self._checking:
+            if self():
+                return True
+            silence = server_silence(channel)
+            if silence is None:
+                return False
+            self.lost = silence
+        console.print(
+            f"[red]{SERVER_LOST}:[/red] the server does not answer a health check "
+            f"({plain(silence)}); no new {doing} starts; waiting for those in flight to end"
+        )
+        return True
 
 
 @contextlib.contextmanager

@@ -55,6 +55,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
+from workplace_env.interrupts import StopRequest
 from workplace_env.locks import only_writer
 from workplace_env.runner import case_id_of
 from workplace_env.sandbox.tools import TOOLS
@@ -340,10 +341,13 @@ def collect_rollouts(
     (:func:`run_plan`) with the policy and the server's tools; every line records the plan and
     the sandbox under ``workplace_env``. ``on_start(n)`` gets the number of episodes to play,
     ``on_done(line)`` each written line; once ``stop()`` is true no further episode starts
-    (those in flight end and are written). Raises :class:`PlanMismatch` (nothing played or
-    written) when the existing files hold another plan (:func:`check_plan`), unless
-    ``overwrite`` deletes them (:func:`output_files`); :class:`OSError` when a file cannot be
-    written.
+    (those in flight end and are written). A :class:`~workplace_env.interrupts.StopRequest`
+    ``stop`` is also raised when an episode is masked ``workplace_env:environment_error`` and
+    the server does not answer a health check
+    (:meth:`~workplace_env.interrupts.StopRequest.check_server`). Raises
+    :class:`PlanMismatch` (nothing played or written) when the existing files hold another
+    plan (:func:`check_plan`), unless ``overwrite`` deletes them (:func:`output_files`);
+    :class:`OSError` when a file cannot be written.
     """
     tools = client.list_tools()
     overrides = dict(sampling or {})
@@ -425,6 +429,8 @@ def collect_rollouts(
             played.append(1)
             if rollout.failure_kind == MODEL_CONFIG_ERROR and not config_errors:
                 config_errors.append(str(rollout.failure_reason))
+        if rollout.failure_kind == ENVIRONMENT_ERROR and isinstance(stop, StopRequest):
+            stop.check_server(client.channel)
         if on_done is not None:
             on_done(line)
 

@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from workplace_env.interrupts import StopRequest
 from workplace_env.jsonl import episode_problem
 from workplace_env.parity import outputs_match, state_digests, state_mismatches
 from workplace_env_client import (
@@ -393,7 +394,10 @@ def run_lines(
     """Run every line as an episode with ``concurrency`` in flight; summarise.
 
     Once ``stop()`` is true no further line starts (those in flight end); the lines never
-    started are counted in ``not_started``, the others summarised as usual.
+    started are counted in ``not_started``, the others summarised as usual. A
+    :class:`~workplace_env.interrupts.StopRequest` ``stop`` is also raised when an episode
+    failed ``server_unavailable`` and the server does not answer a health check
+    (:meth:`~workplace_env.interrupts.StopRequest.check_server`).
 
     ``on_done`` is called once per finished episode (progress bars); ``admin_token`` is sent
     with the exports that check ``tables_after``. ``line_numbers`` are the lines' physical
@@ -421,6 +425,8 @@ def run_lines(
             own = isinstance(exc, LineError | EpisodeFailure)
             detail = str(exc) if own else f"{type(exc).__name__}: {exc}"
             res.mismatches.append(Mismatch(case_id, res.failure, detail))
+            if res.failure == "server_unavailable" and isinstance(stop, StopRequest):
+                stop.check_server(client.channel)
         if on_done is not None:
             on_done(res)
         return res

@@ -27,7 +27,6 @@ from typing import Any
 
 import grpc
 from rich import box
-from rich.console import Console
 from rich.table import Table
 
 from workplace_env.interrupts import rerun_command, stop_on_signals
@@ -59,6 +58,7 @@ from workplace_env.server.serve import connect
 from workplace_env.task_sandbox import check_run_sandbox, sandbox_json, sandbox_text
 from workplace_env.terminal import (
     CommandError,
+    Terminal,
     console,
     episode_progress,
     path_problem,
@@ -124,10 +124,10 @@ def print_summary(summary: RunSummary, title: str) -> None:
     print_table(table)
     for kind, count in summary.failed.items():
         if count:
-            Console().print(f"[red]episodes failed ({FAILURE_KINDS[kind]})[/red] {count}")
+            Terminal().print(f"[red]episodes failed ({FAILURE_KINDS[kind]})[/red] {count}")
     for m in summary.mismatches[:10]:
         label = "failed" if m.kind in FAILURE_KINDS else "mismatch"
-        Console().print(f"[yellow]{label}[/yellow] {plain(f'{m.case_id} {m.kind}: {m.detail}')}")
+        Terminal().print(f"[yellow]{label}[/yellow] {plain(f'{m.case_id} {m.kind}: {m.detail}')}")
 
 
 def warn_unrecorded(lines: Sequence[Mapping[str, Any]]) -> None:
@@ -186,7 +186,9 @@ def run_scripted(
     ``recorded`` policy, lines with no recorded calls are warned about. The summary names the
     sandbox (``sandbox`` in ``json_out``). Returns the exit status: 1 when an output, state or
     reward differs from the recording or an episode failed (any of
-    :data:`~workplace_env.runner.FAILURE_KINDS`), else 0."""
+    :data:`~workplace_env.runner.FAILURE_KINDS`), else 0; after a stop (a signal, or the
+    server found gone: :class:`~workplace_env.interrupts.StopRequest`) the summary and the
+    command that plays the file again are printed and the status is the stop's."""
     refuse_data_dir_with_target(target, data_dir)
     numbers = list(line_numbers or range(1, len(lines) + 1))
     if policy == "recorded":
@@ -227,7 +229,7 @@ def run_scripted(
             ) from exc
     if stop():
         console.print(
-            f"[yellow]stopped by {stop.name}[/yellow] "
+            f"{stop.stopped_text()} "
             + plain(
                 f"after {summary.episodes} of {len(lines)} episodes, {summary.not_started} not "
                 f"started; to play every line again: {rerun_command()}"
@@ -364,7 +366,9 @@ def run_model_policy(
     scored, a failure of the model that its pass rate counts); 1 when an episode is masked
     for the endpoint or the environment (``provider_*``, ``session_*``,
     ``workplace_env:environment_error``: not a score of the model, played again by a rerun
-    with the same ``--out``), or, with ``options.fail_on_masked``, when any episode is masked.
+    with the same ``--out``), or, with ``options.fail_on_masked``, when any episode is masked;
+    after a stop (a signal, or the server found gone:
+    :class:`~workplace_env.interrupts.StopRequest`), the stop's, with the resume command.
     Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package,
     ``data_dir`` with ``target``, an unwritable output, an ``out`` another run is writing
     (:func:`~workplace_env.model_runs.only_run_into`, naming its pid), or an ``out`` holding
@@ -508,7 +512,7 @@ def _collect_and_report(
         )
     if stop():
         console.print(
-            f"[yellow]stopped by {stop.name}[/yellow] "
+            f"{stop.stopped_text()} "
             + plain(f"{result.not_started} episodes not started; to resume: {resume}")
         )
         return stop.exit_status

@@ -10,15 +10,22 @@
   status (2 for bad input, as click does for a bad flag; 1 for a refused operation);
 * :func:`checked_path`: a path argument that a command reads or writes, or the problem with it
   named (empty, missing, not a directory, ...);
-* :class:`HelpGroup`: the commands' help, as plain text with each command's summary whole.
+* :class:`HelpGroup`: the commands' help, as plain text with each command's summary whole,
+  and every command's output closed by its reader (``| head -1``) ending it quietly with
+  :data:`BROKEN_PIPE_STATUS` (:func:`broken_pipe_exits`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import inspect
 import io
 import os
 import re
+import signal
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,7 +37,21 @@ from rich.segment import Segment
 from rich.table import Table
 from typer.core import TyperGroup
 
-console = Console(stderr=True, soft_wrap=True)
+
+class Terminal(Console):
+    """A rich console whose output closed by its reader raises :class:`BrokenPipeError` (to
+    :func:`broken_pipe_exits`), where rich's own exits with status 1. Every console of the
+    commands is one."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
+console = Terminal(stderr=True, soft_wrap=True)
+#: The exit status of a command whose reader closed its output early: 128 + SIGPIPE, as a
+#: shell reports a command that SIGPIPE ended (``yes | head -1``).
+BROKEN_PIPE_STATUS = 128 + signal.SIGPIPE
 
 
 class CommandError(Exception):
@@ -127,9 +148,9 @@ def print_table(table: Table) -> None:
         cells = [len(str(cell)) for cell in column.cells]
         column.min_width = max([*cells, *map(len, words)], default=1)
         column.overflow = "fold"
-    out = Console()
+    out = Terminal()
     if _rendered_width(table, out.width) > out.width:
-        out = Console(width=Console(width=10_000).measure(table).maximum)
+        out = Terminal(width=Console(width=10_000).measure(table).maximum)
     out.print(table)
 
 
@@ -168,9 +189,31 @@ def summary(command: click.Command) -> str:
     return " ".join(text.split("\n\n", 1)[0].split())
 
 
+@contextlib.contextmanager
+def broken_pipe_exits() -> Iterator[None]:
+    """Within the block (and at its end, when stdout is flushed), an output whose reader has
+    gone (:class:`BrokenPipeError`: ``workplace-env ... | head -1``) exits the process with
+    :data:`BROKEN_PIPE_STATUS`, quietly: no traceback, and what is still buffered for stdout
+    and stderr is dropped."""
+    try:
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        discard = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(discard, stream.fileno())
+        os.close(discard)
+        raise SystemExit(BROKEN_PIPE_STATUS) from None
+
+
 class HelpGroup(TyperGroup):
     """A command group whose help (and every command's and option's help under it) is plain
-    text, and whose command list shows each command's :func:`summary` whole, wrapped."""
+    text, and whose command list shows each command's :func:`summary` whole, wrapped. Its
+    help, its commands and their output end as :func:`broken_pipe_exits` says when the
+    reader of their output goes away."""
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
@@ -181,6 +224,14 @@ class HelpGroup(TyperGroup):
             for param in command.params:
                 if getattr(param, "help", None):
                     param.help = plain_help(param.help)  # type: ignore[attr-defined]
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        with broken_pipe_exits():  # --help, --version
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with broken_pipe_exits():
+            return super().invoke(ctx)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []

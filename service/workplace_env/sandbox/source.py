@@ -13,13 +13,17 @@ Only data files are read: the CSVs and the JSONL task files found with them (in 
 every line is an episode ``run`` plays (:func:`task_file_problem`); the others (NeMo Gym's
 ``example_rollouts.jsonl``: responses and rewards without a ground truth) are skipped, named.
 Every CSV must have the SHA-256 of :data:`SANDBOX_SHA256` (NeMo Gym 0.7.0's files); one that
-differs or is missing is refused, named, before anything is written.
+is missing or changed is refused, named with how it changed (its rows and header against the
+known file's), before anything is written. ``--data-dir DIR`` plays any directory of that
+layout, saying which of its CSVs are missing, changed or added when it is not the sandbox.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import importlib.util
+import io
 import os
 import subprocess
 import sys
@@ -34,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from workplace_env.jsonl import episode_problem, jsonl_objects
-from workplace_env.sandbox.tables import CSV_FILES
+from workplace_env.sandbox.tables import COLUMNS, CSV_FILES
 from workplace_env.terminal import CommandError, checked_path, path_problem
 
 #: The source ``data fetch`` uses when none is given.
@@ -56,6 +60,20 @@ SANDBOX_SHA256: Mapping[str, str] = {
     "project_tasks.csv": "fa0c05d5609f49e905342bd12592b09f23eff6147dcf607b808703f45ddbeaeb",
 }
 assert set(SANDBOX_SHA256) == set(CSV_FILES.values())
+#: Data rows of each CSV of the WorkBench sandbox, its header apart (``email_addresses.csv``
+#: has none: every line is an address).
+SANDBOX_ROWS: Mapping[str, int] = {
+    "analytics_data.csv": 1000,
+    "calendar_events.csv": 300,
+    "customer_relationship_manager_data.csv": 200,
+    "email_addresses.csv": 20,
+    "emails.csv": 500,
+    "project_tasks.csv": 300,
+}
+#: The header of each CSV of the sandbox that has one (its table's columns, in file order).
+SANDBOX_HEADERS: Mapping[str, tuple[str, ...]] = {
+    name: COLUMNS[key] for key, name in CSV_FILES.items() if name != "email_addresses.csv"
+}
 
 #: A NeMo Gym venv (the tests' black-box venv) whose data ``nemo-gym`` reads when it is set.
 NEMO_VENV_ENV = "WORKPLACE_ENV_NEMO_VENV"
@@ -97,29 +115,69 @@ def sha256_hex(data: bytes) -> str:
 
 def verify_directory(directory: Path) -> None:
     """Check the six CSVs of ``directory`` against :data:`SANDBOX_SHA256`. Raises
-    :class:`CommandError` (exit 2) naming every missing or differing file (expected and found
-    digest)."""
-    problems = []
+    :class:`CommandError` (exit 2) naming every file that differs
+    (:func:`sandbox_differences`: each missing or changed CSV, with how, and each CSV added)."""
+    differences = sandbox_differences(directory)
+    if any(not d.startswith("added ") for d in differences):
+        raise CommandError(f"{directory} is not the WorkBench sandbox:", "; ".join(differences))
+
+
+def sandbox_differences(directory: Path) -> list[str]:
+    """How the CSVs of ``directory`` differ from the WorkBench sandbox's, one text each, or
+    ``[]``: ``missing NAME``, ``changed NAME (...)`` (:func:`csv_change`: its rows, header and
+    digests), ``NAME cannot be read: ...``, and ``added NAME`` for a ``*.csv`` no table is read
+    from (named only when one of the six differs)."""
+    found: list[str] = []
     for name, expected in sorted(SANDBOX_SHA256.items()):
         path = directory / name
         try:
-            found = sha256_hex(path.read_bytes())
+            data = path.read_bytes()
         except FileNotFoundError:
-            problems.append(f"{name} is missing from {directory}")
+            found.append(f"missing {name}")
             continue
         except OSError as exc:
-            problems.append(f"{name} cannot be read: {exc}")
+            found.append(f"{name} cannot be read: {exc}")
             continue
-        if found != expected:
-            problems.append(_differs(name, expected, found, str(path)))
-    if problems:
-        raise CommandError("not the WorkBench sandbox:", "; ".join(problems))
+        if sha256_hex(data) != expected:
+            found.append(csv_change(name, data, str(path)))
+    if found:
+        try:
+            others = sorted(p.name for p in directory.glob("*.csv") if p.name not in SANDBOX_SHA256)
+        except OSError:
+            others = []
+        found += [f"added {name} (no table of the sandbox: not read)" for name in others]
+    return found
 
 
-def _differs(name: str, expected: str, found: str, where: str) -> str:
-    return (
-        f"{name} differs from the known file ({where}): expected sha256 {expected}, found {found}"
-    )
+#: What differs in a CSV with the known file's rows and header.
+_OTHER_CONTENT = "cells, quoting, blank lines or line endings"
+
+
+def csv_change(name: str, data: bytes, where: str) -> str:
+    """How the CSV ``data`` of the sandbox file ``name`` (read from ``where``) differs from the
+    known one: ``changed NAME (WHERE): ...`` with its data rows against :data:`SANDBOX_ROWS`
+    (``N rows, the known file has M``), its header's columns missing or added against
+    :data:`SANDBOX_HEADERS`, or ``the same N rows and header, other content``; then its SHA-256
+    and the expected one. Text that is not UTF-8 or not CSV is said so."""
+    digests = f"sha256 {sha256_hex(data)}, expected {SANDBOX_SHA256[name]}"
+    try:
+        records = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        return f"changed {name} ({where}): not readable as UTF-8 CSV ({exc}); {digests}"
+    header = SANDBOX_HEADERS.get(name)
+    has_header = header is not None and bool(records) and tuple(records[0]) == header
+    rows = len(records) - (1 if header is not None and records else 0)
+    how = []
+    if rows != SANDBOX_ROWS[name]:
+        how.append(f"{rows} rows, the known file has {SANDBOX_ROWS[name]}")
+    if header is not None and not has_header:
+        got = records[0] if records else []
+        parts = [f"column {c} missing" for c in header if c not in got]
+        parts += [f"column {c} added" for c in got if c not in header]
+        how.append("header: " + (", ".join(parts) if parts else "its columns in another order"))
+    if not how:
+        how.append(f"the same {rows} rows and header, other content ({_OTHER_CONTENT})")
+    return f"changed {name} ({where}): {', '.join(how)}; {digests}"
 
 
 def fetch_data(source: str | None, dest: Path, log: Log, argument: str = "--from") -> Path:
@@ -159,13 +217,21 @@ def fetch_data(source: str | None, dest: Path, log: Log, argument: str = "--from
 
 def data_dir_of(value: str, log: Log) -> Path:
     """The CSV directory ``--data-dir VALUE`` names: a directory as it is (not a NeMo Gym venv
-    or site-packages: its CSVs are loaded unchecked, any sandbox of that layout); any other
-    source is fetched into :func:`default_data_dir` first, unless that already verifies (every
-    verified sandbox is the same bytes). Raises :class:`CommandError` as :func:`fetch_data`."""
+    or site-packages: its CSVs are loaded unchecked, any sandbox of that layout; ``log`` gets
+    how they differ from the WorkBench sandbox when they do, :func:`sandbox_differences`);
+    any other source is fetched into :func:`default_data_dir` first, unless that already
+    verifies (every verified sandbox is the same bytes). Raises :class:`CommandError` as
+    :func:`fetch_data`."""
     if not (value == NEMO_GYM or value.startswith(_URL_SCHEMES)):
         _check_source_path(value, "--data-dir")
     path = Path(value).expanduser()
     if path.is_dir() and _nemo_package_in(path) is None:
+        if differences := sandbox_differences(path):
+            log(
+                f"--data-dir {value} is not the WorkBench sandbox: {'; '.join(differences)}. "
+                "Its tables are played as they are; for the WorkBench ones, use the directory "
+                "'workplace-env data fetch' prints."
+            )
         return path
     dest = default_data_dir()
     try:
@@ -418,11 +484,10 @@ def _select(files: Files, source: str, log: Log) -> tuple[dict[str, bytes], dict
             if name in csvs:
                 continue
             data = read()
-            found = sha256_hex(data)
-            if found == SANDBOX_SHA256[name]:
+            if sha256_hex(data) == SANDBOX_SHA256[name]:
                 csvs[name] = data
             else:
-                mismatches.setdefault(name, _differs(name, SANDBOX_SHA256[name], found, str(path)))
+                mismatches.setdefault(name, csv_change(name, data, str(path)))
         elif name in tasks:
             log(f"skipped {path}: the task file {tasks[name]} of the same name was taken")
         elif (problem := task_file_problem(data := read(), str(path))) is not None:
@@ -430,7 +495,7 @@ def _select(files: Files, source: str, log: Log) -> tuple[dict[str, bytes], dict
         else:
             tasks[name], task_data[name] = path, data
     problems = [
-        mismatches.get(name, f"{name} is missing")
+        mismatches.get(name, f"missing {name}")
         for name in sorted(SANDBOX_SHA256)
         if name not in csvs
     ]
