@@ -9,7 +9,7 @@ reversed every repetition, so drift in the machine's load falls on every variant
 grpc plan through the SDK, or, for the echo variants, ``http_bench.py``'s echo plan (as many
 unary RPCs of 64 bytes per episode, empty answers). For each run it reads the server's CPU
 (user + system, ``/proc``) and splits it by thread: grpcio's serving thread (``poll``: the
-completion-queue loop, request matching, interceptors), the handler threads (``pool``: the
+completion-queue loop, request matching), the handler threads (``pool``: the
 server's thread pool; ``lane``: :class:`~workplace_env.server.guard.Lane`), gRPC core's own
 threads (``core``) and the rest (``other``); and the voluntary context switches. It prints,
 per level, the median server CPU ms per episode of each variant, the median and range of its
@@ -26,12 +26,10 @@ Variants (``--variants``, any order), each ``SERVER`` or ``SERVER@CLIENT``:
   the server), each answering the serialized first response it produced;
 * ``canned``: ``bare`` whose methods answer the first response they produced;
 * ``bare``: ``grpc.server`` with a 4-thread pool and the server's options, the environment
-  servicer registered as generated (registered methods), no interceptors, lane or metrics;
+  servicer registered as generated (registered methods), no pipeline, lane or metrics;
 * ``bare-generic``: ``bare`` found through a generic handler instead;
 * ``serve``: ``workplace-env serve``'s server as built by ``start_server`` (the production
   wiring, without the co-hosted gateway);
-* ``serve-noint``: ``serve``'s environment handlers registered as the methods, no server
-  interceptor (admission taken when grpcio submits the RPC to the lane);
 * ``serve-nometrics``, ``serve-nocheck``: ``serve`` without the counting wrapper (metrics,
   timing, logs), without the session header check: measurement only;
 * ``...+pin`` (e.g. ``echo+pin``, ``serve+pin``): the variant with all its threads on one
@@ -167,7 +165,8 @@ def _time_pieces() -> None:
     """Time, by thread CPU, the pieces of the environment RPCs' path in this process: request
     parsing, the whole behaviour (metrics, checks, servicer), the servicer alone, response
     serialization. Written to the file named by ``$LADDER_TIMED`` on SIGUSR1."""
-    from workplace_env.server import dispatch
+    from workplace_env.server import observability, pipeline
+    from workplace_env.server.app import SERVICE_NAME
     from workplace_env.server.servicer import EnvironmentServicer
 
     for name in ("SeedSession", "CallTool", "Verify", "CloseSession"):
@@ -177,62 +176,24 @@ def _time_pieces() -> None:
 
     for name in ("execute", "encode_output", "parse_arguments"):  # inside CallTool
         setattr(lifecycle, name, _timed(f"tool.{name}", getattr(lifecycle, name)))
-    counting, safe, compose = dispatch.counting, dispatch.safe_deserializer, dispatch._compose
-    dispatch.counting = lambda inner, rpc, metrics: _timed(
+    counting, lenient, wrap = observability._counting, pipeline.lenient, pipeline.Pipeline._wrap
+    observability._counting = lambda inner, rpc, metrics: _timed(
         "behaviour", counting(inner, rpc, metrics)
     )
-    dispatch.safe_deserializer = lambda d: _timed("parse", safe(d))
-    dispatch._compose = lambda handler, *rest: compose(
-        handler._replace(response_serializer=_timed("serialize", handler.response_serializer)),
-        *rest,
-    )
+    pipeline.lenient = lambda d: _timed("parse", lenient(d))
+
+    def timed_wrap(self: Any, service: str, name: str, handler: Any) -> Any:
+        if service == SERVICE_NAME:
+            serializer = _timed("serialize", handler.response_serializer)
+            handler = handler._replace(response_serializer=serializer)
+        return wrap(self, service, name, handler)
+
+    pipeline.Pipeline._wrap = timed_wrap  # type: ignore[method-assign]
 
     def dump(signum: int, frame: Any) -> None:
         Path(os.environ["LADDER_TIMED"]).write_text(json.dumps(TIMED))
 
     signal.signal(signal.SIGUSR1, dump)
-
-
-def _serve_without_interceptors(data_dir: str | None) -> tuple[Any, int]:
-    """``serve``'s environment path with no server interceptor: the dispatch's admitted
-    handlers registered as the methods, admission taken when grpcio submits the RPC to the
-    lane (at arrival, as the dispatch does). Measurement only: nothing is refused here, and
-    the other services are registered bare."""
-    from concurrent import futures
-
-    import grpc
-    from grpc_health.v1 import health, health_pb2_grpc
-
-    from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-    from workplace_env.server.app import SERVICE_NAME, _Handlers, server_options
-    from workplace_env.server.dispatch import EnvironmentDispatch
-    from workplace_env.server.guard import Admission, Lane
-    from workplace_env.server.observability import Metrics
-    from workplace_env.server.servicer import EnvironmentServicer
-
-    class AdmittingLane(Lane):
-        def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-            if self.admission.try_enter(False) is not None:
-                raise RuntimeError("refused (not measured here)")
-            return super().submit(fn, *args, **kwargs)
-
-    admission = Admission(256, 16)
-    lane = AdmittingLane(admission, 4)
-    collected = _Handlers()
-    pb_grpc.add_EnvironmentServiceServicer_to_server(
-        EnvironmentServicer(_store(data_dir)), collected
-    )
-    dispatch = EnvironmentDispatch(collected.handlers, admission, lane, Metrics())
-    pool = futures.ThreadPoolExecutor(max_workers=260, thread_name_prefix="rpc")
-    server = grpc.server(pool, options=server_options())
-    server.add_registered_method_handlers(
-        SERVICE_NAME,
-        {full.rsplit("/", 1)[1]: pair[0] for full, pair in dispatch._handlers.items()},
-    )
-    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    return server, port
 
 
 def start_variant(variant: str, data_dir: str | None) -> tuple[Any, int]:
@@ -254,18 +215,16 @@ def start_variant(variant: str, data_dir: str | None) -> tuple[Any, int]:
                 ),
             },
         )
-    elif variant == "serve-noint":
-        return _serve_without_interceptors(data_dir)
     elif variant in ("serve", "serve-timed", "serve-nometrics", "serve-nocheck"):
-        from workplace_env.server import dispatch
+        from workplace_env.server import affinity, observability
         from workplace_env.server.app import start_server
 
         if variant == "serve-timed":
             _time_pieces()
         elif variant == "serve-nometrics":  # measurement only: no counting, timing or logs
-            dispatch.counting = lambda inner, rpc, metrics: inner
+            observability._counting = lambda inner, rpc, metrics: inner
         elif variant == "serve-nocheck":  # measurement only: no session header check
-            dispatch.check_session_header = lambda request, rpc, context: None
+            affinity.check_session_header = lambda request, rpc, context: None
 
         running = start_server(_store(data_dir), "127.0.0.1:0")
         return running.server, running.port
@@ -293,20 +252,18 @@ def start_variant(variant: str, data_dir: str | None) -> tuple[Any, int]:
             handlers[method.name] = grpc.unary_unary_rpc_method_handler(answer)
         server.add_registered_method_handlers(service.full_name, handlers)
     elif variant == "bare-generic":
-        from workplace_env.server.app import _Handlers
         from workplace_env.server.servicer import EnvironmentServicer
 
         server = _plain_server()
-        collected = _Handlers()
+
+        class GenericOnly:  # registers the generated generic handler, not the named methods
+            add_generic_rpc_handlers = server.add_generic_rpc_handlers
+
+            def add_registered_method_handlers(self, service: str, handlers: Any) -> None:
+                pass
+
         pb_grpc.add_EnvironmentServiceServicer_to_server(
-            EnvironmentServicer(_store(data_dir)), collected
-        )
-        by_service: dict[str, dict[str, Any]] = {}
-        for full, handler in collected.handlers.items():
-            service, _, method = full[1:].partition("/")
-            by_service.setdefault(service, {})[method] = handler
-        server.add_generic_rpc_handlers(
-            tuple(grpc.method_handlers_generic_handler(s, h) for s, h in by_service.items())
+            EnvironmentServicer(_store(data_dir)), GenericOnly()
         )
     elif variant in ("bare", "canned"):
         from workplace_env.server.servicer import EnvironmentServicer

@@ -7,7 +7,7 @@ A child process serves the environment the way ``workplace-env serve`` does, wit
 it starts (grpcio's poller, the RPC pool) under its own ``cProfile.Profile`` timed by
 ``time.thread_time`` (CPU, not wall clock: waiting for the GIL or a core does not count). The
 grpc path of ``http_bench.py`` runs its episodes against it; then the stats of all threads are
-merged and it prints the share of a few groups (grpcio's Python layer, our interceptors, the
+merged and it prints the share of a few groups (grpcio's Python layer, our pipeline's steps, the
 servicer and message conversion, the environment, metrics) and the functions with the most own
 CPU time. ``--echo`` profiles ``http_bench.py``'s echo server instead (the floor). cProfile's
 own overhead inflates Python-heavy code against C code: read the shares, not the totals.
@@ -30,9 +30,8 @@ sys.path.insert(0, str(REPO / "bench"))
 
 GROUPS = {
     "grpcio (server machinery)": ("grpc/_server.py", "grpc/_common.py", "grpc/_utilities.py"),
-    "RPC path (interceptors, dispatch, guard, session header, metrics wrapper)": (
-        "grpc/_interceptor.py",
-        "server/dispatch.py",
+    "RPC path (pipeline: guard, session header, admin token, metrics wrapper)": (
+        "server/pipeline.py",
         "server/guard.py",
         "server/affinity.py",
         "server/admin.py",

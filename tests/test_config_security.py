@@ -686,10 +686,10 @@ def test_an_admin_token_that_cannot_be_sent_is_refused_from_every_source(
 
 
 def test_a_blank_admin_token_in_code_is_refused_by_the_guard():
-    from workplace_env.server.admin import AdminTokenInterceptor
+    from workplace_env.server.admin import AdminToken
 
     with pytest.raises(ValueError, match="blank"):
-        AdminTokenInterceptor("   ")
+        AdminToken("   ")
 
 
 def test_a_short_admin_token_is_warned_about_and_a_long_one_is_not():

@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from types import SimpleNamespace
 from typing import Any
 
 import grpc
@@ -39,7 +38,8 @@ from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.config import ConfigError, Settings, load_settings
 from workplace_env.gateway import start_gateway
 from workplace_env.server.app import start_server
-from workplace_env.server.guard import Admission, GuardInterceptor
+from workplace_env.server.guard import Admission, Admit
+from workplace_env.server.pipeline import Method
 from workplace_env.server.serve import drain_and_stop
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionStore
@@ -497,7 +497,7 @@ def test_X3_an_admin_stream_gives_its_slot_back_before_its_status_is_sent(kind):
     runs after it has sent the status: now it is free when the stream's last message is out
     (grpcio sends the status only after the iterator ends), exactly once, however it ends."""
     admission = Admission(max_rpcs=1, max_admin_rpcs=1)
-    guard = GuardInterceptor(admission, "/admin/")
+    admit = Admit(admission, lane=None, admin_service="admin")  # type: ignore[arg-type]
 
     def export(_request, _context):  # type: ignore[no-untyped-def]
         yield b"part-1"
@@ -508,9 +508,8 @@ def test_X3_an_admin_stream_gives_its_slot_back_before_its_status_is_sent(kind):
         raise RuntimeError("the export failed")
 
     def call(behaviour, context):  # type: ignore[no-untyped-def]
-        make = getattr(grpc, f"{kind}_rpc_method_handler")
-        details = SimpleNamespace(method="/admin/Export")
-        guarded = getattr(guard.intercept_service(lambda _d: make(behaviour), details), kind)
+        method = Method("admin", "Export", kind == "stream_stream", True)
+        guarded = admit(method, behaviour)
         return guarded(b"" if kind == "unary_stream" else iter([b""]), context)
 
     read = _StreamContext()

@@ -4,7 +4,7 @@ Checkpoint export, batch restore and retire, over the store's checkpoint methods
 snapshot carries the server's sandbox identity, and a restore of snapshots taken on another
 sandbox is refused before anything is installed (:func:`sandbox_mismatch`). The admin
 service is off unless the server has an ``admin_token`` (or an explicit ``admin_open``):
-:class:`AdminTokenInterceptor` refuses admin calls without the metadata
+the :class:`AdminToken` step refuses admin calls without the metadata
 ``authorization: Bearer <token>`` (UNAUTHENTICATED with ErrorInfo, CONTRACT A1); the
 environment service stays open.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import hmac
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 
@@ -26,6 +27,7 @@ from workplace_env.model import session_id_violations
 from workplace_env.sandbox.table import is_missing
 from workplace_env.sandbox.tables import DIRECTORY, BaseTables
 from workplace_env.server import convert
+from workplace_env.server.pipeline import Behaviour, Method
 from workplace_env.server.servicer import _rpc, check_truth_bound
 from workplace_env.server.status import to_status
 from workplace_env.sessions import SessionStore
@@ -210,14 +212,14 @@ def _directory_of(message: admin_pb.SessionSnapshot, base: BaseTables) -> list[o
     return [None if is_missing(v) else v for v in table.data["email_address"]]
 
 
-class AdminTokenInterceptor(grpc.ServerInterceptor):
-    """The admin guard (CONTRACT A1): admin RPCs need ``authorization: Bearer <token>``.
+class AdminToken:
+    """Step: the admin guard (CONTRACT A1): admin RPCs need ``authorization: Bearer <token>``.
 
     With ``token`` None the admin service is off: every admin RPC is refused
     (``ADMIN_DISABLED``) unless ``open_admin`` was chosen explicitly. Refusals are
     UNAUTHENTICATED with an ``ErrorInfo`` (``ADMIN_TOKEN_REQUIRED``, ``ADMIN_TOKEN_INVALID``,
-    ``ADMIN_DISABLED``); the environment service is never guarded. A ``token`` that cannot
-    be one (blank, whitespace at an end, not printable ASCII:
+    ``ADMIN_DISABLED``), before anything else of the RPC; the environment service is never
+    guarded. A ``token`` that cannot be one (blank, whitespace at an end, not printable ASCII:
     :func:`~workplace_env.config.admin_token_problem`) is a ValueError.
     """
 
@@ -226,11 +228,8 @@ class AdminTokenInterceptor(grpc.ServerInterceptor):
             raise ValueError(f"admin token {admin_token_problem(token)}")
         self._token = token.encode() if token else None
         self._open = open_admin and not token
-        self._prefix = f"/{ADMIN_SERVICE_NAME}/"
 
     def _refusal(self, metadata: object) -> Unauthenticated | None:
-        if self._open:
-            return None
         if self._token is None:
             return Unauthenticated(
                 "the admin RPCs are off: start the server with --admin-token "
@@ -251,21 +250,15 @@ class AdminTokenInterceptor(grpc.ServerInterceptor):
             )
         return None
 
-    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
-        if not handler_call_details.method.startswith(self._prefix):
-            return continuation(handler_call_details)
-        refusal = self._refusal(handler_call_details.invocation_metadata)
-        if refusal is None:
-            return continuation(handler_call_details)
-        rpc = handler_call_details.method.rsplit("/", 1)[-1]
-        status = to_status(refusal, rpc)
+    def __call__(self, method: Method, behaviour: Behaviour) -> Behaviour:
+        if method.service != ADMIN_SERVICE_NAME or self._open:
+            return behaviour
+        rpc, refusal_of = method.name, self._refusal
 
-        def refuse(request, context):  # type: ignore[no-untyped-def]
-            context.abort_with_status(status)
+        def guarded(request: Any, context: grpc.ServicerContext) -> Any:
+            refusal = refusal_of(context.invocation_metadata())
+            if refusal is not None:
+                context.abort_with_status(to_status(refusal, rpc))
+            return behaviour(request, context)
 
-        handler = continuation(handler_call_details)
-        if handler is not None and handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(refuse)
-        if handler is not None and handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(refuse)
-        return grpc.unary_unary_rpc_method_handler(refuse)
+        return guarded

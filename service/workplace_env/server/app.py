@@ -21,12 +21,12 @@ from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env.addresses import BindError, bind_failure
 from workplace_env.config import Settings
-from workplace_env.server.admin import ADMIN_SERVICE_NAME, AdminServicer, AdminTokenInterceptor
-from workplace_env.server.affinity import SessionHeaderInterceptor
-from workplace_env.server.dispatch import EnvironmentDispatch
-from workplace_env.server.guard import RESERVED_THREADS, Admission, GuardInterceptor, Lane
+from workplace_env.server.admin import ADMIN_SERVICE_NAME, AdminServicer, AdminToken
+from workplace_env.server.affinity import session_header_guard
+from workplace_env.server.guard import RESERVED_THREADS, Admission, Admit, Lane, decode_guard
 from workplace_env.server.health import Health
-from workplace_env.server.observability import Metrics, start_metrics_server
+from workplace_env.server.observability import Metrics, metered, start_metrics_server
+from workplace_env.server.pipeline import Pipeline
 from workplace_env.server.servicer import EnvironmentServicer
 from workplace_env.sessions import SessionStore
 from workplace_env_client.client import KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS
@@ -72,6 +72,8 @@ class RunningServer:
     #: The verify bounds its servicer applies (a co-hosted gateway's servicer applies them too).
     max_verify_calls: int = Settings.max_verify_calls
     max_verify_output_items: int = Settings.max_verify_output_items
+    #: Its services' handlers wrapped in the server's steps, for in-process calls.
+    pipeline: Pipeline | None = None
 
     def start_draining(self) -> None:
         """X2 from now on: health NOT_SERVING, new seeds UNAVAILABLE; everything else serves."""
@@ -116,7 +118,7 @@ def build_server(
     admission: Admission | None = None,
     max_verify_calls: int = Settings.max_verify_calls,
     max_verify_output_items: int = Settings.max_verify_output_items,
-) -> tuple[grpc.Server, Health, Lane]:
+) -> tuple[grpc.Server, Health, Lane, Pipeline]:
     """An unstarted server with the environment, admin, health and reflection services.
 
     Admin RPCs need ``authorization: Bearer <admin_token>`` metadata; without a token they are
@@ -128,45 +130,44 @@ def build_server(
     ``max_verify_output_items`` entries (0: no bound). A request
     whose ``x-resources-session-id`` header names another session than its body is refused
     (INVALID_ARGUMENT SESSION_HEADER_MISMATCH), inside the metrics so it is counted.
-    The environment service's RPCs take a path of their own, built here once per method
-    (:mod:`workplace_env.server.dispatch`) and run on the returned :class:`Lane` (shut it down
-    after the server stops).
+    Every method of every service is wrapped once, here, in the steps of one
+    :class:`~workplace_env.server.pipeline.Pipeline` (returned: its handlers serve in-process
+    calls through the same steps); the environment's RPCs run on the returned :class:`Lane`
+    (shut it down after the server stops).
     """
     admission = admission or Admission(
         max_concurrent_rpcs, max_admin_rpcs, max_health_streams=max_health_streams
     )
-    lane = Lane(admission, max_workers)
+    pool = futures.ThreadPoolExecutor(
+        max_workers=admission.max_rpcs + admission.max_health_streams + RESERVED_THREADS,
+        thread_name_prefix="rpc",
+    )
+    lane = Lane(admission, max_workers, overflow=pool)
+    server = grpc.server(pool, options=server_options(max_message_bytes))
+    # The order of the steps, first outermost (each step's rule: its module).
+    steps = [
+        AdminToken(admin_token, open_admin=admin_open),
+        metered(metrics, SERVICE_NAME),
+        decode_guard,
+        Admit(admission, lane, ADMIN_SERVICE_NAME),
+        session_header_guard,
+    ]
+    pipeline = Pipeline(steps, server)
     servicer = EnvironmentServicer(
         store, max_verify_calls, max_message_bytes, max_verify_output_items
     )
-    environment = _Handlers()
-    pb_grpc.add_EnvironmentServiceServicer_to_server(servicer, environment)
-    interceptors: list[grpc.ServerInterceptor] = [
-        EnvironmentDispatch(environment.handlers, admission, lane, metrics),
-        AdminTokenInterceptor(admin_token, open_admin=admin_open),
-        GuardInterceptor(admission, f"/{ADMIN_SERVICE_NAME}/"),
-        SessionHeaderInterceptor(),
-    ]
-    server = grpc.server(
-        futures.ThreadPoolExecutor(
-            max_workers=admission.max_rpcs + admission.max_health_streams + RESERVED_THREADS,
-            thread_name_prefix="rpc",
-        ),
-        options=server_options(max_message_bytes),
-        interceptors=interceptors,
-    )
-    pb_grpc.add_EnvironmentServiceServicer_to_server(servicer, server)
+    pb_grpc.add_EnvironmentServiceServicer_to_server(servicer, pipeline)
     admin_grpc.add_EnvironmentAdminServiceServicer_to_server(
-        AdminServicer(store, max_message_bytes, max_verify_calls), server
+        AdminServicer(store, max_message_bytes, max_verify_calls), pipeline
     )
     health_servicer = Health()
     for name in ("", SERVICE_NAME):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, pipeline)
     reflection.enable_server_reflection(
-        (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        (SERVICE_NAME, ADMIN_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), pipeline
     )
-    return server, health_servicer, lane
+    return server, health_servicer, lane, pipeline
 
 
 def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
@@ -214,7 +215,7 @@ def start_server(
         settings.max_admin_rpcs,
         max_health_streams=settings.max_health_streams,
     )
-    server, health_servicer, lane = build_server(
+    server, health_servicer, lane, pipeline = build_server(
         store,
         metrics,
         max_workers=workers,
@@ -266,19 +267,5 @@ def start_server(
         admission,
         settings.max_verify_calls,
         settings.max_verify_output_items,
+        pipeline=pipeline,
     )
-
-
-class _Handlers:
-    """Stands in for a server at registration: keeps the method handlers by full name."""
-
-    def __init__(self) -> None:
-        self.handlers: dict[str, grpc.RpcMethodHandler] = {}
-
-    def add_generic_rpc_handlers(self, handlers: object) -> None:
-        pass  # the same handlers come by name below
-
-    def add_registered_method_handlers(
-        self, service: str, handlers: dict[str, grpc.RpcMethodHandler]
-    ) -> None:
-        self.handlers.update({f"/{service}/{name}": h for name, h in handlers.items()})

@@ -1,21 +1,23 @@
 """What reaches the servicers: decodable requests, within the concurrency limit (CONTRACT X3).
 
-:class:`GuardInterceptor` wraps every method handler:
+Two steps of the server's :class:`~workplace_env.server.pipeline.Pipeline`:
 
-* **Undecodable requests.** A message that is not a valid protobuf of the method's request type
+* :func:`decode_guard`: a message that is not a valid protobuf of the method's request type
   (garbage bytes, a string field that is not UTF-8) is answered INVALID_ARGUMENT, reason
   ``MALFORMED_REQUEST``, with a ``BadRequest``; gRPC's own answer would be INTERNAL.
-* **Admission.** At most ``max_concurrent_rpcs`` RPCs of the environment and admin services run
-  or wait at once, and at most ``max_admin_rpcs`` of them are admin RPCs (export and restore
-  streams hold their slot until the stream ends). Beyond either limit an RPC is answered at once
-  with RESOURCE_EXHAUSTED, reason ``TOO_MANY_RPCS``, and a ``RetryInfo``. Environment RPCs are
-  admitted when they arrive and then wait in the queue of a :class:`Lane`, whose ``workers``
-  threads run them (more only add GIL contention; docs/benchmarks.md).
+* :class:`Admit`: at most ``max_concurrent_rpcs`` RPCs of the environment and admin services
+  run or wait at once, and at most ``max_admin_rpcs`` of them are admin RPCs (export and
+  restore streams hold their slot until the stream ends). Beyond either limit an RPC is
+  answered at once with RESOURCE_EXHAUSTED, reason ``TOO_MANY_RPCS``, and a ``RetryInfo``.
+  Unary RPCs outside the admin, health and reflection services (the environment's) are
+  admitted by the :class:`Lane` when grpcio hands it the RPC on arrival, and then wait in its
+  queue for one of its ``workers`` threads (more only add GIL contention; docs/benchmarks.md);
+  a refused one runs on the server's pool, where the step answers it.
 * **Release.** An admitted RPC gives its slot back once, before its answer can reach the
   client (a client that has its answer and sends the next RPC at once must not find the last
-  one still counted). Environment RPCs: :meth:`Lane.release` and the lane's work item
-  (:mod:`workplace_env.server.dispatch`). Every other RPC takes its slot in one place,
-  :func:`held`, whose block spans the whole handler (a response stream's: every message),
+  one still counted). Lane RPCs: :meth:`Lane.release` when the behaviour returns, and the
+  lane's work item for one that never ran. Every other RPC takes its slot in one place,
+  :func:`held`, whose block spans the whole behaviour (a response stream's: every message),
   so every exit gives it back: a refusal of the header check, an error, the end of the
   stream; a stream never read to its end gives it back when the RPC ends.
 * **Health and reflection streams** (``Health/Watch``, ``ServerReflectionInfo``): at most
@@ -31,13 +33,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
 import grpc
 
 from workplace_env import errors
+from workplace_env.server.pipeline import Behaviour, Method, Undecodable, each_request, within
 from workplace_env.server.status import to_status
 from workplace_env_client import reasons
 
@@ -52,15 +55,6 @@ MALFORMED_REQUEST = reasons.MALFORMED_REQUEST.name
 MAX_HEALTH_STREAMS = 64
 
 _HEALTH_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
-
-
-class Undecodable:
-    """Stands in for a request whose bytes did not parse."""
-
-    __slots__ = ("why",)
-
-    def __init__(self, why: str) -> None:
-        self.why = why
 
 
 class TooManyRpcs(errors.CapacityExhausted):
@@ -112,13 +106,6 @@ class Admission:
                 return None
         return self._refusal(limit)
 
-    def refusal(self) -> TooManyRpcs | errors.Draining:
-        """The refusal of a non-admin RPC that :meth:`try_enter` did not admit: draining once
-        closed, else ``max_rpcs`` are admitted."""
-        if self._closed:
-            return self._draining()
-        return self._refusal(f"{self.max_rpcs} concurrent RPCs")
-
     @staticmethod
     def _draining() -> errors.Draining:
         return errors.Draining("the server is stopping; retry on another replica")
@@ -169,59 +156,70 @@ class Admission:
 
 
 class Lane(futures.ThreadPoolExecutor):
-    """The ``workers`` threads that run admitted environment RPCs, in arrival order.
+    """The ``workers`` threads that run admitted lane RPCs (:class:`Admit`), in arrival order.
 
-    grpcio submits an RPC here when its behaviour carries this lane as
-    ``experimental_thread_pool``; each work item gives back exactly one (non-admin) admission
-    slot, however it ends. The behaviour calls :meth:`release` when the handler returns, before
-    grpcio sends the answer, so a client holding an answer never finds that RPC still counted
-    (X3: it is no longer concurrent); the work item's end releases what the handler did not
-    (the handler may never run: a call cancelled before its request arrived). Waiting RPCs
+    grpcio submits an RPC here, on arrival, when its behaviour carries this lane as
+    ``experimental_thread_pool``. The lane takes a (non-admin) admission slot for it then: an
+    admitted RPC waits in the queue, and its work item gives the slot back exactly once,
+    however it ends; a refused one runs at once on ``overflow`` (the server's pool), where
+    :meth:`refusal` names why. The behaviour calls :meth:`release` when the handler returns,
+    before grpcio sends the answer, so a client holding an answer never finds that RPC still
+    counted (X3: it is no longer concurrent); the work item's end releases what the handler did
+    not (the handler may never run: a call cancelled before its request arrived). Waiting RPCs
     hold no thread, so only ``workers`` threads contend for the GIL.
     """
 
-    def __init__(self, admission: Admission, workers: int) -> None:
+    def __init__(self, admission: Admission, workers: int, overflow: futures.Executor) -> None:
         super().__init__(max_workers=workers, thread_name_prefix="env-rpc")
         self.admission = admission
-        # per lane thread: whether the RPC it runs still holds its slot
-        self._holds = threading.local()
+        self._overflow = overflow
+        # per thread: whether the lane RPC it runs still holds its slot (``slot``), or the
+        # refusal of the refused lane RPC it runs (``refused``)
+        self._here = threading.local()
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
+        refusal = self.admission.try_enter(False)
+        if refusal is not None:
+            return self._overflow.submit(self._run_refused, refusal, fn, args, kwargs)
         try:
             return super().submit(self._run_then_release, fn, args, kwargs)
         except BaseException:  # shut down: the RPC will not run
             self.admission.leave(False)
             raise
 
+    def refusal(self) -> TooManyRpcs | errors.Draining | None:
+        """Why the lane RPC running on this thread was not admitted; None when it was, or when
+        the behaviour was called directly (in-process: no admission here)."""
+        return getattr(self._here, "refused", None)
+
     def release(self) -> None:
         """Give back the slot of the RPC running on this lane thread, if it still holds it."""
-        holds = self._holds
-        if getattr(holds, "slot", False):
-            holds.slot = False
+        here = self._here
+        if getattr(here, "slot", False):
+            here.slot = False
             self.admission.leave(False)
 
     def _run_then_release(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        self._holds.slot = True
+        self._here.slot = True
         try:
             return fn(*args, **kwargs)
         finally:
             self.release()
 
-
-def safe_deserializer(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
-    """``deserializer`` answering :class:`Undecodable` instead of raising on bad bytes."""
-    if deserializer is None:
-        return None
-
-    def parse(data: bytes) -> Any:
+    def _run_refused(
+        self,
+        refusal: Exception,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        self._here.refused = refusal
         try:
-            return deserializer(data)
-        except Exception as exc:  # any parse failure of the generated message class
-            return Undecodable(f"{type(exc).__name__}: {exc}")
-
-    return parse
+            return fn(*args, **kwargs)
+        finally:
+            self._here.refused = None
 
 
 def refuse_undecodable(request: Undecodable, rpc: str, context: grpc.ServicerContext) -> None:
@@ -231,6 +229,19 @@ def refuse_undecodable(request: Undecodable, rpc: str, context: grpc.ServicerCon
     )
     error.reason = MALFORMED_REQUEST
     context.abort_with_status(to_status(error, rpc))
+
+
+def decode_guard(method: Method, behaviour: Behaviour) -> Behaviour:
+    """Step: refuse a request (each message of a request stream) that did not parse
+    (:class:`~workplace_env.server.pipeline.Undecodable`): INVALID_ARGUMENT
+    ``MALFORMED_REQUEST`` with a ``BadRequest``."""
+    rpc = method.name
+
+    def check(request: Any, context: grpc.ServicerContext) -> None:
+        if request.__class__ is Undecodable:
+            refuse_undecodable(request, rpc, context)
+
+    return each_request(method, behaviour, check)
 
 
 @contextmanager
@@ -260,86 +271,41 @@ def held(
         release()
 
 
-class GuardInterceptor(grpc.ServerInterceptor):
-    """Applies the module's rules to every handler (see the module docstring)."""
+class Admit:
+    """Step: the admission of the module docstring. Methods of ``admin_service`` take an admin
+    slot, health Watch and reflection streams a stream slot, health Check none; other unary
+    methods run on ``lane`` (admitted on arrival), other streaming methods take a slot."""
 
-    def __init__(self, admission: Admission, admin_prefix: str) -> None:
+    def __init__(self, admission: Admission, lane: Lane, admin_service: str) -> None:
         self.admission = admission
-        self._admin_prefix = admin_prefix
-        # id(handler) -> (handler, its guarded twin), built once per method
-        self._guarded: dict[int, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+        self.lane = lane
+        self._admin_service = admin_service
 
-    def intercept_service(self, continuation, handler_call_details):  # type: ignore[no-untyped-def]
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        known = self._guarded.get(id(handler))
-        if known is None or known[0] is not handler:
-            method = handler_call_details.method
-            known = self._guarded[id(handler)] = (handler, self._guard(handler, method))
-        return known[1]
+    def __call__(self, method: Method, behaviour: Behaviour) -> Behaviour:
+        admission, rpc = self.admission, method.name
+        streaming = method.request_streaming or method.response_streaming
+        if method.full.startswith(_HEALTH_PREFIXES):
+            if not streaming:
+                return behaviour  # Health/Check: always answered
+            enter, leave = admission.try_enter_health_stream, admission.leave_health_stream
+        elif method.service == self._admin_service or streaming:
+            admin = method.service == self._admin_service
+            enter, leave = partial(admission.try_enter, admin), partial(admission.leave, admin)
+        else:
+            return self._on_lane(rpc, behaviour)
+        return within(method, behaviour, lambda context: held(enter, leave, rpc, context))
 
-    def _slots(
-        self, method: str, streaming: bool
-    ) -> tuple[Callable[[], Exception | None], Callable[[], None]] | None:
-        """How ``method``'s RPCs take and give back a slot, or None when they need none."""
-        admission = self.admission
-        if not method.startswith(_HEALTH_PREFIXES):
-            admin = method.startswith(self._admin_prefix)
-            return partial(admission.try_enter, admin), partial(admission.leave, admin)
-        if streaming:
-            return admission.try_enter_health_stream, admission.leave_health_stream
-        return None  # Health/Check: always answered
+    def _on_lane(self, rpc: str, behaviour: Behaviour) -> Behaviour:
+        refusal, release = self.lane.refusal, self.lane.release
 
-    def _guard(self, handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
-        rpc = method.rsplit("/", 1)[-1]
-        slots = self._slots(method, handler.request_streaming or handler.response_streaming)
-        kwargs = {
-            "request_deserializer": safe_deserializer(handler.request_deserializer),
-            "response_serializer": handler.response_serializer,
-        }
+        def admitted(request: Any, context: grpc.ServicerContext) -> Any:
+            refused = refusal()
+            if refused is not None:
+                context.abort_with_status(to_status(refused, rpc))
+            try:
+                return behaviour(request, context)
+            finally:
+                release()  # before grpcio sends the answer (X3; Lane)
 
-        def slot(context: grpc.ServicerContext) -> AbstractContextManager[None]:
-            return nullcontext() if slots is None else held(*slots, rpc, context)
-
-        def checked(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
-            for request in requests:
-                if isinstance(request, Undecodable):
-                    refuse_undecodable(request, rpc, context)
-                yield request
-
-        if handler.unary_unary is not None:
-            inner_uu = handler.unary_unary
-
-            def unary_unary(request: Any, context: grpc.ServicerContext) -> Any:
-                if isinstance(request, Undecodable):
-                    refuse_undecodable(request, rpc, context)
-                with slot(context):
-                    return inner_uu(request, context)
-
-            return grpc.unary_unary_rpc_method_handler(unary_unary, **kwargs)
-        if handler.unary_stream is not None:
-            inner_us = handler.unary_stream
-
-            def unary_stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-                if isinstance(request, Undecodable):
-                    refuse_undecodable(request, rpc, context)
-                with slot(context):
-                    yield from inner_us(request, context)
-
-            return grpc.unary_stream_rpc_method_handler(unary_stream, **kwargs)
-        if handler.stream_unary is not None:
-            inner_su = handler.stream_unary
-
-            def stream_unary(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-                with slot(context):
-                    return inner_su(checked(requests, context), context)
-
-            return grpc.stream_unary_rpc_method_handler(stream_unary, **kwargs)
-        inner_ss = handler.stream_stream
-
-        def stream_stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
-            with slot(context):
-                yield from inner_ss(checked(requests, context), context)
-
-        return grpc.stream_stream_rpc_method_handler(stream_stream, **kwargs)
+        admitted.experimental_thread_pool = self.lane  # type: ignore[attr-defined]
+        return admitted

@@ -39,6 +39,7 @@ from google.rpc import error_details_pb2
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from workplace.env.v1 import environment_pb2 as pb
+from workplace_env.server.pipeline import Behaviour, Method, Step
 
 log = logging.getLogger("workplace_env.rpc")
 
@@ -122,14 +123,24 @@ def _reason(context: grpc.ServicerContext) -> str:
     return ""
 
 
-def counting(
-    inner: Callable[[Any, grpc.ServicerContext], Any], method: str, metrics: Metrics
-) -> Callable[[Any, grpc.ServicerContext], Any]:
-    """``inner`` (a unary behaviour of ``method``) counted, timed and logged.
+def metered(metrics: Metrics, service: str) -> Step:
+    """Step: each unary RPC of ``service`` (the environment service) counted, timed and logged.
 
-    Built once per method (per RPC, only the timing and the counter updates). A
-    failure is counted by its status code and ``ErrorInfo`` reason and logged at WARNING.
+    The counters' children are taken once per method (per RPC, only the timing and the
+    counter updates). A failure is counted by its status code and ``ErrorInfo`` reason and
+    logged at WARNING; a success counts the domain counters (:meth:`Metrics.observe`) and is
+    logged at DEBUG. Other services and streaming methods are left as given.
     """
+
+    def step(method: Method, behaviour: Behaviour) -> Behaviour:
+        if method.service != service or method.request_streaming or method.response_streaming:
+            return behaviour
+        return _counting(behaviour, method.name, metrics)
+
+    return step
+
+
+def _counting(inner: Behaviour, method: str, metrics: Metrics) -> Behaviour:
     rpcs_ok = metrics.rpcs.labels(method, "OK")
     timer = metrics.duration.labels(method)
 
