@@ -77,6 +77,7 @@ from workplace_env_client.messages import (
     RecordedCall,
     ServerSandbox,
     VerifyResult,
+    all_checked,
     arguments_text,
     call_tool_request,
     close_answer,
@@ -93,13 +94,14 @@ from workplace_env_client.messages import (
     verify_request,
 )
 from workplace_env_client.routing import Target, session_metadata
+from workplace_env_client.transport import GrpcTransport, Transport
 
 if TYPE_CHECKING:
     from workplace.env.v1 import admin_pb2 as admin_pb
 
 
 class EnvironmentClient:
-    """A client over a ``target`` or an existing ``channel``.
+    """A client over a ``target``, an existing ``channel`` or a ``transport``.
 
     ``target``: ``host:port`` (or any gRPC target URI), or a list of ``IP:PORT`` strings, one
     per server process. ``affinity`` picks the ``ring_hash`` policy on the
@@ -123,7 +125,10 @@ class EnvironmentClient:
     session's checkpoint recovery) sends by default. ``credentials`` makes the channel the client
     creates a TLS one (:func:`~workplace_env_client.channel.tls_credentials`: a server started
     with ``--tls-cert``, and with ``--tls-client-ca`` this client's certificate); without it the
-    channel is plaintext. Raises ArgumentError (a ValueError) naming the argument, before any
+    channel is plaintext. ``transport`` (instead of a target or channel) is any
+    :class:`~workplace_env_client.transport.Transport`, e.g. a server's servicer in this
+    process (``workplace_env.server.in_process.in_process_client``); ``channel`` and
+    ``stub`` are then None. Raises ArgumentError (a ValueError) naming the argument, before any
     channel is made, for a ``timeout_s`` that is not a finite number of seconds in
     ``(0, 1e9]`` (None, a string, NaN, an infinity, 0 or less), a ``max_attempts`` that is not
     an int in 1..5, an ``affinity`` or ``retry_refusals`` that is not a bool or None, an
@@ -136,6 +141,7 @@ class EnvironmentClient:
         target: Target | None = None,
         *,
         channel: grpc.Channel | None = None,
+        transport: Transport | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         affinity: bool | None = None,
@@ -143,18 +149,22 @@ class EnvironmentClient:
         credentials: grpc.ChannelCredentials | None = None,
         retry_refusals: bool | None = None,
     ) -> None:
-        if (target is None) == (channel is None):
-            raise ValueError("pass exactly one of target or channel")
+        if [target, channel, transport].count(None) != 2:
+            raise ValueError("pass exactly one of target, channel or transport")
         check_max_attempts(max_attempts)
         timeout_s = check_client_options(timeout_s, affinity, retry_refusals, admin_token)
-        self._own_channel = channel is None
-        if channel is None:
-            assert target is not None
-            channel = make_channel(
-                target, max_attempts=max_attempts, affinity=affinity, credentials=credentials
-            )
-        self.channel = channel
-        self.stub = pb_grpc.EnvironmentServiceStub(self.channel)
+        if transport is None:
+            owned = channel is None
+            if channel is None:
+                assert target is not None
+                channel = make_channel(
+                    target, max_attempts=max_attempts, affinity=affinity, credentials=credentials
+                )
+            transport = GrpcTransport(channel, owned=owned)
+        self.transport: Transport = transport
+        #: The gRPC channel and stub of a :class:`GrpcTransport` (None over another transport).
+        self.channel: grpc.Channel | None = getattr(transport, "channel", None)
+        self.stub: pb_grpc.EnvironmentServiceStub | None = getattr(transport, "stub", None)
         self.timeout_s = timeout_s
         self.admin_token = admin_token
         self._retry_refusals = max_attempts > 1 if retry_refusals is None else retry_refusals
@@ -166,9 +176,8 @@ class EnvironmentClient:
         self.close()
 
     def close(self) -> None:
-        """Close the channel if this client created it."""
-        if self._own_channel:
-            self.channel.close()
+        """Close the channel if this client created it (the transport's :meth:`close`)."""
+        self.transport.close()
 
     def admin(self, token: str | None = None) -> AdminClient:
         """An :class:`~workplace_env_client.admin.AdminClient` on this client's channel, so its
@@ -176,29 +185,44 @@ class EnvironmentClient:
         as this channel sees it). Closing it leaves the channel open.
 
         ``token`` defaults to the client's ``admin_token``: the server's admin RPCs are off
-        unless it has a token (or was started with ``--admin-open``), CONTRACT A1.
+        unless it has a token (or was started with ``--admin-open``), CONTRACT A1. Raises
+        ValueError for a client without a gRPC channel (another ``transport``).
         """
+        if self.channel is None:
+            raise ValueError("admin RPCs need a gRPC channel; this client has another transport")
         return AdminClient(
             channel=self.channel, token=token or self.admin_token, timeout_s=self.timeout_s
         )
 
     def _invoke(
-        self, method: str, request: Any, session_id: str = "", *, retry_refusals: bool | None = None
+        self,
+        method: str,
+        request: Any,
+        session_id: str = "",
+        *,
+        retry_refusals: bool | None = None,
+        checked: bool = False,
     ) -> Any:
         """Send ``request`` within one deadline of ``timeout_s``, again after each TOO_MANY_RPCS
         refusal whose wait ends before it: when ``retry_refusals`` says so (None: when the client's
-        retries are on)."""
+        retries are on). ``checked``: its JSON fields are
+        :class:`~workplace_env_client.messages.CheckedJson`."""
         deadline = time.monotonic() + self.timeout_s
         retry = self._retry_refusals if retry_refusals is None else retry_refusals
+        metadata = session_metadata(session_id)
         while True:
             try:
-                return getattr(self.stub, method)(
+                return self.transport.unary(
+                    method,
                     request,
                     timeout=max(0.0, deadline - time.monotonic()),
-                    metadata=session_metadata(session_id),
+                    metadata=metadata,
+                    checked=checked,
                 )
-            except grpc.RpcError as exc:
-                wait = wait_or_raise(exc, deadline, retry)
+            except WorkplaceEnvError as error:
+                wait = refusal_wait(error, deadline - time.monotonic()) if retry else None
+                if wait is None:
+                    raise
             time.sleep(wait)
 
     # -- RPCs --------------------------------------------------------------------------------
@@ -235,10 +259,13 @@ class EnvironmentClient:
     ) -> str:
         """Call a tool; return its output as JSON text (byte-exact to the reference).
 
-        ``call_id`` is the idempotency key (T6); when empty the SDK generates one, so the
-        call can be retried safely (a retry replays the first output).
+        ``call_id`` is the idempotency key (T6); when empty the SDK generates one (over a
+        transport that may resend it, as gRPC's), so the call can be retried safely (a retry
+        replays the first output).
         """
-        request = call_tool_request(session_id, name, arguments, call_id)
+        request = call_tool_request(
+            session_id, name, arguments, call_id, keyed=self.transport.resends
+        )
         response: pb.CallToolResponse = self._invoke("CallTool", request, session_id)
         return response.output
 
@@ -274,7 +301,8 @@ class EnvironmentClient:
         request = verify_request(
             session_id, function_calls, response_output, ground_truth, ground_truth_json
         )
-        return verify_answer(self._invoke("Verify", request, session_id))
+        checked = all_checked(response_output, ground_truth_json)
+        return verify_answer(self._invoke("Verify", request, session_id, checked=checked))
 
     def close_session(self, session_id: str, episode: tuple[str, int] | pb.EpisodeId) -> str:
         """Close a session; return the outcome ``"CLOSED"``, ``"ALREADY_CLOSED"`` or
