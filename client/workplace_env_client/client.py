@@ -423,7 +423,7 @@ class Session(SessionHandle):
         fenced handle answers the masked ``session_lost`` sample (V4) and sends nothing.
         Raises ArgumentError for a malformed call, as :meth:`EnvironmentClient.verify`.
         """
-        return run_steps(self._verify(function_calls, kwargs))
+        return run_steps(self._verify(function_calls, kwargs))  # type: ignore[no-any-return]
 
     def checkpoint(self, admin: AdminClient | None = None) -> SessionCheckpoint:
         """Export this session's snapshot (K1) from the server holding it; keep it as
