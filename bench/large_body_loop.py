@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 
 from workplace_env.gateway import start_gateway
-from workplace_env.gateway.backend import InProcessBackend
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import start_server
+from workplace_env.server.in_process import in_process_client
 from workplace_env.sessions import SessionStore
 
 JSON = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -84,7 +84,7 @@ def main() -> None:
     parser.add_argument("--ints", type=int, default=20_000_000)
     args = parser.parse_args()
     server = start_server(SessionStore(load_sandbox(None)), address="127.0.0.1:0")
-    gateway = start_gateway(backend=InProcessBackend.of_server(server, 64 * 2**20))
+    gateway = start_gateway(client=in_process_client(server, 64 * 2**20))
     try:
         measure(gateway.url, "/aggregate_metrics", aggregate_body(args.rows))
         measure(gateway.url, "/mcp", mcp_body(args.ints))

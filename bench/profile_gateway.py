@@ -34,7 +34,12 @@ GROUPS = {
     "FastAPI / Starlette stack": ("fastapi/", "starlette/", "anyio/"),
     "JSON": ("json/", "fastjson.py", "orjson", "wire.py"),
     "cookies and tokens": ("cookies.py", "itsdangerous/", "hmac.py", "hashlib"),
-    "backend and gRPC messages": ("backend.py", "workplace_env_client/", "grpc/", "protobuf"),
+    "SDK, transport and gRPC messages": (
+        "in_process.py",
+        "workplace_env_client/",
+        "grpc/",
+        "protobuf",
+    ),
     "environment (servicer, store, tools, verify)": (
         "server/servicer.py",
         "server/convert.py",
@@ -61,12 +66,12 @@ def serve(out: str, data_dir: str | None) -> None:
     running = start_server(SessionStore(load_sandbox(data_dir)), "127.0.0.1:0")
     sock = bind_socket("127.0.0.1:0")
     try:
-        from workplace_env.gateway.backend import InProcessBackend
+        from workplace_env.server.in_process import in_process_client
 
-        backend: object = InProcessBackend.of_server(running)
+        client = in_process_client(running)
     except ImportError:  # an older checkout: the SDK over loopback gRPC
-        backend = EnvironmentClient(f"127.0.0.1:{running.port}")
-    app = create_app(backend, GatewaySettings())  # type: ignore[arg-type]
+        client = EnvironmentClient(f"127.0.0.1:{running.port}")
+    app = create_app(client, GatewaySettings())
     server = uvicorn.Server(_config(app, "warning", 1.0))
     print(f"gateway on 127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr, flush=True)
     # uvicorn re-raises the stop signal once drained: a no-op handler lets the stats be written

@@ -4,6 +4,8 @@ guards, status details and answer readers. Fixtures built on them live in ``test
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import subprocess
 import sys
@@ -27,14 +29,19 @@ from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.config import Settings
 from workplace_env.gateway import GatewaySettings, RunningGateway, start_gateway
-from workplace_env.gateway.backend import InProcessBackend
 from workplace_env.sandbox.tables import BaseTables
 from workplace_env.server.app import RunningServer, start_server
+from workplace_env.server.in_process import in_process_client
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env.taskgen import generate_tasks
 from workplace_env.testing.faults import Faults
-from workplace_env_client import AdminClient, EnvironmentClient, WorkplaceEnvError
+from workplace_env_client import (
+    AdminClient,
+    AsyncEnvironmentClient,
+    EnvironmentClient,
+    WorkplaceEnvError,
+)
 
 #: Upper bound for a wait that only guards against a hang (a deadlock fails, not blocks CI).
 HANG_S = 30.0
@@ -284,8 +291,7 @@ def gateway_on(
         if client is not None:
             return start_gateway(client=client, settings=settings)
         return start_gateway(local(server.port), settings=settings)
-    in_process = InProcessBackend.of_server(server, max_message_bytes)
-    return start_gateway(backend=in_process, settings=settings)
+    return start_gateway(client=in_process_client(server, max_message_bytes), settings=settings)
 
 
 # -- the scripted workload of the scale-out and proxy tests ---------------------------------------
@@ -619,3 +625,67 @@ def server_with_a_held_slot(make_server: Any) -> tuple[Any, threading.Event, thr
     served.client.seed("holder", ("holder", 0), TID, TASK)
     Faults.of(served.store).on("tool", hold)
     return served, arrived, release
+
+
+# -- the async SDK driven by sync test code ------------------------------------------------------
+
+
+class LoopThread:
+    """An asyncio event loop on a daemon thread; :meth:`run` waits for a coroutine's result."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Any) -> Any:
+        """The coroutine's result (or its exception), run on the loop."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(HANG_S)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(HANG_S)
+        self.loop.close()
+
+
+class Blocking:
+    """An async SDK object (``AsyncEnvironmentClient``, ``AsyncSession``) with the sync one's
+    calls: each coroutine method runs to its end on ``loop``, ``session()`` is a plain context
+    manager yielding a Blocking session; other attributes are the object's."""
+
+    def __init__(self, target: Any, loop: LoopThread) -> None:
+        self._target = target
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if name == "session":
+            return self._session(value)
+        if inspect.iscoroutinefunction(value):
+            return lambda *args, **kwargs: self._loop.run(value(*args, **kwargs))
+        return value
+
+    def _session(self, open_session: Any) -> Any:
+        @contextmanager
+        def session(*args: Any, **kwargs: Any) -> Iterator[Blocking]:
+            manager = open_session(*args, **kwargs)
+            handle = self._loop.run(manager.__aenter__())
+            try:
+                yield Blocking(handle, self._loop)
+            except BaseException as exc:
+                if not self._loop.run(manager.__aexit__(type(exc), exc, exc.__traceback__)):
+                    raise
+            else:
+                self._loop.run(manager.__aexit__(None, None, None))
+
+        return session
+
+
+def async_client(loop: LoopThread, target: str, **options: Any) -> Blocking:
+    """An ``AsyncEnvironmentClient`` on ``target`` (made on ``loop``, as grpc.aio requires),
+    driven as the sync client is (:class:`Blocking`)."""
+
+    async def make() -> AsyncEnvironmentClient:
+        return AsyncEnvironmentClient(target, **options)
+
+    return Blocking(loop.run(make()), loop)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -24,9 +25,11 @@ from tests.helpers import (
     wait,
 )
 from tests.helpers import TASK as CONTRACT_TASK
+from workplace_env.config import Settings
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     AsyncEnvironmentClient,
+    AsyncSession,
     CapacityError,
     EnvironmentClient,
     ServerSandbox,
@@ -35,6 +38,7 @@ from workplace_env_client import (
     SessionLostError,
 )
 from workplace_env_client.channel import channel_options
+from workplace_env_client.client import Recovery, Session
 
 SEND = ("email_send_email", {"recipient": "a@b.com", "subject": "async", "body": "b"})
 TASK = {"id": "t1", "ground_truth": [{"name": SEND[0], "arguments": json.dumps(SEND[1])}]}
@@ -265,3 +269,75 @@ def test_async_verify_defaults_to_the_calls_the_session_made(target, sandbox):
     assert names == [name for name, _ in truth]
     assert rewards == [1.0, 1.0, 0.0, 0.0, 1.0]
     assert untouched == 0.0
+
+
+# -- the same surface as the sync client ----------------------------------------------------------
+
+#: What the sync client alone takes: a transport (the in-process one runs the servicer
+#: synchronously; the async client speaks grpc.aio).
+SYNC_ONLY = {(EnvironmentClient, "__init__"): {"transport"}}
+#: Methods that are no RPC in either client (plain calls in both).
+NOT_AWAITED = {"__init__", "admin", "session"}
+
+
+def _surface(cls: type) -> dict[str, object]:
+    """The public methods of ``cls`` (and ``__init__``) with their parameters (name, kind,
+    default), and its public properties."""
+    out: dict[str, object] = {}
+    for name, member in inspect.getmembers(cls):
+        if name.startswith("_") and name != "__init__":
+            continue
+        if isinstance(member, property):
+            out[name] = "property"
+        elif callable(member) and not inspect.isclass(member):
+            params = inspect.signature(member).parameters.values()
+            out[name] = [
+                (p.name, p.kind, p.default)
+                for p in params
+                if p.name not in SYNC_ONLY.get((cls, name), ())
+            ]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("sync", "awaited"),
+    [(EnvironmentClient, AsyncEnvironmentClient), (Session, AsyncSession)],
+)
+def test_the_async_client_has_the_sync_ones_methods_arguments_and_properties(sync, awaited):
+    """Same names, parameters (kinds, defaults) and properties; every RPC awaited."""
+    assert _surface(awaited) == _surface(sync)
+    for name, member in inspect.getmembers(awaited, inspect.isfunction):
+        if not name.startswith("_") and name not in NOT_AWAITED:
+            assert inspect.iscoroutinefunction(member), name
+
+
+def test_async_checkpoints_go_through_the_clients_own_admin_client(make_server):
+    """Without an ``admin``, a session's checkpoint uses ``admin()`` on the client's target with
+    its ``admin_token`` (one admin client per token, closed with the client); the recovery from
+    it restores the checkpoint (K4)."""
+    served = make_server(None, Settings(admin_token="adm"), admin_token="adm")
+
+    async def episode() -> tuple[object, object, bool]:
+        async with AsyncEnvironmentClient(served.target, admin_token="adm") as env:
+            async with env.session(CONTRACT_TASK, episode=EP, task_id=TID) as s:
+                await s.call_tool(*WRITE)
+                taken = await s.checkpoint()
+                assert served.admin.retire_session(s.id) is True
+                recovered = await s.recover("checkpoint")
+                same = env.admin() is env.admin("adm")
+            return taken.call_count, recovered, same
+
+    count, recovered, same = asyncio.run(episode())
+    assert (count, same) == (1, True)
+    assert recovered == Recovery("checkpoint", True, 0, False)
+
+
+def test_an_async_client_over_a_channel_has_no_admin_target(target):
+    async def ask() -> None:
+        channel = grpc.aio.insecure_channel(target)
+        async with AsyncEnvironmentClient(channel=channel) as env:
+            with pytest.raises(ValueError, match="target"):
+                env.admin()
+        await channel.close()
+
+    asyncio.run(ask())

@@ -50,10 +50,10 @@ from tests.helpers import wait as _wait
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.config import Settings
 from workplace_env.gateway import start_gateway
-from workplace_env.gateway.backend import InProcessBackend
 from workplace_env.gateway.cookies import CookieCodec
 from workplace_env.gateway.settings import COOKIE_NAME, GatewaySettings
 from workplace_env.server.app import start_server
+from workplace_env.server.in_process import in_process_client
 from workplace_env.server.status import DOMAIN
 from workplace_env.session_header import SessionHeaderMismatch, check_session_header
 from workplace_env.sessions import SessionConfig, SessionStore
@@ -1051,9 +1051,11 @@ def test_V5_a_raised_verify_bound_scores_2001_calls_on_grpc_and_the_co_hosted_ga
     2,001 read-only calls 1.0 where the default bound refuses them); the co-hosted gateway's
     in-process servicer applies the server's setting too."""
     served = make_server(None, Settings(max_verify_calls=bound))
-    backend = InProcessBackend.of_server(served.running)
     calls = [READ] * 2000 + [WRITE]
-    for name, client in (("grpc", served.client), ("in_process", backend)):
+    for name, client in (
+        ("grpc", served.client),
+        ("in_process", in_process_client(served.running)),
+    ):
         sid = f"v5raised-{name}"
         client.seed(sid, EP, TID, TASK)
         for side in ("function_calls", "ground_truth"):

@@ -44,9 +44,10 @@ from workplace_env.gateway import (
 )
 from workplace_env.gateway import app as gateway_app
 from workplace_env.gateway.app import CLOSE_OUTCOME_HEADER
-from workplace_env.gateway.backend import InProcessBackend, RemoteBackend
+from workplace_env.gateway.readiness import health_probe
 from workplace_env.gateway.serve import local_target
 from workplace_env.server import servicer
+from workplace_env.server.in_process import in_process_client
 from workplace_env.sessions import SessionConfig
 from workplace_env_client import EnvironmentClient, EpisodeMismatchError, InvalidRequestError
 
@@ -161,11 +162,11 @@ def test_remote_gateway_ready_follows_the_grpc_server_health(make_server):
 
 
 def test_remote_readiness_is_cached_between_probes(sdk):
-    backend = RemoteBackend(sdk)
+    probe = health_probe(sdk)
     checks = []
-    real = backend._health.Check
-    backend._health.Check = lambda *a, **kw: checks.append(1) or real(*a, **kw)
-    assert [backend.not_ready() for _ in range(5)] == [None] * 5
+    real = probe._health.Check
+    probe._health.Check = lambda *a, **kw: checks.append(1) or real(*a, **kw)
+    assert [probe() for _ in range(5)] == [None] * 5
     assert len(checks) == 1  # one health RPC for a burst of probes
 
 
@@ -828,8 +829,8 @@ def test_a_bad_verify_item_is_refused_by_each_transport_in_its_own_words(http, s
         ["body", "ground_truth", "list[dict[str,str]]", 0, "arguments"],
         ["body", "ground_truth", "str"],
     ]
-    # gRPC, and the in-process backend given plain text (not the gateway's CheckedJson)
-    for client in (sdk, InProcessBackend.of_server(server)):
+    # gRPC, and the in-process client given plain text (not the gateway's CheckedJson)
+    for client in (sdk, in_process_client(server)):
         sid = f"bad-item-{uuid.uuid4().hex}"
         client.seed_legacy(sid, {"id": "t"})
         with pytest.raises(InvalidRequestError) as caught:

@@ -1,6 +1,6 @@
-"""The gateway's fast paths answer exactly as the slow ones: the in-process backend
-as the SDK over gRPC (values and typed errors), orjson as the standard library (bytes), the
-cookie cache as a full signature check (expiry included), a direct route as FastAPI's handler
+"""The gateway's fast paths answer exactly as the slow ones: the SDK client in-process as the
+SDK over gRPC (values and typed errors, counts and logs), orjson as the standard library (bytes),
+the cookie cache as a full signature check (expiry included), a direct route as FastAPI's handler
 (status, body, headers)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import json
+import logging
 import math
 import uuid
 from collections.abc import Iterator
@@ -24,36 +25,37 @@ from tests.helpers import local
 from workplace_env import wire
 from workplace_env.gateway import CookieCodec, cookies, fastjson
 from workplace_env.gateway.app import _DirectRoute
-from workplace_env.gateway.backend import Backend, InProcessBackend, RemoteBackend
 from workplace_env.gateway.translate import HttpProblem, json_response
+from workplace_env.server.in_process import InProcessTransport, in_process_client
 from workplace_env.sessions import SessionConfig
 from workplace_env_client import EnvironmentClient, WorkplaceEnvError
+from workplace_env_client.transport import GrpcTransport, Transport
 
 SEND = '{"recipient": "a@b.com", "subject": "s", "body": "b"}'
 
 
-# -- the two backends ----------------------------------------------------------------------------
+# -- the two transports --------------------------------------------------------------------------
 
 
 pytestmark = pytest.mark.server(config=SessionConfig(max_sessions=3))
 
 
 @pytest.fixture(scope="module")
-def backends(server) -> Iterator[tuple[RemoteBackend, InProcessBackend]]:
+def backends(server) -> Iterator[tuple[EnvironmentClient, EnvironmentClient]]:
+    """The SDK over gRPC, and over the server's servicer in-process (4,096-byte limit)."""
     with EnvironmentClient(local(server.port), timeout_s=20, max_attempts=1) as sdk:
-        yield RemoteBackend(sdk), InProcessBackend.of_server(server, max_message_bytes=4096)
+        yield sdk, in_process_client(server, max_message_bytes=4096)
 
 
-def test_the_two_backends_are_siblings_of_one_interface(backends):
-    """Both subclass Backend and answer each of its methods with their own (none is a stub)."""
-    stubs = {n: f for n, f in vars(Backend).items() if callable(f) and not n.startswith("_")}
-    assert {"seed", "call_tool_raw", "verify", "close_session", "not_ready"} <= set(stubs)
-    for backend in backends:
-        assert Backend in type(backend).__mro__
-        for name, stub in stubs.items():
-            own = getattr(getattr(backend, name), "__func__", None)
-            assert own is not stub, f"{type(backend).__name__}.{name} is Backend's stub"
-        assert isinstance(backend.blocking, bool)
+def test_the_two_clients_differ_only_by_their_transport(backends):
+    remote, local = backends
+    assert type(remote) is type(local) is EnvironmentClient
+    assert isinstance(remote.transport, GrpcTransport) and remote.transport.blocking
+    assert isinstance(local.transport, InProcessTransport) and not local.transport.blocking
+    assert all(isinstance(c.transport, Transport) for c in backends)
+    assert local.channel is None and local.stub is None
+    with pytest.raises(ValueError, match="gRPC channel"):
+        local.admin()
 
 
 def outcome(fn, *args, **kwargs):
@@ -65,7 +67,7 @@ def outcome(fn, *args, **kwargs):
 
 
 def episode_on(backend, sid: str) -> list:
-    """One episode with every kind of answer and error, ids made unique per backend."""
+    """One episode with every kind of answer and error, ids made unique per client."""
     ep, task = (f"r-{sid}", 0), {"id": "t1", "ground_truth": [("email_send_email", SEND)]}
     out = [
         outcome(backend.seed, sid, ep, ("fast", "t1"), task),
@@ -93,18 +95,18 @@ def episode_on(backend, sid: str) -> list:
         outcome(backend.list_tools),
     ]
 
-    def scrub(value):  # the ids differ per backend by construction
+    def scrub(value):  # the ids differ per client by construction
         return json.loads(json.dumps(value, default=repr).replace(sid, "SID"))
 
     return [scrub(o) for o in out]
 
 
-def test_in_process_backend_answers_as_the_sdk_over_grpc(backends):
+def test_in_process_client_answers_as_the_sdk_over_grpc(backends):
     remote, local = backends
     assert episode_on(local, uuid.uuid4().hex) == episode_on(remote, uuid.uuid4().hex)
 
 
-def test_in_process_backend_refuses_what_grpc_refuses(backends, server):
+def test_in_process_client_refuses_what_grpc_refuses(backends, server):
     remote, local = backends
     seeded = [f"cap-{i}" for i in range(3 - server.store.live_count())]
     for sid in seeded:
@@ -120,12 +122,43 @@ def test_in_process_backend_refuses_what_grpc_refuses(backends, server):
     assert big[0] == "CapacityError" and big[2] == ""  # gRPC's message limit: no reason
 
 
-def test_in_process_calls_are_counted_as_rpcs(server):
-    local = InProcessBackend.of_server(server)
-    counter = server.metrics.rpcs.labels("ListTools", "OK")
-    before = counter._value.get()
+def test_in_process_calls_are_counted_and_logged_as_rpcs(server, caplog):
+    """The server's own counting: by code, a failure also by its reason, and a WARNING line."""
+    local = in_process_client(server)
+    ok = server.metrics.rpcs.labels("ListTools", "OK")
+    lost = server.metrics.rpcs.labels("CallTool", "NOT_FOUND")
+    reason = server.metrics.errors.labels("CallTool", "SESSION_LOST")
+    before = (ok._value.get(), lost._value.get(), reason._value.get())
     local.list_tools()
-    assert counter._value.get() == before + 1
+    sid = f"never-{uuid.uuid4().hex}"
+    with caplog.at_level(logging.WARNING, logger="workplace_env.rpc"):
+        assert outcome(local.call_tool_raw, sid, "email_search_emails", "{}")[2] == "SESSION_LOST"
+    after = (ok._value.get(), lost._value.get(), reason._value.get())
+    assert [b - a for a, b in zip(before, after, strict=True)] == [1, 1, 1]
+    logged = [json.loads(r.getMessage()) for r in caplog.records if r.name == "workplace_env.rpc"]
+    assert logged == [
+        {
+            "method": "CallTool",
+            "code": "NOT_FOUND",
+            "duration_ms": logged[0]["duration_ms"],
+            "resources_session_id": sid,
+            "reason": "SESSION_LOST",
+        }
+    ]
+
+
+def test_an_in_process_tool_call_without_a_call_id_records_none(backends, server):
+    """Nothing in-process is sent twice, so no idempotency key is made for it; over gRPC the
+    SDK makes one (T6)."""
+    remote, local = backends
+    calls = {}
+    for name, client in (("remote", remote), ("local", local)):
+        sid = f"{name}-{uuid.uuid4().hex}"
+        client.seed_legacy(sid, {"id": "t"})
+        client.call_tool_raw(sid, "email_search_emails", "{}")
+        calls[name] = len(server.store._sessions[sid].calls)
+        client.close_session(sid, ("legacy", 0))
+    assert calls == {"remote": 1, "local": 0}
 
 
 # -- JSON ----------------------------------------------------------------------------------------

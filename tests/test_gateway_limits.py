@@ -20,10 +20,10 @@ from grpc_health.v1.health_pb2 import HealthCheckResponse
 from tests.helpers import HANG_S, gateway_on, health, local, wait
 from workplace_env.gateway import GatewaySettings, mcp_tools, start_gateway, translate
 from workplace_env.gateway import app as gateway_app
-from workplace_env.gateway.backend import InProcessBackend
 from workplace_env.gateway.limits import FD_RESERVE, connection_limit
 from workplace_env.gateway.serve import RunningGateway
 from workplace_env.gateway.translate import INLINE_BODY_BYTES
+from workplace_env_client import EnvironmentClient
 
 TIMEOUT_S = 0.5
 #: asyncio runs a timer up to its clock resolution early; a cut-off may come this much sooner.
@@ -37,7 +37,7 @@ HEAD = b"POST /seed_session HTTP/1.1\r\nhost: x\r\ncontent-type: application/jso
 
 @pytest.fixture(scope="module")
 def limited(server) -> Iterator[RunningGateway]:
-    """A co-hosted gateway (in-process backend) with short timeouts and 3 connections."""
+    """A co-hosted gateway (in-process client) with short timeouts and 3 connections."""
     running = gateway_on("in_process", server, settings=SETTINGS)
     yield running
     running.stop()
@@ -262,11 +262,12 @@ def test_health_answers_while_an_aggregation_runs(limited):
 
 
 def test_a_tool_call_with_a_large_body_reaches_the_service_off_the_loop(limited):
-    """The in-process backend parses the arguments again: a large text goes to a thread."""
+    """The in-process client's servicer parses the arguments again: a large text goes to a
+    thread."""
     answers: list[httpx.Response] = []
     with httpx.Client(base_url=limited.url, timeout=HANG_S) as client:
         assert client.post("/seed_session", json={"id": "t"}).status_code == 200
-        with _holding(InProcessBackend, "call_tool_raw") as (entered, release):
+        with _holding(EnvironmentClient, "call_tool_raw") as (entered, release):
             sending = threading.Thread(
                 target=lambda: answers.append(
                     client.post("/email_search_emails", json={"query": PAD})

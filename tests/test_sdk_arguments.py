@@ -18,7 +18,7 @@ import grpc
 import pytest
 
 from tests.helpers import EP, TASK, TID, RefusingStandIn
-from workplace_env.gateway.backend import InProcessBackend, RemoteBackend
+from workplace_env.server.in_process import in_process_client
 from workplace_env_client import (
     AdminClient,
     ArgumentError,
@@ -270,13 +270,8 @@ SYNC_ONLY: list[tuple[str, Any, str]] = [
         "task.x",
     ),
     (
-        "gateway backend seed of a row holding a set",
-        lambda c, h: RemoteBackend(c).seed("s", EP, TID, ROW_WITH_SET),
-        "task.x",
-    ),
-    (
-        "gateway backend legacy seed of a row holding bytes",
-        lambda c, h: RemoteBackend(c).seed_legacy("s", {"id": "t", "x": b"a"}),
+        "legacy seed of a row holding bytes",
+        lambda c, h: c.seed_legacy("s", {"id": "t", "x": b"a"}),
         "task.x",
     ),
     ("rollout policy a string", lambda c, h: run_rollout(c, None, TASK, "m", tools=[]), "policy"),
@@ -374,10 +369,10 @@ def test_async_rollout_names_the_field_of_a_malformed_row(stand_in, row, field):
     _refused(asyncio.run(run()), field, REQUEST)
 
 
-def test_the_in_process_gateway_backend_refuses_a_row_holding_a_set(server):
-    backend = InProcessBackend.of_server(server)
+def test_the_in_process_client_refuses_a_row_holding_a_set(server):
+    client = in_process_client(server)
     with pytest.raises(ArgumentError) as err:
-        backend.seed("s-l2", EP, TID, ROW_WITH_SET)
+        client.seed("s-l2", EP, TID, ROW_WITH_SET)
     _refused(err.value, "task.x", REQUEST)
 
 

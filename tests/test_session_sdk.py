@@ -8,8 +8,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import grpc
 import pytest
@@ -23,9 +24,12 @@ from tests.helpers import (
     WRITE,
     Env,
     FakeClock,
+    LoopThread,
     RefusingStandIn,
     assert_refused,
+    async_client,
     generated_write_task,
+    local,
     server_with_a_held_slot,
     wait,
 )
@@ -56,6 +60,45 @@ from workplace_env_client.channel import (
     refusal_wait,
 )
 from workplace_env_client.client import RETRIED_METHODS, SERVICE, Recovery, retry_service_config
+
+
+@pytest.fixture(params=["sync", "async"])
+def sdk_flavor(request) -> Iterator[Callable[..., Any]]:
+    """A maker of SDK clients, ``(target, **options)``: the sync client, or the async one driven
+    as the sync one is (:class:`tests.helpers.Blocking`), so one test checks both."""
+    made: list[Any] = []
+    loop = LoopThread() if request.param == "async" else None
+
+    def make(target: str, **options: Any) -> Any:
+        client = EnvironmentClient(target, **options) if loop is None else None
+        made.append(client or async_client(loop, target, **options))
+        return made[-1]
+
+    yield make
+    for client in made:
+        client.close()
+    if loop is not None:
+        loop.stop()
+
+
+@pytest.fixture
+def make_sdk_env(make_env, sdk_flavor) -> Callable[..., Env]:
+    """``make_env`` whose ``client`` and ``raw`` are of the test's SDK flavour."""
+
+    def make(**config: Any) -> Env:
+        return _flavored(make_env(**config), sdk_flavor)
+
+    return make
+
+
+def _flavored(served: Any, sdk_flavor: Callable[..., Any]) -> Any:
+    """``served`` (an Env or a Served) with its ``client`` and ``raw`` of ``sdk_flavor``."""
+    target = local(served.server.port if isinstance(served, Env) else served.running.port)
+    return dataclasses.replace(
+        served,
+        client=sdk_flavor(target, timeout_s=HANG_S),
+        raw=sdk_flavor(target, timeout_s=HANG_S, max_attempts=1),
+    )
 
 
 def test_retry_policy_covers_only_idempotent_rpcs_on_unavailable_and_cancelled():
@@ -120,16 +163,16 @@ def test_a_seed_cancelled_by_a_closing_listener_is_retried(max_attempts):
         stand_in.server.stop(None)
 
 
-def test_sdk_calls_without_call_id_are_distinct_calls(make_env):
-    env: Env = make_env()
+def test_sdk_calls_without_call_id_are_distinct_calls(make_sdk_env):
+    env: Env = make_sdk_env()
     env.client.seed("s", EP, TID, TASK)
     env.client.call_tool("s", *WRITE)
     env.client.call_tool("s", *WRITE)  # the same call made twice on purpose: it runs twice
     assert _emails(env.client, "s") == 2
 
 
-def test_without_retries_a_lost_response_surfaces_and_the_call_id_replays(make_env):
-    env: Env = make_env()
+def test_without_retries_a_lost_response_surfaces_and_the_call_id_replays(make_sdk_env):
+    env: Env = make_sdk_env()
     env.raw.seed("s", EP, TID, TASK)
     Faults.of(env.store).lose_next_response()
     with pytest.raises(UnavailableError) as err:
@@ -139,8 +182,8 @@ def test_without_retries_a_lost_response_surfaces_and_the_call_id_replays(make_e
     assert _emails(env.raw, "s") == 1  # ran once: the retry replayed
 
 
-def test_retries_give_up_after_max_attempts_with_the_last_status(make_env):
-    env: Env = make_env()
+def test_retries_give_up_after_max_attempts_with_the_last_status(make_sdk_env):
+    env: Env = make_sdk_env()
     builds: list[str] = []
     Faults.of(env.store).on("build", builds.append)
     Faults.of(env.store).fail_next_build(10)
@@ -152,8 +195,8 @@ def test_retries_give_up_after_max_attempts_with_the_last_status(make_env):
 
 
 @pytest.mark.parametrize("case", ["capacity", "release"])
-def test_non_retryable_errors_are_not_retried(make_env, case):
-    env: Env = make_env(max_sessions=1)
+def test_non_retryable_errors_are_not_retried(make_sdk_env, case):
+    env: Env = make_sdk_env(max_sessions=1)
     env.client.seed("a", EP, TID, TASK)
     if case == "capacity":
         builds: list[str] = []
@@ -346,8 +389,8 @@ def _closed(env: Env, sid: str) -> bool:
     return False
 
 
-def test_session_closes_on_normal_exit(make_env):
-    env: Env = make_env()
+def test_session_closes_on_normal_exit(make_sdk_env):
+    env: Env = make_sdk_env()
     with env.client.session(TASK, episode=EP, task_id=TID) as s:
         assert s.call_tool(*WRITE) == "Email sent successfully."
         assert s.verify([WRITE]).reward == 1.0
@@ -356,16 +399,16 @@ def test_session_closes_on_normal_exit(make_env):
 
 
 @pytest.mark.parametrize("exc_type", [ValueError, Interrupted])
-def test_session_closes_when_the_block_raises(make_env, exc_type):
-    env: Env = make_env()
+def test_session_closes_when_the_block_raises(make_sdk_env, exc_type):
+    env: Env = make_sdk_env()
     with pytest.raises(exc_type), env.client.session(TASK) as s:
         s.call_tool(*WRITE)
         raise exc_type("policy crashed")
     assert env.store.live_count() == 0 and _closed(env, s.id)
 
 
-def test_a_failing_close_does_not_hide_the_blocks_error(make_env):
-    env: Env = make_env()
+def test_a_failing_close_does_not_hide_the_blocks_error(make_sdk_env):
+    env: Env = make_sdk_env()
     with pytest.raises(ValueError, match="policy crashed"), env.client.session(TASK) as s:
         Faults.of(env.store).fail_next_release()
         raise ValueError("policy crashed")
@@ -373,15 +416,15 @@ def test_a_failing_close_does_not_hide_the_blocks_error(make_env):
     assert env.client.close_session(s.id, s.episode) == "CLOSED"  # ... and can be retried
 
 
-def test_a_failing_close_after_a_clean_block_raises(make_env):
-    env: Env = make_env()
+def test_a_failing_close_after_a_clean_block_raises(make_sdk_env):
+    env: Env = make_sdk_env()
     with pytest.raises(ReleaseFailedError), env.client.session(TASK) as s:
         Faults.of(env.store).fail_next_release()
     assert env.client.close_session(s.id, s.episode) == "CLOSED"
 
 
-def test_a_failed_seed_fences_an_sdk_generated_id(make_env):
-    env: Env = make_env()
+def test_a_failed_seed_fences_an_sdk_generated_id(make_sdk_env):
+    env: Env = make_sdk_env()
     seen: list[str] = []
     Faults.of(env.store).on("build", seen.append)
     Faults.of(env.store).fail_next_build(10)
@@ -393,8 +436,8 @@ def test_a_failed_seed_fences_an_sdk_generated_id(make_env):
     assert env.store.live_count() == 0
 
 
-def test_a_failed_seed_leaves_a_callers_id_free(make_env):
-    env: Env = make_env()
+def test_a_failed_seed_leaves_a_callers_id_free(make_sdk_env):
+    env: Env = make_sdk_env()
     Faults.of(env.store).fail_next_build(10)
     with pytest.raises(UnavailableError), env.client.session(TASK, session_id="mine", episode=EP):
         pytest.fail("the block must not run")
@@ -420,9 +463,10 @@ def _evicted_session(make_server):
 
 @pytest.mark.parametrize(("recovery", "checkpointed"), RECOVERY_MODES)
 def test_recovery_of_an_evicted_session_degrades_to_the_outcome_without_it(
-    make_server, recovery, checkpointed
+    make_server, sdk_flavor, recovery, checkpointed
 ):
     served, clock, admin = _evicted_session(make_server)
+    served = _flavored(served, sdk_flavor)
     with admin, served.client.session(TASK, episode=EP, recovery=recovery, admin=admin) as s:
         assert s.call_tool(*WRITE) == "Email sent successfully."
         if checkpointed:
@@ -454,10 +498,12 @@ def test_recovery_of_an_evicted_session_degrades_to_the_outcome_without_it(
 
 
 @pytest.mark.parametrize("recovery", ["replay", "checkpoint"])
-def test_a_failing_recovery_after_a_retire_keeps_the_outcome_without_it(make_server, recovery):
+def test_a_failing_recovery_after_a_retire_keeps_the_outcome_without_it(
+    make_server, sdk_flavor, recovery
+):
     """The other ways a recovery fails: a restore refused (no admin token) and a diverging
     replay; the caller still gets the masked sample / the call's own SESSION_LOST."""
-    served = make_server(None, ADMIN)
+    served = _flavored(make_server(None, ADMIN), sdk_flavor)
     admin = AdminClient(served.target, token="adm", timeout_s=HANG_S)
     tokenless = AdminClient(served.target, timeout_s=HANG_S)
     with admin, tokenless, served.client.session(TASK, recovery=recovery, admin=tokenless) as s:
@@ -476,11 +522,11 @@ def test_a_failing_recovery_after_a_retire_keeps_the_outcome_without_it(make_ser
 
 
 @pytest.mark.parametrize("how", ["automatic", "by_recover"])
-def test_a_diverged_replay_fences_the_handle(make_server, how):
+def test_a_diverged_replay_fences_the_handle(make_server, sdk_flavor, how):
     """A replay whose output differs from the recorded one leaves the server holding a session
     that is not the lost one: the handle refuses every later call, naming the session, and
     sends nothing more; a verify answers the masked V4 sample."""
-    served = make_server(None, ADMIN)
+    served = _flavored(make_server(None, ADMIN), sdk_flavor)
     admin = AdminClient(served.target, token="adm", timeout_s=HANG_S)
     recovery = "replay" if how == "automatic" else None
     with admin, served.client.session(TASK, episode=EP, recovery=recovery) as s:
@@ -521,13 +567,15 @@ def test_a_diverged_replay_fences_the_handle(make_server, how):
 
 
 @pytest.mark.parametrize("recovery", [None, "replay"])
-def test_a_replay_that_stops_is_resumed_before_the_handle_is_used_again(make_server, recovery):
+def test_a_replay_that_stops_is_resumed_before_the_handle_is_used_again(
+    make_server, sdk_flavor, recovery
+):
     """A recovery's replay that stops on an error (a lost response, no SDK retry) leaves the
     server holding the session without some recorded calls. Until a recovery resumes the
     replay, the handle sends nothing on it (calls and checkpoints: SessionLostError, verify:
     the masked sample); the resumed replay resends the call it stopped on under its call_id
     (T6: answered, not run again) and the calls after it."""
-    served = make_server(None, ADMIN)
+    served = _flavored(make_server(None, ADMIN), sdk_flavor)
     admin = AdminClient(served.target, token="adm", timeout_s=HANG_S)
     with admin, served.raw.session(TASK, episode=EP, recovery=recovery) as s:
         s.call_tool(*WRITE)

@@ -18,13 +18,7 @@ from workplace_env_client.channel import (
     retry_service_config,
     tls_credentials,
 )
-from workplace_env_client.client import (
-    EnvironmentClient,
-    Recovery,
-    RecoveryStrategy,
-    Session,
-    SessionCheckpoint,
-)
+from workplace_env_client.client import EnvironmentClient, Session
 from workplace_env_client.errors import (
     ArgumentError,
     CallIdReusedError,
@@ -49,6 +43,7 @@ from workplace_env_client.errors import (
     UnavailableError,
     WorkplaceEnvError,
 )
+from workplace_env_client.handle import Recovery, RecoveryStrategy, SessionCheckpoint
 from workplace_env_client.messages import (
     RecordedCall,
     ServerSandbox,

@@ -8,8 +8,8 @@
 Requests and answers are built by :mod:`workplace_env_client.messages`, exactly as in the sync
 client: errors are the same typed exceptions, arguments are checked the same way before
 anything is sent, and a refusal for concurrency (TOO_MANY_RPCS, X3) is retried the same way,
-awaiting its delay (see :mod:`workplace_env_client.client`). Recovery of lost sessions
-is offered by the sync :class:`~workplace_env_client.client.Session` only.
+awaiting its delay (see :mod:`workplace_env_client.client`). Sessions record, recover and
+fence as the sync ones (:mod:`workplace_env_client.handle`: one logic, two drivers).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import grpc.aio
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
+from workplace_env_client.admin import AdminClient
 from workplace_env_client.channel import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_TIMEOUT_S,
@@ -36,21 +37,25 @@ from workplace_env_client.channel import (
     wait_or_raise,
 )
 from workplace_env_client.errors import WorkplaceEnvError, close_failed
+from workplace_env_client.handle import (
+    Recovery,
+    RecoveryStrategy,
+    SessionCheckpoint,
+    SessionHandle,
+    check_admin,
+    check_recovery,
+    run_steps_async,
+)
 from workplace_env_client.messages import (
     CallLike,
     EpisodeLike,
-    RecordedCall,
     ServerSandbox,
     TaskLike,
     VerifyResult,
-    arguments_text,
     call_tool_request,
     close_answer,
     close_request,
     legacy_seed_request,
-    new_call_id,
-    output_digest,
-    prediction,
     sandbox_answer,
     seed_request,
     session_identity,
@@ -67,9 +72,10 @@ class AsyncEnvironmentClient:
     bound, refusals (TOO_MANY_RPCS) retried as by :class:`EnvironmentClient`. ``credentials``
     makes the channel the client creates a TLS one, as for :class:`EnvironmentClient`
     (:func:`~workplace_env_client.channel.tls_credentials`); without it the channel is
-    plaintext. ``retry_refusals`` as for :class:`EnvironmentClient`. Raises ArgumentError (a
-    ValueError) naming the argument for a ``timeout_s``, ``max_attempts``, ``affinity`` or
-    ``retry_refusals`` :class:`EnvironmentClient` refuses; ValueError for a malformed target
+    plaintext. ``retry_refusals`` and ``admin_token`` as for :class:`EnvironmentClient`.
+    Raises ArgumentError (a ValueError) naming the argument for a ``timeout_s``,
+    ``max_attempts``, ``affinity``, ``retry_refusals`` or ``admin_token``
+    :class:`EnvironmentClient` refuses; ValueError for a malformed target
     list or for both or neither of ``target`` and ``channel``."""
 
     def __init__(
@@ -80,13 +86,14 @@ class AsyncEnvironmentClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         affinity: bool | None = None,
+        admin_token: str | None = None,
         credentials: grpc.ChannelCredentials | None = None,
         retry_refusals: bool | None = None,
     ) -> None:
         if (target is None) == (channel is None):
             raise ValueError("pass exactly one of target or channel")
         check_max_attempts(max_attempts)
-        timeout_s = check_client_options(timeout_s, affinity, retry_refusals)
+        timeout_s = check_client_options(timeout_s, affinity, retry_refusals, admin_token)
         self._own_channel = channel is None
         if channel is None:
             assert target is not None
@@ -96,7 +103,10 @@ class AsyncEnvironmentClient:
         self.channel = channel
         self.stub = pb_grpc.EnvironmentServiceStub(channel)
         self.timeout_s = timeout_s
+        self.admin_token = admin_token
         self._retry_refusals = max_attempts > 1 if retry_refusals is None else retry_refusals
+        self._target, self._affinity, self._credentials = target, affinity, credentials
+        self._admins: dict[str | None, AdminClient] = {}
 
     async def __aenter__(self) -> AsyncEnvironmentClient:
         return self
@@ -105,9 +115,32 @@ class AsyncEnvironmentClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the channel if this client created it."""
+        """Close the channel if this client created it, and the admin clients it made."""
+        for admin in self._admins.values():
+            admin.close()
         if self._own_channel:
             await self.channel.close(grace=None)
+
+    def admin(self, token: str | None = None) -> AdminClient:
+        """An :class:`~workplace_env_client.admin.AdminClient` (sync: an :class:`AsyncSession`
+        runs its calls on a worker thread) on this client's target, with its affinity and
+        credentials, so per-session RPCs reach the server this client's RPCs of that session
+        reach; made once per token and closed by :meth:`close`. ``token`` defaults to the
+        client's ``admin_token`` (CONTRACT A1). Raises ValueError for a client made over a
+        ``channel`` (no target to dial)."""
+        if self._target is None:
+            raise ValueError("admin RPCs need the client's target; this client has a channel")
+        token = token or self.admin_token
+        admin = self._admins.get(token)
+        if admin is None:
+            admin = self._admins[token] = AdminClient(
+                self._target,
+                token=token,
+                timeout_s=self.timeout_s,
+                affinity=self._affinity,
+                credentials=self._credentials,
+            )
+        return admin
 
     async def _invoke(
         self, method: str, request: Any, session_id: str = "", *, retry_refusals: bool | None = None
@@ -206,10 +239,15 @@ class AsyncEnvironmentClient:
         episode: tuple[str, int] | None = None,
         task_id: tuple[str, str] | None = None,
         session_id: str | None = None,
+        recovery: RecoveryStrategy | None = None,
+        admin: AdminClient | None = None,
     ) -> AsyncIterator[AsyncSession]:
         """Seed a session for ``task``, yield it, and always close it on exit (defaults,
-        refusals of the close and errors as :meth:`EnvironmentClient.session`)."""
+        refusals of the close, ``recovery``, ``admin`` and errors as
+        :meth:`EnvironmentClient.session`)."""
         sid, ep, task_msg, tid = session_identity(task, episode, task_id, session_id)
+        check_recovery(recovery)
+        check_admin(admin)
         try:
             await self.seed(sid, ep, tid, task_msg)
         except BaseException as failed:
@@ -221,7 +259,9 @@ class AsyncEnvironmentClient:
                     close_failed(sid, closing, failed)
             raise
         try:
-            yield AsyncSession(self, sid, ep)
+            yield AsyncSession(
+                self, sid, ep, task_id=tid, task=task_msg, recovery=recovery, admin=admin
+            )
         except BaseException as failed:
             try:
                 await self._close(sid, ep, retry_refusals=True)
@@ -235,38 +275,36 @@ class AsyncEnvironmentClient:
                 close_failed(sid, closing, None)
 
 
-class AsyncSession:
-    """A seeded session, as handed out by :meth:`AsyncEnvironmentClient.session`; it records
-    each successful :meth:`call_tool` (:attr:`calls`) as the sync
-    :class:`~workplace_env_client.client.Session` does."""
+class AsyncSession(SessionHandle):
+    """A seeded session, as handed out by :meth:`AsyncEnvironmentClient.session`: the sync
+    :class:`~workplace_env_client.client.Session`'s methods (recording, recovery, fencing:
+    :class:`~workplace_env_client.handle.SessionHandle`), awaited; its admin calls
+    (checkpoints, restores) run on a worker thread."""
 
-    def __init__(self, client: AsyncEnvironmentClient, session_id: str, episode: tuple[str, int]):
-        self.client = client
-        self.id = session_id
-        self.episode = episode
-        self._calls: list[RecordedCall] = []
-
-    @property
-    def calls(self) -> tuple[RecordedCall, ...]:
-        """The successful tool calls made through this handle, in order."""
-        return tuple(self._calls)
+    client: AsyncEnvironmentClient
 
     async def call_tool(
         self, name: str, arguments: str | Mapping[str, Any] | None = None, call_id: str = ""
     ) -> Any:
-        """Call a tool on this session; return its decoded output; record the call."""
-        text = arguments_text(arguments)
-        cid = call_id or new_call_id()
-        output = await self.client.call_tool_raw(self.id, name, text, cid)
-        self._calls.append(RecordedCall(name, text, cid, output_digest(output)))
-        return json.loads(output)
+        """As :meth:`Session.call_tool <workplace_env_client.client.Session.call_tool>`."""
+        return await run_steps_async(self._call_tool(name, arguments, call_id))
 
     async def verify(
         self, function_calls: Iterable[CallLike] | None = None, **kwargs: Any
     ) -> VerifyResult:
-        """Score this session's episode (see :meth:`AsyncEnvironmentClient.verify`):
-        ``function_calls`` None (the default, without ``response_output``) scores the calls
-        this handle made (:attr:`calls`), ``[]`` an empty prediction; items as for
-        :meth:`Session.verify <workplace_env_client.client.Session.verify>`."""
-        calls = prediction(function_calls, self._calls, kwargs)
-        return await self.client.verify(self.id, calls, **kwargs)
+        """As :meth:`Session.verify <workplace_env_client.client.Session.verify>`."""
+        return await run_steps_async(self._verify(function_calls, kwargs))  # type: ignore[no-any-return]
+
+    async def checkpoint(self, admin: AdminClient | None = None) -> SessionCheckpoint:
+        """As :meth:`Session.checkpoint <workplace_env_client.client.Session.checkpoint>`."""
+        return await run_steps_async(self._checkpoint(admin))  # type: ignore[no-any-return]
+
+    async def recover(
+        self,
+        strategy: RecoveryStrategy = "replay",
+        *,
+        checkpoint: SessionCheckpoint | None = None,
+        admin: AdminClient | None = None,
+    ) -> Recovery:
+        """As :meth:`Session.recover <workplace_env_client.client.Session.recover>`."""
+        return await run_steps_async(self._recover(strategy, checkpoint, admin))  # type: ignore[no-any-return]

@@ -36,14 +36,12 @@ import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env_client import reasons
 from workplace_env_client.admin import AdminClient
 
 # The channel settings live in .channel (shared with .admin and .aio); the names not used here
@@ -66,26 +64,27 @@ from workplace_env_client.channel import (  # noqa: F401
     wait_or_raise,
 )
 from workplace_env_client.errors import (
-    ArgumentError,
-    ReplayDivergedError,
-    SessionLiveError,
-    SessionLostError,
     WorkplaceEnvError,
     close_failed,
 )
+from workplace_env_client.handle import (
+    Recovery,
+    RecoveryStrategy,
+    SessionCheckpoint,
+    SessionHandle,
+    check_admin,
+    check_recovery,
+    run_steps,
+)
 from workplace_env_client.messages import (
     CallLike,
-    RecordedCall,
     ServerSandbox,
     VerifyResult,
-    arguments_text,
+    all_checked,
     call_tool_request,
     close_answer,
     close_request,
     legacy_seed_request,
-    new_call_id,
-    output_digest,
-    prediction,
     sandbox_answer,
     seed_request,
     session_identity,
@@ -94,13 +93,14 @@ from workplace_env_client.messages import (
     verify_request,
 )
 from workplace_env_client.routing import Target, session_metadata
+from workplace_env_client.transport import GrpcTransport, Transport
 
 if TYPE_CHECKING:
-    from workplace.env.v1 import admin_pb2 as admin_pb
+    pass
 
 
 class EnvironmentClient:
-    """A client over a ``target`` or an existing ``channel``.
+    """A client over a ``target``, an existing ``channel`` or a ``transport``.
 
     ``target``: ``host:port`` (or any gRPC target URI), or a list of ``IP:PORT`` strings, one
     per server process. ``affinity`` picks the ``ring_hash`` policy on the
@@ -124,7 +124,10 @@ class EnvironmentClient:
     session's checkpoint recovery) sends by default. ``credentials`` makes the channel the client
     creates a TLS one (:func:`~workplace_env_client.channel.tls_credentials`: a server started
     with ``--tls-cert``, and with ``--tls-client-ca`` this client's certificate); without it the
-    channel is plaintext. Raises ArgumentError (a ValueError) naming the argument, before any
+    channel is plaintext. ``transport`` (instead of a target or channel) is any
+    :class:`~workplace_env_client.transport.Transport`, e.g. a server's servicer in this
+    process (``workplace_env.server.in_process.in_process_client``); ``channel`` and
+    ``stub`` are then None. Raises ArgumentError (a ValueError) naming the argument, before any
     channel is made, for a ``timeout_s`` that is not a finite number of seconds in
     ``(0, 1e9]`` (None, a string, NaN, an infinity, 0 or less), a ``max_attempts`` that is not
     an int in 1..5, an ``affinity`` or ``retry_refusals`` that is not a bool or None, an
@@ -137,6 +140,7 @@ class EnvironmentClient:
         target: Target | None = None,
         *,
         channel: grpc.Channel | None = None,
+        transport: Transport | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         affinity: bool | None = None,
@@ -144,18 +148,22 @@ class EnvironmentClient:
         credentials: grpc.ChannelCredentials | None = None,
         retry_refusals: bool | None = None,
     ) -> None:
-        if (target is None) == (channel is None):
-            raise ValueError("pass exactly one of target or channel")
+        if [target, channel, transport].count(None) != 2:
+            raise ValueError("pass exactly one of target, channel or transport")
         check_max_attempts(max_attempts)
         timeout_s = check_client_options(timeout_s, affinity, retry_refusals, admin_token)
-        self._own_channel = channel is None
-        if channel is None:
-            assert target is not None
-            channel = make_channel(
-                target, max_attempts=max_attempts, affinity=affinity, credentials=credentials
-            )
-        self.channel = channel
-        self.stub = pb_grpc.EnvironmentServiceStub(self.channel)
+        if transport is None:
+            owned = channel is None
+            if channel is None:
+                assert target is not None
+                channel = make_channel(
+                    target, max_attempts=max_attempts, affinity=affinity, credentials=credentials
+                )
+            transport = GrpcTransport(channel, owned=owned)
+        self.transport: Transport = transport
+        #: The gRPC channel and stub of a :class:`GrpcTransport` (None over another transport).
+        self.channel: grpc.Channel | None = getattr(transport, "channel", None)
+        self.stub: pb_grpc.EnvironmentServiceStub | None = getattr(transport, "stub", None)
         self.timeout_s = timeout_s
         self.admin_token = admin_token
         self._retry_refusals = max_attempts > 1 if retry_refusals is None else retry_refusals
@@ -167,9 +175,8 @@ class EnvironmentClient:
         self.close()
 
     def close(self) -> None:
-        """Close the channel if this client created it."""
-        if self._own_channel:
-            self.channel.close()
+        """Close the channel if this client created it (the transport's :meth:`close`)."""
+        self.transport.close()
 
     def admin(self, token: str | None = None) -> AdminClient:
         """An :class:`~workplace_env_client.admin.AdminClient` on this client's channel, so its
@@ -177,29 +184,44 @@ class EnvironmentClient:
         as this channel sees it). Closing it leaves the channel open.
 
         ``token`` defaults to the client's ``admin_token``: the server's admin RPCs are off
-        unless it has a token (or was started with ``--admin-open``), CONTRACT A1.
+        unless it has a token (or was started with ``--admin-open``), CONTRACT A1. Raises
+        ValueError for a client without a gRPC channel (another ``transport``).
         """
+        if self.channel is None:
+            raise ValueError("admin RPCs need a gRPC channel; this client has another transport")
         return AdminClient(
             channel=self.channel, token=token or self.admin_token, timeout_s=self.timeout_s
         )
 
     def _invoke(
-        self, method: str, request: Any, session_id: str = "", *, retry_refusals: bool | None = None
+        self,
+        method: str,
+        request: Any,
+        session_id: str = "",
+        *,
+        retry_refusals: bool | None = None,
+        checked: bool = False,
     ) -> Any:
         """Send ``request`` within one deadline of ``timeout_s``, again after each TOO_MANY_RPCS
         refusal whose wait ends before it: when ``retry_refusals`` says so (None: when the client's
-        retries are on)."""
+        retries are on). ``checked``: its JSON fields are
+        :class:`~workplace_env_client.messages.CheckedJson`."""
         deadline = time.monotonic() + self.timeout_s
         retry = self._retry_refusals if retry_refusals is None else retry_refusals
+        metadata = session_metadata(session_id)
         while True:
             try:
-                return getattr(self.stub, method)(
+                return self.transport.unary(
+                    method,
                     request,
                     timeout=max(0.0, deadline - time.monotonic()),
-                    metadata=session_metadata(session_id),
+                    metadata=metadata,
+                    checked=checked,
                 )
-            except grpc.RpcError as exc:
-                wait = wait_or_raise(exc, deadline, retry)
+            except WorkplaceEnvError as error:
+                wait = refusal_wait(error, deadline - time.monotonic()) if retry else None
+                if wait is None:
+                    raise
             time.sleep(wait)
 
     # -- RPCs --------------------------------------------------------------------------------
@@ -236,10 +258,13 @@ class EnvironmentClient:
     ) -> str:
         """Call a tool; return its output as JSON text (byte-exact to the reference).
 
-        ``call_id`` is the idempotency key (T6); when empty the SDK generates one, so the
-        call can be retried safely (a retry replays the first output).
+        ``call_id`` is the idempotency key (T6); when empty the SDK generates one (over a
+        transport that may resend it, as gRPC's), so the call can be retried safely (a retry
+        replays the first output).
         """
-        request = call_tool_request(session_id, name, arguments, call_id)
+        request = call_tool_request(
+            session_id, name, arguments, call_id, keyed=self.transport.resends
+        )
         response: pb.CallToolResponse = self._invoke("CallTool", request, session_id)
         return response.output
 
@@ -275,7 +300,8 @@ class EnvironmentClient:
         request = verify_request(
             session_id, function_calls, response_output, ground_truth, ground_truth_json
         )
-        return verify_answer(self._invoke("Verify", request, session_id))
+        checked = all_checked(response_output, ground_truth_json)
+        return verify_answer(self._invoke("Verify", request, session_id, checked=checked))
 
     def close_session(self, session_id: str, episode: tuple[str, int] | pb.EpisodeId) -> str:
         """Close a session; return the outcome ``"CLOSED"``, ``"ALREADY_CLOSED"`` or
@@ -368,187 +394,11 @@ class EnvironmentClient:
                 close_failed(sid, closing, None)
 
 
-#: How :meth:`Session.recover` rebuilds a lost session.
-RecoveryStrategy = Literal["replay", "checkpoint"]
+class Session(SessionHandle):
+    """A seeded typed session, as handed out by :meth:`EnvironmentClient.session`; its
+    recording, recovery and fencing are :class:`~workplace_env_client.handle.SessionHandle`'s."""
 
-
-def check_recovery(recovery: object, field: str = "recovery", optional: bool = True) -> None:
-    """Raise ArgumentError unless ``recovery`` is ``"replay"``, ``"checkpoint"`` (or None when
-    ``optional``)."""
-    if recovery not in (("replay", "checkpoint", None) if optional else ("replay", "checkpoint")):
-        allowed = "None, 'replay' or 'checkpoint'" if optional else "'replay' or 'checkpoint'"
-        raise ArgumentError(field, f"must be {allowed}, not {recovery!r}")
-
-
-def check_admin(admin: object) -> None:
-    """Raise ArgumentError unless ``admin`` is None or an AdminClient."""
-    if admin is not None and not isinstance(admin, AdminClient):
-        raise ArgumentError("admin", f"must be an AdminClient or None, not {type(admin).__name__}")
-
-
-#: What an automatic recovery may fail with: an SDK error of the seed, restore or replayed
-#: calls (e.g. SESSION_EXPIRED: the server refuses to re-seed an evicted id, CONTRACT X1;
-#: REPLAY_DIVERGED; UNAUTHENTICATED restores), or ValueError (a handle without its task).
-_RECOVERY_FAILURES = (WorkplaceEnvError, ValueError)
-
-
-@dataclass(frozen=True)
-class SessionCheckpoint:
-    """A session's snapshot (``SessionSnapshot``, from the admin export) and ``call_count``,
-    how many of the session's recorded calls it includes (later ones are replayed on restore).
-
-    :meth:`Session.checkpoint` makes one; build one yourself from
-    :meth:`AdminClient.export_sessions` output taken after ``call_count`` calls.
-    """
-
-    snapshot: admin_pb.SessionSnapshot
-    call_count: int
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """What :meth:`Session.recover` did: the ``strategy``; ``restored``, whether a checkpoint
-    was installed; ``replayed``, how many recorded calls were sent again; ``already_held``,
-    whether the server the id maps to held the session already (nothing was rebuilt)."""
-
-    strategy: RecoveryStrategy
-    restored: bool
-    replayed: int
-    already_held: bool
-
-
-class Session:
-    """A seeded typed session, as handed out by :meth:`EnvironmentClient.session`.
-
-    The handle records each successful :meth:`call_tool` (:attr:`calls`: name, arguments,
-    call_id, output digest) so that a session whose server went away can be rebuilt on the
-    server its id now maps to, at the caller's choice:
-
-    * ``recover("replay")``: seed again (fresh tables) and replay every recorded call;
-    * ``recover("checkpoint")``: restore the last :meth:`checkpoint` (or a given
-      :class:`SessionCheckpoint`), seed again to claim it (CONTRACT K4), and replay the calls
-      made after it.
-
-    Replayed calls reuse their ``call_id``, so a recovery sent to a server that still holds the
-    session changes nothing (T6); each replayed output must equal the recorded one, else
-    :class:`~workplace_env_client.errors.ReplayDivergedError`. With ``recovery`` set, a
-    :meth:`call_tool` that gets SESSION_LOST or SESSION_EXPIRED, or a :meth:`verify` answered
-    ``failure_kind "session_lost"``, recovers once by that strategy and is sent again
-    (``"checkpoint"`` falls back to replay while no checkpoint was taken); :attr:`recoveries`
-    lists what was done. A handle is for one caller at a time (calls and checkpoints in order).
-
-    An automatic recovery never leaves the caller worse off than no recovery: when it fails
-    (the seed, restore or a replayed call raises, e.g. SESSION_EXPIRED because the server
-    refuses to re-seed an evicted id, CONTRACT X1; or the replay diverges), or the call sent
-    again after it fails, :meth:`verify` returns the first, masked ``session_lost`` answer
-    (CONTRACT V4) and :meth:`call_tool` raises the call's own error (e.g.
-    :class:`~workplace_env_client.errors.SessionExpiredError`, with a note naming the recovery's
-    error); :attr:`failed_recoveries` keeps those errors. Closing (the ``session()`` block's
-    exit) never recovers. :meth:`recover`, called by you, raises its errors.
-
-    A replay that diverges (automatic or by :meth:`recover`) fences the handle: the server now
-    holds a session whose state is not the recorded one, so the handle never touches it again.
-    Every later :meth:`call_tool`, :meth:`checkpoint` and :meth:`recover` raises
-    :class:`~workplace_env_client.errors.ReplayDivergedError` naming the session (its cause:
-    the divergence), and :meth:`verify` answers the masked ``session_lost`` sample (CONTRACT
-    V4, as for a session the server does not hold) with a ``failure_reason`` saying so,
-    without asking the server; :attr:`fenced` is the divergence. The ``session()`` block's exit
-    still closes the session on the server.
-
-    A replay that stops on another error (e.g. a deadline, or an answer lost with retries
-    spent) leaves the server, if it still holds the session, with only some of the recorded
-    calls. Until a recovery resumes that replay the handle sends nothing on the session either:
-    :meth:`call_tool` and :meth:`checkpoint` raise SessionLostError ("not fully recovered";
-    with ``recovery`` set, the call recovers and is sent as for a lost session) and
-    :meth:`verify` answers the masked ``session_lost`` sample. A recovery reaching a server
-    that holds the session resumes at the call the replay stopped on (resent with its
-    ``call_id``, so not run twice, T6).
-    """
-
-    def __init__(
-        self,
-        client: EnvironmentClient,
-        session_id: str,
-        episode: tuple[str, int],
-        *,
-        task_id: tuple[str, str] | None = None,
-        task: pb.WorkplaceTask | None = None,
-        recovery: RecoveryStrategy | None = None,
-        admin: AdminClient | None = None,
-    ) -> None:
-        check_recovery(recovery)
-        self.client = client
-        self.id = session_id
-        self.episode = episode
-        self.task_id = task_id
-        self.task = task
-        self.recovery = recovery
-        self.admin = admin
-        #: The last checkpoint :meth:`checkpoint` took (None before the first).
-        self.last_checkpoint: SessionCheckpoint | None = None
-        self._calls: list[RecordedCall] = []
-        self._recoveries: list[Recovery] = []
-        self._failed_recoveries: list[Exception] = []
-        self._fenced: ReplayDivergedError | None = None
-        # After a recovery whose replay stopped on an error (not a divergence): the index of the
-        # first recorded call the server's copy may lack. None: the server has them all.
-        self._resume_at: int | None = None
-
-    @property
-    def fenced(self) -> ReplayDivergedError | None:
-        """The divergence that fenced this handle (see the class docstring), or None."""
-        return self._fenced
-
-    def _fence_message(self) -> str:
-        assert self._fenced is not None
-        return (
-            f"session {self.id} is fenced: a recovery replay diverged ({self._fenced.message});"
-            " its state on the server is not the recorded one, so this handle refuses every"
-            " call (close it and start another episode)"
-        )
-
-    def _refuse_if_fenced(self) -> None:
-        """Raise ReplayDivergedError when a diverged replay fenced this handle."""
-        if self._fenced is not None:
-            raise ReplayDivergedError(
-                self._fence_message(),
-                grpc.StatusCode.DATA_LOSS,
-                reason=reasons.REPLAY_DIVERGED.name,
-                session_id=self.id,
-            ) from self._fenced
-
-    def _incomplete_message(self) -> str:
-        return (
-            f"session {self.id} is not fully recovered: its replay stopped after"
-            f" {self._resume_at} of {len(self._calls)} recorded calls (recover() resumes it)"
-        )
-
-    def _refuse_if_incomplete(self) -> None:
-        """Raise SessionLostError while a recovery's replay is incomplete: the server's copy
-        lacks recorded calls, so the recorded session is not (yet) there."""
-        if self._resume_at is not None:
-            raise SessionLostError(
-                self._incomplete_message(),
-                grpc.StatusCode.NOT_FOUND,
-                reason=reasons.SESSION_LOST.name,
-                session_id=self.id,
-            )
-
-    @property
-    def calls(self) -> tuple[RecordedCall, ...]:
-        """The successful tool calls made through this handle, in order."""
-        return tuple(self._calls)
-
-    @property
-    def recoveries(self) -> tuple[Recovery, ...]:
-        """Every recovery of this handle (automatic or by :meth:`recover`), in order."""
-        return tuple(self._recoveries)
-
-    @property
-    def failed_recoveries(self) -> tuple[Exception, ...]:
-        """The errors of automatic recoveries that did not succeed, in order (each left the
-        caller with the outcome it gets without recovery; see the class docstring)."""
-        return tuple(self._failed_recoveries)
+    client: EnvironmentClient
 
     def call_tool(
         self, name: str, arguments: str | Mapping[str, Any] | None = None, call_id: str = ""
@@ -559,26 +409,7 @@ class Session:
         is recovered once and the call sent again (same ``call_id``). Raises
         ReplayDivergedError, sending nothing, once the handle is fenced.
         """
-        self._refuse_if_fenced()
-        text = arguments_text(arguments)
-        cid = call_id or new_call_id()
-        try:
-            self._refuse_if_incomplete()
-            output = self.client.call_tool_raw(self.id, name, text, cid)
-        except SessionLostError as lost:
-            if self.recovery is None:
-                raise
-            try:
-                self._auto_recover()
-                output = self.client.call_tool_raw(self.id, name, text, cid)
-            except _RECOVERY_FAILURES as failed:
-                # Never worse than without recovery: the caller gets the call's own error.
-                self._failed_recoveries.append(failed)
-                fenced = "; the handle is fenced" if failed is self._fenced else ""
-                lost.add_note(f"recovery ({self.recovery}) failed: {failed}{fenced}")
-                raise lost from lost.__cause__
-        self._calls.append(RecordedCall(name, text, cid, output_digest(output)))
-        return json.loads(output)
+        return run_steps(self._call_tool(name, arguments, call_id))
 
     def verify(
         self, function_calls: Iterable[CallLike] | None = None, **kwargs: Any
@@ -592,24 +423,7 @@ class Session:
         fenced handle answers the masked ``session_lost`` sample (V4) and sends nothing.
         Raises ArgumentError for a malformed call, as :meth:`EnvironmentClient.verify`.
         """
-        if self._fenced is not None:
-            return VerifyResult(0.0, True, "session_lost", self._fence_message(), ())
-        calls = prediction(function_calls, self._calls, kwargs)
-        if self._resume_at is not None:  # not asked: the server's copy lacks recorded calls
-            result = VerifyResult(0.0, True, "session_lost", self._incomplete_message(), ())
-        else:
-            result = self.client.verify(self.id, calls, **kwargs)
-        if result.failure_kind == "session_lost" and self.recovery is not None:
-            try:
-                self._auto_recover()
-                return self.client.verify(self.id, calls, **kwargs)
-            except _RECOVERY_FAILURES as failed:
-                # Never worse than without recovery: the masked sample (CONTRACT V4).
-                self._failed_recoveries.append(failed)
-        return result
-
-    def _admin(self, admin: AdminClient | None) -> AdminClient:
-        return admin or self.admin or self.client.admin()
+        return run_steps(self._verify(function_calls, kwargs))  # type: ignore[no-any-return]
 
     def checkpoint(self, admin: AdminClient | None = None) -> SessionCheckpoint:
         """Export this session's snapshot (K1) from the server holding it; keep it as
@@ -620,27 +434,7 @@ class Session:
         SessionLostError when the server does not hold the session, UnauthenticatedError
         without the server's admin token.
         """
-        self._refuse_if_fenced()
-        check_admin(admin)
-        self._refuse_if_incomplete()
-        count = len(self._calls)
-        snapshots, _missing, failures = self._admin(admin).export_sessions([self.id])
-        if failures:
-            raise WorkplaceEnvError(
-                f"session {self.id} cannot be exported: {failures[self.id]}",
-                grpc.StatusCode.FAILED_PRECONDITION,
-                reason=reasons.EXPORT_FAILED.name,
-                session_id=self.id,
-            )
-        if not snapshots:
-            raise SessionLostError(
-                f"the server holds no session {self.id} to checkpoint",
-                grpc.StatusCode.NOT_FOUND,
-                reason=reasons.SESSION_LOST.name,
-                session_id=self.id,
-            )
-        self.last_checkpoint = SessionCheckpoint(snapshots[0], count)
-        return self.last_checkpoint
+        return run_steps(self._checkpoint(admin))  # type: ignore[no-any-return]
 
     def recover(
         self,
@@ -663,55 +457,4 @@ class Session:
         seed's, restore's and calls' errors (e.g. SessionClosedError once the id was closed;
         SessionLostError or UnavailableError when the new server goes away too: recover again).
         """
-        self._refuse_if_fenced()
-        check_recovery(strategy, "strategy", optional=False)
-        check_admin(admin)
-        if checkpoint is not None and not isinstance(checkpoint, SessionCheckpoint):
-            raise ArgumentError(
-                "checkpoint",
-                f"must be a SessionCheckpoint or None, not {type(checkpoint).__name__}",
-            )
-        if self.task is None or self.task_id is None:
-            raise ValueError("recovery needs the session's task and task id")
-        start = 0
-        restored = False
-        if strategy == "checkpoint":
-            checkpoint = checkpoint or self.last_checkpoint
-            if checkpoint is None:
-                raise ValueError("no checkpoint to recover from (take one with checkpoint())")
-            if checkpoint.snapshot.resources_session_id != self.id:
-                raise ValueError("the checkpoint is of another session")
-            try:
-                restored = self._admin(admin).restore_sessions([checkpoint.snapshot]) == 1
-            except SessionLiveError:
-                restored = False  # that server holds the session: the seed below finds it
-            start = checkpoint.call_count
-        seeded = self.client.seed(self.id, self.episode, self.task_id, self.task)
-        already_held = seeded.already_seeded
-        # A server holding the session has every recorded call, unless an earlier recovery's
-        # replay stopped there: then it resumes (the call it stopped on may have run; its
-        # call_id makes the resend answer the recorded output, T6).
-        begin = start if not already_held else self._resume_at
-        replayed = 0
-        if begin is not None:
-            for at in range(begin, len(self._calls)):
-                self._resume_at = at
-                call = self._calls[at]
-                output = self.client.call_tool_raw(self.id, call.name, call.arguments, call.call_id)
-                if output_digest(output) != call.output_digest:
-                    self._fenced = ReplayDivergedError(
-                        f"replaying {call.name} (call_id {call.call_id}) gave another output",
-                        grpc.StatusCode.DATA_LOSS,
-                        reason=reasons.REPLAY_DIVERGED.name,
-                        session_id=self.id,
-                    )
-                    raise self._fenced
-                replayed += 1
-            self._resume_at = None
-        outcome = Recovery(strategy, restored, replayed, already_held)
-        self._recoveries.append(outcome)
-        return outcome
-
-    def _auto_recover(self) -> None:
-        use_checkpoint = self.recovery == "checkpoint" and self.last_checkpoint is not None
-        self.recover("checkpoint" if use_checkpoint else "replay")
+        return run_steps(self._recover(strategy, checkpoint, admin))  # type: ignore[no-any-return]

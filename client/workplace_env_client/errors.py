@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import grpc
+from google.protobuf import any_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -307,15 +308,9 @@ class _Details:
     metadata: dict[str, str] = field(default_factory=dict)
 
 
-def _details(error: grpc.RpcError) -> _Details:
+def _details(details: Iterable[any_pb2.Any]) -> _Details:
     out = _Details()
-    try:
-        status = rpc_status.from_call(error)  # type: ignore[arg-type]
-    except (ValueError, AttributeError):
-        return out
-    if status is None:
-        return out
-    for detail in status.details:
+    for detail in details:
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             info = error_details_pb2.ErrorInfo()
             detail.Unpack(info)
@@ -334,6 +329,15 @@ def _details(error: grpc.RpcError) -> _Details:
     return out
 
 
+def _status_details(error: grpc.RpcError) -> Iterable[any_pb2.Any]:
+    """The rich status details a failed RPC carries (none when it carries no rich status)."""
+    try:
+        status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    except (ValueError, AttributeError):
+        return ()
+    return () if status is None else status.details
+
+
 #: gRPC's text when an answer is over this client's receive limit (``grpc.max_receive_message
 #: _length``): "(<size> vs. <limit>)". The server's own refusal of a request says "SERVER:".
 _OVER_RECEIVE_LIMIT = re.compile(r"CLIENT: Received message larger than max \((\d+) vs\. (\d+)\)")
@@ -346,14 +350,23 @@ def error_class(code: grpc.StatusCode, reason: str) -> type[WorkplaceEnvError]:
 
 
 def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
-    """The typed SDK exception for a failed RPC. An answer over this client's own message
-    limit (a server whose limit is larger) is CapacityError ``RESPONSE_TOO_LARGE`` naming the
-    size and the limit, as the server's refusal of an answer over its limit: the RPC ran, only
-    its answer was lost; gRPC's bare RESOURCE_EXHAUSTED would read as a request too large."""
+    """The typed SDK exception for a failed RPC (:func:`from_status` of its status)."""
     code: grpc.StatusCode = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
     message: str | None = error.details() if hasattr(error, "details") else str(error)
-    info = _details(error)
-    over = _OVER_RECEIVE_LIMIT.search(message or "")
+    return from_status(code, message or "", _status_details(error))
+
+
+def from_status(
+    code: grpc.StatusCode, message: str, details: Iterable[any_pb2.Any] = ()
+) -> WorkplaceEnvError:
+    """The typed SDK exception for a status: its ``code``, ``message`` and rich ``details``
+    (``google.rpc.Status.details``: ErrorInfo, BadRequest, RetryInfo). An answer over this
+    client's own message limit (a server whose limit is larger) is CapacityError
+    ``RESPONSE_TOO_LARGE`` naming the size and the limit, as the server's refusal of an answer
+    over its limit: the RPC ran, only its answer was lost; gRPC's bare RESOURCE_EXHAUSTED would
+    read as a request too large."""
+    info = _details(details)
+    over = _OVER_RECEIVE_LIMIT.search(message)
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not info.reason and over:
         size, limit = over.groups()
         return CapacityError(
@@ -364,9 +377,9 @@ def from_rpc_error(error: grpc.RpcError) -> WorkplaceEnvError:
         )
     cls = error_class(code, info.reason)
     return cls(
-        message or "",
+        message,
         code,
-        hint=fix_hint(code, info.reason, message or ""),
+        hint=fix_hint(code, info.reason, message),
         reason=info.reason,
         session_id=info.session_id,
         violations=tuple(info.violations),

@@ -279,17 +279,41 @@ def legacy_seed_request(session_id: str, task: TaskLike) -> pb.SeedSessionReques
 
 
 def call_tool_request(
-    session_id: str, name: str, arguments: str | Mapping[str, Any] | None, call_id: str
+    session_id: str,
+    name: str,
+    arguments: str | Mapping[str, Any] | None,
+    call_id: str,
+    *,
+    keyed: bool = True,
 ) -> pb.CallToolRequest:
-    """A tool call; an empty ``call_id`` gets a fresh one (a retry then replays, T6). Raises
-    ArgumentError naming ``tool_name``, ``call_id`` or ``arguments`` (``arguments.query``;
-    reason ``INVALID_TOOL_ARGUMENTS``, as the server's for arguments it refuses)."""
+    """A tool call; an empty ``call_id`` gets a fresh one when ``keyed`` (a transport that may
+    resend it: a retry then replays, T6). Raises ArgumentError naming ``tool_name``,
+    ``call_id`` or ``arguments`` (``arguments.query``; reason ``INVALID_TOOL_ARGUMENTS``, as the
+    server's for arguments it refuses)."""
+    call_id = checks.text(call_id, "call_id")
     return pb.CallToolRequest(
         resources_session_id=session_id_text(session_id),
         tool_name=checks.text(name, "tool_name"),
         arguments=arguments_text(arguments),
-        call_id=checks.text(call_id, "call_id") or new_call_id(),
+        call_id=call_id or (new_call_id() if keyed else ""),
     )
+
+
+class CheckedJson(str):
+    """JSON text of a verify input (a Responses ``output`` array, a ground truth) that a check
+    in this process has already passed, as the server would check it (the co-hosted gateway
+    checks a ``/verify`` body at its edge to name problems as the reference's 422 does). It is
+    a ``str``: a transport to another process sends it as text, which that server checks; an
+    in-process transport tells the servicer not to check it again (:func:`all_checked`). Make
+    one only from a value whose check found nothing."""
+
+    __slots__ = ()
+
+
+def all_checked(*texts: object) -> bool:
+    """Whether every JSON text given (None: not given) is :class:`CheckedJson`, and one is."""
+    given = [text for text in texts if text is not None]
+    return bool(given) and all(isinstance(text, CheckedJson) for text in given)
 
 
 def verify_request(

@@ -394,18 +394,6 @@ def ground_truth_problems(truth: Any) -> list[tuple[Path, str]]:
     return problems
 
 
-class CheckedJson(str):
-    """The JSON text of a verify input its check here has already passed in this process: a
-    Responses ``output`` array (:func:`response_output_problems`) or a ground truth
-    (:func:`ground_truth_problems`). The co-hosted gateway checks a ``/verify`` body at its edge
-    (to name problems as the reference's 422 does) and passes its fields as this type, so the
-    in-process backend can tell the servicer not to check them again. It is a ``str``:
-    everything else (the SDK, a remote server, which checks what it receives) reads plain text.
-    Make one only from a value whose check found nothing."""
-
-    __slots__ = ()
-
-
 def function_calls_from_response_output(
     output: Any, *, checked: bool = False
 ) -> list[dict[str, Any]]:
@@ -415,7 +403,7 @@ def function_calls_from_response_output(
     (REFERENCE.md c.1). Raises ValueError when ``output`` is not a list, and its subclass
     :class:`ResponseOutputError` when an item is malformed (:func:`response_output_problems`),
     unless ``checked``: the caller has already found no problem in it (see
-    :class:`CheckedJson`), and its items are not looked at again.
+    :class:`~workplace_env_client.messages.CheckedJson`), and its items are not looked at again.
     """
     if not isinstance(output, list):
         raise ValueError("response output must be a JSON array")

@@ -1,8 +1,8 @@
 """The legacy cookie HTTP path of the reference, over the gRPC service (CONTRACT "The legacy
 HTTP path").
 
-Every route is a thin client of the gRPC service through a backend (the SDK over gRPC, or the
-co-hosted servicer in-process: :mod:`workplace_env.gateway.backend`): sessions, tools, scoring
+Every route is a thin client of the gRPC service through an SDK client (over gRPC, or over the
+co-hosted servicer in-process: :mod:`workplace_env.server.in_process`): sessions, tools, scoring
 and their errors all live in the service; this module only translates HTTP bodies, cookies and
 status codes. Routes:
 
@@ -90,7 +90,6 @@ from starlette.routing import Route
 
 from workplace_env import wire
 from workplace_env.gateway import fastjson
-from workplace_env.gateway.backend import Backend, backend_for
 from workplace_env.gateway.cookies import (
     SESSION_ID_KEY,
     CookieCodec,
@@ -111,6 +110,7 @@ from workplace_env.gateway.nemo_protocol import (
     replay_verify,
     seed_response,
 )
+from workplace_env.gateway.readiness import health_probe
 from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.gateway.translate import (
     CALL_ID_HEADER,
@@ -138,7 +138,6 @@ from workplace_env.gateway.translate import (
 from workplace_env.responses import (
     GROUND_TRUTH_LIST,
     GROUND_TRUTH_STR,
-    CheckedJson,
     calls_bound_problem,
     ground_truth_problems,
     output_bound_problem,
@@ -146,6 +145,7 @@ from workplace_env.responses import (
 )
 from workplace_env.verify import bare_predicted_names
 from workplace_env_client import EnvironmentClient, SessionLostError, WorkplaceEnvError, reasons
+from workplace_env_client.messages import CheckedJson
 
 #: Response header of a typed close: its outcome (CLOSED, ALREADY_CLOSED, NOT_SEEDED), which
 #: NeMo's close response has no field for.
@@ -212,20 +212,19 @@ def _version() -> str:
         return "0"
 
 
-def create_app(
-    client: EnvironmentClient | Backend, settings: GatewaySettings | None = None
-) -> FastAPI:
-    """The gateway app over ``client``: a connected SDK client (owned by the caller), or a
-    :class:`~workplace_env.gateway.backend.Backend` (the co-hosted server in-process).
+def create_app(client: EnvironmentClient, settings: GatewaySettings | None = None) -> FastAPI:
+    """The gateway app over ``client``, an SDK client (owned by the caller): over gRPC, or
+    in-process on the co-hosted server (:func:`~workplace_env.server.in_process.in_process_client`).
 
     ``settings`` default to :class:`GatewaySettings` (random per-process secret, the
     reference's cookie, MCP at ``/mcp``). Serve it with uvicorn (``lifespan`` on: MCP runs in
     it); see :func:`workplace_env.gateway.serve.start_gateway` and ``run_gateway``.
     """
     settings = settings or GatewaySettings()
-    backend = backend_for(client)
+    blocking = client.transport.blocking
+    probe = health_probe(client)
     tokens = SessionTokens(settings.secret_key, settings.token_max_age_s)
-    mcp = McpGateway(backend, tokens, _version()) if settings.mcp_path else None
+    mcp = McpGateway(client, tokens, _version()) if settings.mcp_path else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -270,10 +269,10 @@ def create_app(
         off_loop: bool = False,
         **kw: Any,
     ) -> Any:
-        """``fn`` of the backend: on a worker thread when the backend blocks (gRPC) or
+        """``fn`` of the client: on a worker thread when its transport blocks (gRPC) or
         ``off_loop`` (a large body the service parses again); its refusals as HTTP."""
         try:
-            if backend.blocking or off_loop:
+            if blocking or off_loop:
                 return await run_in_threadpool(fn, *args, **kw)
             return fn(*args, **kw)  # in-process: sub-millisecond, no thread hop
         except WorkplaceEnvError as exc:
@@ -288,14 +287,12 @@ def create_app(
     @app.get("/ready", summary="Readiness", tags=["health"])
     async def ready() -> Response:
         """``200 {"status": "ready"}``; ``503 {"status": "draining"}`` from the first instant
-        of shutdown (CONTRACT X2), so balancers stop sending new episodes; for a remote
-        backend, 503 ``{"status": "backend_unavailable" | "backend_not_serving"}`` while the
+        of shutdown (CONTRACT X2), so balancers stop sending new episodes; over a gRPC
+        target, 503 ``{"status": "backend_unavailable" | "backend_not_serving"}`` while the
         gRPC server's health service does not answer SERVING."""
         if app.state.draining.is_set():
             return json_response({"status": "draining"}, 503, {"retry-after": "1"})
-        why = (
-            await run_in_threadpool(backend.not_ready) if backend.blocking else backend.not_ready()
-        )
+        why = None if probe is None else await run_in_threadpool(probe)
         if why is not None:
             return json_response({"status": why}, 503, {"retry-after": "1"})
         return json_response({"status": "ready"})
@@ -386,7 +383,7 @@ def create_app(
                 "task": "task_data" if is_nemo_seed(body) else "task" if "task" in body else ""
             }
             await call(
-                backend.seed,
+                client.seed,
                 sid,
                 episode,
                 task_id,
@@ -402,7 +399,7 @@ def create_app(
         else:
             sid = await call(
                 seed_legacy,
-                backend,
+                client,
                 cookie_session(request),
                 body,
                 seeding=True,
@@ -455,7 +452,7 @@ def create_app(
         text = await body_text(request)
         sid = cookie_session(request)
         unreadable = sid is None and settings.cookie_name in request.cookies  # V4
-        if backend.blocking or is_large(request):  # a large body: seconds to parse and check
+        if blocking or is_large(request):  # a large body: seconds to parse and check
             return await fastjson.off_loop(score, text, sid, unreadable)
         return score(text, sid, unreadable)
 
@@ -501,9 +498,9 @@ def create_app(
         else:
             try:
                 if sid is None:  # H5: offline re-verification, scored by replay of the body
-                    result = replay_verify(backend, body, kwargs)
+                    result = replay_verify(client, body, kwargs)
                 else:
-                    result = backend.verify(sid, **kwargs)
+                    result = client.verify(sid, **kwargs)
             except WorkplaceEnvError as exc:
                 raise service_error(exc, sent_as=_VERIFY_SENT_AS) from exc
             reward, mask = result.reward, result.mask_sample
@@ -551,7 +548,7 @@ def create_app(
         if problems:
             raise invalid(problems)
         check_session_header(request, body.get("resources_session_id"))  # X4
-        outcome = await call(backend.close_session, sid, episode)
+        outcome = await call(client.close_session, sid, episode)
         if is_nemo_close(body):  # H2: NeMo's ResourcesCloseSessionResponse, outcome aside
             return json_response(
                 {"resources_session_id": sid}, headers={CLOSE_OUTCOME_HEADER: outcome}
@@ -657,7 +654,7 @@ def create_app(
             )
         call_id = call_ids[0] if call_ids else ""
         output = await call(
-            backend.call_tool_raw,
+            client.call_tool_raw,
             sid,
             tool_name,
             text,

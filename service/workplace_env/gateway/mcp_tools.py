@@ -46,7 +46,6 @@ from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from workplace_env import wire
-from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.cookies import SessionTokens
 from workplace_env.gateway.translate import INLINE_BODY_BYTES
 from workplace_env_client import EnvironmentClient, WorkplaceEnvError, reasons
@@ -181,7 +180,7 @@ class McpGateway:
 
     def __init__(
         self,
-        client: EnvironmentClient | Backend,
+        client: EnvironmentClient,
         tokens: SessionTokens,
         version: str | None = None,
     ) -> None:

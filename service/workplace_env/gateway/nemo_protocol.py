@@ -22,9 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from workplace_env.gateway.aggregate import aggregate_metrics as aggregate_metrics  # H3
-from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.translate import Loc, invalid, parse_episode, seed_legacy
 from workplace_env.verify import MCP_SERVER_NAME
+from workplace_env_client import EnvironmentClient
 
 #: NeMo's MCP session-token header (``NEMO_GYM_MCP_SESSION_TOKEN_HEADER``).
 NEMO_TOKEN_HEADER = "X-NeMo-Gym-Session-Token"
@@ -116,15 +116,17 @@ def mcp_metadata(url_path: str, token: str) -> dict[str, Any]:
     }
 
 
-def replay_verify(backend: Backend, row: dict[str, Any], verify_kwargs: dict[str, Any]) -> Any:
+def replay_verify(
+    client: EnvironmentClient, row: dict[str, Any], verify_kwargs: dict[str, Any]
+) -> Any:
     """H5: score a ``/verify`` body that names no session (``gym eval reverify``) by replay.
 
     Seeds a fresh legacy session from the body's own row (the same path as a legacy seed), and
     verifies it with ``verify_kwargs`` (which releases it, CONTRACT V2). Blocking; returns the
     SDK's verify result.
     """
-    session_id = seed_legacy(backend, None, row)
-    return backend.verify(session_id, **verify_kwargs)
+    session_id = seed_legacy(client, None, row)
+    return client.verify(session_id, **verify_kwargs)
 
 
 def close_problems(body: dict[str, Any]) -> list[tuple[Loc, str]]:

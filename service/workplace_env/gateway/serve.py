@@ -22,7 +22,6 @@ import uvicorn
 from workplace_env.addresses import BindError, bind_socket, parse_address
 from workplace_env.config import Settings, client_credentials
 from workplace_env.gateway.app import create_app
-from workplace_env.gateway.backend import Backend
 from workplace_env.gateway.limits import (
     LimitedHttpProtocol,
     Limits,
@@ -99,13 +98,13 @@ def _config(app: object, limits: Limits, log_level: str, grace_s: float) -> uvic
 @dataclass
 class RunningGateway:
     """A gateway serving in a background thread: its ``host``, bound ``port`` and ``url``;
-    ``client`` is its SDK client (None when it runs on an in-process backend)."""
+    ``client`` is its SDK client."""
 
     server: uvicorn.Server
     thread: threading.Thread
     host: str
     port: int
-    client: EnvironmentClient | None
+    client: EnvironmentClient
     _own_client: bool = field(default=False, repr=False)
 
     @property
@@ -128,7 +127,7 @@ class RunningGateway:
         if self.thread.is_alive():
             self.server.force_exit = True
             self.thread.join(timeout_s)
-        if self._own_client and self.client is not None:
+        if self._own_client:
             self.client.close()
 
 
@@ -138,7 +137,6 @@ def start_gateway(
     settings: GatewaySettings | None = None,
     *,
     client: EnvironmentClient | None = None,
-    backend: Backend | None = None,
     log_level: str = "warning",
     grace_s: float = 5.0,
     startup_timeout_s: float = 30.0,
@@ -146,25 +144,21 @@ def start_gateway(
 ) -> RunningGateway:
     """Serve the gateway on ``address`` in a daemon thread; return once it accepts requests.
 
-    Pass the service's ``grpc_target`` (``HOST:PORT``; see :func:`local_target`), a connected
-    ``client`` (then the caller closes it), or a ``backend`` (the co-hosted server in-process:
-    :class:`~workplace_env.gateway.backend.InProcessBackend`). ``rpc_timeout_s`` is the deadline
+    Pass the service's ``grpc_target`` (``HOST:PORT``; see :func:`local_target`) or a
+    ``client`` (then the caller closes it; the co-hosted server's is in-process:
+    :func:`~workplace_env.server.in_process.in_process_client`). ``rpc_timeout_s`` is the deadline
     of each RPC of a client created here. Raises RuntimeError when the address cannot be bound,
     the connection limit cannot be kept (:func:`limits_of`) or the app does not start within
     ``startup_timeout_s`` seconds.
     """
-    if [grpc_target, client, backend].count(None) != 2:
-        raise ValueError("pass exactly one of grpc_target, client or backend")
+    if (grpc_target is None) == (client is None):
+        raise ValueError("pass exactly one of grpc_target or client")
     settings = settings or GatewaySettings()
     limits = limits_of(settings)
     sock = bind_socket(address, min(_BACKLOG, limits.max_connections))
     own = grpc_target is not None
-    sdk = client or (
-        EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s, retry_refusals=False)
-        if own
-        else None
-    )
-    app = create_app(backend if backend is not None else sdk, settings)  # type: ignore[arg-type]
+    sdk = client or EnvironmentClient(grpc_target, timeout_s=rpc_timeout_s, retry_refusals=False)
+    app = create_app(sdk, settings)
     server = _DrainingServer(_config(app, limits, log_level, grace_s))
     thread = threading.Thread(
         target=server.run, kwargs={"sockets": [sock]}, name="http-gateway", daemon=True
@@ -176,7 +170,7 @@ def start_gateway(
             server.should_exit = True
             thread.join(5.0)
             sock.close()
-            if own and sdk is not None:
+            if own:
                 sdk.close()
             raise RuntimeError(f"the HTTP gateway did not start on {address}")
         thread.join(0.01)

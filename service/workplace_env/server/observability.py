@@ -123,6 +123,39 @@ def _reason(context: grpc.ServicerContext) -> str:
     return ""
 
 
+class MethodCount:
+    """The counting of one method's RPCs (:class:`Metrics` and the ``workplace_env.rpc`` log),
+    its label children made once. Used by the gRPC server (:func:`metered`) and by in-process
+    calls (:mod:`workplace_env.server.in_process`), so both count and log alike."""
+
+    __slots__ = ("_method", "_metrics", "_ok", "_timer")
+
+    def __init__(self, metrics: Metrics, method: str) -> None:
+        self._metrics = metrics
+        self._method = method
+        self._ok = metrics.rpcs.labels(method, "OK")
+        self._timer = metrics.duration.labels(method)
+
+    def succeeded(self, elapsed: float, request: Any, response: Any) -> None:
+        """An RPC answered OK in ``elapsed`` seconds: counted, timed, its domain counters
+        (:meth:`Metrics.observe`), logged at DEBUG."""
+        self._timer.observe(elapsed)
+        self._ok.inc()
+        self._metrics.observe(self._method, response)
+        if log.isEnabledFor(logging.DEBUG):
+            _log(logging.DEBUG, self._method, "OK", elapsed, request, "")
+
+    def failed(self, elapsed: float, request: Any, code: str, reason: str) -> None:
+        """An RPC failed with status ``code`` (its name) and ErrorInfo ``reason`` (may be
+        empty): counted by both, timed, logged at WARNING."""
+        self._timer.observe(elapsed)
+        self._metrics.rpcs.labels(self._method, code).inc()
+        if reason:
+            self._metrics.errors.labels(self._method, reason).inc()
+        _log(logging.WARNING, self._method, code, elapsed, request, reason)
+
+
+
 def metered(metrics: Metrics, service: str) -> Step:
     """Step: each unary RPC of ``service`` (the environment service) counted, timed and logged.
 
@@ -141,29 +174,17 @@ def metered(metrics: Metrics, service: str) -> Step:
 
 
 def _counting(inner: Behaviour, method: str, metrics: Metrics) -> Behaviour:
-    rpcs_ok = metrics.rpcs.labels(method, "OK")
-    timer = metrics.duration.labels(method)
+    count = MethodCount(metrics, method)
 
     def counted(request: Any, context: grpc.ServicerContext) -> Any:
         start = time.perf_counter()
         try:
             response = inner(request, context)
         except BaseException:
-            elapsed = time.perf_counter() - start
             code = context.code() or grpc.StatusCode.UNKNOWN
-            reason = _reason(context)
-            timer.observe(elapsed)
-            metrics.rpcs.labels(method, code.name).inc()
-            if reason:
-                metrics.errors.labels(method, reason).inc()
-            _log(logging.WARNING, method, code.name, elapsed, request, reason)
+            count.failed(time.perf_counter() - start, request, code.name, _reason(context))
             raise
-        elapsed = time.perf_counter() - start
-        timer.observe(elapsed)
-        rpcs_ok.inc()
-        metrics.observe(method, response)
-        if log.isEnabledFor(logging.DEBUG):
-            _log(logging.DEBUG, method, "OK", elapsed, request, "")
+        count.succeeded(time.perf_counter() - start, request, response)
         return response
 
     return counted

@@ -82,8 +82,8 @@ def serve_until_signalled(settings: Settings) -> None:
     gateway = None
     if settings.http_address:
         from workplace_env.gateway import start_gateway
-        from workplace_env.gateway.backend import InProcessBackend
         from workplace_env.gateway.settings import GatewaySettings
+        from workplace_env.server.in_process import in_process_client
 
         try:
             gateway = start_gateway(
@@ -91,7 +91,7 @@ def serve_until_signalled(settings: Settings) -> None:
                 settings.http_address,
                 GatewaySettings.of(settings),
                 # co-hosted: the gateway calls this server's servicer in-process
-                backend=InProcessBackend.of_server(server, settings.max_message_bytes),
+                client=in_process_client(server, settings.max_message_bytes),
                 grace_s=settings.grace_s,
             )
         except BindError as exc:

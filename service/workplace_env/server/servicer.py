@@ -201,7 +201,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         """V1-V5. ``checked`` (never set by gRPC): the caller, in this process, has already
         checked ``response_output_json`` and ``ground_truth_json`` with
         :mod:`workplace_env.responses` (the co-hosted gateway, see
-        :class:`~workplace_env.responses.CheckedJson`); they are parsed, not checked again."""
+        :class:`~workplace_env_client.messages.CheckedJson`); they are parsed, not checked again."""
         sid = request.resources_session_id
         _require_session_id(sid)
         bound = self.max_verify_calls

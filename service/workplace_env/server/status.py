@@ -36,6 +36,12 @@ def _pack(message) -> any_pb2.Any:
 
 def to_status(error: errors.SessionError, rpc: str) -> grpc.Status:
     """The rich gRPC status for ``error`` raised by ``rpc``."""
+    return rpc_status.to_status(rich_status(error, rpc))
+
+
+def rich_status(error: errors.SessionError, rpc: str) -> status_pb2.Status:
+    """The ``google.rpc.Status`` of ``error`` raised by ``rpc``: its code, message and details
+    (ErrorInfo; BadRequest for an invalid request; RetryInfo for a capacity error)."""
     code = status_code(error, rpc)
     details = [
         _pack(
@@ -63,7 +69,6 @@ def to_status(error: errors.SessionError, rpc: str) -> grpc.Status:
         delay = duration_pb2.Duration()
         delay.FromNanoseconds(int(error.retry_after_s * 1e9))
         details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
-    status = status_pb2.Status(
+    return status_pb2.Status(
         code=getattr(code_pb2, code.name), message=error.message, details=details
     )
-    return rpc_status.to_status(status)
