@@ -21,6 +21,7 @@ from workplace_env.server.admin import ADMIN_SERVICE_NAME
 from workplace_env.server.app import SERVICE_NAME
 from workplace_env.server.pipeline import Method, Pipeline, Undecodable
 from workplace_env.server.status import to_status
+from workplace_env_client import reasons
 from workplace_env_client.errors import from_rpc_error
 from workplace_env_client.messages import seed_request
 
@@ -81,7 +82,10 @@ def test_an_in_process_call_runs_through_the_servers_steps(make_server):
 
 
 def _refuse_all(method: Method, behaviour: Any) -> Any:
-    refusal = to_status(errors.Unauthenticated(f"{method.full} refused", "DENIED"), method.name)
+    refusal = to_status(
+        errors.Unauthenticated(f"{method.full} refused", reasons.ADMIN_TOKEN_INVALID.name),
+        method.name,
+    )
 
     def refused(request: Any, context: grpc.ServicerContext) -> Any:
         context.abort_with_status(refusal)
@@ -145,7 +149,7 @@ def test_no_method_of_any_service_is_served_around_the_steps(refusing_server):
             call()
         assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert err.value.details().endswith(" refused")
-        assert from_rpc_error(err.value).reason == "DENIED"
+        assert from_rpc_error(err.value).reason == reasons.ADMIN_TOKEN_INVALID.name
 
 
 def test_a_behaviours_thread_pool_is_kept_by_every_step_around_it():

@@ -155,7 +155,6 @@ class MethodCount:
         _log(logging.WARNING, self._method, code, elapsed, request, reason)
 
 
-
 def metered(metrics: Metrics, service: str) -> Step:
     """Step: each unary RPC of ``service`` (the environment service) counted, timed and logged.
 
