@@ -26,6 +26,7 @@ co-hosted ``serve`` passes its :class:`InProcessBackend`). Both subclass :class:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -209,19 +210,16 @@ class InProcessBackend(Backend):
     def of_server(
         cls, server: RunningServer, max_message_bytes: int | None = None
     ) -> InProcessBackend:
-        """The backend of a running server (its store and metrics); ``max_message_bytes``
-        defaults to the server's default limit."""
-        from workplace_env.server.app import MAX_MESSAGE_BYTES
+        """The backend of a running server (its store, metrics and settings);
+        ``max_message_bytes`` overrides the settings' limit."""
         from workplace_env.server.servicer import EnvironmentServicer
 
-        limit = MAX_MESSAGE_BYTES if max_message_bytes is None else max_message_bytes
+        settings = server.settings
+        if max_message_bytes is not None:
+            settings = dataclasses.replace(settings, max_message_bytes=max_message_bytes)
         # the servicer refuses an output over the limit as over gRPC (RESPONSE_TOO_LARGE)
         return cls(
-            EnvironmentServicer(
-                server.store, server.max_verify_calls, limit, server.max_verify_output_items
-            ),
-            server.metrics,
-            limit,
+            EnvironmentServicer(server.store, settings), server.metrics, settings.max_message_bytes
         )
 
     def not_ready(self) -> str | None:
