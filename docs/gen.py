@@ -25,7 +25,7 @@ from google.protobuf import descriptor_pb2
 
 from workplace_env import config, errors
 from workplace_env.cli import app
-from workplace_env.gateway.settings import GatewaySettings
+from workplace_env.gateway.settings import FROM_SETTINGS, GatewaySettings
 from workplace_env.gateway.translate import service_error
 from workplace_env.sandbox.tools import TOOLS
 from workplace_env.server import guard, status
@@ -173,6 +173,7 @@ def configuration_page() -> str:
             f"`{f.name}`",
             f"`{f.type}`",
             "random per process" if f.name == "secret_key" else (f"`{f.default!r}`"),
+            f"`{FROM_SETTINGS[f.name]}`" if f.name in FROM_SETTINGS else "-",
         ]
         for f in dataclasses.fields(GatewaySettings)
     ]
@@ -191,7 +192,7 @@ def configuration_page() -> str:
         )
         + "\n## HTTP gateway settings (`workplace_env.gateway.GatewaySettings`)\n\n"
         + "In code, `GatewaySettings.of(settings)` builds these from the server settings.\n\n"
-        + _table(["field", "type", "default"], gateway_rows)
+        + _table(["field", "type", "default", "server setting"], gateway_rows)
         + "\nOther `WORKPLACE_ENV_*` variables, read by the tests and tools, not settings: "
         + ", ".join(f"`{name}`" for name in sorted(config.OTHER_ENV_VARS))
         + ".\n"

@@ -6,7 +6,7 @@ import os
 import secrets
 from dataclasses import dataclass, field
 
-from workplace_env.config import SPECS, Settings, mcp_path_collision, range_problem
+from workplace_env.config import SPECS, Settings, mcp_path_collision, origin, range_problem
 
 #: The reference's session cookie name (NeMo Gym names it ``<ServerClass>___<server name>``).
 COOKIE_NAME = "WorkbenchResourcesServer___workplace_assistant"
@@ -14,11 +14,11 @@ COOKIE_NAME = "WorkbenchResourcesServer___workplace_assistant"
 COOKIE_MAX_AGE_S = 14 * 24 * 60 * 60
 #: Environment variable :meth:`GatewaySettings.from_env` reads the signing secret from (the
 #: server settings' ``cookie_secret``, workplace_env.config).
-SECRET_ENV = "WORKPLACE_ENV_COOKIE_SECRET"
+SECRET_ENV = origin("cookie_secret", "env")
 
 
 #: Each field of :class:`GatewaySettings` set from a server setting, and that setting's name.
-_SETTING_OF = {spec.gateway: name for name, spec in SPECS.items() if spec.gateway is not None}
+FROM_SETTINGS = {spec.gateway: name for name, spec in SPECS.items() if spec.gateway is not None}
 
 
 def _random_secret() -> str:
@@ -65,7 +65,7 @@ class GatewaySettings:
             raise ValueError("secret_key must be non-empty")
         if self.cookie_max_age_s <= 0 or self.token_max_age_s <= 0:
             raise ValueError("cookie_max_age_s and token_max_age_s must be positive")
-        for name, setting in _SETTING_OF.items():
+        for name, setting in FROM_SETTINGS.items():
             problem = range_problem(setting, getattr(self, name))
             if problem is not None:
                 raise ValueError(f"{name} (the setting {setting}) {problem}")
@@ -82,7 +82,7 @@ class GatewaySettings:
         """The gateway's settings from the server settings: those whose spec names a
         ``gateway`` field (the cookie secret, random per process when unset; the MCP path,
         the verify bounds and the HTTP limits)."""
-        given = {name: getattr(settings, setting) for name, setting in _SETTING_OF.items()}
+        given = {name: getattr(settings, setting) for name, setting in FROM_SETTINGS.items()}
         if not given.get("secret_key"):
             given.pop("secret_key", None)
         return cls(**given)
