@@ -22,7 +22,7 @@ from google.protobuf import descriptor_pb2
 
 from workplace_env import config
 from workplace_env.cli import app
-from workplace_env.gateway.settings import GatewaySettings
+from workplace_env.gateway.settings import FROM_SETTINGS, GatewaySettings
 from workplace_env.sandbox.tools import TOOLS
 from workplace_env.server import status
 from workplace_env_client import reasons
@@ -119,31 +119,33 @@ def errors_page() -> str:
 # -- configuration ----------------------------------------------------------------------------
 
 
-def _setting_params() -> list[click.Parameter]:
-    """The options of ``serve``, then ``gateway``'s (its TLS client settings)."""
-    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
-    return [*commands["serve"].params, *commands["gateway"].params]
+def _range(name: str) -> str:
+    """Setting ``name``'s range (``>= 0 and <= 1,000,000,000``), or ``-`` for none."""
+    if name not in config.RANGES:
+        return "-"
+    low, strict, high = config.RANGES[name]
+    return f"{'>' if strict else '>='} {low:g} and <= {int(high):,}"
 
 
 def configuration_page() -> str:
-    """Every server setting with its flag, variable, config key, type, default and help."""
-    helps: dict[str | None, str] = {}
-    flags: dict[str | None, str] = {}
-    for p in reversed(_setting_params()):  # serve's help wins where both have the option
-        helps[p.name] = getattr(p, "help", "") or ""
-        flags[p.name] = p.opts[0]
+    """Every server setting with its config key, flag, variable, type, default, range, the
+    commands taking its flag, and its help (``serve``'s where it has one); all from
+    :data:`workplace_env.config.SPECS`."""
     rows = []
     for f in dataclasses.fields(config.Settings):
-        default = f.default if f.default is not dataclasses.MISSING else ""
-        secret = " (secret: printed masked)" if f.name in config.SECRETS else ""
+        spec = config.SPECS[f.name]
+        secret = " (secret: printed masked)" if spec.secret else ""
+        flag = f"--{f.name.replace('_', '-')}"
         rows.append(
             [
                 f"`{f.name}`",
-                f"`{flags.get(f.name, '')}`" if f.name in flags else "-",
+                f"`{flag}`" if spec.commands else "-",
                 f"`{config.ENV_PREFIX}{f.name.upper()}`",
                 f"`{f.type}`",
-                f"`{default!r}`",
-                helps.get(f.name, "") + secret,
+                f"`{f.default!r}`",
+                _range(f.name),
+                ", ".join(spec.commands) or "-",
+                spec.help_for(spec.commands[0] if spec.commands else "", f.default) + secret,
             ]
         )
     gateway_rows = [
@@ -151,6 +153,7 @@ def configuration_page() -> str:
             f"`{f.name}`",
             f"`{f.type}`",
             "random per process" if f.name == "secret_key" else (f"`{f.default!r}`"),
+            f"`{FROM_SETTINGS[f.name]}`" if f.name in FROM_SETTINGS else "-",
         ]
         for f in dataclasses.fields(GatewaySettings)
     ]
@@ -163,10 +166,13 @@ def configuration_page() -> str:
         + "`workplace-env config` and `serve --print-config` print the effective values "
         + "and their sources.\n\n"
         + "## Server settings (`workplace_env.config.Settings`)\n\n"
-        + _table(["config key", "flag", "variable", "type", "default", "what"], rows)
+        + _table(
+            ["config key", "flag", "variable", "type", "default", "range", "commands", "what"],
+            rows,
+        )
         + "\n## HTTP gateway settings (`workplace_env.gateway.GatewaySettings`)\n\n"
         + "In code, `GatewaySettings.of(settings)` builds these from the server settings.\n\n"
-        + _table(["field", "type", "default"], gateway_rows)
+        + _table(["field", "type", "default", "server setting"], gateway_rows)
         + "\nOther `WORKPLACE_ENV_*` variables, read by the tests and tools, not settings: "
         + ", ".join(f"`{name}`" for name in sorted(config.OTHER_ENV_VARS))
         + ".\n"

@@ -430,7 +430,7 @@ def test_K1_under_a_small_message_limit_every_message_of_an_export_fits_it(sandb
     store.seed("b" * 256, EpisodeId("r", 1), TaskId("unit", "t1"), Task(id="t1"))
     store.call_tool("b" * 256, "email_send_email", SEND_ARGS, "\U0001f600" * 256)
     for limit, exported, failed in [(64 * 1024, ["a", "b" * 256], []), (1024, ["a"], ["b" * 256])]:
-        servicer = AdminServicer(store, max_message_bytes=limit)
+        servicer = AdminServicer(store, Settings(max_message_bytes=limit))
         live = SimpleNamespace(is_active=lambda: True)  # a client still reading
         messages = list(servicer.ExportSessions(admin_pb.ExportSessionsRequest(), live))
         assert max(m.ByteSize() for m in messages) <= limit

@@ -14,21 +14,27 @@ import re
 import subprocess
 import sys
 import threading
+from typing import Any
 
 import grpc
 import httpx
 import pytest
+import typer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from typer.testing import CliRunner
 
 from tests.helpers import HANG_S, serving
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
+from workplace_env.cli import app
 from workplace_env.config import (
     MAX_COUNT,
     MAX_DURATION_S,
+    RANGES,
+    SPECS,
     ConfigError,
     Settings,
     describe,
@@ -36,6 +42,8 @@ from workplace_env.config import (
     setting_warnings,
     unknown_env_vars,
 )
+from workplace_env.gateway.settings import GatewaySettings
+from workplace_env.sessions import SessionConfig
 from workplace_env.taskgen import generate_tasks
 from workplace_env_client import (
     AsyncEnvironmentClient,
@@ -592,6 +600,90 @@ def test_an_unknown_workplace_env_variable_is_warned_about_with_the_closest_sett
         "warning: WORKPLACE_ENV_ADMIN_TOKN is not a setting and is ignored; "
         "did you mean WORKPLACE_ENV_ADMIN_TOKEN?"
     ]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["config"],
+        ["generate-tasks", "--count", "0"],
+        ["checkpoint", "save", "{tmp}/out", "--tls-ca", "{tmp}/missing.pem"],
+    ],
+    ids=["config", "generate-tasks", "checkpoint-save"],
+)
+def test_every_command_warns_once_about_an_unknown_variable(args, tmp_path):
+    """A command reading no settings warns too, and one that reads them warns once."""
+    result = CliRunner().invoke(
+        app,
+        [a.format(tmp=tmp_path) for a in args],
+        env={"COLUMNS": "200", "WORKPLACE_ENV_MAX_SESSION": "5"},
+    )
+    assert "Traceback" not in result.output, result.output
+    assert result.output.count("WORKPLACE_ENV_MAX_SESSION is not a setting") == 1, result.output
+    assert "did you mean WORKPLACE_ENV_MAX_SESSIONS?" in result.output
+
+
+# -- each setting declared once ------------------------------------------------------
+
+
+def test_every_number_setting_has_a_range_and_every_duration_ends_at_the_duration_bound():
+    numbers = {f.name for f in dataclasses.fields(Settings) if str(f.type) in ("int", "float")}
+    assert set(RANGES) == numbers
+    for name, (_, _, high) in RANGES.items():
+        duration = name.endswith(("_s", "_seconds"))
+        assert high == (MAX_DURATION_S if duration else MAX_COUNT), name
+
+
+def _options(command: Any) -> dict[str, Any]:
+    """A click command's options by name."""
+    return {str(p.name): p for p in command.params if p.param_type_name == "option"}
+
+
+def test_each_command_has_an_option_for_each_setting_naming_it_and_no_other():
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    taking = {
+        "serve": commands["serve"],
+        "gateway": commands["gateway"],
+        "run": commands["run"],
+        "checkpoint": commands["checkpoint"].commands["save"],
+    }
+    taking["checkpoint-restore"] = commands["checkpoint"].commands["restore"]
+    for command, cli in taking.items():
+        named = {n for n, spec in SPECS.items() if command.split("-")[0] in spec.commands}
+        # options of the same name that are the command's own: the gateway's HTTP address,
+        # the sandbox of run's in-process server
+        own = {"gateway": {"address"}, "run": {"data_dir"}}.get(command, set())
+        assert set(_options(cli)) & set(SPECS) - own == named, command
+    serve = _options(taking["serve"])
+    # the help shows the default it is given, here the store's own bound
+    assert f"[{SessionConfig().max_sessions:,}]" in str(serve["max_sessions"].help)
+    assert serve["admin_open"].opts == ["--admin-open"]
+    assert serve["admin_open"].secondary_opts == ["--no-admin-open"]
+    result = CliRunner().invoke(app, ["serve", "--max-sessions", "0", "--print-config"])
+    assert result.exit_code == 2
+    assert "max_sessions (from --max-sessions) must be >= 1, got 0" in result.output
+
+
+def test_the_store_and_the_gateway_take_their_settings_from_the_server_settings():
+    settings = Settings(
+        max_sessions=7,
+        verify_cache_mb=1.5,
+        session_close_retry_window_seconds=9.0,
+        max_verify_calls=0,
+        mcp_path="",
+        http_max_connections=0,
+        cookie_secret=None,
+    )
+    bounds = settings.session_config()
+    assert (bounds.max_sessions, bounds.retry_window_s) == (7, 9.0)
+    assert bounds.verify_cache_bytes == int(1.5 * 2**20)
+    assert Settings().session_config() == SessionConfig()
+    gateway = GatewaySettings.of(settings)
+    assert (gateway.max_verify_calls, gateway.mcp_path, gateway.max_connections) == (0, "", 0)
+    assert gateway.secret_key  # random per process when unset
+    assert GatewaySettings.of(dataclasses.replace(settings, cookie_secret="k")).secret_key == "k"
+    with pytest.raises(ValueError, match=r"header_timeout_s \(the setting http_header_timeout_s\)"):
+        GatewaySettings(header_timeout_s=0)
 
 
 # -- TLS files checked before binding -----------------------------------------

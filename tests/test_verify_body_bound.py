@@ -195,7 +195,7 @@ def test_grpc_refuses_a_typed_call_list_over_the_bound_before_converting_it(serv
         def abort_with_status(self, status: Any) -> None:
             raise Aborted(status.details)
 
-    servicer = EnvironmentServicer(server.store, max_verify_calls=2)
+    servicer = EnvironmentServicer(server.store, Settings(max_verify_calls=2))
     three = pb.FunctionCallList(calls=[pb.FunctionCall(name="x", arguments="{")] * 3)
     for request in (
         pb.VerifyRequest(resources_session_id="s", function_calls=three),

@@ -31,7 +31,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import grpc
 import typer
@@ -64,6 +64,7 @@ from workplace_env.sandbox.source import (
 )
 from workplace_env.server.observability import configure_logging
 from workplace_env.server.serve import serve_until_signalled
+from workplace_env.setting_options import setting_options
 from workplace_env.taskgen import MAX_TASK_COUNT, generate_to
 from workplace_env.terminal import CommandError, HelpGroup, PathKind, console, path_problem, plain
 from workplace_env_client.checks import MAX_SECONDS
@@ -97,12 +98,15 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option("--version", help="Print the version and exit.", callback=_print_version),
     ] = False,
 ) -> None:
     """gRPC environment server for the workplace assistant (WorkBench) benchmark."""
+    if ctx.invoked_subcommand not in _LOGGING_COMMANDS:
+        _warn_unknown_env_vars()
 
 
 @contextmanager
@@ -192,47 +196,6 @@ ConfigFile = Annotated[
 ]
 
 
-# A command's TLS to a gRPC server: the gateway's, run --target's and checkpoint's (same names,
-# same WORKPLACE_ENV_TLS_* variables and config keys, same meaning).
-TlsCa = Annotated[
-    OptStr, Opt(help="PEM CA bundle trusted for a TLS gRPC server: connect over TLS.")
-]
-TlsClientCert = Annotated[
-    OptStr, Opt(help="PEM client certificate, for a server requiring one (mTLS).")
-]
-TlsClientKey = Annotated[OptStr, Opt(help="PEM private key of --tls-client-cert.")]
-
-
-MCP_PATH_HELP = "HTTP path of the gateway's MCP endpoint [/mcp]; '' turns MCP off."
-MaxVerifyOutputItems = Annotated[
-    OptInt,
-    Opt(
-        help="Entries of a verify's response output at most [10,000] (items; each part of a "
-        "message's content or a reasoning summary counts as one); 0: no bound."
-    ),
-]
-
-
-HttpHeaderTimeout = Annotated[
-    OptFloat,
-    Opt(
-        help="HTTP gateway: seconds a request's headers may take to arrive (from connecting, "
-        "or the previous response), then 408 and the connection closes [10]."
-    ),
-]
-HttpBodyTimeout = Annotated[
-    OptFloat,
-    Opt(help="HTTP gateway: seconds a request's body may take once its headers are in [60]."),
-]
-HttpMaxConnections = Annotated[
-    OptInt,
-    Opt(
-        help="HTTP gateway: connections open at once, then 503 [0: (open-file limit - 256) "
-        "// 2, also the most it may be]."
-    ),
-]
-
-
 def _finite(value: float | None) -> float | None:
     """A float option's value; ``nan`` or an infinity (which click's ranges let through) is a
     usage error (exit 2) naming the option."""
@@ -246,21 +209,32 @@ def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
     return Opt(help=f"(--policy model) {help}", **kwargs)  # type: ignore[arg-type]
 
 
+def _warn(line: str, log: logging.Logger | None = None) -> None:
+    """``line`` as a warning on stderr (a JSON log record with ``log``)."""
+    if log is not None:
+        log.warning(line)
+    else:
+        console.print(f"[yellow]warning:[/yellow] {plain(line)}")
+
+
+#: The commands whose every stderr line is a JSON log record: they warn about unknown
+#: variables themselves, once their logging is set up.
+_LOGGING_COMMANDS = ("serve", "gateway")
+
+
+def _warn_unknown_env_vars(log: logging.Logger | None = None) -> None:
+    """Warn about each ``WORKPLACE_ENV_*`` variable that is no setting (a typo), which is
+    ignored (:func:`~workplace_env.config.unknown_env_vars`)."""
+    for line in unknown_env_vars():
+        _warn(line, log)
+
+
 def _settings(
     flags: dict, config_file: Path | None, log: logging.Logger | None = None
 ) -> tuple[Settings, dict[str, str]]:
-    """The effective settings; a bad one exits 2; a ``WORKPLACE_ENV_*`` variable that is no
-    setting is warned about (stderr; a JSON log record with ``log``) and ignored, and so is a
-    weak setting (a short admin token, :func:`~workplace_env.config.setting_warnings`)."""
-
-    def warn(line: str) -> None:
-        if log is not None:
-            log.warning(line)
-        else:
-            console.print(f"[yellow]warning:[/yellow] {plain(line)}")
-
-    for line in unknown_env_vars():
-        warn(line)
+    """The effective settings; a bad one exits 2; a weak setting (a short admin token,
+    :func:`~workplace_env.config.setting_warnings`) is warned about (stderr; a JSON log record
+    with ``log``)."""
     try:
         settings, sources = load_settings(flags, config_file)
     except ConfigError as exc:
@@ -270,82 +244,15 @@ def _settings(
             console.print(f"[red]configuration error:[/red] {plain(exc)}")
         raise typer.Exit(2) from exc
     for line in setting_warnings(settings):
-        warn(line)
+        _warn(line, log)
     return settings, sources
 
 
 @app.command()
+@setting_options("serve", data_dir=DataDir)
 def serve(
+    flags: dict[str, Any],
     config: ConfigFile = None,
-    address: Annotated[OptStr, Opt(help="HOST:PORT to listen on [127.0.0.1:50051].")] = None,
-    http_address: Annotated[OptStr, Opt(help="Also serve the legacy HTTP gateway here.")] = None,
-    metrics_address: Annotated[OptStr, Opt(help="Serve Prometheus /metrics here.")] = None,
-    data_dir: DataDir = None,
-    workers: Annotated[OptInt, Opt(help="RPCs running at once [4].")] = None,
-    max_concurrent_rpcs: Annotated[
-        OptInt, Opt(help="RPCs admitted at once, then RESOURCE_EXHAUSTED [256].")
-    ] = None,
-    max_admin_rpcs: Annotated[OptInt, Opt(help="Admin RPCs admitted at once [16].")] = None,
-    max_health_streams: Annotated[
-        OptInt, Opt(help="Health Watch and reflection streams open at once [64].")
-    ] = None,
-    grace_s: Annotated[OptFloat, Opt(help="Seconds in-flight calls get on shutdown [5].")] = None,
-    drain_delay_s: Annotated[
-        OptFloat,
-        Opt(
-            help="On SIGTERM, seconds to keep serving while health says NOT_SERVING and /ready "
-            "503, before the listeners close [0]. 0: they close as soon as in-flight calls "
-            "finish, so no client sees the 503 (right when clients connect directly). Behind "
-            "a load balancer, set it above the balancer's time to notice (HAProxy recipe: 1; "
-            "Kubernetes: the readiness probe's period x failure threshold)."
-        ),
-    ] = None,
-    max_message_bytes: Annotated[OptInt, Opt(help="Largest request/response [64 MiB].")] = None,
-    max_sessions: Annotated[
-        OptInt, Opt(help="Live sessions before RESOURCE_EXHAUSTED [50,000].")
-    ] = None,
-    idle_ttl_s: Annotated[
-        OptFloat, Opt(help="Idle seconds before a session is evicted [3600].")
-    ] = None,
-    evict_interval_s: Annotated[OptFloat, Opt(help="Seconds between eviction sweeps [30].")] = None,
-    max_fences: Annotated[OptInt, Opt(help="Closed ids remembered at most [200,000].")] = None,
-    fence_ttl_s: Annotated[OptFloat, Opt(help="Seconds a closed id is remembered [21600].")] = None,
-    max_call_ids: Annotated[OptInt, Opt(help="call_id records kept per session [1024].")] = None,
-    session_close_retry_window_seconds: Annotated[
-        OptFloat, Opt(help="Seconds a verified legacy session's reward is remembered [300].")
-    ] = None,
-    max_markers: Annotated[
-        OptInt, Opt(help="Verified legacy ids remembered at most [100,000].")
-    ] = None,
-    verify_cache_mb: Annotated[
-        OptFloat, Opt(help="MiB (estimated) of verified end states memoised [64]; 0: none.")
-    ] = None,
-    max_verify_calls: Annotated[
-        OptInt, Opt(help="Calls a verify replays per side at most [2,000]; 0: no bound.")
-    ] = None,
-    max_verify_output_items: MaxVerifyOutputItems = None,
-    max_session_write_bytes: Annotated[
-        OptInt,
-        Opt(help="Bytes of write-call arguments one session may add [64 MiB]; 0: no bound."),
-    ] = None,
-    tls_cert: Annotated[OptStr, Opt(help="PEM certificate chain: serve TLS.")] = None,
-    tls_key: Annotated[OptStr, Opt(help="PEM private key of --tls-cert.")] = None,
-    tls_client_ca: Annotated[
-        OptStr, Opt(help="PEM CA: require client certificates (mTLS).")
-    ] = None,
-    admin_token: Annotated[
-        OptStr, Opt(help="Bearer token of the admin RPCs; without one they are off.")
-    ] = None,
-    admin_open: Annotated[
-        Optional[bool],  # noqa: UP045
-        Opt("--admin-open/--no-admin-open", help="Admin RPCs without a token (loopback only)."),
-    ] = None,
-    cookie_secret: Annotated[OptStr, Opt(help="HTTP gateway cookie signing key.")] = None,
-    mcp_path: Annotated[OptStr, Opt(help=MCP_PATH_HELP)] = None,
-    http_header_timeout_s: HttpHeaderTimeout = None,
-    http_body_timeout_s: HttpBodyTimeout = None,
-    http_max_connections: HttpMaxConnections = None,
-    log_level: Annotated[OptStr, Opt(help="DEBUG logs every RPC [INFO].")] = None,
     print_config: Annotated[
         bool, Opt("--print-config", help="Print the settings and exit.")
     ] = False,
@@ -355,26 +262,22 @@ def serve(
     Every option can also come from WORKPLACE_ENV_<NAME> or the --config file (flags win).
     Every line it writes to stderr is a JSON log record.
     """
-    flags = {k: v for k, v in locals().items() if k not in ("config", "print_config")}
-    if data_dir is not None:
-        flags["data_dir"] = str(data_dir)
     if print_config:
+        _warn_unknown_env_vars()
         print_settings(*_settings(flags, config))
         return
     configure_logging()  # every line JSON from the first (the level comes with the settings)
+    _warn_unknown_env_vars(_log)
     settings, _ = _settings(flags, config, _log)
     with _reported(_log):
         serve_until_signalled(settings)
     _exit_promptly()
 
 
-def _credentials(
-    config: Path | None, tls_ca: str | None, tls_client_cert: str | None, tls_client_key: str | None
-) -> grpc.ChannelCredentials | None:
+def _credentials(config: Path | None, flags: dict[str, Any]) -> grpc.ChannelCredentials | None:
     """The TLS credentials of a command connecting to a server, from its flags over
     ``WORKPLACE_ENV_TLS_CA`` / ``_TLS_CLIENT_CERT`` / ``_TLS_CLIENT_KEY`` over the config file,
     as for the gateway; None: plaintext. A bad setting or unreadable file exits 2."""
-    flags = {"tls_ca": tls_ca, "tls_client_cert": tls_client_cert, "tls_client_key": tls_client_key}
     settings, _ = _settings(flags, config)
     try:
         return client_credentials(settings)
@@ -384,24 +287,14 @@ def _credentials(
 
 
 @app.command()
+@setting_options("gateway")
 def gateway(
+    flags: dict[str, Any],
     grpc_target: Annotated[
         str, Opt(help="HOST:PORT of the gRPC server.", callback=_server_target)
     ] = "127.0.0.1:50051",
     address: Annotated[str, Opt(help="HOST:PORT to serve HTTP on.")] = "127.0.0.1:8000",
     config: ConfigFile = None,
-    cookie_secret: Annotated[OptStr, Opt(help="Cookie signing key [random per process].")] = None,
-    mcp_path: Annotated[OptStr, Opt(help=MCP_PATH_HELP)] = None,
-    max_verify_output_items: MaxVerifyOutputItems = None,
-    max_verify_calls: Annotated[
-        OptInt, Opt(help="Calls a /verify body may carry per side [2,000]; 0: no bound.")
-    ] = None,
-    http_header_timeout_s: HttpHeaderTimeout = None,
-    http_body_timeout_s: HttpBodyTimeout = None,
-    http_max_connections: HttpMaxConnections = None,
-    tls_ca: TlsCa = None,
-    tls_client_cert: TlsClientCert = None,
-    tls_client_key: TlsClientKey = None,
 ) -> None:
     """Serve the reference's legacy cookie HTTP routes (and MCP) over a gRPC server.
 
@@ -410,19 +303,8 @@ def gateway(
     """
     from workplace_env.gateway.serve import serve_gateway_until_signalled
 
-    flags = {
-        "cookie_secret": cookie_secret,
-        "mcp_path": mcp_path,
-        "max_verify_output_items": max_verify_output_items,
-        "max_verify_calls": max_verify_calls,
-        "http_header_timeout_s": http_header_timeout_s,
-        "http_body_timeout_s": http_body_timeout_s,
-        "http_max_connections": http_max_connections,
-        "tls_ca": tls_ca,
-        "tls_client_cert": tls_client_cert,
-        "tls_client_key": tls_client_key,
-    }
     configure_logging()
+    _warn_unknown_env_vars(_log)
     settings, _ = _settings(flags, config, _log)
     with _reported(_log):
         serve_gateway_until_signalled(grpc_target, address, settings)
@@ -466,7 +348,9 @@ def _refuse_other_policys_flags(ctx: typer.Context, policy: str) -> None:
 
 
 @app.command()
+@setting_options("run")
 def run(
+    flags: dict[str, Any],
     ctx: typer.Context,
     file: Annotated[
         str,
@@ -571,9 +455,6 @@ def run(
         ),
     ] = False,
     config: ConfigFile = None,
-    tls_ca: TlsCa = None,
-    tls_client_cert: TlsClientCert = None,
-    tls_client_key: TlsClientKey = None,
 ) -> None:
     """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch or failure.
 
@@ -593,29 +474,29 @@ def run(
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
     _refuse_other_policys_flags(ctx, policy)
-    credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key) if target else None
+    credentials = _credentials(config, flags) if target else None
     with _reported(), server_errors("run", target, RUN_WORDS):
         episodes = read_episodes(Path(file))
         lines = episodes.lines
         if policy == "model":
             options = ModelRunOptions(
-                base_url,
-                model,
-                api,
-                max_turns,
-                api_key_env,
-                timeout,
-                max_retries,
-                temperature,
-                max_output_tokens,
-                repeats,
-                _path(out) or Path(f"{Path(file).stem}_rollouts.jsonl"),
-                concurrency,
-                fail_on_masked,
-                overwrite,
-                top_p,
-                model_seed,
-                any_sandbox,
+                base_url=base_url,
+                model=model,
+                api=api,
+                max_turns=max_turns,
+                api_key_env=api_key_env,
+                timeout_s=timeout,
+                max_retries=max_retries,
+                temperature=temperature,
+                max_output_tokens=max_output_tokens,
+                repeats=repeats,
+                out=_path(out) or Path(f"{Path(file).stem}_rollouts.jsonl"),
+                concurrency=concurrency,
+                fail_on_masked=fail_on_masked,
+                overwrite=overwrite,
+                top_p=top_p,
+                seed=model_seed,
+                any_sandbox=any_sandbox,
             )
             status = run_model_policy(
                 lines,
@@ -725,43 +606,41 @@ CheckpointTimeout = Annotated[
 
 
 @checkpoint_app.command("save")
+@setting_options("checkpoint")
 def checkpoint_save(
+    flags: dict[str, Any],
     directory: Annotated[str, _checkpoint_dir(output=True)],
     target: Target = "127.0.0.1:50051",
     token: Token = None,
     timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
     config: ConfigFile = None,
-    tls_ca: TlsCa = None,
-    tls_client_cert: TlsClientCert = None,
-    tls_client_key: TlsClientKey = None,
 ) -> None:
     """Export every live session and write one file each plus a manifest (atomic).
 
     Exits 1, after saving the others, when a session cannot be exported (each is named).
     The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
-    credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key)
+    credentials = _credentials(config, flags)
     with _reported(), server_errors("checkpoint save", target):
         status = save_checkpoint(Path(directory), target, token, timeout_s, credentials)
     _exit(status)
 
 
 @checkpoint_app.command("restore")
+@setting_options("checkpoint")
 def checkpoint_restore(
+    flags: dict[str, Any],
     directory: Annotated[str, _checkpoint_dir(output=False)],
     target: Target = "127.0.0.1:50051",
     token: Token = None,
     timeout_s: CheckpointTimeout = CHECKPOINT_TIMEOUT_S,
     config: ConfigFile = None,
-    tls_ca: TlsCa = None,
-    tls_client_cert: TlsClientCert = None,
-    tls_client_key: TlsClientKey = None,
 ) -> None:
     """Verify every file's digest, then restore all sessions in one batch (all or nothing).
 
     The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
-    credentials = _credentials(config, tls_ca, tls_client_cert, tls_client_key)
+    credentials = _credentials(config, flags)
     with _reported(), server_errors("checkpoint restore", target):
         restore_checkpoint(Path(directory), target, token, timeout_s, credentials)
 

@@ -1,6 +1,11 @@
 """Server settings: flags over environment over a config file over defaults.
 
-Every setting has a field here. It can be given, from strongest to weakest:
+Every setting is one field of :class:`Settings`, declared with :func:`setting`: its default,
+help, range, secret-ness and the commands taking it as an option. From that declaration come
+the range checks (:data:`RANGES`), :data:`SECRETS`, the commands' options
+(:mod:`workplace_env.setting_options`), the store's :class:`SessionConfig`
+(:meth:`Settings.session_config`), the gateway's ``GatewaySettings.of`` and the configuration
+reference (docs/gen.py). A setting can be given, from strongest to weakest:
 
 1. a command-line flag (``--max-sessions 1000``);
 2. an environment variable ``WORKPLACE_ENV_<NAME>`` (``WORKPLACE_ENV_MAX_SESSIONS=1000``);
@@ -37,7 +42,6 @@ ENV_PREFIX = "WORKPLACE_ENV_"
 #: The admin token the client commands (``run --target``, ``checkpoint``) send when no
 #: ``--token`` is given (the same variable as the server's ``admin_token`` setting).
 ADMIN_TOKEN_ENV = f"{ENV_PREFIX}ADMIN_TOKEN"
-SECRETS = frozenset({"cookie_secret", "admin_token"})
 #: ``WORKPLACE_ENV_*`` variables that are not settings: the config file, and those of the tests
 #: and tools (reference data, the NeMo Gym and verifiers venvs, fuzzing and differential runs)
 #: and ``data fetch``'s source.
@@ -65,86 +69,325 @@ class ConfigError(ValueError):
     """A setting that cannot be read: names the setting and where it came from."""
 
 
+#: The largest duration a setting may take, in seconds (about 31.7 years: "never" for any
+#: TTL or delay, and well inside what the runtime's timers take, ``threading.TIMEOUT_MAX`` and
+#: ``time.sleep``, even added to a clock reading).
+MAX_DURATION_S = 1e9
+#: The largest size or count a setting may take: a C int, as gRPC's channel options and the
+#: thread pools take them.
+MAX_COUNT = 2**31 - 1
+#: The commands taking settings as options (:mod:`workplace_env.setting_options` makes them).
+COMMANDS = ("serve", "gateway", "run", "checkpoint")
+
+
+class _Shown:
+    """A default as a setting's help shows it: ``{default:MiB}`` is bytes in MiB (``64
+    MiB``), any other format spec is Python's (``{default:,}``: 50,000, ``{default:g}``:
+    3600)."""
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def __format__(self, spec: str) -> str:
+        if spec == "MiB":
+            return f"{self.value / 2**20:g} MiB"  # type: ignore[operator]
+        return format(self.value, spec)
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    """What one :class:`Settings` field declares besides its type and default.
+
+    ``help``: its option's help, ``{default}`` replaced by the default (:class:`_Shown`);
+    ``help_in``: another help for some commands. ``low``/``strict``/``high``: its range (at
+    least ``low``, above it when ``strict``, at most ``high``; numbers only). ``secret``:
+    printed masked. ``commands``: the commands of :data:`COMMANDS` taking it as an option.
+    ``session`` / ``gateway``: the field of :class:`SessionConfig` / ``GatewaySettings`` it
+    sets (``session_unit``: that field's units in one of the setting's, e.g. bytes in a MiB)."""
+
+    help: str
+    low: float | None = None
+    strict: bool = False
+    high: float | None = None
+    secret: bool = False
+    commands: tuple[str, ...] = ("serve",)
+    help_in: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    session: str | None = None
+    session_unit: int = 1
+    gateway: str | None = None
+
+    def help_for(self, command: str, default: object) -> str:
+        """The help of this setting's option in ``command``."""
+        return self.help_in.get(command, self.help).format(default=_Shown(default))
+
+
+def setting(
+    default: Any,
+    help: str,
+    *,
+    at_least: float | None = None,
+    above: float | None = None,
+    at_most: float | None = None,
+    secret: bool = False,
+    commands: tuple[str, ...] = ("serve",),
+    help_in: Mapping[str, str] | None = None,
+    session: str | None = None,
+    session_unit: int = 1,
+    gateway: str | None = None,
+) -> Any:
+    """A :class:`Settings` field: its ``default`` and its :class:`SettingSpec` (``at_least``
+    or ``above`` with ``at_most``: the range of a number; ``at_most`` defaults to
+    :data:`MAX_DURATION_S` for a duration, a name ending in ``_s`` or ``_seconds``, else to
+    :data:`MAX_COUNT`)."""
+    unknown = set(commands) - set(COMMANDS)
+    if unknown:
+        raise ValueError(f"not commands taking settings: {sorted(unknown)}")
+    spec = SettingSpec(
+        help=help,
+        low=above if above is not None else at_least,
+        strict=above is not None,
+        high=at_most,
+        secret=secret,
+        commands=commands,
+        help_in=dict(help_in or {}),
+        session=session,
+        session_unit=session_unit,
+        gateway=gateway,
+    )
+    return dataclasses.field(default=default, metadata={"setting": spec})
+
+
+def session_setting(name: str, help: str, *, unit: int = 1, **options: Any) -> Any:
+    """A :func:`setting` of the store's bound :class:`SessionConfig` ``.name``, its default
+    that bound's (in units of ``unit`` of it, e.g. ``2**20``: MiB of a bound in bytes)."""
+    default = getattr(SessionConfig, name) / unit if unit != 1 else getattr(SessionConfig, name)
+    return setting(default, help, session=name, session_unit=unit, **options)
+
+
+#: The commands connecting to a server over TLS (``gateway``, ``run --target``, ``checkpoint``).
+_CLIENTS = ("gateway", "run", "checkpoint")
+_HTTP_MAX_CONNECTIONS_HELP = (
+    "HTTP gateway: connections open at once, then 503 [{default}: (open-file limit - 256) "
+    "// 2, also the most it may be]."
+)
+
+
 @dataclass(frozen=True)
 class Settings:
-    """Everything a server process can be configured with (units in the names)."""
+    """Everything a server process can be configured with (units in the names); each field's
+    help, range and commands are in its :class:`SettingSpec` (:func:`setting`)."""
 
     # Transport
-    address: str = "127.0.0.1:50051"
-    http_address: str | None = None  # co-hosted legacy HTTP gateway, off when unset
-    metrics_address: str | None = None  # Prometheus text on /metrics, off when unset
-    workers: int = 4  # RPC worker threads (more only add GIL contention: docs/benchmarks.md)
-    max_concurrent_rpcs: int = 256  # RPCs admitted at once (X3); beyond: RESOURCE_EXHAUSTED
-    max_admin_rpcs: int = 16  # of them admin RPCs (export/restore streams hold theirs)
-    # Health Watch and reflection streams open at once (Health/Check is never limited)
-    max_health_streams: int = MAX_HEALTH_STREAMS
-    grace_s: float = 5.0  # drain time for in-flight calls on shutdown
-    # On SIGTERM, seconds of X2 (NOT_SERVING, seeds refused, all else served) before stopping:
-    # long enough for a proxy's health checks to take the replica out.
-    drain_delay_s: float = 0.0
-    max_message_bytes: int = 64 * 1024 * 1024
-    # Sandbox
-    data_dir: str | None = None  # WorkBench CSVs; unset: the embedded generated sandbox
+    address: str = setting("127.0.0.1:50051", "HOST:PORT to listen on [{default}].")
+    #: the co-hosted legacy HTTP gateway, off when unset
+    http_address: str | None = setting(None, "Also serve the legacy HTTP gateway here.")
+    #: Prometheus text on /metrics, off when unset
+    metrics_address: str | None = setting(None, "Serve Prometheus /metrics here.")
+    #: WorkBench CSVs, or a source fetched first; unset: the embedded generated sandbox
+    data_dir: str | None = setting(
+        None,
+        "WorkBench CSV directory, or a source as for 'data fetch --from' (nemo-gym, a NeMo Gym "
+        "venv, an archive or its URL), fetched and verified into the cache first; default: the "
+        "embedded generated sandbox (seed 0).",
+    )
+    #: RPC worker threads (more only add GIL contention: docs/benchmarks.md)
+    workers: int = setting(4, "RPCs running at once [{default}].", at_least=1)
+    #: RPCs admitted at once (X3); beyond: RESOURCE_EXHAUSTED
+    max_concurrent_rpcs: int = setting(
+        256, "RPCs admitted at once, then RESOURCE_EXHAUSTED [{default}].", at_least=1
+    )
+    #: of them admin RPCs (export/restore streams hold theirs)
+    max_admin_rpcs: int = setting(16, "Admin RPCs admitted at once [{default}].", at_least=1)
+    #: Health Watch and reflection streams open at once (Health/Check is never limited)
+    max_health_streams: int = setting(
+        MAX_HEALTH_STREAMS,
+        "Health Watch and reflection streams open at once [{default}].",
+        at_least=1,
+    )
+    #: drain time for in-flight calls on shutdown
+    grace_s: float = setting(
+        5.0,
+        "Seconds in-flight calls get on shutdown [{default:g}].",
+        at_least=0,
+    )
+    #: On SIGTERM, seconds of X2 (NOT_SERVING, seeds refused, all else served) before
+    #: stopping: long enough for a proxy's health checks to take the replica out.
+    drain_delay_s: float = setting(
+        0.0,
+        "On SIGTERM, seconds to keep serving while health says NOT_SERVING and /ready 503, "
+        "before the listeners close [{default:g}]. 0: they close as soon as in-flight calls "
+        "finish, so no client sees the 503 (right when clients connect directly). Behind a "
+        "load balancer, set it above the balancer's time to notice (HAProxy recipe: 1; "
+        "Kubernetes: the readiness probe's period x failure threshold).",
+        at_least=0,
+    )
+    max_message_bytes: int = setting(
+        64 * 1024 * 1024, "Largest request/response [{default:MiB}].", at_least=1024
+    )
     # Session bounds (docs/contract.md; see SessionConfig)
-    max_sessions: int = SessionConfig.max_sessions
-    idle_ttl_s: float = SessionConfig.idle_ttl_s
-    evict_interval_s: float = 30.0
-    max_fences: int = SessionConfig.max_fences
-    fence_ttl_s: float = SessionConfig.fence_ttl_s
-    max_call_ids: int = SessionConfig.max_call_ids
-    session_close_retry_window_seconds: float = SessionConfig.retry_window_s
-    max_markers: int = SessionConfig.max_markers
-    verify_cache_mb: float = SessionConfig.verify_cache_bytes / 2**20  # verifier memo, est. MiB
-    # Calls a verify replays per side at most (0: no bound, as the reference); beyond it
-    # INVALID_ARGUMENT. Bounds the CPU one request can take (replay cost grows ~ count squared).
-    max_verify_calls: int = 2_000
-    # Entries of a verify's Responses-API output at most (0: no bound, as the reference): its
-    # items, each part of a message's content and of a reasoning summary counting as one more;
-    # beyond it INVALID_ARGUMENT (HTTP 422) before any item is looked at. Bounds the work one
-    # untrusted body can cause; real rollouts have at most ~10 items.
-    max_verify_output_items: int = 10_000
-    # UTF-8 bytes of arguments text one session's write-tool calls may add (0: no bound); a
-    # call beyond it is RESOURCE_EXHAUSTED SESSION_TOO_LARGE. Bounds the memory one runaway
-    # rollout can take; real tasks write at most ~25 KB (docs/benchmarks.md).
-    max_session_write_bytes: int = SessionConfig.max_session_write_bytes
+    max_sessions: int = session_setting(
+        "max_sessions",
+        "Live sessions before RESOURCE_EXHAUSTED [{default:,}].",
+        at_least=1,
+    )
+    idle_ttl_s: float = session_setting(
+        "idle_ttl_s",
+        "Idle seconds before a session is evicted [{default:g}].",
+        above=0,
+    )
+    evict_interval_s: float = setting(
+        30.0,
+        "Seconds between eviction sweeps [{default:g}].",
+        at_least=0.01,
+    )
+    max_fences: int = session_setting(
+        "max_fences",
+        "Closed ids remembered at most [{default:,}].",
+        at_least=1,
+    )
+    fence_ttl_s: float = session_setting(
+        "fence_ttl_s",
+        "Seconds a closed id is remembered [{default:g}].",
+        above=0,
+    )
+    max_call_ids: int = session_setting(
+        "max_call_ids",
+        "call_id records kept per session [{default}].",
+        at_least=1,
+    )
+    session_close_retry_window_seconds: float = session_setting(
+        "retry_window_s",
+        "Seconds a verified legacy session's reward is remembered [{default:g}].",
+        at_least=0,
+    )
+    max_markers: int = session_setting(
+        "max_markers",
+        "Verified legacy ids remembered at most [{default:,}].",
+        at_least=1,
+    )
+    #: the verifier's memo, estimated MiB
+    verify_cache_mb: float = session_setting(
+        "verify_cache_bytes",
+        "MiB (estimated) of verified end states memoised [{default:g}]; 0: none.",
+        unit=2**20,
+        at_least=0,
+    )
+    #: Calls a verify replays per side at most (0: no bound, as the reference); beyond it
+    #: INVALID_ARGUMENT. Bounds the CPU one request can take (replay cost grows ~ count
+    #: squared).
+    max_verify_calls: int = setting(
+        2_000,
+        "Calls a verify replays per side at most [{default:,}]; 0: no bound.",
+        at_least=0,
+        commands=("serve", "gateway"),
+        help_in={"gateway": "Calls a /verify body may carry per side [{default:,}]; 0: no bound."},
+        gateway="max_verify_calls",
+    )
+    #: Entries of a verify's Responses-API output at most (0: no bound, as the reference): its
+    #: items, each part of a message's content and of a reasoning summary counting as one
+    #: more; beyond it INVALID_ARGUMENT (HTTP 422) before any item is looked at. Bounds the
+    #: work one untrusted body can cause; real rollouts have at most ~10 items.
+    max_verify_output_items: int = setting(
+        10_000,
+        "Entries of a verify's response output at most [{default:,}] (items; each part of a "
+        "message's content or a reasoning summary counts as one); 0: no bound.",
+        at_least=0,
+        commands=("serve", "gateway"),
+        gateway="max_verify_output_items",
+    )
+    #: UTF-8 bytes of arguments text one session's write-tool calls may add (0: no bound); a
+    #: call beyond it is RESOURCE_EXHAUSTED SESSION_TOO_LARGE. Bounds the memory one runaway
+    #: rollout can take; real tasks write at most ~25 KB (docs/benchmarks.md).
+    max_session_write_bytes: int = session_setting(
+        "max_session_write_bytes",
+        "Bytes of write-call arguments one session may add [{default:MiB}]; 0: no bound.",
+        at_least=0,
+    )
     # Security
-    tls_cert: str | None = None  # PEM server certificate chain; TLS when set with tls_key
-    tls_key: str | None = None
-    tls_client_ca: str | None = None  # PEM CA bundle; when set, clients must present a cert
-    # `workplace-env gateway` to a TLS gRPC server: the CA bundle it trusts (TLS when set; else
-    # plaintext), and its own certificate and key for a server requiring them (mTLS)
-    tls_ca: str | None = None
-    tls_client_cert: str | None = None
-    tls_client_key: str | None = None
-    admin_token: str | None = None  # bearer token for admin RPCs (checkpoint, restore, retire)
-    admin_open: bool = False  # admin RPCs without a token (loopback addresses only); else off
-    cookie_secret: str | None = None  # HTTP gateway cookie signing key; unset: random per process
-    # HTTP gateway: where MCP (streamable HTTP) is served; "" turns MCP off (the legacy seed then
-    # answers {} and mcp__workplace_assistant__ names score as sent, as the reference's default)
-    mcp_path: str = "/mcp"
-    # HTTP gateway: seconds a request's headers may take to arrive (from the connection opening,
-    # or the previous response), then its body; beyond, 408 and the connection closes
-    http_header_timeout_s: float = 10.0
-    http_body_timeout_s: float = 60.0
-    # HTTP gateway: connections open at once at most, beyond them 503 (0: derived from the
-    # open-file limit, RLIMIT_NOFILE, which also bounds a given one: gateway.limits)
-    http_max_connections: int = 0
+    #: PEM server certificate chain; TLS when set with tls_key
+    tls_cert: str | None = setting(None, "PEM certificate chain: serve TLS.")
+    tls_key: str | None = setting(None, "PEM private key of --tls-cert.")
+    #: PEM CA bundle; when set, clients must present a certificate
+    tls_client_ca: str | None = setting(None, "PEM CA: require client certificates (mTLS).")
+    #: bearer token of the admin RPCs (checkpoint, restore, retire)
+    admin_token: str | None = setting(
+        None, "Bearer token of the admin RPCs; without one they are off.", secret=True
+    )
+    #: admin RPCs without a token (loopback addresses only); else off
+    admin_open: bool = setting(False, "Admin RPCs without a token (loopback only).")
+    #: the HTTP gateway's cookie signing key; unset: random per process
+    cookie_secret: str | None = setting(
+        None,
+        "HTTP gateway cookie signing key.",
+        secret=True,
+        commands=("serve", "gateway"),
+        help_in={"gateway": "Cookie signing key [random per process]."},
+        gateway="secret_key",
+    )
+    #: HTTP gateway: where MCP (streamable HTTP) is served; "" turns MCP off (the legacy seed
+    #: then answers {} and mcp__workplace_assistant__ names score as sent, as the reference's
+    #: default)
+    mcp_path: str = setting(
+        "/mcp",
+        "HTTP path of the gateway's MCP endpoint [{default}]; '' turns MCP off.",
+        commands=("serve", "gateway"),
+        gateway="mcp_path",
+    )
+    #: HTTP gateway: seconds a request's headers may take to arrive (from the connection
+    #: opening, or the previous response), then its body; beyond, 408 and the connection closes
+    http_header_timeout_s: float = setting(
+        10.0,
+        "HTTP gateway: seconds a request's headers may take to arrive (from connecting, or the "
+        "previous response), then 408 and the connection closes [{default:g}].",
+        above=0,
+        commands=("serve", "gateway"),
+        gateway="header_timeout_s",
+    )
+    http_body_timeout_s: float = setting(
+        60.0,
+        "HTTP gateway: seconds a request's body may take once its headers are in [{default:g}].",
+        above=0,
+        commands=("serve", "gateway"),
+        gateway="body_timeout_s",
+    )
+    #: HTTP gateway: connections open at once at most, beyond them 503 (0: derived from the
+    #: open-file limit, RLIMIT_NOFILE, which also bounds a given one: gateway.limits)
+    http_max_connections: int = setting(
+        0,
+        _HTTP_MAX_CONNECTIONS_HELP,
+        at_least=0,
+        commands=("serve", "gateway"),
+        gateway="max_connections",
+    )
     # Logging
-    log_level: str = "INFO"
+    log_level: str = setting("INFO", "DEBUG logs every RPC [{default}].")
+    # A command connecting to a server (the gateway, run --target, checkpoint): the CA bundle
+    # it trusts (TLS when set; else plaintext), and its own certificate and key for a server
+    # requiring them (mTLS)
+    tls_ca: str | None = setting(
+        None, "PEM CA bundle trusted for a TLS gRPC server: connect over TLS.", commands=_CLIENTS
+    )
+    tls_client_cert: str | None = setting(
+        None, "PEM client certificate, for a server requiring one (mTLS).", commands=_CLIENTS
+    )
+    tls_client_key: str | None = setting(
+        None, "PEM private key of --tls-client-cert.", commands=_CLIENTS
+    )
 
     def session_config(self) -> SessionConfig:
-        """The store's bounds from these settings."""
-        return SessionConfig(
-            max_sessions=self.max_sessions,
-            idle_ttl_s=self.idle_ttl_s,
-            max_fences=self.max_fences,
-            fence_ttl_s=self.fence_ttl_s,
-            max_call_ids=self.max_call_ids,
-            retry_window_s=self.session_close_retry_window_seconds,
-            max_markers=self.max_markers,
-            verify_cache_bytes=int(self.verify_cache_mb * 2**20),
-            max_session_write_bytes=self.max_session_write_bytes,
-        )
+        """The store's bounds from these settings (those whose spec names a ``session`` field)."""
+        bounds = {}
+        for name, spec in SPECS.items():
+            if spec.session is not None:
+                value = getattr(self, name)
+                unit = spec.session_unit
+                bounds[spec.session] = value if unit == 1 else int(value * unit)
+        return SessionConfig(**bounds)
+
+
+#: Each setting's :class:`SettingSpec`, in declaration order.
+SPECS: dict[str, SettingSpec] = {f.name: f.metadata["setting"] for f in fields(Settings)}
+SECRETS = frozenset(name for name, spec in SPECS.items() if spec.secret)
 
 
 _FIELDS = {f.name: f for f in fields(Settings)}
@@ -390,39 +633,17 @@ def unknown_env_vars(environ: Mapping[str, str] | None = None) -> list[str]:
     return lines
 
 
-#: The largest duration a setting may take, in seconds (about 31.7 years: "never" for any
-#: TTL or delay, and well inside what the runtime's timers take, ``threading.TIMEOUT_MAX`` and
-#: ``time.sleep``, even added to a clock reading).
-MAX_DURATION_S = 1e9
-#: The largest size or count a setting may take: a C int, as gRPC's channel options and the
-#: thread pools take them.
-MAX_COUNT = 2**31 - 1
+def _most(name: str) -> float:
+    """The largest value setting ``name`` may take when its spec gives none."""
+    return MAX_DURATION_S if name.endswith(("_s", "_seconds")) else MAX_COUNT
+
 
 #: The range of each numeric setting: ``(low, strict, high)``: at least ``low`` (above it when
 #: ``strict``) and at most ``high``. Every int or float field of :class:`Settings` has one.
-_RANGES: dict[str, tuple[float, bool, float]] = {
-    "workers": (1, False, MAX_COUNT),
-    "max_concurrent_rpcs": (1, False, MAX_COUNT),
-    "max_admin_rpcs": (1, False, MAX_COUNT),
-    "max_health_streams": (1, False, MAX_COUNT),
-    "grace_s": (0, False, MAX_DURATION_S),
-    "drain_delay_s": (0, False, MAX_DURATION_S),
-    "max_message_bytes": (1024, False, MAX_COUNT),
-    "max_sessions": (1, False, MAX_COUNT),
-    "idle_ttl_s": (0, True, MAX_DURATION_S),
-    "evict_interval_s": (0.01, False, MAX_DURATION_S),
-    "max_fences": (1, False, MAX_COUNT),
-    "fence_ttl_s": (0, True, MAX_DURATION_S),
-    "max_call_ids": (1, False, MAX_COUNT),
-    "session_close_retry_window_seconds": (0, False, MAX_DURATION_S),
-    "max_markers": (1, False, MAX_COUNT),
-    "verify_cache_mb": (0, False, MAX_COUNT),
-    "max_verify_calls": (0, False, MAX_COUNT),
-    "max_verify_output_items": (0, False, MAX_COUNT),
-    "max_session_write_bytes": (0, False, MAX_COUNT),
-    "http_header_timeout_s": (0, True, MAX_DURATION_S),
-    "http_body_timeout_s": (0, True, MAX_DURATION_S),
-    "http_max_connections": (0, False, MAX_COUNT),
+RANGES: dict[str, tuple[float, bool, float]] = {
+    name: (spec.low, spec.strict, spec.high or _most(name))
+    for name, spec in SPECS.items()
+    if spec.low is not None
 }
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -490,21 +711,28 @@ def mcp_path_collision(path: str) -> str | None:
     return None
 
 
+def range_problem(name: str, value: float) -> str | None:
+    """Why ``value`` is outside setting ``name``'s range (:data:`RANGES`), e.g. ``must be >= 0,
+    got -1``, or None (also for a setting without a range)."""
+    if name not in RANGES:
+        return None
+    low, strict, high = RANGES[name]
+    if not math.isfinite(value):  # a Settings built in code, not through _coerce
+        return f"must be a finite number, got {value}"
+    if value < low or (strict and value == low):
+        return f"must be {'>' if strict else '>='} {low}, got {value}"
+    if value > high:
+        return f"must be <= {int(high) if float(high).is_integer() else high}, got {value}"
+    return None
+
+
 def _check_ranges(settings: Settings, origins: Mapping[str, str]) -> None:
     """Raise ConfigError naming the first setting outside its range and where it came from
     (``origins``: :func:`origin` of each setting)."""
-    for name, (low, strict, high) in _RANGES.items():
-        value = getattr(settings, name)
-        if not math.isfinite(value):  # a Settings built in code, not through _coerce
-            raise ConfigError(f"{name} (from {origins[name]}) must be a finite number, got {value}")
-        if value < low or (strict and value == low):
-            relation = ">" if strict else ">="
-            raise ConfigError(
-                f"{name} (from {origins[name]}) must be {relation} {low}, got {value}"
-            )
-        if value > high:
-            most = int(high) if float(high).is_integer() else high
-            raise ConfigError(f"{name} (from {origins[name]}) must be <= {most}, got {value}")
+    for name in RANGES:
+        problem = range_problem(name, getattr(settings, name))
+        if problem is not None:
+            raise ConfigError(f"{name} (from {origins[name]}) {problem}")
     if settings.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level (from {origins['log_level']}) must be one of {LOG_LEVELS}")
     mcp_path = settings.mcp_path

@@ -246,7 +246,7 @@ def run_scripted(
     return 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelRunOptions:
     """The ``run`` options of the model policy (see ``workplace-env run --help``)."""
 

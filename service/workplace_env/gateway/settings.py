@@ -6,7 +6,7 @@ import os
 import secrets
 from dataclasses import dataclass, field
 
-from workplace_env.config import Settings, mcp_path_collision
+from workplace_env.config import SPECS, Settings, mcp_path_collision, origin, range_problem
 
 #: The reference's session cookie name (NeMo Gym names it ``<ServerClass>___<server name>``).
 COOKIE_NAME = "WorkbenchResourcesServer___workplace_assistant"
@@ -14,7 +14,11 @@ COOKIE_NAME = "WorkbenchResourcesServer___workplace_assistant"
 COOKIE_MAX_AGE_S = 14 * 24 * 60 * 60
 #: Environment variable :meth:`GatewaySettings.from_env` reads the signing secret from (the
 #: server settings' ``cookie_secret``, workplace_env.config).
-SECRET_ENV = "WORKPLACE_ENV_COOKIE_SECRET"
+SECRET_ENV = origin("cookie_secret", "env")
+
+
+#: Each field of :class:`GatewaySettings` set from a server setting, and that setting's name.
+FROM_SETTINGS = {spec.gateway: name for name, spec in SPECS.items() if spec.gateway is not None}
 
 
 def _random_secret() -> str:
@@ -49,7 +53,7 @@ class GatewaySettings:
     cookie_max_age_s: int = COOKIE_MAX_AGE_S
     https_only: bool = False
     token_max_age_s: int = COOKIE_MAX_AGE_S
-    mcp_path: str = "/mcp"
+    mcp_path: str = Settings.mcp_path
     max_verify_output_items: int = Settings.max_verify_output_items
     max_verify_calls: int = Settings.max_verify_calls
     header_timeout_s: float = Settings.http_header_timeout_s
@@ -61,12 +65,10 @@ class GatewaySettings:
             raise ValueError("secret_key must be non-empty")
         if self.cookie_max_age_s <= 0 or self.token_max_age_s <= 0:
             raise ValueError("cookie_max_age_s and token_max_age_s must be positive")
-        if self.max_verify_output_items < 0 or self.max_verify_calls < 0:
-            raise ValueError("max_verify_output_items and max_verify_calls must be >= 0")
-        if not (self.header_timeout_s > 0 and self.body_timeout_s > 0):
-            raise ValueError("header_timeout_s and body_timeout_s must be positive")
-        if self.max_connections < 0:
-            raise ValueError("max_connections must be >= 0 (0: derived)")
+        for name, setting in FROM_SETTINGS.items():
+            problem = range_problem(setting, getattr(self, name))
+            if problem is not None:
+                raise ValueError(f"{name} (the setting {setting}) {problem}")
         if self.mcp_path and (not self.mcp_path.startswith("/") or self.mcp_path.endswith("/")):
             raise ValueError("mcp_path must start with '/' and not end with '/' (or be '')")
         route = mcp_path_collision(self.mcp_path)
@@ -76,29 +78,14 @@ class GatewaySettings:
             )
 
     @classmethod
-    def with_secret(
-        cls, secret_key: str | None, mcp_path: str = "/mcp", **options: float
-    ) -> GatewaySettings:
-        """The defaults, signed with ``secret_key`` (the server settings' ``cookie_secret``);
-        None or empty: a random secret per process. ``mcp_path``: the server settings' one;
-        ``options``: other fields (the verify bounds, the HTTP limits)."""
-        if secret_key:
-            return cls(secret_key=secret_key, mcp_path=mcp_path, **options)  # type: ignore[arg-type]
-        return cls(mcp_path=mcp_path, **options)  # type: ignore[arg-type]
-
-    @classmethod
     def of(cls, settings: Settings) -> GatewaySettings:
-        """The gateway's settings from the server settings: the cookie secret (random per
-        process when unset), the MCP path, the verify bounds and the HTTP limits."""
-        return cls.with_secret(
-            settings.cookie_secret,
-            settings.mcp_path,
-            max_verify_output_items=settings.max_verify_output_items,
-            max_verify_calls=settings.max_verify_calls,
-            header_timeout_s=settings.http_header_timeout_s,
-            body_timeout_s=settings.http_body_timeout_s,
-            max_connections=settings.http_max_connections,
-        )
+        """The gateway's settings from the server settings: those whose spec names a
+        ``gateway`` field (the cookie secret, random per process when unset; the MCP path,
+        the verify bounds and the HTTP limits)."""
+        given = {name: getattr(settings, setting) for name, setting in FROM_SETTINGS.items()}
+        if not given.get("secret_key"):
+            given.pop("secret_key", None)
+        return cls(**given)
 
     @classmethod
     def from_env(cls, **overrides: object) -> GatewaySettings:

@@ -45,19 +45,16 @@ ADMIN_SERVICE_NAME = admin_pb.DESCRIPTOR.services_by_name["EnvironmentAdminServi
 
 
 class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
-    """Serves checkpoint export, restore and retire of one :class:`SessionStore`;
-    ``max_message_bytes`` is the server's message limit (bytes); a restored task whose ground
-    truth has more than ``max_verify_calls`` calls (0: no bound) is refused, as at seed."""
+    """Serves checkpoint export, restore and retire of one :class:`SessionStore`, with the
+    bounds of ``settings`` (default: the defaults): ``max_message_bytes`` is the server's
+    message limit (bytes); a restored task whose ground truth has more than
+    ``max_verify_calls`` calls (0: no bound) is refused, as at seed."""
 
-    def __init__(
-        self,
-        store: SessionStore,
-        max_message_bytes: int = Settings.max_message_bytes,
-        max_verify_calls: int = Settings.max_verify_calls,
-    ) -> None:
+    def __init__(self, store: SessionStore, settings: Settings | None = None) -> None:
+        settings = settings or Settings()
         self.store = store
-        self.max_message_bytes = max_message_bytes
-        self.max_verify_calls = max_verify_calls
+        self.max_message_bytes = settings.max_message_bytes
+        self.max_verify_calls = settings.max_verify_calls
 
     def ExportSessions(self, request, context):  # type: ignore[no-untyped-def]
         """K1: every session in pieces (header, state, call records and each record's output

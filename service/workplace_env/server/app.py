@@ -7,6 +7,7 @@ in-flight calls finish within the grace period).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from concurrent import futures
 from dataclasses import dataclass
@@ -33,12 +34,8 @@ from workplace_env_client.client import KEEPALIVE_TIME_MS, KEEPALIVE_TIMEOUT_MS
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["EnvironmentService"].full_name
 
-MAX_MESSAGE_BYTES = Settings.max_message_bytes
-MAX_CONCURRENT_RPCS = Settings.max_concurrent_rpcs
-MAX_ADMIN_RPCS = Settings.max_admin_rpcs
 
-
-def server_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str, int]]:
+def server_options(max_message_bytes: int = Settings.max_message_bytes) -> list[tuple[str, int]]:
     """Channel options of the server: message size limits (bytes) and keepalive.
 
     The keepalive policy admits the SDK's pings (``KEEPALIVE_TIME_MS``), so an idle client
@@ -55,23 +52,22 @@ def server_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[tuple[str
     ]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunningServer:
-    """A started server: its bound ``port``, the store, and the health servicer."""
+    """A started server: its bound ``port``, the store, the health servicer, and the settings
+    it serves with (a co-hosted gateway's servicer applies the same verify bounds)."""
 
     server: grpc.Server
     port: int
     store: SessionStore
     health: Health
     metrics: Metrics
+    settings: Settings
     metrics_port: int | None = None
     _evictor: threading.Thread | None = None
     _stop: threading.Event | None = None
     _lane: Lane | None = None
     admission: Admission | None = None
-    #: The verify bounds its servicer applies (a co-hosted gateway's servicer applies them too).
-    max_verify_calls: int = Settings.max_verify_calls
-    max_verify_output_items: int = Settings.max_verify_output_items
     #: Its services' handlers wrapped in the server's steps, for in-process calls.
     pipeline: Pipeline | None = None
 
@@ -105,25 +101,13 @@ class RunningServer:
 
 
 def build_server(
-    store: SessionStore,
-    metrics: Metrics,
-    max_workers: int = 4,
-    max_message_bytes: int = MAX_MESSAGE_BYTES,
-    admin_token: str | None = None,
-    *,
-    admin_open: bool = False,
-    max_concurrent_rpcs: int = MAX_CONCURRENT_RPCS,
-    max_admin_rpcs: int = MAX_ADMIN_RPCS,
-    max_health_streams: int = Settings.max_health_streams,
-    admission: Admission | None = None,
-    max_verify_calls: int = Settings.max_verify_calls,
-    max_verify_output_items: int = Settings.max_verify_output_items,
+    store: SessionStore, metrics: Metrics, settings: Settings
 ) -> tuple[grpc.Server, Health, Lane, Pipeline]:
     """An unstarted server with the environment, admin, health and reflection services.
 
     Admin RPCs need ``authorization: Bearer <admin_token>`` metadata; without a token they are
     off unless ``admin_open`` (CONTRACT A1). At most ``max_concurrent_rpcs`` RPCs (of them
-    ``max_admin_rpcs`` admin RPCs) are admitted at once, ``max_workers`` of them running;
+    ``max_admin_rpcs`` admin RPCs) are admitted at once, ``workers`` of them running;
     health Check always answers, and at most ``max_health_streams`` health Watch and
     reflection streams are open at once (X3, :mod:`workplace_env.server.guard`). A verify
     replays at most ``max_verify_calls`` calls per side and takes a response output of at most
@@ -133,32 +117,31 @@ def build_server(
     Every method of every service is wrapped once, here, in the steps of one
     :class:`~workplace_env.server.pipeline.Pipeline` (returned: its handlers serve in-process
     calls through the same steps); the environment's RPCs run on the returned :class:`Lane`
-    (shut it down after the server stops).
+    (shut it down after the server stops; its ``admission`` counts the RPCs in flight).
     """
-    admission = admission or Admission(
-        max_concurrent_rpcs, max_admin_rpcs, max_health_streams=max_health_streams
+    admission = Admission(
+        settings.max_concurrent_rpcs,
+        settings.max_admin_rpcs,
+        max_health_streams=settings.max_health_streams,
     )
     pool = futures.ThreadPoolExecutor(
         max_workers=admission.max_rpcs + admission.max_health_streams + RESERVED_THREADS,
         thread_name_prefix="rpc",
     )
-    lane = Lane(admission, max_workers, overflow=pool)
-    server = grpc.server(pool, options=server_options(max_message_bytes))
+    lane = Lane(admission, settings.workers, overflow=pool)
+    server = grpc.server(pool, options=server_options(settings.max_message_bytes))
     # The order of the steps, first outermost (each step's rule: its module).
     steps = [
-        AdminToken(admin_token, open_admin=admin_open),
+        AdminToken(settings.admin_token, open_admin=settings.admin_open),
         metered(metrics, SERVICE_NAME),
         decode_guard,
         Admit(admission, lane, ADMIN_SERVICE_NAME),
         session_header_guard,
     ]
     pipeline = Pipeline(steps, server)
-    servicer = EnvironmentServicer(
-        store, max_verify_calls, max_message_bytes, max_verify_output_items
-    )
-    pb_grpc.add_EnvironmentServiceServicer_to_server(servicer, pipeline)
+    pb_grpc.add_EnvironmentServiceServicer_to_server(EnvironmentServicer(store, settings), pipeline)
     admin_grpc.add_EnvironmentAdminServiceServicer_to_server(
-        AdminServicer(store, max_message_bytes, max_verify_calls), pipeline
+        AdminServicer(store, settings), pipeline
     )
     health_servicer = Health()
     for name in ("", SERVICE_NAME):
@@ -206,28 +189,15 @@ def start_server(
     """
     settings = settings or Settings()
     address = address or settings.address
-    workers = max_workers or settings.workers
-    evict_every = evict_interval_s or settings.evict_interval_s
+    settings = dataclasses.replace(
+        settings,
+        workers=max_workers or settings.workers,
+        evict_interval_s=evict_interval_s or settings.evict_interval_s,
+    )
+    evict_every = settings.evict_interval_s
     metrics = metrics or Metrics()
     metrics.track_live(store.state_counts)
-    admission = Admission(
-        settings.max_concurrent_rpcs,
-        settings.max_admin_rpcs,
-        max_health_streams=settings.max_health_streams,
-    )
-    server, health_servicer, lane, pipeline = build_server(
-        store,
-        metrics,
-        max_workers=workers,
-        max_message_bytes=settings.max_message_bytes,
-        admin_token=settings.admin_token,
-        admin_open=settings.admin_open,
-        max_concurrent_rpcs=settings.max_concurrent_rpcs,
-        max_admin_rpcs=settings.max_admin_rpcs,
-        admission=admission,
-        max_verify_calls=settings.max_verify_calls,
-        max_verify_output_items=settings.max_verify_output_items,
-    )
+    server, health_servicer, lane, pipeline = build_server(store, metrics, settings)
     credentials = server_credentials(settings)
     try:
         if credentials is None:
@@ -255,17 +225,16 @@ def start_server(
     evictor = threading.Thread(target=evict_loop, name="evictor", daemon=True)
     evictor.start()
     return RunningServer(
-        server,
-        port,
-        store,
-        health_servicer,
-        metrics,
-        metrics_port,
-        evictor,
-        stop,
-        lane,
-        admission,
-        settings.max_verify_calls,
-        settings.max_verify_output_items,
+        server=server,
+        port=port,
+        store=store,
+        health=health_servicer,
+        metrics=metrics,
+        settings=settings,
+        metrics_port=metrics_port,
+        _evictor=evictor,
+        _stop=stop,
+        _lane=lane,
+        admission=lane.admission,
         pipeline=pipeline,
     )

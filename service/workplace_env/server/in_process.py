@@ -13,6 +13,7 @@ counted and logged by the server's own code
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import time
 from collections.abc import Callable, Sequence
@@ -119,14 +120,13 @@ def in_process_client(
 ) -> EnvironmentClient:
     """An :class:`~workplace_env_client.EnvironmentClient` on ``server``'s store, in this
     process: a servicer with the server's verify bounds, counted in its metrics.
-    ``max_message_bytes`` (default: the server's default limit) bounds requests and tool
+    ``max_message_bytes`` (default: the server's settings' limit) bounds requests and tool
     outputs as the server's gRPC limit does (RESPONSE_TOO_LARGE for an output over it);
     ``options`` are the client's (``timeout_s``, ...)."""
-    from workplace_env.server.app import MAX_MESSAGE_BYTES
-
-    limit = MAX_MESSAGE_BYTES if max_message_bytes is None else max_message_bytes
-    servicer = EnvironmentServicer(
-        server.store, server.max_verify_calls, limit, server.max_verify_output_items
-    )
+    settings = server.settings
+    if max_message_bytes is not None:
+        settings = dataclasses.replace(settings, max_message_bytes=max_message_bytes)
+    limit = settings.max_message_bytes
+    servicer = EnvironmentServicer(server.store, settings)
     transport = InProcessTransport(servicer, metrics=server.metrics, max_message_bytes=limit)
     return EnvironmentClient(transport=transport, **options)

@@ -39,11 +39,6 @@ from workplace_env.verify import TableResult
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
-#: Calls a verify may replay per side by default (the ``max_verify_calls`` setting; 0: no
-#: bound, as the reference): far above any episode, low enough that one request cannot hold a
-#: core for seconds (replaying appends grows with the square of the count).
-MAX_VERIFY_CALLS = Settings.max_verify_calls
-
 _STATES = {
     SessionState.SEEDED: pb.SESSION_STATE_SEEDED,
     SessionState.VERIFIED: pb.SESSION_STATE_VERIFIED,
@@ -111,7 +106,8 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
     beyond ``max_verify_calls`` in a call list, INVALID_ARGUMENT naming the field is answered
     right after the parse, before any entry is checked or converted.
 
-    ``max_response_bytes`` is the server's message limit: a tool output whose response would
+    Both bounds are those of ``settings`` (default: the defaults), as is its
+    ``max_message_bytes``, the server's message limit: a tool output whose response would
     be larger (the one answer whose size a caller drives; every other answer is small and
     bounded) is refused RESOURCE_EXHAUSTED ``RESPONSE_TOO_LARGE`` with the limit and the size,
     rather than left to gRPC's bare send error. The call was applied and its call_id record
@@ -119,17 +115,12 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
     twice (T6).
     """
 
-    def __init__(
-        self,
-        store: SessionStore,
-        max_verify_calls: int = MAX_VERIFY_CALLS,
-        max_response_bytes: int = Settings.max_message_bytes,
-        max_verify_output_items: int = Settings.max_verify_output_items,
-    ) -> None:
+    def __init__(self, store: SessionStore, settings: Settings | None = None) -> None:
+        settings = settings or Settings()
         self.store = store
-        self.max_verify_calls = max_verify_calls
-        self.max_verify_output_items = max_verify_output_items
-        self.max_response_bytes = max_response_bytes
+        self.max_verify_calls = settings.max_verify_calls
+        self.max_verify_output_items = settings.max_verify_output_items
+        self.max_response_bytes = max_response_bytes = settings.max_message_bytes
         # Outputs of at most this many characters always fit (<= 4 UTF-8 bytes each, plus
         # the message's framing): only longer ones are measured.
         self._always_fits = max(0, (max_response_bytes - 32) // 4)
