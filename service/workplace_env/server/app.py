@@ -143,6 +143,9 @@ def build_server(
         thread_name_prefix="rpc",
     )
     lane = Lane(admission, max_workers, overflow=pool)
+    servicer = EnvironmentServicer(
+        store, max_verify_calls, max_message_bytes, max_verify_output_items
+    )
     server = grpc.server(pool, options=server_options(max_message_bytes))
     # The order of the steps, first outermost (each step's rule: its module).
     steps = [
@@ -153,9 +156,6 @@ def build_server(
         session_header_guard,
     ]
     pipeline = Pipeline(steps, server)
-    servicer = EnvironmentServicer(
-        store, max_verify_calls, max_message_bytes, max_verify_output_items
-    )
     pb_grpc.add_EnvironmentServiceServicer_to_server(servicer, pipeline)
     admin_grpc.add_EnvironmentAdminServiceServicer_to_server(
         AdminServicer(store, max_message_bytes, max_verify_calls), pipeline
