@@ -66,9 +66,4 @@ def session_header_guard(method: Method, behaviour: Behaviour) -> Behaviour:
     Without the header a request costs one metadata scan."""
     if method.request_streaming and method.response_streaming:
         return behaviour
-    rpc = method.name
-
-    def check(request: Any, context: grpc.ServicerContext) -> None:
-        check_session_header(request, rpc, context)
-
-    return each_request(method, behaviour, check)
+    return each_request(method, behaviour, check_session_header)

@@ -162,11 +162,11 @@ class Lane(futures.ThreadPoolExecutor):
     ``experimental_thread_pool``. The lane takes a (non-admin) admission slot for it then: an
     admitted RPC waits in the queue, and its work item gives the slot back exactly once,
     however it ends; a refused one runs at once on ``overflow`` (the server's pool), where
-    :meth:`refusal` names why. The behaviour calls :meth:`release` when the handler returns,
-    before grpcio sends the answer, so a client holding an answer never finds that RPC still
-    counted (X3: it is no longer concurrent); the work item's end releases what the handler did
-    not (the handler may never run: a call cancelled before its request arrived). Waiting RPCs
-    hold no thread, so only ``workers`` threads contend for the GIL.
+    :meth:`run_admitted`'s behaviour answers why. That behaviour gives the slot back when the
+    handler returns, before grpcio sends the answer, so a client holding an answer never finds
+    that RPC still counted (X3: it is no longer concurrent); the work item's end releases what
+    the handler did not (the handler may never run: a call cancelled before its request
+    arrived). Waiting RPCs hold no thread, so only ``workers`` threads contend for the GIL.
     """
 
     def __init__(self, admission: Admission, workers: int, overflow: futures.Executor) -> None:
@@ -187,10 +187,25 @@ class Lane(futures.ThreadPoolExecutor):
             self.admission.leave(False)
             raise
 
-    def refusal(self) -> TooManyRpcs | errors.Draining | None:
-        """Why the lane RPC running on this thread was not admitted; None when it was, or when
-        the behaviour was called directly (in-process: no admission here)."""
-        return getattr(self._here, "refused", None)
+    def run_admitted(self, rpc: str, behaviour: Behaviour) -> Behaviour:
+        """``behaviour`` of the unary ``rpc`` to run on this lane: answers the refusal of an RPC
+        the lane did not admit, and gives the slot back when it returns. Called directly (an
+        in-process call, not submitted here) it runs unlimited."""
+        here, leave = self._here, self.admission.leave
+
+        def admitted(request: Any, context: grpc.ServicerContext) -> Any:
+            refused = getattr(here, "refused", None)
+            if refused is not None:
+                context.abort_with_status(to_status(refused, rpc))
+            try:
+                return behaviour(request, context)
+            finally:
+                if getattr(here, "slot", False):  # before grpcio sends the answer (X3)
+                    here.slot = False
+                    leave(False)
+
+        admitted.experimental_thread_pool = self  # type: ignore[attr-defined]
+        return admitted
 
     def release(self) -> None:
         """Give back the slot of the RPC running on this lane thread, if it still holds it."""
@@ -202,7 +217,8 @@ class Lane(futures.ThreadPoolExecutor):
     def _run_then_release(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        self._here.slot = True
+        here = self._here
+        here.refused, here.slot = None, True  # both set: a lookup that finds is the cheap one
         try:
             return fn(*args, **kwargs)
         finally:
@@ -215,15 +231,19 @@ class Lane(futures.ThreadPoolExecutor):
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        self._here.refused = refusal
+        here = self._here
+        here.refused, here.slot = refusal, False
         try:
             return fn(*args, **kwargs)
         finally:
-            self._here.refused = None
+            here.refused = None
 
 
-def refuse_undecodable(request: Undecodable, rpc: str, context: grpc.ServicerContext) -> None:
-    """Abort with INVALID_ARGUMENT ``MALFORMED_REQUEST`` for a request that did not parse."""
+def refuse_undecodable(request: Any, rpc: str, context: grpc.ServicerContext) -> None:
+    """Abort ``rpc`` with INVALID_ARGUMENT ``MALFORMED_REQUEST`` when ``request`` did not parse
+    (:class:`~workplace_env.server.pipeline.Undecodable`)."""
+    if request.__class__ is not Undecodable:
+        return
     error = errors.InvalidRequest(
         [errors.FieldViolation("", f"not a valid request message: {request.why}")]
     )
@@ -232,16 +252,18 @@ def refuse_undecodable(request: Undecodable, rpc: str, context: grpc.ServicerCon
 
 
 def decode_guard(method: Method, behaviour: Behaviour) -> Behaviour:
-    """Step: refuse a request (each message of a request stream) that did not parse
-    (:class:`~workplace_env.server.pipeline.Undecodable`): INVALID_ARGUMENT
-    ``MALFORMED_REQUEST`` with a ``BadRequest``."""
+    """Step: refuse a request (each message of a request stream) that did not parse:
+    INVALID_ARGUMENT ``MALFORMED_REQUEST`` with a ``BadRequest``."""
+    if method.request_streaming:
+        return each_request(method, behaviour, refuse_undecodable)
     rpc = method.name
 
-    def check(request: Any, context: grpc.ServicerContext) -> None:
-        if request.__class__ is Undecodable:
+    def unary(request: Any, context: grpc.ServicerContext) -> Any:
+        if request.__class__ is Undecodable:  # the check inline: it runs on every RPC
             refuse_undecodable(request, rpc, context)
+        return behaviour(request, context)
 
-    return each_request(method, behaviour, check)
+    return unary
 
 
 @contextmanager
@@ -292,20 +314,5 @@ class Admit:
             admin = method.service == self._admin_service
             enter, leave = partial(admission.try_enter, admin), partial(admission.leave, admin)
         else:
-            return self._on_lane(rpc, behaviour)
+            return self.lane.run_admitted(rpc, behaviour)
         return within(method, behaviour, lambda context: held(enter, leave, rpc, context))
-
-    def _on_lane(self, rpc: str, behaviour: Behaviour) -> Behaviour:
-        refusal, release = self.lane.refusal, self.lane.release
-
-        def admitted(request: Any, context: grpc.ServicerContext) -> Any:
-            refused = refusal()
-            if refused is not None:
-                context.abort_with_status(to_status(refused, rpc))
-            try:
-                return behaviour(request, context)
-            finally:
-                release()  # before grpcio sends the answer (X3; Lane)
-
-        admitted.experimental_thread_pool = self.lane  # type: ignore[attr-defined]
-        return admitted

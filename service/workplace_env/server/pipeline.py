@@ -80,21 +80,23 @@ def lenient(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], An
 
 
 def each_request(
-    method: Method, behaviour: Behaviour, check: Callable[[Any, grpc.ServicerContext], None]
+    method: Method, behaviour: Behaviour, check: Callable[[Any, str, grpc.ServicerContext], None]
 ) -> Behaviour:
-    """``behaviour`` with ``check(request, context)`` before it runs, or, for a request stream,
-    on each message as the behaviour reads it (``check`` aborts the RPC to refuse one)."""
+    """``behaviour`` with ``check(request, method.name, context)`` before it runs, or, for a
+    request stream, on each message as the behaviour reads it (``check`` aborts the RPC to
+    refuse one)."""
+    rpc = method.name
     if not method.request_streaming:
 
         def unary(request: Any, context: grpc.ServicerContext) -> Any:
-            check(request, context)
+            check(request, rpc, context)
             return behaviour(request, context)
 
         return unary
 
     def checked(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
         for request in requests:
-            check(request, context)
+            check(request, rpc, context)
             yield request
 
     def streamed(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
