@@ -48,6 +48,9 @@ BUILT_INS = (
 UV_CACHE = cache_dir() / "nemo-launcher-uv-cache"  # outside the checkout, kept between runs
 _READY_TIMEOUT_S = 900.0  # a cold uv cache downloads the server's dependencies
 _STOP_TIMEOUT_S = 60.0
+#: Ray's message when its node is not up within its fixed startup wait, and the launches tried.
+_RAY_NODE_TIMEOUT = "The current node timed out during startup"
+_RAY_ATTEMPTS = 3
 
 
 def uv_binary() -> str:
@@ -139,20 +142,31 @@ class NgRun(Started):
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def start(self) -> None:
-        """Launch ``ng_run`` and wait until its head server is ready (raises with its log)."""
+        """Launch ``ng_run`` and wait until its head server is ready (raises with its log). A
+        launcher that dies because its Ray node missed Ray's fixed 30 s startup wait (a busy
+        machine) is launched again, :data:`_RAY_ATTEMPTS` times at most."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         prepare_venvs(self.venv_dir, self.nemo_python)
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                die_with_parent(self.argv(), self.nemo_python),
-                cwd=self.workdir,
-                env=self.env(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        _LIVE_GROUPS.add(self.proc.pid)
-        self._wait_ready()
+        for attempt in range(1, _RAY_ATTEMPTS + 1):
+            with self.log_path.open("wb") as log:
+                self.proc = subprocess.Popen(
+                    die_with_parent(self.argv(), self.nemo_python),
+                    cwd=self.workdir,
+                    env=self.env(),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            _LIVE_GROUPS.add(self.proc.pid)
+            try:
+                self._wait_ready()
+                return
+            except RuntimeError:
+                if attempt == _RAY_ATTEMPTS or _RAY_NODE_TIMEOUT not in self.log():
+                    raise
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)  # Ray processes it left
+                _LIVE_GROUPS.discard(self.proc.pid)
 
     def _wait_ready(self) -> None:
         """Poll the head server's ``/readyz`` (200 once every server answers); raises with the
