@@ -1,10 +1,10 @@
 """Write the generated reference pages, docs/reference/*.md, from the code they describe.
 
-Run ``.venv/bin/python docs/gen.py`` after changing an error, a setting, a command, a tool or
-the proto; ``--check`` exits 1 naming each page that differs from a fresh generation (the
-docs test runs it). Sources: the error registry (workplace_env_client/reasons.py),
-config.Settings and GatewaySettings, the
-typer app, the tool registry, and the proto files' comments (through protoc's source info).
+Run ``.venv/bin/python docs/gen.py`` after changing an error, a setting, a command, a tool,
+the proto or a row type; ``--check`` exits 1 naming each page that differs from a fresh
+generation (the docs test runs it). Sources: the error registry (workplace_env_client/reasons.py),
+config.Settings and GatewaySettings, the typer app, the tool registry, the proto files'
+comments (through protoc's source info), and the SDK's row types (workplace_env_client.rows).
 """
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ import dataclasses
 import subprocess
 import sys
 import tempfile
+import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 import typer
@@ -25,7 +28,7 @@ from workplace_env.cli import app
 from workplace_env.gateway.settings import FROM_SETTINGS, GatewaySettings
 from workplace_env.sandbox.tools import TOOLS
 from workplace_env.server import status
-from workplace_env_client import reasons
+from workplace_env_client import reasons, rows
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference"
@@ -317,12 +320,57 @@ def grpc_page() -> str:
     return "".join(parts).rstrip() + "\n"
 
 
+# -- rows ---------------------------------------------------------------------------------------
+
+
+def _type_text(hint: object) -> str:
+    """A field's type as its row shows it: ``int``, ``float | None``, ``list[TableResult]``,
+    another row's name, ``any``."""
+    if hint is Any:
+        return "any"
+    if typing.get_origin(hint) is typing.Annotated:
+        return _type_text(typing.get_args(hint)[0])
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        return " | ".join(_type_text(a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return "null"
+    if args := typing.get_args(hint):
+        origin = typing.get_origin(hint)
+        return f"{getattr(origin, '__name__', origin)}[{', '.join(map(_type_text, args))}]"
+    return getattr(hint, "__name__", str(hint))
+
+
+def rows_page() -> str:
+    """The JSON rows a user reads (workplace_env_client.rows): each with its fields, their
+    types, whether they are always there, and what they hold."""
+    parts = [
+        HEADER,
+        "# Rows\n\nThe JSON objects `run` writes and the SDK's rollouts return, as the "
+        "`TypedDict`s of `workplace_env_client.rows` type them (`?` marks a field that is not "
+        "always there).\n\n",
+    ]
+    for row in rows.ROWS:
+        hints = typing.get_type_hints(row, include_extras=True)
+        table = []
+        for name, hint in hints.items():
+            while typing.get_origin(hint) in (typing.NotRequired, typing.Required):
+                hint = typing.get_args(hint)[0]
+            said = hint.__metadata__[0] if typing.get_origin(hint) is typing.Annotated else ""
+            optional = "" if name in row.__required_keys__ else "?"  # type: ignore[attr-defined]
+            table.append([f"`{name}`{optional}", _type_text(hint), said])
+        doc = " ".join((row.__doc__ or "").split())
+        parts.append(f"## `{row.__name__}`\n\n{doc}\n\n")
+        parts.append(_table(["field", "type", "holds"], table) + "\n")
+    return "".join(parts).rstrip() + "\n"
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "errors.md": errors_page,
     "configuration.md": configuration_page,
     "cli.md": cli_page,
     "tools.md": tools_page,
     "grpc.md": grpc_page,
+    "rows.md": rows_page,
 }
 
 

@@ -85,6 +85,7 @@ from workplace_env_client.messages import (
     episode_message,
     task_id_message,
 )
+from workplace_env_client.rows import RolloutDiagnostics, RolloutLine
 
 #: The two OpenAI-compatible APIs the loop speaks.
 ModelApi = Literal["responses", "chat"]
@@ -135,12 +136,27 @@ class Rollout:
     seconds: float
 
     def to_json(self, task_index: int = 0, rollout_index: int = 0) -> dict[str, Any]:
-        """The rollout as a NeMo Gym rollouts-JSONL object: the row's fields, then
-        ``responses_create_params``, ``response``, ``reward``, ``mask_sample``,
-        ``failure_kind``, ``failure_reason``, ``_ng_task_index``, ``_ng_rollout_index``, and
-        ``workplace_env`` (turns, tool-call counts, per-table results, seconds)."""
-        return {
-            **self.row,
+        """The rollout as a NeMo Gym rollouts-JSONL object: the row's fields, then the
+        :class:`~workplace_env_client.rows.RolloutLine` fields (``responses_create_params``,
+        ``response``, ``reward``, ``mask_sample``, ``failure_kind``, ``failure_reason``,
+        ``_ng_task_index``, ``_ng_rollout_index``, ``workplace_env``: turns, tool-call counts,
+        per-table results, seconds)."""
+        diagnostics: RolloutDiagnostics = {
+            "turns": self.turns,
+            "tool_calls": self.tool_calls,
+            "invalid_tool_calls": self.invalid_tool_calls,
+            "tables": [
+                {
+                    "table": t.table,
+                    "equal": t.equal,
+                    "predicted_rows": t.predicted_rows,
+                    "expected_rows": t.expected_rows,
+                }
+                for t in self.tables
+            ],
+            "seconds": round(self.seconds, 4),
+        }
+        fields: RolloutLine = {
             "responses_create_params": self.responses_create_params,
             "response": self.response,
             "reward": self.reward,
@@ -149,22 +165,9 @@ class Rollout:
             "failure_reason": self.failure_reason,
             "_ng_task_index": task_index,
             "_ng_rollout_index": rollout_index,
-            "workplace_env": {
-                "turns": self.turns,
-                "tool_calls": self.tool_calls,
-                "invalid_tool_calls": self.invalid_tool_calls,
-                "tables": [
-                    {
-                        "table": t.table,
-                        "equal": t.equal,
-                        "predicted_rows": t.predicted_rows,
-                        "expected_rows": t.expected_rows,
-                    }
-                    for t in self.tables
-                ],
-                "seconds": round(self.seconds, 4),
-            },
+            "workplace_env": diagnostics,
         }
+        return {**self.row, **fields}
 
 
 def create_params_for(row: Mapping[str, Any], tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -53,7 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from itertools import zip_longest
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from workplace_env.interrupts import StopRequest
 from workplace_env.locks import only_writer
@@ -75,6 +75,7 @@ from workplace_env_client.rollouts import (
     episode_for,
     failed_rollout,
 )
+from workplace_env_client.rows import CategoryFigures, ModelRunSummary, RunPlan, SandboxIdentity
 
 #: Masked failures that the model caused; resume does not play these again.
 FINISHED_FAILURES = frozenset(kind for kind, what in MASK_KINDS.items() if what.model_own)
@@ -258,7 +259,7 @@ def run_plan(
     *,
     base_url: str | None,
     sandbox: Mapping[str, Any] | None,
-) -> dict[str, Any]:
+) -> RunPlan:
     """What makes two collections the same experiment beyond their rows (each rollout line
     records it as ``workplace_env.plan``): ``model``, ``api``, ``base_url``, ``sampling`` (the
     ``responses_create_params`` overrides given: temperature, top_p, max_output_tokens, seed),
@@ -555,10 +556,15 @@ def read_rollouts(
 def write_summary(
     summary: list[CategorySummary], out: Path, sandbox: Mapping[str, Any] | None = None
 ) -> Path:
-    """Write the summary JSON next to ``out``: ``{"sandbox": {"digest", "origin"} (null:
-    unknown), "categories": [each category's figures, then "all"]}``; return its path."""
+    """Write the summary JSON next to ``out``
+    (:class:`~workplace_env_client.rows.ModelRunSummary`: ``{"sandbox": {"digest", "origin"}
+    (null: unknown), "categories": [each category's figures, then "all"]}``); return its
+    path."""
     path = summary_path(out)
-    document = {"sandbox": sandbox, "categories": [asdict(s) for s in summary]}
+    document: ModelRunSummary = {
+        "sandbox": cast("SandboxIdentity | None", sandbox),
+        "categories": [cast(CategoryFigures, asdict(s)) for s in summary],
+    }
     path.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     return path
 

@@ -50,6 +50,7 @@ from workplace_env_client import (
     reasons,
 )
 from workplace_env_client.messages import GROUND_TRUTH_STRING
+from workplace_env_client.rows import RunTotals
 
 POLICIES = ("recorded", "oracle", "perturbed")
 #: Why an episode failed (the ``--json-out`` ``failed_episodes`` keys), and how it is shown.
@@ -116,11 +117,12 @@ class RunSummary:
     def failed_episodes(self) -> int:
         return sum(self.failed.values())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RunTotals:
         """The ``--json-out`` document: totals (``episodes`` = ``played_episodes`` + the
         ``failed_episodes`` of every kind; ``mean_reward`` over the played ones, null when
         none), failures by kind and the first 20 mismatches (failures included, their ``kind``
-        the failure's)."""
+        the failure's): :class:`~workplace_env_client.rows.RunTotals` without its
+        ``sandbox``."""
         return {
             "episodes": self.episodes,
             "played_episodes": self.played_episodes,

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from rich import box
@@ -73,6 +73,7 @@ from workplace_env_client import (
     openai_client,
 )
 from workplace_env_client.rollouts import MODEL_APIS, MODEL_CONFIG_ERROR, mask_kind
+from workplace_env_client.rows import SandboxIdentity
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,8 @@ def run_scripted(
     print_summary(summary, title)
     console.print(plain(f"sandbox: {sandbox_text(sandbox)}"), soft_wrap=True)
     if json_out is not None:
-        document = {**summary.to_json(), "sandbox": sandbox_json(sandbox)}
+        document = summary.to_json()
+        document["sandbox"] = cast("SandboxIdentity | None", sandbox_json(sandbox))
         try:
             json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(json.dumps(document, indent=2, default=str) + "\n")
