@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import http.server
 import io
+import json
+import socket
 import subprocess
 import tarfile
 import threading
@@ -356,3 +358,20 @@ def test_a_modified_data_dir_is_played_naming_what_differs(tmp_path):
     assert "499 rows, the known file has 500" in said and "data fetch" in said
     same = invoke("generate-tasks", "--count", "1", "--data-dir", WORKBENCH)
     assert "not the WorkBench sandbox" not in same.stderr
+
+
+def test_serve_names_a_modified_data_dir_in_a_json_record(tmp_path):
+    """Under ``serve`` (every stderr line a JSON record) the difference of a changed sandbox is
+    a WARNING record, not a plain line."""
+    data = _sandbox_dir(tmp_path / "data")
+    emails = (data / "emails.csv").read_bytes().split(b"\n")
+    (data / "emails.csv").write_bytes(b"\n".join(emails[:1] + emails[2:]))
+    with socket.socket() as holder:  # the bind fails after the settings are read: a quick exit
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = f"127.0.0.1:{holder.getsockname()[1]}"
+        result = invoke("serve", "--data-dir", data, "--address", taken)
+    assert result.exit_code == 2, result.output
+    records = [json.loads(line) for line in result.output.splitlines() if line.strip()]
+    said = [r["message"] for r in records if "not the WorkBench sandbox" in r["message"]]
+    assert len(said) == 1 and "changed emails.csv" in said[0]

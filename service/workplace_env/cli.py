@@ -62,7 +62,7 @@ from workplace_env.sandbox.source import (
     fetch_data,
     verify_directory,
 )
-from workplace_env.server.observability import configure_logging
+from workplace_env.server.observability import JsonHandler, configure_logging
 from workplace_env.server.serve import serve_until_signalled
 from workplace_env.setting_options import setting_options
 from workplace_env.taskgen import MAX_TASK_COUNT, generate_to
@@ -107,6 +107,8 @@ def _main(
     """gRPC environment server for the workplace assistant (WorkBench) benchmark."""
     if ctx.invoked_subcommand not in _LOGGING_COMMANDS:
         _warn_unknown_env_vars()
+    else:
+        configure_logging()  # JSON from the first line: its options' notes too
 
 
 @contextmanager
@@ -154,12 +156,21 @@ def _path(value: str | None) -> Path | None:
     return None if value is None else Path(value).expanduser()
 
 
+def _note(message: str) -> None:
+    """Tell the user ``message`` on stderr: a JSON log record (WARNING) once the command logs
+    JSON (``serve``, ``gateway``), plain text otherwise."""
+    if any(isinstance(h, JsonHandler) for h in logging.getLogger("workplace_env").handlers):
+        _log.warning(message)
+    else:
+        console.print(plain(message))
+
+
 def _data_dir(value: str | None) -> Path | None:
     """``--data-dir``: a CSV directory, or a data source fetched first (a bad one exits 2)."""
     if value is None:
         return None
     try:
-        return data_dir_of(value, lambda m: console.print(plain(m)))
+        return data_dir_of(value, _note)
     except CommandError as exc:  # click names the option
         raise typer.BadParameter(str(exc).removeprefix("--data-dir: ")) from exc
 
