@@ -9,9 +9,10 @@ turn, runs each ``function_call`` as an MCP ``tools/call`` on that session, appe
 model's answer is cut off, or ``max_steps`` turns were played. Each call is reported at close
 as a ``tool_call`` observation (``source``: ``workplace_env_mcp``).
 
-Seeding fails (500, NeMo's answer to a ``ValueError``) on a sandbox access, a required direct
-HTTP access, no MCP access, or a required MCP server whose ``tools/list`` fails. The legacy
-``/run`` is 400: the agent serves sessions only.
+Seeding raises ``ValueError`` (the episode fails at its agent stage) on a sandbox access, a
+required direct HTTP access, no MCP access, or a required MCP server whose ``tools/list`` fails.
+``/v1/responses`` without an agent session is 409, the legacy ``/run`` 400: the agent serves
+sessions only.
 """
 
 from __future__ import annotations
