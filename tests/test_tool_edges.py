@@ -124,6 +124,18 @@ DATE_READINGS = [
     _call(SEARCH, NAT_ERROR, query="", date_min="nan", page_size=0),
     # ... and a NaT bound only fails against rows still left.
     _call(SEARCH, "No emails found.", query="", date_min="2030-01-01", date_max="nan"),
+    # ... as any max bound: one that cannot be read is not read once the min left no row.
+    *(
+        _call(SEARCH, "No emails found.", query="", date_min="2030-01-01", date_max=value)
+        for value in ("Zo\u00eb \u00c5ngstr\u00f6m \u2615 \u4f1a\u8bae", "garbage", float("inf"))
+    ),
+    _call(
+        SEARCH,
+        "Error searching emails: Unknown datetime string format, unable to parse: garbage",
+        query="",
+        date_min="2000-01-01",
+        date_max="garbage",
+    ),
     _call(SEARCH, "No emails found.", query="zzzzqqq", date_min="nan"),
     _call(
         SEARCH,

@@ -613,7 +613,8 @@ NAT_DATE_COMPARE = "Cannot compare NaT with datetime.date object"
 def _dated(frame: pd.DataFrame, matched: list[int], date_min: Any, date_max: Any) -> list[int]:
     """The positions ``matched`` newest first, those outside the date bounds left out.
 
-    Only called with matches: no date is parsed when the query matches nothing (goldens).
+    Only called with matches: no date is parsed when the query matches nothing (goldens), nor
+    a bound once the earlier one left no row.
     """
     sent = frame[_DATETIME].tolist()
     if len(matched) < len(sent):
@@ -626,13 +627,13 @@ def _dated(frame: pd.DataFrame, matched: list[int], date_min: Any, date_max: Any
     days = stamps.astype("datetime64[D]")
     keep = np.ones(len(positions), dtype=bool)
     for bound, inside in ((date_min, np.greater_equal), (date_max, np.less_equal)):
-        if not bound:
+        # The reference compares row by row: a bound is read (and fails) only while rows are
+        # left, so date_max is never parsed once date_min has left none (differential).
+        if not bound or not keep.any():
             continue
         day = pd.Timestamp(bound)
-        if day is pd.NaT:  # "nan", "NaT", NaN: fails only against rows still left
-            if keep.any():
-                raise TypeError(NAT_DATE_COMPARE)
-            continue
+        if day is pd.NaT:  # "nan", "NaT", NaN
+            raise TypeError(NAT_DATE_COMPARE)
         keep &= inside(days, np.datetime64(day.date(), "D"))
     return positions[keep].tolist()
 
