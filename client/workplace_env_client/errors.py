@@ -222,7 +222,7 @@ def close_failed(
 
 
 def _sdk_class(row: reasons.Reason) -> type[WorkplaceEnvError]:
-    cls = globals()[row.sdk_class]
+    cls: type[WorkplaceEnvError] = globals()[row.sdk_class]
     assert issubclass(cls, WorkplaceEnvError), row
     return cls
 

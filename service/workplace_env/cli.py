@@ -24,9 +24,11 @@ Those functions raise :class:`~workplace_env.terminal.CommandError` for what sto
 
 from __future__ import annotations
 
+import atexit
 import gc
 import logging
 import math
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,7 +64,7 @@ from workplace_env.sandbox.source import (
     fetch_data,
     verify_directory,
 )
-from workplace_env.server.observability import JsonHandler, configure_logging
+from workplace_env.server.observability import configure_logging
 from workplace_env.server.serve import serve_until_signalled
 from workplace_env.setting_options import setting_options
 from workplace_env.taskgen import MAX_TASK_COUNT, generate_to
@@ -105,7 +107,9 @@ def _main(
     ] = False,
 ) -> None:
     """gRPC environment server for the workplace assistant (WorkBench) benchmark."""
-    if ctx.invoked_subcommand not in _LOGGING_COMMANDS:
+    global _json_notes
+    _json_notes = ctx.invoked_subcommand in _LOGGING_COMMANDS
+    if not _json_notes:
         _warn_unknown_env_vars()
     else:
         configure_logging()  # JSON from the first line: its options' notes too
@@ -129,8 +133,16 @@ def _exit_promptly() -> None:
     """After a server has drained and stopped: exempt the heap from the interpreter's last
     garbage collections, which walk every object (sandbox tables, caches, the gateway's
     modules) and took 1-3 s after ``drain: stopped`` on a busy machine.
-    Everything was already released; objects are still freed as the interpreter ends."""
+    Everything was already released; objects are still freed as the interpreter ends.
+    Stop signals arriving from then on are ignored: the interpreter's finalization puts back
+    the default handlers, so a late SIGINT would end a drained server with -2 instead of 0."""
     gc.freeze()
+    atexit.register(_ignore_stop_signals)
+
+
+def _ignore_stop_signals() -> None:
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_IGN)
 
 
 def _exit(status: int) -> None:
@@ -156,10 +168,15 @@ def _path(value: str | None) -> Path | None:
     return None if value is None else Path(value).expanduser()
 
 
+#: Whether this invocation's notes are JSON log records (``serve``, ``gateway``): set by the
+#: app's callback, before the command's options are parsed.
+_json_notes = False
+
+
 def _note(message: str) -> None:
-    """Tell the user ``message`` on stderr: a JSON log record (WARNING) once the command logs
-    JSON (``serve``, ``gateway``), plain text otherwise."""
-    if any(isinstance(h, JsonHandler) for h in logging.getLogger("workplace_env").handlers):
+    """Tell the user ``message`` on stderr: a JSON log record (WARNING) under a command that
+    logs JSON (``serve``, ``gateway``), plain text otherwise."""
+    if _json_notes:
         _log.warning(message)
     else:
         console.print(plain(message))
