@@ -353,3 +353,72 @@ def frame_next_id(ids: pd.Series, *, zero_pad: bool = True) -> str:
     """
     number = str(int(ids.max()) + 1)
     return number.zfill(8) if zero_pad else number
+
+
+class IdRecords:
+    """The write-by-id steps the CRM and project-management tools share, on table ``key``.
+
+    ``noun`` makes the reference's strings ("<noun> ID not provided.", "<noun> not found.",
+    "<noun> updated successfully.", "<noun> deleted successfully."); ``id_column`` names the id.
+    Each tool keeps its own argument checks (their order differs per tool) and calls these after.
+    """
+
+    __slots__ = ("_deleted", "_missing_id", "_not_found", "_updated", "id_column", "key")
+
+    def __init__(self, key: str, id_column: str, noun: str) -> None:
+        self.key = key
+        self.id_column = id_column
+        self._missing_id = f"{noun} ID not provided."
+        self._not_found = f"{noun} not found."
+        self._updated = f"{noun} updated successfully."
+        self._deleted = f"{noun} deleted successfully."
+
+    def delete(self, tables: Any, id_value: Any) -> str:
+        """Drop every row whose id equals ``id_value`` (pandas; :func:`id_rows`, labels kept)."""
+        if not id_value:
+            return self._missing_id
+        frame = tables[self.key]
+        doomed = id_rows(frame, self.id_column, id_value)
+        if doomed is None:
+            return self._not_found
+        tables[self.key] = without_rows(frame, doomed)
+        return self._deleted
+
+    def delete_fast(self, tables: SessionTables, id_value: Any) -> Any:
+        """:meth:`delete` for a str id on a text-only table; ``FALLBACK`` otherwise."""
+        if not id_value:
+            return self._missing_id
+        if type(id_value) is not str or not tables.table(self.key).text_only:
+            return FALLBACK
+        if not delete_where(tables, self.key, self.id_column, id_value):
+            return self._not_found
+        return self._deleted
+
+    def update(
+        self, frame: pd.DataFrame, id_value: Any, field: Any, new_value: Any, bad_field: str
+    ) -> str:
+        """``frame.loc[rows, field] = new_value`` for the id's rows; the lookup before the field."""
+        rows = id_rows(frame, self.id_column, id_value)
+        if rows is None:
+            return self._not_found
+        if field not in frame.columns:
+            return bad_field
+        frame.loc[rows, field] = new_value
+        return self._updated
+
+    def update_fast(
+        self,
+        tables: SessionTables,
+        table: Table,
+        id_value: str,
+        field: str,
+        new_value: str,
+        bad_field: str,
+    ) -> str:
+        """:meth:`update` on text-only ``table`` (the session's ``key``) for str arguments."""
+        if id_value not in table.data[self.id_column]:
+            return self._not_found
+        if field not in table.data:
+            return bad_field
+        update_where(tables, self.key, self.id_column, id_value, field, new_value)
+        return self._updated

@@ -24,22 +24,19 @@ import pandas as pd
 
 from workplace_env.sandbox.tables import CRM, SessionTables
 from workplace_env.sandbox.tools.common import (
+    IdRecords,
     Predicate,
     all_text,
-    delete_where,
     filtered_rows,
     frame_next_id,
     frame_records,
-    id_rows,
     matches_pattern,
     narrow,
     next_id,
     paginate,
     regex_keep,
     text_table,
-    update_where,
     with_row,
-    without_rows,
 )
 from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
@@ -55,6 +52,8 @@ _BAD_FIELD = (
     "Field not valid. Please choose from: 'customer_name', 'assigned_to_email', 'customer_email', "
     "'customer_phone', 'last_contact_date', 'product_interest', 'status', 'notes', 'follow_up_by'"
 )
+
+_CUSTOMERS = IdRecords(CRM, "customer_id", "Customer")
 
 _ID = {"type": "string", "description": "ID of the customer"}
 _NAME = {"type": "string", "description": "Name of the customer"}
@@ -334,14 +333,7 @@ def update_customer(
         return _BAD_PRODUCT
     if field in ("customer_email", "assigned_to_email"):
         new_value = new_value.lower()
-    crm = tables[CRM]
-    rows = id_rows(crm, "customer_id", customer_id)
-    if rows is None:
-        return "Customer not found."
-    if field not in crm.columns:
-        return _BAD_FIELD
-    crm.loc[rows, field] = new_value
-    return "Customer updated successfully."
+    return _CUSTOMERS.update(tables[CRM], customer_id, field, new_value, _BAD_FIELD)
 
 
 @fast_path("customer_relationship_manager_update_customer")
@@ -366,12 +358,7 @@ def _update_customer_fast(
     table = tables.table(CRM)
     if not table.text_only:
         return FALLBACK
-    if customer_id not in table.data["customer_id"]:
-        return "Customer not found."
-    if field not in table.data:
-        return _BAD_FIELD
-    update_where(tables, CRM, "customer_id", customer_id, field, new_value)
-    return "Customer updated successfully."
+    return _CUSTOMERS.update_fast(tables, table, customer_id, field, new_value, _BAD_FIELD)
 
 
 @tool(
@@ -516,14 +503,7 @@ def delete_customer(tables: SessionTables, customer_id: Any = None) -> str:
     The id is looked up as :func:`~workplace_env.sandbox.tools.common.id_rows` does (a list id
     fails there; another type than the stored ids is not found).
     """
-    if not customer_id:
-        return "Customer ID not provided."
-    crm = tables[CRM]
-    doomed = id_rows(crm, "customer_id", customer_id)
-    if doomed is None:
-        return "Customer not found."
-    tables[CRM] = without_rows(crm, doomed)
-    return "Customer deleted successfully."
+    return _CUSTOMERS.delete(tables, customer_id)
 
 
 @fast_path("customer_relationship_manager_delete_customer")
@@ -533,11 +513,4 @@ def _delete_customer_fast(tables: SessionTables, customer_id: Any = None) -> Any
     Falls back for other id types (a list broadcasts in numpy, an int compares) and for a table
     holding non-text cells.
     """
-    if not customer_id:
-        return "Customer ID not provided."
-    table = tables.table(CRM)
-    if type(customer_id) is not str or not table.text_only:
-        return FALLBACK
-    if not delete_where(tables, CRM, "customer_id", customer_id):
-        return "Customer not found."
-    return "Customer deleted successfully."
+    return _CUSTOMERS.delete_fast(tables, customer_id)

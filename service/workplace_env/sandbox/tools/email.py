@@ -866,6 +866,20 @@ def _relay(result: Any, success: str) -> Any:
     return result if "Error" in result or "Invalid" in result else success
 
 
+def _subject_and(tables: SessionTables, email_id: str, column: str) -> tuple[Any, Any] | str:
+    """The subject and ``column`` of email ``email_id`` on the plain table (forward, reply).
+
+    ``"Email not found."`` when no row has the id; ``FALLBACK`` for a table that is not text-only.
+    """
+    table = text_table(tables, EMAILS)
+    if table is None:
+        return FALLBACK
+    position = table.first(_ID, email_id)
+    if position is None:
+        return "Email not found."
+    return table.data[_SUBJECT][position], table.data[column][position]
+
+
 @tool(
     name="email_forward_email",
     qualname="EmailTool.forward_email",
@@ -929,15 +943,10 @@ def forward_email_fast(tables: SessionTables, email_id: Any = None, recipient: A
         return FALLBACK
     if "@" not in recipient or "." not in recipient:
         return "Invalid recipient email address."
-    table = text_table(tables, EMAILS)
-    if table is None:
-        return FALLBACK
-    position = table.first(_ID, email_id)
-    if position is None:
-        return "Email not found."
-    subject = table.data[_SUBJECT][position]
-    body = table.data[_BODY][position]
-    result = send_email_fast(tables, recipient, f"FW: {subject}", body)
+    found = _subject_and(tables, email_id, _BODY)
+    if type(found) is not tuple:
+        return found
+    result = send_email_fast(tables, recipient, f"FW: {found[0]}", found[1])
     return _relay(result, "Email forwarded successfully.")
 
 
@@ -997,13 +1006,8 @@ def reply_email_fast(tables: SessionTables, email_id: Any = None, body: Any = No
         return "Email ID or body not provided."
     if type(email_id) is not str or type(body) is not str:
         return FALLBACK
-    table = text_table(tables, EMAILS)
-    if table is None:
-        return FALLBACK
-    position = table.first(_ID, email_id)
-    if position is None:
-        return "Email not found."
-    subject = table.data[_SUBJECT][position]
-    party = table.data[_PARTY][position]
-    result = send_email_fast(tables, party, f"RE: {subject}", body)
+    found = _subject_and(tables, email_id, _PARTY)
+    if type(found) is not tuple:
+        return found
+    result = send_email_fast(tables, found[1], f"RE: {found[0]}", body)
     return _relay(result, "Email replied successfully.")

@@ -25,21 +25,18 @@ import numpy as np
 
 from workplace_env.sandbox.tables import TASKS, SessionTables
 from workplace_env.sandbox.tools.common import (
+    IdRecords,
     cell_flags,
     cell_test,
-    delete_where,
     equals_lowered,
     filtered_rows,
     frame_next_id,
     frame_records,
-    id_rows,
     matches_pattern,
     narrow,
     next_id,
     text_table,
-    update_where,
     with_row,
-    without_rows,
 )
 from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
 
@@ -54,6 +51,8 @@ _BAD_LIST = (
 )
 _BAD_BOARD = "Board not valid. Please choose from: 'Back end', 'Front end', 'Design'."
 _BAD_ASSIGNEE = "Assignee email not valid. Please choose from the list of team members."
+
+_TASKS = IdRecords(TASKS, "task_id", "Task")
 
 _ID = {"type": "string", "description": "8-digit ID of the task"}
 _NAME = {"type": "string", "description": "Name of the task"}
@@ -367,14 +366,7 @@ def delete_task(tables: SessionTables, task_id: Any = None) -> str:
     The id is looked up as :func:`~workplace_env.sandbox.tools.common.id_rows` does (a list id
     fails there; another type than the stored ids is not found).
     """
-    if not task_id:
-        return "Task ID not provided."
-    tasks = tables[TASKS]
-    doomed = id_rows(tasks, "task_id", task_id)
-    if doomed is None:
-        return "Task not found."
-    tables[TASKS] = without_rows(tasks, doomed)
-    return "Task deleted successfully."
+    return _TASKS.delete(tables, task_id)
 
 
 @fast_path("project_management_delete_task")
@@ -384,14 +376,7 @@ def _delete_task_fast(tables: SessionTables, task_id: Any = None) -> Any:
     Falls back for other id types (a list broadcasts in numpy, an int compares) and for a table
     holding non-text cells.
     """
-    if not task_id:
-        return "Task ID not provided."
-    table = tables.table(TASKS)
-    if type(task_id) is not str or not table.text_only:
-        return FALLBACK
-    if not delete_where(tables, TASKS, "task_id", task_id):
-        return "Task not found."
-    return "Task deleted successfully."
+    return _TASKS.delete_fast(tables, task_id)
 
 
 @tool(
@@ -440,13 +425,7 @@ def update_task(
         tasks["assigned_to_email"].tolist(), new_value
     ):
         return _BAD_ASSIGNEE
-    rows = id_rows(tasks, "task_id", task_id)
-    if rows is None:
-        return "Task not found."
-    if field not in tasks.columns:
-        return "Field not valid."
-    tasks.loc[rows, field] = new_value
-    return "Task updated successfully."
+    return _TASKS.update(tasks, task_id, field, new_value, "Field not valid.")
 
 
 @fast_path("project_management_update_task")
@@ -475,9 +454,4 @@ def _update_task_fast(
         table.data["assigned_to_email"], new_value
     ):
         return _BAD_ASSIGNEE
-    if task_id not in table.data["task_id"]:
-        return "Task not found."
-    if field not in table.data:
-        return "Field not valid."
-    update_where(tables, TASKS, "task_id", task_id, field, new_value)
-    return "Task updated successfully."
+    return _TASKS.update_fast(tables, table, task_id, field, new_value, "Field not valid.")
