@@ -5,9 +5,9 @@ the ones below it:
 
 - :mod:`.store`: the facade :class:`SessionStore` (store-wide queries, draining);
 - :mod:`.lifecycle`: seed, tool calls, verify, close, fences and ``call_id`` records;
-- :mod:`.export_restore`: export, restore, claims and retire of sessions (K1-K6);
-- :mod:`.bounds`: count and age bounds of the records, and the idle sweep (X1);
-- :mod:`.state`: the maps and locks of one store, and the steps of removing a session;
+- :mod:`.checkpoints`: export, restore, claims and retire of sessions (K1-K6);
+- :mod:`.sweep`: count and age bounds of the records, and the idle sweep (X1);
+- :mod:`.table`: the maps and locks of one store, and the steps of removing a session;
 - :mod:`.records`: what is remembered of ids no longer held, and the bounded-map helpers;
 - :mod:`.hooks`: the no-op hook point tests fill with faults (:mod:`workplace_env.testing`);
 - :mod:`.types`: the value types (states, outcomes, bounds, one live session).

@@ -8,7 +8,7 @@ these calls and maps the errors of :mod:`workplace_env.errors` to status codes.
 Seeds build outside the store lock. The first seed of an id registers a pending build, builds
 the tables, then binds (S1). A racing seed of the same id waits for that build and decides
 again (S8: one table set, and the S2 answer). A failed build leaves nothing behind (S6).
-The locking and removal rules every method here follows are :mod:`.state`'s.
+The locking and removal rules every method here follows are :mod:`.table`'s.
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from workplace_env.sandbox.tools.registry import (
     parse_arguments,
     write_size,
 )
-from workplace_env.sessions.bounds import Bounds
-from workplace_env.sessions.export_restore import claim, claim_by_seed
+from workplace_env.sessions.checkpoints import claim, claim_by_seed
 from workplace_env.sessions.records import Eviction, Marker, detached, is_valid, remember
-from workplace_env.sessions.state import PendingBuild
+from workplace_env.sessions.sweep import Bounds
+from workplace_env.sessions.table import PendingBuild
 from workplace_env.sessions.types import (
     LEGACY_EPISODE,
     CallRecord,

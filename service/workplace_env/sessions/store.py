@@ -3,13 +3,13 @@
 Owns :class:`SessionStore`, the facade the gRPC servicer, the HTTP gateway's in-process
 backend, the runner and the CLI hold. It adds only the store-wide queries and draining; its
 operations are its parts' (:class:`~.lifecycle.LifeCycle`: seed, call_tool, verify, close;
-:class:`~.export_restore.ExportRestore`: export, restore, retire; :class:`~.bounds.Bounds`:
+:class:`~.checkpoints.ExportRestore`: export, restore, retire; :class:`~.sweep.Bounds`:
 evict_idle), inherited so a call costs no extra hop.
 """
 
 from __future__ import annotations
 
-from workplace_env.sessions.export_restore import ExportRestore
+from workplace_env.sessions.checkpoints import ExportRestore
 from workplace_env.sessions.lifecycle import LifeCycle
 
 

@@ -4,7 +4,7 @@ Owns :class:`Bounds`: recording a fence (closed id) within ``max_fences``, pruni
 eviction records and legacy markers past their age bounds, pruning a session's ``call_id``
 records past ``call_id_ttl_s``, and the idle sweep (:meth:`Bounds.evict_idle`, X1) that frees
 sessions idle longer than ``idle_ttl_s``. The live-session count bound (``max_sessions``) is
-checked where sessions are admitted (:mod:`.lifecycle`, :mod:`.export_restore`).
+checked where sessions are admitted (:mod:`.lifecycle`, :mod:`.checkpoints`).
 
 A record is valid while younger than its age bound, so when the store prunes old records never
 changes an answer.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from workplace_env import errors
 from workplace_env.model import EpisodeId
 from workplace_env.sessions.records import Eviction, detached, drop_older, remember
-from workplace_env.sessions.state import StoreState
+from workplace_env.sessions.table import StoreState
 from workplace_env.sessions.types import Session
 
 

@@ -37,8 +37,8 @@ from workplace_env.checkpoint.snapshot import (
 from workplace_env.errors import FieldViolation
 from workplace_env.model import TaskId
 from workplace_env.sandbox.tables import TABLE_KEYS, SessionTables
-from workplace_env.sessions.bounds import Bounds
 from workplace_env.sessions.records import is_valid
+from workplace_env.sessions.sweep import Bounds
 from workplace_env.sessions.types import (
     LEGACY_EPISODE,
     CallRecord,

@@ -1,7 +1,7 @@
 """What one session store holds, its locks, and the steps every removal of a session takes.
 
-Owns :class:`StoreState`, the base the store's parts (:mod:`.bounds`, :mod:`.lifecycle`,
-:mod:`.export_restore`) build on: the maps of live sessions, pending builds, fences, eviction
+Owns :class:`StoreState`, the base the store's parts (:mod:`.sweep`, :mod:`.lifecycle`,
+:mod:`.checkpoints`) build on: the maps of live sessions, pending builds, fences, eviction
 records and legacy markers, the store lock that guards them, and three primitives shared by
 close, the idle sweep, a legacy verify and retire: release a session's tables
 (:meth:`StoreState._release`), unmap it (:meth:`StoreState._unmap`), and the error for an id
