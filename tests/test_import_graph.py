@@ -147,6 +147,7 @@ SESSION_LAYERS = (
     "sweep",
     "table",
     "records",
+    "scope",
     "hooks",
     "types",
 )
