@@ -165,7 +165,7 @@ def test_K1_a_session_protobuf_cannot_hold_is_a_failure_of_its_own(servers):
     for sid in ("fine", "poisoned", "also-fine"):
         a.client.seed(sid, (sid, 0), TID, TASK)
         a.client.call_tool(sid, *SEND)
-    session = a.store._sessions["poisoned"]
+    session = a.store.table.sessions["poisoned"]
     session.tables.writable("email._emails").data["subject"][0] = "\ud800"
     result = a.admin.export_sessions()
     assert sorted(s.resources_session_id for s in result.snapshots) == ["also-fine", "fine"]

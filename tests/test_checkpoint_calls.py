@@ -203,7 +203,7 @@ def test_restored_call_records_keep_the_receivers_count_and_age_bounds(sandbox):
     target = SessionStore(sandbox, SessionConfig(call_id_ttl_s=25.0, max_call_ids=2), clock=Clock())
     target.restore(snapshots)
     target.seed("b", EpisodeId("r", 0), TaskId("unit", "t1"), task)
-    session = target._sessions["b"]
+    session = target.table.sessions["b"]
     assert list(session.calls) == ["c2", "c3"]  # c0 past the TTL, c1 over the count
     target.clock.now += 16  # c2 is now 26 s old: past the 25 s TTL; c3 is 16 s old
     assert target.call_tool("b", "email_send_email", _args(3), "c3").replayed
@@ -353,7 +353,7 @@ def test_F5_an_output_over_the_limit_is_refused_typed_and_every_session_still_ex
     # the retry's refusal is the first one's: the same size (the replay's `replayed` flag is
     # not counted; it made the size 2 bytes larger) and the same message
     assert answers[0] == answers[1] and answers[0][0] > SMALL_LIMIT
-    recorded = a.running.store._sessions["big"].calls["c1"].output  # the call's, kept once
+    recorded = a.running.store.table.sessions["big"].calls["c1"].output  # the call's, kept once
     snapshots, missing, failures = a.admin.export_sessions()
     assert sorted(s.resources_session_id for s in snapshots) == ["big", "small"]
     assert (missing, failures) == ([], {})
@@ -500,7 +500,7 @@ class _RecordingStub:
 
     def RestoreSessions(self, requests: Any, **options: Any) -> Any:
         sent = list(requests)
-        held = self._watch in self._store._sessions
+        held = self._watch in self._store.table.sessions
         self.attempts.append((max(r.ByteSize() for r in sent), held))
         return self._stub.RestoreSessions(iter(sent), **options)
 

@@ -71,7 +71,7 @@ def test_fence_episodes_are_bounded_with_the_fences():
     for i in range(5):
         store.seed(f"b{i}", EpisodeId("r", i), TaskId("ts", "c4"), Task("c4"))
         store.close(f"b{i}", EpisodeId("r", i))
-    assert len(store._fence_episodes) <= 2
+    assert len(store.records.fence_episodes) <= 2
 
 
 def test_a_violation_of_the_whole_request_reads_without_an_empty_field_name():

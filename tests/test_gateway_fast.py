@@ -156,7 +156,7 @@ def test_an_in_process_tool_call_without_a_call_id_records_none(backends, server
         sid = f"{name}-{uuid.uuid4().hex}"
         client.seed_legacy(sid, {"id": "t"})
         client.call_tool_raw(sid, "email_search_emails", "{}")
-        calls[name] = len(server.store._sessions[sid].calls)
+        calls[name] = len(server.store.table.sessions[sid].calls)
         client.close_session(sid, ("legacy", 0))
     assert calls == {"remote": 1, "local": 0}
 

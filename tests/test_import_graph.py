@@ -143,10 +143,11 @@ TEST_SUPPORT = "workplace_env.testing"
 SESSION_LAYERS = (
     "store",
     "lifecycle",
-    "export_restore",
-    "bounds",
-    "state",
+    "checkpoints",
+    "sweep",
+    "table",
     "records",
+    "scope",
     "hooks",
     "types",
 )
@@ -172,10 +173,10 @@ def test_the_rule_checks_find_what_they_forbid(graph):
     copy.add_import(importer="workplace_env.cli", imported=f"{TEST_SUPPORT}.faults")
     assert importers_of_test_support(copy) == {"workplace_env.cli"}
     copy.add_import(
-        importer="workplace_env.sessions.state", imported="workplace_env.sessions.lifecycle"
+        importer="workplace_env.sessions.table", imported="workplace_env.sessions.lifecycle"
     )
     assert session_layer_breaches(copy) == [
-        "workplace_env.sessions.state -> workplace_env.sessions.lifecycle"
+        "workplace_env.sessions.table -> workplace_env.sessions.lifecycle"
     ]
 
 

@@ -61,7 +61,7 @@ def test_call_id_records_are_bounded_by_count_oldest_first(sandbox):
     assert _send(store, "s", "zq2", "c2") and _send(store, "s", "zq1", "c1")  # kept: replayed
     assert not _send(store, "s", "zq0", "c0")  # forgotten: runs again
     assert _sent(store, "s") == ["zq0", "zq0", "zq1", "zq2"]
-    assert len(store._sessions["s"].calls) == 2
+    assert len(store.table.sessions["s"].calls) == 2
 
 
 def test_call_id_records_are_bounded_by_age(sandbox):
@@ -92,7 +92,7 @@ def test_call_id_records_are_released_with_the_session(sandbox, how):
     else:
         _seed(store, "s")
     _send(store, "s", "zq", "c0")
-    session = store._sessions["s"]
+    session = store.table.sessions["s"]
     assert len(session.calls) == 1
     if how == "close":
         store.close("s", EPISODE)
@@ -116,7 +116,7 @@ def test_fences_are_bounded_by_count(sandbox):
     store = _store(sandbox, max_fences=2)
     for sid in ("a", "b", "c"):
         assert store.close(sid, EPISODE) is CloseOutcome.NOT_SEEDED
-    assert len(store._fences) == 2
+    assert len(store.records.fences) == 2
     _seed(store, "a")  # the oldest fence was dropped: the id is free again
     with pytest.raises(errors.SessionClosed):
         _seed(store, "b")
@@ -135,7 +135,7 @@ def test_fences_are_bounded_by_age(sandbox):
     assert store.close("a", EPISODE) is CloseOutcome.NOT_SEEDED
     store.clock.now += 101  # type: ignore[attr-defined]
     store.evict_idle()  # any store operation prunes aged records
-    assert len(store._fences) == 0
+    assert len(store.records.fences) == 0
 
 
 def test_a_fence_keeps_its_episode_when_an_older_fence_ages_out(sandbox):
@@ -150,7 +150,7 @@ def test_a_fence_keeps_its_episode_when_an_older_fence_ages_out(sandbox):
     with pytest.raises(errors.EpisodeMismatch) as refused:  # this close prunes "old" first
         store.close("young", EPISODE)
     assert refused.value.message == "session young belongs to episode r-young/0"
-    assert list(store._fence_episodes) == ["young"]
+    assert list(store.records.fence_episodes) == ["young"]
     assert store.close("young", EpisodeId("r-young", 0)) is CloseOutcome.ALREADY_CLOSED
 
 
@@ -160,7 +160,7 @@ def test_eviction_records_are_bounded_by_count_and_age(sandbox):
         _seed(store, sid, rollout=f"r{i}")
     store.clock.now += 11  # type: ignore[attr-defined]
     assert store.evict_idle() == 3
-    assert len(store._evictions) == 2
+    assert len(store.records.evictions) == 2
     with pytest.raises(errors.SessionLost):  # the oldest record was dropped
         _send(store, "a", "zq")
     with pytest.raises(errors.SessionExpired):
@@ -169,7 +169,7 @@ def test_eviction_records_are_bounded_by_count_and_age(sandbox):
     with pytest.raises(errors.SessionLost):  # past fence_ttl_s: forgotten
         _send(store, "c", "zq")
     store.evict_idle()  # any store operation prunes aged records: none is kept
-    assert len(store._evictions) == 0
+    assert len(store.records.evictions) == 0
 
 
 def test_legacy_markers_are_bounded_by_count_and_window(sandbox):
@@ -183,7 +183,7 @@ def test_legacy_markers_are_bounded_by_count_and_window(sandbox):
     store.clock.now += 51  # type: ignore[attr-defined]
     assert store.verify("k2", good).failure_kind == "session_lost"  # past the window
     store.evict_idle()
-    assert len(store._markers) == 0
+    assert len(store.records.markers) == 0
 
 
 def test_a_marker_outlives_other_sessions_requests_within_its_window(sandbox):
@@ -199,7 +199,7 @@ def test_a_marker_outlives_other_sessions_requests_within_its_window(sandbox):
     assert store.close("other", EPISODE) is CloseOutcome.CLOSED
     again = store.verify("k1", good)
     assert (again.reward, again.mask_sample, again.failure_kind) == (1.0, False, "")
-    assert list(store._markers) == ["k1"]
+    assert list(store.records.markers) == ["k1"]
 
 
 # -- capacity and idle TTL --------------------------------------------------------------------
@@ -229,7 +229,7 @@ def test_every_request_on_a_session_keeps_it_alive(sandbox):
     _seed(store, "retried", rollout="retried")
     store.clock.now += 5  # type: ignore[attr-defined]
     assert store.evict_idle() == 1
-    assert sorted(store._sessions) == ["called", "retried", "verified"]
+    assert sorted(store.table.sessions) == ["called", "retried", "verified"]
 
 
 def test_a_session_idle_exactly_its_ttl_is_kept_and_one_idle_longer_is_evicted(sandbox):
@@ -269,7 +269,7 @@ def test_a_session_used_during_a_sweep_is_kept_and_the_sweep_goes_on(sandbox):
     store.clock.now += 11  # type: ignore[attr-defined]
     store.hooks = CallDuringFirstRelease(lambda: _send(store, "b", "zq"))  # type: ignore[assignment]
     assert store.evict_idle() == 2
-    assert sorted(store._sessions) == ["b"]
+    assert sorted(store.table.sessions) == ["b"]
     assert _sent(store, "b") == ["zq"]
     with pytest.raises(errors.SessionExpired):
         _send(store, "c", "zq")

@@ -180,7 +180,7 @@ def test_calls_on_one_session_are_serialised(store, pool):
     _wait(hold.entered)
     second = pool.submit(_send, store, "s", "zq2")
     _wait(second_waiting)
-    assert store._sessions["s"].lock.locked() and ran == []  # the second has not run
+    assert store.table.sessions["s"].lock.locked() and ran == []  # the second has not run
     hold.go.set()
     assert first.result(HANG_S) == second.result(HANG_S) == '"Email sent successfully."'
     assert ran == ["s", "s"] and _subjects(store, "s") == ["zq1", "zq2"]

@@ -71,7 +71,7 @@ class SignallingLock:
 def hold_while_released(store: SessionStore, sid: str, call) -> object:
     """Run ``call`` in a thread that finds ``sid`` live, then waits for its lock while a racing
     close releases the session; return what ``call`` returned (or raise what it raised)."""
-    session = store._sessions[sid]
+    session = store.table.sessions[sid]
     session.lock = lock = SignallingLock()
     answer: dict[str, object] = {}
 
@@ -86,10 +86,10 @@ def hold_while_released(store: SessionStore, sid: str, call) -> object:
         worker.start()
         wait(lock.waiting)
         # what a racing close does while it holds the session lock
-        store._release(session)
-        with store._lock:
-            store._unmap(session)
-            store._fence(sid, store.clock(), session.episode)
+        store.table.release(session)
+        with store.scope.lock:
+            store.table.unmap(session)
+            store.records.fence(sid, store.clock(), session.episode)
     worker.join(HANG_S)
     assert not worker.is_alive()
     if "error" in answer:
@@ -819,7 +819,7 @@ def test_calls_without_a_call_id_are_never_replayed_or_refused(base, clock):
     first, second = store.call_tool("s", *SEND), store.call_tool("s", *SEND)
     assert not first.replayed and not second.replayed
     assert not store.call_tool("s", *READ).replayed
-    assert len(store._sessions["s"].calls) == 0
+    assert len(store.table.sessions["s"].calls) == 0
 
 
 def test_a_lost_response_says_which_session(base, clock):

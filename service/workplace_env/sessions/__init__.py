@@ -1,14 +1,15 @@
 """Sessions of the environment: their life cycle, checkpoints and bounds (docs/contract.md).
 
-The transports hold one :class:`SessionStore`. Its parts, one job per module, each building on
-the ones below it:
+The transports hold one :class:`SessionStore`, a facade over parts with one job each, sharing
+one :class:`~.scope.StoreScope`; each module imports only the ones below it:
 
-- :mod:`.store`: the facade :class:`SessionStore` (store-wide queries, draining);
-- :mod:`.lifecycle`: seed, tool calls, verify, close, fences and ``call_id`` records;
-- :mod:`.export_restore`: export, restore, claims and retire of sessions (K1-K6);
-- :mod:`.bounds`: count and age bounds of the records, and the idle sweep (X1);
-- :mod:`.state`: the maps and locks of one store, and the steps of removing a session;
+- :mod:`.store`: the facade :class:`SessionStore` (builds the parts, hands each call to one);
+- :mod:`.lifecycle`: seed, tool calls, verify, close (S, T, V, C cases);
+- :mod:`.checkpoints`: export, restore, claims and retire of sessions (K1-K6);
+- :mod:`.sweep`: the idle sweep (X1) and the age bound of call records;
+- :mod:`.table`: the live sessions, pending builds, and the steps of removing a session;
 - :mod:`.records`: what is remembered of ids no longer held, and the bounded-map helpers;
+- :mod:`.scope`: the lock, clock, bounds and hooks every part shares, and the lock rules;
 - :mod:`.hooks`: the no-op hook point tests fill with faults (:mod:`workplace_env.testing`);
 - :mod:`.types`: the value types (states, outcomes, bounds, one live session).
 """
@@ -20,8 +21,8 @@ from workplace_env.sessions.types import (
     CallRecord,
     Clock,
     CloseOutcome,
+    LiveSession,
     SeedResult,
-    Session,
     SessionConfig,
     SessionState,
     ToolResult,
@@ -34,8 +35,8 @@ __all__ = [
     "CallRecord",
     "Clock",
     "CloseOutcome",
+    "LiveSession",
     "SeedResult",
-    "Session",
     "SessionConfig",
     "SessionState",
     "SessionStore",

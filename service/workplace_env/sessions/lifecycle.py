@@ -8,7 +8,8 @@ these calls and maps the errors of :mod:`workplace_env.errors` to status codes.
 Seeds build outside the store lock. The first seed of an id registers a pending build, builds
 the tables, then binds (S1). A racing seed of the same id waits for that build and decides
 again (S8: one table set, and the S2 answer). A failed build leaves nothing behind (S6).
-The locking and removal rules every method here follows are :mod:`.state`'s.
+The lock rules every method here follows are :mod:`.scope`'s; the removal steps
+:mod:`.table`'s.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -29,32 +30,53 @@ from workplace_env.model import (
     call_id_violations,
     check_seed,
 )
-from workplace_env.sandbox.tables import SessionTables, TablesUnavailableError
+from workplace_env.sandbox.tables import BaseTables, SessionTables, TablesUnavailableError
 from workplace_env.sandbox.tools import drop_nulls, encode_output, execute
 from workplace_env.sandbox.tools.registry import (
     InvalidToolArgumentsError,
     parse_arguments,
     write_size,
 )
-from workplace_env.sessions.bounds import Bounds
-from workplace_env.sessions.export_restore import claim, claim_by_seed
-from workplace_env.sessions.records import Eviction, Marker, detached, is_valid, remember
-from workplace_env.sessions.state import PendingBuild
+from workplace_env.sessions.checkpoints import claim, claim_by_seed
+from workplace_env.sessions.records import Eviction, Marker, Records, detached, remember
+from workplace_env.sessions.scope import StoreScope
+from workplace_env.sessions.sweep import IdleSweep
+from workplace_env.sessions.table import PendingBuild, SessionTable
 from workplace_env.sessions.types import (
     LEGACY_EPISODE,
     CallRecord,
     CloseOutcome,
+    LiveSession,
     SeedResult,
-    Session,
     SessionState,
     ToolResult,
     VerifyOutcome,
     task_digest,
 )
+from workplace_env.verify import Verifier
 
 
-class LifeCycle(Bounds):
-    """Seed, tool calls, verify and close of the store's sessions."""
+class LifeCycle:
+    """Seed, tool calls, verify and close of a store's sessions over ``base``, scored by
+    ``verifier``. ``table_factory`` (settable) builds a new session's tables."""
+
+    __slots__ = ("records", "scope", "sweep", "table", "table_factory", "verifier")
+
+    def __init__(
+        self,
+        scope: StoreScope,
+        table: SessionTable,
+        records: Records,
+        sweep: IdleSweep,
+        base: BaseTables,
+        verifier: Verifier,
+    ) -> None:
+        self.scope = scope
+        self.table = table
+        self.records = records
+        self.sweep = sweep
+        self.verifier = verifier
+        self.table_factory: Callable[[], SessionTables] = lambda: SessionTables(base)
 
     # -- seed --------------------------------------------------------------------------------
 
@@ -83,13 +105,14 @@ class LifeCycle(Bounds):
         check_seed(session_id, episode, task_id, task)
         assert episode is not None and task_id is not None and task is not None
         digest = task_digest(task)
+        scope, sessions, building = self.scope, self.table.sessions, self.table.building
         while True:
-            now = self.clock()
+            now = scope.clock()
             build: PendingBuild | None = None
-            with self._lock:
-                self._prune(now)
-                existing = self._sessions.get(session_id)
-                pending = None if existing is not None else self._building.get(session_id)
+            with scope.lock:
+                self.records.prune(now)
+                existing = sessions.get(session_id)
+                pending = None if existing is not None else building.get(session_id)
                 if existing is not None:
                     same = _same_binding(existing, episode, task_id, digest, legacy)
                     if same and existing.state is SessionState.RESTORED_UNCLAIMED:
@@ -101,11 +124,9 @@ class LifeCycle(Bounds):
                         return SeedResult(existing.state, already_seeded=True)
                 elif pending is None:
                     self._admit(session_id, episode, task_id, digest, legacy, now)
-                    build = self._building[session_id] = PendingBuild(
-                        episode, task_id, legacy, digest
-                    )
+                    build = building[session_id] = PendingBuild(episode, task_id, legacy, digest)
             if pending is not None:
-                self.hooks.hit("seed_wait", session_id)
+                scope.hooks.hit("seed_wait", session_id)
                 pending.done.wait()
                 continue  # the racing build finished or failed: decide again
             if build is not None:
@@ -126,10 +147,10 @@ class LifeCycle(Bounds):
         now: float,
     ) -> None:
         """Checks of a seed for an id with no live session (caller holds the store lock)."""
-        if is_valid(self._fences.get(session_id), self.config.fence_ttl_s, now):
+        if self.records.closed(session_id, now):
             raise errors.SessionClosed(f"session {session_id} was closed", session_id)
-        evicted = self._evictions.get(session_id)
-        if evicted is not None and now - evicted.at <= self.config.fence_ttl_s:
+        evicted = self.records.evicted(session_id, now)
+        if evicted is not None:
             if not _same_binding(evicted, episode, task_id, digest, legacy):
                 raise _conflict(session_id, evicted, digest)
             if not legacy:  # a late or retried seed must not hide the loss behind fresh tables
@@ -138,31 +159,34 @@ class LifeCycle(Bounds):
                     "gone. Seed a new resources_session_id",
                     session_id,
                 )
-        if self._draining:
+        if self.table.draining:
             raise errors.Draining("the server is shutting down", session_id)
-        if len(self._sessions) + len(self._building) >= self.config.max_sessions:
+        config = self.scope.config
+        if self.table.count() >= config.max_sessions:
             raise errors.CapacityExhausted(
-                f"the server holds its maximum of {self.config.max_sessions} sessions",
+                f"the server holds its maximum of {config.max_sessions} sessions",
                 session_id,
-                retry_after_s=self.config.retry_after_s,
+                retry_after_s=config.retry_after_s,
             )
 
     def _build_and_bind(
         self, session_id: str, build: PendingBuild, task: Task, now: float
     ) -> SeedResult:
         """S1: build the tables outside the store lock, then bind; on failure leave nothing."""
+        lock, building = self.scope.lock, self.table.building
         try:
             tables = self._build_tables(session_id)
         except BaseException:
-            with self._lock:
-                del self._building[session_id]
+            with lock:
+                del building[session_id]
             build.done.set()
             raise
-        with self._lock:
-            del self._building[session_id]
-            self._evictions.pop(session_id, None)
-            self._markers.pop(session_id, None)
-            self._sessions[session_id] = Session(
+        records = self.records
+        with lock:
+            del building[session_id]
+            records.evictions.pop(session_id, None)
+            records.markers.pop(session_id, None)
+            self.table.sessions[session_id] = LiveSession(
                 session_id=session_id,
                 episode=build.episode,
                 task_id=build.task_id,
@@ -175,7 +199,7 @@ class LifeCycle(Bounds):
         build.done.set()
         return SeedResult(SessionState.SEEDED, already_seeded=False)
 
-    def _rebuild(self, session: Session, task: Task, now: float) -> SeedResult | None:
+    def _rebuild(self, session: LiveSession, task: Task, now: float) -> SeedResult | None:
         """A legacy re-seed: fresh tables for the same cookie; None if it was released meanwhile.
 
         A failed build raises TablesUnavailable and leaves the old tables in place.
@@ -195,9 +219,10 @@ class LifeCycle(Bounds):
 
     def _build_tables(self, session_id: str) -> SessionTables:
         """A fresh table set, or TablesUnavailable (S6)."""
-        self.hooks.hit("build", session_id)
+        hooks = self.scope.hooks
+        hooks.hit("build", session_id)
         try:
-            if self.hooks.take("build"):
+            if hooks.take("build"):
                 raise TablesUnavailableError("injected fault: the table build failed")
             return self.table_factory()
         except (TablesUnavailableError, OSError) as exc:
@@ -226,18 +251,19 @@ class LifeCycle(Bounds):
             kwargs = drop_nulls(parse_arguments(arguments))
         except InvalidToolArgumentsError as exc:
             raise errors.InvalidToolArguments(str(exc), session_id) from exc
-        session = self._sessions.get(session_id)
+        session = self.table.sessions.get(session_id)
         if session is None:
-            raise self._gone(session_id)
-        self.hooks.hit("tool_wait", session_id)
+            raise self.records.gone(session_id)
+        scope = self.scope
+        scope.hooks.hit("tool_wait", session_id)
         with session.lock:
             if session.tables is None:  # released while we waited for the lock
-                raise self._gone(session_id)
+                raise self.records.gone(session_id)
             claim(session)
-            now = self.clock()
+            now = scope.clock()
             session.last_used = now
             if call_id:
-                self._prune_calls(session, now)
+                self.sweep.prune_calls(session, now)
                 seen = session.calls.get(call_id)
                 if seen is not None:
                     if seen.call == CallRecord.digest(tool_name, arguments):
@@ -246,7 +272,7 @@ class LifeCycle(Bounds):
                         f"call_id {call_id!r} was used for another call", session_id
                     )
             size = session.write_bytes + write_size(tool_name, arguments)
-            limit = self.config.max_session_write_bytes
+            limit = scope.config.max_session_write_bytes
             if limit and size > session.write_bytes and size > limit:
                 raise errors.SessionTooLarge(
                     f"{tool_name} would take the session's writes to {size} bytes, over the "
@@ -256,19 +282,19 @@ class LifeCycle(Bounds):
                     limit_bytes=limit,
                     call_bytes=size - session.write_bytes,
                 )
-            self.hooks.hit("tool", session_id)
+            scope.hooks.hit("tool", session_id)
             output = encode_output(execute(session.tables, tool_name, kwargs))
             session.write_bytes = size
-            done = self.clock()
+            done = scope.clock()
             session.last_used = done
             if call_id:
                 remember(
                     session.calls,
                     call_id,
                     CallRecord(done, CallRecord.digest(tool_name, arguments), output),
-                    self.config.max_call_ids,
+                    scope.config.max_call_ids,
                 )
-            if self.hooks.take("response"):
+            if scope.hooks.take("response"):
                 raise errors.InjectedFault("injected fault: the response was lost", session_id)
             return ToolResult(output)
 
@@ -289,8 +315,9 @@ class LifeCycle(Bounds):
         the server does not hold scores a masked 0 with ``failure_kind="session_lost"`` (V4).
         Raises nothing of its own (V5 is the servicer's).
         """
-        self.hooks.hit("verify", session_id)
-        session = self._sessions.get(session_id)
+        scope = self.scope
+        scope.hooks.hit("verify", session_id)
+        session = self.table.sessions.get(session_id)
         if session is not None:
             with session.lock:
                 if session.tables is not None:
@@ -300,7 +327,7 @@ class LifeCycle(Bounds):
                     outcome = VerifyOutcome(reward=result.reward, result=result)
                     if session.legacy:
                         marker = Marker(
-                            self.clock(),
+                            scope.clock(),
                             _verify_digest(predicted, ground_truth),
                             outcome,
                             session.task.ground_truth,
@@ -308,44 +335,42 @@ class LifeCycle(Bounds):
                         self._release_legacy(session, marker)
                     else:
                         session.state = SessionState.VERIFIED
-                        session.last_used = self.clock()
+                        session.last_used = scope.clock()
                     return outcome
-        now = self.clock()
-        with self._lock:
-            marker = self._markers.get(session_id)
-            if marker is not None and now - marker.at > self.config.retry_window_s:
-                marker = None
-        if marker is not None:
+        now = scope.clock()
+        with scope.lock:
+            remembered = self.records.marker(session_id, now)
+        if remembered is not None:
             digest = _verify_digest(predicted, ground_truth)
-            if digest == marker.request:
-                return marker.outcome
+            if digest == remembered.request:
+                return remembered.outcome
             # A different request (best-of-n collectors resend other responses): scored afresh
             # by replay, as the reference scores every request (V3).
-            truth = marker.ground_truth if ground_truth is None else ground_truth
+            truth = remembered.ground_truth if ground_truth is None else ground_truth
             result = self.verifier.score(predicted, truth)
             return VerifyOutcome(reward=result.reward, result=result)
         return VerifyOutcome(
             reward=0.0,
             mask_sample=True,
             failure_kind="session_lost",
-            failure_reason=self._gone(session_id).message,
+            failure_reason=self.records.gone(session_id).message,
         )
 
-    def _release_legacy(self, session: Session, marker: Marker) -> None:
+    def _release_legacy(self, session: LiveSession, marker: Marker) -> None:
         """V2: release a verified legacy session and remember its outcome (session lock held).
 
         If the release fails the session stays live (a resent verify scores it again, and the
         sweep or a close releases it later).
         """
         try:
-            self._release(session)
+            self.table.release(session)
         except errors.ReleaseFailed:
             return
-        now = self.clock()
+        now = self.scope.clock()
         key = detached(session.session_id)  # the marker outlives the session (see records.detached)
-        with self._lock:
-            self._unmap(session)
-            remember(self._markers, key, replace(marker, at=now), self.config.max_markers)
+        with self.scope.lock:
+            self.table.unmap(session)
+            self.records.mark(key, replace(marker, at=now))
 
     # -- close -------------------------------------------------------------------------------
 
@@ -357,50 +382,50 @@ class LifeCycle(Bounds):
         for an in-flight call on the session, never for other sessions. Raises EpisodeMismatch
         (C4), ReleaseFailed (C5: nothing recorded, a retry can succeed).
         """
+        scope, table, records = self.scope, self.table, self.records
         while True:
-            now = self.clock()
-            with self._lock:
-                self._prune(now)
-                session = self._sessions.get(session_id)
-                pending = None if session is not None else self._building.get(session_id)
+            now = scope.clock()
+            with scope.lock:
+                records.prune(now)
+                session = table.sessions.get(session_id)
+                pending = None if session is not None else table.building.get(session_id)
                 if session is None and pending is None:
                     return self._close_unheld(session_id, episode, now)
                 if session is not None and not session.legacy and session.episode != episode:
                     raise _mismatch(session_id, session.episode)
             if pending is not None:
-                self.hooks.hit("seed_wait", session_id)
+                scope.hooks.hit("seed_wait", session_id)
                 pending.done.wait()
                 continue
             assert session is not None
-            self.hooks.hit("release_wait", session_id)
+            scope.hooks.hit("release_wait", session_id)
             with session.lock:  # waits for an in-flight call on this session only
                 if session.tables is None:
                     continue  # released by a racing close, sweep or verify: decide again
-                self._release(session)
-                with self._lock:
-                    self._unmap(session)
-                    self._fence(
-                        session_id, self.clock(), None if session.legacy else session.episode
+                table.release(session)
+                with scope.lock:
+                    table.unmap(session)
+                    records.fence(
+                        session_id, scope.clock(), None if session.legacy else session.episode
                     )
             return CloseOutcome.CLOSED
 
     def _close_unheld(self, session_id: str, episode: EpisodeId, now: float) -> CloseOutcome:
         """Close an id with no live session (caller holds the store lock)."""
-        if is_valid(self._fences.get(session_id), self.config.fence_ttl_s, now):
-            bound = self._fence_episodes.get(session_id)
+        records = self.records
+        if records.closed(session_id, now):
+            bound = records.fence_episodes.get(session_id)
             if bound is not None and bound != episode:  # C4 holds after the close too
                 raise _mismatch(session_id, bound)
             return CloseOutcome.ALREADY_CLOSED
-        evicted = self._evictions.get(session_id)
-        if evicted is not None and now - evicted.at > self.config.fence_ttl_s:
-            evicted = None
+        evicted = records.evicted(session_id, now)
         if evicted is not None and not evicted.legacy and evicted.episode != episode:
             raise _mismatch(session_id, evicted.episode)
-        self._evictions.pop(session_id, None)
-        marker = self._markers.pop(session_id, None)
-        verified = marker is not None and now - marker.at <= self.config.retry_window_s
+        records.evictions.pop(session_id, None)
+        marker = records.markers.pop(session_id, None)
+        verified = marker is not None and now - marker.at <= self.scope.config.retry_window_s
         bound = None if evicted is None or evicted.legacy else evicted.episode
-        self._fence(session_id, now, bound)
+        records.fence(session_id, now, bound)
         return CloseOutcome.CLOSED if evicted is not None or verified else CloseOutcome.NOT_SEEDED
 
 
@@ -424,7 +449,7 @@ def _verify_digest(predicted: Sequence[Any], ground_truth: Any) -> bytes:
 
 
 def _same_binding(
-    bound: Session | Eviction, episode: EpisodeId, task_id: TaskId, digest: bytes, legacy: bool
+    bound: LiveSession | Eviction, episode: EpisodeId, task_id: TaskId, digest: bytes, legacy: bool
 ) -> bool:
     """Whether a seed names the binding ``bound``: same episode, task id and task (S2, K4);
     any legacy seed names a legacy binding (a legacy re-seed rebuilds, as the reference does)."""
@@ -434,10 +459,10 @@ def _same_binding(
 
 
 def _conflict(
-    session_id: str, bound: Session | Eviction, digest: bytes = b""
+    session_id: str, bound: LiveSession | Eviction, digest: bytes = b""
 ) -> errors.SessionError:
     if (
-        isinstance(bound, Session)
+        isinstance(bound, LiveSession)
         and bound.restored
         and (bound.state is not SessionState.RESTORED_UNCLAIMED)
     ):

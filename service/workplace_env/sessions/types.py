@@ -2,7 +2,7 @@
 
 Owns what the store's callers see (:class:`SessionState`, :class:`CloseOutcome`,
 :class:`SeedResult`, :class:`ToolResult`, :class:`VerifyOutcome`), its bounds
-(:class:`SessionConfig`) and what it keeps per live session (:class:`Session`,
+(:class:`SessionConfig`) and what it keeps per live session (:class:`LiveSession`,
 :class:`CallRecord`, :func:`task_digest`). No behaviour beyond digests.
 """
 
@@ -128,7 +128,7 @@ class CallRecord:
 
 
 @dataclass
-class Session:
+class LiveSession:
     """One live session: its binding, tables and bookkeeping."""
 
     session_id: str

@@ -1,13 +1,13 @@
 """The store's side of checkpoints (docs/contract.md K1-K6): export, restore, claims, retire.
 
-Owns :class:`ExportRestore`: live sessions to :class:`~workplace_env.checkpoint.snapshot.Snapshot`
-values (:meth:`~ExportRestore.export`, K1), a batch of snapshots installed all or none as
-unclaimed sessions (:meth:`~ExportRestore.restore`, K2-K3), and discarding an exported attempt
-(:meth:`~ExportRestore.retire`, K6); and the claims (:func:`claim`, :func:`claim_by_seed`, K4)
+Owns :class:`Checkpoints`: live sessions to :class:`~workplace_env.checkpoint.snapshot.Snapshot`
+values (:meth:`~Checkpoints.export`, K1), a batch of snapshots installed all or none as
+unclaimed sessions (:meth:`~Checkpoints.restore`, K2-K3), and discarding an exported attempt
+(:meth:`~Checkpoints.retire`, K6); and the claims (:func:`claim`, :func:`claim_by_seed`, K4)
 the life cycle makes on restored tables. The snapshot format, its codec and checkpoint files
 are :mod:`workplace_env.checkpoint`'s.
 
-The fences (closed ids, C1, C3) travel beside the snapshots (:meth:`~ExportRestore.export_fences`,
+The fences (closed ids, C1, C3) travel beside the snapshots (:meth:`~Checkpoints.export_fences`,
 their age at export), so after a restore a late or retried seed of a closed episode is still
 refused (S4) until the fence is as old as it would have been. Eviction records (X1) and legacy
 verify markers (V2, V3) do not travel: CONTRACT counts an id lost in a restart as lost (T4,
@@ -36,21 +36,39 @@ from workplace_env.checkpoint.snapshot import (
 )
 from workplace_env.errors import FieldViolation
 from workplace_env.model import TaskId
-from workplace_env.sandbox.tables import TABLE_KEYS, SessionTables
-from workplace_env.sessions.bounds import Bounds
-from workplace_env.sessions.records import is_valid
+from workplace_env.sandbox.tables import TABLE_KEYS, BaseTables, SessionTables
+from workplace_env.sessions.records import Records
+from workplace_env.sessions.scope import StoreScope
+from workplace_env.sessions.sweep import IdleSweep
+from workplace_env.sessions.table import SessionTable
 from workplace_env.sessions.types import (
     LEGACY_EPISODE,
     CallRecord,
+    LiveSession,
     SeedResult,
-    Session,
     SessionState,
     task_digest,
 )
 
 
-class ExportRestore(Bounds):
-    """Export, restore and retire of sessions (K1-K3, K6)."""
+class Checkpoints:
+    """Export, restore and retire of a store's sessions (K1-K3, K6) over ``base``."""
+
+    __slots__ = ("base", "records", "scope", "sweep", "table")
+
+    def __init__(
+        self,
+        scope: StoreScope,
+        table: SessionTable,
+        records: Records,
+        sweep: IdleSweep,
+        base: BaseTables,
+    ) -> None:
+        self.scope = scope
+        self.table = table
+        self.records = records
+        self.sweep = sweep
+        self.base = base
 
     def export(
         self, session_ids: Sequence[str] = (), active: Callable[[], bool] = lambda: True
@@ -63,18 +81,19 @@ class ExportRestore(Bounds):
         is reported, never a reason to fail the others. ``active`` is asked before each
         session: once it answers False (the client gave up) the export stops there.
         """
-        with self._lock:
+        sessions = self.table.sessions
+        with self.scope.lock:
             if session_ids:
-                chosen = [(sid, self._sessions.get(sid)) for sid in dict.fromkeys(session_ids)]
+                chosen = [(sid, sessions.get(sid)) for sid in dict.fromkeys(session_ids)]
             else:
-                chosen = sorted(self._sessions.items())
+                chosen = sorted(sessions.items())
         snapshots: list[Snapshot] = []
         missing: list[str] = []
         failures: list[tuple[str, str]] = []
         for sid, session in chosen:
             if not active():
                 break
-            self.hooks.hit("export", sid)
+            self.scope.hooks.hit("export", sid)
             try:
                 snapshot = None if session is None else self._snapshot(session)
             except CodecError as exc:
@@ -89,17 +108,12 @@ class ExportRestore(Bounds):
     def export_fences(self, session_ids: Sequence[str] = ()) -> list[FenceSnapshot]:
         """The fences of this store (of ``session_ids`` only, when given), oldest first, each
         with its age now (C1, C3; exported beside the snapshots, K1)."""
-        now = self.clock()
-        with self._lock:
-            self._prune(now)
-            chosen = set(session_ids) or self._fences.keys()
-            return [
-                FenceSnapshot(sid, now - at, self._fence_episodes.get(sid))
-                for sid, at in self._fences.items()
-                if sid in chosen
-            ]
+        now = self.scope.clock()
+        with self.scope.lock:
+            self.records.prune(now)
+            return self.records.fence_snapshots(session_ids, now)
 
-    def _snapshot(self, session: Session) -> Snapshot | None:
+    def _snapshot(self, session: LiveSession) -> Snapshot | None:
         with session.lock:
             tables = session.tables
             if tables is None:
@@ -107,8 +121,8 @@ class ExportRestore(Bounds):
             state = session.state
             if state is SessionState.RESTORED_UNCLAIMED:
                 state = session.restored_state
-            now = self.clock()
-            self._prune_calls(session, now)
+            now = self.scope.clock()
+            self.sweep.prune_calls(session, now)
             calls = tuple(
                 CallSnapshot(call_id, record.call, record.output, max(0.0, now - record.at))
                 for call_id, record in session.calls.items()
@@ -127,7 +141,7 @@ class ExportRestore(Bounds):
 
     def restore(self, snapshots: Sequence[Snapshot], fences: Sequence[FenceSnapshot] = ()) -> int:
         """Install a batch of snapshots, all or none (K2, K3), and the batch's ``fences``
-        (:meth:`_install_fences`); return how many snapshots.
+        (:meth:`~.records.Records.install_fences`); return how many snapshots.
 
         Every snapshot is decoded and validated before anything is installed. Restored sessions
         are unclaimed until the first matching seed (typed) or request (legacy) claims them
@@ -154,46 +168,40 @@ class ExportRestore(Bounds):
         violations = fence_violations(fences, seen)
         if violations:
             raise errors.InvalidRequest(violations)
-        now = self.clock()
-        with self._lock:
+        scope, table, records = self.scope, self.table, self.records
+        config, sessions = scope.config, table.sessions
+        now = scope.clock()
+        with scope.lock:
             # A retry of a restore whose answer was lost finds its sessions installed and
             # still unclaimed: those count as restored, and only they (idempotent, K3).
             installed = {
                 snapshot.session_id
                 for snapshot, _, digest in decoded
-                if _is_unclaimed_restore_of(self._sessions.get(snapshot.session_id), digest)
+                if _is_unclaimed_restore_of(sessions.get(snapshot.session_id), digest)
             }
-            live = sorted(
-                sid for sid in seen - installed if sid in self._sessions or sid in self._building
-            )
+            live = sorted(sid for sid in seen - installed if table.held(sid))
             if live:
                 digests = {snapshot.session_id: digest for snapshot, _, digest in decoded}
-                raise _live_refusal(live, digests, self._sessions, len(installed))
-            closed = sorted(
-                sid
-                for sid in seen - installed
-                if is_valid(self._fences.get(sid), self.config.fence_ttl_s, now)
-            )
+                raise _live_refusal(live, digests, sessions, len(installed))
+            closed = sorted(sid for sid in seen - installed if records.closed(sid, now))
             if closed:  # a closed episode must not run again from an older checkpoint
                 raise errors.SessionClosed(
                     f"sessions {closed} were closed here; nothing was restored", closed[0]
                 )
             adding = len(decoded) - len(installed)
-            if len(self._sessions) + len(self._building) + adding > self.config.max_sessions:
+            if table.count() + adding > config.max_sessions:
                 raise errors.CapacityExhausted(
-                    f"restoring {adding} sessions would pass the maximum of "
-                    f"{self.config.max_sessions}",
-                    retry_after_s=self.config.retry_after_s,
+                    f"restoring {adding} sessions would pass the maximum of {config.max_sessions}",
+                    retry_after_s=config.retry_after_s,
                 )
             for snapshot, tables, digest in decoded:
                 sid = snapshot.session_id
                 if sid in installed:
                     continue
-                for records in (self._fences, self._fence_episodes, self._evictions, self._markers):
-                    records.pop(sid, None)
+                records.forget(sid)
                 task = snapshot.task
                 assert task is not None  # validated by decode_snapshot
-                self._sessions[sid] = Session(
+                sessions[sid] = LiveSession(
                     session_id=sid,
                     episode=snapshot.episode if not snapshot.legacy else LEGACY_EPISODE,
                     task_id=snapshot.task_id
@@ -211,40 +219,18 @@ class ExportRestore(Bounds):
                     restored_digest=digest,
                     write_bytes=snapshot.write_bytes,
                 )
-            self._install_fences(fences, now)
+            records.install_fences(fences, now, table.held)
         return len(decoded)
-
-    def _install_fences(self, fences: Sequence[FenceSnapshot], now: float) -> None:
-        """Fence each id of ``fences`` as closed ``age_s`` before ``now`` (S4 and C4 as on the
-        exporting server, until the fence is ``fence_ttl_s`` old), then keep the newest
-        ``max_fences``. Skipped: a fence past this store's TTL, one naming a live session
-        (restore never ends a session), one older than this store's own fence of the id.
-        Caller holds the store lock."""
-        closed_at = dict(self._fences)
-        episodes = dict(self._fence_episodes)
-        for fence in fences:
-            sid, at = fence.session_id, now - fence.age_s
-            live = sid in self._sessions or sid in self._building
-            if live or fence.age_s > self.config.fence_ttl_s or closed_at.get(sid, at) > at:
-                continue
-            closed_at[sid] = at
-            episodes.pop(sid, None)
-            if fence.episode is not None:
-                episodes[sid] = fence.episode
-        newest = sorted(closed_at.items(), key=_closed_at)[-self.config.max_fences :]
-        self._fences = OrderedDict(newest)  # time order, as drop_older needs
-        self._fence_episodes = OrderedDict(
-            (sid, episodes[sid]) for sid, _ in newest if sid in episodes
-        )
 
     def _restored_calls(
         self, calls: Sequence[CallSnapshot], now: float
     ) -> OrderedDict[str, CallRecord]:
         """A snapshot's call records under this store's bounds: those younger than
         ``call_id_ttl_s``, the newest ``max_call_ids`` of them, oldest first."""
-        kept = sorted((c for c in calls if c.age_s <= self.config.call_id_ttl_s), key=_age_key)
+        config = self.scope.config
+        kept = sorted((c for c in calls if c.age_s <= config.call_id_ttl_s), key=_age_key)
         records: OrderedDict[str, CallRecord] = OrderedDict()
-        for c in kept[max(0, len(kept) - self.config.max_call_ids) :]:
+        for c in kept[max(0, len(kept) - config.max_call_ids) :]:
             records[c.call_id] = CallRecord(now - c.age_s, c.call, c.output)
         return records
 
@@ -255,25 +241,25 @@ class ExportRestore(Bounds):
         Idempotent: returns False when the server does not hold the session. Raises
         ReleaseFailed (nothing changes then).
         """
-        session = self._sessions.get(session_id)
+        session = self.table.sessions.get(session_id)
         if session is None:
             return False
         with session.lock:
             if session.tables is None:
                 return False
-            self._release(session)
-            with self._lock:
-                self._unmap(session)
+            self.table.release(session)
+            with self.scope.lock:
+                self.table.unmap(session)
         return True
 
 
-def claim(session: Session) -> None:
+def claim(session: LiveSession) -> None:
     """K4: a request on restored, unclaimed tables claims them (session lock held)."""
     if session.state is SessionState.RESTORED_UNCLAIMED:
         session.state = session.restored_state
 
 
-def claim_by_seed(session: Session, now: float) -> SeedResult:
+def claim_by_seed(session: LiveSession, now: float) -> SeedResult:
     """K4: the first matching seed claims restored tables (no rebuild; store lock held)."""
     session.state = session.restored_state
     session.last_used = now
@@ -281,7 +267,7 @@ def claim_by_seed(session: Session, now: float) -> SeedResult:
 
 
 def _live_refusal(
-    live: list[str], digests: dict[str, bytes], sessions: dict[str, Session], installed: int
+    live: list[str], digests: dict[str, bytes], sessions: dict[str, LiveSession], installed: int
 ) -> errors.SessionLive:
     """SESSION_LIVE for the ``live`` ids of a batch. When each was restored here from the
     same snapshot and claimed since, the batch is a retry of a restore that installed it all:
@@ -305,12 +291,12 @@ def _live_refusal(
     )
 
 
-def _is_restore_of(session: Session | None, digest: bytes) -> bool:
+def _is_restore_of(session: LiveSession | None, digest: bytes) -> bool:
     """Whether ``session`` was restored from the snapshot of ``digest`` (claimed or not)."""
     return session is not None and session.restored and session.restored_digest == digest
 
 
-def _is_unclaimed_restore_of(session: Session | None, digest: bytes) -> bool:
+def _is_unclaimed_restore_of(session: LiveSession | None, digest: bytes) -> bool:
     """Whether ``session`` was restored from the snapshot of ``digest`` and is unclaimed."""
     return (
         session is not None
@@ -336,11 +322,6 @@ def snapshot_digest(snapshot: Snapshot) -> bytes:
     ]
     text = json.dumps(canonical, sort_keys=True, default=repr)
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
-
-
-def _closed_at(entry: tuple[str, float]) -> float:
-    """Sort key of a fence entry: when it was closed."""
-    return entry[1]
 
 
 def _age_key(call: CallSnapshot) -> float:
