@@ -236,7 +236,6 @@ def run_scripted(
         document = summary.to_json()
         document["sandbox"] = cast("SandboxIdentity | None", sandbox_json(sandbox))
         try:
-            json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(json.dumps(document, indent=2, default=str) + "\n")
         except OSError as exc:
             raise CommandError(
