@@ -457,6 +457,43 @@ def test_a_bad_value_is_a_usage_error_not_a_traceback(tasks_file, args, env, say
     assert says in " ".join(result.output.split()), result.output
 
 
+#: Every output path of every command, as ``(arguments with OUT, the option's name)``.
+OUTPUT_OPTIONS = [
+    (["run", "TASKS", "--json-out", "OUT"], "--json-out"),
+    (["run", "TASKS", "--policy", "model", "--model", "m", "--base-url", "http://x", "--out",
+      "OUT"], "--out"),
+    (["generate-tasks", "--count", "1", "--out", "OUT"], "--out"),
+    (["data", "fetch", "--to", "OUT"], "--to"),
+    (["checkpoint", "save", "OUT"], "DIRECTORY"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "option"), OUTPUT_OPTIONS, ids=lambda v: str(v[:2]))
+def test_an_output_in_a_missing_directory_is_refused_before_any_work_saying_how_to_make_it(
+    tasks_file, tmp_path, args, option
+):
+    missing = tmp_path / "no" / "such"
+    out = missing / "out.json"
+    result = invoke(*[{"TASKS": str(tasks_file), "OUT": str(out)}.get(a, a) for a in args])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in said
+    assert f"no such directory: {missing}; make it first: mkdir -p {missing}" in said
+    assert not (tmp_path / "no").exists()  # nothing made
+
+
+@pytest.mark.parametrize(("args", "option"), OUTPUT_OPTIONS, ids=lambda v: str(v[:2]))
+def test_an_output_where_no_file_can_be_written_is_refused_before_any_work(
+    tasks_file, args, option
+):
+    """``/proc`` takes no new file even for root, whose permission bits say it may."""
+    result = invoke(*[{"TASKS": str(tasks_file), "OUT": "/proc/fx-out"}.get(a, a) for a in args])
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in said and "/proc" in said
+    assert "episodes" not in said and "wrote" not in said  # nothing played nor written
+
+
 @pytest.mark.parametrize(
     ("env", "says"),
     [
@@ -613,6 +650,26 @@ def test_serve_on_a_port_in_use_names_the_address_the_reason_and_the_flag(flag):
     said = json.loads(result.output.splitlines()[-1])["message"]
     assert f"cannot bind {taken}: " in said and "Address already in use" in said
     assert said.endswith(f"choose another {flag}")
+
+
+@pytest.mark.parametrize("command", ["serve", "gateway"])
+def test_a_port_in_use_is_said_in_json_lines_only(command):
+    """The console script on a port a plain socket holds: every stderr line is a JSON record
+    (gRPC core's own ``E... add_port.cc`` line was printed before ours)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = f"127.0.0.1:{holder.getsockname()[1]}"
+        proc = subprocess.run(
+            [*_command(), command, "--address", taken],
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+            env=_clean_env(),
+        )
+    assert proc.returncode == 2, proc.stderr
+    records = [json.loads(line) for line in proc.stderr.splitlines()]
+    assert f"cannot bind {taken}: " in records[-1]["message"]
 
 
 @pytest.mark.parametrize(
@@ -1288,12 +1345,13 @@ def test_a_line_without_an_identity_refuses_the_whole_file_before_playing(
     path = tmp_path / "lines.jsonl"
     path.write_bytes(content)
     out = tmp_path / "run" / "rollouts.jsonl"
+    out.parent.mkdir()
     more = ["--model", "m", "--base-url", "http://127.0.0.1:9/v1", "--out", str(out)]
     args = ["run", str(path), "--policy", policy, *(more if policy == "model" else [])]
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     assert result.exit_code == 2, result.output
     assert f"{path}{said}" in " ".join(result.output.split())
-    assert not out.parent.exists()
+    assert not any(out.parent.iterdir())
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import WORKBENCH, needs_shared, shared_file
 from tests.model_standin import Calls, StandInModel, Text
+from tests.nemo.launcher import RAY_ENV
 from tests.nemo.venv import nemo_python, site_packages
 from tests.proxy_cluster import free_port
 from workplace_env.config import Settings
@@ -130,6 +131,23 @@ def test_every_curl_with_a_body_is_an_example_a_test_runs():
     assert inline == []
     with_body = {p.name for p in EXAMPLES.iterdir() if CURL_WITH_BODY.search(p.read_text())}
     assert with_body and with_body.isdisjoint(NOT_RUN)
+
+
+def test_the_launcher_example_environment_finds_uv_and_gives_ray_the_launcher_tests_wait():
+    """The ``export`` lines of nemo_launcher.sh, run by bash with this checkout as the extra
+    root: ``uv`` is the one build.sh installs, and Ray gets the wait the launcher tests use."""
+    exports = [
+        line.replace("/path/to/workplace-env", str(REPO))
+        for line in (EXAMPLES / "nemo_launcher.sh").read_text().splitlines()
+        if line.startswith("export ")
+    ]
+    names = sorted(RAY_ENV)
+    script = "\n".join([*exports, "command -v uv", *(f'echo "${{{n}}}"' for n in names)])
+    proc = _run("bash", "-c", script, env={"PATH": "/usr/bin:/bin", "HOME": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    uv, *values = proc.stdout.split()
+    assert Path(uv) == VENV_BIN / "uv"
+    assert values == [RAY_ENV[n] for n in names]
 
 
 def test_the_readme_python_episode_is_the_example_file():

@@ -636,6 +636,7 @@ def test_cli_writes_rollouts_summary_and_plot_then_resumes(server, tmp_path, api
     tasks_file = tmp_path / "tasks.jsonl"
     tasks_file.write_text("".join(json.dumps(t) + "\n" for t in tasks))
     out = tmp_path / "run" / "rollouts.jsonl"
+    out.parent.mkdir()  # an output's directory is the user's to make
     scripts = {
         tasks[0]["prompt"]: _playback(tasks[0], api),
         tasks[1]["prompt"]: [Calls([("email_send_email", SPURIOUS_EMAIL)]), Text()],
@@ -991,6 +992,7 @@ def test_cli_refuses_an_out_of_another_plan_and_overwrite_replays_it(server, tmp
     first_rows, second_rows, first_more, second_more = case(server, tmp_path)
     tasks_file = tmp_path / "tasks.jsonl"
     out = tmp_path / "run" / "rollouts.jsonl"
+    out.parent.mkdir()  # an output's directory is the user's to make
     scripts = {r["prompt"]: [Text("Nothing to change.")] for r in [*first_rows, *second_rows]}
     crm = _crm_single(server)
     scripts[crm["prompt"]] = _playback(crm, "responses")
@@ -1055,6 +1057,7 @@ def test_cli_refuses_an_out_another_run_holds_naming_the_file_and_its_pid(server
     tasks_file = tmp_path / "tasks.jsonl"
     _write_rows(tasks_file, rows)
     out = tmp_path / "run" / "rollouts.jsonl"
+    out.parent.mkdir()  # an output's directory is the user's to make
     scripts = {r["prompt"]: [Text("Nothing to change.")] for r in rows}
     with StandInModel(scripts) as standin:
         with only_run_into(out):
@@ -1139,6 +1142,7 @@ def _first_run(server, tmp_path, *more: str):
     tasks_file = tmp_path / "tasks.jsonl"
     _write_rows(tasks_file, rows)
     out = tmp_path / "run" / "rollouts.jsonl"
+    out.parent.mkdir()  # an output's directory is the user's to make
     standin = StandInModel({r["prompt"]: [Text("Nothing to change.")] for r in rows})
     return tasks_file, out, standin
 
@@ -1378,6 +1382,7 @@ def test_a_stop_signal_lets_the_episode_in_flight_end_then_says_how_to_resume(
     tasks_file = tmp_path / "tasks.jsonl"
     _write_rows(tasks_file, rows)
     out = tmp_path / "run" / "rollouts.jsonl"
+    out.parent.mkdir()  # an output's directory is the user's to make
     arrived, release = threading.Event(), threading.Event()
     scripts = {r["prompt"]: [Text("Nothing to change.")] for r in rows}
     scripts[rows[0]["prompt"]] = [Hold(arrived, release, Text("Nothing to change."))]
@@ -1442,6 +1447,7 @@ def test_a_model_run_whose_server_dies_stops_starting_episodes_and_says_how_to_r
     tasks_file = tmp_path / "tasks.jsonl"
     _write_rows(tasks_file, rows)
     out = tmp_path / "run" / "rollouts.jsonl"
+    out.parent.mkdir()  # an output's directory is the user's to make
     scripts = {r["prompt"]: [Text("Nothing to change.")] for r in rows}
     with StandInModel(scripts) as standin, dying_server(verifies=2) as (target, dying):
         command = [
@@ -1472,6 +1478,7 @@ def test_every_output_of_a_model_run_is_checked_before_an_episode_plays(server, 
     tasks_file = tmp_path / "tasks.jsonl"
     _write_rows(tasks_file, rows)
     out = tmp_path / "run" / "rollouts.jsonl"
+    out.parent.mkdir()  # an output's directory is the user's to make
     blocked = [*output_files(out), lock_path(out)][which]
     (blocked / "x").mkdir(parents=True)
     with StandInModel({rows[0]["prompt"]: [Text("Nothing to change.")]}) as standin:

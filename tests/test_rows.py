@@ -77,6 +77,7 @@ def test_a_model_run_writes_rows_of_their_types(server, tmp_path):
     tasks_file = tmp_path / "tasks.jsonl"
     tasks_file.write_text("".join(json.dumps(t) + "\n" for t in tasks))
     out = tmp_path / "run" / "rollouts.jsonl"
+    out.parent.mkdir()  # an output's directory is the user's to make
     scripts = {tasks[0]["prompt"]: [Text("Nothing to change.")], "down": [Fail(500, 9)]}
     with StandInModel(scripts) as standin:
         result = _run_cli(

@@ -32,6 +32,7 @@ from workplace_env_client.messages import VerifyResult
 
 LOOKUP = "company_directory_find_email_address"
 NONE_FAILED = dict.fromkeys(FAILURE_KINDS, 0)
+EMAILS = "email._emails"
 
 
 def _run(path) -> subprocess.CompletedProcess:
@@ -223,6 +224,53 @@ def test_input_errors_name_the_files_field_and_line(tmp_path, line, named):
     assert failure["detail"].startswith(named), failure["detail"]
     assert "_json" not in failure["detail"] and "task." not in failure["detail"]
     assert "episodes failed (invalid input line) 1" in " ".join(proc.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("field", "named"),
+    [
+        ({"tables_after": {"email._emails": 5}}, "tables_after.email._emails: must be an object"),
+        ({"tables_after": "abc"}, "tables_after: must be an object of tables, not str"),
+        ({"tables_after": [1]}, "tables_after: must be an object of tables, not list"),
+        ({"tables_after": {"emails": {"rows": 1, "sha256": "x"}}}, "tables_after.emails: not a"),
+        ({"tables_after": {EMAILS: {"rows": "1", "sha256": "x"}}}, f"tables_after.{EMAILS}.rows: "),
+        ({"tables_after": {EMAILS: {"rows": True, "sha256": "x"}}}, f"tables_after.{EMAILS}.rows"),
+        ({"tables_after": {EMAILS: {"rows": 1}}}, f"tables_after.{EMAILS}.sha256: "),
+        ({"reward": "1.0"}, "reward: must be a number, not str"),
+        ({"reward": True}, "reward: must be a number, not bool"),
+        ({"ground_truth": [{"name": "email_nuke"}]}, "ground_truth[0].name: 'email_nuke' is not a"),
+    ],
+    ids=[
+        "tables_a_number", "tables_a_string", "tables_a_list", "unknown_table", "rows_a_string",
+        "rows_a_bool", "no_sha256", "reward_a_string", "reward_a_bool", "unknown_tool",
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("policy", ["recorded", "oracle"])
+def test_a_malformed_field_is_an_invalid_line_naming_it(sdk, field, named, policy):
+    """Under every policy, before any call: never an episode error (AttributeError) nor a
+    state or reward mismatch."""
+    line = {"id": "bad", "ground_truth": [], "calls": [], **field}
+    summary = run_lines(sdk, [line], policy, line_numbers=[7])
+    assert summary.failed == {**NONE_FAILED, "invalid_input": 1}
+    assert (summary.state_mismatches, summary.reward_mismatches) == (0, 0)
+    [failure] = summary.mismatches
+    assert failure.detail.startswith(f"line 7: {named}"), failure.detail
+
+
+def test_tables_after_under_another_policy_is_warned_about_once(tmp_path):
+    path = tmp_path / "checked.jsonl"
+    line = {"id": "t", "ground_truth": [], "tables_after": {}}
+    path.write_text((json.dumps(line) + "\n") * 2)
+    oracle = subprocess.run(
+        [sys.executable, "-m", "workplace_env.cli", "run", str(path), "--policy", "oracle"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert oracle.returncode == 0, oracle.stdout + oracle.stderr
+    said = " ".join(oracle.stderr.split())
+    assert said.count("2 of the 2 lines have tables_after") == 1
+    assert "--policy oracle does not check" in said
 
 
 # -- An infrastructure error is a failure by kind, never a parity mismatch -------------------

@@ -6,6 +6,7 @@
 set -euo pipefail
 DATA=$(.venv/bin/workplace-env data fetch)
 BASE_URL=${BASE_URL:-http://127.0.0.1:8000/v1} MODEL=${MODEL:-Qwen/Qwen3-4B}
+mkdir -p runs/model  # output options name files in a directory that exists
 .venv/bin/workplace-env run "$DATA/example.jsonl" --data-dir "$DATA" \
   --policy model --base-url "$BASE_URL" --model "$MODEL" --api responses \
   --concurrency 16 --out runs/model/rollouts.jsonl

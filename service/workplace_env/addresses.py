@@ -45,6 +45,17 @@ def bind_socket(address: str, backlog: int = 2048) -> socket.socket:
     return sock
 
 
+def check_free(address: str) -> None:
+    """Raise :class:`BindError` (the OS's reason) when ``address`` cannot be listened on now: a
+    trial bind, closed at once. Port 0 and what is not ``HOST:PORT`` are left to the server."""
+    try:
+        _, port = parse_address(address)
+    except ValueError:
+        return
+    if port != 0:
+        bind_socket(address).close()
+
+
 def bind_failure(address: str, fallback: RuntimeError) -> RuntimeError:
     """Why a server (gRPC) that only says it failed could not listen on ``address``: a trial
     bind's :class:`BindError` in the OS's words (an address in use, not this host's), else

@@ -409,7 +409,10 @@ def run(
     ] = None,
     token: Annotated[
         OptStr,
-        Opt(help="Admin token for the tables_after exports (also WORKPLACE_ENV_ADMIN_TOKEN)."),
+        Opt(
+            help="Admin token for the tables_after exports of --policy recorded (also "
+            "WORKPLACE_ENV_ADMIN_TOKEN)."
+        ),
     ] = None,
     base_url: Annotated[
         OptStr, _model_opt("Model endpoint (OpenAI-compatible), e.g. http://host:8000/v1.")
@@ -486,7 +489,8 @@ def run(
 ) -> None:
     """Run one episode per JSONL line through the gRPC API; exit 1 on any mismatch or failure.
 
-    Lines with tables_after also have the session's tables compared (an admin export).
+    With --policy recorded, lines with tables_after also have the session's tables compared
+    (an admin export); the other policies do not check tables_after.
     The run names the server's sandbox; lines written for another sandbox (WorkBench's tasks
     on the generated one, generated tasks elsewhere) are refused (exit 2) unless
     --any-sandbox.

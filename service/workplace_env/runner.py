@@ -41,6 +41,8 @@ from typing import Any
 from workplace_env.interrupts import StopRequest
 from workplace_env.jsonl import episode_problem
 from workplace_env.parity import outputs_match, state_digests, state_mismatches
+from workplace_env.sandbox.tables import TABLE_KEYS
+from workplace_env.sandbox.tools import TOOLS
 from workplace_env_client import (
     EnvironmentClient,
     InvalidRequestError,
@@ -177,10 +179,11 @@ class LineError(ValueError):
 
 
 def _line_problems(line: Mapping[str, Any]) -> list[str]:
-    """What makes ``line``'s call lists unplayable: ``function_calls``/``calls`` must be arrays
-    of objects; ``ground_truth`` an array of objects with a string ``name`` (a JSON string is
-    refused: :data:`GROUND_TRUTH_STRING`). The service checks the rest (its answers are renamed
-    to these fields)."""
+    """What makes ``line`` no playable episode, each naming its field: ``function_calls``/
+    ``calls`` must be arrays of objects; ``ground_truth`` an array of objects whose ``name`` is
+    a tool (a JSON string is refused: :data:`GROUND_TRUTH_STRING`); ``reward`` a number;
+    ``tables_after`` a table state (:func:`_tables_after_problems`). The service checks the
+    rest (its answers are renamed to these fields)."""
     problems = []
     for key in ("ground_truth", "function_calls", "calls"):
         if key not in line:
@@ -197,6 +200,36 @@ def _line_problems(line: Mapping[str, Any]) -> list[str]:
                 problems.append(f"{key}[{i}]: must be an object {{name, arguments}}")
             elif key == "ground_truth" and not isinstance(call.get("name"), str):
                 problems.append(f"{key}[{i}].name: must be a string")
+            elif key == "ground_truth" and call["name"] not in TOOLS:
+                problems.append(f"{key}[{i}].name: {call['name']!r} is not a tool")
+    if "reward" in line and not _is_number(line["reward"]):
+        problems.append(f"reward: must be a number, not {type(line['reward']).__name__}")
+    if "tables_after" in line:
+        problems += _tables_after_problems(line["tables_after"])
+    return problems
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _tables_after_problems(value: Any) -> list[str]:
+    """What makes a line's ``tables_after`` no table state: it must be an object mapping
+    table keys (:data:`~workplace_env.sandbox.tables.TABLE_KEYS`) to ``{"rows": int,
+    "sha256": str}`` objects."""
+    if not isinstance(value, dict):
+        return [f"tables_after: must be an object of tables, not {type(value).__name__}"]
+    problems = []
+    for key, table in value.items():
+        where = f"tables_after.{key}"
+        if key not in TABLE_KEYS:
+            problems.append(f"{where}: not a table (one of {', '.join(TABLE_KEYS)})")
+        elif not isinstance(table, dict):
+            problems.append(f"{where}: must be an object {{rows, sha256}}")
+        elif not (isinstance(table.get("rows"), int) and not isinstance(table["rows"], bool)):
+            problems.append(f"{where}.rows: must be an integer")
+        elif not isinstance(table.get("sha256"), str):
+            problems.append(f"{where}.sha256: must be a string")
     return problems
 
 
@@ -284,8 +317,6 @@ def _state_problems(
     wrong token), ``session_lost`` (the server does not hold the session), ``error`` (it cannot
     encode it); the SDK's errors (UNAVAILABLE, RESOURCE_EXHAUSTED, ...) are raised as they are
     (:func:`failure_kind`)."""
-    if not isinstance(expected, dict):
-        return [f"tables_after is not an object: {type(expected).__name__}"]
     try:
         with client.admin(admin_token) as admin:
             result = admin.export_sessions([session_id])

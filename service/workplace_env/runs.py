@@ -145,6 +145,18 @@ def warn_unrecorded(lines: Sequence[Mapping[str, Any]]) -> None:
         )
 
 
+def warn_unchecked_tables(lines: Sequence[Mapping[str, Any]], policy: str) -> None:
+    """Warn (stderr, once) when lines have ``tables_after`` that ``policy`` does not check:
+    only ``--policy recorded`` compares the session's tables with them."""
+    checked = sum(1 for line in lines if "tables_after" in line)
+    if checked and policy != "recorded":
+        console.print(
+            f"[yellow]{checked} of the {len(lines)} lines have tables_after[/yellow], which "
+            f"--policy {policy} does not check: only --policy recorded compares the session's "
+            "tables with them."
+        )
+
+
 def refuse_data_dir_with_target(target: str | None, data_dir: Path | None) -> None:
     """Raise :class:`CommandError` (exit 2) when both are given: the ``--target`` server plays
     every episode on the sandbox it was started with, so ``--data-dir`` would be ignored and a
@@ -194,6 +206,7 @@ def run_scripted(
     numbers = list(line_numbers or range(1, len(lines) + 1))
     if policy == "recorded":
         warn_unrecorded(lines)
+    warn_unchecked_tables(lines, policy)
     with connect(target, data_dir, token, credentials) as (client, admin_token):
         sandbox = check_run_sandbox(client, lines, numbers, target=target, any_sandbox=any_sandbox)
         if policy == "recorded" and (checked := sum("tables_after" in line for line in lines)):
@@ -223,7 +236,6 @@ def run_scripted(
         document = summary.to_json()
         document["sandbox"] = cast("SandboxIdentity | None", sandbox_json(sandbox))
         try:
-            json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(json.dumps(document, indent=2, default=str) + "\n")
         except OSError as exc:
             raise CommandError(

@@ -23,8 +23,10 @@ import inspect
 import io
 import os
 import re
+import shlex
 import signal
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -76,10 +78,12 @@ PathKind = Literal["file", "directory", "any"]
 
 
 def path_problem(value: str | Path, kind: PathKind, *, output: bool = False) -> str | None:
-    """What keeps ``value`` from being the ``kind`` a command reads (``output``: writes, made
-    with its missing parent directories), or None: ``empty value``, ``no such file or
-    directory``, ``not a directory`` (also a file where a parent should be), ``a directory,
-    not a file``, ``permission denied``, ``cannot stat`` (a name too long, ...), a NUL byte."""
+    """What keeps ``value`` from being the ``kind`` a command reads (``output``: writes, in a
+    directory that exists), or None: ``empty value``, ``no such file or directory``, ``no such
+    directory`` (an output's parent, with the ``mkdir -p`` that makes it), ``not a directory``
+    (also a file where a parent should be), ``a directory, not a file``, ``permission
+    denied``, ``cannot write`` (a file system that takes no files, such as ``/proc``),
+    ``cannot stat`` (a name too long, ...), a NUL byte."""
     text = os.fspath(value)
     if not text.strip():
         return "empty value"
@@ -90,12 +94,13 @@ def path_problem(value: str | Path, kind: PathKind, *, output: bool = False) -> 
         if not path.exists():
             if not output:
                 return f"no such file or directory: {text}"
-            parent = next(p for p in path.absolute().parents if p.exists())
+            parent = path.absolute().parent
+            if not parent.exists():
+                made = shlex.quote(str(path.parent))
+                return f"no such directory: {path.parent}; make it first: mkdir -p {made}"
             if not parent.is_dir():
                 return f"not a directory: {parent}"
-            if not os.access(parent, os.W_OK | os.X_OK):
-                return f"permission denied: {parent}"
-            return None
+            return _unwritable(parent)
         if kind == "directory" and not path.is_dir():
             return f"not a directory: {text}"
         if kind == "file" and path.is_dir():
@@ -107,6 +112,28 @@ def path_problem(value: str | Path, kind: PathKind, *, output: bool = False) -> 
         wanted |= os.X_OK
     if not os.access(path, wanted):
         return f"permission denied: {text}"
+    if output and path.is_dir():
+        return _unwritable(path)
+    if output and path.is_file():
+        try:
+            with path.open("ab"):  # appends nothing: the file is left as it is
+                pass
+        except OSError as exc:
+            return f"cannot write {text}: {exc.strerror or exc}"
+    return None
+
+
+def _unwritable(directory: Path) -> str | None:
+    """Why no file can be made in ``directory`` (tried with an unnamed temporary file, which
+    also catches what permission bits do not say: a read-only or special file system, a root
+    user), or None."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"permission denied: {directory}"
+    try:
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        return f"cannot write in {directory}: {exc.strerror or exc}"
     return None
 
 

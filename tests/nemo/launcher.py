@@ -51,6 +51,9 @@ _STOP_TIMEOUT_S = 60.0
 #: Ray's message when its node is not up within its fixed startup wait, and the launches tried.
 _RAY_NODE_TIMEOUT = "The current node timed out during startup"
 _RAY_ATTEMPTS = 3
+#: The launcher's Ray settings for a busy machine: its raylet may take longer than Ray's
+#: default 30 s wait (docs/examples/nemo_launcher.sh exports the same).
+RAY_ENV = {"RAY_raylet_start_wait_time_s": "300"}
 
 
 def uv_binary() -> str:
@@ -133,9 +136,7 @@ class NgRun(Started):
             "NEMO_GYM_EXTRA_ROOTS": str(REPO),
             "PATH": os.pathsep.join(path),
             "PYTHONUNBUFFERED": "1",
-            # the launcher starts a Ray cluster; on a busy machine its raylet takes longer
-            # than Ray's default wait
-            "RAY_raylet_start_wait_time_s": "300",
+            **RAY_ENV,
         }
 
     def log(self) -> str:

@@ -195,6 +195,8 @@ def fetch_data(source: str | None, dest: Path, log: Log, argument: str = "--from
         source, argument = os.environ[SOURCE_ENV], f"${SOURCE_ENV}"
     if source is not None and not source.strip():
         raise CommandError(f"{argument}: empty value", f"(the default is {NEMO_GYM})")
+    if dest == default_data_dir():  # the cache is the command's own to make
+        dest.parent.mkdir(parents=True, exist_ok=True)
     checked_path(dest, "--to", "directory", output=True)
     if source is None:
         try:

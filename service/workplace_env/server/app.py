@@ -20,7 +20,7 @@ from grpc_reflection.v1alpha import reflection
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env.addresses import BindError, bind_failure
+from workplace_env.addresses import BindError, bind_failure, check_free
 from workplace_env.config import Settings
 from workplace_env.server.admin import ADMIN_SERVICE_NAME, AdminServicer, AdminToken
 from workplace_env.server.affinity import session_header_guard
@@ -189,6 +189,7 @@ def start_server(
     """
     settings = settings or Settings()
     address = address or settings.address
+    check_free(address)  # gRPC's own refusal would be a raw line of its log on stderr
     settings = dataclasses.replace(
         settings,
         workers=max_workers or settings.workers,

@@ -189,7 +189,6 @@ def generate_to(data_dir: Path | None, count: int, seed: int, out: Path | None) 
         with contextlib.ExitStack() as opened:
             fh = sys.stdout
             if out is not None:
-                out.parent.mkdir(parents=True, exist_ok=True)
                 fh = opened.enter_context(out.open("w", encoding="utf-8", newline="\n"))
             bars = opened.enter_context(episode_progress())
             bar = bars.add_task("tasks", total=count)
