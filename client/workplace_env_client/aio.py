@@ -26,7 +26,12 @@ import grpc.aio
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env_client.admin import AdminClient
-from workplace_env_client.channel import DEFAULT_MAX_ATTEMPTS, DEFAULT_TIMEOUT_S
+from workplace_env_client.channel import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_TIMEOUT_S,
+    given_or_made,
+    make_aio_channel,
+)
 from workplace_env_client.errors import WorkplaceEnvError
 from workplace_env_client.handle import (
     Recovery,
@@ -96,13 +101,15 @@ class AsyncEnvironmentClient:
             retry_refusals,
         )
         if transport is None:
-            transport = GrpcAioTransport.dial(
+            made, owned = given_or_made(
                 target,
                 channel,
+                make_aio_channel,
                 max_attempts=max_attempts,
                 affinity=affinity,
                 credentials=credentials,
             )
+            transport = GrpcAioTransport(made, owned=owned)
         self.transport: AsyncTransport = transport
         #: The channel and stub of a :class:`GrpcAioTransport` (None over another transport).
         self.channel: grpc.aio.Channel | None = getattr(transport, "channel", None)

@@ -57,6 +57,7 @@ from workplace_env_client.channel import (  # noqa: F401
     channel_options,
     check_client_options,
     check_max_attempts,
+    given_or_made,
     is_refusal,
     make_channel,
     refusal_wait,
@@ -151,13 +152,15 @@ class EnvironmentClient:
             retry_refusals,
         )
         if transport is None:
-            transport = GrpcTransport.dial(
+            made, owned = given_or_made(
                 target,
                 channel,
+                make_channel,
                 max_attempts=max_attempts,
                 affinity=affinity,
                 credentials=credentials,
             )
+            transport = GrpcTransport(made, owned=owned)
         self.transport: Transport = transport
         #: The gRPC channel and stub of a :class:`GrpcTransport` (None over another transport).
         self.channel: grpc.Channel | None = getattr(transport, "channel", None)

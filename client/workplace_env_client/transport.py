@@ -24,9 +24,7 @@ import grpc
 import grpc.aio
 
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env_client.channel import make_aio_channel, make_channel
 from workplace_env_client.errors import from_rpc_error
-from workplace_env_client.routing import Target
 
 
 @runtime_checkable
@@ -97,26 +95,6 @@ class GrpcTransport:
         self.stub = pb_grpc.EnvironmentServiceStub(channel)
         self._owned = owned
 
-    @classmethod
-    def dial(
-        cls,
-        target: Target | None,
-        channel: grpc.Channel | None,
-        *,
-        max_attempts: int,
-        affinity: bool | None,
-        credentials: grpc.ChannelCredentials | None,
-    ) -> GrpcTransport:
-        """Over ``channel`` (the caller's), else over a channel it makes to ``target``
-        (:func:`~workplace_env_client.channel.make_channel`'s arguments) and owns."""
-        if channel is not None:
-            return cls(channel)
-        assert target is not None
-        made = make_channel(
-            target, max_attempts=max_attempts, affinity=affinity, credentials=credentials
-        )
-        return cls(made, owned=True)
-
     def unary(
         self,
         method: str,
@@ -149,25 +127,6 @@ class GrpcAioTransport:
         self.channel = channel
         self.stub = pb_grpc.EnvironmentServiceStub(channel)
         self._owned = owned
-
-    @classmethod
-    def dial(
-        cls,
-        target: Target | None,
-        channel: grpc.aio.Channel | None,
-        *,
-        max_attempts: int,
-        affinity: bool | None,
-        credentials: grpc.ChannelCredentials | None,
-    ) -> GrpcAioTransport:
-        """As :meth:`GrpcTransport.dial`, with a ``grpc.aio`` channel."""
-        if channel is not None:
-            return cls(channel)
-        assert target is not None
-        made = make_aio_channel(
-            target, max_attempts=max_attempts, affinity=affinity, credentials=credentials
-        )
-        return cls(made, owned=True)
 
     async def unary(
         self,
