@@ -31,7 +31,7 @@ from workplace_env.config import Settings
 from workplace_env.gateway import GatewaySettings, RunningGateway, start_gateway
 from workplace_env.sandbox.tables import BaseTables
 from workplace_env.server.app import RunningServer, start_server
-from workplace_env.server.in_process import in_process_client
+from workplace_env.server.in_process import in_process_async_client, in_process_client
 from workplace_env.server.status import DOMAIN
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env.taskgen import generate_tasks
@@ -687,5 +687,15 @@ def async_client(loop: LoopThread, target: str, **options: Any) -> Blocking:
 
     async def make() -> AsyncEnvironmentClient:
         return AsyncEnvironmentClient(target, **options)
+
+    return Blocking(loop.run(make()), loop)
+
+
+def async_in_process_client(loop: LoopThread, server: RunningServer, **options: Any) -> Blocking:
+    """An ``AsyncEnvironmentClient`` on ``server``'s servicer in this process
+    (``in_process_async_client``), made on ``loop`` and driven as the sync client is."""
+
+    async def make() -> AsyncEnvironmentClient:
+        return in_process_async_client(server, **options)
 
     return Blocking(loop.run(make()), loop)

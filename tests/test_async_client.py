@@ -1,4 +1,5 @@
-"""The asyncio SDK: the same surface and the same answers as the sync client."""
+"""The asyncio SDK: the same surface and the same answers as the sync client. Its session and
+refusal behaviour is tested with the sync client's, on both (tests/test_session_sdk.py)."""
 
 from __future__ import annotations
 
@@ -14,23 +15,20 @@ import pytest
 
 from tests.helpers import (
     EP,
-    EVERY_RPC,
     HANG_S,
     TID,
     WRITE,
-    RefusingStandIn,
-    generated_write_task,
     local,
     server_with_a_held_slot,
     wait,
 )
 from tests.helpers import TASK as CONTRACT_TASK
 from workplace_env.config import Settings
+from workplace_env.server.in_process import in_process_async_client
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     AsyncEnvironmentClient,
     AsyncSession,
-    CapacityError,
     EnvironmentClient,
     ServerSandbox,
     SessionConflictError,
@@ -56,9 +54,18 @@ def target(server) -> str:
     return local(server.port)
 
 
-def test_async_episode_matches_the_sync_client(target):
+@pytest.mark.parametrize("transport", ["grpc", "in_process"])
+def test_async_episode_matches_the_sync_client(server, target, transport):
+    """The async client over gRPC or in this process (``in_process_async_client``) answers
+    as the sync client over gRPC."""
+
+    def client() -> AsyncEnvironmentClient:
+        if transport == "grpc":
+            return AsyncEnvironmentClient(target)
+        return in_process_async_client(server)
+
     async def episode() -> tuple[list, float, list]:
-        async with AsyncEnvironmentClient(target) as env:
+        async with client() as env:
             tools = await env.list_tools()
             async with env.session(TASK, episode=("async-r", 0)) as s:
                 outputs = [await s.call_tool(name, args) for name, args in CALLS]
@@ -102,17 +109,6 @@ def test_async_errors_are_typed(target):
     asyncio.run(run())
 
 
-def test_async_session_closes_on_error(target):
-    async def run() -> str:
-        async with AsyncEnvironmentClient(target) as env:
-            with pytest.raises(RuntimeError):
-                async with env.session(TASK, session_id="a2", episode=("r2", 0)):
-                    raise RuntimeError("agent crashed")
-            return await env.close_session("a2", ("r2", 0))
-
-    assert asyncio.run(run()) == "ALREADY_CLOSED"
-
-
 @pytest.mark.parametrize("body_raises", [False, True])
 def test_async_session_whose_server_died_never_hides_the_block(make_server, body_raises):
     """As the sync client's: a completed block's exit warns naming the session; an exception
@@ -137,60 +133,10 @@ def test_async_session_whose_server_died_never_hides_the_block(make_server, body
     with pytest.warns(SessionLeftOpenWarning, match="session 'a3' was not closed") as warned:
         assert asyncio.run(run()) == "the block's result"
     assert "idle TTL" in str(warned[0].message)
+    assert warned[0].filename == __file__  # at the caller's async with
 
 
-# -- refusals for concurrency (X3), as the sync client (tests/test_session_sdk.py) -------------
-
-
-@pytest.mark.parametrize(("method", "call"), EVERY_RPC, ids=[m for m, _ in EVERY_RPC])
-def test_async_rpc_refused_for_concurrency_is_sent_again_after_the_retry_delay(method, call):
-    stand_in = RefusingStandIn(refusals=2)
-
-    async def run() -> None:
-        async with AsyncEnvironmentClient(stand_in.target, timeout_s=HANG_S) as env:
-            await call(env)
-
-    try:
-        asyncio.run(run())
-        assert stand_in.attempts == {method: 3}
-    finally:
-        stand_in.stop()
-
-
-def test_async_refusals_without_retries_surface_but_a_session_blocks_close_retries():
-    stand_in = RefusingStandIn(refusals=2)
-
-    async def run() -> None:
-        async with AsyncEnvironmentClient(stand_in.target, timeout_s=HANG_S, max_attempts=1) as env:
-            with pytest.raises(CapacityError):
-                await env.close_session("s", EP)
-            stand_in.attempts.clear()
-            stand_in.refusals = 0
-            async with env.session(CONTRACT_TASK, episode=EP):
-                stand_in.refusals = 2
-
-    try:
-        asyncio.run(run())
-        assert stand_in.attempts == {"SeedSession": 1, "CloseSession": 3}
-    finally:
-        stand_in.stop()
-
-
-def test_async_seed_refused_until_its_deadline_is_fenced_with_one_try():
-    stand_in = RefusingStandIn(refusals=10**9)
-
-    async def run() -> None:
-        async with AsyncEnvironmentClient(stand_in.target, timeout_s=0.5) as env:
-            with pytest.raises(CapacityError):
-                async with env.session(CONTRACT_TASK, episode=EP):
-                    pytest.fail("the block must not run")
-
-    try:
-        asyncio.run(run())
-        assert stand_in.attempts["SeedSession"] > 1  # retried within its deadline
-        assert stand_in.attempts["CloseSession"] == 1
-    finally:
-        stand_in.stop()
+# -- a refusal for concurrency (X3) seen through a grpc.aio interceptor -------------------------
 
 
 class _ReleaseOnRefusal(grpc.aio.UnaryUnaryClientInterceptor):
@@ -244,38 +190,8 @@ def test_async_session_blocks_close_refused_at_the_rpc_limit_is_retried_not_leak
         Faults.of(served.store).clear()
 
 
-def test_async_verify_defaults_to_the_calls_the_session_made(target, sandbox):
-    task = generated_write_task(sandbox)
-    truth = [(c["name"], c["arguments"]) for c in task["ground_truth"]]
-
-    async def episode() -> tuple[list[float], list[str], float]:
-        async with AsyncEnvironmentClient(target) as env:
-            async with env.session(task) as s:
-                for name, arguments in truth:
-                    await s.call_tool(name, arguments)
-                names = [c.name for c in s.calls]
-                rewards = [
-                    (await s.verify()).reward,
-                    (await s.verify(s.calls)).reward,
-                    (await s.verify(list(s.calls)[:1])).reward,
-                    (await s.verify([])).reward,
-                    (await s.verify(truth)).reward,
-                ]
-            async with env.session(task) as fresh:
-                untouched = (await fresh.verify()).reward
-        return rewards, names, untouched
-
-    rewards, names, untouched = asyncio.run(episode())
-    assert names == [name for name, _ in truth]
-    assert rewards == [1.0, 1.0, 0.0, 0.0, 1.0]
-    assert untouched == 0.0
-
-
 # -- the same surface as the sync client ----------------------------------------------------------
 
-#: What the sync client alone takes: a transport (the in-process one runs the servicer
-#: synchronously; the async client speaks grpc.aio).
-SYNC_ONLY = {(EnvironmentClient, "__init__"): {"transport"}}
 #: Methods that are no RPC in either client (plain calls in both).
 NOT_AWAITED = {"__init__", "admin", "session"}
 
@@ -291,11 +207,7 @@ def _surface(cls: type) -> dict[str, object]:
             out[name] = "property"
         elif callable(member) and not inspect.isclass(member):
             params = inspect.signature(member).parameters.values()
-            out[name] = [
-                (p.name, p.kind, p.default)
-                for p in params
-                if p.name not in SYNC_ONLY.get((cls, name), ())
-            ]
+            out[name] = [(p.name, p.kind, p.default) for p in params]
     return out
 
 

@@ -28,6 +28,7 @@ from tests.helpers import (
     RefusingStandIn,
     assert_refused,
     async_client,
+    async_in_process_client,
     generated_write_task,
     local,
     server_with_a_held_slot,
@@ -36,6 +37,8 @@ from tests.helpers import (
 from tests.helpers import emails as _emails
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.config import Settings
+from workplace_env.server.app import RunningServer
+from workplace_env.server.in_process import in_process_client
 from workplace_env.sessions import SessionConfig
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
@@ -61,11 +64,47 @@ from workplace_env_client.channel import (
 )
 from workplace_env_client.client import RETRIED_METHODS, SERVICE, Recovery, retry_service_config
 
+#: The SDK flavours a session test runs on: (client, transport).
+FLAVORS = [(c, t) for c in ("sync", "async") for t in ("grpc", "in_process")]
+
+
+@pytest.fixture(params=FLAVORS, ids=["-".join(f) for f in FLAVORS])
+def sdk_flavor(request) -> Iterator[Callable[..., Any]]:
+    """A maker of SDK clients of a running server, ``(server, **options)``: the sync or the async
+    client (driven as the sync one is, :class:`tests.helpers.Blocking`), over gRPC or in this
+    process (:mod:`workplace_env.server.in_process`), so one test checks all four."""
+    kind, transport = request.param
+    made: list[Any] = []
+    loop = LoopThread() if kind == "async" else None
+
+    def make(server: RunningServer, **options: Any) -> Any:
+        if transport == "in_process":
+            made.append(
+                in_process_client(server, **options)
+                if loop is None
+                else async_in_process_client(loop, server, **options)
+            )
+        else:
+            target = local(server.port)
+            made.append(
+                EnvironmentClient(target, **options)
+                if loop is None
+                else async_client(loop, target, **options)
+            )
+        return made[-1]
+
+    yield make
+    for client in made:
+        client.close()
+    if loop is not None:
+        loop.stop()
+
 
 @pytest.fixture(params=["sync", "async"])
-def sdk_flavor(request) -> Iterator[Callable[..., Any]]:
-    """A maker of SDK clients, ``(target, **options)``: the sync client, or the async one driven
-    as the sync one is (:class:`tests.helpers.Blocking`), so one test checks both."""
+def grpc_flavor(request) -> Iterator[Callable[..., Any]]:
+    """A maker of SDK clients of a gRPC ``target``, ``(target, **options)``: the sync client or
+    the async one (driven as the sync one is), for the tests of what gRPC carries (stand-ins,
+    refusals)."""
     made: list[Any] = []
     loop = LoopThread() if request.param == "async" else None
 
@@ -93,11 +132,11 @@ def make_sdk_env(make_env, sdk_flavor) -> Callable[..., Env]:
 
 def _flavored(served: Any, sdk_flavor: Callable[..., Any]) -> Any:
     """``served`` (an Env or a Served) with its ``client`` and ``raw`` of ``sdk_flavor``."""
-    target = local(served.server.port if isinstance(served, Env) else served.running.port)
+    server = served.server if isinstance(served, Env) else served.running
     return dataclasses.replace(
         served,
-        client=sdk_flavor(target, timeout_s=HANG_S),
-        raw=sdk_flavor(target, timeout_s=HANG_S, max_attempts=1),
+        client=sdk_flavor(server, timeout_s=HANG_S),
+        raw=sdk_flavor(server, timeout_s=HANG_S, max_attempts=1),
     )
 
 
@@ -146,18 +185,18 @@ class _CancelsFirst:
 
 
 @pytest.mark.parametrize("max_attempts", [1, 4])
-def test_a_seed_cancelled_by_a_closing_listener_is_retried(max_attempts):
+def test_a_seed_cancelled_by_a_closing_listener_is_retried(grpc_flavor, max_attempts):
     stand_in = _CancelsFirst(cancels=1)
     try:
-        with EnvironmentClient(
+        client = grpc_flavor(
             f"127.0.0.1:{stand_in.port}", timeout_s=HANG_S, max_attempts=max_attempts
-        ) as client:
-            if max_attempts == 1:
-                with pytest.raises(WorkplaceEnvError) as err:
-                    client.seed("s", EP, TID, TASK)
-                assert err.value.code == grpc.StatusCode.CANCELLED
-            else:
+        )
+        if max_attempts == 1:
+            with pytest.raises(WorkplaceEnvError) as err:
                 client.seed("s", EP, TID, TASK)
+            assert err.value.code == grpc.StatusCode.CANCELLED
+        else:
+            client.seed("s", EP, TID, TASK)
         assert stand_in.attempts == (1 if max_attempts == 1 else 2)
     finally:
         stand_in.server.stop(None)
@@ -182,8 +221,10 @@ def test_without_retries_a_lost_response_surfaces_and_the_call_id_replays(make_s
     assert _emails(env.raw, "s") == 1  # ran once: the retry replayed
 
 
-def test_retries_give_up_after_max_attempts_with_the_last_status(make_sdk_env):
-    env: Env = make_sdk_env()
+def test_retries_give_up_after_max_attempts_with_the_last_status(make_env, grpc_flavor):
+    """gRPC's retry policy (a transport in this process sends each call once)."""
+    env: Env = make_env()
+    env = dataclasses.replace(env, client=grpc_flavor(local(env.server.port), timeout_s=HANG_S))
     builds: list[str] = []
     Faults.of(env.store).on("build", builds.append)
     Faults.of(env.store).fail_next_build(10)
@@ -212,7 +253,7 @@ def test_non_retryable_errors_are_not_retried(make_sdk_env, case):
         assert env.client.close_session("a", EP) == "CLOSED"  # one fault was used, not two
 
 
-def test_every_rpc_has_a_deadline(make_env):
+def test_every_rpc_has_a_deadline(make_env, grpc_flavor):
     env: Env = make_env()
     env.client.seed("s", EP, TID, TASK)
     held, go = threading.Event(), threading.Event()
@@ -222,14 +263,13 @@ def test_every_rpc_has_a_deadline(make_env):
         assert go.wait(HANG_S)
 
     Faults.of(env.store).on("tool", hold)
-    target = f"127.0.0.1:{env.server.port}"
-    with EnvironmentClient(target, timeout_s=0.5) as impatient:
-        try:
-            with pytest.raises(DeadlineError) as err:
-                impatient.call_tool("s", *WRITE)
-            assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
-        finally:
-            go.set()
+    impatient = grpc_flavor(local(env.server.port), timeout_s=0.5)
+    try:
+        with pytest.raises(DeadlineError) as err:
+            impatient.call_tool("s", *WRITE)
+        assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        go.set()
 
 
 # -- refusals for concurrency (X3): sent again after their RetryInfo delay, within the deadline --
@@ -241,38 +281,40 @@ EVERY_ADMIN_RPC = [
     ("ExportSessions", lambda a: a.export_sessions(["s"])),
     ("RestoreSessions", lambda a: a.restore_sessions([])),
 ]
-#: Every RPC of both clients, as (client class, method, a call of it on that client).
-EVERY_CLIENT_RPC = [(EnvironmentClient, m, call) for m, call in EVERY_RPC] + [
-    (AdminClient, m, call) for m, call in EVERY_ADMIN_RPC
-]
 
 
-@pytest.mark.parametrize(
-    ("client_type", "method", "call"),
-    EVERY_CLIENT_RPC,
-    ids=[f"{t.__name__}.{m}" for t, m, _ in EVERY_CLIENT_RPC],
-)
+@pytest.mark.parametrize(("method", "call"), EVERY_RPC, ids=[m for m, _ in EVERY_RPC])
 def test_every_rpc_refused_for_concurrency_is_sent_again_after_the_retry_delay(
-    client_type, method, call
+    grpc_flavor, method, call
 ):
-    """A TOO_MANY_RPCS refusal was not run, so every RPC of the environment client and of the
-    admin client (a Session's checkpoint and restore go through it) is sent again after its
-    RetryInfo delay (gRPC's retry policy cannot read it); before, it surfaced as
-    CapacityError. The restore's request stream is made afresh for each attempt."""
+    """A TOO_MANY_RPCS refusal was not run, so every RPC is sent again after its RetryInfo
+    delay (gRPC's retry policy cannot read it), by the sync and the async client."""
     stand_in = RefusingStandIn(refusals=2)
     try:
-        with client_type(stand_in.target, timeout_s=HANG_S) as client:
+        call(grpc_flavor(stand_in.target, timeout_s=HANG_S))
+        assert stand_in.attempts == {method: 3}
+    finally:
+        stand_in.stop()
+
+
+@pytest.mark.parametrize(("method", "call"), EVERY_ADMIN_RPC, ids=[m for m, _ in EVERY_ADMIN_RPC])
+def test_every_admin_rpc_refused_for_concurrency_is_sent_again_after_the_retry_delay(method, call):
+    """As the environment client's (a Session's checkpoint and restore go through the admin
+    client); the restore's request stream is made afresh for each attempt."""
+    stand_in = RefusingStandIn(refusals=2)
+    try:
+        with AdminClient(stand_in.target, timeout_s=HANG_S) as client:
             call(client)
         assert stand_in.attempts == {method: 3}
     finally:
         stand_in.stop()
 
 
-def test_a_refusal_whose_delay_outlasts_the_deadline_raises_at_once():
+def test_a_refusal_whose_delay_outlasts_the_deadline_raises_at_once(grpc_flavor):
     stand_in = RefusingStandIn(refusals=10, retry_after_s=HANG_S)
     try:
-        client = EnvironmentClient(stand_in.target, timeout_s=HANG_S / 2)
-        with client, pytest.raises(CapacityError) as err:
+        client = grpc_flavor(stand_in.target, timeout_s=HANG_S / 2)
+        with pytest.raises(CapacityError) as err:
             client.close_session("s", EP)
         assert (err.value.reason, err.value.retry_after_s) == ("TOO_MANY_RPCS", HANG_S)
         assert stand_in.attempts == {"CloseSession": 1}
@@ -280,19 +322,21 @@ def test_a_refusal_whose_delay_outlasts_the_deadline_raises_at_once():
         stand_in.stop()
 
 
-def test_without_retries_a_refusal_surfaces_but_a_session_blocks_close_still_retries():
+def test_without_retries_a_refusal_surfaces_but_a_session_blocks_close_still_retries(
+    grpc_flavor,
+):
     """``max_attempts=1`` shows each answer, except for the close of a ``session()`` block:
     it promises the close, so it retries a refusal within its deadline."""
     stand_in = RefusingStandIn(refusals=2)
     try:
-        with EnvironmentClient(stand_in.target, timeout_s=HANG_S, max_attempts=1) as client:
-            with pytest.raises(CapacityError):
-                client.close_session("s", EP)
-            stand_in.attempts.clear()
-            stand_in.refusals = 0
-            with client.session(TASK, episode=EP):
-                stand_in.refusals = 2
-            assert stand_in.attempts == {"SeedSession": 1, "CloseSession": 3}
+        client = grpc_flavor(stand_in.target, timeout_s=HANG_S, max_attempts=1)
+        with pytest.raises(CapacityError):
+            client.close_session("s", EP)
+        stand_in.attempts.clear()
+        stand_in.refusals = 0
+        with client.session(TASK, episode=EP):
+            stand_in.refusals = 2
+        assert stand_in.attempts == {"SeedSession": 1, "CloseSession": 3}
     finally:
         stand_in.stop()
 
@@ -315,13 +359,13 @@ def test_refusal_wait_honours_retry_info_within_the_deadline_and_only_for_too_ma
     assert refusal_wait(unavailable, 10.0) is None
 
 
-def test_a_seed_refused_until_its_deadline_is_fenced_with_one_try():
+def test_a_seed_refused_until_its_deadline_is_fenced_with_one_try(grpc_flavor):
     """A seed refused TOO_MANY_RPCS did not run, so the fence of the block's own id is tried
     once, not retried for another whole deadline; the seed's CapacityError is raised."""
     stand_in = RefusingStandIn(refusals=10**9)
     try:
-        client = EnvironmentClient(stand_in.target, timeout_s=0.5)
-        with client, pytest.raises(CapacityError), client.session(TASK, episode=EP):
+        client = grpc_flavor(stand_in.target, timeout_s=0.5)
+        with pytest.raises(CapacityError), client.session(TASK, episode=EP):
             pytest.fail("the block must not run")
         assert stand_in.attempts["SeedSession"] > 1  # retried within its deadline
         assert stand_in.attempts["CloseSession"] == 1
@@ -608,8 +652,9 @@ def test_a_replay_that_stops_is_resumed_before_the_handle_is_used_again(
         assert s.checkpoint(admin).call_count == 3
 
 
-def test_verify_defaults_to_the_calls_the_session_made(sdk, sandbox):
+def test_verify_defaults_to_the_calls_the_session_made(make_sdk_env, sandbox):
     task = generated_write_task(sandbox)
+    sdk = make_sdk_env().client
     with sdk.session(task) as s:
         for call in task["ground_truth"]:
             s.call_tool(call["name"], call["arguments"])
@@ -624,9 +669,9 @@ def test_verify_defaults_to_the_calls_the_session_made(sdk, sandbox):
         assert fresh.verify().reward == 0.0  # no calls made: nothing to score
 
 
-def test_an_unreachable_target_says_what_to_check():
-    env = EnvironmentClient("127.0.0.1:1", timeout_s=HANG_S, max_attempts=1)
-    with env, pytest.raises(UnavailableError) as e:
+def test_an_unreachable_target_says_what_to_check(grpc_flavor):
+    env = grpc_flavor("127.0.0.1:1", timeout_s=HANG_S, max_attempts=1)
+    with pytest.raises(UnavailableError) as e:
         env.list_tools()
     assert "target" in e.value.hint and "credentials=tls_credentials(" in e.value.hint
     assert f"fix: {e.value.hint}" in e.value.__notes__

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -30,20 +29,17 @@ from workplace_env_client.admin import AdminClient
 from workplace_env_client.channel import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_TIMEOUT_S,
-    check_client_options,
-    check_max_attempts,
-    is_refusal,
+    given_or_made,
     make_aio_channel,
-    wait_or_raise,
 )
-from workplace_env_client.errors import WorkplaceEnvError, close_failed
+from workplace_env_client.errors import WorkplaceEnvError
 from workplace_env_client.handle import (
     Recovery,
     RecoveryStrategy,
     SessionCheckpoint,
     SessionHandle,
-    check_admin,
-    check_recovery,
+    close_block,
+    open_block,
     run_steps_async,
 )
 from workplace_env_client.messages import (
@@ -52,37 +48,43 @@ from workplace_env_client.messages import (
     ServerSandbox,
     TaskLike,
     VerifyResult,
+    all_checked,
     call_tool_request,
     close_answer,
     close_request,
     legacy_seed_request,
     sandbox_answer,
     seed_request,
-    session_identity,
     tools_answer,
     verify_answer,
     verify_request,
 )
+from workplace_env_client.options import ClientOptions, RpcBudget
 from workplace_env_client.routing import Target, session_metadata
+from workplace_env_client.transport import AsyncTransport, GrpcAioTransport
 
 
 class AsyncEnvironmentClient:
-    """An asyncio client over a ``target`` (as :class:`EnvironmentClient`) or a ``grpc.aio``
-    ``channel``; ``timeout_s`` is every RPC's deadline, ``max_attempts`` (1..5) its retry
-    bound, refusals (TOO_MANY_RPCS) retried as by :class:`EnvironmentClient`. ``credentials``
-    makes the channel the client creates a TLS one, as for :class:`EnvironmentClient`
-    (:func:`~workplace_env_client.channel.tls_credentials`); without it the channel is
-    plaintext. ``retry_refusals`` and ``admin_token`` as for :class:`EnvironmentClient`.
-    Raises ArgumentError (a ValueError) naming the argument for a ``timeout_s``,
-    ``max_attempts``, ``affinity``, ``retry_refusals`` or ``admin_token``
-    :class:`EnvironmentClient` refuses; ValueError for a malformed target
-    list or for both or neither of ``target`` and ``channel``."""
+    """An asyncio client over a ``target`` (as :class:`EnvironmentClient`), a ``grpc.aio``
+    ``channel`` or a ``transport``, any
+    :class:`~workplace_env_client.transport.AsyncTransport` (e.g. a server's servicer in this
+    process, ``workplace_env.server.in_process.in_process_async_client``; ``channel`` and
+    ``stub`` are then None). ``timeout_s`` is every RPC's deadline, ``max_attempts`` (1..5) its
+    retry bound, refusals (TOO_MANY_RPCS) retried as by :class:`EnvironmentClient`.
+    ``credentials`` makes the channel the client creates a TLS one, as for
+    :class:`EnvironmentClient` (:func:`~workplace_env_client.channel.tls_credentials`); without
+    it the channel is plaintext. ``retry_refusals`` and ``admin_token`` as for
+    :class:`EnvironmentClient`. Raises ArgumentError (a ValueError) naming the argument for a
+    ``timeout_s``, ``max_attempts``, ``affinity``, ``retry_refusals`` or ``admin_token``
+    :class:`EnvironmentClient` refuses; ValueError for a malformed target list or unless
+    exactly one of ``target``, ``channel`` and ``transport`` is given."""
 
     def __init__(
         self,
         target: Target | None = None,
         *,
         channel: grpc.aio.Channel | None = None,
+        transport: AsyncTransport | None = None,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         affinity: bool | None = None,
@@ -90,21 +92,31 @@ class AsyncEnvironmentClient:
         credentials: grpc.ChannelCredentials | None = None,
         retry_refusals: bool | None = None,
     ) -> None:
-        if (target is None) == (channel is None):
-            raise ValueError("pass exactly one of target or channel")
-        check_max_attempts(max_attempts)
-        timeout_s = check_client_options(timeout_s, affinity, retry_refusals, admin_token)
-        self._own_channel = channel is None
-        if channel is None:
-            assert target is not None
-            channel = make_aio_channel(
-                target, max_attempts=max_attempts, affinity=affinity, credentials=credentials
+        options = ClientOptions.checked(
+            (target, channel, transport),
+            timeout_s,
+            max_attempts,
+            affinity,
+            admin_token,
+            retry_refusals,
+        )
+        if transport is None:
+            made, owned = given_or_made(
+                target,
+                channel,
+                make_aio_channel,
+                max_attempts=max_attempts,
+                affinity=affinity,
+                credentials=credentials,
             )
-        self.channel = channel
-        self.stub = pb_grpc.EnvironmentServiceStub(channel)
-        self.timeout_s = timeout_s
-        self.admin_token = admin_token
-        self._retry_refusals = max_attempts > 1 if retry_refusals is None else retry_refusals
+            transport = GrpcAioTransport(made, owned=owned)
+        self.transport: AsyncTransport = transport
+        #: The channel and stub of a :class:`GrpcAioTransport` (None over another transport).
+        self.channel: grpc.aio.Channel | None = getattr(transport, "channel", None)
+        self.stub: pb_grpc.EnvironmentServiceStub | None = getattr(transport, "stub", None)
+        self.timeout_s = options.timeout_s
+        self.admin_token = options.admin_token
+        self._retry_refusals = options.retry_refusals
         self._target, self._affinity, self._credentials = target, affinity, credentials
         self._admins: dict[str | None, AdminClient] = {}
 
@@ -115,11 +127,11 @@ class AsyncEnvironmentClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close the channel if this client created it, and the admin clients it made."""
+        """Close the channel if this client created it (the transport's :meth:`close`), and
+        the admin clients it made."""
         for admin in self._admins.values():
             admin.close()
-        if self._own_channel:
-            await self.channel.close(grace=None)
+        await self.transport.close()
 
     def admin(self, token: str | None = None) -> AdminClient:
         """An :class:`~workplace_env_client.admin.AdminClient` (sync: an :class:`AsyncSession`
@@ -127,9 +139,11 @@ class AsyncEnvironmentClient:
         credentials, so per-session RPCs reach the server this client's RPCs of that session
         reach; made once per token and closed by :meth:`close`. ``token`` defaults to the
         client's ``admin_token`` (CONTRACT A1). Raises ValueError for a client made over a
-        ``channel`` (no target to dial)."""
+        ``channel`` or a ``transport`` (no target to dial)."""
         if self._target is None:
-            raise ValueError("admin RPCs need the client's target; this client has a channel")
+            raise ValueError(
+                "admin RPCs need the client's target; this client has a channel or transport"
+            )
         token = token or self.admin_token
         admin = self._admins.get(token)
         if admin is None:
@@ -143,20 +157,26 @@ class AsyncEnvironmentClient:
         return admin
 
     async def _invoke(
-        self, method: str, request: Any, session_id: str = "", *, retry_refusals: bool | None = None
+        self,
+        method: str,
+        request: Any,
+        session_id: str = "",
+        *,
+        retry_refusals: bool | None = None,
+        checked: bool = False,
     ) -> Any:
         """As :meth:`EnvironmentClient._invoke`: one deadline, refusals retried within it."""
-        deadline = time.monotonic() + self.timeout_s
         retry = self._retry_refusals if retry_refusals is None else retry_refusals
+        budget, metadata = RpcBudget.start(self.timeout_s, retry), session_metadata(session_id)
         while True:
             try:
-                return await getattr(self.stub, method)(
-                    request,
-                    timeout=max(0.0, deadline - time.monotonic()),
-                    metadata=session_metadata(session_id),
+                return await self.transport.unary(
+                    method, request, timeout=budget.remaining(), metadata=metadata, checked=checked
                 )
-            except grpc.RpcError as exc:
-                wait = wait_or_raise(exc, deadline, retry)
+            except WorkplaceEnvError as error:
+                wait = budget.wait_after(error)
+                if wait is None:
+                    raise
             await asyncio.sleep(wait)
 
     async def seed(
@@ -180,10 +200,11 @@ class AsyncEnvironmentClient:
         arguments: str | Mapping[str, Any] | None = None,
         call_id: str = "",
     ) -> str:
-        """Call a tool; return its output JSON text (byte-exact to the reference)."""
-        request = call_tool_request(session_id, name, arguments, call_id)
-        response = await self._invoke("CallTool", request, session_id)
-        return str(response.output)
+        """Call a tool; return its output JSON text (as :meth:`EnvironmentClient.call_tool_raw`)."""
+        request = call_tool_request(
+            session_id, name, arguments, call_id, keyed=self.transport.resends
+        )
+        return str((await self._invoke("CallTool", request, session_id)).output)
 
     async def call_tool(
         self,
@@ -208,7 +229,8 @@ class AsyncEnvironmentClient:
         request = verify_request(
             session_id, function_calls, response_output, ground_truth, ground_truth_json
         )
-        return verify_answer(await self._invoke("Verify", request, session_id))
+        checked = all_checked(response_output, ground_truth_json)
+        return verify_answer(await self._invoke("Verify", request, session_id, checked=checked))
 
     async def close_session(self, session_id: str, episode: EpisodeLike) -> str:
         """Close a session; return ``"CLOSED"``, ``"ALREADY_CLOSED"`` or ``"NOT_SEEDED"``."""
@@ -245,34 +267,16 @@ class AsyncEnvironmentClient:
         """Seed a session for ``task``, yield it, and always close it on exit (defaults,
         refusals of the close, ``recovery``, ``admin`` and errors as
         :meth:`EnvironmentClient.session`)."""
-        sid, ep, task_msg, tid = session_identity(task, episode, task_id, session_id)
-        check_recovery(recovery)
-        check_admin(admin)
-        try:
-            await self.seed(sid, ep, tid, task_msg)
-        except BaseException as failed:
-            if not session_id:  # our own id: nobody retries it, so fencing it is safe
-                # A seed refused for concurrency did not run: one try of the fence will do.
-                try:
-                    await self._close(sid, ep, retry_refusals=not is_refusal(failed))
-                except Exception as closing:
-                    close_failed(sid, closing, failed)
-            raise
+        opened = open_block(self, task, episode, task_id, session_id, recovery, admin)
+        sid, ep, tid, task_msg = await run_steps_async(opened)
         try:
             yield AsyncSession(
                 self, sid, ep, task_id=tid, task=task_msg, recovery=recovery, admin=admin
             )
         except BaseException as failed:
-            try:
-                await self._close(sid, ep, retry_refusals=True)
-            except Exception as closing:
-                close_failed(sid, closing, failed)
+            await run_steps_async(close_block(self, sid, ep, failed))
             raise
-        else:
-            try:
-                await self._close(sid, ep, retry_refusals=True)
-            except WorkplaceEnvError as closing:
-                close_failed(sid, closing, None)
+        await run_steps_async(close_block(self, sid, ep, None))
 
 
 class AsyncSession(SessionHandle):

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import grpc.aio
@@ -224,6 +225,28 @@ def make_aio_channel(
     if credentials is not None:
         return grpc.aio.secure_channel(uri, credentials, options=options)
     return grpc.aio.insecure_channel(uri, options=options)
+
+
+#: A sync or a ``grpc.aio`` channel.
+AnyChannel = TypeVar("AnyChannel", grpc.Channel, grpc.aio.Channel)
+
+
+def given_or_made(
+    target: Target | None,
+    channel: AnyChannel | None,
+    make: Callable[..., AnyChannel],
+    *,
+    max_attempts: int,
+    affinity: bool | None,
+    credentials: grpc.ChannelCredentials | None,
+) -> tuple[AnyChannel, bool]:
+    """A client's channel and whether the client owns it (closes it): ``channel``, the
+    caller's, else one ``make`` (:func:`make_channel` or :func:`make_aio_channel`) makes to
+    ``target`` with the other arguments (raising as it does)."""
+    if channel is not None:
+        return channel, False
+    assert target is not None
+    return make(target, max_attempts=max_attempts, affinity=affinity, credentials=credentials), True
 
 
 def _uri_and_options(

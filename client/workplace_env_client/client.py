@@ -36,7 +36,7 @@ import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 
@@ -57,23 +57,21 @@ from workplace_env_client.channel import (  # noqa: F401
     channel_options,
     check_client_options,
     check_max_attempts,
+    given_or_made,
     is_refusal,
     make_channel,
     refusal_wait,
     retry_service_config,
     wait_or_raise,
 )
-from workplace_env_client.errors import (
-    WorkplaceEnvError,
-    close_failed,
-)
+from workplace_env_client.errors import WorkplaceEnvError
 from workplace_env_client.handle import (
     Recovery,
     RecoveryStrategy,
     SessionCheckpoint,
     SessionHandle,
-    check_admin,
-    check_recovery,
+    close_block,
+    open_block,
     run_steps,
 )
 from workplace_env_client.messages import (
@@ -87,16 +85,13 @@ from workplace_env_client.messages import (
     legacy_seed_request,
     sandbox_answer,
     seed_request,
-    session_identity,
     tools_answer,
     verify_answer,
     verify_request,
 )
+from workplace_env_client.options import ClientOptions, RpcBudget
 from workplace_env_client.routing import Target, session_metadata
 from workplace_env_client.transport import GrpcTransport, Transport
-
-if TYPE_CHECKING:
-    pass
 
 
 class EnvironmentClient:
@@ -148,25 +143,31 @@ class EnvironmentClient:
         credentials: grpc.ChannelCredentials | None = None,
         retry_refusals: bool | None = None,
     ) -> None:
-        if [target, channel, transport].count(None) != 2:
-            raise ValueError("pass exactly one of target, channel or transport")
-        check_max_attempts(max_attempts)
-        timeout_s = check_client_options(timeout_s, affinity, retry_refusals, admin_token)
+        options = ClientOptions.checked(
+            (target, channel, transport),
+            timeout_s,
+            max_attempts,
+            affinity,
+            admin_token,
+            retry_refusals,
+        )
         if transport is None:
-            owned = channel is None
-            if channel is None:
-                assert target is not None
-                channel = make_channel(
-                    target, max_attempts=max_attempts, affinity=affinity, credentials=credentials
-                )
-            transport = GrpcTransport(channel, owned=owned)
+            made, owned = given_or_made(
+                target,
+                channel,
+                make_channel,
+                max_attempts=max_attempts,
+                affinity=affinity,
+                credentials=credentials,
+            )
+            transport = GrpcTransport(made, owned=owned)
         self.transport: Transport = transport
         #: The gRPC channel and stub of a :class:`GrpcTransport` (None over another transport).
         self.channel: grpc.Channel | None = getattr(transport, "channel", None)
         self.stub: pb_grpc.EnvironmentServiceStub | None = getattr(transport, "stub", None)
-        self.timeout_s = timeout_s
-        self.admin_token = admin_token
-        self._retry_refusals = max_attempts > 1 if retry_refusals is None else retry_refusals
+        self.timeout_s = options.timeout_s
+        self.admin_token = options.admin_token
+        self._retry_refusals = options.retry_refusals
 
     def __enter__(self) -> EnvironmentClient:
         return self
@@ -206,20 +207,15 @@ class EnvironmentClient:
         refusal whose wait ends before it: when ``retry_refusals`` says so (None: when the client's
         retries are on). ``checked``: its JSON fields are
         :class:`~workplace_env_client.messages.CheckedJson`."""
-        deadline = time.monotonic() + self.timeout_s
         retry = self._retry_refusals if retry_refusals is None else retry_refusals
-        metadata = session_metadata(session_id)
+        budget, metadata = RpcBudget.start(self.timeout_s, retry), session_metadata(session_id)
         while True:
             try:
                 return self.transport.unary(
-                    method,
-                    request,
-                    timeout=max(0.0, deadline - time.monotonic()),
-                    metadata=metadata,
-                    checked=checked,
+                    method, request, timeout=budget.remaining(), metadata=metadata, checked=checked
                 )
             except WorkplaceEnvError as error:
-                wait = refusal_wait(error, deadline - time.monotonic()) if retry else None
+                wait = budget.wait_after(error)
                 if wait is None:
                     raise
             time.sleep(wait)
@@ -365,33 +361,14 @@ class EnvironmentClient:
         when its server is lost (see :class:`Session`); ``admin`` is the admin client its
         checkpoints and restores use (default: :meth:`admin` on this channel, no token).
         """
-        sid, ep, task_msg, tid = session_identity(task, episode, task_id, session_id)
-        check_recovery(recovery)
-        check_admin(admin)
+        opened = open_block(self, task, episode, task_id, session_id, recovery, admin)
+        sid, ep, tid, task_msg = run_steps(opened)
         try:
-            self.seed(sid, ep, tid, task_msg)
+            yield Session(self, sid, ep, task_id=tid, task=task_msg, recovery=recovery, admin=admin)
         except BaseException as failed:
-            if not session_id:  # our own id: nobody retries it, so fencing it is safe
-                # A seed refused for concurrency did not run: one try of the fence will do.
-                try:
-                    self._close(sid, ep, retry_refusals=not is_refusal(failed))
-                except Exception as closing:
-                    close_failed(sid, closing, failed)
+            run_steps(close_block(self, sid, ep, failed))
             raise
-        handle = Session(self, sid, ep, task_id=tid, task=task_msg, recovery=recovery, admin=admin)
-        try:
-            yield handle
-        except BaseException as failed:
-            try:
-                self._close(sid, ep, retry_refusals=True)
-            except Exception as closing:
-                close_failed(sid, closing, failed)
-            raise
-        else:
-            try:
-                self._close(sid, ep, retry_refusals=True)
-            except WorkplaceEnvError as closing:
-                close_failed(sid, closing, None)
+        run_steps(close_block(self, sid, ep, None))
 
 
 class Session(SessionHandle):

@@ -20,21 +20,26 @@ import grpc
 
 from workplace_env_client import reasons
 from workplace_env_client.admin import AdminClient
+from workplace_env_client.channel import is_refusal
 from workplace_env_client.errors import (
     ArgumentError,
     ReplayDivergedError,
     SessionLiveError,
     SessionLostError,
     WorkplaceEnvError,
+    close_failed,
 )
 from workplace_env_client.messages import (
     CallLike,
+    EpisodeLike,
     RecordedCall,
+    TaskLike,
     VerifyResult,
     arguments_text,
     new_call_id,
     output_digest,
     prediction,
+    session_identity,
 )
 
 if TYPE_CHECKING:
@@ -88,6 +93,52 @@ def check_admin(admin: object) -> None:
     """Raise ArgumentError unless ``admin`` is None or an AdminClient."""
     if admin is not None and not isinstance(admin, AdminClient):
         raise ArgumentError("admin", f"must be an AdminClient or None, not {type(admin).__name__}")
+
+
+def open_block(
+    client: Any,
+    task: TaskLike,
+    episode: tuple[str, int] | None,
+    task_id: tuple[str, str] | None,
+    session_id: str | None,
+    recovery: object,
+    admin: object,
+) -> Steps:
+    """The steps of a client's ``session()`` up to its block: check the arguments (ArgumentError,
+    nothing sent), seed, and when the seed fails, close an id generated here (the fence; one
+    try after a refusal for concurrency, which did not run) and raise the seed's error.
+    Returns ``(session id, episode, task id, task message)``."""
+    sid, ep, task_msg, tid = session_identity(task, episode, task_id, session_id)
+    check_recovery(recovery)
+    check_admin(admin)
+    try:
+        yield Step(client, "seed", (sid, ep, tid, task_msg))
+    except BaseException as failed:
+        if not session_id:  # our own id: nobody retries it, so fencing it is safe
+            retry = not is_refusal(failed)
+            try:
+                yield Step(client, "_close", (sid, ep), {"retry_refusals": retry})
+            except Exception as closing:
+                close_failed(sid, closing, failed)
+        raise
+    return sid, ep, tid, task_msg
+
+
+def close_block(
+    client: Any, session_id: str, episode: EpisodeLike, in_flight: BaseException | None
+) -> Steps:
+    """The steps of a ``session()`` block's exit: close the session, refusals retried within
+    the deadline. A close that fails is a note on ``in_flight`` (the block's exception); after
+    a completed block, a :class:`~workplace_env_client.errors.SessionLeftOpenWarning` at the
+    caller's ``with`` for an SDK error that leaves the session open, else raised
+    (:func:`~workplace_env_client.errors.close_failed`)."""
+    try:
+        yield Step(client, "_close", (session_id, episode), {"retry_refusals": True})
+    except Exception as closing:
+        if in_flight is None and not isinstance(closing, WorkplaceEnvError):
+            raise
+        # The caller's with: above this generator, the step runner, session() and its manager.
+        close_failed(session_id, closing, in_flight, stacklevel=6)
 
 
 #: What an automatic recovery may fail with: an SDK error of the seed, restore or replayed

@@ -3,7 +3,9 @@
 :class:`InProcessTransport` carries an :class:`~workplace_env_client.EnvironmentClient`'s
 request messages straight to an :class:`~workplace_env.server.servicer.EnvironmentServicer`
 (no network, no serialization); :func:`in_process_client` is the client the co-hosted HTTP
-gateway and MCP hold (``workplace-env serve --http-address``). Answers and errors are those of
+gateway and MCP hold (``workplace-env serve --http-address``). :class:`AsyncInProcessTransport`
+and :func:`in_process_async_client` are the same for an
+:class:`~workplace_env_client.AsyncEnvironmentClient`. Answers and errors are those of
 the same call over gRPC: a domain error becomes the SDK exception of its rich status
 (:func:`~workplace_env.server.status.rich_status`), a request over the server's message limit is
 refused RESOURCE_EXHAUSTED without a reason (as gRPC refuses it), a bug UNKNOWN. Every call is
@@ -25,7 +27,7 @@ from workplace_env import errors
 from workplace_env.server.observability import MethodCount, Metrics
 from workplace_env.server.servicer import EnvironmentServicer
 from workplace_env.server.status import rich_status
-from workplace_env_client import EnvironmentClient, WorkplaceEnvError
+from workplace_env_client import AsyncEnvironmentClient, EnvironmentClient, WorkplaceEnvError
 from workplace_env_client.errors import from_status
 
 if TYPE_CHECKING:
@@ -115,18 +117,63 @@ class InProcessTransport:
         """Nothing to release (the servicer is the server's)."""
 
 
-def in_process_client(
-    server: RunningServer, max_message_bytes: int | None = None, **options: Any
-) -> EnvironmentClient:
-    """An :class:`~workplace_env_client.EnvironmentClient` on ``server``'s store, in this
-    process: a servicer with the server's verify bounds, counted in its metrics.
-    ``max_message_bytes`` (default: the server's settings' limit) bounds requests and tool
-    outputs as the server's gRPC limit does (RESPONSE_TOO_LARGE for an output over it);
-    ``options`` are the client's (``timeout_s``, ...)."""
+class AsyncInProcessTransport:
+    """An :class:`~workplace_env_client.transport.AsyncTransport` over an
+    :class:`InProcessTransport`: each call runs on the caller's event loop (sub-millisecond CPU
+    work, as the sync transport's ``blocking`` False says)."""
+
+    resends = False
+
+    def __init__(self, transport: InProcessTransport) -> None:
+        self.transport = transport
+
+    async def unary(
+        self,
+        method: str,
+        request: Any,
+        *,
+        timeout: float,
+        metadata: Sequence[tuple[str, str]],
+        checked: bool = False,
+    ) -> Any:
+        """:meth:`InProcessTransport.unary`'s answer or error."""
+        sync = self.transport
+        return sync.unary(method, request, timeout=timeout, metadata=metadata, checked=checked)
+
+    async def close(self) -> None:
+        """Nothing to release (the servicer is the server's)."""
+        self.transport.close()
+
+
+def in_process_transport(
+    server: RunningServer, max_message_bytes: int | None = None
+) -> InProcessTransport:
+    """An :class:`InProcessTransport` on ``server``'s store: a servicer with the server's
+    verify bounds, counted in its metrics. ``max_message_bytes`` (default: the server's
+    settings' limit) bounds requests and tool outputs as the server's gRPC limit does
+    (RESPONSE_TOO_LARGE for an output over it)."""
     settings = server.settings
     if max_message_bytes is not None:
         settings = dataclasses.replace(settings, max_message_bytes=max_message_bytes)
     limit = settings.max_message_bytes
     servicer = EnvironmentServicer(server.store, settings)
-    transport = InProcessTransport(servicer, metrics=server.metrics, max_message_bytes=limit)
-    return EnvironmentClient(transport=transport, **options)
+    return InProcessTransport(servicer, metrics=server.metrics, max_message_bytes=limit)
+
+
+def in_process_client(
+    server: RunningServer, max_message_bytes: int | None = None, **options: Any
+) -> EnvironmentClient:
+    """An :class:`~workplace_env_client.EnvironmentClient` on ``server``'s store, in this
+    process (:func:`in_process_transport`; ``max_message_bytes`` as there); ``options`` are the
+    client's (``timeout_s``, ...)."""
+    return EnvironmentClient(transport=in_process_transport(server, max_message_bytes), **options)
+
+
+def in_process_async_client(
+    server: RunningServer, max_message_bytes: int | None = None, **options: Any
+) -> AsyncEnvironmentClient:
+    """:func:`in_process_client` for asyncio: an
+    :class:`~workplace_env_client.AsyncEnvironmentClient` over an
+    :class:`AsyncInProcessTransport`."""
+    transport = AsyncInProcessTransport(in_process_transport(server, max_message_bytes))
+    return AsyncEnvironmentClient(transport=transport, **options)
