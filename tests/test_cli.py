@@ -446,15 +446,36 @@ def test_a_yaml_config_file_is_read(tmp_path):
             "data_dir (from WORKPLACE_ENV_DATA_DIR): no such file or directory: no/such/dir",
         ),
         (["generate-tasks", "--out", "TASKS/t.jsonl"], {}, "'--out': not a directory: /"),
+        *(
+            (args, env, f"{who}: not a sandbox directory: missing {', '.join(names)} (it")
+            for args, env, who in [
+                (["run", "TASKS", "--data-dir", "EMPTY"], {}, "'--data-dir': EMPTY"),
+                (["generate-tasks", "--data-dir", "EMPTY"], {}, "'--data-dir': EMPTY"),
+                (["serve", "--data-dir", "EMPTY"], {}, "'--data-dir': EMPTY"),
+                (["config"], {"WORKPLACE_ENV_DATA_DIR": "EMPTY"}, "(from WORKPLACE_ENV_DATA_DIR)"),
+            ]
+            for names in [sorted(CSV_FILES.values())]
+        ),
         (["checkpoint", "restore", "no/such"], {}, "'DIRECTORY': no such file or directory"),
         (["checkpoint", "save", "TASKS"], {}, "Invalid value for 'DIRECTORY': not a directory"),
     ],
 )
-def test_a_bad_value_is_a_usage_error_not_a_traceback(tasks_file, args, env, says):
-    result = invoke(*[a.replace("TASKS", str(tasks_file)) for a in args], env=env)
+def test_a_bad_value_is_a_usage_error_not_a_traceback(tasks_file, tmp_path, args, env, says):
+    """``EMPTY``: a directory with no CSV of the sandbox, refused once naming every missing
+    file (before, ``--data-dir`` warned it was played as it is, then could not read it)."""
+    named = {"TASKS": str(tasks_file), "EMPTY": str(tmp_path)}
+
+    def typed(text: str) -> str:
+        for name, value in named.items():
+            text = text.replace(name, value)
+        return text
+
+    result = invoke(*map(typed, args), env={k: typed(v) for k, v in env.items()})
+    said = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
     assert type(result.exception) is SystemExit  # an exit status, not a crash
-    assert says in " ".join(result.output.split()), result.output
+    assert typed(says) in said, result.output
+    assert "played as they are" not in said
 
 
 #: Every output path of every command, as ``(arguments with OUT, the option's name)``.
@@ -569,11 +590,19 @@ def test_every_help_is_plain_text_with_whole_summaries_at_80_columns(path, comma
         assert f"{name} {' '.join(first.split())}" in said, name
 
 
+def _with_csv_names(directory: Path) -> Path:
+    """``directory`` made, holding an empty file under each sandbox CSV's name (a data
+    directory a setting or ``--data-dir`` takes; its tables are not read here)."""
+    directory.mkdir(parents=True)
+    for name in CSV_FILES.values():
+        (directory / name).touch()
+    return directory
+
+
 def test_printed_values_keep_their_brackets(tmp_path):
     """Every value shown through rich is escaped: a setting's value in the config table and a
     command error's detail (here an address with brackets in it) are printed as they are."""
-    data = tmp_path / "[data]"
-    data.mkdir()
+    data = _with_csv_names(tmp_path / "[data]")
     result = invoke("config", env={"WORKPLACE_ENV_DATA_DIR": str(data)})
     assert result.exit_code == 0, result.output
     assert table_rows(result.output)["data_dir"][0] == str(data)
@@ -586,8 +615,7 @@ def test_every_table_keeps_its_numbers_and_ids_whole_at_40_columns(tasks_file, t
     """demo, run and config at a 40-column terminal: every number and id of their tables
     is printed whole (the table is wider than the terminal rather than cut to an ellipsis)."""
     narrow = {"COLUMNS": "40"}
-    data_dir = str(tmp_path / "a-long-directory-name" / "workbench-data")
-    Path(data_dir).mkdir(parents=True)
+    data_dir = str(_with_csv_names(tmp_path / "a-long-directory-name" / "workbench-data"))
     config = invoke("config", env={**narrow, "WORKPLACE_ENV_DATA_DIR": data_dir})
     rows = table_rows(config.stdout)
     assert rows["max_session_write_bytes"] == ["67108864", "default"]
@@ -862,8 +890,7 @@ def test_run_without_the_targets_admin_token_stops_before_playing_and_says_why(
 def test_run_refuses_data_dir_with_a_target(served, tasks_file, tmp_path, policy):
     """--data-dir has no effect with --target (the server plays on its own sandbox), so a
     run against other tables than meant reported their differences as mismatches."""
-    data_dir = tmp_path / "workbench"
-    data_dir.mkdir()
+    data_dir = _with_csv_names(tmp_path / "workbench")
     model = ["--base-url", "http://127.0.0.1:1/v1", "--model", "m"] if policy == "model" else []
     if policy == "model":
         model += ["--out", str(tmp_path / "out.jsonl")]

@@ -32,7 +32,7 @@ from typing import Any
 
 import grpc
 
-from workplace_env.sandbox.source import NEMO_VENV_ENV, SOURCE_ENV
+from workplace_env.sandbox.source import NEMO_VENV_ENV, SOURCE_ENV, missing_csvs
 from workplace_env.server.guard import MAX_HEALTH_STREAMS
 from workplace_env.sessions import SessionConfig
 from workplace_env.terminal import path_problem
@@ -561,7 +561,9 @@ def load_settings(
             )
     if settings.tls_client_ca and not settings.tls_cert:
         raise ConfigError("tls_client_ca (mTLS) needs tls_cert and tls_key (--tls-cert, --tls-key)")
-    if settings.data_dir is not None and (problem := path_problem(settings.data_dir, "directory")):
+    if settings.data_dir is not None and (
+        problem := path_problem(settings.data_dir, "directory") or missing_csvs(settings.data_dir)
+    ):
         raise ConfigError(f"data_dir (from {origins['data_dir']}): {problem}")
     _check_tls_files(settings, origins)
     return settings, sources

@@ -113,6 +113,24 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def missing_csvs(directory: str | Path) -> str | None:
+    """Why ``directory`` cannot be loaded as a sandbox: the CSVs of :data:`SANDBOX_SHA256` it
+    does not hold as readable files (``missing emails.csv, ...; not readable: ...``, with
+    where to get them), or None when it holds all six."""
+    root = Path(directory).expanduser()
+    names = sorted(SANDBOX_SHA256)
+    missing = [name for name in names if not (root / name).is_file()]
+    unreadable = [n for n in names if n not in missing and not os.access(root / n, os.R_OK)]
+    if not missing and not unreadable:
+        return None
+    said = [f"missing {', '.join(missing)}"] if missing else []
+    said += [f"not readable: {', '.join(unreadable)}"] if unreadable else []
+    return (
+        f"not a sandbox directory: {'; '.join(said)} (it needs the six WorkBench CSVs: "
+        "'workplace-env data fetch' prints a directory holding them)"
+    )
+
+
 def verify_directory(directory: Path) -> None:
     """Check the six CSVs of ``directory`` against :data:`SANDBOX_SHA256`. Raises
     :class:`CommandError` (exit 2) naming every file that differs
@@ -228,6 +246,8 @@ def data_dir_of(value: str, log: Log) -> Path:
         _check_source_path(value, "--data-dir")
     path = Path(value).expanduser()
     if path.is_dir() and _nemo_package_in(path) is None:
+        if unloadable := missing_csvs(path):
+            raise CommandError(f"--data-dir: {value}: {unloadable}")
         if differences := sandbox_differences(path):
             log(
                 f"--data-dir {value} is not the WorkBench sandbox: {'; '.join(differences)}. "
