@@ -431,6 +431,16 @@ def test_both_clients_take_max_attempts_1_and_5(client_class):
     asyncio.run(make())
 
 
+@pytest.mark.parametrize("client_class", [EnvironmentClient, AsyncEnvironmentClient])
+@pytest.mark.parametrize("given", [(), ("target", "transport"), ("channel", "transport")])
+def test_both_clients_take_exactly_one_of_target_channel_and_transport(client_class, given):
+    """Neither, or two of them, is a ValueError before anything is made."""
+    stand_ins = {"target": "127.0.0.1:1", "channel": object(), "transport": object()}
+    kwargs = {name: stand_ins[name] for name in given if name != "target"}
+    with pytest.raises(ValueError, match="exactly one of target, channel or transport"):
+        client_class(stand_ins["target"] if "target" in given else None, **kwargs)
+
+
 # -- The clients' constructor arguments ------------------------------------------------------
 
 #: (timeout_s, what was seen before): None and a string failed at the first call (TypeError),

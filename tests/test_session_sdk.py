@@ -68,56 +68,50 @@ from workplace_env_client.client import RETRIED_METHODS, SERVICE, Recovery, retr
 FLAVORS = [(c, t) for c in ("sync", "async") for t in ("grpc", "in_process")]
 
 
+def _clients(
+    kind: str, sync: Callable[..., Any], awaited: Callable[..., Any]
+) -> Iterator[Callable[..., Any]]:
+    """Yield a maker of SDK clients: ``sync(*args, **options)``, or for the ``"async"`` kind
+    ``awaited(loop, *args, **options)`` on a loop of its own; close them all after."""
+    made: list[Any] = []
+    loop = LoopThread() if kind == "async" else None
+
+    def make(*args: Any, **options: Any) -> Any:
+        made.append(sync(*args, **options) if loop is None else awaited(loop, *args, **options))
+        return made[-1]
+
+    yield make
+    for client in made:
+        client.close()
+    if loop is not None:
+        loop.stop()
+
+
 @pytest.fixture(params=FLAVORS, ids=["-".join(f) for f in FLAVORS])
 def sdk_flavor(request) -> Iterator[Callable[..., Any]]:
     """A maker of SDK clients of a running server, ``(server, **options)``: the sync or the async
     client (driven as the sync one is, :class:`tests.helpers.Blocking`), over gRPC or in this
     process (:mod:`workplace_env.server.in_process`), so one test checks all four."""
     kind, transport = request.param
-    made: list[Any] = []
-    loop = LoopThread() if kind == "async" else None
+    if transport == "in_process":
+        yield from _clients(kind, in_process_client, async_in_process_client)
+        return
 
-    def make(server: RunningServer, **options: Any) -> Any:
-        if transport == "in_process":
-            made.append(
-                in_process_client(server, **options)
-                if loop is None
-                else async_in_process_client(loop, server, **options)
-            )
-        else:
-            target = local(server.port)
-            made.append(
-                EnvironmentClient(target, **options)
-                if loop is None
-                else async_client(loop, target, **options)
-            )
-        return made[-1]
+    def sync(server: RunningServer, **options: Any) -> EnvironmentClient:
+        return EnvironmentClient(local(server.port), **options)
 
-    yield make
-    for client in made:
-        client.close()
-    if loop is not None:
-        loop.stop()
+    def awaited(loop: LoopThread, server: RunningServer, **options: Any) -> Any:
+        return async_client(loop, local(server.port), **options)
+
+    yield from _clients(kind, sync, awaited)
 
 
 @pytest.fixture(params=["sync", "async"])
 def grpc_flavor(request) -> Iterator[Callable[..., Any]]:
     """A maker of SDK clients of a gRPC ``target``, ``(target, **options)``: the sync client or
     the async one (driven as the sync one is), for the tests of what gRPC carries (stand-ins,
-    refusals)."""
-    made: list[Any] = []
-    loop = LoopThread() if request.param == "async" else None
-
-    def make(target: str, **options: Any) -> Any:
-        client = EnvironmentClient(target, **options) if loop is None else None
-        made.append(client or async_client(loop, target, **options))
-        return made[-1]
-
-    yield make
-    for client in made:
-        client.close()
-    if loop is not None:
-        loop.stop()
+    refusals, deadlines)."""
+    yield from _clients(request.param, EnvironmentClient, async_client)
 
 
 @pytest.fixture

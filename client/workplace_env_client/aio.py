@@ -6,9 +6,11 @@
 ...         result = await s.verify([("email_delete_email", '{"email_id": "00000042"}')])
 
 Requests and answers are built by :mod:`workplace_env_client.messages`, exactly as in the sync
-client: errors are the same typed exceptions, arguments are checked the same way before
-anything is sent, and a refusal for concurrency (TOO_MANY_RPCS, X3) is retried the same way,
-awaiting its delay (see :mod:`workplace_env_client.client`). Sessions record, recover and
+client, and carried by an :class:`~workplace_env_client.transport.AsyncTransport` (a
+``grpc.aio`` channel's by default): errors are the same typed exceptions, arguments are checked
+the same way before anything is sent, and a refusal for concurrency (TOO_MANY_RPCS, X3) is
+retried by the same decision (:mod:`workplace_env_client.options`), awaiting its delay (see
+:mod:`workplace_env_client.client`). Sessions record, recover and
 fence as the sync ones (:mod:`workplace_env_client.handle`: one logic, two drivers).
 """
 
@@ -166,8 +168,8 @@ class AsyncEnvironmentClient:
         checked: bool = False,
     ) -> Any:
         """As :meth:`EnvironmentClient._invoke`: one deadline, refusals retried within it."""
-        retry = self._retry_refusals if retry_refusals is None else retry_refusals
-        budget, metadata = RpcBudget.start(self.timeout_s, retry), session_metadata(session_id)
+        budget = RpcBudget.start(self.timeout_s, self._retry_refusals, retry_refusals)
+        metadata = session_metadata(session_id)
         while True:
             try:
                 return await self.transport.unary(

@@ -207,8 +207,8 @@ class EnvironmentClient:
         refusal whose wait ends before it: when ``retry_refusals`` says so (None: when the client's
         retries are on). ``checked``: its JSON fields are
         :class:`~workplace_env_client.messages.CheckedJson`."""
-        retry = self._retry_refusals if retry_refusals is None else retry_refusals
-        budget, metadata = RpcBudget.start(self.timeout_s, retry), session_metadata(session_id)
+        budget = RpcBudget.start(self.timeout_s, self._retry_refusals, retry_refusals)
+        metadata = session_metadata(session_id)
         while True:
             try:
                 return self.transport.unary(

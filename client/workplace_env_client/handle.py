@@ -5,7 +5,8 @@ fence) and decides what to send; it sends nothing itself. Each operation is a ge
 :class:`Step`: a call on the SDK client or on an admin client, whose result (or exception) is
 sent back into it. :class:`~workplace_env_client.client.Session` runs the steps as plain calls,
 :class:`~workplace_env_client.aio.AsyncSession` awaits them (an admin call on a worker thread),
-so both have the same methods, arguments, recovery and errors.
+so both have the same methods, arguments, recovery and errors. A client's ``session()`` block
+is steps too: :func:`open_block` (checks, seed, fence) and :func:`close_block`.
 """
 
 from __future__ import annotations

@@ -57,9 +57,12 @@ class RpcBudget:
     retry_refusals: bool
 
     @classmethod
-    def start(cls, timeout_s: float, retry_refusals: bool) -> RpcBudget:
-        """The budget of an RPC sent now with ``timeout_s`` seconds."""
-        return cls(time.monotonic() + timeout_s, retry_refusals)
+    def start(
+        cls, timeout_s: float, retry_refusals: bool, override: bool | None = None
+    ) -> RpcBudget:
+        """The budget of an RPC sent now with ``timeout_s`` seconds; refusals retried as
+        ``override`` says (None: as the client's ``retry_refusals``)."""
+        return cls(time.monotonic() + timeout_s, retry_refusals if override is None else override)
 
     def remaining(self) -> float:
         """Seconds left before the deadline (0 once it passed): the next attempt's timeout."""
