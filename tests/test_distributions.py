@@ -133,7 +133,14 @@ def test_the_sdk_wheel_holds_the_stubs_and_the_sdk_only(wheels):
     names, headers = _wheel(wheels["sdk"])
     top = {n.split("/")[0] for n in names if ".dist-info/" not in n}
     assert top == {"workplace", "workplace_env_client"}
-    for stub in ("environment_pb2", "environment_pb2_grpc", "admin_pb2", "admin_pb2_grpc"):
+    stubs = (
+        "environment_pb2",
+        "environment_pb2_grpc",
+        "admin_pb2",
+        "admin_pb2_grpc",
+        "error_reason_pb2",
+    )
+    for stub in stubs:
         assert f"workplace/env/v1/{stub}.py" in names
         assert f"workplace/env/v1/{stub}.pyi" in names
     assert "workplace_env_client/py.typed" in names

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.helpers import EP, HANG_S, TASK, TID, local
+from workplace.env.v1 import error_reason_pb2
 from workplace_env import errors, runner
 from workplace_env.config import Settings
 from workplace_env.gateway import start_gateway
@@ -266,3 +267,9 @@ def test_what_http_tells_to_retry_the_registry_calls_retryable():
             assert row.retryable, row
         if row.http_status in (409, 413, 422):
             assert not row.retryable, row
+
+
+def test_the_proto_enum_names_every_reason_of_the_registry():
+    values = error_reason_pb2.ErrorReason.DESCRIPTOR.values
+    assert [v.name for v in values if v.number == 0] == ["ERROR_REASON_UNSPECIFIED"]
+    assert {v.name for v in values if v.number} == set(reasons.REASONS)

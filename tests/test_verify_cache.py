@@ -10,6 +10,7 @@ import pytest
 
 from workplace_env import verify
 from workplace_env.config import Settings
+from workplace_env.memo import BoundedMemo
 from workplace_env.model import FunctionCall
 from workplace_env.sessions import SessionStore
 from workplace_env.verify import Verifier
@@ -131,7 +132,7 @@ class CountingEncoder(json.JSONEncoder):
 def test_a_canonical_form_is_computed_once_per_text_up_to_the_length_bound(monkeypatch):
     encoder = CountingEncoder()
     monkeypatch.setattr(verify, "_CANONICAL", encoder)
-    monkeypatch.setattr(verify, "_CANONICAL_MEMO", {})
+    monkeypatch.setattr(verify, "_CANONICAL_MEMO", BoundedMemo(2048))
     limit = verify._CANONICAL_MEMO_CHARS
     at_limit = '{"a": "' + "x" * (limit - 9) + '"}'
     over = at_limit[:-2] + 'x"}'
@@ -145,8 +146,7 @@ def test_a_canonical_form_is_computed_once_per_text_up_to_the_length_bound(monke
 def test_the_canonical_form_memo_starts_over_when_full(monkeypatch):
     encoder = CountingEncoder()
     monkeypatch.setattr(verify, "_CANONICAL", encoder)
-    monkeypatch.setattr(verify, "_CANONICAL_MEMO", {})
-    monkeypatch.setattr(verify, "_CANONICAL_MEMO_ENTRIES", 3)
+    monkeypatch.setattr(verify, "_CANONICAL_MEMO", BoundedMemo(3))
     texts = [json.dumps({"n": i}) for i in range(4)]
     for text in texts[:3]:
         verify._canonical_arguments(text)
@@ -182,7 +182,7 @@ def test_the_estimate_is_near_the_memory_a_state_holds(sandbox, table, monkeypat
     # The bound is in estimated bytes: the estimate must follow what a state really holds
     # (traced allocations that outlive the replay), or the bound means nothing. A fresh
     # canonical-form memo: a full one would be emptied during the measure.
-    monkeypatch.setattr(verify, "_CANONICAL_MEMO", {})
+    monkeypatch.setattr(verify, "_CANONICAL_MEMO", BoundedMemo(2048))
     tool, args = LARGE_TABLE_WRITES[table]
     verifier = Verifier(sandbox)
     gc.collect()

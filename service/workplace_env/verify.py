@@ -34,11 +34,11 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from workplace_env.memo import BoundedMemo, MemoPolicy
 from workplace_env.model import FunctionCall
 from workplace_env.sandbox.table import Table, is_missing
 from workplace_env.sandbox.tables import COMPARED_TABLES, BaseTables, SessionTables
@@ -55,7 +55,7 @@ _COMPARED = frozenset(COMPARED_TABLES)
 
 #: Default bound of the verifier's memoised end states, in estimated bytes (``Verifier``).
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
-# Fixed estimated bytes of a cache entry (key tuple, dict, OrderedDict node) and per table.
+# Fixed estimated bytes of a cache entry (key tuple, dict, the memo's entries) and per table.
 _ENTRY_OVERHEAD = 600
 _TABLE_OVERHEAD = 400
 
@@ -142,7 +142,7 @@ def _canonical_arguments(arguments: str) -> str | None:
     Remembered per text (``_CANONICAL_MEMO``): a task's ground truth, and often its rollouts'
     calls, come back with every verify.
     """
-    key = _CANONICAL_MEMO.get(arguments, _UNSEEN)
+    key = _CANONICAL_MEMO.entries.get(arguments, _UNSEEN)
     if key is not _UNSEEN:
         return key
     try:  # ValueError: not JSON, or an integer over Python's digit limit (skipped there too)
@@ -152,15 +152,12 @@ def _canonical_arguments(arguments: str) -> str | None:
     except (ValueError, RecursionError):
         key = None
     if len(arguments) <= _CANONICAL_MEMO_CHARS:
-        if len(_CANONICAL_MEMO) >= _CANONICAL_MEMO_ENTRIES:
-            _CANONICAL_MEMO.clear()
-        _CANONICAL_MEMO[arguments] = key
+        _CANONICAL_MEMO.put(arguments, key)
     return key
 
 
 # arguments text -> canonical JSON (None: skipped); bounded in entries and in text length.
-_CANONICAL_MEMO: dict[str, str | None] = {}
-_CANONICAL_MEMO_ENTRIES = 2048
+_CANONICAL_MEMO: BoundedMemo[str, str | None] = BoundedMemo(2048)
 _CANONICAL_MEMO_CHARS = 2048
 _UNSEEN = object()
 
@@ -180,11 +177,14 @@ class Verifier:
     def __init__(self, base: BaseTables, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self._base = base
         self.cache_bytes = cache_bytes
-        self.cached_bytes = 0
-        self._states: OrderedDict[WriteKey, tuple[Mapping[str, NormalForm], int]] = OrderedDict()
+        self._states: BoundedMemo[WriteKey, Mapping[str, NormalForm]] = BoundedMemo(
+            policy=MemoPolicy.LRU, max_size=cache_bytes
+        )
         self._lock = threading.Lock()
         # (predicted key, ground-truth key) -> result; bounded in entries and key size
-        self._results: dict[tuple[WriteKey, WriteKey], VerifyResult] = {}
+        self._results: BoundedMemo[tuple[WriteKey, WriteKey], VerifyResult] = BoundedMemo(
+            _RESULT_ENTRIES
+        )
         self._base_normal = {key: normal_form(base.tables[key]) for key in COMPARED_TABLES}
         # Estimated bytes per row of each table's normal form (its cells are new strings).
         self._row_bytes = {
@@ -197,6 +197,11 @@ class Verifier:
         for table, form in state.items():
             size += int(len(form[2]) * self._row_bytes[table]) + _TABLE_OVERHEAD
         return size
+
+    @property
+    def cached_bytes(self) -> int:
+        """Estimated bytes of the memoised end states (at most ``cache_bytes``)."""
+        return self._states.size
 
     def cached_states(self) -> int:
         """Number of memoised end states."""
@@ -214,10 +219,9 @@ class Verifier:
         self, writes: Sequence[tuple[str, str, str]], key: WriteKey
     ) -> Mapping[str, NormalForm]:
         with self._lock:
-            cached = self._states.get(key)
+            cached = self._states.recall(key)
             if cached is not None:
-                self._states.move_to_end(key)
-                return cached[0]
+                return cached
         tables = SessionTables(self._base)
         for name, arguments, _ in writes:
             execute(tables, name, json.loads(arguments))
@@ -225,15 +229,9 @@ class Verifier:
             k: normal_form(tables.table(k)) for k in COMPARED_TABLES if not tables.is_shared(k)
         }
         size = self._estimate(key, state)
-        if size > self.cache_bytes:
-            return state
         with self._lock:
-            if key not in self._states:
-                self._states[key] = (state, size)
-                self.cached_bytes += size
-            while self.cached_bytes > self.cache_bytes:
-                _, (_, dropped) = self._states.popitem(last=False)
-                self.cached_bytes -= dropped
+            if key not in self._states.entries:
+                self._states.put(key, state, size)
         return state
 
     def score(self, predicted: Iterable[Any], ground_truth: Iterable[Any]) -> VerifyResult:
@@ -246,7 +244,7 @@ class Verifier:
         """
         got_writes, want_writes = _replayable(predicted), _replayable(ground_truth)
         pair = (_write_key(got_writes), _write_key(want_writes))
-        result = self._results.get(pair)
+        result = self._results.entries.get(pair)
         if result is not None:
             return result
         got = self._end_state(got_writes, pair[0])
@@ -264,9 +262,7 @@ class Verifier:
         reward = 1.0 if all(r.equal for r in results) else 0.0
         result = VerifyResult(reward=reward, tables=tuple(results))
         if self.cache_bytes > 0 and _key_chars(pair) <= _RESULT_KEY_CHARS:
-            if len(self._results) >= _RESULT_ENTRIES:
-                self._results.clear()
-            self._results[pair] = result
+            self._results.put(pair, result)
         return result
 
 

@@ -26,6 +26,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from workplace_env.memo import BoundedMemo, MemoPolicy
+
 #: The key of the session dict that names the session (the reference's key).
 SESSION_ID_KEY = "session_id"
 _TOKEN_SALT = "workplace-env.mcp-session-token"
@@ -43,31 +45,34 @@ class CookieCodec:
     def __init__(self, secret_key: str, max_age_s: int, cache_size: int = 4096) -> None:
         self._signer = itsdangerous.TimestampSigner(secret_key)
         self.max_age_s = max_age_s
-        self._cache_size = cache_size
         # cookie value -> (session JSON bytes, signed at): valid ones only
-        self._decoded: dict[str, tuple[bytes, int]] = {}
+        self._decoded: BoundedMemo[str, tuple[bytes, int]] = BoundedMemo(
+            cache_size, MemoPolicy.OLDEST
+        )
         # (session JSON bytes, second) -> the value signed in that second
-        self._encoded: dict[tuple[bytes, int], str] = {}
+        self._encoded: BoundedMemo[tuple[bytes, int], str] = BoundedMemo(
+            cache_size, MemoPolicy.OLDEST
+        )
 
     def encode(self, session: dict[str, Any]) -> str:
         """The signed cookie value of ``session``."""
         payload = json.dumps(session).encode("utf-8")
         key = (payload, int(time.time()))
-        value = self._encoded.get(key)
+        value = self._encoded.entries.get(key)
         if value is None:
             value = self._signer.sign(b64encode(payload)).decode("utf-8")
-            _remember(self._encoded, key, value, self._cache_size)
+            self._encoded.put(key, value)
         return value
 
     def decode(self, value: str) -> dict[str, Any]:
         """The session in a cookie value; ``{}`` when it is forged, expired or malformed."""
-        known = self._decoded.get(value)
+        known = self._decoded.entries.get(value)
         if known is not None:
             age = int(time.time()) - known[1]  # itsdangerous' rule, in whole seconds
             if 0 <= age <= self.max_age_s:
                 session = json.loads(known[0])
                 return session if isinstance(session, dict) else {}
-            self._decoded.pop(value, None)
+            self._decoded.entries.pop(value, None)
         try:
             data, signed_at = self._signer.unsign(
                 value.encode("utf-8"), max_age=self.max_age_s, return_timestamp=True
@@ -76,15 +81,8 @@ class CookieCodec:
             session = json.loads(payload)
         except (itsdangerous.BadSignature, ValueError, RecursionError):  # binascii/JSON/Unicode
             return {}
-        _remember(self._decoded, value, (payload, int(signed_at.timestamp())), self._cache_size)
+        self._decoded.put(value, (payload, int(signed_at.timestamp())))
         return session if isinstance(session, dict) else {}
-
-
-def _remember(cache: dict[Any, Any], key: Any, value: Any, size: int) -> None:
-    """Insert into a bounded cache, dropping the oldest entry when full."""
-    if len(cache) >= size:
-        cache.pop(next(iter(cache)), None)
-    cache[key] = value
 
 
 class SessionCookieMiddleware:

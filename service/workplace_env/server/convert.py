@@ -10,6 +10,7 @@ from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.checkpoint.snapshot import CallSnapshot, FenceSnapshot, Snapshot
 from workplace_env.errors import FieldViolation, InvalidRequest
+from workplace_env.memo import BoundedMemo
 from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
 
 
@@ -50,20 +51,16 @@ class TaskMemo:
     """
 
     def __init__(self, max_entries: int = 512, max_bytes: int = 16_384) -> None:
-        self.max_entries = max_entries
         self.max_bytes = max_bytes
-        self._tasks: dict[bytes, Task] = {}
+        self._tasks: BoundedMemo[bytes, Task] = BoundedMemo(max_entries)
 
     def __call__(self, message: pb.WorkplaceTask) -> Task:
         key = message.SerializeToString()
-        value = self._tasks.get(key)
+        value = self._tasks.entries.get(key)
         if value is None:
             value = task(message)
-            if len(key) > self.max_bytes:
-                return value
-            if len(self._tasks) >= self.max_entries:
-                self._tasks.clear()
-            self._tasks[key] = value
+            if len(key) <= self.max_bytes:
+                self._tasks.put(key, value)
         return value
 
 

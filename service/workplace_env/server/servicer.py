@@ -19,6 +19,7 @@ from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env import errors, wire
 from workplace_env.config import Settings
+from workplace_env.memo import BoundedMemo
 from workplace_env.model import (
     episode_violations,
     session_id_violations,
@@ -126,7 +127,9 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         self._always_fits = max(0, (max_response_bytes - 32) // 4)
         self._task = convert.TaskMemo()
         # id(result tables) -> (those tables, their messages); see _table_messages
-        self._tables: dict[int, tuple[tuple[TableResult, ...], list[pb.TableComparison]]] = {}
+        self._tables: BoundedMemo[int, tuple[tuple[TableResult, ...], list[pb.TableComparison]]] = (
+            BoundedMemo(_TABLE_MESSAGES)
+        )
         self._tools = pb.ListToolsResponse(
             tools=[
                 pb.Tool(
@@ -279,7 +282,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
     def _table_messages(self, results: tuple[TableResult, ...]) -> list[pb.TableComparison]:
         """The ``TableComparison`` messages of a result's tables; the verifier hands out one
         result object per remembered pair, so its messages are built once (by identity)."""
-        known = self._tables.get(id(results))
+        known = self._tables.entries.get(id(results))
         if known is not None and known[0] is results:
             return known[1]
         messages = [
@@ -291,9 +294,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
             )
             for t in results
         ]
-        if len(self._tables) >= _TABLE_MESSAGES:
-            self._tables.clear()
-        self._tables[id(results)] = (results, messages)  # holds ``results``: its id stays its
+        self._tables.put(id(results), (results, messages))  # holds ``results``: its id stays its
         return messages
 
     @_rpc

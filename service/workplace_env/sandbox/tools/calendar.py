@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
+from workplace_env.memo import BoundedMemo
 from workplace_env.sandbox.tables import CALENDAR
 from workplace_env.sandbox.tools.common import (
     contains_search,
@@ -57,21 +58,18 @@ _UPDATE_FIELDS = ("event_name", "participant_email", "event_start", "duration")
 # in the canonical date/datetime forms parse the same way every time, so their results are
 # memoised. Anything else (e.g. "now", "10:00", which depend on the clock) is parsed afresh.
 _CANONICAL = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?: [0-9]{2}:[0-9]{2}(?::[0-9]{2})?)?")
-_TIMESTAMPS: dict[str, pd.Timestamp] = {}
-_TIMESTAMP_CACHE_LIMIT = 65536
+_TIMESTAMPS: BoundedMemo[str, pd.Timestamp] = BoundedMemo(65536)
 
 
 def _timestamp(value: Any) -> pd.Timestamp:
     """``pd.Timestamp(value)``, memoised for canonical date strings (same result, same errors)."""
     if type(value) is str:
-        cached = _TIMESTAMPS.get(value)
+        cached = _TIMESTAMPS.entries.get(value)
         if cached is not None:
             return cached
         parsed = pd.Timestamp(value)
         if _CANONICAL.fullmatch(value):
-            if len(_TIMESTAMPS) >= _TIMESTAMP_CACHE_LIMIT:
-                _TIMESTAMPS.clear()
-            _TIMESTAMPS[value] = parsed
+            _TIMESTAMPS.put(value, parsed)
         return parsed
     return pd.Timestamp(value)
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import infer_dtype
 
+from workplace_env.memo import BoundedMemo
 from workplace_env.sandbox.table import Table
 from workplace_env.sandbox.tables import COLUMNS, SessionTables
 from workplace_env.sandbox.tools.registry import FALLBACK
@@ -102,8 +103,8 @@ _MEMO_TESTS = 256
 _MEMO_CELLS = 1024
 _REGEX_SPECIAL = frozenset(".^$*+?{}[]\\|()")
 
-CellTest = tuple[Callable[[str], bool], dict[str, bool]]
-_memo: dict[Any, CellTest | None] = {}
+CellTest = tuple[Callable[[str], bool], BoundedMemo[str, bool]]
+_memo: BoundedMemo[Any, CellTest | None] = BoundedMemo(_MEMO_TESTS)
 
 
 def contains_search(pattern: Any) -> Callable[[str], Any]:
@@ -142,29 +143,30 @@ def cell_test(key: str | tuple[str, str]) -> CellTest | None:
     searches, which then cost a dict lookup per cell.
     """
     try:
-        return _memo[key]
+        return _memo.entries[key]
     except KeyError:
         pass
     if isinstance(key, tuple):
         text = key[1]
-        entry: CellTest | None = (lambda cell: type(cell) is str and cell.lower() == text, {})
+        entry: CellTest | None = (
+            lambda cell: type(cell) is str and cell.lower() == text,
+            BoundedMemo(_MEMO_CELLS),
+        )
     else:
         test = _contains_test(key)
-        entry = None if test is None else (test, {})
-    if len(_memo) >= _MEMO_TESTS:
-        _memo.clear()
-    _memo[key] = entry
+        entry = None if test is None else (test, BoundedMemo(_MEMO_CELLS))
+    _memo.put(key, entry)
     return entry
 
 
 def cell_flags(entry: CellTest, cells: list[Any]) -> list[bool]:
     """The test's result for each cell (a regex test raises TypeError/AttributeError on a
     missing cell)."""
-    test, memo = entry
-    flags = list(map(memo.get, cells))
+    test, bounded = entry
+    flags = list(map(bounded.entries.get, cells))
     if None in flags:
-        if len(memo) >= _MEMO_CELLS:
-            memo.clear()
+        bounded.make_room()
+        memo = bounded.entries
         for i, flag in enumerate(flags):
             if flag is None:
                 cell = cells[i]

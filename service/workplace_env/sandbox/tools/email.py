@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workplace_env.memo import BoundedMemo, MemoPolicy
 from workplace_env.sandbox.table import Table
 from workplace_env.sandbox.tables import EMAILS, SessionTables
 from workplace_env.sandbox.tools.common import frame_records, next_id, paginate, text_table
@@ -44,15 +45,15 @@ _ID = "email_id"
 #: Per-value caches for the search: pure functions of immutable cell values, so they are safe
 #: across sessions and frames. A session's copy of the table shares the base frame's string
 #: objects, whose hashes Python caches, so a lookup costs far less than recomputing.
-_TEXT_CACHE: dict[tuple[str, str, str], str] = {}
-_STAMP_CACHE: dict[str, int] = {}
 _CACHE_LIMIT = 50_000  # entries per cache; cleared when full (bounds memory)
+_TEXT_CACHE: BoundedMemo[tuple[str, str, str], str] = BoundedMemo(_CACHE_LIMIT)
+_STAMP_CACHE: BoundedMemo[str, int] = BoundedMemo(_CACHE_LIMIT)
 
 
 def _cached_text(key: tuple[Any, Any, Any]) -> str | None:
     """The cached search text of one row, or None (also for an unhashable row)."""
     try:
-        return _TEXT_CACHE.get(key)
+        return _TEXT_CACHE.entries.get(key)
     except TypeError:
         return None
 
@@ -66,31 +67,32 @@ def _search_texts(subjects: list[Any], bodies: list[Any], parties: list[Any]) ->
     """
     keys = list(zip(subjects, bodies, parties, strict=True))
     try:
-        texts = list(map(_TEXT_CACHE.get, keys))
+        texts = list(map(_TEXT_CACHE.entries.get, keys))
     except TypeError:  # an unhashable cell somewhere: look the rows up one by one
         texts = list(map(_cached_text, keys))
+    plain = _TEXT_CACHE.has_room(len(keys))
     for i, text in enumerate(texts):
         if text is None:
             subject, body, party = key = keys[i]
             texts[i] = text = f"{subject} {body} {party}".lower()
             if type(subject) is str and type(body) is str and type(party) is str:
-                if len(_TEXT_CACHE) >= _CACHE_LIMIT:
-                    _TEXT_CACHE.clear()
-                _TEXT_CACHE[key] = text
+                if plain:
+                    _TEXT_CACHE.entries[key] = text
+                else:
+                    _TEXT_CACHE.put(key, text)
     return texts
 
 
 def _timestamps(values: list[Any]) -> np.ndarray:
     """``sent_datetime`` values as a ``datetime64[ns]`` array, as ``pd.to_datetime`` parses them."""
     try:
-        stamps = list(map(_STAMP_CACHE.__getitem__, values))
+        stamps = list(map(_STAMP_CACHE.entries.__getitem__, values))
     except (KeyError, TypeError):
         parsed = pd.to_datetime(pd.Series(values, dtype=object)).to_numpy(dtype="datetime64[ns]")
-        if len(_STAMP_CACHE) + len(values) >= _CACHE_LIMIT:
-            _STAMP_CACHE.clear()
+        _STAMP_CACHE.make_room(len(values))
         for value, stamp in zip(values, parsed.view("int64").tolist(), strict=True):
             if type(value) is str:
-                _STAMP_CACHE[value] = stamp
+                _STAMP_CACHE.entries[value] = stamp
         return parsed
     return np.array(stamps, dtype="int64").view("datetime64[ns]")
 
@@ -151,7 +153,7 @@ _DAY_NS = 86_400 * 10**9
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _STAMP_FORMAT = re.compile(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})", re.ASCII)
 _DAY_FORMAT = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?: (\d{2}):(\d{2}):(\d{2}))?", re.ASCII)
-_FAST_STAMPS: dict[str, int | None] = {}
+_FAST_STAMPS: BoundedMemo[str, int | None] = BoundedMemo(_CACHE_LIMIT)
 
 
 def _strict_stamp(value: str) -> int | None:
@@ -176,12 +178,13 @@ def _strict_stamp(value: str) -> int | None:
 
 def _stamps(values: list[Any]) -> list[int | None]:
     """:func:`_strict_stamp` of each cell (None for a non-string), through a bounded cache."""
-    cache = _FAST_STAMPS
+    cache = _FAST_STAMPS.entries
     try:
         return list(map(cache.__getitem__, values))
     except (KeyError, TypeError):  # a value not seen yet (or not a string): one by one
         pass
     out: list[int | None] = []
+    plain = _FAST_STAMPS.has_room(len(values))
     for value in values:
         if type(value) is not str:
             out.append(None)
@@ -189,9 +192,10 @@ def _stamps(values: list[Any]) -> list[int | None]:
         stamp = cache.get(value, -1)
         if stamp == -1:
             stamp = _strict_stamp(value)
-            if len(cache) >= _CACHE_LIMIT:
-                cache.clear()
-            cache[value] = stamp
+            if plain:
+                cache[value] = stamp
+            else:
+                _FAST_STAMPS.put(value, stamp)
         out.append(stamp)
     return out
 
@@ -247,7 +251,6 @@ class _SearchIndex:
     __slots__ = (
         "columns",
         "hits",
-        "hits_limit",
         "inherited",
         "orders",
         "stamps",
@@ -268,9 +271,8 @@ class _SearchIndex:
         self.columns = columns
         self.texts = texts
         self.stamps, self.unsure = stamps
-        self.hits: dict[str, np.ndarray] = {}
-        self.hits_limit = _HITS_LIMIT
-        self.orders: dict[tuple[str, ...], Any] = {}
+        self.hits: BoundedMemo[str, np.ndarray] = BoundedMemo(_HITS_LIMIT)
+        self.orders: BoundedMemo[tuple[str, ...], Any] = BoundedMemo(_ORDERS_LIMIT)
         self.inherited = inherited
 
     @classmethod
@@ -301,7 +303,9 @@ class _SearchIndex:
         stamps, unsure = _stamp_arrays(new[3])
         stamps = (np.concatenate([self.stamps, stamps]), np.concatenate([self.unsure, unsure]))
         columns = tuple(mine + added for mine, added in zip(self.columns, new, strict=True))
-        return _SearchIndex(table, columns, texts, stamps, (self.hits, self.orders, known, -1))
+        return _SearchIndex(
+            table, columns, texts, stamps, (self.hits.entries, self.orders.entries, known, -1)
+        )
 
     def without(self, table: Table, position: int) -> _SearchIndex:
         """A new index for ``table``: this one's content less the row at ``position``."""
@@ -314,12 +318,12 @@ class _SearchIndex:
             np.concatenate((a[:position], a[after:])) for a in (self.stamps, self.unsure)
         )
         texts = lists.pop()
-        inherited = (self.hits, self.orders, len(texts), position)
+        inherited = (self.hits.entries, self.orders.entries, len(texts), position)
         return _SearchIndex(table, tuple(lists), texts, stamps, inherited)
 
     def rows_with(self, word: str) -> np.ndarray:
         """Ascending positions of the rows whose text contains ``word`` (cached)."""
-        hits = self.hits.get(word)
+        hits = self.hits.entries.get(word)
         if hits is not None:
             return hits
         texts = self.texts
@@ -336,25 +340,21 @@ class _SearchIndex:
         else:
             found = np.fromiter(map(contains, texts, repeat(word)), dtype=bool, count=len(texts))
             hits = np.flatnonzero(found)
-        if len(self.hits) >= self.hits_limit:
-            self.hits.clear()
-        self.hits[word] = hits
+        self.hits.put(word, hits)
         return hits
 
     def newest_first(self, words: list[str]) -> Any:
         """Positions of the rows matching every word, ordered as ``search_emails`` orders them
         before the date filter; ``_UNSURE`` when a match's date needs pandas."""
         key = tuple(words)
-        found = self.orders.get(key)
+        found = self.orders.entries.get(key)
         if found is not None:
             return found
         if self.inherited is not None:
             found = self._carried_order(key, words)
         if found is None:
             found = self._order(self._matching(words))
-        if len(self.orders) >= _ORDERS_LIMIT:
-            self.orders.clear()
-        self.orders[key] = found
+        self.orders.put(key, found)
         return found
 
     def _carried_order(self, key: tuple[str, ...], words: list[str]) -> np.ndarray | None:
@@ -402,7 +402,9 @@ class _SearchIndex:
         return matched
 
     def _cached(self, word: str) -> bool:
-        return word in self.hits or (self.inherited is not None and word in self.inherited[0])
+        return word in self.hits.entries or (
+            self.inherited is not None and word in self.inherited[0]
+        )
 
 
 def _stamp_arrays(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -414,24 +416,23 @@ def _stamp_arrays(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     return np.array([s or 0 for s in stamps], dtype=np.int64), unsure
 
 
-_INDEXES: dict[int, _SearchIndex] = {}  # id(session table) -> index (the index holds the table)
-_BASE_INDEXES: dict[int, _SearchIndex] = {}  # id(base table) -> index
+#: id(session table) -> index (the index holds the table)
+_INDEXES: BoundedMemo[int, _SearchIndex] = BoundedMemo(_INDEX_LIMIT, MemoPolicy.OLDEST)
+#: id(base table) -> index
+_BASE_INDEXES: BoundedMemo[int, _SearchIndex] = BoundedMemo(_BASE_LIMIT, MemoPolicy.OLDEST)
 
 
 def _remember(index: _SearchIndex, shared: bool = False) -> None:
     """Cache ``index`` under its table (bounded: the oldest entry goes first)."""
-    cache = _BASE_INDEXES if shared else _INDEXES
     if shared:
-        index.hits_limit = _BASE_HITS_LIMIT
-    if len(cache) >= (_BASE_LIMIT if shared else _INDEX_LIMIT):
-        cache.pop(next(iter(cache), None), None)
-    cache[id(index.table)] = index
+        index.hits.max_entries = _BASE_HITS_LIMIT
+    (_BASE_INDEXES if shared else _INDEXES).put(id(index.table), index)
 
 
 def _known_index(tables: SessionTables, table: Table) -> _SearchIndex | None:
     """An index describing ``table`` if one is cached or extends a cached one, else None."""
     shared = table is tables.base.tables[EMAILS]
-    entry = (_BASE_INDEXES if shared else _INDEXES).get(id(table))
+    entry = (_BASE_INDEXES if shared else _INDEXES).entries.get(id(table))
     if entry is None or entry.table is not table:
         return None
     if entry.describes(table):
