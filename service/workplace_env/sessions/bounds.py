@@ -13,7 +13,7 @@ changes an answer.
 from __future__ import annotations
 
 from workplace_env import errors
-from workplace_env.model import EpisodeId
+from workplace_env.identity import EpisodeId
 from workplace_env.sessions.records import Eviction, detached, drop_older, remember
 from workplace_env.sessions.state import StoreState
 from workplace_env.sessions.types import Session

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from workplace_env.model import EpisodeId, FunctionCall, TaskId
+from workplace_env.identity import EpisodeId, FunctionCall, TaskId
 from workplace_env.sessions.types import Session, VerifyOutcome
 
 _V = TypeVar("_V")

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from workplace_env import errors
-from workplace_env.model import EpisodeId, TaskId
+from workplace_env.identity import EpisodeId, TaskId
 from workplace_env.sandbox.tables import BaseTables, SessionTables
 from workplace_env.sessions.hooks import NO_HOOKS, StoreHooks
 from workplace_env.sessions.records import Eviction, Marker, is_valid
