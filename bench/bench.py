@@ -280,7 +280,7 @@ def memory_levels(data_dir: str | None) -> list[dict[str, Any]]:
 
 def operation_costs(data_dir: str | None, episodes: list[dict[str, Any]], reps: int) -> dict:
     """p50 of each store operation without transport (ms): seed, each tool, verify, close."""
-    from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
+    from workplace_env.identity import EpisodeId, FunctionCall, Task, TaskId
     from workplace_env.sandbox.load import load_sandbox
     from workplace_env.sessions import SessionStore
 

@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()
 
-    from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
+    from workplace_env.identity import EpisodeId, FunctionCall, Task, TaskId
     from workplace_env.sandbox.tables import BaseTables
     from workplace_env.sessions import SessionStore
 

@@ -46,7 +46,7 @@ GROUPS = {
         "sessions/",
         "sandbox/",
         "verify.py",
-        "model.py",
+        "identity.py",
         "prometheus_client/",
     ),
 }

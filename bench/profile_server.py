@@ -43,7 +43,7 @@ GROUPS = {
         "sessions",
         "sandbox/",
         "verify.py",
-        "model.py",
+        "identity.py",
         "checkpoint/",
     ),
     "threads and locks": ("threading.py", "concurrent/futures/", "queue.py"),

@@ -21,7 +21,7 @@ from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace_env import errors
 from workplace_env.checkpoint.snapshot import FenceSnapshot
 from workplace_env.config import Settings
-from workplace_env.model import EpisodeId, Task, TaskId
+from workplace_env.identity import EpisodeId, Task, TaskId
 from workplace_env.sandbox.generate import generate_sandbox
 from workplace_env.sandbox.tables import BaseTables
 from workplace_env.sessions import SessionConfig, SessionStore

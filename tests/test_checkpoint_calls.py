@@ -18,7 +18,7 @@ from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.checkpoint.files import read_checkpoint, write_checkpoint
 from workplace_env.config import Settings
-from workplace_env.model import MAX_CALL_ID_CHARS, EpisodeId, Task, TaskId
+from workplace_env.identity import MAX_CALL_ID_CHARS, EpisodeId, Task, TaskId
 from workplace_env.server import convert
 from workplace_env.server.admin import AdminServicer
 from workplace_env.sessions import SessionConfig, SessionStore

@@ -45,14 +45,14 @@ from workplace_env.cli import app
 from workplace_env.command_errors import COMMAND_WORDS, RUN_WORDS, server_errors
 from workplace_env.config import Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
-from workplace_env.model_runs import read_finished, read_rollouts
+from workplace_env.run.model_policy import read_finished, read_rollouts
+from workplace_env.run.sandbox_check import foreign_lines
 from workplace_env.sandbox.generate import person_first_names
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import CALENDAR, CSV_FILES, EMAILS, BaseTables
 from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.servicer import EnvironmentServicer
 from workplace_env.sessions import SessionStore
-from workplace_env.task_sandbox import foreign_lines
 from workplace_env.taskgen import generate_tasks
 from workplace_env.terminal import CommandError
 from workplace_env_client import (

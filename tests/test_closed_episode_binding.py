@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from workplace_env import errors
-from workplace_env.model import EpisodeId, Task, TaskId
+from workplace_env.identity import EpisodeId, Task, TaskId
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env_client import EpisodeMismatchError

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env import wire
-from workplace_env.model import FunctionCall, Task, task_violations
+from workplace_env.identity import FunctionCall, Task, task_violations
 from workplace_env.sandbox.tools.registry import encode_output
 from workplace_env.server.convert import TaskMemo, task
 from workplace_env.sessions.types import CallRecord, task_digest

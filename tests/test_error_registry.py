@@ -21,11 +21,12 @@ import pytest
 
 from tests.helpers import EP, HANG_S, TASK, TID, local
 from workplace.env.v1 import error_reason_pb2
-from workplace_env import errors, runner
+from workplace_env import errors
 from workplace_env.config import Settings
 from workplace_env.gateway import start_gateway
 from workplace_env.gateway.mcp_tools import _call_error
 from workplace_env.gateway.translate import draining_problem, service_error, too_large_problem
+from workplace_env.run import scripted
 from workplace_env.server import guard
 from workplace_env.session_header import SessionHeaderMismatch
 from workplace_env_client import AdminClient, EnvironmentClient, UnauthenticatedError, reasons
@@ -126,7 +127,7 @@ def _check_sdk_error(exc: sdk_errors.WorkplaceEnvError, row: reasons.Reason, rpc
     """The SDK error and what the surfaces over the SDK make of it agree with ``row``."""
     assert type(exc).__name__ == row.sdk_class
     assert (exc.code, exc.reason) == (row.code_on(rpc), row.name)
-    assert runner.failure_kind(exc) == row.run_kind
+    assert scripted.failure_kind(exc) == row.run_kind
     assert _session_failure(exc).kind == row.rollout_kind
     assert _call_error(exc).error.code == row.jsonrpc
 
@@ -193,7 +194,7 @@ def test_a_status_without_a_reason_maps_by_its_code(code):
     row = reasons.BY_CODE.get(code, reasons.UNKNOWN)
     exc = sdk_errors.from_rpc_error(_Status(code))
     assert type(exc).__name__ == row.sdk_class and exc.reason == ""
-    assert runner.failure_kind(exc) == row.run_kind
+    assert scripted.failure_kind(exc) == row.run_kind
     assert _session_failure(exc).kind == row.rollout_kind
     assert _call_error(exc).error.code == row.jsonrpc
     answer = service_error(exc).response

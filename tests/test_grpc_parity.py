@@ -21,7 +21,7 @@ from tests.conftest import (
     read_jsonl,
     shared_file,
 )
-from workplace_env.runner import run_lines
+from workplace_env.run.scripted import run_lines
 
 FUZZ_SAMPLE = fuzz_sample(stride=4)
 

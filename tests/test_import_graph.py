@@ -196,7 +196,7 @@ def test_each_part_of_the_session_store_imports_only_the_parts_below_it(graph):
 #: Modules (packages: all their modules) of the domain: rules and data, no transport.
 DOMAIN = (
     "workplace_env.errors",
-    "workplace_env.model",
+    "workplace_env.identity",
     "workplace_env.wire",
     "workplace_env.session_header",
     "workplace_env.responses",

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from workplace_env.gateway import start_gateway
-from workplace_env.model import FunctionCall
+from workplace_env.identity import FunctionCall
 from workplace_env.verify import bare_predicted_names, mcp_bare_name
 
 ARGS = json.dumps({"recipient": "a@b.com", "subject": "s", "body": "b"})
@@ -120,7 +120,7 @@ def test_http_verify_every_path_and_echo(gateway, path, name, reward):
 
 
 def test_runner_scores_namespaced_recorded_calls(sdk):
-    from workplace_env.runner import run_episode
+    from workplace_env.run.scripted import run_episode
 
     line = {
         "id": "mcp-run",

@@ -31,7 +31,8 @@ from tests.helpers import local
 from tests.model_standin import Calls, CutOff, Fail, Fields, Hold, Raw, StandInModel, Text
 from tests.nemo.venv import nemo_python
 from workplace_env.locks import WriterBusy
-from workplace_env.model_runs import (
+from workplace_env.run.command import ModelRunOptions, masked_counts, run_model_policy
+from workplace_env.run.model_policy import (
     CategorySummary,
     PlanMismatch,
     check_plan,
@@ -44,7 +45,6 @@ from workplace_env.model_runs import (
     side_effect_tables,
     summarise,
 )
-from workplace_env.runs import ModelRunOptions, masked_counts, run_model_policy
 from workplace_env.sandbox.tables import CRM, EMAILS
 from workplace_env.taskgen import generate_tasks
 from workplace_env.terminal import CommandError
@@ -1501,7 +1501,7 @@ def test_a_summary_that_cannot_be_written_at_the_end_keeps_the_totals(
     def full(*_args: Any, **_kwargs: Any) -> Path:
         raise OSError(28, "No space left on device", str(tmp_path / "rollouts_summary.json"))
 
-    monkeypatch.setattr("workplace_env.runs.write_summary", full)
+    monkeypatch.setattr("workplace_env.run.command.write_summary", full)
     with StandInModel({r["prompt"]: [Text("Nothing to change.")] for r in rows}) as standin:
         result = _run_model(tasks_file, standin, server, out)
     said = " ".join(result.output.split())

@@ -22,7 +22,7 @@ from tests.helpers import (
     total_emails,
 )
 from workplace_env import errors
-from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
+from workplace_env.identity import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.sessions import CloseOutcome, SessionConfig, SessionStore
 
 EPISODE = EpisodeId(*EP)

@@ -20,7 +20,7 @@ import pytest
 from tests.helpers import EP, HANG_S, TASK, TID, WRITE, FakeClock
 from tests.helpers import wait as _wait
 from workplace_env import errors
-from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
+from workplace_env.identity import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.server.app import start_server
 from workplace_env.sessions import CloseOutcome, SessionConfig, SessionState, SessionStore
 from workplace_env.sessions.types import SeedResult

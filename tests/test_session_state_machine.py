@@ -29,7 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 from tests.helpers import FakeClock
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env import errors
-from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
+from workplace_env.identity import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import start_server
 from workplace_env.server.status import DOMAIN, status_code

@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import HANG_S, FakeClock, wait
 from workplace_env import errors
 from workplace_env.checkpoint.snapshot import Snapshot
-from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
+from workplace_env.identity import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sessions import SessionConfig, SessionState, SessionStore
 from workplace_env.sessions.types import SeedResult

@@ -10,8 +10,8 @@ import pytest
 
 from workplace_env import verify
 from workplace_env.config import Settings
+from workplace_env.identity import FunctionCall
 from workplace_env.memo import BoundedMemo
-from workplace_env.model import FunctionCall
 from workplace_env.sessions import SessionStore
 from workplace_env.verify import Verifier
 

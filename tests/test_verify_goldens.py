@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tests.conftest import GOLDENS, WORKBENCH, needs, needs_shared, read_jsonl
-from workplace_env.model import FunctionCall
+from workplace_env.identity import FunctionCall
 from workplace_env.sandbox.table import Table
 from workplace_env.sandbox.tables import COMPARED_TABLES
 from workplace_env.verify import Verifier, normal_form

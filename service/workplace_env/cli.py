@@ -8,8 +8,8 @@ that lives with the code it runs:
 ``serve --print-config``,  :func:`workplace_env.config.print_settings`
 ``config``
 ``gateway``                :func:`workplace_env.gateway.serve.serve_gateway_until_signalled`
-``run``                    :func:`workplace_env.runs.run_scripted`,
-                           :func:`workplace_env.runs.run_model_policy` (``--policy model``)
+``run``                    :func:`workplace_env.run.command.run_scripted`,
+                           :func:`workplace_env.run.command.run_model_policy` (``--policy model``)
 ``generate-tasks``         :func:`workplace_env.taskgen.generate_to`
 ``demo``                   :func:`workplace_env.demo.run_demo`
 ``checkpoint save``,       :func:`workplace_env.checkpoint.remote.save_checkpoint`,
@@ -54,8 +54,8 @@ from workplace_env.config import (
     unknown_env_vars,
 )
 from workplace_env.demo import run_demo
-from workplace_env.runner import POLICIES
-from workplace_env.runs import ModelRunOptions, read_episodes, run_model_policy, run_scripted
+from workplace_env.run.command import ModelRunOptions, read_episodes, run_model_policy, run_scripted
+from workplace_env.run.scripted import POLICIES
 from workplace_env.sandbox.source import (
     NEMO_GYM,
     SOURCE_ENV,

@@ -16,7 +16,7 @@ from typing import Any
 from rich.table import Table
 
 from workplace_env.interrupts import StopRequest, stop_on_signals
-from workplace_env.runner import RunSummary, run_lines
+from workplace_env.run.scripted import RunSummary, run_lines
 from workplace_env.sandbox.load import describe_sandbox
 from workplace_env.server.serve import local_server
 from workplace_env.taskgen import CATEGORIES, TEMPLATES, generate_tasks

@@ -38,8 +38,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from workplace_env.identity import FunctionCall
 from workplace_env.memo import BoundedMemo, MemoPolicy
-from workplace_env.model import FunctionCall
 from workplace_env.sandbox.table import Table, is_missing
 from workplace_env.sandbox.tables import COMPARED_TABLES, BaseTables, SessionTables
 from workplace_env.sandbox.tools import TOOLS, execute

@@ -14,7 +14,7 @@ from typing import Any
 
 from workplace_env.checkpoint.codec import CodecError, decode_state
 from workplace_env.errors import FieldViolation, InvalidRequest
-from workplace_env.model import (
+from workplace_env.identity import (
     EpisodeId,
     Task,
     TaskId,

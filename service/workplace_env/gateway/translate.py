@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect
 from workplace_env import session_header, wire
 from workplace_env.gateway import fastjson
 from workplace_env.gateway.cookies import SESSION_ID_KEY
-from workplace_env.model import SESSION_ID_RE
+from workplace_env.identity import SESSION_ID_RE
 from workplace_env_client import (
     EnvironmentClient,
     InvalidRequestError,

@@ -23,7 +23,7 @@ from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace_env.checkpoint.codec import CodecError, decode_table_v0, decode_table_v1
 from workplace_env.config import Settings, admin_token_problem
 from workplace_env.errors import FieldViolation, InvalidRequest, SandboxMismatch, Unauthenticated
-from workplace_env.model import session_id_violations
+from workplace_env.identity import session_id_violations
 from workplace_env.sandbox.table import is_missing
 from workplace_env.sandbox.tables import DIRECTORY, BaseTables
 from workplace_env.server import convert

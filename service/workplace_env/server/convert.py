@@ -10,8 +10,8 @@ from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.checkpoint.snapshot import CallSnapshot, FenceSnapshot, Snapshot
 from workplace_env.errors import FieldViolation, InvalidRequest
+from workplace_env.identity import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.memo import BoundedMemo
-from workplace_env.model import EpisodeId, FunctionCall, Task, TaskId
 
 
 def episode(message: pb.EpisodeId) -> EpisodeId:
@@ -44,7 +44,7 @@ class TaskMemo:
 
     A task is seeded once per rollout of it, so most seeds carry a task seen before; the
     remembered :class:`Task` is the same immutable value and carries its digest and checks
-    (:func:`~workplace_env.sessions.types.task_digest`, :func:`~workplace_env.model.
+    (:func:`~workplace_env.sessions.types.task_digest`, :func:`~workplace_env.identity.
     task_violations`), so a repeat does not convert, check or digest it again. Equal bytes
     parse to equal messages, so a hit is always the task :func:`task` would build. Thread-safe
     (single dictionary operations); when full it starts over.

@@ -1,6 +1,6 @@
 """The EnvironmentService servicer: messages <-> domain calls, domain errors -> rich status.
 
-Every handler converts its request into plain domain values (:mod:`workplace_env.model`), calls
+Every handler converts its request into plain domain values (:mod:`workplace_env.identity`), calls
 the :class:`~workplace_env.sessions.SessionStore`, and converts the answer back. A domain error
 aborts the RPC with the status of :mod:`workplace_env.server.status`; nothing else is caught
 here, so a bug surfaces as gRPC's INTERNAL rather than as a wrong answer.
@@ -19,11 +19,11 @@ from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env import errors, wire
 from workplace_env.config import Settings
-from workplace_env.memo import BoundedMemo
-from workplace_env.model import (
+from workplace_env.identity import (
     episode_violations,
     session_id_violations,
 )
+from workplace_env.memo import BoundedMemo
 from workplace_env.responses import (
     ResponseOutputError,
     calls_bound_problem,

@@ -35,7 +35,7 @@ from workplace_env.checkpoint.snapshot import (
     fence_violations,
 )
 from workplace_env.errors import FieldViolation
-from workplace_env.model import TaskId
+from workplace_env.identity import TaskId
 from workplace_env.sandbox.tables import TABLE_KEYS, BaseTables, SessionTables
 from workplace_env.sessions.records import Records
 from workplace_env.sessions.scope import StoreScope

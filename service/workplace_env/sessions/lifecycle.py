@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from workplace_env import errors
-from workplace_env.model import (
+from workplace_env.identity import (
     EpisodeId,
     FunctionCall,
     Task,

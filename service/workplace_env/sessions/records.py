@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from workplace_env import errors
 from workplace_env.checkpoint.snapshot import FenceSnapshot
-from workplace_env.model import EpisodeId, FunctionCall, TaskId
+from workplace_env.identity import EpisodeId, FunctionCall, TaskId
 from workplace_env.sessions.scope import StoreScope
 from workplace_env.sessions.types import LiveSession, VerifyOutcome
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from workplace_env.checkpoint.snapshot import FenceSnapshot, Snapshot
-from workplace_env.model import EpisodeId, Task, TaskId
+from workplace_env.identity import EpisodeId, Task, TaskId
 from workplace_env.sandbox.tables import BaseTables, SessionTables
 from workplace_env.sessions.checkpoints import Checkpoints
 from workplace_env.sessions.hooks import StoreHooks

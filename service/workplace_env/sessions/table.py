@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 
 from workplace_env import errors
-from workplace_env.model import EpisodeId, TaskId
+from workplace_env.identity import EpisodeId, TaskId
 from workplace_env.sessions.scope import StoreScope
 from workplace_env.sessions.types import LiveSession, SessionState
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from json.encoder import encode_basestring_ascii as _ascii_json
 
-from workplace_env.model import EpisodeId, Task, TaskId
+from workplace_env.identity import EpisodeId, Task, TaskId
 from workplace_env.sandbox.tables import SessionTables
 from workplace_env.verify import DEFAULT_CACHE_BYTES, VerifyResult
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from random import Random
 from typing import IO, Any
 
+from workplace_env.identity import ENVIRONMENT_NAME
 from workplace_env.interrupts import stop_on_signals
-from workplace_env.model import ENVIRONMENT_NAME
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import BaseTables, SessionTables, TablesUnavailableError
 from workplace_env.sandbox.tools import execute

@@ -1,18 +1,19 @@
 """``workplace-env run``: play a JSONL file's episodes through a server and report them.
 
 * :func:`read_episodes`: the file's lines, refused (exit 2) when unreadable or empty;
-* :func:`run_scripted`: the scripted policies (``recorded``, ``oracle``, ``perturbed``) through
-  :func:`~workplace_env.runner.run_lines`, a summary table and ``--json-out``; exit status 1 on
-  any mismatch with the recordings;
-* :func:`run_model_policy`: ``--policy model``, rollouts of an OpenAI-compatible model collected
-  by :mod:`workplace_env.model_runs` (resumed on a rerun), a table by category, the summary JSON
-  and the pass-rate plot; exit status 1 when an episode is left unfinished (masked by the
-  endpoint or the environment), not for the model's own failures unless ``--fail-on-masked``.
+* :func:`run_scripted`: the scripted policies (``recorded``, ``oracle``, ``perturbed``)
+  through :func:`~workplace_env.run.scripted.run_lines`, a summary table and ``--json-out``;
+  exit status 1 on any mismatch with the recordings;
+* :func:`run_model_policy`: ``--policy model``, rollouts of an OpenAI-compatible model
+  collected by :mod:`workplace_env.run.model_policy` (resumed on a rerun), a table by
+  category, the summary JSON and the pass-rate plot; exit status 1 when an episode is left
+  unfinished (masked by the endpoint or the environment), not for the model's own failures
+  unless ``--fail-on-masked``.
 
 Both play against the ``--target`` server or an in-process one
 (:func:`workplace_env.server.serve.connect`), name its sandbox in their summaries, and refuse
 (exit 2) a file written for another sandbox unless ``--any-sandbox``
-(:mod:`workplace_env.task_sandbox`).
+(:mod:`workplace_env.run.sandbox_check`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from rich.table import Table
 from workplace_env.interrupts import rerun_command, stop_on_signals
 from workplace_env.jsonl import read_jsonl
 from workplace_env.locks import WriterBusy
-from workplace_env.model_runs import (
+from workplace_env.run.model_policy import (
     CategorySummary,
     PlanMismatch,
     collect_rollouts,
@@ -47,7 +48,8 @@ from workplace_env.model_runs import (
     write_plot,
     write_summary,
 )
-from workplace_env.runner import (
+from workplace_env.run.sandbox_check import check_run_sandbox, sandbox_json, sandbox_text
+from workplace_env.run.scripted import (
     ADMIN_TOKEN_NEEDED,
     FAILURE_KINDS,
     RunSummary,
@@ -55,7 +57,6 @@ from workplace_env.runner import (
     run_lines,
 )
 from workplace_env.server.serve import connect
-from workplace_env.task_sandbox import check_run_sandbox, sandbox_json, sandbox_text
 from workplace_env.terminal import (
     CommandError,
     Terminal,
@@ -184,24 +185,24 @@ def run_scripted(
     credentials: grpc.ChannelCredentials | None = None,
     any_sandbox: bool = False,
 ) -> int:
-    """Play ``lines`` with a scripted ``policy`` (one of :data:`~workplace_env.runner.POLICIES`)
-    against ``target`` (None: an in-process server over ``data_dir``), ``concurrency`` in
-    flight, with a progress bar; print the summary titled ``title`` and write it as JSON to
-    ``json_out``. ``token`` is the target's admin token for ``tables_after`` checks: when the
-    policy is ``recorded``, some line has one and the server refuses the token (or its
-    absence), the run stops before playing anything (:class:`CommandError`, exit 2, saying the
-    token is needed and why); ``data_dir`` with ``target`` is refused the same way
-    (:func:`refuse_data_dir_with_target`);
-    ``line_numbers`` the lines' physical numbers in their file (:class:`EpisodeFile`);
-    ``credentials`` make the connection to ``target`` TLS (None: plaintext). Lines written
-    for another sandbox than the server's are refused before anything is played unless
-    ``any_sandbox`` (:func:`~workplace_env.task_sandbox.check_run_sandbox`); under the
-    ``recorded`` policy, lines with no recorded calls are warned about. The summary names the
-    sandbox (``sandbox`` in ``json_out``). Returns the exit status: 1 when an output, state or
-    reward differs from the recording or an episode failed (any of
-    :data:`~workplace_env.runner.FAILURE_KINDS`), else 0; after a stop (a signal, or the
-    server found gone: :class:`~workplace_env.interrupts.StopRequest`) the summary and the
-    command that plays the file again are printed and the status is the stop's."""
+    """Play ``lines`` with a scripted ``policy`` (one of
+    :data:`~workplace_env.run.scripted.POLICIES`) against ``target`` (None: an in-process server
+    over ``data_dir``), ``concurrency`` in flight, with a progress bar; print the summary titled
+    ``title`` and write it as JSON to ``json_out``. ``token`` is the target's admin token for
+    ``tables_after`` checks: when the policy is ``recorded``, some line has one and the server
+    refuses the token (or its absence), the run stops before playing anything
+    (:class:`CommandError`, exit 2, saying the token is needed and why); ``data_dir`` with
+    ``target`` is refused the same way (:func:`refuse_data_dir_with_target`); ``line_numbers``
+    the lines' physical numbers in their file (:class:`EpisodeFile`); ``credentials`` make the
+    connection to ``target`` TLS (None: plaintext). Lines written for another sandbox than the
+    server's are refused before anything is played unless ``any_sandbox``
+    (:func:`~workplace_env.run.sandbox_check.check_run_sandbox`); under the ``recorded`` policy,
+    lines with no recorded calls are warned about. The summary names the sandbox (``sandbox`` in
+    ``json_out``). Returns the exit status: 1 when an output, state or reward differs from the
+    recording or an episode failed (any of :data:`~workplace_env.run.scripted.FAILURE_KINDS`),
+    else 0; after a stop (a signal, or the server found gone:
+    :class:`~workplace_env.interrupts.StopRequest`) the summary and the command that plays the
+    file again are printed and the status is the stop's."""
     refuse_data_dir_with_target(target, data_dir)
     numbers = list(line_numbers or range(1, len(lines) + 1))
     if policy == "recorded":
@@ -385,10 +386,10 @@ def run_model_policy(
     :class:`~workplace_env.interrupts.StopRequest`), the stop's, with the resume command.
     Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package,
     ``data_dir`` with ``target``, an unwritable output, an ``out`` another run is writing
-    (:func:`~workplace_env.model_runs.only_run_into`, naming its pid), or an ``out`` holding
-    rollouts of another plan without ``options.overwrite``
-    (:class:`~workplace_env.model_runs.PlanMismatch`, before any episode is played); the model's
-    or endpoint's failures are masked episodes, never an error of the run.
+    (:func:`~workplace_env.run.model_policy.only_run_into`, naming its pid), or an ``out``
+    holding rollouts of another plan without ``options.overwrite``
+    (:class:`~workplace_env.run.model_policy.PlanMismatch`, before any episode is played); the
+    model's or endpoint's failures are masked episodes, never an error of the run.
     """
     if not options.base_url and model_client is None:
         raise CommandError("--policy model needs --base-url (an OpenAI-compatible endpoint)")

@@ -57,7 +57,7 @@ from typing import Any, cast
 
 from workplace_env.interrupts import StopRequest
 from workplace_env.locks import only_writer
-from workplace_env.runner import case_id_of
+from workplace_env.run.scripted import case_id_of
 from workplace_env.sandbox.tools import TOOLS
 from workplace_env_client import (
     EnvironmentClient,

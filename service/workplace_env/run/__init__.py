@@ -1,0 +1,1 @@
+"""``workplace-env run``: playing a JSONL file's episodes through a server and reporting them."""
