@@ -331,6 +331,14 @@ def _routes_app(route_class):
     async def of_request(request: Request, path: Annotated[str, Depends(_path_of)]) -> Response:
         return json_response({"path": path})
 
+    @app.post("/of_two")  # more than one dependency: FastAPI's handler
+    async def of_two(
+        request: Request,
+        path: Annotated[str, Depends(_path_of)],
+        again: Annotated[str, Depends(_path_of, use_cache=False)],
+    ) -> Response:
+        return json_response({"paths": [path, again]})
+
     @app.post("/of_query")
     async def of_query(request: Request, q: Annotated[int, Depends(_query_count)]) -> Response:
         return json_response({"q": q})
@@ -361,6 +369,7 @@ def test_direct_routes_answer_as_fastapis_handler(monkeypatch):
         ("post", "/a%20tool", b"{}"),
         ("get", "/plain", None),
         ("post", "/of_request", b""),
+        ("post", "/of_two", b""),
         ("post", "/of_query?q=3", b""),
         ("post", "/of_query?q=three", b""),
     ]
@@ -373,7 +382,13 @@ def test_direct_routes_answer_as_fastapis_handler(monkeypatch):
                 for r in (client.request(m, p, content=b) for m, p, b in requests)
             ]
         if route_class is DirectRoute:  # only the routes with something to resolve
-            assert sorted(set(solved)) == ["/dict", "/of_query", "/typed/3", "/typed/three"]
+            assert sorted(set(solved)) == [
+                "/dict",
+                "/of_query",
+                "/of_two",
+                "/typed/3",
+                "/typed/three",
+            ]
         else:
-            assert len(solved) == 10  # every matched route (GET /plain is a 405)
+            assert len(solved) == 11  # every matched route (GET /plain is a 405)
     assert answers[DirectRoute] == answers[routing.APIRoute]

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, routing
 from fastapi.responses import Response
 from fastapi.testclient import TestClient
 
@@ -157,3 +157,22 @@ def test_the_episode_and_tool_routers_alone_play_an_episode_in_process(in_proces
         assert (verified.status_code, verified.json()["reward"]) == (200, 1.0)
         closed = http.post("/close_session", json={})
     assert closed.json() == {"outcome": "CLOSED"}
+
+
+def test_the_hot_routes_solve_no_dependencies_per_request(monkeypatch):
+    """The state dependency is called directly (DirectRoute), never through FastAPI's solver."""
+    solved: list[str] = []
+    real = routing.solve_dependencies
+
+    async def counting(*args: Any, **kwargs: Any) -> Any:
+        solved.append(kwargs["request"].url.path)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(routing, "solve_dependencies", counting)
+    app = bare_app(stub_state(StubClient()), health.router, episodes.router, tools.router)
+    with TestClient(app, cookies=cookie_for("s")) as http:
+        assert http.get("/ready").status_code == 200
+        assert http.post("/a_tool", json={}).status_code == 200
+        assert http.post("/verify", json={"response": {"output": [1]}}).status_code == 422
+        assert http.get("/health").status_code == 200  # FastAPI serializes its dict
+    assert solved == ["/health"]

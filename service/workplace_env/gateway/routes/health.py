@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
@@ -21,7 +21,7 @@ async def health() -> dict[str, str]:
 
 
 @router.get("/ready", summary="Readiness", tags=["health"])
-async def ready(state: GatewayStateDep) -> Response:
+async def ready(request: Request, state: GatewayStateDep) -> Response:
     """``200 {"status": "ready"}``; ``503 {"status": "draining"}`` from the first instant
     of shutdown (CONTRACT X2), so balancers stop sending new episodes; over a gRPC
     target, 503 ``{"status": "backend_unavailable" | "backend_not_serving"}`` while the
