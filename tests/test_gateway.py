@@ -43,8 +43,9 @@ from workplace_env.gateway import (
     start_gateway,
 )
 from workplace_env.gateway import app as gateway_app
-from workplace_env.gateway.app import CLOSE_OUTCOME_HEADER
 from workplace_env.gateway.readiness import health_probe
+from workplace_env.gateway.routes import episodes as episode_routes
+from workplace_env.gateway.routes.episodes import CLOSE_OUTCOME_HEADER
 from workplace_env.gateway.serve import local_target
 from workplace_env.server import servicer
 from workplace_env.server.in_process import in_process_client
@@ -799,7 +800,7 @@ def check_counts(monkeypatch) -> dict[str, int]:
             counts[_name] += 1
             return _check(value)
 
-        for module in (responses, gateway_app, servicer):
+        for module in (responses, episode_routes, servicer):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, counted)
     return counts

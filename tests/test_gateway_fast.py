@@ -12,9 +12,10 @@ import logging
 import math
 import uuid
 from collections.abc import Iterator
+from typing import Annotated
 
 import pytest
-from fastapi import FastAPI, Request, routing
+from fastapi import Depends, FastAPI, Request, routing
 from fastapi.responses import Response
 from fastapi.testclient import TestClient
 from hypothesis import given, settings
@@ -24,7 +25,7 @@ from starlette.responses import JSONResponse
 from tests.helpers import local
 from workplace_env import wire
 from workplace_env.gateway import CookieCodec, cookies, fastjson
-from workplace_env.gateway.app import _DirectRoute
+from workplace_env.gateway.routes.direct import DirectRoute
 from workplace_env.gateway.translate import HttpProblem, json_response
 from workplace_env.server.in_process import InProcessTransport, in_process_client
 from workplace_env.sessions import SessionConfig
@@ -292,6 +293,16 @@ def test_cookie_caches_stay_bounded():
 # -- FastAPI's handler, skipped where it has nothing to resolve ------------------------------------
 
 
+async def _path_of(request: Request) -> str:
+    """A dependency of the request alone (as the gateway's state is)."""
+    return request.url.path
+
+
+async def _query_count(q: int = 0) -> int:
+    """A dependency with a parameter to validate."""
+    return q
+
+
 def _routes_app(route_class):
     app = FastAPI()
     app.router.route_class = route_class
@@ -315,6 +326,22 @@ def _routes_app(route_class):
     @app.get("/dict")
     async def as_dict(q: int = 1) -> dict[str, int]:  # FastAPI serializes, validates q
         return {"q": q}
+
+    @app.post("/of_request")
+    async def of_request(request: Request, path: Annotated[str, Depends(_path_of)]) -> Response:
+        return json_response({"path": path})
+
+    @app.post("/of_two")  # more than one dependency: FastAPI's handler
+    async def of_two(
+        request: Request,
+        path: Annotated[str, Depends(_path_of)],
+        again: Annotated[str, Depends(_path_of, use_cache=False)],
+    ) -> Response:
+        return json_response({"paths": [path, again]})
+
+    @app.post("/of_query")
+    async def of_query(request: Request, q: Annotated[int, Depends(_query_count)]) -> Response:
+        return json_response({"q": q})
 
     @app.post("/{name}")
     async def named(name: str, request: Request) -> Response:
@@ -341,17 +368,27 @@ def test_direct_routes_answer_as_fastapis_handler(monkeypatch):
         ("get", "/dict?q=two", None),
         ("post", "/a%20tool", b"{}"),
         ("get", "/plain", None),
+        ("post", "/of_request", b""),
+        ("post", "/of_two", b""),
+        ("post", "/of_query?q=3", b""),
+        ("post", "/of_query?q=three", b""),
     ]
     answers = {}
-    for route_class in (routing.APIRoute, _DirectRoute):
+    for route_class in (routing.APIRoute, DirectRoute):
         solved.clear()
         with TestClient(_routes_app(route_class)) as client:
             answers[route_class] = [
                 (r.status_code, r.content, sorted(r.headers.items()))
                 for r in (client.request(m, p, content=b) for m, p, b in requests)
             ]
-        if route_class is _DirectRoute:  # only the routes with something to resolve
-            assert sorted(set(solved)) == ["/dict", "/typed/3", "/typed/three"]
+        if route_class is DirectRoute:  # only the routes with something to resolve
+            assert sorted(set(solved)) == [
+                "/dict",
+                "/of_query",
+                "/of_two",
+                "/typed/3",
+                "/typed/three",
+            ]
         else:
-            assert len(solved) == 7  # every matched route (GET /plain is a 405)
-    assert answers[_DirectRoute] == answers[routing.APIRoute]
+            assert len(solved) == 11  # every matched route (GET /plain is a 405)
+    assert answers[DirectRoute] == answers[routing.APIRoute]

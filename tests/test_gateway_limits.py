@@ -19,8 +19,9 @@ from grpc_health.v1.health_pb2 import HealthCheckResponse
 
 from tests.helpers import HANG_S, gateway_on, health, local, wait
 from workplace_env.gateway import GatewaySettings, mcp_tools, start_gateway, translate
-from workplace_env.gateway import app as gateway_app
 from workplace_env.gateway.limits import FD_RESERVE, connection_limit
+from workplace_env.gateway.routes import episodes as episode_routes
+from workplace_env.gateway.routes import offline as offline_routes
 from workplace_env.gateway.serve import RunningGateway
 from workplace_env.gateway.translate import INLINE_BODY_BYTES
 from workplace_env_client import EnvironmentClient
@@ -128,7 +129,7 @@ def test_a_kept_alive_connection_serves_requests_slower_than_the_timeouts(limite
     with httpx.Client(base_url=limited.url, timeout=HANG_S) as client:
         assert client.post("/seed_session", json={"id": "t"}).status_code == 200
         out: list[httpx.Response] = []
-        with _holding(gateway_app, "aggregate_metrics") as (entered, release):
+        with _holding(offline_routes, "aggregate_metrics") as (entered, release):
             asking = threading.Thread(
                 target=lambda: out.append(
                     client.post("/aggregate_metrics", json={"verify_responses": []})
@@ -208,11 +209,11 @@ LARGE = {
     "close": ("/close_session", {"pad": PAD}, translate, "parse_object"),
     "token": ("/session_token", {"pad": PAD}, translate, "parse_object"),
     "tool_without_session": ("/email_send_email", {"pad": PAD}, translate, "parse_object"),
-    "verify": ("/verify", {"response": {"output": []}, "pad": PAD}, gateway_app, "parse_object"),
+    "verify": ("/verify", {"response": {"output": []}, "pad": PAD}, episode_routes, "parse_object"),
     "aggregate": (
         "/aggregate_metrics",
         {"verify_responses": [], "pad": PAD},
-        gateway_app,
+        offline_routes,
         "parse_object",
     ),
     "mcp": (
@@ -246,7 +247,7 @@ def test_health_answers_while_a_large_body_is_parsed(limited, route, body, modul
 def test_health_answers_while_an_aggregation_runs(limited):
     body = {"verify_responses": [{"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}]}
     answers: list[httpx.Response] = []
-    with _holding(gateway_app, "aggregate_metrics") as (entered, release):
+    with _holding(offline_routes, "aggregate_metrics") as (entered, release):
         sending = threading.Thread(
             target=lambda: answers.append(
                 httpx.post(f"{limited.url}/aggregate_metrics", json=body, timeout=HANG_S)

@@ -651,7 +651,7 @@ _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-#: The HTTP gateway's fixed routes (gateway/app.py) and FastAPI's docs routes; the gateway's
+#: The HTTP gateway's fixed routes (gateway/routes/) and FastAPI's docs routes; the gateway's
 #: tests check this list against the app's routes.
 GATEWAY_ROUTES = (
     "/",

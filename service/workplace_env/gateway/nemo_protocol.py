@@ -1,6 +1,6 @@
 """NeMo Gym 0.7.0's typed resources-session protocol over HTTP (CONTRACT H1-H6).
 
-Shapes only; the routes in :mod:`workplace_env.gateway.app` use them. Field names and numbers
+Shapes only; the routes in :mod:`workplace_env.gateway.routes` use them. Field names and numbers
 are NeMo Gym's (``nemo_gym.base_resources_server``, ``nemo_gym.config_types``), the behaviour
 was checked against NeMo Gym's own servers, conformance check and clients as black boxes.
 

@@ -61,10 +61,9 @@ class _DrainingServer(uvicorn.Server):
 
 def mark_draining(app: object) -> None:
     """Put a gateway app (from ``create_app``) into draining (CONTRACT X2)."""
-    state = getattr(app, "state", None)
-    draining = getattr(state, "draining", None)
-    if draining is not None:
-        draining.set()
+    state = getattr(getattr(app, "state", None), "gateway", None)
+    if state is not None:
+        state.draining.set()
 
 
 #: The listen backlog at most (uvicorn's default); never more than the connection limit.

@@ -1,5 +1,5 @@
 """HTTP <-> SDK translation of the gateway: request bodies, typed and legacy seeds, and SDK errors
-as HTTP answers. No routes here (see :mod:`workplace_env.gateway.app`).
+as HTTP answers. No routes here (see :mod:`workplace_env.gateway.routes`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,80 @@
+"""The gateway's tool route: ``POST /{tool_name}``, one tool call of the cookie's session."""
+
+from __future__ import annotations
+
+import grpc
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from workplace_env.gateway.docs import body_doc, problem
+from workplace_env.gateway.routes.direct import DirectRoute
+from workplace_env.gateway.state import GatewayStateDep
+from workplace_env.gateway.translate import (
+    CALL_ID_HEADER,
+    HeaderName,
+    body_text,
+    cookie_session,
+    invalid,
+    is_large,
+    object_body,
+    service_error,
+)
+from workplace_env_client import SessionLostError, reasons
+
+#: A tool call's ``call_id`` arrives as a request header.
+_CALL_SENT_AS = {"call_id": HeaderName(CALL_ID_HEADER)}
+
+router = APIRouter(route_class=DirectRoute)
+
+
+@router.post(
+    "/{tool_name}",
+    summary="Call a tool",
+    tags=["tools"],
+    openapi_extra=body_doc(
+        "The tool's arguments (null values are dropped). Optional header "
+        f"`{CALL_ID_HEADER}`: an idempotency key.",
+        {"email_search_emails": {"query": "budget", "page": 1}},
+    ),
+    responses={
+        200: {
+            "description": '`{"output": ...}`: the tool\'s return value, or the '
+            "reference's error text for an unknown tool or bad arguments.",
+        },
+        404: problem("No live session (`failure_kind` `session_lost`)."),
+        409: problem("The call id was used for another call."),
+        413: problem(
+            "A write that would take the session over the server's "
+            "`max_session_write_bytes` (`session_too_large`, with `limit_bytes` and "
+            "`size_bytes`; nothing applied)."
+        ),
+        422: problem("The body is not a JSON object."),
+    },
+)
+async def call_tool(tool_name: str, request: Request, state: GatewayStateDep) -> Response:
+    text = await body_text(request)
+    sid = cookie_session(request)
+    if sid is None:
+        # a bad body is 422 before a missing session is 404 (NaN runs, as on the service)
+        await object_body(request, constants=True)
+        raise service_error(
+            SessionLostError(
+                "no session cookie", grpc.StatusCode.NOT_FOUND, reason=reasons.SESSION_LOST.name
+            )
+        )
+    call_ids = request.headers.getlist(CALL_ID_HEADER)
+    if len(set(call_ids)) > 1:  # which one keys the call is a guess: refused, as X4's
+        raise invalid(
+            [((HeaderName(CALL_ID_HEADER),), "sent more than once with different values")]
+        )
+    call_id = call_ids[0] if call_ids else ""
+    output = await state.service_call(
+        state.client.call_tool_raw,
+        sid,
+        tool_name,
+        text,
+        call_id,
+        sent_as=_CALL_SENT_AS,
+        off_loop=is_large(request),
+    )
+    return Response(b'{"output":' + output.encode("utf-8") + b"}", media_type="application/json")
