@@ -119,7 +119,6 @@ from workplace_env.gateway.translate import (
     HttpProblem,
     Loc,
     body_text,
-    check_session_header,
     cookie_session,
     draining_problem,
     invalid,
@@ -131,6 +130,7 @@ from workplace_env.gateway.translate import (
     parse_object,
     parse_typed_seed,
     read_body,
+    refuse_header_mismatch,
     seed_legacy,
     seeded_row,
     service_error,
@@ -377,7 +377,7 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
             parse = parse_nemo_seed if is_nemo_seed(body) else parse_typed_seed
             sid, episode, task_id, row = parse(body)
             row = seeded_row(row)
-            check_session_header(request, sid)  # X4
+            refuse_header_mismatch(request, sid)  # X4
             # 422 locs name the row's field as sent: NeMo's task_data, our task, or the body
             sent_as = {
                 "task": "task_data" if is_nemo_seed(body) else "task" if "task" in body else ""
@@ -547,7 +547,7 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         )
         if problems:
             raise invalid(problems)
-        check_session_header(request, body.get("resources_session_id"))  # X4
+        refuse_header_mismatch(request, body.get("resources_session_id"))  # X4
         outcome = await call(client.close_session, sid, episode)
         if is_nemo_close(body):  # H2: NeMo's ResourcesCloseSessionResponse, outcome aside
             return json_response(
@@ -578,7 +578,7 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         named = body.get("resources_session_id", sid)
         if named is not None and (not isinstance(named, str) or not named):
             raise invalid([(("resources_session_id",), "must be a non-empty string")])
-        check_session_header(request, body.get("resources_session_id"))  # X4
+        refuse_header_mismatch(request, body.get("resources_session_id"))  # X4
         if sid is None:
             return json_response(
                 {
