@@ -224,7 +224,7 @@ def start_variant(variant: str, data_dir: str | None) -> tuple[Any, int]:
         elif variant == "serve-nometrics":  # measurement only: no counting, timing or logs
             observability._counting = lambda inner, rpc, metrics: inner
         elif variant == "serve-nocheck":  # measurement only: no session header check
-            affinity.check_session_header = lambda request, rpc, context: None
+            affinity.abort_on_header_mismatch = lambda request, rpc, context: None
 
         running = start_server(_store(data_dir), "127.0.0.1:0")
         return running.server, running.port

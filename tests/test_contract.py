@@ -55,7 +55,7 @@ from workplace_env.gateway.settings import COOKIE_NAME, GatewaySettings
 from workplace_env.server.app import start_server
 from workplace_env.server.in_process import in_process_client
 from workplace_env.server.status import DOMAIN
-from workplace_env.session_header import SessionHeaderMismatch, check_session_header
+from workplace_env.session_header import SessionHeaderMismatch, check_ids_against_header
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
@@ -1247,9 +1247,9 @@ def test_X4_a_repeated_grpc_header_must_name_the_session_in_every_value(env):
 
 
 def test_X4_the_rule_checks_every_named_id_against_every_header_value():
-    check_session_header([], ["a", "b"])  # no header: nothing checked
-    check_session_header(["a", "a"], ["a"])
-    check_session_header(["a"], [])  # a request naming no session
+    check_ids_against_header([], ["a", "b"])  # no header: nothing checked
+    check_ids_against_header(["a", "a"], ["a"])
+    check_ids_against_header(["a"], [])  # a request naming no session
     for headers, ids, bad in (
         (["b"], ["a"], ("b", "a")),
         (["a", "b"], ["a"], ("b", "a")),
@@ -1257,7 +1257,7 @@ def test_X4_the_rule_checks_every_named_id_against_every_header_value():
         (["a"], ["a", "c", "d"], ("a", "c")),  # the first id that differs
     ):
         with pytest.raises(SessionHeaderMismatch) as err:
-            check_session_header(headers, ids)
+            check_ids_against_header(headers, ids)
         assert (err.value.header, err.value.session_id) == bad
         assert err.value.reason == "SESSION_HEADER_MISMATCH"
 

@@ -62,7 +62,7 @@ def _instances() -> dict[str, errors.SessionError]:
             continue  # its reason is per instance (the admin reasons, below)
         out[cls.reason] = _SPECIAL.get(cls, lambda c=cls: c("refused", "sid"))()  # type: ignore[misc]
     malformed = errors.InvalidRequest([errors.FieldViolation("", "not a valid request")])
-    malformed.reason = guard.MALFORMED_REQUEST
+    malformed.reason = reasons.MALFORMED_REQUEST.name
     out[malformed.reason] = malformed
     for name in ("ADMIN_DISABLED", "ADMIN_TOKEN_REQUIRED", "ADMIN_TOKEN_INVALID"):
         out[name] = errors.Unauthenticated("refused", name)

@@ -26,8 +26,9 @@ from workplace_env.gateway import (
     SessionTokens,
     start_gateway,
 )
-from workplace_env.gateway.mcp_tools import SERVICE_ERROR, SESSION_LOST, TOKEN_REQUIRED
+from workplace_env.gateway.mcp_tools import TOKEN_REQUIRED
 from workplace_env_client import EnvironmentClient
+from workplace_env_client.reasons import JSONRPC_SERVICE_ERROR, JSONRPC_SESSION_LOST
 
 SEND = {"recipient": "someone@example.com", "subject": "Mcp hello", "body": "hi"}
 SEARCH = {"query": "Mcp hello", "page_size": 50}
@@ -202,7 +203,7 @@ def test_token_of_a_released_session_is_session_lost(gateway, agent):
     assert verified.json()["reward"] == 1.0  # a legacy verify releases the session
     with pytest.raises(McpError) as err:
         mcp_run(gateway, {TOKEN_HEADER: token}, lambda s: s.call_tool("email_send_email", SEND))
-    assert err.value.error.code == SESSION_LOST
+    assert err.value.error.code == JSONRPC_SESSION_LOST
     assert err.value.error.data["failure_kind"] == "session_lost"
 
 
@@ -273,11 +274,11 @@ def test_service_unreachable_is_an_mcp_error():
         try:
             with pytest.raises(McpError) as listed:
                 mcp_run(gw, {}, lambda s: s.list_tools())
-            assert listed.value.error.code == SERVICE_ERROR
+            assert listed.value.error.code == JSONRPC_SERVICE_ERROR
             token = SessionTokens("dead", settings.token_max_age_s).mint("s1")
             with pytest.raises(McpError) as called:
                 mcp_run(gw, {TOKEN_HEADER: token}, lambda s: s.call_tool("email_send_email", SEND))
-            assert called.value.error.code == SERVICE_ERROR
+            assert called.value.error.code == JSONRPC_SERVICE_ERROR
             assert called.value.error.data["reason"] == "UNAVAILABLE"
         finally:
             gw.stop()

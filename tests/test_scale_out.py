@@ -36,8 +36,8 @@ from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
+from workplace_env import session_header
 from workplace_env.config import Settings
-from workplace_env.server import affinity
 from workplace_env_client import (
     RING_HASH_ENV,
     SESSION_HEADER,
@@ -295,7 +295,7 @@ def test_header_naming_another_session_is_refused_on_every_rpc(server):
             with pytest.raises(grpc.RpcError) as caught:
                 rpc()
             assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-            assert _reason(caught.value) == affinity.REASON
+            assert _reason(caught.value) == session_header.REASON
         # Nothing ran: the session is still live and seeded.
         stub.CallTool(
             pb.CallToolRequest(
@@ -341,7 +341,7 @@ def test_every_snapshot_of_a_restore_stream_is_checked_against_the_header(server
         with pytest.raises(grpc.RpcError) as caught:
             admin.stub.RestoreSessions(iter(stream), metadata=((SESSION_HEADER, first),))
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert _reason(caught.value) == affinity.REASON
+        assert _reason(caught.value) == session_header.REASON
         assert admin.export_sessions([first, second]).missing == [first, second]
         # The same stream without the header restores both: only the header was wrong.
         assert admin.stub.RestoreSessions(iter(stream)).restored_count == 2
@@ -355,7 +355,7 @@ def test_an_id_that_is_not_a_header_value_still_gets_the_bad_request(server):
         pytest.raises(InvalidRequestError) as caught,
     ):
         env.call_tool("not valid\n", *READ_ONLY)
-    assert caught.value.reason != affinity.REASON
+    assert caught.value.reason != session_header.REASON
     assert {v.field for v in caught.value.violations} == {"resources_session_id"}
 
 
@@ -378,7 +378,7 @@ def test_affinity_config_is_ring_hash_on_the_header_and_keeps_the_retries(monkey
         {"ring_hash_experimental": {"requestHashHeader": SESSION_HEADER}}
     ]
     assert config["methodConfig"][0]["retryPolicy"]["maxAttempts"] == 4
-    assert SESSION_HEADER == affinity.SESSION_HEADER
+    assert SESSION_HEADER == session_header.SESSION_HEADER  # the header X4 checks
     assert service_config_json(None, False) is None
     monkeypatch.setenv(RING_HASH_ENV, "false")
     with pytest.raises(RuntimeError, match=RING_HASH_ENV):

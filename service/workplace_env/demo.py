@@ -23,7 +23,7 @@ from workplace_env.taskgen import CATEGORIES, TEMPLATES, generate_tasks
 from workplace_env.terminal import console, episode_progress, plain, print_table
 from workplace_env_client import EnvironmentClient
 
-POLICIES = ("oracle", "perturbed")
+DEMO_POLICIES = ("oracle", "perturbed")
 _SHORT_CATEGORY = {
     "project_management": "project mgmt",
     "customer_relationship_manager": "crm",
@@ -33,7 +33,7 @@ _SHORT_CATEGORY = {
 
 def run_demo(count: int, seed: int, concurrency: int, data_dir: Path | None = None) -> int:
     """Generate ``count`` tasks (``seed``) on the sandbox of ``data_dir``, play them with each
-    of :data:`POLICIES` (``concurrency`` in flight), print the table. Returns the exit status:
+    of :data:`DEMO_POLICIES` (``concurrency`` in flight), print the table. Returns the exit status:
     1 when an episode fails or the oracle scores below 1.0 in a category, else 0; after a
     stop signal (:func:`~workplace_env.interrupts.stop_on_signals`) or once the server is
     found gone (:meth:`~workplace_env.interrupts.StopRequest.check_server`), what was played
@@ -80,7 +80,7 @@ def _play(
     groups = {c: lines for c, lines in groups.items() if lines}
     results: dict[str, dict[str, RunSummary]] = {}
     with episode_progress() as bars:
-        for policy in POLICIES:
+        for policy in DEMO_POLICIES:
             bar = bars.add_task(f"{policy} episodes", total=len(tasks))
             results[policy] = {
                 category: run_lines(
@@ -107,15 +107,15 @@ def print_demo(results: Mapping[str, Mapping[str, RunSummary]], title: str) -> N
     )
     table.add_column("category", no_wrap=True)
     table.add_column("episodes", justify="right")
-    for policy in POLICIES:
+    for policy in DEMO_POLICIES:
         table.add_column(f"{policy}\nmean reward", justify="right")
         table.add_column(f"{policy}\nepisodes/s", justify="right")
-    first = results[POLICIES[0]]
-    totals = {p: [0, 0, 0.0, 0.0] for p in POLICIES}  # episodes, played, reward sum, seconds
+    first = results[DEMO_POLICIES[0]]
+    totals = {p: [0, 0, 0.0, 0.0] for p in DEMO_POLICIES}  # episodes, played, reward sum, seconds
     for category, summary in first.items():
         short = category.removeprefix("workplace_assistant_")
         row = [plain(_SHORT_CATEGORY.get(short, short)), str(summary.episodes)]
-        for policy in POLICIES:
+        for policy in DEMO_POLICIES:
             s = results[policy][category]
             mean = "-" if s.mean_reward is None else f"{s.mean_reward:.3f}"
             row += [mean, f"{s.episodes_per_s:.0f}"]
@@ -124,8 +124,8 @@ def print_demo(results: Mapping[str, Mapping[str, RunSummary]], title: str) -> N
             totals[policy][2] += (s.mean_reward or 0.0) * s.played_episodes
             totals[policy][3] += s.episodes / s.episodes_per_s if s.episodes_per_s else 0.0
         table.add_row(*row)
-    row = ["all", str(totals[POLICIES[0]][0])]
-    for policy in POLICIES:
+    row = ["all", str(totals[DEMO_POLICIES[0]][0])]
+    for policy in DEMO_POLICIES:
         n, played, reward, seconds = totals[policy]
         row += [
             f"{reward / played:.3f}" if played else "-",

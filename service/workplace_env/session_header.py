@@ -12,7 +12,7 @@ without the header, or naming no session, passes.
 No transport here. The gRPC server (:mod:`workplace_env.server.affinity`: INVALID_ARGUMENT with
 ``ErrorInfo`` + ``BadRequest``) and the HTTP gateway (:mod:`workplace_env.gateway.translate`:
 422 with ``reason`` and ``loc``) read the header values and the named ids from their own
-request, call :func:`check_session_header`, and answer its :class:`SessionHeaderMismatch`.
+request, call :func:`check_ids_against_header`, and answer its :class:`SessionHeaderMismatch`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class SessionHeaderMismatch(errors.InvalidRequest):
         self.header = header
 
 
-def check_session_header(headers: Sequence[str], session_ids: Iterable[str]) -> None:
+def check_ids_against_header(headers: Sequence[str], session_ids: Iterable[str]) -> None:
     """Raise :class:`SessionHeaderMismatch` for the first of ``session_ids`` (the ids the request
     names, in order) that differs from a value of ``headers`` (every value the header was sent
     with, in order; empty: the header is absent and nothing is checked)."""

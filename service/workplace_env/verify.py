@@ -74,7 +74,7 @@ NormalForm = tuple[tuple[str, ...], tuple[str, ...], tuple[int, ...], tuple[tupl
 
 
 @dataclass(frozen=True)
-class TableResult:
+class TableScore:
     """One compared table: equal or not, with the row counts of both end states."""
 
     table: str
@@ -84,11 +84,11 @@ class TableResult:
 
 
 @dataclass(frozen=True)
-class VerifyResult:
+class Score:
     """A score: ``reward`` in {0.0, 1.0} and the per-table comparison behind it."""
 
     reward: float
-    tables: tuple[TableResult, ...]
+    tables: tuple[TableScore, ...]
 
 
 def normal_form(table: Table) -> NormalForm:
@@ -182,9 +182,7 @@ class Verifier:
         )
         self._lock = threading.Lock()
         # (predicted key, ground-truth key) -> result; bounded in entries and key size
-        self._results: BoundedMemo[tuple[WriteKey, WriteKey], VerifyResult] = BoundedMemo(
-            _RESULT_ENTRIES
-        )
+        self._results: BoundedMemo[tuple[WriteKey, WriteKey], Score] = BoundedMemo(_RESULT_ENTRIES)
         self._base_normal = {key: normal_form(base.tables[key]) for key in COMPARED_TABLES}
         # Estimated bytes per row of each table's normal form (its cells are new strings).
         self._row_bytes = {
@@ -234,7 +232,7 @@ class Verifier:
                 self._states.put(key, state, size)
         return state
 
-    def score(self, predicted: Iterable[Any], ground_truth: Iterable[Any]) -> VerifyResult:
+    def score(self, predicted: Iterable[Any], ground_truth: Iterable[Any]) -> Score:
         """Reward of ``predicted`` calls against ``ground_truth`` calls, with per-table results.
 
         Both are iterables of :class:`FunctionCall` or raw JSON values (see :func:`_replayable`).
@@ -254,13 +252,13 @@ class Verifier:
             p, e = got.get(key), want.get(key)
             if p is None and e is None:
                 rows = len(self._base_normal[key][2])
-                results.append(TableResult(key, True, rows, rows))
+                results.append(TableScore(key, True, rows, rows))
                 continue
             p = self._base_normal[key] if p is None else p
             e = self._base_normal[key] if e is None else e
-            results.append(TableResult(key, p == e, len(p[2]), len(e[2])))
+            results.append(TableScore(key, p == e, len(p[2]), len(e[2])))
         reward = 1.0 if all(r.equal for r in results) else 0.0
-        result = VerifyResult(reward=reward, tables=tuple(results))
+        result = Score(reward=reward, tables=tuple(results))
         if self.cache_bytes > 0 and _key_chars(pair) <= _RESULT_KEY_CHARS:
             self._results.put(pair, result)
         return result

@@ -27,7 +27,7 @@ from typing import Any
 from workplace_env.sandbox.table import Table
 from workplace_env.sandbox.tables import TABLE_KEYS
 
-SCHEMA_VERSION = 1
+TABLES_SCHEMA_VERSION = 1
 DTYPES = ("object", "bool", "int64", "float64")
 _V1_KEYS = frozenset(
     {"columns", "index", "data", "dtypes", "range_index", "index_name", "columns_name", "nan_cells"}
@@ -96,7 +96,7 @@ def encode_state(tables: Mapping[str, Table]) -> dict[str, Any]:
         except CodecError as exc:
             raise CodecError(f"containers.{key}.{exc.field}", exc.message) from exc
         containers.setdefault(container, {})[attribute] = text
-    return {"schema_version": SCHEMA_VERSION, "containers": containers}
+    return {"schema_version": TABLES_SCHEMA_VERSION, "containers": containers}
 
 
 # -- decoding ------------------------------------------------------------------------------------

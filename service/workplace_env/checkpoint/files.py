@@ -37,7 +37,7 @@ from typing import Any
 from workplace_env.locks import only_writer
 
 MANIFEST = "manifest.json"
-SCHEMA_VERSION = 1
+MANIFEST_SCHEMA_VERSION = 1
 
 
 class CheckpointFileError(ValueError):
@@ -113,7 +113,7 @@ def write_checkpoint(
             write_atomic(root / name, data, fault)
             files[name] = hashlib.sha256(data).hexdigest()
         manifest = {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": MANIFEST_SCHEMA_VERSION,
             "checkpoint_id": checkpoint_id,
             "created_at": time.time(),
             "files": files,
@@ -146,7 +146,7 @@ def read_checkpoint(directory: str | Path) -> tuple[dict[str, Any], list[dict[st
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if (
         not isinstance(files, dict)
-        or manifest.get("schema_version") != SCHEMA_VERSION
+        or manifest.get("schema_version") != MANIFEST_SCHEMA_VERSION
         or not all(isinstance(v, str) for v in files.values())
     ):
         raise CheckpointFileError(f"{root / MANIFEST}: not a schema_version 1 manifest")

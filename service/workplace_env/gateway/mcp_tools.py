@@ -13,14 +13,14 @@
   (``isError`` false), as on the other transports; a tool name not in ``tools/list`` is an
   ``isError`` result naming the available tools (NeMo Gym's text).
 * Rejections are JSON-RPC errors and never reach a session: no or invalid token
-  (:data:`TOKEN_REQUIRED`), a session the service does not hold (:data:`SESSION_LOST`, data
-  ``{"failure_kind": "session_lost", "reason": ...}``), other service errors
-  (:data:`SERVICE_ERROR`); a malformed envelope gets the SDK's own parse/invalid-request
-  errors (-32700, -32600), a body over the SDK's limit (``max_request_body_size``, 4 MiB)
-  HTTP 413 with -32700 before it is read; a request whose ``method`` or ``params`` the MCP
-  types refuse
-  (``arguments: [1]``, ``name: 5``) is -32602 naming each field, checked here before the SDK
-  (whose own -32602 names none), its ``data`` the list of ``{loc, msg, type}``.
+  (:data:`TOKEN_REQUIRED`), a session the service does not hold (the registry's
+  ``JSONRPC_SESSION_LOST``, data ``{"failure_kind": "session_lost", "reason": ...}``), other
+  service errors (``JSONRPC_SERVICE_ERROR``); a malformed envelope gets the SDK's own
+  parse/invalid-request errors (-32700, -32600), a body over the SDK's limit
+  (``max_request_body_size``, 4 MiB) HTTP 413 with -32700 before it is read; a request whose
+  ``method`` or ``params`` the MCP types refuse (``arguments: [1]``, ``name: 5``) is -32602
+  naming each field, checked here before the SDK (whose own -32602 names none), its ``data``
+  the list of ``{loc, msg, type}``.
 
 The transport is stateless with JSON responses: every POST carries its own token, and the
 gateway keeps no MCP state between requests.
@@ -47,23 +47,22 @@ from starlette.types import Message, Receive, Scope, Send
 
 from workplace_env import wire
 from workplace_env.gateway.cookies import SessionTokens
+from workplace_env.gateway.nemo_protocol import NEMO_TOKEN_HEADER
 from workplace_env.gateway.translate import INLINE_BODY_BYTES
 from workplace_env_client import EnvironmentClient, WorkplaceEnvError, reasons
 from workplace_env_client.errors import too_large_sizes
+from workplace_env_client.reasons import JSONRPC_SERVICE_ERROR, JSONRPC_SESSION_LOST
 
 #: JSON-RPC error codes of this server (the implementation-defined range -32000..-32099).
 TOKEN_REQUIRED = -32001
-SESSION_LOST = reasons.JSONRPC_SESSION_LOST
-SERVICE_ERROR = reasons.JSONRPC_SERVICE_ERROR
 #: JSON-RPC's own code for a body that is not a message (not UTF-8 JSON we can carry).
 PARSE_ERROR = -32700
 #: JSON-RPC's code for a request whose method or params are refused (the SDK's for both).
 INVALID_PARAMS = -32602
 
-#: Header that carries a session token (``Authorization: Bearer`` works too).
+#: Header that carries a session token (``Authorization: Bearer`` works too; NeMo Gym's,
+#: ``NEMO_TOKEN_HEADER``, as well).
 TOKEN_HEADER = "x-workplace-session-token"
-#: NeMo Gym's session-token header (``NEMO_GYM_MCP_SESSION_TOKEN_HEADER``), accepted as well.
-NEMO_TOKEN_HEADER = "X-NeMo-Gym-Session-Token"
 
 
 def token_from_headers(headers: Any) -> str | None:
@@ -154,21 +153,22 @@ def _parse_error(message: str, status: int = 400) -> JSONResponse:
 
 
 def _service_error(exc: WorkplaceEnvError) -> McpError:
-    """A JSON-RPC error (``SERVICE_ERROR``) with the service's reason in ``data``, and the
+    """A JSON-RPC error (``JSONRPC_SERVICE_ERROR``) with the service's reason in ``data``, and the
     bound and the size of a SESSION_TOO_LARGE refusal (``limit_bytes``, ``size_bytes``)."""
     data: dict[str, Any] = {"reason": exc.reason or exc.code.name, **too_large_sizes(exc)}
-    return McpError(types.ErrorData(code=SERVICE_ERROR, message=exc.message, data=data))
+    return McpError(types.ErrorData(code=JSONRPC_SERVICE_ERROR, message=exc.message, data=data))
 
 
 def _call_error(exc: WorkplaceEnvError) -> McpError:
     """The JSON-RPC error of a failed ``tools/call``: its code from the error registry
     (:func:`workplace_env_client.reasons.lookup`); a session the service does not hold is
-    :data:`SESSION_LOST` with ``{"failure_kind", "reason"}``, any other :func:`_service_error`."""
+    ``JSONRPC_SESSION_LOST`` with ``{"failure_kind", "reason"}``, any other
+    :func:`_service_error`."""
     row = reasons.lookup(exc.code, exc.reason)
-    if row.jsonrpc != SESSION_LOST:
+    if row.jsonrpc != JSONRPC_SESSION_LOST:
         return _service_error(exc)
     data = {"failure_kind": row.failure_kind, "reason": exc.reason}
-    return McpError(types.ErrorData(code=SESSION_LOST, message=exc.message, data=data))
+    return McpError(types.ErrorData(code=JSONRPC_SESSION_LOST, message=exc.message, data=data))
 
 
 class McpGateway:
@@ -213,7 +213,7 @@ class McpGateway:
                 {
                     "jsonrpc": "2.0",
                     "id": None,
-                    "error": {"code": SERVICE_ERROR, "message": "MCP is not running"},
+                    "error": {"code": JSONRPC_SERVICE_ERROR, "message": "MCP is not running"},
                 },
                 status_code=503,
             )
@@ -227,7 +227,10 @@ class McpGateway:
                 {
                     "jsonrpc": "2.0",
                     "id": None,
-                    "error": {"code": SERVICE_ERROR, "message": "POST JSON-RPC messages here"},
+                    "error": {
+                        "code": JSONRPC_SERVICE_ERROR,
+                        "message": "POST JSON-RPC messages here",
+                    },
                 },
                 status_code=405,
                 headers={"allow": "POST"},

@@ -333,7 +333,7 @@ def parse_object(text: str, *, constants: bool = False) -> dict[str, Any]:
     return value
 
 
-def check_session_header(request: Request, session_id: Any) -> None:
+def refuse_header_mismatch(request: Request, session_id: Any) -> None:
     """CONTRACT X4 over HTTP (the rule: :mod:`workplace_env.session_header`): raise 422
     (``reason`` SESSION_HEADER_MISMATCH, ``loc`` ``["body", "resources_session_id"]``, as gRPC's
     INVALID_ARGUMENT maps here) when a value of the ``x-resources-session-id`` header (a header
@@ -342,7 +342,7 @@ def check_session_header(request: Request, session_id: Any) -> None:
     if not isinstance(session_id, str):
         return
     try:
-        session_header.check_session_header(
+        session_header.check_ids_against_header(
             request.headers.getlist(session_header.SESSION_HEADER), (session_id,)
         )
     except session_header.SessionHeaderMismatch as mismatch:

@@ -156,7 +156,7 @@ def case_id_of(line: Mapping[str, Any], lineno: int) -> str:
     return f"line-{lineno}"
 
 
-class EpisodeFailure(Exception):
+class RunFailure(Exception):
     """An episode that could not be played to the end for a reason the service gave that is not
     the line's: ``kind`` a key of :data:`FAILURE_KINDS`, the message saying why."""
 
@@ -313,7 +313,7 @@ def _state_problems(
 ) -> list[str]:
     """The tables of the session that differ from ``expected`` (a line's ``tables_after``),
     read through the admin export. An export that fails is no difference but a failure of the
-    episode: :class:`EpisodeFailure` ``admin_unauthenticated`` (UNAUTHENTICATED: no or a
+    episode: :class:`RunFailure` ``admin_unauthenticated`` (UNAUTHENTICATED: no or a
     wrong token), ``session_lost`` (the server does not hold the session), ``error`` (it cannot
     encode it); the SDK's errors (UNAVAILABLE, RESOURCE_EXHAUSTED, ...) are raised as they are
     (:func:`failure_kind`)."""
@@ -321,12 +321,12 @@ def _state_problems(
         with client.admin(admin_token) as admin:
             result = admin.export_sessions([session_id])
     except UnauthenticatedError as exc:
-        raise EpisodeFailure("admin_unauthenticated", f"{ADMIN_TOKEN_NEEDED} ({exc})") from exc
+        raise RunFailure("admin_unauthenticated", f"{ADMIN_TOKEN_NEEDED} ({exc})") from exc
     if not result.snapshots:
         if session_id in result.failures:
             why = result.failures[session_id]
-            raise EpisodeFailure("error", f"cannot export the session's tables: {why}")
-        raise EpisodeFailure("session_lost", "the admin export does not hold the session")
+            raise RunFailure("error", f"cannot export the session's tables: {why}")
+        raise RunFailure("session_lost", "the admin export does not hold the session")
     return state_mismatches(expected, state_digests(result.snapshots[0].state_json))
 
 
@@ -385,7 +385,7 @@ def run_episode(
             raise _renamed(exc, lineno, names) from exc
         if verified.mask_sample:  # V4: the server lost the session; the reward is no score
             why = verified.failure_reason or verified.failure_kind
-            raise EpisodeFailure("session_lost", f"verify answered a masked sample: {why}")
+            raise RunFailure("session_lost", f"verify answered a masked sample: {why}")
         result.reward = verified.reward
         if policy == "recorded" and "reward" in line and verified.reward != line["reward"]:
             result.reward_mismatch = True
@@ -455,7 +455,7 @@ def run_lines(
             case_id = case_id_of(line, lineno)
             res = EpisodeResult(case_id, str(line.get("category") or "uncategorised"), 0.0)
             res.failure = failure_kind(exc)
-            own = isinstance(exc, LineError | EpisodeFailure)
+            own = isinstance(exc, LineError | RunFailure)
             detail = str(exc) if own else f"{type(exc).__name__}: {exc}"
             res.mismatches.append(Mismatch(case_id, res.failure, detail))
             if res.failure == "server_unavailable" and isinstance(stop, StopRequest):
@@ -498,13 +498,13 @@ def _mean(rewards: list[float]) -> float | None:
 
 
 def failure_kind(exc: BaseException) -> str:
-    """The :data:`FAILURE_KINDS` key of an episode's exception: an :class:`EpisodeFailure`'s
+    """The :data:`FAILURE_KINDS` key of an episode's exception: an :class:`RunFailure`'s
     own kind; an SDK error's ``run_kind`` in the error registry
     (:func:`workplace_env_client.reasons.lookup`: the server unavailable, UNAVAILABLE or
     DEADLINE_EXCEEDED; at a capacity limit, RESOURCE_EXHAUSTED; refusing the admin token,
     UNAUTHENTICATED; the session lost, NOT_FOUND SESSION_LOST / SESSION_EXPIRED); an invalid
     line; or another error."""
-    if isinstance(exc, EpisodeFailure):
+    if isinstance(exc, RunFailure):
         return exc.kind
     if isinstance(exc, WorkplaceEnvError):
         return reasons.lookup(exc.code, exc.reason).run_kind

@@ -20,17 +20,13 @@ from workplace_env import session_header
 from workplace_env.server.pipeline import Behaviour, Method, each_request
 from workplace_env.server.status import to_status
 
-# Re-exported: the gRPC side's names for the rule's header and reason.
-SESSION_HEADER = session_header.SESSION_HEADER
-REASON = session_header.REASON
-
 
 def _headers(metadata: Sequence[Any] | None) -> list[str]:
     """Every value of the session header in ``metadata`` (a repeated header: each of them)."""
     return [
         value if isinstance(value, str) else value.decode("ascii", "replace")
         for key, value in metadata or ()
-        if key == SESSION_HEADER
+        if key == session_header.SESSION_HEADER
     ]
 
 
@@ -48,22 +44,22 @@ def _named_ids(request: Any) -> Iterable[str]:
     return ()
 
 
-def check_session_header(request: Any, rpc: str, context: grpc.ServicerContext) -> None:
+def abort_on_header_mismatch(request: Any, rpc: str, context: grpc.ServicerContext) -> None:
     """Abort ``rpc`` with the status of :class:`~workplace_env.session_header.SessionHeaderMismatch`
     (INVALID_ARGUMENT) when a value of the header names another session than ``request``."""
     headers = _headers(context.invocation_metadata())
     if not headers:
         return
     try:
-        session_header.check_session_header(headers, _named_ids(request))
+        session_header.check_ids_against_header(headers, _named_ids(request))
     except session_header.SessionHeaderMismatch as mismatch:
         context.abort_with_status(to_status(mismatch, rpc))
 
 
 def session_header_guard(method: Method, behaviour: Behaviour) -> Behaviour:
-    """Step: :func:`check_session_header` before the behaviour runs (a request stream: on each
+    """Step: :func:`abort_on_header_mismatch` before the behaviour runs (a request stream: on each
     message); methods streaming both ways (reflection) name no session and are left as given.
     Without the header a request costs one metadata scan."""
     if method.request_streaming and method.response_streaming:
         return behaviour
-    return each_request(method, behaviour, check_session_header)
+    return each_request(method, behaviour, abort_on_header_mismatch)

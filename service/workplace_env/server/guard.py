@@ -46,10 +46,6 @@ from workplace_env_client import reasons
 
 #: Threads beyond the admission limit: health checks, reflection and refusals always get one.
 RESERVED_THREADS = 4
-#: ``ErrorInfo.reason`` of an RPC refused by the concurrency limit (X3).
-TOO_MANY_RPCS = reasons.TOO_MANY_RPCS.name
-#: ``ErrorInfo.reason`` of a request that is not a valid message of its type.
-MALFORMED_REQUEST = reasons.MALFORMED_REQUEST.name
 
 #: Health and reflection streams open at once by default (``max_health_streams``).
 MAX_HEALTH_STREAMS = 64
@@ -60,7 +56,7 @@ _HEALTH_PREFIXES = ("/grpc.health.", "/grpc.reflection.")
 class TooManyRpcs(errors.CapacityExhausted):
     """X3: the server runs its maximum of concurrent RPCs (RESOURCE_EXHAUSTED + RetryInfo)."""
 
-    reason = TOO_MANY_RPCS
+    reason = reasons.TOO_MANY_RPCS.name
 
 
 class Admission:
@@ -247,7 +243,7 @@ def refuse_undecodable(request: Any, rpc: str, context: grpc.ServicerContext) ->
     error = errors.InvalidRequest(
         [errors.FieldViolation("", f"not a valid request message: {request.why}")]
     )
-    error.reason = MALFORMED_REQUEST
+    error.reason = reasons.MALFORMED_REQUEST.name
     context.abort_with_status(to_status(error, rpc))
 
 

@@ -36,7 +36,7 @@ from workplace_env.sandbox.tools import advertised_tools
 from workplace_env.server import convert
 from workplace_env.server.status import to_status
 from workplace_env.sessions import CloseOutcome, SessionState, SessionStore
-from workplace_env.verify import TableResult
+from workplace_env.verify import TableScore
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -127,7 +127,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         self._always_fits = max(0, (max_response_bytes - 32) // 4)
         self._task = convert.TaskMemo()
         # id(result tables) -> (those tables, their messages); see _table_messages
-        self._tables: BoundedMemo[int, tuple[tuple[TableResult, ...], list[pb.TableComparison]]] = (
+        self._tables: BoundedMemo[int, tuple[tuple[TableScore, ...], list[pb.TableComparison]]] = (
             BoundedMemo(_TABLE_MESSAGES)
         )
         self._tools = pb.ListToolsResponse(
@@ -279,7 +279,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
             tables=tables,
         )
 
-    def _table_messages(self, results: tuple[TableResult, ...]) -> list[pb.TableComparison]:
+    def _table_messages(self, results: tuple[TableScore, ...]) -> list[pb.TableComparison]:
         """The ``TableComparison`` messages of a result's tables; the verifier hands out one
         result object per remembered pair, so its messages are built once (by identity)."""
         known = self._tables.entries.get(id(results))

@@ -19,7 +19,7 @@ from json.encoder import encode_basestring_ascii as _ascii_json
 
 from workplace_env.identity import EpisodeId, Task, TaskId
 from workplace_env.sandbox.tables import SessionTables
-from workplace_env.verify import DEFAULT_CACHE_BYTES, VerifyResult
+from workplace_env.verify import DEFAULT_CACHE_BYTES, Score
 
 #: A source of seconds (``time.monotonic``; tests inject a settable one so they need no sleeps).
 Clock = Callable[[], float]
@@ -103,7 +103,7 @@ class VerifyOutcome:
     mask_sample: bool = False
     failure_kind: str = ""
     failure_reason: str = ""
-    result: VerifyResult | None = None
+    result: Score | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,13 +10,21 @@ from __future__ import annotations
 from datetime import date, timedelta
 from random import Random
 
-from workplace_env.taskgen.base import ANALYTICS, Call, Draft, call, pick, template, threshold
+from workplace_env.sandbox.generate import TRAFFIC_SOURCES
+from workplace_env.taskgen.base import (
+    ANALYTICS_CATEGORY,
+    Call,
+    Draft,
+    call,
+    pick,
+    template,
+    threshold,
+)
 from workplace_env.taskgen.world import (
     CHART_NAMES,
     CORE_METRICS,
     METRIC_NAMES,
     PLOT_TYPES,
-    SOURCES,
     TODAY,
     World,
     nl_date,
@@ -68,7 +76,7 @@ def metric_condition(
     return ("more" if more else "less"), n, want
 
 
-@template("analytics_plot_since", ANALYTICS)
+@template("analytics_plot_since", ANALYTICS_CATEGORY)
 def plot_since(world: World, rng: Random) -> Draft | None:
     """Make a chart of a metric since a date."""
     since = since_day(world, rng)
@@ -85,7 +93,7 @@ def plot_since(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [plot(since, TODAY, metric, kind)])
 
 
-@template("analytics_plot_between", ANALYTICS)
+@template("analytics_plot_between", ANALYTICS_CATEGORY)
 def plot_between(world: World, rng: Random) -> Draft | None:
     """Make a chart of a metric between two dates."""
     first = since_day(world, rng, min_days=2)
@@ -100,7 +108,7 @@ def plot_between(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [plot(first, last, metric, kind)])
 
 
-@template("analytics_distribution_on", ANALYTICS)
+@template("analytics_distribution_on", ANALYTICS_CATEGORY)
 def distribution_on(world: World, rng: Random) -> Draft | None:
     """Plot the distribution of a metric on one day (a histogram)."""
     day = since_day(world, rng)
@@ -116,7 +124,7 @@ def distribution_on(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [plot(day, day, metric, "histogram")])
 
 
-@template("analytics_two_metrics_since", ANALYTICS)
+@template("analytics_two_metrics_since", ANALYTICS_CATEGORY)
 def two_metrics_since(world: World, rng: Random) -> Draft | None:
     """Make charts of two metrics since a date (two plots, in the order asked)."""
     since = since_day(world, rng)
@@ -131,7 +139,7 @@ def two_metrics_since(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [plot(since, TODAY, first, kind), plot(since, TODAY, second, kind)])
 
 
-@template("analytics_threshold_plot", ANALYTICS)
+@template("analytics_threshold_plot", ANALYTICS_CATEGORY)
 def threshold_plot(world: World, rng: Random) -> Draft | None:
     """If a metric was more/less than N at any time since a date, line-plot it since then."""
     since = since_day(world, rng)
@@ -154,7 +162,7 @@ def threshold_plot(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [plot(since, TODAY, metric, "line")] if holds else [])
 
 
-@template("analytics_avg_duration_above", ANALYTICS)
+@template("analytics_avg_duration_above", ANALYTICS_CATEGORY)
 def avg_duration_above(world: World, rng: Random) -> Draft | None:
     """If the average session duration since a date was above N seconds, plot it; else nothing."""
     since = since_day(world, rng, min_days=3)
@@ -184,14 +192,14 @@ def avg_duration_above(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, calls)
 
 
-@template("analytics_popular_source", ANALYTICS)
+@template("analytics_popular_source", ANALYTICS_CATEGORY)
 def popular_source(world: World, rng: Random) -> Draft | None:
     """Plot the most (or least) popular traffic source since a date."""
     since = since_day(world, rng, min_days=3)
     if since is None:
         return None
     most = rng.random() < 0.5
-    ranked = sorted(SOURCES, key=lambda s: world.source_total(s, since), reverse=most)
+    ranked = sorted(TRAFFIC_SOURCES, key=lambda s: world.source_total(s, since), reverse=most)
     totals = [world.source_total(s, since) for s in ranked]
     if totals[0] == totals[1]:
         return None  # a tie has no single answer
@@ -203,13 +211,13 @@ def popular_source(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [plot(since, TODAY, source_metric(ranked[0]), kind)])
 
 
-@template("analytics_compare_sources", ANALYTICS)
+@template("analytics_compare_sources", ANALYTICS_CATEGORY)
 def compare_sources(world: World, rng: Random) -> Draft | None:
     """If we got more traffic from one source than another since a date, bar-chart both."""
     since = since_day(world, rng, min_days=3)
     if since is None:
         return None
-    first, second = rng.sample(SOURCES, 2)
+    first, second = rng.sample(TRAFFIC_SOURCES, 2)
     a, b = world.source_total(first, since), world.source_total(second, since)
     if a == b:
         return None
@@ -228,7 +236,7 @@ def compare_sources(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, calls if a > b else [])
 
 
-@template("analytics_question", ANALYTICS)
+@template("analytics_question", ANALYTICS_CATEGORY)
 def question(world: World, rng: Random) -> Draft | None:
     """A question answered by reading: a metric on a day."""
     day = since_day(world, rng)

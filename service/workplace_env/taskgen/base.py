@@ -19,14 +19,21 @@ from typing import Any, TypeVar
 
 from workplace_env.taskgen.world import World
 
-EMAIL = "workplace_assistant_email"
-CALENDAR = "workplace_assistant_calendar"
-ANALYTICS = "workplace_assistant_analytics"
-PROJECT = "workplace_assistant_project_management"
-CRM = "workplace_assistant_customer_relationship_manager"
-MULTI = "workplace_assistant_multi_domain"
+EMAIL_CATEGORY = "workplace_assistant_email"
+CALENDAR_CATEGORY = "workplace_assistant_calendar"
+ANALYTICS_CATEGORY = "workplace_assistant_analytics"
+PROJECT_CATEGORY = "workplace_assistant_project_management"
+CRM_CATEGORY = "workplace_assistant_customer_relationship_manager"
+MULTI_CATEGORY = "workplace_assistant_multi_domain"
 #: Every category, in report order.
-CATEGORIES: tuple[str, ...] = (EMAIL, CALENDAR, ANALYTICS, PROJECT, CRM, MULTI)
+CATEGORIES: tuple[str, ...] = (
+    EMAIL_CATEGORY,
+    CALENDAR_CATEGORY,
+    ANALYTICS_CATEGORY,
+    PROJECT_CATEGORY,
+    CRM_CATEGORY,
+    MULTI_CATEGORY,
+)
 
 Call = dict[str, str]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, time, timedelta
 from random import Random
 
-from workplace_env.taskgen.base import CALENDAR, Call, Draft, call, pick, quoted, template
+from workplace_env.taskgen.base import CALENDAR_CATEGORY, Call, Draft, call, pick, quoted, template
 from workplace_env.taskgen.world import (
     DAY_END,
     TODAY,
@@ -60,7 +60,7 @@ def create_event(name: str, participant: str, start: datetime, minutes: int) -> 
     )
 
 
-@template("calendar_create_at_time", CALENDAR)
+@template("calendar_create_at_time", CALENDAR_CATEGORY)
 def create_at_time(world: World, rng: Random) -> Draft | None:
     """Schedule a meeting with a colleague at a given free time on a future day."""
     person = pick(rng, world.people)
@@ -88,7 +88,7 @@ def create_at_time(world: World, rng: Random) -> Draft | None:
     )
 
 
-@template("calendar_create_outside_hours", CALENDAR)
+@template("calendar_create_outside_hours", CALENDAR_CATEGORY)
 def create_outside_hours(world: World, rng: Random) -> Draft | None:
     """Ask for a meeting outside 9am-6pm: the right answer is to create nothing."""
     person = pick(rng, world.people)
@@ -109,7 +109,7 @@ def create_outside_hours(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [])
 
 
-@template("calendar_first_free_slot", CALENDAR)
+@template("calendar_first_free_slot", CALENDAR_CATEGORY)
 def first_free_slot(world: World, rng: Random) -> Draft | None:
     """Book a meeting with a colleague at my first free slot tomorrow (or on a given day)."""
     person = pick(rng, world.people)
@@ -139,7 +139,7 @@ def first_free_slot(world: World, rng: Random) -> Draft | None:
     )
 
 
-@template("calendar_cancel_next_with", CALENDAR)
+@template("calendar_cancel_next_with", CALENDAR_CATEGORY)
 def cancel_next_with(world: World, rng: Random) -> Draft | None:
     """Cancel my next meeting with a colleague."""
     person = pick(rng, world.participants)
@@ -157,7 +157,7 @@ def cancel_next_with(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [call("calendar_delete_event", event_id=event.id)])
 
 
-@template("calendar_cancel_next_named", CALENDAR)
+@template("calendar_cancel_next_named", CALENDAR_CATEGORY)
 def cancel_next_named(world: World, rng: Random) -> Draft | None:
     """Cancel the next occurrence of a named meeting."""
     name = pick(rng, world.event_names)
@@ -172,7 +172,7 @@ def cancel_next_named(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [call("calendar_delete_event", event_id=event.id)])
 
 
-@template("calendar_rename_next", CALENDAR)
+@template("calendar_rename_next", CALENDAR_CATEGORY)
 def rename_next(world: World, rng: Random) -> Draft | None:
     """Rename the next occurrence of a named meeting."""
     name = pick(rng, world.event_names)
@@ -207,7 +207,7 @@ def _first_with_on_day(world: World, rng: Random) -> Event | None:
     return first
 
 
-@template("calendar_push_back", CALENDAR)
+@template("calendar_push_back", CALENDAR_CATEGORY)
 def push_back(world: World, rng: Random) -> Draft | None:
     """Push back my first meeting with a colleague on a day by some time (ending by 6pm)."""
     event = _first_with_on_day(world, rng)
@@ -235,7 +235,7 @@ def push_back(world: World, rng: Random) -> Draft | None:
     )
 
 
-@template("calendar_reschedule", CALENDAR)
+@template("calendar_reschedule", CALENDAR_CATEGORY)
 def reschedule(world: World, rng: Random) -> Draft | None:
     """Move my first meeting with a colleague on a day to another free time that day."""
     event = _first_with_on_day(world, rng)
@@ -266,7 +266,7 @@ def reschedule(world: World, rng: Random) -> Draft | None:
     )
 
 
-@template("calendar_cancel_first_on_day", CALENDAR)
+@template("calendar_cancel_first_on_day", CALENDAR_CATEGORY)
 def cancel_first_on_day(world: World, rng: Random) -> Draft | None:
     """Cancel my first meeting on a future day."""
     day = pick(rng, _future_event_days(world))
@@ -279,7 +279,7 @@ def cancel_first_on_day(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [call("calendar_delete_event", event_id=event.id)])
 
 
-@template("calendar_cancel_future_with", CALENDAR)
+@template("calendar_cancel_future_with", CALENDAR_CATEGORY)
 def cancel_future_with(world: World, rng: Random) -> Draft | None:
     """Cancel all future meetings with a colleague."""
     person = pick(rng, world.participants)
@@ -297,7 +297,7 @@ def cancel_future_with(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [call("calendar_delete_event", event_id=e.id) for e in events])
 
 
-@template("calendar_clear_before_after", CALENDAR)
+@template("calendar_clear_before_after", CALENDAR_CATEGORY)
 def clear_before_after(world: World, rng: Random) -> Draft | None:
     """Cancel my meetings on a future day before or after a time."""
     day = pick(rng, _future_event_days(world))
@@ -321,7 +321,7 @@ def clear_before_after(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [call("calendar_delete_event", event_id=e.id) for e in chosen])
 
 
-@template("calendar_rename_last_on_day", CALENDAR)
+@template("calendar_rename_last_on_day", CALENDAR_CATEGORY)
 def rename_last_on_day(world: World, rng: Random) -> Draft | None:
     """Change the name of the last event on a day (this month or later)."""
     day = pick(rng, [d for d in world.event_days() if d > TODAY - timedelta(days=30)])
@@ -338,7 +338,7 @@ def rename_last_on_day(world: World, rng: Random) -> Draft | None:
     )
 
 
-@template("calendar_catch_up_if_not_met", CALENDAR)
+@template("calendar_catch_up_if_not_met", CALENDAR_CATEGORY)
 def catch_up_if_not_met(world: World, rng: Random) -> Draft | None:
     """If I haven't met a colleague in the last N days, book a catch-up at my first free slot."""
     person = pick(rng, world.people)
@@ -369,7 +369,7 @@ def catch_up_if_not_met(world: World, rng: Random) -> Draft | None:
     )
 
 
-@template("calendar_next_meeting_question", CALENDAR)
+@template("calendar_next_meeting_question", CALENDAR_CATEGORY)
 def next_meeting_question(world: World, rng: Random) -> Draft | None:
     """A question answered by reading: when my next meeting with a colleague is."""
     person = pick(rng, world.participants)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from random import Random
 
-from workplace_env.taskgen.base import CRM, Call, Draft, call, pick, template
+from workplace_env.taskgen.base import CRM_CATEGORY, Call, Draft, call, pick, template
 from workplace_env.taskgen.world import PRODUCTS, STATUSES, TODAY, Customer, Person, World
 
 STATUS_WORDS = {
@@ -87,7 +87,7 @@ def customers_of(world: World, rep: Person) -> list[Customer]:
     return [c for c in world.customers if c.rep == rep.email]
 
 
-@template("crm_update_status", CRM)
+@template("crm_update_status", CRM_CATEGORY)
 def update_status(world: World, rng: Random) -> Draft | None:
     """Update the status of a named customer."""
     customer = pick(rng, world.named_customers)
@@ -104,7 +104,7 @@ def update_status(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [update(customer, "status", status)])
 
 
-@template("crm_delete_customer", CRM)
+@template("crm_delete_customer", CRM_CATEGORY)
 def delete_customer(world: World, rng: Random) -> Draft | None:
     """Delete a named customer."""
     customer = pick(rng, world.named_customers)
@@ -119,7 +119,7 @@ def delete_customer(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [delete(customer)])
 
 
-@template("crm_add_lead", CRM)
+@template("crm_add_lead", CRM_CATEGORY)
 def add_lead(world: World, rng: Random) -> Draft | None:
     """Add a new lead and assign it to a sales rep."""
     rep = pick(rng, world.reps)
@@ -146,7 +146,7 @@ def add_lead(world: World, rng: Random) -> Draft | None:
     )
 
 
-@template("crm_add_customer_details", CRM)
+@template("crm_add_customer_details", CRM_CATEGORY)
 def add_customer_details(world: World, rng: Random) -> Draft | None:
     """Add a customer with an email, phone, product interest and status."""
     rep = pick(rng, world.reps)
@@ -177,7 +177,7 @@ def add_customer_details(world: World, rng: Random) -> Draft | None:
     )
 
 
-@template("crm_reassign_customer", CRM)
+@template("crm_reassign_customer", CRM_CATEGORY)
 def reassign_customer(world: World, rng: Random) -> Draft | None:
     """Move a named customer to another sales rep."""
     customer = pick(rng, world.named_customers)
@@ -201,7 +201,7 @@ def _two_reps(world: World, rng: Random) -> tuple[Person, Person] | None:
     return first, second
 
 
-@template("crm_reassign_leads_product", CRM)
+@template("crm_reassign_leads_product", CRM_CATEGORY)
 def reassign_leads_product(world: World, rng: Random) -> Draft | None:
     """Reassign all of one rep's leads interested in a product to another rep (may be none)."""
     pair = _two_reps(world, rng)
@@ -221,7 +221,7 @@ def reassign_leads_product(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [update(c, "assigned_to_email", new.email) for c in chosen])
 
 
-@template("crm_give_qualified_or_proposal", CRM)
+@template("crm_give_qualified_or_proposal", CRM_CATEGORY)
 def give_qualified_or_proposal(world: World, rng: Random) -> Draft | None:
     """Give one rep another rep's qualified or proposal customers interested in a product."""
     pair = _two_reps(world, rng)
@@ -241,7 +241,7 @@ def give_qualified_or_proposal(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [update(c, "assigned_to_email", new.email) for c in chosen])
 
 
-@template("crm_proposal_to_lost", CRM)
+@template("crm_proposal_to_lost", CRM_CATEGORY)
 def proposal_to_lost(world: World, rng: Random) -> Draft | None:
     """Move customers who haven't answered a proposal for a product in N weeks to lost."""
     product = rng.choice(PRODUCTS)
@@ -262,7 +262,7 @@ def proposal_to_lost(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [update(c, "status", "Lost") for c in chosen])
 
 
-@template("crm_delete_status_product", CRM)
+@template("crm_delete_status_product", CRM_CATEGORY)
 def delete_status_product(world: World, rng: Random) -> Draft | None:
     """Delete all of a rep's customers at a status and interested in a product (may be none)."""
     rep = pick(rng, world.reps)
@@ -278,7 +278,7 @@ def delete_status_product(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [delete(c) for c in chosen])
 
 
-@template("crm_status_by_rule", CRM)
+@template("crm_status_by_rule", CRM_CATEGORY)
 def status_by_rule(world: World, rng: Random) -> Draft | None:
     """Set the status of all of a rep's customers at one status and interested in a product."""
     rep = pick(rng, world.reps)
@@ -299,7 +299,7 @@ def status_by_rule(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [update(c, "status", target) for c in chosen])
 
 
-@template("crm_question", CRM)
+@template("crm_question", CRM_CATEGORY)
 def question(world: World, rng: Random) -> Draft | None:
     """A question answered by reading: a rep's pipeline."""
     rep = pick(rng, world.reps)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from random import Random
 
-from workplace_env.taskgen.base import EMAIL, Draft, call, pick, quoted, template
+from workplace_env.taskgen.base import EMAIL_CATEGORY, Draft, call, pick, quoted, template
 from workplace_env.taskgen.world import TODAY, World, nl_date
 
 REPLY_BODIES = (
@@ -35,7 +35,7 @@ SEND_BODIES = (
 )
 
 
-@template("email_reply_latest_from", EMAIL)
+@template("email_reply_latest_from", EMAIL_CATEGORY)
 def reply_latest_from(world: World, rng: Random) -> Draft | None:
     """Reply to the latest email from a colleague with a given text."""
     person = pick(rng, world.senders)
@@ -55,7 +55,7 @@ def reply_latest_from(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [call("email_reply_email", email_id=latest.id, body=body)])
 
 
-@template("email_reply_about_subject", EMAIL)
+@template("email_reply_about_subject", EMAIL_CATEGORY)
 def reply_about_subject(world: World, rng: Random) -> Draft | None:
     """Reply to a colleague's last email about a subject."""
     person = pick(rng, world.senders)
@@ -77,7 +77,7 @@ def reply_about_subject(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [call("email_reply_email", email_id=latest.id, body=body)])
 
 
-@template("email_forward_latest_from", EMAIL)
+@template("email_forward_latest_from", EMAIL_CATEGORY)
 def forward_latest_from(world: World, rng: Random) -> Draft | None:
     """Forward my most recent email from one colleague to another."""
     sender = pick(rng, world.senders)
@@ -100,7 +100,7 @@ def forward_latest_from(world: World, rng: Random) -> Draft | None:
     )
 
 
-@template("email_forward_about_to_two", EMAIL)
+@template("email_forward_about_to_two", EMAIL_CATEGORY)
 def forward_about_to_two(world: World, rng: Random) -> Draft | None:
     """Forward the last email about a subject to two colleagues."""
     if not world.mails:
@@ -129,7 +129,7 @@ def forward_about_to_two(world: World, rng: Random) -> Draft | None:
     )
 
 
-@template("email_delete_last_from", EMAIL)
+@template("email_delete_last_from", EMAIL_CATEGORY)
 def delete_last_from(world: World, rng: Random) -> Draft | None:
     """Delete my last email from a colleague."""
     person = pick(rng, world.senders)
@@ -148,7 +148,7 @@ def delete_last_from(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [call("email_delete_email", email_id=latest.id)])
 
 
-@template("email_delete_from_last_days", EMAIL)
+@template("email_delete_from_last_days", EMAIL_CATEGORY)
 def delete_from_last_days(world: World, rng: Random) -> Draft | None:
     """Delete all my emails from a colleague from the last N days (may be none)."""
     person = pick(rng, world.senders)
@@ -171,7 +171,7 @@ def delete_from_last_days(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [call("email_delete_email", email_id=m.id) for m in recent])
 
 
-@template("email_delete_about_subject", EMAIL)
+@template("email_delete_about_subject", EMAIL_CATEGORY)
 def delete_about_subject(world: World, rng: Random) -> Draft | None:
     """Delete every email whose subject is a given one."""
     if not world.mails:
@@ -190,7 +190,7 @@ def delete_about_subject(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [call("email_delete_email", email_id=m.id) for m in hits])
 
 
-@template("email_send", EMAIL)
+@template("email_send", EMAIL_CATEGORY)
 def send(world: World, rng: Random) -> Draft | None:
     """Send an email to a colleague with a given subject and body."""
     person = pick(rng, world.people)
@@ -211,7 +211,7 @@ def send(world: World, rng: Random) -> Draft | None:
     )
 
 
-@template("email_count_question", EMAIL)
+@template("email_count_question", EMAIL_CATEGORY)
 def count_question(world: World, rng: Random) -> Draft | None:
     """A question answered by reading: how many emails a colleague sent since a date."""
     person = pick(rng, world.senders)

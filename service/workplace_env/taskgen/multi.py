@@ -10,7 +10,7 @@ from datetime import timedelta
 from random import Random
 
 from workplace_env.taskgen.analytics import metric_condition, since_day
-from workplace_env.taskgen.base import MULTI, Call, Draft, call, pick, quoted, template
+from workplace_env.taskgen.base import MULTI_CATEGORY, Call, Draft, call, pick, quoted, template
 from workplace_env.taskgen.calendar import create_event
 from workplace_env.taskgen.crm import delete, rep_name
 from workplace_env.taskgen.project import BOARD_WORDS, create, overdue, tasks_of
@@ -94,7 +94,7 @@ _TOP_MAILS = {
 }
 
 
-@template("multi_email_top_assignee", MULTI)
+@template("multi_email_top_assignee", MULTI_CATEGORY)
 def email_top_assignee(world: World, rng: Random) -> Draft | None:
     """Email the person with the most overdue (or in review, completed, ...) tasks."""
     rule = rng.choice(tuple(_TOP_RULES))
@@ -114,7 +114,7 @@ def email_top_assignee(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [send(top, subject, body)])
 
 
-@template("multi_meeting_tomorrow_email", MULTI)
+@template("multi_meeting_tomorrow_email", MULTI_CATEGORY)
 def meeting_tomorrow_email(world: World, rng: Random) -> Draft | None:
     """If a colleague has a meeting with me tomorrow, email them; otherwise do nothing."""
     person = pick(rng, world.participants)
@@ -133,7 +133,7 @@ def meeting_tomorrow_email(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [send(person.email, subject, body)] if meets else [])
 
 
-@template("multi_overdue_email_else", MULTI)
+@template("multi_overdue_email_else", MULTI_CATEGORY)
 def overdue_email_else(world: World, rng: Random) -> Draft | None:
     """Email a colleague about their overdue tasks, or praise them if they have none."""
     person = pick(rng, world.task_people)
@@ -169,7 +169,7 @@ def overdue_email_else(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [mail])
 
 
-@template("multi_overdue_meeting", MULTI)
+@template("multi_overdue_meeting", MULTI_CATEGORY)
 def overdue_meeting(world: World, rng: Random) -> Draft | None:
     """If a colleague has overdue tasks, book a catch-up at my first free slot tomorrow."""
     person = pick(rng, world.task_people)
@@ -191,7 +191,7 @@ def overdue_meeting(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [meeting] if late else [])
 
 
-@template("multi_metric_task", MULTI)
+@template("multi_metric_task", MULTI_CATEGORY)
 def metric_task(world: World, rng: Random) -> Draft | None:
     """If a metric crossed a threshold since a date, create a backlog task for a colleague."""
     since, person = since_day(world, rng), pick(rng, world.task_people)
@@ -213,7 +213,7 @@ def metric_task(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [task] if holds else [])
 
 
-@template("multi_metric_meeting", MULTI)
+@template("multi_metric_meeting", MULTI_CATEGORY)
 def metric_meeting(world: World, rng: Random) -> Draft | None:
     """If a metric crossed a threshold since a date, book a meeting about it tomorrow."""
     since, person = since_day(world, rng), pick(rng, world.people)
@@ -236,7 +236,7 @@ def metric_meeting(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [meeting] if holds else [])
 
 
-@template("multi_metric_delete_leads", MULTI)
+@template("multi_metric_delete_leads", MULTI_CATEGORY)
 def metric_delete_leads(world: World, rng: Random) -> Draft | None:
     """If a metric crossed a threshold since a date, delete a sales rep's leads."""
     since, rep = since_day(world, rng), pick(rng, world.reps)
@@ -255,7 +255,7 @@ def metric_delete_leads(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [delete(c) for c in leads] if holds else [])
 
 
-@template("multi_customer_not_contacted", MULTI)
+@template("multi_customer_not_contacted", MULTI_CATEGORY)
 def customer_not_contacted(world: World, rng: Random) -> Draft | None:
     """If we haven't spoken to a customer in N days, book a meeting with their rep tomorrow."""
     customer = pick(rng, world.named_customers)
@@ -277,7 +277,7 @@ def customer_not_contacted(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [meeting] if customer.last_contact < boundary else [])
 
 
-@template("multi_first_event_email", MULTI)
+@template("multi_first_event_email", MULTI_CATEGORY)
 def first_event_email(world: World, rng: Random) -> Draft | None:
     """Email the attendee of the first event on a day, titled with the event's name."""
     day = pick(rng, [d for d in world.future_days() if (d - TODAY).days <= 21])
@@ -292,7 +292,7 @@ def first_event_email(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [send(event.participant, event.name, body)])
 
 
-@template("multi_email_sender_meeting", MULTI)
+@template("multi_email_sender_meeting", MULTI_CATEGORY)
 def email_sender_meeting(world: World, rng: Random) -> Draft | None:
     """Find an email by date and subject and book a meeting with its sender."""
     mail = pick(rng, world.mails)
@@ -326,7 +326,7 @@ def _met_within(world: World, person: Person, days: int) -> bool | None:
     return any(boundary < d <= TODAY for d in met_days)
 
 
-@template("multi_not_met_email", MULTI)
+@template("multi_not_met_email", MULTI_CATEGORY)
 def not_met_email(world: World, rng: Random) -> Draft | None:
     """If I haven't met a colleague in the past N days, email them to catch up."""
     person = pick(rng, world.people)
@@ -345,7 +345,7 @@ def not_met_email(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [] if met else [send(person.email, subject, body)])
 
 
-@template("multi_no_upcoming_email", MULTI)
+@template("multi_no_upcoming_email", MULTI_CATEGORY)
 def no_upcoming_email(world: World, rng: Random) -> Draft | None:
     """If I have no meetings with a colleague in the next N days, email them."""
     person = pick(rng, world.people)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from random import Random
 
-from workplace_env.taskgen.base import PROJECT, Call, Draft, call, pick, quoted, template
+from workplace_env.taskgen.base import PROJECT_CATEGORY, Call, Draft, call, pick, quoted, template
 from workplace_env.taskgen.world import (
     BOARDS,
     TODAY,
@@ -94,7 +94,7 @@ _MOVES = (
 )
 
 
-@template("pm_move_list", PROJECT)
+@template("pm_move_list", PROJECT_CATEGORY)
 def move_list(world: World, rng: Random) -> Draft | None:
     """Move all of a colleague's tasks from one list to another (may be none)."""
     person = pick(rng, world.task_people)
@@ -115,7 +115,7 @@ def move_list(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [update(t, "list_name", target) for t in tasks])
 
 
-@template("pm_reassign_list", PROJECT)
+@template("pm_reassign_list", PROJECT_CATEGORY)
 def reassign_list(world: World, rng: Random) -> Draft | None:
     """Reassign a colleague's tasks in one list to another colleague."""
     person = pick(rng, world.task_people)
@@ -135,7 +135,7 @@ def reassign_list(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [update(t, "assigned_to_email", other.email) for t in tasks])
 
 
-@template("pm_create_backlog_task", PROJECT)
+@template("pm_create_backlog_task", PROJECT_CATEGORY)
 def create_backlog_task(world: World, rng: Random) -> Draft | None:
     """Add a new backlog task on a board for a colleague, due on a date."""
     person = pick(rng, world.task_people)
@@ -155,7 +155,7 @@ def create_backlog_task(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [create(name, person.email, "Backlog", ymd(due), board)])
 
 
-@template("pm_overdue_backlog_to_progress", PROJECT)
+@template("pm_overdue_backlog_to_progress", PROJECT_CATEGORY)
 def overdue_backlog_to_progress(world: World, rng: Random) -> Draft | None:
     """Move all of a colleague's overdue tasks in the backlog to in progress."""
     person = pick(rng, world.task_people)
@@ -177,7 +177,7 @@ def overdue_backlog_to_progress(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [update(t, "list_name", "In Progress") for t in tasks])
 
 
-@template("pm_unfinished_to_backlog", PROJECT)
+@template("pm_unfinished_to_backlog", PROJECT_CATEGORY)
 def unfinished_to_backlog(world: World, rng: Random) -> Draft | None:
     """A colleague is on vacation: move their started, unfinished tasks back to the backlog."""
     person = pick(rng, world.task_people)
@@ -194,7 +194,7 @@ def unfinished_to_backlog(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [update(t, "list_name", "Backlog") for t in tasks])
 
 
-@template("pm_overdue_not_started_to", PROJECT)
+@template("pm_overdue_not_started_to", PROJECT_CATEGORY)
 def overdue_not_started_to(world: World, rng: Random) -> Draft | None:
     """Give all the overdue tasks a colleague hasn't started to another colleague."""
     person = pick(rng, world.task_people)
@@ -212,7 +212,7 @@ def overdue_not_started_to(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [update(t, "assigned_to_email", other.email) for t in tasks])
 
 
-@template("pm_most_urgent_reassign", PROJECT)
+@template("pm_most_urgent_reassign", PROJECT_CATEGORY)
 def most_urgent_reassign(world: World, rng: Random) -> Draft | None:
     """Reassign a colleague's most urgent unfinished task to another colleague."""
     person = pick(rng, world.task_people)
@@ -246,7 +246,7 @@ def _named_task(world: World, rng: Random) -> tuple[Person, PmTask] | None:
     return person, task
 
 
-@template("pm_move_task_board", PROJECT)
+@template("pm_move_task_board", PROJECT_CATEGORY)
 def move_task_board(world: World, rng: Random) -> Draft | None:
     """Move one named task of a colleague to another board."""
     found = _named_task(world, rng)
@@ -264,7 +264,7 @@ def move_task_board(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [update(task, "board", board)])
 
 
-@template("pm_set_task_list", PROJECT)
+@template("pm_set_task_list", PROJECT_CATEGORY)
 def set_task_list(world: World, rng: Random) -> Draft | None:
     """Move one named task of a colleague to another list."""
     found = _named_task(world, rng)
@@ -282,7 +282,7 @@ def set_task_list(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [update(task, "list_name", target)])
 
 
-@template("pm_task_for_most_completed", PROJECT)
+@template("pm_task_for_most_completed", PROJECT_CATEGORY)
 def task_for_most_completed(world: World, rng: Random) -> Draft | None:
     """Create a backlog task on a board for the person with the most completed tasks there."""
     board = rng.choice(BOARDS)
@@ -305,7 +305,7 @@ def task_for_most_completed(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [create(name, ranked[0][0], "Backlog", ymd(due), board)])
 
 
-@template("pm_question", PROJECT)
+@template("pm_question", PROJECT_CATEGORY)
 def question(world: World, rng: Random) -> Draft | None:
     """A question answered by reading: a colleague's tasks."""
     person = pick(rng, world.task_people)

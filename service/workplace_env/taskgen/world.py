@@ -26,6 +26,15 @@ from typing import Any
 
 import pandas as pd
 
+# The environment's clock (NeMo Gym's system message) and WorkBench's vocabularies (the tools
+# accept exactly these spellings): the sandbox generator's.
+from workplace_env.sandbox.generate import (
+    BOARDS,
+    LIST_NAMES,
+    NOW,
+)
+from workplace_env.sandbox.generate import CRM_STATUSES as STATUSES
+from workplace_env.sandbox.generate import PRODUCT_INTERESTS as PRODUCTS
 from workplace_env.sandbox.tables import (
     ANALYTICS,
     CALENDAR,
@@ -36,8 +45,6 @@ from workplace_env.sandbox.tables import (
     BaseTables,
 )
 
-#: The environment's clock (NeMo Gym's system message).
-NOW = datetime(2023, 11, 30, 23, 59, 0)
 TODAY = NOW.date()
 TOMORROW = TODAY + timedelta(days=1)
 #: The system message of every generated task (NeMo Gym's, with the clock and the hours rule).
@@ -49,12 +56,6 @@ SYSTEM_PROMPT = (
 DAY_START = time(9, 0)
 DAY_END = time(18, 0)
 
-# WorkBench's vocabularies (the tools accept exactly these spellings).
-LIST_NAMES: tuple[str, ...] = ("Backlog", "In Progress", "In Review", "Completed")
-BOARDS: tuple[str, ...] = ("Back end", "Front end", "Design")
-STATUSES: tuple[str, ...] = ("Qualified", "Won", "Lost", "Lead", "Proposal")
-PRODUCTS: tuple[str, ...] = ("Software", "Hardware", "Services", "Consulting", "Training")
-SOURCES: tuple[str, ...] = ("direct", "referral", "search engine", "social media")
 PLOT_TYPES: tuple[str, ...] = ("bar", "line", "scatter", "histogram")
 
 _DATETIME = "%Y-%m-%d %H:%M:%S"

@@ -28,7 +28,6 @@ from workplace_env.gateway.translate import (
     LEGACY_EPISODE,
     Loc,
     body_text,
-    check_session_header,
     cookie_session,
     draining_problem,
     invalid,
@@ -39,6 +38,7 @@ from workplace_env.gateway.translate import (
     parse_episode,
     parse_object,
     parse_typed_seed,
+    refuse_header_mismatch,
     seed_legacy,
     seeded_row,
     service_error,
@@ -111,7 +111,7 @@ async def seed_session(request: Request, state: GatewayStateDep) -> Response:
         parse = parse_nemo_seed if is_nemo_seed(body) else parse_typed_seed
         sid, episode, task_id, row = parse(body)
         row = seeded_row(row)
-        check_session_header(request, sid)  # X4
+        refuse_header_mismatch(request, sid)  # X4
         # 422 locs name the row's field as sent: NeMo's task_data, our task, or the body
         sent_as = {"task": "task_data" if is_nemo_seed(body) else "task" if "task" in body else ""}
         await state.service_call(
@@ -281,7 +281,7 @@ async def close_session(request: Request, state: GatewayStateDep) -> Response:
     )
     if problems:
         raise invalid(problems)
-    check_session_header(request, body.get("resources_session_id"))  # X4
+    refuse_header_mismatch(request, body.get("resources_session_id"))  # X4
     outcome = await state.service_call(state.client.close_session, sid, episode)
     if is_nemo_close(body):  # H2: NeMo's ResourcesCloseSessionResponse, outcome aside
         return json_response({"resources_session_id": sid}, headers={CLOSE_OUTCOME_HEADER: outcome})

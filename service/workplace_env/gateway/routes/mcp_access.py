@@ -12,12 +12,12 @@ from workplace_env.gateway.mcp_tools import TOKEN_HEADER
 from workplace_env.gateway.routes.direct import DirectRoute
 from workplace_env.gateway.state import GatewayState, GatewayStateDep
 from workplace_env.gateway.translate import (
-    check_session_header,
     cookie_session,
     invalid,
     json_response,
     object_body,
     read_body,
+    refuse_header_mismatch,
 )
 from workplace_env_client import reasons
 
@@ -47,7 +47,7 @@ async def session_token(request: Request, state: GatewayStateDep) -> Response:
     named = body.get("resources_session_id", sid)
     if named is not None and (not isinstance(named, str) or not named):
         raise invalid([(("resources_session_id",), "must be a non-empty string")])
-    check_session_header(request, body.get("resources_session_id"))  # X4
+    refuse_header_mismatch(request, body.get("resources_session_id"))  # X4
     if sid is None:
         return json_response(
             {
