@@ -3,8 +3,9 @@ HTTP path").
 
 Every route is a thin client of the gRPC service through an SDK client (over gRPC, or over the
 co-hosted servicer in-process: :mod:`workplace_env.server.in_process`): sessions, tools, scoring
-and their errors all live in the service; this module only translates HTTP bodies, cookies and
-status codes. Routes:
+and their errors all live in the service; the routes (:mod:`workplace_env.gateway.routes`) only
+translate HTTP bodies, cookies and status codes, and this module builds the app around them.
+Routes:
 
 =========================  =====================================================================
 ``POST /seed_session``     body: a dataset row -> ``200 {"mcp": <MCP metadata>}`` (``{}`` when

@@ -45,10 +45,11 @@ class GatewayState:
     mcp: McpGateway | None = None
     probe: Callable[[], str | None] | None = None
     draining: threading.Event = field(default_factory=threading.Event)
+    #: whether the client's calls block (gRPC): they then run on a worker thread
+    blocking: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        #: whether the client's calls block (gRPC): they then run on a worker thread
-        self.blocking: bool = self.client.transport.blocking
+        self.blocking = self.client.transport.blocking
 
     @classmethod
     def over(cls, client: EnvironmentClient, settings: GatewaySettings) -> GatewayState:
