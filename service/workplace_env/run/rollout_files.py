@@ -131,6 +131,9 @@ def json_line(line: Mapping[str, Any]) -> str:
 
 
 def write_lines(path: Path, lines: Iterable[Mapping[str, Any]]) -> None:
+    """Replace ``path`` by ``lines``, each a :func:`json_line`, at once (a temporary file
+    synced, then renamed over it). Raises ValueError for a line that cannot be strict JSON,
+    OSError when the file cannot be written."""
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         for line in lines:
