@@ -45,7 +45,7 @@ from workplace_env.cli import app
 from workplace_env.command_errors import COMMAND_WORDS, RUN_WORDS, server_errors
 from workplace_env.config import Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
-from workplace_env.run.model_policy import read_finished, read_rollouts
+from workplace_env.run.rollout_files import read_finished, read_rollouts
 from workplace_env.run.sandbox_check import foreign_lines
 from workplace_env.sandbox.generate import person_first_names
 from workplace_env.sandbox.load import load_sandbox

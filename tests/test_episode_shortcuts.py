@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import asdict
 
 import pytest
 from hypothesis import given, settings
@@ -199,6 +200,18 @@ def test_a_tasks_remembered_digest_and_checks_are_the_computed_ones():
     bad = Task(id="t", ground_truth=(FunctionCall("x", "{not json"),))
     for _ in range(2):  # an invalid task is refused each time it comes
         assert [v.field for v in task_violations(bad)] == ["task.ground_truth[0].arguments"]
+
+
+def test_a_tasks_checks_name_its_fields_under_each_path_and_leave_its_value_alone():
+    bad = Task(id="t", environment_name="other", ground_truth=(FunctionCall("", "{}"),))
+    twin = Task(id="t", environment_name="other", ground_truth=(FunctionCall("", "{}"),))
+    fields = ["environment_name", "ground_truth[0].name"]
+    assert [v.field for v in task_violations(bad)] == [f"task.{f}" for f in fields]
+    assert [v.field for v in task_violations(bad, "snapshots[2].task")] == [
+        f"snapshots[2].task.{f}" for f in fields
+    ]
+    assert task_violations(None, "x.task")[0].field == "x.task"
+    assert bad == twin and hash(bad) == hash(twin) and asdict(bad) == asdict(twin)
 
 
 def test_an_invalid_task_seeded_again_is_refused_again(sdk):

@@ -191,6 +191,68 @@ def test_each_part_of_the_session_store_imports_only_the_parts_below_it(graph):
     assert session_layer_breaches(graph) == []
 
 
+# -- the ``run`` command's package: the server never imports it ------------------------------
+
+#: The ``run`` command's package (plays episode files through a server, as a client does).
+RUN = "workplace_env.run"
+#: The modules of ``workplace_env.run``, each importing only those of the layers after it (the
+#: modules of one layer import none of each other).
+RUN_LAYERS = (
+    "command",
+    {"model_policy", "report"},
+    "plan",
+    {"rollout_files", "scripted", "sandbox_check", "options"},
+)
+#: Server-side code, which serves episodes and never plays them: none of it reaches ``RUN``.
+SERVER_SIDE = (
+    "workplace_env.sessions",
+    "workplace_env.sandbox",
+    "workplace_env.verify",
+    "workplace_env.identity",
+    "workplace_env.server",
+    "workplace_env.gateway",
+    "workplace_env.checkpoint",
+)
+
+
+def server_chains_to_run(graph: grimp.ImportGraph) -> list[str]:
+    """Each chain by which a :data:`SERVER_SIDE` module reaches :data:`RUN`."""
+    chains = (
+        graph.find_shortest_chain(importer=module, imported=RUN, as_packages=True)
+        for module in SERVER_SIDE
+    )
+    return [" -> ".join(chain) for chain in chains if chain]
+
+
+def run_layer_breaches(graph: grimp.ImportGraph) -> list[str]:
+    """Imports in :data:`RUN` against :data:`RUN_LAYERS`."""
+    illegal = graph.find_illegal_dependencies_for_layers(layers=RUN_LAYERS, containers={RUN})
+    return sorted(f"{d.importer} -> {d.imported}" for d in illegal)
+
+
+def test_the_run_rules_find_what_they_forbid(graph):
+    copy = deepcopy(graph)
+    copy.add_import(importer="workplace_env.sessions.store", imported=f"{RUN}.scripted")
+    copy.add_import(importer=f"{RUN}.scripted", imported=f"{RUN}.report")
+    copy.add_import(importer=f"{RUN}.report", imported=f"{RUN}.model_policy")
+    assert f"workplace_env.sessions.store -> {RUN}.scripted" in server_chains_to_run(copy)
+    assert run_layer_breaches(copy) == [
+        f"{RUN}.report -> {RUN}.model_policy",
+        f"{RUN}.scripted -> {RUN}.report",
+    ]
+
+
+def test_no_server_code_imports_the_run_package(graph):
+    assert server_chains_to_run(graph) == []
+
+
+def test_each_module_of_the_run_package_imports_only_the_layers_below_it(graph):
+    layered = {m for layer in RUN_LAYERS for m in ([layer] if isinstance(layer, str) else layer)}
+    modules = {m.rsplit(".", 1)[1] for m in graph.find_children(RUN)}
+    assert modules == layered, "a module of workplace_env.run is not layered"
+    assert run_layer_breaches(graph) == []
+
+
 # -- the domain knows no transport (CONTRACT rules answered by gRPC and HTTP each their own way) --
 
 #: Modules (packages: all their modules) of the domain: rules and data, no transport.

@@ -31,19 +31,16 @@ from tests.helpers import local
 from tests.model_standin import Calls, CutOff, Fail, Fields, Hold, Raw, StandInModel, Text
 from tests.nemo.venv import nemo_python
 from workplace_env.locks import WriterBusy
-from workplace_env.run.command import ModelRunOptions, masked_counts, run_model_policy
-from workplace_env.run.model_policy import (
-    CategorySummary,
-    PlanMismatch,
-    check_plan,
-    input_digest,
+from workplace_env.run.command import run_model_policy
+from workplace_env.run.options import ModelRunOptions
+from workplace_env.run.plan import PlanMismatch, check_plan, input_digest
+from workplace_env.run.report import CategorySummary, masked_counts, side_effect_tables, summarise
+from workplace_env.run.rollout_files import (
     lock_path,
     materialized_inputs_path,
     only_run_into,
     output_files,
     read_rollouts,
-    side_effect_tables,
-    summarise,
 )
 from workplace_env.sandbox.tables import CRM, EMAILS
 from workplace_env.taskgen import generate_tasks

@@ -17,7 +17,7 @@ from tests.helpers import table_rows
 from workplace_env.config import Settings
 from workplace_env.interrupts import StopRequest
 from workplace_env.jsonl import read_jsonl
-from workplace_env.run.command import print_summary
+from workplace_env.run.report import print_summary
 from workplace_env.run.scripted import FAILURE_KINDS, admin_refusal, run_lines
 from workplace_env.taskgen import generate_tasks
 from workplace_env_client import (

@@ -54,7 +54,8 @@ from workplace_env.config import (
     unknown_env_vars,
 )
 from workplace_env.demo import run_demo
-from workplace_env.run.command import ModelRunOptions, read_episodes, run_model_policy, run_scripted
+from workplace_env.run.command import read_episodes, run_model_policy, run_scripted
+from workplace_env.run.options import ModelRunOptions
 from workplace_env.run.scripted import POLICIES
 from workplace_env.sandbox.source import (
     NEMO_GYM,

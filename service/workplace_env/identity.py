@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from workplace_env.errors import FieldViolation, InvalidRequest
 from workplace_env.wire import is_json_text
@@ -55,6 +56,20 @@ class Task:
     prompt: str = field(default="", compare=False)
     system: str = field(default="", compare=False)
     data_digest: str = ""  # of the dataset row (the proto's WorkplaceTask.data_digest)
+
+    @cached_property
+    def violations(self) -> tuple[FieldViolation, ...]:
+        """Violations of the task data, each field named from the task (``environment_name``,
+        ``ground_truth[0].name``). Worked out on first use and kept, as the task is immutable:
+        a remembered task seeded again is not checked again. Not a field: equality, hashing and
+        ``asdict`` ignore it."""
+        found: list[FieldViolation] = []
+        if self.environment_name and self.environment_name != ENVIRONMENT_NAME:
+            found.append(
+                FieldViolation("environment_name", f"must be {ENVIRONMENT_NAME!r} when set")
+            )
+        found.extend(calls_violations(self.ground_truth, "ground_truth"))
+        return tuple(found)
 
 
 def session_id_violations(
@@ -114,27 +129,14 @@ def calls_violations(calls: tuple[FunctionCall, ...], path: str) -> list[FieldVi
 
 
 def task_violations(task: Task | None, path: str = "task") -> list[FieldViolation]:
-    """Violations of the task data: present, for this environment, with well-formed calls.
-
-    A task found valid is marked so (it is immutable): a remembered task seeded again is not
-    checked again.
-    """
+    """Violations of the task data under ``path``: present, for this environment, with
+    well-formed calls (:attr:`Task.violations`)."""
     if task is None:
         return [FieldViolation(path, "required")]
-    if task.__dict__.get(_VALID):
+    found = task.violations
+    if not found:
         return []
-    out = []
-    if task.environment_name and task.environment_name != ENVIRONMENT_NAME:
-        out.append(
-            FieldViolation(f"{path}.environment_name", f"must be {ENVIRONMENT_NAME!r} when set")
-        )
-    out.extend(calls_violations(task.ground_truth, f"{path}.ground_truth"))
-    if not out:
-        task.__dict__[_VALID] = True  # not a field: equality, hashing and asdict ignore it
-    return out
-
-
-_VALID = "_valid"
+    return [FieldViolation(f"{path}.{v.field}", v.description) for v in found]
 
 
 def check_seed(

@@ -20,52 +20,39 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import grpc
-from rich import box
-from rich.table import Table
 
 from workplace_env.interrupts import rerun_command, stop_on_signals
 from workplace_env.jsonl import read_jsonl
 from workplace_env.locks import WriterBusy
-from workplace_env.run.model_policy import (
-    CategorySummary,
-    PlanMismatch,
-    collect_rollouts,
+from workplace_env.run.model_policy import collect_rollouts
+from workplace_env.run.options import ModelRunOptions
+from workplace_env.run.plan import PlanMismatch
+from workplace_env.run.report import (
+    print_masked,
+    print_model_summary,
+    print_summary,
+    summarise,
+    write_plot,
+    write_summary,
+)
+from workplace_env.run.rollout_files import (
     is_finished,
     lock_path,
     materialized_inputs_path,
     only_run_into,
     output_files,
     read_rollouts,
-    short_category,
-    summarise,
-    write_plot,
-    write_summary,
 )
 from workplace_env.run.sandbox_check import check_run_sandbox, sandbox_json, sandbox_text
-from workplace_env.run.scripted import (
-    ADMIN_TOKEN_NEEDED,
-    FAILURE_KINDS,
-    RunSummary,
-    admin_refusal,
-    run_lines,
-)
+from workplace_env.run.scripted import ADMIN_TOKEN_NEEDED, admin_refusal, run_lines
 from workplace_env.server.serve import connect
-from workplace_env.terminal import (
-    CommandError,
-    Terminal,
-    console,
-    episode_progress,
-    path_problem,
-    plain,
-    print_table,
-)
+from workplace_env.terminal import CommandError, console, episode_progress, path_problem, plain
 from workplace_env_client import (
     EnvironmentClient,
     ModelPolicy,
@@ -73,7 +60,7 @@ from workplace_env_client import (
     checks,
     openai_client,
 )
-from workplace_env_client.rollouts import MODEL_APIS, MODEL_CONFIG_ERROR, mask_kind
+from workplace_env_client.rollouts import MODEL_APIS, MODEL_CONFIG_ERROR
 from workplace_env_client.rows import SandboxIdentity
 
 
@@ -96,40 +83,6 @@ def read_episodes(file: Path) -> EpisodeFile:
     if not numbered:
         raise CommandError(f"{file} holds no episodes")
     return EpisodeFile([line for _, line in numbered], [n for n, _ in numbered])
-
-
-def rate_text(rate: float | None, digits: int = 3) -> str:
-    """A rate or mean for a table: ``digits`` decimals, ``-`` for None (over no episode)."""
-    return "-" if rate is None else f"{rate:.{digits}f}"
-
-
-def print_summary(summary: RunSummary, title: str) -> None:
-    """The run's totals on stdout, one per row (episodes, how many played and failed, the mean
-    reward of the played ones or "-" when none, mismatches by kind, episodes/s), the episodes
-    that failed by kind under them (apart from the mismatches), then the first 10 mismatches
-    and failures."""
-    table = Table(title=plain(title), show_header=False)
-    table.add_column("total")
-    table.add_column("value", justify="right")
-    for name, value in (
-        ("episodes", str(summary.episodes)),
-        ("played", str(summary.played_episodes)),
-        ("failed", str(summary.failed_episodes)),
-        ("mean reward (played)", rate_text(summary.mean_reward, 4)),
-        ("output mismatches", str(summary.output_mismatches)),
-        ("state mismatches", str(summary.state_mismatches)),
-        ("reward mismatches", str(summary.reward_mismatches)),
-        ("episodes/s", f"{summary.episodes_per_s:.1f}"),
-        *([("not started", str(summary.not_started))] if summary.not_started else []),
-    ):
-        table.add_row(name, value)
-    print_table(table)
-    for kind, count in summary.failed.items():
-        if count:
-            Terminal().print(f"[red]episodes failed ({FAILURE_KINDS[kind]})[/red] {count}")
-    for m in summary.mismatches[:10]:
-        label = "failed" if m.kind in FAILURE_KINDS else "mismatch"
-        Terminal().print(f"[yellow]{label}[/yellow] {plain(f'{m.case_id} {m.kind}: {m.detail}')}")
 
 
 def warn_unrecorded(lines: Sequence[Mapping[str, Any]]) -> None:
@@ -261,107 +214,6 @@ def run_scripted(
     return 0
 
 
-@dataclass(frozen=True, kw_only=True)
-class ModelRunOptions:
-    """The ``run`` options of the model policy (see ``workplace-env run --help``)."""
-
-    base_url: str | None
-    model: str | None
-    api: str
-    max_turns: int
-    api_key_env: str
-    timeout_s: float
-    max_retries: int
-    temperature: float | None
-    max_output_tokens: int | None
-    repeats: int
-    out: Path
-    concurrency: int
-    #: Exit 1 on any masked episode, the model's own failures (agent_run_error) included.
-    fail_on_masked: bool = False
-    #: Delete the files of an existing ``out`` first instead of resuming them.
-    overwrite: bool = False
-    top_p: float | None = None
-    #: The sampling seed sent with every model request (``seed``), None: not sent.
-    seed: int | None = None
-    #: Play lines written for another sandbox than the server's (refused otherwise).
-    any_sandbox: bool = False
-
-    def sampling(self) -> dict[str, Any]:
-        """The ``responses_create_params`` overrides given: ``temperature``, ``top_p``,
-        ``max_output_tokens``, ``seed`` (those not None)."""
-        given = {
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "max_output_tokens": self.max_output_tokens,
-            "seed": self.seed,
-        }
-        return {k: v for k, v in given.items() if v is not None}
-
-
-def print_model_summary(summary: Sequence[CategorySummary], title: str) -> None:
-    """The per-category table of a model run on stdout."""
-    table = Table(
-        title=plain(title),
-        box=box.SIMPLE_HEAD,
-        padding=(0, 0),
-        caption="pass rate: passed / (episodes - masked); model failures (agent_run_error) count "
-        "as failures, masked episodes (endpoint or environment) are left out; valid calls: share "
-        "of the model's tool calls that ran; side effects (over scored episodes): a table no "
-        "ground-truth call writes ends different",
-    )
-    table.add_column("category")
-    for col in (
-        "episodes",
-        "masked",
-        "model\nfailures",
-        "passed",
-        "pass\nrate",
-        "mean\nturns",
-        "tool\ncalls",
-        "valid\ncalls",
-    ):
-        table.add_column(col, justify="right")
-    table.add_column("side\neffects", justify="right")
-    for s in summary:
-        if s.category == "all":
-            table.add_section()
-        table.add_row(
-            plain(short_category(s.category)),
-            str(s.episodes),
-            str(s.masked),
-            str(s.model_failures),
-            str(s.passed),
-            rate_text(s.pass_rate),
-            f"{s.mean_turns:.2f}",
-            str(s.tool_calls),
-            rate_text(s.tool_call_validity),
-            rate_text(s.side_effect_rate),
-            style="bold" if s.category == "all" else None,
-        )
-    print_table(table)
-
-
-def masked_counts(
-    masked: Sequence[Mapping[str, Any]], total: CategorySummary, fail_on_masked: bool
-) -> list[str]:
-    """One line per ``failure_kind`` of the ``masked`` rollout lines: how many, who masked them
-    and what it means (:data:`~workplace_env_client.rollouts.MASK_KINDS`, each kind its own);
-    the model's own kinds with the pass rate of ``total`` (the ``all`` row) they count in."""
-    said = []
-    for kind, count in sorted(Counter(str(m.get("failure_kind")) for m in masked).items()):
-        what = mask_kind(kind)
-        line = f"{count} masked by {what.by} ({kind}): {what.meaning}"
-        if what.model_own:
-            line += (
-                f" ({total.passed}/{total.episodes - total.masked} = "
-                f"{rate_text(total.pass_rate)})"
-                + ("; exit 1 (--fail-on-masked)" if fail_on_masked else "")
-            )
-        said.append(line)
-    return said
-
-
 def run_model_policy(
     lines: Sequence[Mapping[str, Any]],
     options: ModelRunOptions,
@@ -386,9 +238,9 @@ def run_model_policy(
     :class:`~workplace_env.interrupts.StopRequest`), the stop's, with the resume command.
     Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package,
     ``data_dir`` with ``target``, an unwritable output, an ``out`` another run is writing
-    (:func:`~workplace_env.run.model_policy.only_run_into`, naming its pid), or an ``out``
+    (:func:`~workplace_env.run.rollout_files.only_run_into`, naming its pid), or an ``out``
     holding rollouts of another plan without ``options.overwrite``
-    (:class:`~workplace_env.run.model_policy.PlanMismatch`, before any episode is played); the
+    (:class:`~workplace_env.run.plan.PlanMismatch`, before any episode is played); the
     model's or endpoint's failures are masked episodes, never an error of the run.
     """
     if not options.base_url and model_client is None:
@@ -479,18 +331,7 @@ def _collect_and_report(
     print_model_summary(summary, f"{options.model} ({options.api}) on {len(rollouts)} episodes")
     console.print(plain(f"sandbox: {sandbox_text(sandbox)}"))
     masked = [line for line in rollouts if line.get("mask_sample")]
-    for line in masked[:10]:
-        console.print(
-            "[yellow]masked[/yellow] "
-            + plain(
-                f"{line.get('id')}#{line.get('_ng_rollout_index')}: "
-                f"{line.get('failure_kind')}: {line.get('failure_reason')}"
-            )
-        )
-    if len(masked) > 10:
-        console.print(f"[yellow]masked[/yellow] ... {len(masked) - 10} more")
-    for said in masked_counts(masked, summary[-1], options.fail_on_masked):
-        console.print(plain(said))
+    print_masked(masked, summary[-1], options.fail_on_masked)
     unfinished = [
         line
         for line in masked

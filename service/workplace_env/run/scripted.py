@@ -1,4 +1,4 @@
-"""The main job: push JSONL episodes through the gRPC API and check them against recordings.
+"""``run``'s scripted episodes: played through the gRPC API, checked against recordings.
 
 One episode per JSONL line, all through the SDK: seed the line's task, make the policy's calls
 with ``CallTool``, ``Verify`` those calls, ``CloseSession``. Accepts every file of the shared
