@@ -27,7 +27,6 @@ from __future__ import annotations
 import atexit
 import gc
 import logging
-import math
 import signal
 import sys
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from typing import Annotated, Any, Optional
 
 import grpc
 import typer
+from pydantic import Field, TypeAdapter, ValidationError
 
 from workplace_env.checkpoint.remote import (
     CHECKPOINT_TIMEOUT_S,
@@ -224,12 +224,20 @@ ConfigFile = Annotated[
 ]
 
 
-def _finite(value: float | None) -> float | None:
-    """A float option's value; ``nan`` or an infinity (which click's ranges let through) is a
-    usage error (exit 2) naming the option."""
-    if value is not None and not math.isfinite(value):
-        raise typer.BadParameter(f"must be a finite number, not {value}")
-    return value
+def _float_range(low: float, high: float) -> dict[str, Any]:
+    """The ``min``, ``max`` (shown in the help) and ``parser`` of a float option taking
+    ``low`` to ``high``: ``nan`` or an infinity is a usage error (exit 2) saying it must be a
+    finite number (a range check alone calls ``nan`` out of range), the rest in typer's own
+    words."""
+    adapter = TypeAdapter(Annotated[float, Field(ge=low, le=high, allow_inf_nan=False)])
+
+    def parse(value: Any) -> float:
+        try:
+            return adapter.validate_python(value)
+        except ValidationError as exc:
+            raise typer.BadParameter(str(exc.errors()[0]["msg"])) from None
+
+    return {"min": low, "max": high, "parser": parse}
 
 
 def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
@@ -427,25 +435,18 @@ def run(
     ] = "OPENAI_API_KEY",
     timeout: Annotated[
         float,
-        _model_opt("Seconds per model request.", min=0.1, max=MAX_SECONDS, callback=_finite),
+        _model_opt("Seconds per model request.", **_float_range(0.1, MAX_SECONDS)),
     ] = 120.0,
     max_retries: Annotated[
         int, _model_opt("Retries with exponential backoff on 429, 5xx, timeouts.", min=0, max=100)
     ] = 4,
     temperature: Annotated[
         OptFloat,
-        _model_opt(
-            "Sampling temperature, 0 to 2 [endpoint default].", min=0.0, max=2.0, callback=_finite
-        ),
+        _model_opt("Sampling temperature, 0 to 2 [endpoint default].", **_float_range(0.0, 2.0)),
     ] = None,
     top_p: Annotated[
         OptFloat,
-        _model_opt(
-            "Nucleus sampling top_p, 0 to 1 [endpoint default].",
-            min=0.0,
-            max=1.0,
-            callback=_finite,
-        ),
+        _model_opt("Nucleus sampling top_p, 0 to 1 [endpoint default].", **_float_range(0.0, 1.0)),
     ] = None,
     model_seed: Annotated[
         OptInt, _model_opt("Sampling seed sent with every model request [none sent].")
@@ -631,8 +632,7 @@ CheckpointTimeout = Annotated[
     float,
     Opt(
         help="Deadline in seconds of the whole export or restore (all sessions in one stream).",
-        min=0.1,
-        max=MAX_SECONDS,  # the SDK's bound (an infinite deadline is one already past for gRPC)
+        **_float_range(0.1, MAX_SECONDS),  # the SDK's bound
     ),
 ]
 
