@@ -266,11 +266,14 @@ def _warn_unknown_env_vars(log: logging.Logger | None = None) -> None:
 
 
 def _settings(
-    flags: dict, config_file: Path | None, log: logging.Logger | None = None
+    flags: dict,
+    config_file: Path | None,
+    log: logging.Logger | None = None,
+    command: str | None = None,
 ) -> tuple[Settings, dict[str, str]]:
-    """The effective settings; a bad one exits 2; a weak setting (a short admin token,
-    :func:`~workplace_env.config.setting_warnings`) is warned about (stderr; a JSON log record
-    with ``log``)."""
+    """The effective settings; a bad one exits 2; a weak setting ``command`` takes (a short
+    admin token, :func:`~workplace_env.config.setting_warnings`; None: any) is warned about
+    (stderr; a JSON log record with ``log``)."""
     try:
         settings, sources = load_settings(flags, config_file)
     except ConfigError as exc:
@@ -279,7 +282,7 @@ def _settings(
         else:
             console.print(f"[red]configuration error:[/red] {plain(exc)}")
         raise typer.Exit(2) from exc
-    for line in setting_warnings(settings):
+    for line in setting_warnings(settings, command):
         _warn(line, log)
     return settings, sources
 
@@ -300,21 +303,23 @@ def serve(
     """
     if print_config:
         _warn_unknown_env_vars()
-        print_settings(*_settings(flags, config))
+        print_settings(*_settings(flags, config, command="serve"))
         return
     configure_logging()  # every line JSON from the first (the level comes with the settings)
     _warn_unknown_env_vars(_log)
-    settings, _ = _settings(flags, config, _log)
+    settings, _ = _settings(flags, config, _log, "serve")
     with _reported(_log):
         serve_until_signalled(settings)
     _exit_promptly()
 
 
-def _credentials(config: Path | None, flags: dict[str, Any]) -> grpc.ChannelCredentials | None:
-    """The TLS credentials of a command connecting to a server, from its flags over
-    ``WORKPLACE_ENV_TLS_CA`` / ``_TLS_CLIENT_CERT`` / ``_TLS_CLIENT_KEY`` over the config file,
-    as for the gateway; None: plaintext. A bad setting or unreadable file exits 2."""
-    settings, _ = _settings(flags, config)
+def _credentials(
+    config: Path | None, flags: dict[str, Any], command: str
+) -> grpc.ChannelCredentials | None:
+    """The TLS credentials of ``command`` (``run``, ``checkpoint``) connecting to a server, from
+    its flags over ``WORKPLACE_ENV_TLS_CA`` / ``_TLS_CLIENT_CERT`` / ``_TLS_CLIENT_KEY`` over the
+    config file, as for the gateway; None: plaintext. A bad setting or unreadable file exits 2."""
+    settings, _ = _settings(flags, config, command=command)
     try:
         return client_credentials(settings)
     except (OSError, ValueError) as exc:
@@ -341,7 +346,7 @@ def gateway(
 
     configure_logging()
     _warn_unknown_env_vars(_log)
-    settings, _ = _settings(flags, config, _log)
+    settings, _ = _settings(flags, config, _log, "gateway")
     with _reported(_log):
         serve_gateway_until_signalled(grpc_target, address, settings)
     _exit_promptly()
@@ -507,7 +512,7 @@ def run(
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
     _refuse_other_policys_flags(ctx, policy)
-    credentials = _credentials(config, flags) if target else None
+    credentials = _credentials(config, flags, "run") if target else None
     with _reported(), server_errors("run", target, RUN_WORDS):
         episodes = read_episodes(Path(file))
         lines = episodes.lines
@@ -652,7 +657,7 @@ def checkpoint_save(
     Exits 1, after saving the others, when a session cannot be exported (each is named).
     The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
-    credentials = _credentials(config, flags)
+    credentials = _credentials(config, flags, "checkpoint")
     with _reported(), server_errors("checkpoint save", target):
         status = save_checkpoint(Path(directory), target, token, timeout_s, credentials)
     _exit(status)
@@ -672,7 +677,7 @@ def checkpoint_restore(
 
     The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
-    credentials = _credentials(config, flags)
+    credentials = _credentials(config, flags, "checkpoint")
     with _reported(), server_errors("checkpoint restore", target):
         restore_checkpoint(Path(directory), target, token, timeout_s, credentials)
 
