@@ -478,6 +478,36 @@ def test_a_bad_value_is_a_usage_error_not_a_traceback(tasks_file, tmp_path, args
     assert "played as they are" not in said
 
 
+MODEL_RUN = ["run", "TASKS", "--policy", "model", "--model", "m", "--base-url", "http://x"]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN", "1e400"])
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        ([*MODEL_RUN, "--temperature"], {}),
+        ([*MODEL_RUN, "--top-p"], {}),
+        ([*MODEL_RUN, "--timeout"], {}),
+        (["checkpoint", "save", "OUT", "--timeout-s"], {}),
+        (["checkpoint", "restore", "OUT", "--timeout-s"], {}),
+        (["serve", "--print-config", "--grace-s"], {}),
+        (["gateway", "--http-body-timeout-s"], {}),
+        (["config"], {"WORKPLACE_ENV_IDLE_TTL_S": ""}),
+    ],
+    ids=lambda v: v[-1] if isinstance(v, list) else "env",
+)
+def test_a_float_that_is_no_finite_number_is_said_to_be_one(tasks_file, tmp_path, args, env, value):
+    """Every float option and setting: ``nan`` or an infinity must be a finite number, not a
+    number out of range (which ``nan`` never is)."""
+    named = {"TASKS": str(tasks_file), "OUT": str(tmp_path)}
+    typed = [named.get(a, a) for a in args] + ([value] if not env else [])
+    result = invoke(*typed, env={k: value for k in env})
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, result.output
+    assert "finite number" in said, said
+    assert "less than" not in said and "greater than" not in said
+
+
 #: Every output path of every command, as ``(arguments with OUT, the option's name)``.
 OUTPUT_OPTIONS = [
     (["run", "TASKS", "--json-out", "OUT"], "--json-out"),

@@ -792,6 +792,29 @@ def test_a_short_admin_token_is_warned_about_and_a_long_one_is_not():
     assert setting_warnings(load_settings({}, None, {})[0]) == []  # off: nothing to warn about
 
 
+@pytest.mark.parametrize(
+    ("args", "warned"),
+    [
+        (["checkpoint", "save", "TMP/ck", "--token", "s3cret", "--timeout-s", "1"], False),
+        (["checkpoint", "restore", "TMP", "--token", "s3cret", "--timeout-s", "1"], False),
+        (["run", "TMP/tasks.jsonl", "--target", "127.0.0.1:1", "--token", "s3cret"], False),
+        (["config"], True),
+        (["serve", "--print-config"], True),
+    ],
+    ids=["checkpoint-save", "checkpoint-restore", "run-target", "config", "serve"],
+)
+def test_the_short_admin_token_warning_is_for_the_commands_that_serve_it(tmp_path, args, warned):
+    """A client command sends ``$WORKPLACE_ENV_ADMIN_TOKEN`` (or ``--token``) to a server and
+    serves none: the server-side warning about its length is not its own."""
+    (tmp_path / "tasks.jsonl").write_text('{"id": "t", "ground_truth": []}\n')
+    typed = [a.replace("TMP", str(tmp_path)) for a in args]
+    env = {"WORKPLACE_ENV_ADMIN_TOKEN": "s3cret", "COLUMNS": "200"}
+    result = CliRunner().invoke(app, typed, env=env)
+    said = " ".join(result.output.split())
+    assert ("admin_token has 6 characters" in said) == warned, said
+    assert "Traceback" not in said
+
+
 # -- config loading gaps ------------------------------------------------------
 
 

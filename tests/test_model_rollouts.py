@@ -863,9 +863,12 @@ def test_cli_exit_status_counts_the_models_own_failures_only_with_fail_on_masked
         assert result.exit_code == status, result.output
         said = " ".join(result.output.split())
         assert (
-            "1 masked by the model itself (agent_run_error): failures of the model, counted in "
+            "1 failed by the model itself (agent_run_error): failures of the model, counted in "
             "its pass rate (1/2 = 0.500)"
         ) in said
+        # the episode's line names the table's kind: a model failure, not masked (0)
+        assert f"model failure {task['id']}#0: agent_run_error: " in said
+        assert f"masked {task['id']}" not in said
         assert "not finished" not in said
         by_id = {line["id"]: line for line in read_rollouts(out)}
         assert by_id[task["id"]]["failure_kind"] == "agent_run_error"
@@ -1293,7 +1296,8 @@ def test_every_mask_kind_is_described_as_its_own(kind):
     masked = [{"failure_kind": kind, "mask_sample": True}] * 2
     [line] = masked_counts(masked, _ALL_PASSED, fail_on_masked=True)
     own = MASK_KINDS[kind]
-    assert line.startswith(f"2 masked by {own.by} ({kind}): {own.meaning}")
+    verb = "failed" if own.model_own else "masked"  # the table's model failures, not masked
+    assert line.startswith(f"2 {verb} by {own.by} ({kind}): {own.meaning}")
     others = {f"({k})" for k in MASK_KINDS} - {f"({kind})"}
     assert not any(other in line for other in others), line
     assert ("(2/3 = 0.667); exit 1 (--fail-on-masked)" in line) == own.model_own
@@ -1309,7 +1313,7 @@ def test_masked_counts_group_the_kinds_of_a_run():
     masked = [{"failure_kind": k} for k in ("session_lost", "agent_run_error", "session_lost")]
     said = masked_counts(masked, _ALL_PASSED, fail_on_masked=False)
     assert [line.split(" (")[0] for line in said] == [
-        "1 masked by the model itself",
+        "1 failed by the model itself",
         "2 masked by the environment",
     ]
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import atexit
 import gc
 import logging
-import math
 import signal
 import sys
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from typing import Annotated, Any, Optional
 
 import grpc
 import typer
+from pydantic import Field, TypeAdapter, ValidationError
 
 from workplace_env.checkpoint.remote import (
     CHECKPOINT_TIMEOUT_S,
@@ -225,12 +225,20 @@ ConfigFile = Annotated[
 ]
 
 
-def _finite(value: float | None) -> float | None:
-    """A float option's value; ``nan`` or an infinity (which click's ranges let through) is a
-    usage error (exit 2) naming the option."""
-    if value is not None and not math.isfinite(value):
-        raise typer.BadParameter(f"must be a finite number, not {value}")
-    return value
+def _float_range(low: float, high: float) -> dict[str, Any]:
+    """The ``min``, ``max`` (shown in the help) and ``parser`` of a float option taking
+    ``low`` to ``high``: ``nan`` or an infinity is a usage error (exit 2) saying it must be a
+    finite number (a range check alone calls ``nan`` out of range), the rest in typer's own
+    words."""
+    adapter = TypeAdapter(Annotated[float, Field(ge=low, le=high, allow_inf_nan=False)])
+
+    def parse(value: Any) -> float:
+        try:
+            return adapter.validate_python(value)
+        except ValidationError as exc:
+            raise typer.BadParameter(str(exc.errors()[0]["msg"])) from None
+
+    return {"min": low, "max": high, "parser": parse}
 
 
 def _model_opt(help: str, **kwargs: object) -> typer.models.OptionInfo:
@@ -259,11 +267,14 @@ def _warn_unknown_env_vars(log: logging.Logger | None = None) -> None:
 
 
 def _settings(
-    flags: dict, config_file: Path | None, log: logging.Logger | None = None
+    flags: dict,
+    config_file: Path | None,
+    log: logging.Logger | None = None,
+    command: str | None = None,
 ) -> tuple[Settings, dict[str, str]]:
-    """The effective settings; a bad one exits 2; a weak setting (a short admin token,
-    :func:`~workplace_env.config.setting_warnings`) is warned about (stderr; a JSON log record
-    with ``log``)."""
+    """The effective settings; a bad one exits 2; a weak setting ``command`` takes (a short
+    admin token, :func:`~workplace_env.config.setting_warnings`; None: any) is warned about
+    (stderr; a JSON log record with ``log``)."""
     try:
         settings, sources = load_settings(flags, config_file)
     except ConfigError as exc:
@@ -272,7 +283,7 @@ def _settings(
         else:
             console.print(f"[red]configuration error:[/red] {plain(exc)}")
         raise typer.Exit(2) from exc
-    for line in setting_warnings(settings):
+    for line in setting_warnings(settings, command):
         _warn(line, log)
     return settings, sources
 
@@ -293,21 +304,23 @@ def serve(
     """
     if print_config:
         _warn_unknown_env_vars()
-        print_settings(*_settings(flags, config))
+        print_settings(*_settings(flags, config, command="serve"))
         return
     configure_logging()  # every line JSON from the first (the level comes with the settings)
     _warn_unknown_env_vars(_log)
-    settings, _ = _settings(flags, config, _log)
+    settings, _ = _settings(flags, config, _log, "serve")
     with _reported(_log):
         serve_until_signalled(settings)
     _exit_promptly()
 
 
-def _credentials(config: Path | None, flags: dict[str, Any]) -> grpc.ChannelCredentials | None:
-    """The TLS credentials of a command connecting to a server, from its flags over
-    ``WORKPLACE_ENV_TLS_CA`` / ``_TLS_CLIENT_CERT`` / ``_TLS_CLIENT_KEY`` over the config file,
-    as for the gateway; None: plaintext. A bad setting or unreadable file exits 2."""
-    settings, _ = _settings(flags, config)
+def _credentials(
+    config: Path | None, flags: dict[str, Any], command: str
+) -> grpc.ChannelCredentials | None:
+    """The TLS credentials of ``command`` (``run``, ``checkpoint``) connecting to a server, from
+    its flags over ``WORKPLACE_ENV_TLS_CA`` / ``_TLS_CLIENT_CERT`` / ``_TLS_CLIENT_KEY`` over the
+    config file, as for the gateway; None: plaintext. A bad setting or unreadable file exits 2."""
+    settings, _ = _settings(flags, config, command=command)
     try:
         return client_credentials(settings)
     except (OSError, ValueError) as exc:
@@ -334,7 +347,7 @@ def gateway(
 
     configure_logging()
     _warn_unknown_env_vars(_log)
-    settings, _ = _settings(flags, config, _log)
+    settings, _ = _settings(flags, config, _log, "gateway")
     with _reported(_log):
         serve_gateway_until_signalled(grpc_target, address, settings)
     _exit_promptly()
@@ -428,25 +441,18 @@ def run(
     ] = "OPENAI_API_KEY",
     timeout: Annotated[
         float,
-        _model_opt("Seconds per model request.", min=0.1, max=MAX_SECONDS, callback=_finite),
+        _model_opt("Seconds per model request.", **_float_range(0.1, MAX_SECONDS)),
     ] = 120.0,
     max_retries: Annotated[
         int, _model_opt("Retries with exponential backoff on 429, 5xx, timeouts.", min=0, max=100)
     ] = 4,
     temperature: Annotated[
         OptFloat,
-        _model_opt(
-            "Sampling temperature, 0 to 2 [endpoint default].", min=0.0, max=2.0, callback=_finite
-        ),
+        _model_opt("Sampling temperature, 0 to 2 [endpoint default].", **_float_range(0.0, 2.0)),
     ] = None,
     top_p: Annotated[
         OptFloat,
-        _model_opt(
-            "Nucleus sampling top_p, 0 to 1 [endpoint default].",
-            min=0.0,
-            max=1.0,
-            callback=_finite,
-        ),
+        _model_opt("Nucleus sampling top_p, 0 to 1 [endpoint default].", **_float_range(0.0, 1.0)),
     ] = None,
     model_seed: Annotated[
         OptInt, _model_opt("Sampling seed sent with every model request [none sent].")
@@ -507,7 +513,7 @@ def run(
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
     _refuse_other_policys_flags(ctx, policy)
-    credentials = _credentials(config, flags) if target else None
+    credentials = _credentials(config, flags, "run") if target else None
     with _reported(), server_errors("run", target, RUN_WORDS):
         episodes = read_episodes(Path(file))
         lines = episodes.lines
@@ -632,8 +638,7 @@ CheckpointTimeout = Annotated[
     float,
     Opt(
         help="Deadline in seconds of the whole export or restore (all sessions in one stream).",
-        min=0.1,
-        max=MAX_SECONDS,  # the SDK's bound (an infinite deadline is one already past for gRPC)
+        **_float_range(0.1, MAX_SECONDS),  # the SDK's bound
     ),
 ]
 
@@ -653,7 +658,7 @@ def checkpoint_save(
     Exits 1, after saving the others, when a session cannot be exported (each is named).
     The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
-    credentials = _credentials(config, flags)
+    credentials = _credentials(config, flags, "checkpoint")
     with _reported(), server_errors("checkpoint save", target):
         status = save_checkpoint(Path(directory), target, token, timeout_s, credentials)
     _exit(status)
@@ -673,7 +678,7 @@ def checkpoint_restore(
 
     The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
-    credentials = _credentials(config, flags)
+    credentials = _credentials(config, flags, "checkpoint")
     with _reported(), server_errors("checkpoint restore", target):
         restore_checkpoint(Path(directory), target, token, timeout_s, credentials)
 

@@ -687,10 +687,14 @@ def admin_token_problem(token: str) -> str | None:
     return None
 
 
-def setting_warnings(settings: Settings) -> list[str]:
+def setting_warnings(settings: Settings, command: str | None = None) -> list[str]:
     """One line per setting that works but is weak: an admin token shorter than
-    :data:`MIN_ADMIN_TOKEN_CHARS` characters (guessable; short ones remain usable in tests)."""
+    :data:`MIN_ADMIN_TOKEN_CHARS` characters (guessable; short ones remain usable in tests).
+    With ``command`` (one of :data:`COMMANDS`), only of the settings that command takes (a
+    client command sends a token, it serves none); None: of every setting (``config``)."""
     token = settings.admin_token
+    if command is not None and command not in SPECS["admin_token"].commands:
+        return []
     if token and len(token) < MIN_ADMIN_TOKEN_CHARS:
         return [
             f"admin_token has {len(token)} characters, fewer than {MIN_ADMIN_TOKEN_CHARS}: "

@@ -196,11 +196,13 @@ def masked_counts(
 ) -> list[str]:
     """One line per ``failure_kind`` of the ``masked`` rollout lines: how many, who masked them
     and what it means (:data:`~workplace_env_client.rollouts.MASK_KINDS`, each kind its own);
-    the model's own kinds with the pass rate of ``total`` (the ``all`` row) they count in."""
+    the model's own kinds ``failed by`` it (the table's model failures, not masked) with the
+    pass rate of ``total`` (the ``all`` row) they count in."""
     said = []
     for kind, count in sorted(Counter(str(m.get("failure_kind")) for m in masked).items()):
         what = mask_kind(kind)
-        line = f"{count} masked by {what.by} ({kind}): {what.meaning}"
+        verb = "failed" if what.model_own else "masked"  # as the table counts them
+        line = f"{count} {verb} by {what.by} ({kind}): {what.meaning}"
         if what.model_own:
             line += (
                 f" ({total.passed}/{total.episodes - total.masked} = "
@@ -218,14 +220,14 @@ def print_masked(
     reason (how many more after them), then :func:`masked_counts`."""
     for line in masked[:10]:
         console.print(
-            "[yellow]masked[/yellow] "
+            f"[yellow]{'model failure' if is_finished(line) else 'masked'}[/yellow] "
             + plain(
                 f"{line.get('id')}#{line.get('_ng_rollout_index')}: "
                 f"{line.get('failure_kind')}: {line.get('failure_reason')}"
             )
         )
     if len(masked) > 10:
-        console.print(f"[yellow]masked[/yellow] ... {len(masked) - 10} more")
+        console.print(f"[yellow]masked or model failures[/yellow] ... {len(masked) - 10} more")
     for said in masked_counts(masked, total, fail_on_masked):
         console.print(plain(said))
 
