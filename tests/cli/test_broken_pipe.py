@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.taskgen import generate_tasks
 from workplace_env.terminal import BROKEN_PIPE_STATUS

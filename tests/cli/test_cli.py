@@ -1284,7 +1284,7 @@ def test_a_line_without_an_identity_refuses_the_whole_file_before_playing(
     """Tester (LOW, docs): a line that is not a JSON object has no identity (no id, no task
     index of its own), so the whole file is refused up front (exit 2, naming the file and the
     physical line), for every policy; nothing is played or written. A JSON object whose fields
-    are wrong is an episode's failure instead (tests/test_runner.py)."""
+    are wrong is an episode's failure instead (tests/cli/test_runner.py)."""
     path = tmp_path / "lines.jsonl"
     path.write_bytes(content)
     out = tmp_path / "run" / "rollouts.jsonl"

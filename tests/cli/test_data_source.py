@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_cli import HANG_S, _command, invoke
 from tests.conftest import WORKBENCH, shared_file
 from tests.nemo.venv import nemo_python, site_packages
-from tests.test_cli import HANG_S, _command, invoke
 from workplace_env.sandbox.source import (
     NEMO_PACKAGE,
     SANDBOX_SHA256,

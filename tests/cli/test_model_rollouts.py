@@ -25,9 +25,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
 from tests.dying_server import dying_server
-from tests.helpers import local
+from tests.helpers import REPO, local
 from tests.model_standin import Calls, CutOff, Fail, Fields, Hold, Raw, StandInModel, Text
 from tests.nemo.venv import nemo_python
 from workplace_env.locks import WriterBusy
@@ -814,7 +813,7 @@ def test_nemo_gym_reverification_accepts_the_rollouts(server, tmp_path):
             result = _run_model(tasks_file, standin, server, out)
         assert result.exit_code == 0, result.output
         python = nemo_python()
-        script = Path(__file__).resolve().parents[1] / "e2e" / "nemo_reverify.py"
+        script = REPO / "e2e" / "nemo_reverify.py"
         done = subprocess.run(
             [str(python), str(script), "--gateway", gateway.url, "--rollouts", str(out)],
             capture_output=True,

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPO
 from workplace_env.server.app import SERVICE_NAME
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "grpcurl.sh"
+EXAMPLE = REPO / "docs" / "examples" / "grpcurl.sh"
 
 
 def _grpcurl() -> str:

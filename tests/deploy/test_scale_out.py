@@ -14,7 +14,6 @@ import signal
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -23,6 +22,7 @@ import yaml
 
 from tests.helpers import (
     READ_ONLY,
+    REPO,
     SCRIPTS,
     Expected,
     ServeProcess,
@@ -55,7 +55,6 @@ from workplace_env_client.client import SERVICE
 from workplace_env_client.errors import from_rpc_error
 from workplace_env_client.routing import channel_target, service_config_json
 
-REPO = Path(__file__).resolve().parents[1]
 SESSIONS = 1_000
 BEFORE_CHECKPOINT, BEFORE_KILL = 10, 12  # calls made before the checkpoint, before the kill
 

@@ -17,7 +17,8 @@ from functools import cache
 import pandas as pd
 import pytest
 
-from tests.conftest import REPO, WORKBENCH, needs_shared
+from tests.conftest import WORKBENCH, needs_shared
+from tests.helpers import REPO
 from workplace_env.sandbox import generate as gen
 from workplace_env.sandbox.tables import (
     ANALYTICS,

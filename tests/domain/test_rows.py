@@ -8,9 +8,9 @@ import json
 import typing
 from typing import Any
 
+from tests.cli.test_model_rollouts import _run_cli
 from tests.helpers import local
 from tests.model_standin import Fail, StandInModel, Text
-from tests.test_model_rollouts import _run_cli
 from workplace_env_client.rows import (
     ROWS,
     ModelRunSummary,

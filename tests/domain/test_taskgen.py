@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import REPO, WORKBENCH, needs_shared, shared_file
+from tests.conftest import WORKBENCH, needs_shared, shared_file
+from tests.helpers import REPO
 from workplace_env.cli import app
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import BaseTables

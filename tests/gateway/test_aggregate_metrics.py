@@ -1,7 +1,7 @@
 """CONTRACT H3 without the NeMo venv: :func:`aggregate_metrics` answers every body of
 tests/aggregate_cases.py as NeMo Gym 0.7.0's reference ``workplace_assistant`` server answered it
 (keys, key order, integer vs float, values to 1e-12), and refuses with a 422 naming the field
-what the reference fails on. tests/test_nemo_gym.py checks the same bodies against the live
+what the reference fails on. tests/nemo/test_nemo_gym.py checks the same bodies against the live
 reference."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The HTTP gateway (CONTRACT "The legacy HTTP path"): every route and status case, over a real
 socket (uvicorn in a thread) with a real HTTP client holding a cookie jar, the way the
 reference's agent talks to it. The gRPC server behind it runs on the embedded default sandbox,
-so nothing here needs ../shared (the goldens run in test_gateway_congruence.py).
+so nothing here needs ../shared (the goldens run in tests/gateway/test_gateway_congruence.py).
 """
 
 from __future__ import annotations

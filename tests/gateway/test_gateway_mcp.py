@@ -1,7 +1,8 @@
 """The gateway's MCP endpoint, driven by the ``mcp`` SDK's own client (streamable HTTP +
 ClientSession): tools/list is gRPC ListTools, tools/call is gRPC CallTool on the token's
 session, and anything without a valid token or envelope is an MCP error that reaches no session.
-Runs on the embedded default sandbox (the goldens over MCP are in test_gateway_congruence.py).
+Runs on the embedded default sandbox (the goldens over MCP are in
+tests/gateway/test_gateway_congruence.py).
 """
 
 from __future__ import annotations

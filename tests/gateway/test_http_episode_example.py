@@ -9,15 +9,14 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from tests.helpers import GATEWAY_BACKENDS
+from tests.helpers import GATEWAY_BACKENDS, REPO
 
 pytestmark = pytest.mark.gateway(backends=GATEWAY_BACKENDS)
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "http_episode.sh"
+EXAMPLE = REPO / "docs" / "examples" / "http_episode.sh"
 _ANSWER = "@@example-answer@@"
 
 

@@ -1,5 +1,5 @@
 """NeMo Gym's servers never outlive a killed test run (after ``timeout``
-killed ``pytest tests/test_nemo_gym.py``, six ``driver.py`` processes were left running).
+killed ``pytest tests/nemo/test_nemo_gym.py``, six ``driver.py`` processes were left running).
 
 No NeMo venv needed: the child is a plain sleeper started the way :mod:`tests.nemo.servers`
 starts NeMo's servers (own session, :func:`~tests.nemo.servers.die_with_parent`)."""
@@ -11,11 +11,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import REPO
+
 WAIT_S = 60.0
 
 PARENT = """
@@ -41,7 +41,7 @@ def _alive(pid: int) -> bool:
 @pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_nemo_child_dies_when_the_test_process_is_killed():
     parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", PARENT], cwd=REPO, stdout=subprocess.PIPE, text=True
     )
     assert parent.stdout is not None
     child = int(parent.stdout.readline())

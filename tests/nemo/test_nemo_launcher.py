@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, WORKBENCH, needs_shared, read_jsonl
+from tests.conftest import WORKBENCH, needs_shared, read_jsonl
+from tests.helpers import REPO
 from tests.nemo.launcher import ENTRY, MCP_AGENT_ENTRY, NgRun
 from tests.nemo.rows import (
     recorded_inputs,

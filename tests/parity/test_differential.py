@@ -71,8 +71,8 @@ def test_verify_bodies_are_refused_where_and_as_the_reference_refuses_them(
     as from the reference, and the same 422 ``loc``s."""
     import httpx
 
+    from tests.gateway.test_gateway_nemo_types import CALL, OUT_TEXT, SEND
     from tests.helpers import gateway_on
-    from tests.test_gateway_nemo_types import CALL, OUT_TEXT, SEND
 
     right = {**CALL, "arguments": json.dumps(SEND)}
     truth = [{"name": "email_send_email", "arguments": json.dumps(SEND)}]

@@ -43,7 +43,7 @@ def _truth_a_string(line: dict) -> bool:
 @pytest.mark.parametrize("name", list(FILES))
 def test_file_reproduces_reference_over_grpc(name, workbench_client):
     """Every line but those whose ground truth is a string, which the runner refuses (their
-    reference rewards are reproduced over HTTP, tests/test_gateway_congruence.py)."""
+    reference rewards are reproduced over HTTP, tests/gateway/test_gateway_congruence.py)."""
     path, policy = FILES[name]
     every = read_jsonl(shared_file(path))
     lines = [line for line in every if not _truth_a_string(line)]

@@ -2,11 +2,12 @@
 
 Source: data/goldens/tool_calls_public.jsonl and tool_calls_fuzz_public.jsonl (the reference's
 exact outputs under pandas 2.3.2) and their table hashes (``tables_after``: SHA-256 of
-``DataFrame.to_csv(index=True)``). The same cases also run over gRPC in test_grpc_parity.py and
-over HTTP in test_gateway_congruence.py; this file pins the domain layer alone, so a failure
-points at a tool. Every case runs with the fast paths; the pandas implementations run here on a
-fixed sample of the generated cases (:data:`PANDAS_FUZZ_CASES`), and are held to the fast paths
-on every hand-picked case in test_fast_paths.py.
+``DataFrame.to_csv(index=True)``). The same cases also run over gRPC in
+tests/parity/test_grpc_parity.py and over HTTP in tests/gateway/test_gateway_congruence.py; this
+file pins the domain layer alone, so a failure points at a tool. Every case runs with the fast
+paths; the pandas implementations run here on a fixed sample of the generated cases
+(:data:`PANDAS_FUZZ_CASES`), and are held to the fast paths on every hand-picked case in
+tests/domain/test_fast_paths.py.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPO
 from workplace_env_client import EnvironmentClient, SessionClosedError
 
-REPO = Path(__file__).resolve().parents[1]
 #: What the SDK wheel may require (client/pyproject.toml), extras apart.
 SDK_REQUIRES = {"grpcio", "grpcio-status", "protobuf"}
 #: Server-side packages a rollout collector must not get with the SDK.

@@ -19,30 +19,30 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import WORKBENCH, needs_shared, shared_file
+from tests.helpers import REPO
 from tests.model_standin import Calls, StandInModel, Text
 from tests.nemo.venv import nemo_python, site_packages
 from tests.proxy_cluster import free_port
 from workplace_env.config import Settings
 
-REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 EXAMPLES = DOCS / "examples"
 PYTHON = Path(sys.executable)
 VENV_BIN = PYTHON.parent
 ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-#: Examples another test runs as written.
+#: Examples another test runs as written: (that test's file, what of the example it runs).
 RUN_ELSEWHERE = {
-    "grpcurl.sh": "tests/test_grpcurl.py",
-    "http_episode.sh": "tests/test_http_episode_example.py",
-    "install_wheels.sh": "tests/test_distributions.py (its pip lines, in a copy of the clone)",
-    "nemo_gym.yaml": "tests/test_nemo_gym.py (the same instances)",
-    "nemo_launcher.sh": "tests/test_nemo_launcher.py (the same commands and configs)",
-    "verifiers_eval.sh": "tests/test_verifiers.py (its vf-eval command)",
-    "verifiers_eval.toml": "tests/test_verifiers.py (as written)",
+    "grpcurl.sh": ("tests/deploy/test_grpcurl.py", "every command"),
+    "http_episode.sh": ("tests/gateway/test_http_episode_example.py", "every command"),
+    "install_wheels.sh": ("tests/project/test_distributions.py", "its pip lines, in a clone copy"),
+    "nemo_gym.yaml": ("tests/nemo/test_nemo_gym.py", "the same instances"),
+    "nemo_launcher.sh": ("tests/nemo/test_nemo_launcher.py", "the same commands and configs"),
+    "verifiers_eval.sh": ("tests/sdk/test_verifiers.py", "its vf-eval command"),
+    "verifiers_eval.toml": ("tests/sdk/test_verifiers.py", "as written"),
 }
 #: Examples no test runs, and why.
 NOT_RUN = {
-    "haproxy.sh": "serves until stopped; tests/test_proxy.py runs deploy/haproxy.cfg unchanged",
+    "haproxy.sh": "serves until stopped; tests/deploy/test_proxy.py runs deploy/haproxy.cfg as is",
 }
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 INCLUDE = re.compile(r'^--8<-- "([^"]+)"', re.M)
@@ -116,6 +116,7 @@ def test_every_example_is_included_and_every_code_block_is_an_example():
     examples = {p.name for p in EXAMPLES.iterdir()}
     assert examples - included == set()
     assert set(RUN_ELSEWHERE) | set(NOT_RUN) <= examples
+    assert [test for test, _ in RUN_ELSEWHERE.values() if not (REPO / test).is_file()] == []
 
 
 def test_every_curl_with_a_body_is_an_example_a_test_runs():

@@ -139,7 +139,7 @@ def test_async_session_whose_server_died_never_hides_the_block(make_server, body
     assert "idle TTL" in str(warned[0].message)
 
 
-# -- refusals for concurrency (X3), as the sync client (tests/test_session_sdk.py) -------------
+# -- refusals for concurrency (X3), as the sync client (tests/sdk/test_session_sdk.py) -------------
 
 
 @pytest.mark.parametrize(("method", "call"), EVERY_RPC, ids=[m for m, _ in EVERY_RPC])

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import GOLDENS, WORKBENCH, needs, needs_shared, read_jsonl
-from tests.helpers import Served, gateway_on
+from tests.helpers import REPO, Served, gateway_on
 from tests.nemo.rows import dataset_row, episodes, write_jsonl
 from tests.nemo.servers import NemoStack, die_with_parent, stand_in_model
 from tests.nemo.venv import nemo_python, verifiers_python
@@ -36,7 +36,6 @@ from workplace_env.gateway import GatewaySettings
 from workplace_env.parity import outputs_match
 from workplace_env.sessions import SessionStore
 
-REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "docs" / "examples"
 EVAL_TOML = EXAMPLES / "verifiers_eval.toml"
 EVAL_SH = EXAMPLES / "verifiers_eval.sh"

@@ -1,6 +1,6 @@
 """docs/contract.md cases over gRPC: one test per case, named after it, against a real server (the
 HTTP cases H1-H6 through the gateway over it; NeMo Gym's own clients judge them in
-tests/test_nemo_gym.py).
+tests/nemo/test_nemo_gym.py).
 
 Runs on the embedded default sandbox, so it needs nothing from ../shared. Each test would fail
 on the reference's behaviour (which resets state on a repeated seed, leaks abandoned sessions,
@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -36,6 +35,7 @@ from tests import aggregate_cases
 from tests.helpers import (
     EP,
     HANG_S,
+    REPO,
     TASK,
     TID,
     WRITE,
@@ -947,12 +947,12 @@ CASES = (
 #: Contract cases not implemented yet, and the issue that implements them (none now).
 PENDING: dict[str, str] = {}
 #: Contract cases whose tests live in a file of their own layer, not named after the case.
-ELSEWHERE = {"V6": "tests/test_verify_body_bound.py"}
-CONTRACT = Path(__file__).resolve().parents[1] / "docs" / "contract.md"
+ELSEWHERE = {"V6": "tests/server/test_verify_body_bound.py"}
+CONTRACT = REPO / "docs" / "contract.md"
 
 
 def test_every_contract_case_has_a_test_named_after_it():
-    from tests import test_contract_ops  # X2 on both transports, X3 and A1
+    from tests.server import test_contract_ops  # X2 on both transports, X3 and A1
 
     names = [name for name in (*globals(), *vars(test_contract_ops)) if name.startswith("test_")]
     missing = [case for case in CASES if not any(n.startswith(f"test_{case}_") for n in names)]

@@ -1,7 +1,7 @@
 """CONTRACT X2 (drain, both transports), X3 (admission) and A1 (admin security), and the
 failures 4-6 (SIGTERM with --http-address; slow streams starving health; an open admin).
 
-Named in ``tests/test_contract.py``'s scheme (``test_<case>_...``); its coverage test reads
+Named in ``tests/server/test_contract.py``'s scheme (``test_<case>_...``); its coverage test reads
 these names too.
 """
 

@@ -292,7 +292,7 @@ def test_an_evicted_legacy_session_keeps_its_legacy_binding(sandbox):
 
 # -- The per-session write bound ---------------------------------------------------------
 # The transports' side (status codes, SDK error, HTTP 413, MCP, the setting, checkpoint files)
-# is tests/test_session_write_bound.py's; here, what the store counts and answers.
+# is tests/sessions/test_session_write_bound.py's; here, what the store counts and answers.
 
 #: A task whose ground truth is no call: an empty prediction scores 1.0.
 NO_WRITES = Task(id="m6")

@@ -5,7 +5,7 @@ before it runs, records nothing, and leaves the session serving reads, verify an
 gRPC, the SDK (SessionTooLargeError), HTTP (413 on both gateway backends, legacy and typed
 seeds) and MCP; across checkpoint and restore; and as a setting. What the store counts (reads,
 replays, a legacy re-seed, a zero bound, a restore over the bound) and the exact refusal are
-tested on the store, in ``tests/test_session_bounds.py``."""
+tested on the store, in ``tests/sessions/test_session_bounds.py``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import pytest
 from mcp.shared.exceptions import McpError
 from typer.testing import CliRunner
 
+from tests.gateway.test_gateway_mcp import mcp_run
 from tests.helpers import (
     BOUND_FIRST,
     BOUND_LIMIT,
@@ -30,7 +31,6 @@ from tests.helpers import (
     send_args,
     total_emails,
 )
-from tests.test_gateway_mcp import mcp_run
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.cli import app as cli_app
