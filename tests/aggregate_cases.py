@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REFERENCE_ANSWERS_PATH = Path(__file__).resolve().with_name("aggregate_reference_answers.json")
+from tests.helpers import TESTS
+
+REFERENCE_ANSWERS_PATH = TESTS / "aggregate_reference_answers.json"
 NAN, INF = float("nan"), float("inf")
 
 Rows = list[dict[str, Any]]

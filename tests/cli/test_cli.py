@@ -43,7 +43,7 @@ from workplace_env import demo as demo_module
 from workplace_env.checkpoint.files import write_checkpoint
 from workplace_env.cli import app
 from workplace_env.command_errors import COMMAND_WORDS, RUN_WORDS, server_errors
-from workplace_env.config import Settings
+from workplace_env.config import SPECS, Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
 from workplace_env.model_runs import read_finished, read_rollouts
 from workplace_env.sandbox.generate import person_first_names
@@ -470,8 +470,9 @@ def test_a_bad_value_is_a_usage_error_not_a_traceback(tasks_file, args, env, say
     ],
 )
 def test_config_errors_read_as_written(tmp_path, monkeypatch, env, says):
-    """Tester findings: "[server]" was eaten as rich markup ("top-level workers and  workers
-    both set"), and a bad integer read "'abc' is not a int"."""
+    """Configuration errors print their text as written: "[server]" is not taken for rich
+    markup (which would print "top-level workers and  workers both set"), and a bad integer
+    is named in plain English, not "'abc' is not a int"."""
     monkeypatch.chdir(tmp_path)
     Path("both.toml").write_text("workers = 2\n[server]\nworkers = 7\n")
     args = ["config"] if env else ["config", "--config", "both.toml"]
@@ -499,12 +500,13 @@ def test_config_errors_read_as_written(tmp_path, monkeypatch, env, says):
     ],
 )
 def test_every_help_renders(command):
-    """Help texts are rich markup too: a default written ``[/mcp]`` was read as a closing tag
-    and ``serve --help`` crashed (MarkupError)."""
+    """Help texts are rich markup too: a default shown in brackets that reads as a closing
+    tag (``[/mcp]``) is printed as written, not taken for markup (a MarkupError)."""
     result = invoke(*command, "--help")
     assert result.exit_code == 0, result.output
     if command in (["serve"], ["gateway"]):
-        assert "MCP endpoint [/mcp]; '' turns MCP off" in " ".join(result.output.split())
+        shown = SPECS["mcp_path"].help_for(command[0], Settings().mcp_path)
+        assert "[/" in shown and " ".join(shown.split()) in " ".join(result.output.split())
 
 
 def _every_command() -> Iterator[tuple[list[str], click.Command]]:
@@ -1281,7 +1283,7 @@ GOOD_LINE = json.dumps({"id": "good", "ground_truth": []}).encode() + b"\n"
 def test_a_line_without_an_identity_refuses_the_whole_file_before_playing(
     tmp_path, content, said, policy
 ):
-    """Tester (LOW, docs): a line that is not a JSON object has no identity (no id, no task
+    """A line that is not a JSON object has no identity (no id, no task
     index of its own), so the whole file is refused up front (exit 2, naming the file and the
     physical line), for every policy; nothing is played or written. A JSON object whose fields
     are wrong is an episode's failure instead (tests/cli/test_runner.py)."""

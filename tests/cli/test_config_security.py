@@ -243,8 +243,8 @@ def _http_episode(url: str) -> None:
 
 
 def test_tls_serve_co_hosts_its_plain_http_gateway(pki):
-    """Tester finding: ``serve --tls-cert --tls-key --http-address`` was refused, though the
-    co-hosted gateway calls the servicer in-process. One process: TLS gRPC and plain HTTP."""
+    """``serve --tls-cert --tls-key --http-address`` is taken: the co-hosted gateway calls the
+    servicer in-process. One process: TLS gRPC and plain HTTP."""
     d = pki["dir"]
     serve = _Lines(
         "serve", "--address", "127.0.0.1:0", "--http-address", "127.0.0.1:0",
@@ -261,9 +261,9 @@ def test_tls_serve_co_hosts_its_plain_http_gateway(pki):
 
 @pytest.mark.parametrize("mtls", [False, True])
 def test_the_separate_gateway_reaches_a_tls_server_with_its_ca(sandbox, pki, mtls):
-    """Tester finding: ``workplace-env gateway`` had no TLS option (``/ready`` said
-    backend_unavailable, seeds 503). ``--tls-ca`` (and, for mTLS, ``--tls-client-cert`` /
-    ``--tls-client-key``) make its channel a TLS one."""
+    """``workplace-env gateway`` reaches a TLS server: ``--tls-ca`` (and, for mTLS,
+    ``--tls-client-cert`` / ``--tls-client-key``) make its channel a TLS one (a plain channel
+    would leave ``/ready`` backend_unavailable and seeds 503)."""
     d = pki["dir"]
     with _serve(sandbox, pki, mtls=mtls) as server:
         target = f"127.0.0.1:{server.port}"
@@ -568,9 +568,9 @@ def test_serve_with_a_too_large_setting_exits_2_without_a_traceback(args):
 
 
 def test_an_unknown_workplace_env_variable_is_warned_about_with_the_closest_setting():
-    """Small finding: a typo such as WORKPLACE_ENV_ADMIN_TOKN was silently ignored (the server
-    then ran without its admin token) while an unknown file key is refused. It is warned about
-    now, naming the closest setting; the tests' and tools' variables are not."""
+    """A typo such as WORKPLACE_ENV_ADMIN_TOKN is warned about, naming the closest setting
+    (ignored silently, the server would run without its admin token; an unknown file key is
+    refused); the tests' and tools' variables are not."""
     environ = {
         "WORKPLACE_ENV_ADMIN_TOKN": "t",
         "WORKPLACE_ENV_MAX_SESSIONS": "5",

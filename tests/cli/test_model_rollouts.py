@@ -202,7 +202,7 @@ def _outputs(rollout) -> dict[str, str]:
     }  # fmt: skip
 
 
-# The tester's recorded answer: one call whose arguments are not JSON beside valid ones.
+# Arguments a model may send that are not JSON, each in one call beside valid ones.
 UNPARSABLE = ["not json{", "{" * 200 + "}" * 200, "", '{"name": "a"} trailing', "{'name': 'a'}"]
 
 
@@ -962,7 +962,7 @@ def _assert_one_plan(out: Path) -> None:
 
 
 def _edited(server, tmp_path):
-    """Tester's case 1: row 0's ground truth emptied (its playback now scores 0), rows 1 and 2
+    """Row 0's ground truth emptied (its playback now scores 0), rows 1 and 2
     swapped."""
     rows = [_crm_single(server), *_nochange_rows(server, 2)]
     edited = [{**rows[0], "ground_truth": []}, rows[2], rows[1]]
@@ -970,23 +970,23 @@ def _edited(server, tmp_path):
 
 
 def _other_file(server, tmp_path):
-    """Tester's case 2: another task file into the same --out."""
+    """Another task file into the same --out."""
     return _nochange_rows(server, 3), _nochange_rows(server, 3, "other"), (), ()
 
 
 def _fewer_repeats(server, tmp_path):
-    """Tester's case 3: --repeats 3, then --repeats 1 (9 rollout lines against 3 inputs)."""
+    """--repeats 3, then --repeats 1 (9 rollout lines against 3 inputs)."""
     rows = _nochange_rows(server, 3)
     return rows, rows, ("--repeats", "3"), ("--repeats", "1")
 
 
 @pytest.mark.parametrize("case", [_edited, _other_file, _fewer_repeats])
 def test_cli_refuses_an_out_of_another_plan_and_overwrite_replays_it(server, tmp_path, case):
-    """Tester (HIGH): a rerun into the same --out after the input changed kept stale rollouts
-    (row 0 scored against its old ground truth; 5 rollout lines against 3 inputs; 9 against 3
-    after --repeats 3 then 1). Another plan is refused before anything is played or written
-    (exit 2, naming the file, how many lines differ, the way out); --overwrite plays the new
-    plan from scratch and leaves no stale line."""
+    """A rerun into the same --out after the input changed (which would keep stale rollouts:
+    row 0 scored against its old ground truth; 5 rollout lines against 3 inputs; 9 against 3
+    after --repeats 3 then 1) is refused before anything is played or written (exit 2, naming
+    the file, how many lines differ, the way out); --overwrite plays the new plan from scratch
+    and leaves no stale line."""
     first_rows, second_rows, first_more, second_more = case(server, tmp_path)
     tasks_file = tmp_path / "tasks.jsonl"
     out = tmp_path / "run" / "rollouts.jsonl"

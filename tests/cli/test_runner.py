@@ -146,9 +146,9 @@ class _GoneFor:
 
 
 def test_the_mean_reward_is_over_the_played_episodes_the_failed_ones_counted_apart(sdk, capsys):
-    """Review finding: the mean reward counted episodes that could not be played (server
-    unavailable, invalid line, error) as reward 0, so 2 passed and 2 unplayed showed 0.5.
-    It is now the mean over the played episodes, shown beside how many played and failed."""
+    """The mean reward is over the played episodes, shown beside how many played and failed:
+    episodes that could not be played (server unavailable, invalid line, error) do not count
+    as reward 0 (2 passed and 2 unplayed show 1.0, not 0.5)."""
     lines = [
         {"id": name, "ground_truth": [], "function_calls": [], "category": "c"}
         for name in ("ok-1", "gone-1", "ok-2", "gone-2")

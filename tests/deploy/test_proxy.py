@@ -564,12 +564,11 @@ def _check_steps() -> tuple[bytes, str, str]:
 
 
 def test_the_health_check_judges_the_answer_not_a_ping_that_looks_like_it():
-    """The flake, found in HAProxy's log: "r2 is DOWN, reason: Layer7 invalid response,
-    TCPCHK did not match content at step 13, check duration: 1ms" on a live replica, whose
-    sessions then went elsewhere (SESSION_LOST). The server's first bytes hold an HTTP/2 PING
-    with 8 random bytes; the old pattern, the bare gRPC frame ``000000000208..``, could match
-    there before the answer arrived, and the judging step then failed at once. The patterns
-    now include the DATA frame's header, so only the answer itself is judged."""
+    """A live replica is never marked DOWN by a check that judged the wrong bytes. The
+    server's first bytes hold an HTTP/2 PING with 8 random bytes, where the bare gRPC frame
+    ``000000000208..`` can appear before the answer arrives; the patterns include the DATA
+    frame's header, so only the answer itself is judged (a false DOWN sends the replica's
+    sessions elsewhere: SESSION_LOST)."""
     sent, wait, judge = _check_steps()
     server = start_server(SessionStore(load_sandbox(None)), "127.0.0.1:0")
     try:
@@ -589,5 +588,5 @@ def test_the_health_check_judges_the_answer_not_a_ping_that_looks_like_it():
     # check may have read when the answer is late (a loaded machine).
     start = answer.index("0000080600")  # the PING frame: length 8, type 6, flags 0
     early = answer[: start + 18] + "020802AABBCCDDEE"
-    assert re.search("000000000208[0-9A-F]{2}", early)  # what fooled the old pattern
-    assert not re.search(wait, early)  # now: still waiting for the answer, not judging
+    assert re.search("000000000208[0-9A-F]{2}", early)  # a bare frame pattern would match here
+    assert not re.search(wait, early)  # still waiting for the answer, not judging

@@ -1146,13 +1146,12 @@ def test_a_body_over_the_limit_is_413_request_too_large_however_it_is_sent(
 def test_over_a_server_with_a_larger_limit_a_body_is_413_and_an_answer_502_naming_the_limit(
     make_server, monkeypatch
 ):
-    """Review finding: behind a gateway whose SDK client's limit (64 MiB) is under the server's,
-    a body between the two is 413 naming the gateway's limit, as any body over it; but an
-    answer between them (sent by the server, too large for the gateway's client) was 413
-    REQUEST_TOO_LARGE with gRPC's text ("CLIENT: Received message larger than max") though the
-    request was fine and the call had run. The SDK now reads it as RESPONSE_TOO_LARGE naming
-    the size and its limit, so the gateway answers 502 as for the server's own refusal of an
-    answer (the same on a retry with the call's id). Scaled: SDK 64 KiB, server 1 MiB."""
+    """Behind a gateway whose SDK client's limit (64 MiB) is under the server's, a body
+    between the two is 413 naming the gateway's limit, as any body over it; an answer between
+    them (sent by the server, too large for the gateway's client; the request was fine and the
+    call ran) is RESPONSE_TOO_LARGE naming the size and its limit, not REQUEST_TOO_LARGE with
+    gRPC's text, so the gateway answers 502 as for the server's own refusal of an answer (the
+    same on a retry with the call's id). Scaled: SDK 64 KiB, server 1 MiB."""
     from workplace_env.gateway import translate
     from workplace_env_client import CapacityError, channel
 

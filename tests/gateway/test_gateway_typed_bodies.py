@@ -147,7 +147,7 @@ def test_a_typed_seed_takes_a_string_ground_truth_and_verify_scores_it_as_the_re
     ],
 )
 def test_typed_seed_of_the_same_identity_with_other_task_data_is_409(http, change):
-    """Finding 6: any difference in ``task_data`` (not only the ground truth) is a conflict;
+    """Any difference in ``task_data`` (not only the ground truth) is a conflict;
     the identical row is a retry."""
     sid = seed(http)
     body = {

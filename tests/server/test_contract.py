@@ -944,7 +944,7 @@ CASES = (
     "X3",
     "A1",
 )
-#: Contract cases not implemented yet, and the issue that implements them (none now).
+#: Contract cases not implemented yet, and what they wait for (none now).
 PENDING: dict[str, str] = {}
 #: Contract cases whose tests live in a file of their own layer, not named after the case.
 ELSEWHERE = {"V6": "tests/server/test_verify_body_bound.py"}

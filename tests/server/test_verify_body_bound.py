@@ -44,9 +44,9 @@ def message(i: int) -> dict[str, Any]:
     }
 
 
-def l11_output() -> list[dict[str, Any]]:
-    """The tester's body: 300,000 items (messages, function calls and their outputs, ~45 MB
-    with the row), its first item one the check would refuse."""
+def huge_output() -> list[dict[str, Any]]:
+    """A 300,000-item output (messages, function calls and their outputs, ~45 MB with the
+    row), its first item one the check would refuse."""
     items: list[dict[str, Any]] = [BAD_CALL]
     for i in range(1, 300_000):
         kind = i % 3
@@ -92,10 +92,10 @@ def assert_refused_naming(answer: httpx.Response, loc: list[Any], *words: str) -
 # -- HTTP ----------------------------------------------------------------------------------------
 
 
-def test_the_l11_body_is_refused_on_its_length(http):
-    """The tester's 300,000-item body: 422 naming ``response.output``, the bound and the count,
+def test_a_huge_body_is_refused_on_its_length(http):
+    """A 300,000-item body: 422 naming ``response.output``, the bound and the count,
     and nothing of its first item (no item was checked)."""
-    answer = http.post("/verify", json=verify_body(l11_output()))
+    answer = http.post("/verify", json=verify_body(huge_output()))
     assert_refused_naming(
         answer,
         ["body", "response", "output"],
@@ -163,7 +163,7 @@ def violations(error: InvalidRequestError) -> list[tuple[str, str]]:
 
 
 def test_grpc_refuses_an_output_over_the_bound_naming_it(sdk):
-    sid = f"l11-{uuid.uuid4()}"
+    sid = f"over-bound-{uuid.uuid4()}"
     sdk.seed(sid, ("r", 0), ("t", "1"), {"id": "1", "ground_truth": TRUTH})
     try:
         with pytest.raises(InvalidRequestError) as err:

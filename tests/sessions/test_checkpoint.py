@@ -360,29 +360,29 @@ def test_K3_a_snapshot_without_a_sandbox_is_checked_by_its_directory(
 
 
 def test_K3_a_retried_restore_after_a_claim_says_it_was_restored_already(servers):
-    """A retry of a restore whose sessions are all installed, one claimed since, said
-    "nothing was restored" (exit 1), though the first attempt installed everything. It is
-    still SESSION_LIVE (the claimed session is not reset), marked ``already_restored`` and
-    saying so; a batch with an id live for another reason stays "nothing was restored"."""
+    """A retry of a restore whose sessions are all installed, one claimed since, is
+    SESSION_LIVE (the claimed session is not reset), marked ``already_restored`` and saying so,
+    not "nothing was restored" (the first attempt installed everything); a batch with an id
+    live for another reason stays "nothing was restored"."""
     a, b = servers(), servers()
-    for sid in ("l12-1", "l12-2"):
+    for sid in ("again-1", "again-2"):
         a.client.seed(sid, (sid, 0), TID, TASK)
     snapshots, _, _ = a.admin.export_sessions()
     assert b.admin.restore_sessions(snapshots) == 2
-    b.client.seed("l12-2", ("l12-2", 0), TID, TASK)  # claimed (K4)
-    b.client.call_tool("l12-2", *SEND)
+    b.client.seed("again-2", ("again-2", 0), TID, TASK)  # claimed (K4)
+    b.client.call_tool("again-2", *SEND)
     with pytest.raises(SessionLiveError) as err:
         b.admin.restore_sessions(snapshots)
     assert err.value.metadata["already_restored"] == "true"
-    assert "restored here already" in err.value.message and "l12-2" in err.value.message
+    assert "restored here already" in err.value.message and "again-2" in err.value.message
     assert b.running.store.state_counts() == {"restored_unclaimed": 1, "seeded": 1}
-    assert _found(b.client, "l12-2") == 1  # not reset
-    b.client.seed("l12-3", ("l12-3", 0), TID, TASK)
-    a.client.seed("l12-3", ("l12-3", 0), TID, TASK)
+    assert _found(b.client, "again-2") == 1  # not reset
+    b.client.seed("again-3", ("again-3", 0), TID, TASK)
+    a.client.seed("again-3", ("again-3", 0), TID, TASK)
     with pytest.raises(SessionLiveError) as err:
-        b.admin.restore_sessions(snapshots + a.admin.export_sessions(["l12-3"])[0])
+        b.admin.restore_sessions(snapshots + a.admin.export_sessions(["again-3"])[0])
     assert "already_restored" not in err.value.metadata
-    assert "['l12-3'] are live here" in err.value.message
+    assert "['again-3'] are live here" in err.value.message
     assert "nothing was restored" in err.value.message
 
 
@@ -408,16 +408,16 @@ def test_K4_a_call_or_verify_on_an_unclaimed_restored_session_claims_it(servers,
     names the id; on restored state they claim it, as a legacy request does
     (docs/operations/checkpoints.md)."""
     a, b = servers(), servers()
-    a.client.seed("l12c", EP, TID, TASK)
+    a.client.seed("claimed", EP, TID, TASK)
     b.admin.restore_sessions(a.admin.export_sessions()[0])
     if use == "call_tool":
-        b.client.call_tool("l12c", *SEARCH)
+        b.client.call_tool("claimed", *SEARCH)
     else:
-        b.client.verify("l12c", [])
+        b.client.verify("claimed", [])
     assert b.running.store.state_counts() in ({"seeded": 1}, {"verified": 1})
     with pytest.raises(SessionClaimedError):
-        b.client.seed("l12c", ("intruder", 0), TID, TASK)
-    assert not b.client.seed("l12c", EP, TID, TASK).restored  # its own seed: a plain retry
+        b.client.seed("claimed", ("intruder", 0), TID, TASK)
+    assert not b.client.seed("claimed", EP, TID, TASK).restored  # its own seed: a plain retry
 
 
 def test_K4_matching_seed_claims_restored_tables_without_rebuild(servers):
@@ -482,20 +482,20 @@ def test_K6_retire_records_no_fence_the_id_is_free_again(servers):
     id is free: a seed of any episode starts fresh tables, a restore of it is accepted (a
     session moved away and back). A closed id stays fenced (S4), for contrast."""
     a = servers()
-    a.client.seed("l13", EP, TID, TASK)
-    a.client.call_tool("l13", *SEND)
+    a.client.seed("retired", EP, TID, TASK)
+    a.client.call_tool("retired", *SEND)
     snapshots, _, _ = a.admin.export_sessions()
-    assert a.admin.retire_session("l13") is True
+    assert a.admin.retire_session("retired") is True
     with pytest.raises(SessionLostError):
-        a.client.call_tool("l13", *SEARCH)
-    a.client.seed("l13", ("another", 0), TID, TASK)
-    assert _found(a.client, "l13") == 0  # fresh tables: nothing of the retired attempt
-    assert a.admin.retire_session("l13") is True
+        a.client.call_tool("retired", *SEARCH)
+    a.client.seed("retired", ("another", 0), TID, TASK)
+    assert _found(a.client, "retired") == 0  # fresh tables: nothing of the retired attempt
+    assert a.admin.retire_session("retired") is True
     assert a.admin.restore_sessions(snapshots) == 1  # moved back
-    assert _found(a.client, "l13") == 1
-    a.client.close_session("l13", EP)
+    assert _found(a.client, "retired") == 1
+    a.client.close_session("retired", EP)
     with pytest.raises(SessionClosedError):
-        a.client.seed("l13", ("another", 1), TID, TASK)
+        a.client.seed("retired", ("another", 1), TID, TASK)
 
 
 def test_admin_rpcs_need_the_bearer_token(servers):
@@ -750,9 +750,9 @@ def _closed_port() -> int:
 
 @pytest.mark.parametrize("target", ["nohost.invalid:1", "closed"])
 def test_a_restore_that_never_connects_says_nothing_was_installed(servers, tmp_path, target):
-    """Small finding: ``checkpoint restore --target nohost:1`` said "restore outcome unknown
-    ... some or all sessions may be installed" although nothing was sent (the name did not
-    resolve). A server that cannot be reached is now told apart from a lost answer."""
+    """``checkpoint restore`` to a server it cannot reach (a name that does not resolve, a
+    closed port) says nothing was installed, not "restore outcome unknown ... some or all
+    sessions may be installed": nothing was sent, which is told apart from a lost answer."""
     a = servers()
     a.client.seed("k1", EP, TID, TASK)
     saved = _cli("checkpoint", "save", str(tmp_path), "--target", f"127.0.0.1:{a.running.port}")
@@ -801,7 +801,7 @@ def test_K3_restore_of_an_id_closed_here_is_refused(servers):
 
 
 def test_S4_a_closed_id_stays_fenced_after_save_kill_and_restore(servers, tmp_path):
-    """The tester's repro: five sessions, one closed, ``checkpoint save``, a new server,
+    """Five sessions, one closed, ``checkpoint save``, a new server,
     ``checkpoint restore``: a late seed of the closed id is ALREADY_EXISTS SESSION_CLOSED (not
     fresh tables), a close from another episode EPISODE_MISMATCH (C4); the others restore."""
     a, b = servers(CLI_TOKEN), servers(CLI_TOKEN)

@@ -389,12 +389,11 @@ def _seed_at_the_limit(field: str, limit: int) -> pb.SeedSessionRequest:
 
 @pytest.mark.parametrize("field", ["task.prompt", "task_id.task_id", "episode_id.rollout_id"])
 def test_K1_a_session_seeded_at_the_message_limit_exports_and_restores(make_server, field):
-    """Review finding: a session whose task (or id) came within ~64 KiB + its first piece of
-    tables of the message limit was named in ``failures``: the first piece of its snapshot
-    carried the header whole beside up to 2 MiB of ``state_json``, and the export reserved a
-    fixed 64 KiB. Now a header over a chunk travels as ``header_encoding`` in pieces, so a
-    seed of exactly the limit exports in messages of about 2 MiB, restores on a server of the
-    same limit, and its own seed claims it."""
+    """A session whose task (or id) comes within ~64 KiB + its first piece of tables of the
+    message limit exports whole, not named in ``failures``: a header over a chunk travels as
+    ``header_encoding`` in pieces (carried whole beside up to 2 MiB of ``state_json`` in the
+    first piece, it would pass the limit), so a seed of exactly the limit exports in messages
+    of about 2 MiB, restores on a server of the same limit, and its own seed claims it."""
     settings = Settings(admin_open=True, max_message_bytes=SMALL_LIMIT)
     source = make_server(settings=settings)
     request = _seed_at_the_limit(field, SMALL_LIMIT)

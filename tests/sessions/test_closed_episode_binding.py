@@ -1,9 +1,9 @@
 """A closed id stays bound to its episode (CONTRACT C4), and whole-request errors read cleanly.
 
-Tester findings (round 20): CloseSession from another episode on an already-closed id answered
-ALREADY_CLOSED; C4 says FAILED_PRECONDITION ``EPISODE_MISMATCH`` for "another episode than the
-binding", and closing does not unbind. The binding's own episode still gets ALREADY_CLOSED
-(C2); an id closed without a binding (C3, a legacy session) has no episode to mismatch.
+CloseSession from another episode on an already-closed id is FAILED_PRECONDITION
+``EPISODE_MISMATCH`` (C4: "another episode than the binding"; closing does not unbind), not
+ALREADY_CLOSED. The binding's own episode still gets ALREADY_CLOSED (C2); an id closed without
+a binding (C3, a legacy session) has no episode to mismatch.
 """
 
 from __future__ import annotations
