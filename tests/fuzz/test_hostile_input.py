@@ -1,4 +1,4 @@
-"""The failures 1-3 and 7, and the rule for JSON no wire can carry, one test each.
+"""Input no wire can carry, an oversized session in a checkpoint, and a resent verify.
 
 Every entry answers input Python parses but UTF-8, protobuf or a strict JSON encoder cannot
 carry (lone surrogates, integers over 4,300 digits, NaN, deep nesting, undecodable messages)
@@ -55,7 +55,8 @@ def _exported_ids(server: RunningServer) -> tuple[set[str], dict[str, str]]:
 
 
 def test_lone_surrogates_are_refused_naming_the_field_and_poison_nothing(server, sdk, http):
-    """Failure 1: UNKNOWN over gRPC, 500 over HTTP, then the session and every checkpoint."""
+    """Not UNKNOWN over gRPC nor 500 over HTTP, and neither the session nor any checkpoint
+    is harmed."""
     sdk.seed("sur-1", EP, TID, {"id": "t"})
     with pytest.raises(InvalidRequestError) as err:
         sdk.call_tool_raw("sur-1", "email_send_email", SURROGATE_SEND)
@@ -88,7 +89,7 @@ def test_lone_surrogates_are_refused_naming_the_field_and_poison_nothing(server,
 
 
 def test_giant_integers_are_skipped_in_scoring_and_refused_in_live_calls(sdk, http):
-    """Failure 2: UNKNOWN on CallTool, SeedSession (ground truth) and Verify (both paths)."""
+    """Not UNKNOWN on CallTool, SeedSession (ground truth) or Verify (both paths)."""
     giant_call = ("email_delete_email", '{"email_id": ' + GIANT + "}")
     row = {"id": "t", "ground_truth": [{"name": giant_call[0], "arguments": giant_call[1]}]}
     sdk.seed("giant-1", EP, TID, row)  # accepted: the reference skips the call when scoring
@@ -186,7 +187,7 @@ def test_a_forged_cookie_naming_no_valid_id_reads_as_no_session(gateway):
 def test_a_session_over_the_message_limit_is_saved_and_restored_with_the_others(
     monkeypatch, make_server
 ):
-    """Failure 3: one session over the message limit made `checkpoint save` save 0 of 11.
+    """One session over the message limit does not stop `checkpoint save`: all 11 are saved.
 
     The limit is scaled down (256 KiB messages, 64 KiB pieces) so the test stays small; the
     mechanism is the one of the 64 MiB default.
@@ -215,7 +216,8 @@ def test_a_session_over_the_message_limit_is_saved_and_restored_with_the_others(
 
 
 def test_a_legacy_verify_resent_with_another_response_is_scored_afresh(sdk):
-    """Failure 7: a resend with a different response got the first reward (V3 as worded)."""
+    """A resend with a different response is scored afresh, not given the first reward (V3's
+    retry is a resend of the same response)."""
     row = {"id": "t", "ground_truth": [{"name": DELETE[0], "arguments": DELETE[1]}]}
     sdk.seed_legacy("best-of-n", row)
     assert sdk.verify("best-of-n", [DELETE]).reward == 1.0  # releases the legacy session

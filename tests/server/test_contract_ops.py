@@ -1,8 +1,8 @@
-"""CONTRACT X2 (drain, both transports), X3 (admission) and A1 (admin security), and the
-failures 4-6 (SIGTERM with --http-address; slow streams starving health; an open admin).
+"""CONTRACT X2 (drain, both transports), X3 (admission) and A1 (admin security), with SIGTERM
+under --http-address, slow streams that must not starve health, and an open admin.
 
-Named in ``tests/server/test_contract.py``'s scheme (``test_<case>_...``); its coverage test reads
-these names too.
+Named in ``tests/server/test_contract.py``'s scheme (``test_<case>_...``); its coverage test
+reads these names too.
 """
 
 from __future__ import annotations
