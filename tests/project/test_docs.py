@@ -119,6 +119,20 @@ def test_every_example_is_included_and_every_code_block_is_an_example():
     assert [test for test, _ in RUN_ELSEWHERE.values() if not (REPO / test).is_file()] == []
 
 
+#: A path under tests/ as a page names it (a test file, a support file, a folder).
+TESTS_PATH = re.compile(r"\btests/[\w/.]*\w")
+
+
+def test_every_path_under_tests_a_page_names_exists():
+    named = {
+        (page.relative_to(REPO), path)
+        for page in [REPO / "README.md", *_pages()]
+        for path in TESTS_PATH.findall(page.read_text(encoding="utf-8"))
+    }
+    assert named
+    assert sorted((str(page), path) for page, path in named if not (REPO / path).exists()) == []
+
+
 def test_every_curl_with_a_body_is_an_example_a_test_runs():
     """A curl command sending a body is never inline in a page (where no test sends it): it is
     in an example file a test runs against the gateway, which refuses a body that is not
