@@ -372,7 +372,7 @@ def test_async_rollout_names_the_field_of_a_malformed_row(stand_in, row, field):
 def test_the_in_process_client_refuses_a_row_holding_a_set(server):
     client = in_process_client(server)
     with pytest.raises(ArgumentError) as err:
-        client.seed("s-l2", EP, TID, ROW_WITH_SET)
+        client.seed("s-set", EP, TID, ROW_WITH_SET)
     _refused(err.value, "task.x", REQUEST)
 
 

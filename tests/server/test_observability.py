@@ -61,12 +61,12 @@ def test_failed_rpc_is_logged_as_json_by_serve():
     serve = ServeProcess().ready()
     try:
         with EnvironmentClient(serve.target, timeout_s=HANG_S, max_attempts=1) as client:
-            client.seed("l1", ("r", 0), ("u", "t"), TASK)
+            client.seed("logged", ("r", 0), ("u", "t"), TASK)
             with pytest.raises(SessionConflictError):
-                client.seed("l1", ("r2", 0), ("u", "t"), TASK)
+                client.seed("logged", ("r2", 0), ("u", "t"), TASK)
         record = json.loads(serve.wait_line("SESSION_CONFLICT"))
         assert record["method"] == "SeedSession" and record["code"] == "ALREADY_EXISTS"
-        assert record["reason"] == "SESSION_CONFLICT" and record["resources_session_id"] == "l1"
+        assert record["reason"] == "SESSION_CONFLICT" and record["resources_session_id"] == "logged"
         assert record["level"] == "WARNING" and record["logger"] == "workplace_env.rpc"
         assert record["duration_ms"] >= 0 and record["ts"] > 0
         logged = [json.loads(line) for line in serve.lines]  # every line is JSON

@@ -312,7 +312,7 @@ def test_K3_a_restore_into_another_sandbox_is_refused_naming_both(
     records the sandbox it was exported on; another one is FAILED_PRECONDITION
     SANDBOX_MISMATCH naming both, and nothing is installed."""
     a, b = _open_admin(make_server), _open_admin(make_server, other_sandbox)
-    for sid in ("m3-1", "m3-2"):
+    for sid in ("live-1", "live-2"):
         a.client.seed(sid, (sid, 0), TID, TASK)
     snapshots, _, _ = a.admin.export_sessions()
     assert {s.sandbox.digest for s in snapshots} == {sandbox.digest}
@@ -336,8 +336,8 @@ def test_K3_the_same_data_loaded_elsewhere_is_the_same_sandbox(make_server, sand
     same = BaseTables.from_csv_texts(sandbox.to_csv_texts(), origin="/somewhere/else")
     assert same.digest == sandbox.digest
     a, b = _open_admin(make_server), _open_admin(make_server, same)
-    a.client.seed("m3s", EP, TID, TASK)
-    a.client.call_tool("m3s", *SEND)
+    a.client.seed("live-s", EP, TID, TASK)
+    a.client.call_tool("live-s", *SEND)
     assert b.admin.restore_sessions(a.admin.export_sessions()[0]) == 1
 
 
@@ -347,7 +347,7 @@ def test_K3_a_snapshot_without_a_sandbox_is_checked_by_its_directory(
     """Snapshots written before they carried a sandbox: the company directory (no tool writes
     it) tells another sandbox apart; over the same one they restore as before."""
     a = _open_admin(make_server)
-    a.client.seed("m3o", EP, TID, TASK)
+    a.client.seed("live-o", EP, TID, TASK)
     snapshots, _, _ = a.admin.export_sessions()
     for snapshot in snapshots:
         snapshot.ClearField("sandbox")

@@ -295,7 +295,7 @@ def test_an_evicted_legacy_session_keeps_its_legacy_binding(sandbox):
 # is tests/sessions/test_session_write_bound.py's; here, what the store counts and answers.
 
 #: A task whose ground truth is no call: an empty prediction scores 1.0.
-NO_WRITES = Task(id="m6")
+NO_WRITES = Task(id="no-writes")
 
 
 def _write(store: SessionStore, sid: str, arguments: str, call_id: str = "") -> bool:

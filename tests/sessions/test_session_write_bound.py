@@ -49,11 +49,11 @@ from workplace_env_client import (
 )
 from workplace_env_client.admin import join_snapshots, split_snapshot
 
-EP = ("rollout-m6", 0)
-TID = ("unit", "m6")
-TASK = {"id": "m6", "ground_truth": []}
-ROW = {"id": "m6-row", "ground_truth": []}
-SETTINGS = GatewaySettings(secret_key="m6-test")
+EP = ("rollout-wb", 0)
+TID = ("unit", "wb")
+TASK = {"id": "wb", "ground_truth": []}
+ROW = {"id": "wb-row", "ground_truth": []}
+SETTINGS = GatewaySettings(secret_key="wb-test")
 
 pytestmark = [
     pytest.mark.server(config=SessionConfig(max_session_write_bytes=BOUND_LIMIT)),
@@ -62,7 +62,7 @@ pytestmark = [
 
 
 def fresh_sid() -> str:
-    return f"m6-{uuid.uuid4().hex}"
+    return f"wb-{uuid.uuid4().hex}"
 
 
 def raw_send(sdk: EnvironmentClient, sid: str, arguments: str, call_id: str = "") -> Any:
@@ -194,8 +194,8 @@ def test_http_over_the_bound_is_413_session_too_large(gateway, http, seed_kind):
     else:
         body = {
             "resources_session_id": fresh_sid(),
-            "episode_id": {"rollout_id": "r-m6", "attempt": 0},
-            "task_id": {"taskset": "ts", "task_id": "m6"},
+            "episode_id": {"rollout_id": "r-wb", "attempt": 0},
+            "task_id": {"taskset": "ts", "task_id": "wb"},
             "task_data": ROW,
         }
         assert http.post("/seed_session", json=body).status_code == 200
