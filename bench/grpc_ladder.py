@@ -18,7 +18,7 @@ split (medians, ms per episode).
 
 Variants (``--variants``, any order), each ``SERVER`` or ``SERVER@CLIENT``:
 
-* ``echo``: ``http_bench.py``'s echo server (the issue's floor: a generic handler on bytes,
+* ``echo``: ``http_bench.py``'s echo server (the floor: a generic handler on bytes,
   a 4-thread pool, the server's channel options);
 * ``echo-registered``: the same two methods registered (``add_registered_method_handlers``);
 * ``echo-aio``: the same two methods, async, on a ``grpc.aio`` server;

@@ -21,7 +21,7 @@ level the same episode plan goes, in turn, through
   the grpc path's serialized request and the SDK's session header, and answered with the byte
   size of its serialized response (measured once per plan line before the runs; the server
   slices a buffer, no protobuf): the floor with the plan's payloads. It is context next to
-  **echo**, which stays the issue's floor.
+  **echo**, which stays the floor.
 
 For each it prints **server CPU ms per episode** (user + system time of the server process from
 ``/proc/<pid>/stat``, so it holds on a shared machine) and the ratios http/grpc, grpc/echo and

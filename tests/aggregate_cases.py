@@ -3,24 +3,25 @@
 :data:`CASES` are ``verify_responses`` lists of every shape the aggregation must treat as the
 reference does: ``response.usage`` present, absent, partial and nested, booleans, integer and
 float rewards, fields null or missing in some rows, strings/lists/objects, per-task grouping,
-repeats, masked samples, ``ng_perf`` records, and no input at all. tests/test_nemo_gym.py sends
+repeats, masked samples, ``ng_perf`` records, and no input at all. tests/nemo/test_nemo_gym.py sends
 each to NeMo Gym 0.7.0's reference ``workplace_assistant`` server and to the gateway side by side;
 :data:`REFERENCE_ANSWERS` holds the reference's answers from such a run (black-box facts), which
-tests/test_aggregate_metrics.py pins without the NeMo venv, and which the side-by-side test checks
-are still what the reference answers. :data:`REFUSED` are inputs the reference fails on (500)
-that the gateway refuses with a 422 naming the field.
+tests/gateway/test_aggregate_metrics.py pins without the NeMo venv, and which the side-by-side
+test checks are still what the reference answers. :data:`REFUSED` are inputs the reference fails
+on (500) that the gateway refuses with a 422 naming the field.
 """
 
 from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-REFERENCE_ANSWERS_PATH = Path(__file__).resolve().with_name("aggregate_reference_answers.json")
+from tests.helpers import TESTS
+
+REFERENCE_ANSWERS_PATH = TESTS / "aggregate_reference_answers.json"
 NAN, INF = float("nan"), float("inf")
 
 Rows = list[dict[str, Any]]

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers import HANG_S, Env, FakeClock, Served, gateway_on, local, serving
+from tests.helpers import HANG_S, REPO, Env, FakeClock, Served, gateway_on, local, serving
 from workplace_env.gateway import RunningGateway
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import CSV_FILES, BaseTables
@@ -33,7 +33,6 @@ from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env.testing.faults import Faults
 from workplace_env_client import EnvironmentClient
 
-REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("WORKPLACE_ENV_SHARED", REPO.parent / "shared"))
 WORKBENCH = SHARED / "data" / "workbench"
 GOLDENS = SHARED / "data" / "goldens"

@@ -23,7 +23,7 @@ in-process, once with the fast paths and once with the pandas implementations on
 compared as JSON values; a body the reference refuses (HTTP 422) must be refused here
 (``InvalidToolArgumentsError``).
 
-The tests run a bounded number of sequences (test_differential.py). The longer run::
+The tests run a bounded number of sequences (tests/parity/test_differential.py). The longer run::
 
     WORKPLACE_ENV_NEMO_VENV=/tmp/nemo-probe .venv/bin/python -m tests.differential \\
         --sequences 3000 --seed 1

@@ -13,11 +13,10 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
+from tests.helpers import REPO
 from workplace_env.server.servicer import EnvironmentServicer
 
-REPO = Path(__file__).resolve().parents[1]
 #: Seconds a killed child may take to be reaped.
 _REAP_S = 30
 

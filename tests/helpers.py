@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -43,6 +44,9 @@ from workplace_env_client import (
     WorkplaceEnvError,
 )
 
+#: The tests folder, and the checkout holding it.
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 #: Upper bound for a wait that only guards against a hang (a deadlock fails, not blocks CI).
 HANG_S = 30.0
 #: The gateway's two backends: the SDK over gRPC, and the server's servicer in-process.

@@ -1,4 +1,4 @@
-"""Replicas behind HAProxy on loopback, for tests/test_proxy.py and bench/proxy_bench.py.
+"""Replicas behind HAProxy on loopback, for tests/deploy/test_proxy.py and bench/proxy_bench.py.
 
 :class:`Cluster` starts N ``workplace-env serve --address 127.0.0.1:0 --http-address 127.0.0.1:0``
 processes (a shared cookie secret and admin token, Prometheus metrics), waits for each one's
@@ -19,9 +19,8 @@ import threading
 import time
 from pathlib import Path
 
-from tests.helpers import ServeProcess
+from tests.helpers import REPO, ServeProcess
 
-REPO = Path(__file__).resolve().parents[1]
 HAPROXY_CONFIG = REPO / "deploy" / "haproxy.cfg"
 #: How many replicas deploy/haproxy.cfg names (server r1..r3 in each backend).
 CONFIG_REPLICAS = 3

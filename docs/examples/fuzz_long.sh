@@ -4,4 +4,4 @@
 set -euo pipefail
 WORKPLACE_ENV_FUZZ_EXAMPLES=${WORKPLACE_ENV_FUZZ_EXAMPLES:-10000} WORKPLACE_ENV_FUZZ_REPORT=fuzz.json \
   .venv/bin/python -m pytest -q -p no:cacheprovider \
-  tests/test_fuzz_grpc.py tests/test_fuzz_http.py tests/test_fuzz_cli.py
+  tests/fuzz/test_fuzz_grpc.py tests/fuzz/test_fuzz_http.py tests/cli/test_fuzz_cli.py

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Three replicas behind HAProxy (deploy/haproxy.cfg, the config tests/test_proxy.py runs).
+# Three replicas behind HAProxy (deploy/haproxy.cfg, the config tests/deploy/test_proxy.py runs).
 # Needs: apt-get install -y haproxy
 set -euo pipefail
 S=$(openssl rand -hex 32) T=$(openssl rand -hex 32)

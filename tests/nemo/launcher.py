@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers import REPO
 from tests.nemo.servers import _LIVE_GROUPS, HOST, Started, die_with_parent, free_port
 from tests.nemo.venv import find_python313
 from workplace_env.sandbox.source import cache_dir

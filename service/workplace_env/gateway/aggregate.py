@@ -2,8 +2,8 @@
 
 The rule below was established black box against the reference ``workplace_assistant``
 resources server, guided by NeMo's protocol models and its aggregation module
-(``nemo_gym.reward_profile``); tests/test_nemo_gym.py runs every body shape side by side, and
-tests/test_aggregate_metrics.py pins the reference's answers.
+(``nemo_gym.reward_profile``); tests/nemo/test_nemo_gym.py runs every body shape side by side, and
+tests/gateway/test_aggregate_metrics.py pins the reference's answers.
 
 What is measured (per scored verify response, i.e. ``mask_sample`` falsy):
 

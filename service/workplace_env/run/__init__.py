@@ -9,5 +9,5 @@
 * :mod:`.report`: the tables printed, a model run's figures by category, summary JSON and plot;
 * :mod:`.sandbox_check`: which sandbox a run plays on, and lines written for another.
 
-Server code never imports this package (``tests/test_import_graph.py``).
+Server code never imports this package (``tests/project/test_import_graph.py``).
 """

@@ -4,7 +4,7 @@ Owns :class:`Faults`, the :class:`~workplace_env.sessions.StoreHooks` a test ins
 :meth:`Faults.of` to make the store's next table builds, releases or responses fail, or to hold
 a thread where the store reaches a point (the points are :mod:`workplace_env.sessions.hooks`').
 Only code holding the store object can reach it; nothing on the network sets it, and the
-server's own code never imports this module (tests/test_import_graph.py checks it).
+server's own code never imports this module (tests/project/test_import_graph.py checks it).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Speed: each tool also has a registered fast path over the session's plain-Python
 hands anything else to the pandas implementation, the exact one, before changing anything. Its
 helpers are the shared ones of :mod:`~workplace_env.sandbox.tools.common`, as are the pandas
 implementations' filter steps, id lookups, appends and new ids (written from REFERENCE.md, the
-goldens and black-box calls to the reference server; tests/test_tool_blackbox.py).
+goldens and black-box calls to the reference server; tests/domain/test_tool_blackbox.py).
 """
 
 from __future__ import annotations

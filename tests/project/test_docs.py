@@ -1,0 +1,353 @@
+"""The documentation: generated pages current, the site built strictly, every example run.
+
+Examples live in docs/examples/ and pages include them (``--8<-- "name"``); each is run here
+(or by the test named in :data:`RUN_ELSEWHERE`), the README's shell blocks too, in a temporary
+directory that holds only a link to the checkout's ``.venv``, as a fresh clone would.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import WORKBENCH, needs_shared, shared_file
+from tests.helpers import REPO
+from tests.model_standin import Calls, StandInModel, Text
+from tests.nemo.launcher import RAY_ENV
+from tests.nemo.venv import nemo_python, site_packages
+from tests.proxy_cluster import free_port
+from workplace_env.config import Settings
+
+DOCS = REPO / "docs"
+EXAMPLES = DOCS / "examples"
+PYTHON = Path(sys.executable)
+VENV_BIN = PYTHON.parent
+ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+#: Examples another test runs as written: (that test's file, what of the example it runs).
+RUN_ELSEWHERE = {
+    "grpcurl.sh": ("tests/deploy/test_grpcurl.py", "every command"),
+    "http_episode.sh": ("tests/gateway/test_http_episode_example.py", "every command"),
+    "install_wheels.sh": ("tests/project/test_distributions.py", "its pip lines, in a clone copy"),
+    "nemo_gym.yaml": ("tests/nemo/test_nemo_gym.py", "the same instances"),
+    "nemo_launcher.sh": ("tests/nemo/test_nemo_launcher.py", "the same commands and configs"),
+    "verifiers_eval.sh": ("tests/sdk/test_verifiers.py", "its vf-eval command"),
+    "verifiers_eval.toml": ("tests/sdk/test_verifiers.py", "as written"),
+}
+#: Examples no test runs, and why.
+NOT_RUN = {
+    "haproxy.sh": "serves until stopped; tests/deploy/test_proxy.py runs deploy/haproxy.cfg as is",
+}
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+INCLUDE = re.compile(r'^--8<-- "([^"]+)"', re.M)
+#: A curl command that sends a body (continuation lines included).
+CURL_WITH_BODY = re.compile(
+    r"\bcurl\b(?:[^\n`]|\\\n)*?\s(?:-d|--data(?:-raw|-binary|-urlencode)?|--json|-F|--form)\s"
+)
+
+
+def _run(*args: str | Path, cwd: Path = REPO, env: dict | None = None, timeout: float = 300):
+    return subprocess.run(
+        [str(a) for a in args],
+        cwd=cwd,
+        env=env or ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _clone_like(tmp_path: Path) -> Path:
+    """A directory with only ``.venv`` (linked to this checkout's), where examples run."""
+    (tmp_path / ".venv").symlink_to(VENV_BIN.parent)
+    return tmp_path
+
+
+def _pages() -> list[Path]:
+    return sorted(DOCS.rglob("*.md"))
+
+
+# -- generated and built ----------------------------------------------------------------------
+
+
+def test_generated_reference_pages_are_current():
+    proc = _run(PYTHON, DOCS / "gen.py", "--check")
+    assert proc.returncode == 0, proc.stderr  # names the stale pages and the command
+
+
+def test_the_site_builds_strictly(tmp_path):
+    proc = _run(VENV_BIN / "mkdocs", "build", "--strict", "-d", tmp_path / "site")
+    assert proc.returncode == 0, proc.stderr
+    start = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert f"workplace-env {metadata.version('workplace-env')}" in start
+
+
+def test_one_version_everywhere():
+    version = metadata.version("workplace-env")
+    proc = _run(VENV_BIN / "workplace-env", "--version")
+    assert proc.stdout.strip() == f"workplace-env {version}"
+    import workplace_env_client
+
+    sdk = getattr(workplace_env_client, "__version__", None)
+    assert sdk in (None, metadata.version("workplace-env-client"))
+    assert metadata.version("workplace-env-client") == version
+
+
+# -- examples are files -----------------------------------------------------------------------
+
+
+def test_every_example_is_included_and_every_code_block_is_an_example():
+    included: set[str] = set()
+    inline: list[str] = []
+    for page in _pages():
+        for lang, body in FENCE.findall(page.read_text(encoding="utf-8")):
+            names = INCLUDE.findall(body)
+            included.update(Path(n).name for n in names)
+            fresh_machine = all(line.startswith("./build.sh && ") for line in body.splitlines())
+            if lang in ("sh", "bash", "python") and not names and not fresh_machine:
+                inline.append(f"{page.relative_to(REPO)}: {body[:60]!r}")
+    assert inline == []
+    examples = {p.name for p in EXAMPLES.iterdir()}
+    assert examples - included == set()
+    assert set(RUN_ELSEWHERE) | set(NOT_RUN) <= examples
+    assert [test for test, _ in RUN_ELSEWHERE.values() if not (REPO / test).is_file()] == []
+
+
+#: A path under tests/ as a page names it (a test file, a support file, a folder).
+TESTS_PATH = re.compile(r"\btests/[\w/.]*\w")
+
+
+def test_every_path_under_tests_a_page_names_exists():
+    named = {
+        (page.relative_to(REPO), path)
+        for page in [REPO / "README.md", *_pages()]
+        for path in TESTS_PATH.findall(page.read_text(encoding="utf-8"))
+    }
+    assert named
+    assert sorted((str(page), path) for page, path in named if not (REPO / path).exists()) == []
+
+
+def test_every_curl_with_a_body_is_an_example_a_test_runs():
+    """A curl command sending a body is never inline in a page (where no test sends it): it is
+    in an example file a test runs against the gateway, which refuses a body that is not
+    ``application/json`` with 422."""
+    inline = [
+        f"{page.relative_to(REPO)}: {found.group(0)!r}"
+        for page in [REPO / "README.md", *_pages()]
+        for found in CURL_WITH_BODY.finditer(page.read_text(encoding="utf-8"))
+    ]
+    assert inline == []
+    with_body = {p.name for p in EXAMPLES.iterdir() if CURL_WITH_BODY.search(p.read_text())}
+    assert with_body and with_body.isdisjoint(NOT_RUN)
+
+
+def test_the_launcher_example_environment_finds_uv_and_gives_ray_the_launcher_tests_wait():
+    """The ``export`` lines of nemo_launcher.sh, run by bash with this checkout as the extra
+    root: ``uv`` is the one build.sh installs, and Ray gets the wait the launcher tests use."""
+    exports = [
+        line.replace("/path/to/workplace-env", str(REPO))
+        for line in (EXAMPLES / "nemo_launcher.sh").read_text().splitlines()
+        if line.startswith("export ")
+    ]
+    names = sorted(RAY_ENV)
+    script = "\n".join([*exports, "command -v uv", *(f'echo "${{{n}}}"' for n in names)])
+    proc = _run("bash", "-c", script, env={"PATH": "/usr/bin:/bin", "HOME": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    uv, *values = proc.stdout.split()
+    assert Path(uv) == VENV_BIN / "uv"
+    assert values == [RAY_ENV[n] for n in names]
+
+
+def test_the_readme_python_episode_is_the_example_file():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    (shown,) = [body for lang, body in FENCE.findall(readme) if lang == "python"]
+    example = (EXAMPLES / "sdk_episode.py").read_text(encoding="utf-8")
+    assert example.endswith(shown)
+    (config,) = [body for lang, body in FENCE.findall(readme) if lang == "yaml"]
+    assert config == (EXAMPLES / "nemo_gym.yaml").read_text(encoding="utf-8")
+
+
+def test_sdk_episode(server):
+    proc = _run(PYTHON, EXAMPLES / "sdk_episode.py", f"127.0.0.1:{server.port}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "reward 1.0"
+
+
+def test_trl_env(server):
+    proc = _run(PYTHON, EXAMPLES / "trl_env.py", f"127.0.0.1:{server.port}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        '"Email deleted successfully."',
+        '"Email ID not provided."',
+        "reward 1.0",
+    ]
+    assert server.store.live_count() == 0
+
+
+def test_openenv_env(server):
+    proc = _run(PYTHON, EXAMPLES / "openenv_env.py", f"127.0.0.1:{server.port}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["27", '"Email ID not provided."', "reward 1.0"]
+    assert server.store.live_count() == 0
+
+
+def test_replicas(make_server):
+    replicas = [make_server().target for _ in range(2)]
+    proc = _run(PYTHON, EXAMPLES / "replicas.py", *replicas)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["rollout-7", "1.0", "rollout-8", "1.0", "rollout-9", "1.0"]
+
+
+def test_recover(make_server):
+    token = "an-admin-token-for-the-example"
+    served = make_server(settings=Settings(admin_token=token))
+    proc = _run(PYTHON, EXAMPLES / "recover.py", served.target, token)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[-1] == "1.0"
+
+
+def test_rollouts_model(server):
+    row_prompt = "Delete the email with id 00000057."
+    delete = ("email_delete_email", '{"email_id": "00000057"}')
+    with StandInModel({row_prompt: [Calls([delete]), Text()]}) as standin:
+        proc = _run(
+            PYTHON, EXAMPLES / "rollouts_model.py", f"127.0.0.1:{server.port}", standin.base_url
+        )
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0].split()
+    assert first[:2] == ["1.0", "2"]  # the reward, and two model turns (calls, then the answer)
+
+
+def test_my_agent_example_passes_under_the_plugin(tmp_path):
+    shutil.copy(EXAMPLES / "test_my_agent.py", tmp_path)
+    proc = _run(PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", tmp_path, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed" in proc.stdout
+
+
+def _shell(name: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    cwd = _clone_like(tmp_path)
+    variables = {**ENV, "EXAMPLES": str(EXAMPLES), "GRPCURL": str(VENV_BIN / "grpcurl"), **env}
+    return _run("bash", EXAMPLES / name, cwd=cwd, env=variables)
+
+
+def test_generate_and_run(tmp_path):
+    proc = _shell("generate_and_run.sh", tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len((tmp_path / "tasks.jsonl").read_text().splitlines()) == 500
+
+
+def test_serve(tmp_path):
+    grpc, http = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    proc = _shell("serve.sh", tmp_path, GRPC=grpc, HTTP=http)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith('{"status":"ready"}')
+    assert proc.stdout.splitlines()[-1] == "reward 1.0"
+
+
+def test_checkpoint(tmp_path):
+    proc = _shell("checkpoint.sh", tmp_path, GRPC=f"127.0.0.1:{free_port()}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "ckpt" / "manifest.json").exists()
+    assert '"output"' in proc.stdout.split("SESSION_STATE_SEEDED")[-1]  # s1 answers after restore
+
+
+@pytest.fixture(scope="module")
+def data_from() -> str:
+    """A local data source as a user has one: the site-packages of the tests' NeMo Gym venv."""
+    return str(site_packages(nemo_python()))
+
+
+def test_real_data_example(tmp_path, data_from):
+    proc = _shell("real_data.sh", tmp_path, **_data_env(tmp_path, data_from))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"mean reward \(played\)\W+1\.0000", proc.stdout), proc.stdout
+
+
+def test_episode_files_example(tmp_path):
+    rollouts = shared_file(WORKBENCH / "rollouts_public.jsonl")
+    shared_file(WORKBENCH / "tasks_public.jsonl")
+    proc = _shell("episode_files.sh", tmp_path, WORKPLACE_ENV_SHARED=str(rollouts.parents[2]))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_model_run_example(tmp_path, data_from):
+    with StandInModel({}) as standin:  # no script: every episode is a model failure, still run
+        proc = _shell(
+            "model_run.sh",
+            tmp_path,
+            **_data_env(tmp_path, data_from),
+            BASE_URL=standin.base_url,
+            SKIP_LOCAL_MODEL="1",
+        )
+    assert (tmp_path / "runs" / "model" / "rollouts.jsonl").exists(), proc.stderr
+
+
+def _data_env(tmp_path: Path, source: str) -> dict[str, str]:
+    """``data fetch`` reads ``source`` and writes under ``tmp_path``, not the user's cache."""
+    return {"WORKPLACE_ENV_DATA_FROM": source, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+
+def test_fuzz_long_example(tmp_path):
+    """Run with 3 examples a target instead of 10,000: the script, not the fuzz, is checked."""
+    cwd = _clone_like(tmp_path)
+    (cwd / "tests").symlink_to(REPO / "tests")
+    env = {**ENV, "WORKPLACE_ENV_FUZZ_EXAMPLES": "3"}
+    proc = _run("bash", EXAMPLES / "fuzz_long.sh", cwd=cwd, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (cwd / "fuzz.json").stat().st_size > 0
+
+
+@needs_shared
+def test_differential_example(tmp_path):
+    """Run with 3 sequences instead of 3,000, against the tests' NeMo Gym venv."""
+    cwd = _clone_like(tmp_path)
+    (cwd / "tests").symlink_to(REPO / "tests")
+    env = {**ENV, "SEQUENCES": "3", "WORKPLACE_ENV_NEMO_VENV": str(nemo_python().parents[1])}
+    proc = _run("bash", EXAMPLES / "differential.sh", cwd=cwd, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# -- the README's shell blocks ----------------------------------------------------------------
+
+
+def test_the_readme_shell_blocks_run_as_written(tmp_path, data_from):
+    """Each ``sh`` block of the README, in a clone-like directory; ``./build.sh && `` is left
+    out (the venv is there), the suite's own command is not run from inside the suite, and the
+    data block fetches from a local NeMo Gym."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = [body for lang, body in FENCE.findall(readme) if lang == "sh"]
+    assert len(blocks) >= 3
+    cwd = _clone_like(tmp_path)
+    ran = 0
+    for body in blocks:
+        script = body.replace("./build.sh && ", "")
+        if "-m pytest" in script:
+            continue
+        env = {**ENV, **_data_env(tmp_path, data_from)} if "data fetch" in script else ENV
+        proc = _run("bash", "-euo", "pipefail", "-c", script, cwd=cwd, env=env)
+        assert proc.returncode == 0, f"{script}\n{proc.stdout}\n{proc.stderr}"
+        ran += 1
+    assert ran >= 1
+
+
+# -- screenshots ------------------------------------------------------------------------------
+
+
+def test_screenshots(tmp_path):
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        pytest.skip("chromium not installed: apt-get install -y chromium")
+    proc = _run("bash", DOCS / "screenshot.sh", tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    for name in ("start.png", "reference-errors.png"):
+        png = (tmp_path / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        assert struct.unpack(">II", png[16:24]) == (1280, 900)
+        assert len(png) > 20_000  # a rendered page, not a blank one

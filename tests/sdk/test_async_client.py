@@ -1,0 +1,255 @@
+"""The asyncio SDK: the same surface and the same answers as the sync client. Its session and
+refusal behaviour is tested with the sync client's, on both (tests/sdk/test_session_sdk.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import grpc.aio
+import pytest
+
+from tests.helpers import (
+    EP,
+    HANG_S,
+    TID,
+    WRITE,
+    local,
+    server_with_a_held_slot,
+    wait,
+)
+from tests.helpers import TASK as CONTRACT_TASK
+from workplace_env.config import Settings
+from workplace_env.server.in_process import in_process_async_client
+from workplace_env.testing.faults import Faults
+from workplace_env_client import (
+    AsyncEnvironmentClient,
+    AsyncSession,
+    EnvironmentClient,
+    ServerSandbox,
+    SessionConflictError,
+    SessionLeftOpenWarning,
+    SessionLostError,
+)
+from workplace_env_client.channel import channel_options
+from workplace_env_client.client import Recovery, Session
+
+SEND = ("email_send_email", {"recipient": "a@b.com", "subject": "async", "body": "b"})
+TASK = {"id": "t1", "ground_truth": [{"name": SEND[0], "arguments": json.dumps(SEND[1])}]}
+CALLS = [
+    ("company_directory_find_email_address", {"name": "a"}),
+    SEND,
+    ("email_search_emails", {"query": "async"}),
+    ("calendar_create_event", {"event_name": "x", "participant_email": "a@b.com"}),
+    ("nope", {}),
+]
+
+
+@pytest.fixture(scope="module")
+def target(server) -> str:
+    return local(server.port)
+
+
+@pytest.mark.parametrize("transport", ["grpc", "in_process"])
+def test_async_episode_matches_the_sync_client(server, target, transport):
+    """The async client over gRPC or in this process (``in_process_async_client``) answers
+    as the sync client over gRPC."""
+
+    def client() -> AsyncEnvironmentClient:
+        if transport == "grpc":
+            return AsyncEnvironmentClient(target)
+        return in_process_async_client(server)
+
+    async def episode() -> tuple[list, float, list]:
+        async with client() as env:
+            tools = await env.list_tools()
+            async with env.session(TASK, episode=("async-r", 0)) as s:
+                outputs = [await s.call_tool(name, args) for name, args in CALLS]
+                reward = (await s.verify([SEND])).reward
+            return outputs, reward, tools
+
+    outputs, reward, tools = asyncio.run(episode())
+    with EnvironmentClient(target) as env, env.session(TASK, episode=("sync-r", 0)) as s:
+        assert outputs == [s.call_tool(name, args) for name, args in CALLS]
+        assert reward == s.verify([SEND]).reward == 1.0
+        assert tools == env.list_tools()
+
+
+def test_both_clients_name_the_servers_sandbox(server, target):
+    """ListTools carries the sandbox's digest and origin (SandboxIdentity's); both clients
+    give them as a ServerSandbox."""
+    base = server.store.base
+    with EnvironmentClient(target) as env:
+        sync = env.server_sandbox()
+
+    async def ask() -> ServerSandbox:
+        async with AsyncEnvironmentClient(target) as env:
+            return await env.server_sandbox()
+
+    assert sync == asyncio.run(ask()) == ServerSandbox(base.digest, base.origin)
+    assert sync.digest.startswith("sha256:") and sync.origin == "generated:seed=0,scale=1.0"
+
+
+def test_async_errors_are_typed(target):
+    async def run() -> None:
+        async with AsyncEnvironmentClient(target) as env:
+            await env.seed("a1", ("r", 0), ("u", "t"), TASK)
+            with pytest.raises(SessionConflictError):
+                await env.seed("a1", ("other", 0), ("u", "t"), TASK)
+            with pytest.raises(SessionLostError):
+                await env.call_tool("ghost", *SEND)
+            lost = await env.verify("ghost", [])
+            assert (lost.mask_sample, lost.failure_kind) == (True, "session_lost")
+            assert await env.close_session("a1", ("r", 0)) == "CLOSED"
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("body_raises", [False, True])
+def test_async_session_whose_server_died_never_hides_the_block(make_server, body_raises):
+    """As the sync client's: a completed block's exit warns naming the session; an exception
+    leaving the block goes on, with a note that the close failed too."""
+    served = make_server()
+
+    async def run() -> str:
+        async with (
+            AsyncEnvironmentClient(served.target, max_attempts=1) as env,
+            env.session(TASK, session_id="a3", episode=("r3", 0)),
+        ):
+            served.running.stop(grace_s=0)
+            if body_raises:
+                raise LookupError("the block's own")
+            return "the block's result"
+
+    if body_raises:
+        with pytest.raises(LookupError) as raised:
+            asyncio.run(run())
+        assert any("closing session 'a3' also failed" in n for n in raised.value.__notes__)
+        return
+    with pytest.warns(SessionLeftOpenWarning, match="session 'a3' was not closed") as warned:
+        assert asyncio.run(run()) == "the block's result"
+    assert "idle TTL" in str(warned[0].message)
+    assert warned[0].filename == __file__  # at the caller's async with
+
+
+# -- a refusal for concurrency (X3) seen through a grpc.aio interceptor -------------------------
+
+
+class _ReleaseOnRefusal(grpc.aio.UnaryUnaryClientInterceptor):
+    """Records each refused RPC's method and then sets ``release`` (the held call goes on)."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+        self.refused: list[str] = []
+
+    async def intercept_unary_unary(self, continuation, client_call_details, request):  # type: ignore[no-untyped-def]
+        call = await continuation(client_call_details, request)
+        if await call.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            method = client_call_details.method
+            self.refused.append(method.decode() if isinstance(method, bytes) else method)
+            self.release.set()
+        return call
+
+
+@pytest.mark.parametrize("max_attempts", [1, 4])
+def test_async_session_blocks_close_refused_at_the_rpc_limit_is_retried_not_leaked(
+    make_server, max_attempts
+):
+    """For the async client: the block's close, refused TOO_MANY_RPCS while the server's
+    one slot is held, is sent again once the RetryInfo delay has passed; the session is closed."""
+    served, arrived, release = server_with_a_held_slot(make_server)
+    watch = _ReleaseOnRefusal(release)
+
+    async def run(pool: ThreadPoolExecutor) -> tuple[str, object]:
+        channel = grpc.aio.insecure_channel(
+            served.target, options=channel_options(max_attempts), interceptors=[watch]
+        )
+        env = AsyncEnvironmentClient(channel=channel, timeout_s=HANG_S, max_attempts=max_attempts)
+        try:
+            async with env.session(CONTRACT_TASK, episode=EP, task_id=TID) as s:
+                assert await s.call_tool(*WRITE) == "Email sent successfully."
+                held = pool.submit(served.client.call_tool, "holder", *WRITE)
+                await asyncio.to_thread(wait, arrived)  # the server's one slot is taken
+            return s.id, held
+        finally:
+            await channel.close()
+
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            sid, held = asyncio.run(run(pool))
+            assert held.result(HANG_S) == "Email sent successfully."  # type: ignore[attr-defined]
+        assert watch.refused and {m.rsplit("/", 1)[-1] for m in watch.refused} == {"CloseSession"}
+        assert served.store.live_count() == 1  # the holder's only
+        assert served.client.close_session(sid, EP) == "ALREADY_CLOSED"
+    finally:
+        release.set()
+        Faults.of(served.store).clear()
+
+
+# -- the same surface as the sync client ----------------------------------------------------------
+
+#: Methods that are no RPC in either client (plain calls in both).
+NOT_AWAITED = {"__init__", "admin", "session"}
+
+
+def _surface(cls: type) -> dict[str, object]:
+    """The public methods of ``cls`` (and ``__init__``) with their parameters (name, kind,
+    default), and its public properties."""
+    out: dict[str, object] = {}
+    for name, member in inspect.getmembers(cls):
+        if name.startswith("_") and name != "__init__":
+            continue
+        if isinstance(member, property):
+            out[name] = "property"
+        elif callable(member) and not inspect.isclass(member):
+            params = inspect.signature(member).parameters.values()
+            out[name] = [(p.name, p.kind, p.default) for p in params]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("sync", "awaited"),
+    [(EnvironmentClient, AsyncEnvironmentClient), (Session, AsyncSession)],
+)
+def test_the_async_client_has_the_sync_ones_methods_arguments_and_properties(sync, awaited):
+    """Same names, parameters (kinds, defaults) and properties; every RPC awaited."""
+    assert _surface(awaited) == _surface(sync)
+    for name, member in inspect.getmembers(awaited, inspect.isfunction):
+        if not name.startswith("_") and name not in NOT_AWAITED:
+            assert inspect.iscoroutinefunction(member), name
+
+
+def test_async_checkpoints_go_through_the_clients_own_admin_client(make_server):
+    """Without an ``admin``, a session's checkpoint uses ``admin()`` on the client's target with
+    its ``admin_token`` (one admin client per token, closed with the client); the recovery from
+    it restores the checkpoint (K4)."""
+    served = make_server(None, Settings(admin_token="adm"), admin_token="adm")
+
+    async def episode() -> tuple[object, object, bool]:
+        async with AsyncEnvironmentClient(served.target, admin_token="adm") as env:
+            async with env.session(CONTRACT_TASK, episode=EP, task_id=TID) as s:
+                await s.call_tool(*WRITE)
+                taken = await s.checkpoint()
+                assert served.admin.retire_session(s.id) is True
+                recovered = await s.recover("checkpoint")
+                same = env.admin() is env.admin("adm")
+            return taken.call_count, recovered, same
+
+    count, recovered, same = asyncio.run(episode())
+    assert (count, same) == (1, True)
+    assert recovered == Recovery("checkpoint", True, 0, False)
+
+
+def test_an_async_client_over_a_channel_has_no_admin_target(target):
+    async def ask() -> None:
+        channel = grpc.aio.insecure_channel(target)
+        async with AsyncEnvironmentClient(channel=channel) as env:
+            with pytest.raises(ValueError, match="target"):
+                env.admin()
+        await channel.close()
+
+    asyncio.run(ask())
