@@ -36,7 +36,6 @@ from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.cli import app as cli_app
 from workplace_env.config import ConfigError, Settings, load_settings
 from workplace_env.gateway import TOKEN_HEADER, GatewaySettings
-from workplace_env.gateway.mcp_tools import SERVICE_ERROR
 from workplace_env.sandbox.tools.registry import write_size
 from workplace_env.sessions import SessionConfig
 from workplace_env_client import (
@@ -48,6 +47,7 @@ from workplace_env_client import (
     snapshot_to_json,
 )
 from workplace_env_client.admin import join_snapshots, split_snapshot
+from workplace_env_client.reasons import JSONRPC_SERVICE_ERROR
 
 EP = ("rollout-wb", 0)
 TID = ("unit", "wb")
@@ -223,7 +223,7 @@ def test_mcp_over_the_bound_is_a_service_error_naming_the_sizes(gateway, http):
     over = json.loads(send_args(BOUND_REST + 1, "second"))
     with pytest.raises(McpError) as err:
         mcp_run(gateway, {TOKEN_HEADER: token}, lambda s: s.call_tool("email_send_email", over))
-    assert err.value.error.code == SERVICE_ERROR
+    assert err.value.error.code == JSONRPC_SERVICE_ERROR
     assert err.value.error.data == {
         "reason": "SESSION_TOO_LARGE",
         "limit_bytes": BOUND_LIMIT,
