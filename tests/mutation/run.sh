@@ -25,10 +25,10 @@ export WORKPLACE_ENV_SHARED="$(cd "$SHARED" && pwd)"
 
 # mutmut names a module after its file's path (service/workplace_env/x.py would be module
 # "service.workplace_env.x", not the module's name at run time), so it runs in .mutation/ (git-
-# ignored), where workplace_env/, tests/, pyproject.toml and README.md are links to the
+# ignored), where workplace_env/, tests/, docs/, pyproject.toml and README.md are links to the
 # repository's; its results stay in .mutation/mutants/. The repository itself is left as it is.
 mkdir -p .mutation
-for name in workplace_env:service/workplace_env tests:tests pyproject.toml:pyproject.toml README.md:README.md; do
+for name in workplace_env:service/workplace_env tests:tests docs:docs pyproject.toml:pyproject.toml README.md:README.md; do
   ln -sfn "../${name#*:}" ".mutation/${name%%:*}"
 done
 cd .mutation
