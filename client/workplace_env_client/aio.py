@@ -36,7 +36,7 @@ from workplace_env_client.channel import (
     make_aio_channel,
     wait_or_raise,
 )
-from workplace_env_client.errors import WorkplaceEnvError, close_failed
+from workplace_env_client.errors import WorkplaceEnvError, close_failed, closed_channel_error
 from workplace_env_client.handle import (
     Recovery,
     RecoveryStrategy,
@@ -74,9 +74,10 @@ class AsyncEnvironmentClient:
     (:func:`~workplace_env_client.channel.tls_credentials`); without it the channel is
     plaintext. ``retry_refusals`` and ``admin_token`` as for :class:`EnvironmentClient`.
     Raises ArgumentError (a ValueError) naming the argument for a ``timeout_s``,
-    ``max_attempts``, ``affinity``, ``retry_refusals`` or ``admin_token``
-    :class:`EnvironmentClient` refuses; ValueError for a malformed target
-    list or for both or neither of ``target`` and ``channel``."""
+    ``max_attempts``, ``affinity``, ``retry_refusals``, ``admin_token`` or ``target``
+    :class:`EnvironmentClient` refuses; ValueError for a malformed target list or for both or
+    neither of ``target`` and ``channel``. After :meth:`close`, every call raises
+    ClientClosedError."""
 
     def __init__(
         self,
@@ -157,6 +158,10 @@ class AsyncEnvironmentClient:
                 )
             except grpc.RpcError as exc:
                 wait = wait_or_raise(exc, deadline, retry)
+            except grpc.aio.UsageError as exc:
+                if (closed := closed_channel_error(exc)) is None:
+                    raise
+                raise closed from exc
             await asyncio.sleep(wait)
 
     async def seed(
