@@ -30,6 +30,7 @@ from workplace_env_client import (
     WorkplaceEnvError,
     arun_rollout,
     arun_rollouts,
+    checks,
     openai_client,
     run_rollout,
 )
@@ -157,7 +158,7 @@ CASES: list[tuple[str, str, tuple[Any, ...], dict[str, Any], str, str]] = [
         "call_tool",
         ("s", SEARCH, _nested(200)),
         {},
-        "arguments" + ".a" * 128,
+        "arguments.a.a.a.a... (128 levels)",  # not 128 of ".a"
         TOOL,
     ),
     ("tool name an int", "call_tool", ("s", 5, {}), {}, "tool_name", REQUEST),
@@ -242,7 +243,7 @@ CASES: list[tuple[str, str, tuple[Any, ...], dict[str, Any], str, str]] = [
         "session",
         ({"id": "t", "a": _nested(199)},),
         {},
-        "task" + ".a" * 128,
+        "task.a.a.a.a... (128 levels)",
         REQUEST,
     ),
     ("handle verify [1]", "handle.verify", ([1],), {}, "function_calls.calls[0]", REQUEST),
@@ -505,6 +506,21 @@ def test_every_client_refuses_a_target_that_names_no_server(client_class, target
 def test_every_client_takes_a_target_grpc_resolves(target):
     for client_class in CLIENTS:
         _construct(client_class, target)
+
+
+def test_a_deep_value_is_named_by_its_first_levels_and_its_depth():
+    """A value 200 arrays deep was named ``arguments[0][0]...`` with 128 ``[0]``."""
+    value: Any = 1
+    for _ in range(200):
+        value = [value]
+    assert checks.json_problem(value, "arguments") == (
+        "arguments[0][0][0][0]... (128 levels)",
+        "nested deeper than 128 levels",
+    )
+    assert checks.json_problem([[{"k": "\ud800"}]], "row") == (
+        "row[0][0].k",
+        "a lone surrogate (U+D800) that UTF-8 cannot carry",
+    )
 
 
 def test_every_client_says_it_is_closed_when_used_after_close(stand_in):

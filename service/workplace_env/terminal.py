@@ -152,10 +152,21 @@ def plain(value: object) -> str:
     return escape(str(value))
 
 
+class _Progress(Progress):
+    """A progress display that leaves nothing behind when it ends because a reader went away
+    (:class:`BrokenPipeError`, ``generate-tasks | head``): the command then ends quietly."""
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and issubclass(exc_type, BrokenPipeError):
+            self.live.transient = True
+        super().__exit__(exc_type, exc, tb)
+
+
 def episode_progress() -> Progress:
     """A progress display on :data:`console` (a context manager): description, bar, done of
-    total, elapsed time; it stays on screen when it ends."""
-    return Progress(
+    total, elapsed time; it stays on screen when it ends, unless a reader of the command's
+    output went away."""
+    return _Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
