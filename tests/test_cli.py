@@ -433,6 +433,7 @@ def test_a_yaml_config_file_is_read(tmp_path):
         (["run", "TASKS", "--data-dir", ""], {}, "Invalid value for '--data-dir': empty value"),
         (["run", "TASKS", "--config", ""], {}, "Invalid value for '--config': empty value"),
         (["run", "TASKS", "--json-out", "TASKS/s.json"], {}, "'--json-out': not a directory: /"),
+        (["run", "TASKS", "--json-out", "TASKS/a/s.json"], {}, "'--json-out': not a directory: /"),
         (["run", "TASKS", "--out", "."], {}, "'--out': a directory, not a file"),
         (["config"], {"WORKPLACE_ENV_CONFIG": ""}, "WORKPLACE_ENV_CONFIG: empty value"),
         (

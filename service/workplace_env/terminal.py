@@ -95,11 +95,12 @@ def path_problem(value: str | Path, kind: PathKind, *, output: bool = False) -> 
             if not output:
                 return f"no such file or directory: {text}"
             parent = path.absolute().parent
-            if not parent.exists():
+            existing = next(p for p in (parent, *parent.parents) if p.exists())
+            if not existing.is_dir():  # a file where a directory should be
+                return f"not a directory: {existing}"
+            if existing != parent:
                 made = shlex.quote(str(path.parent))
                 return f"no such directory: {path.parent}; make it first: mkdir -p {made}"
-            if not parent.is_dir():
-                return f"not a directory: {parent}"
             return _unwritable(parent)
         if kind == "directory" and not path.is_dir():
             return f"not a directory: {text}"
