@@ -37,7 +37,7 @@ from workplace_env_client.channel import (
     make_channel,
     wait_or_raise,
 )
-from workplace_env_client.errors import ArgumentError, CapacityError
+from workplace_env_client.errors import ArgumentError, CapacityError, closed_channel_error
 from workplace_env_client.routing import Target, session_metadata
 
 
@@ -390,7 +390,8 @@ class AdminClient:
     while that deadline allows, else CapacityError. Raises ArgumentError (a ValueError) naming
     the argument for a ``timeout_s``, ``affinity`` or ``token`` :class:`EnvironmentClient`
     refuses (a finite number of seconds in ``(0, 1e9]``; a bool or None; a string or None);
-    ValueError for a malformed target list.
+    a ``target`` that names no server (as :class:`EnvironmentClient`); ValueError for a
+    malformed target list. After :meth:`close`, every call raises ClientClosedError.
     """
 
     def __init__(
@@ -456,6 +457,10 @@ class AdminClient:
                 )
             except grpc.RpcError as exc:
                 wait = wait_or_raise(exc, deadline)
+            except ValueError as exc:
+                if (closed := closed_channel_error(exc)) is None:
+                    raise
+                raise closed from exc
             time.sleep(wait)
 
     def export_sessions(self, session_ids: Iterable[str] = ()) -> ExportResult:

@@ -77,9 +77,10 @@ class AsyncEnvironmentClient:
     :class:`EnvironmentClient` (:func:`~workplace_env_client.channel.tls_credentials`); without
     it the channel is plaintext. ``retry_refusals`` and ``admin_token`` as for
     :class:`EnvironmentClient`. Raises ArgumentError (a ValueError) naming the argument for a
-    ``timeout_s``, ``max_attempts``, ``affinity``, ``retry_refusals`` or ``admin_token``
-    :class:`EnvironmentClient` refuses; ValueError for a malformed target list or unless
-    exactly one of ``target``, ``channel`` and ``transport`` is given."""
+    ``timeout_s``, ``max_attempts``, ``affinity``, ``retry_refusals``, ``admin_token`` or
+    ``target`` :class:`EnvironmentClient` refuses; ValueError for a malformed target list or
+    unless exactly one of ``target``, ``channel`` and ``transport`` is given. After
+    :meth:`close`, every call raises ClientClosedError."""
 
     def __init__(
         self,

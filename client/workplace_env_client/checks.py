@@ -121,50 +121,75 @@ def _describe(value: Any) -> str:
     return type_name(value)
 
 
+#: Levels of a JSON value a problem's path spells out; a deeper one is cut (:func:`json_path`).
+PATH_LEVELS_SHOWN = 4
+
+
+def json_path(where: str, segment: str, depth: int) -> str:
+    """The path of a child (``segment``: ``.key`` or ``[i]``) of the value at ``where``,
+    ``depth`` levels down: spelled out for :data:`PATH_LEVELS_SHOWN` levels, then cut to
+    ``...``, so a problem 128 levels down is not named by 128 ``[0]``."""
+    if depth < PATH_LEVELS_SHOWN:
+        return where + segment
+    return where if where.endswith("...") else f"{where}..."
+
+
 def json_problem(value: Any, path: str, *, strict: bool = False) -> tuple[str, str] | None:
     """``(path, why)`` of the first part of ``value`` that ``json.dumps`` cannot write as JSON
-    text the server accepts, or None. JSON here: dict (keys: str, int, float, bool, None),
-    list, tuple, str, int, float, bool, None. ``strict`` also refuses NaN, the infinities and
-    integers beyond a float's range, which Python's JSON writes but strict readers refuse or
-    cannot hold."""
+    text the server accepts, or None; a path deeper than :data:`PATH_LEVELS_SHOWN` levels is
+    cut, with how deep (``arguments[0][0][0][0]... (128 levels)``). JSON here: dict (keys:
+    str, int, float, bool, None), list, tuple, str, int, float, bool, None. ``strict`` also
+    refuses NaN, the infinities and integers beyond a float's range, which Python's JSON writes
+    but strict readers refuse or cannot hold."""
+    found = _first_problem(value, path, strict)
+    if found is None:
+        return None
+    where, depth, why = found
+    return (f"{where} ({depth} levels)" if where.endswith("...") else where), why
+
+
+def _first_problem(value: Any, path: str, strict: bool) -> tuple[str, int, str] | None:
+    """``(path, depth, why)`` of :func:`json_problem`'s first problem, or None."""
     stack: list[tuple[Any, str, int]] = [(value, path, 0)]
     while stack:
         item, where, depth = stack.pop()
         if isinstance(item, float) and strict and not math.isfinite(item):
-            return where, f"{item!r} is not JSON (NaN and the infinities have no JSON spelling)"
+            why = f"{item!r} is not JSON (NaN and the infinities have no JSON spelling)"
+            return where, depth, why
         if item is None or isinstance(item, bool | float):
             continue
         if isinstance(item, int):
             if strict and abs(item) > sys.float_info.max:
-                return (
-                    where,
-                    "an integer beyond the range of a float (a strict JSON reader's number)",
-                )
+                why = "an integer beyond the range of a float (a strict JSON reader's number)"
+                return where, depth, why
             if _INT_MAX_DIGITS and item.bit_length() > 3 * _INT_MAX_DIGITS:
                 try:
                     str(item)
                 except ValueError:
-                    return where, f"an integer of more than {_INT_MAX_DIGITS} digits"
+                    return where, depth, f"an integer of more than {_INT_MAX_DIGITS} digits"
             continue
         if isinstance(item, str):
             problem = surrogate_problem(item)
             if problem is not None:
-                return where, problem
+                return where, depth, problem
             continue
         if not isinstance(item, dict | list | tuple):
-            return where, f"a {type_name(item)} is not JSON"
+            return where, depth, f"a {type_name(item)} is not JSON"
         if depth >= MAX_JSON_DEPTH:
-            return where, f"nested deeper than {MAX_JSON_DEPTH} levels"
+            return where, depth, f"nested deeper than {MAX_JSON_DEPTH} levels"
         if isinstance(item, dict):
             children = []
             for key, child in item.items():
                 if not isinstance(key, _JSON_KEY_TYPES):
-                    return where, f"a key of type {type_name(key)} is not JSON"
+                    return where, depth, f"a key of type {type_name(key)} is not JSON"
                 if isinstance(key, str) and surrogate_problem(key) is not None:
-                    return where, "a key holds a lone surrogate that UTF-8 cannot carry"
-                children.append((child, f"{where}.{key}", depth + 1))
+                    return where, depth, "a key holds a lone surrogate that UTF-8 cannot carry"
+                children.append((child, json_path(where, f".{key}", depth), depth + 1))
         else:
-            children = [(child, f"{where}[{i}]", depth + 1) for i, child in enumerate(item)]
+            children = [
+                (child, json_path(where, f"[{i}]", depth), depth + 1)
+                for i, child in enumerate(item)
+            ]
         stack.extend(reversed(children))
     return None
 

@@ -126,8 +126,11 @@ class EnvironmentClient:
     channel is made, for a ``timeout_s`` that is not a finite number of seconds in
     ``(0, 1e9]`` (None, a string, NaN, an infinity, 0 or less), a ``max_attempts`` that is not
     an int in 1..5, an ``affinity`` or ``retry_refusals`` that is not a bool or None, an
-    ``admin_token`` that is not a string or None; ValueError for a malformed target list,
-    RuntimeError when affinity is asked for and grpcio's switch for it is off.
+    ``admin_token`` that is not a string or None, a ``target`` that names no server
+    (:func:`~workplace_env_client.routing.target_problem`: a URL, an IPv6 address without
+    brackets, a bad port); ValueError for a malformed target list, RuntimeError when affinity
+    is asked for and grpcio's switch for it is off. After :meth:`close`, every call raises
+    :class:`~workplace_env_client.errors.ClientClosedError`.
     """
 
     def __init__(

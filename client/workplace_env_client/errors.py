@@ -100,6 +100,27 @@ class ReplayDivergedError(WorkplaceEnvError):
     session's state is not the lost one."""
 
 
+class ClientClosedError(WorkplaceEnvError, ValueError):
+    """FAILED_PRECONDITION CLIENT_CLOSED (raised by the SDK, not the server): an RPC through a
+    client after its ``close()`` (or over a channel its owner closed); nothing was sent. Also
+    a ValueError, what gRPC raises for it."""
+
+
+def closed_channel_error(exc: Exception) -> ClientClosedError | None:
+    """The :class:`ClientClosedError` of gRPC's refusal to send on a closed channel (a
+    ValueError ``Cannot invoke RPC on closed channel!``, an aio ``UsageError`` ``Channel is
+    closed.``), or None for any other exception."""
+    text = str(exc).lower()
+    if "channel" not in text or "closed" not in text:
+        return None
+    return ClientClosedError(
+        "the client is closed (its close() was called, or its channel was closed); make a new "
+        "client",
+        grpc.StatusCode.FAILED_PRECONDITION,
+        reason=reasons.CLIENT_CLOSED.name,
+    )
+
+
 class SessionConflictError(WorkplaceEnvError):
     """ALREADY_EXISTS SESSION_CONFLICT: the id is bound to another episode or task."""
 

@@ -248,6 +248,10 @@ EXPORT_FAILED = _row(
     "EXPORT_FAILED", Code.FAILED_PRECONDITION, "WorkplaceEnvError", _SERVICE_ERROR,
     "`Session.checkpoint`: the server could not export the session.", raised_by=SDK,
 )  # fmt: skip
+CLIENT_CLOSED = _row(
+    "CLIENT_CLOSED", Code.FAILED_PRECONDITION, "ClientClosedError", _SERVICE_ERROR,
+    "An RPC through a client (or a channel) already closed; nothing was sent.", raised_by=SDK,
+)  # fmt: skip
 # -- the HTTP gateway (never sent over gRPC) ------------------------------------------------
 _HTTP_ONLY = {"raised_by": GATEWAY, "jsonrpc": None, "run_kind": "", "rollout_kind": ""}
 REQUEST_TOO_LARGE = _row(

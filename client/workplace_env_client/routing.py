@@ -23,6 +23,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from workplace_env_client.errors import ArgumentError
+
 #: Metadata key carrying the session id; gRPC's ring_hash and Envoy's ring hash key on it.
 SESSION_HEADER = "x-resources-session-id"
 #: grpcio's switch for ``requestHashHeader`` in the ring_hash config (gRFC A76).
@@ -62,15 +64,57 @@ def _address(address: str) -> tuple[str, str]:
     return ("ipv4", address) if ip.version == 4 else ("ipv6", address)
 
 
+#: The URI schemes of gRPC's name resolvers; any other target is ``HOST[:PORT]``.
+_SCHEMES = ("dns", "ipv4", "ipv6", "unix", "unix-abstract", "vsock", "xds", "google-c2p")
+_HOST = re.compile(r"[A-Za-z0-9._~%-]*")
+
+
+def target_problem(target: str) -> str | None:
+    """Why the string ``target`` names no gRPC server, or None: blank, whitespace in it, an
+    http(s) URL (gRPC takes ``HOST:PORT``), an IPv6 address without brackets, a host of
+    characters no name has, a port that is no number in 1..65535. A URI of one of gRPC's
+    resolvers (``dns:///``, ``ipv4:``, ``unix:``, ...) is left to gRPC."""
+    if not target.strip():
+        return "must be HOST:PORT of the server, not blank"
+    if any(c.isspace() or not c.isprintable() for c in target):
+        return f"{target!r} has whitespace or control characters; give HOST:PORT"
+    scheme, colon, rest = target.partition(":")
+    if colon and scheme.lower() in ("http", "https", "grpc", "grpcs"):
+        bare = rest.removeprefix("//").rstrip("/")
+        return f"{target!r} is a URL; a gRPC target is HOST:PORT, e.g. {bare!r}"
+    if colon and scheme in _SCHEMES:
+        return None
+    if target.startswith("["):
+        host, bracket, after = target[1:].partition("]")
+        if not bracket or (after and not after.startswith(":")):
+            return f"{target!r} is not [IPV6]:PORT"
+        has_port, port = bool(after), after.removeprefix(":")
+    else:
+        host, has_port, port = target, False, ""
+        if colon:
+            host, _, port = target.rpartition(":")
+            has_port = True
+        if ":" in host:
+            return f"{target!r}: an IPv6 address goes in brackets, e.g. '[::1]:50051'"
+        if not _HOST.fullmatch(host):
+            return f"{target!r}: {host!r} is no host name or address"
+    if has_port and not (port.isdigit() and 1 <= int(port) <= 65535):
+        return f"{target!r}: the port must be a number in 1..65535"
+    return None
+
+
 def channel_target(target: Target) -> tuple[str, bool]:
     """The gRPC target URI for ``target``, and whether it names several addresses.
 
-    A string is used as is (``host:port``, ``dns:///name:port``, ``ipv4:a:p,b:q``, ...). A list
-    of ``IP:PORT`` strings (all IPv4 or all IPv6) becomes ``ipv4:a:p,b:q``; a one-element list
-    is that address. Raises ValueError for an empty list, a host name in a list, or a mix of
-    IPv4 and IPv6.
+    A string is used as is (``host:port``, ``dns:///name:port``, ``ipv4:a:p,b:q``, ...) when
+    :func:`target_problem` finds nothing, else ArgumentError (a ValueError) naming ``target``.
+    A list of ``IP:PORT`` strings (all IPv4 or all IPv6) becomes ``ipv4:a:p,b:q``; a
+    one-element list is that address. Raises ValueError for an empty list, a host name in a
+    list, or a mix of IPv4 and IPv6.
     """
     if isinstance(target, str):
+        if (problem := target_problem(target)) is not None:
+            raise ArgumentError("target", problem)
         scheme, _, rest = target.partition(":")
         multi = scheme in ("ipv4", "ipv6") and "," in rest
         return target, multi

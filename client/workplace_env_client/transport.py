@@ -24,7 +24,7 @@ import grpc
 import grpc.aio
 
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env_client.errors import from_rpc_error
+from workplace_env_client.errors import closed_channel_error, from_rpc_error
 
 
 @runtime_checkable
@@ -105,11 +105,16 @@ class GrpcTransport:
         checked: bool = False,
     ) -> Any:
         """As :meth:`Transport.unary` (``checked`` is moot: the server checks what it receives);
-        a failed RPC raises its typed error, chained to the ``grpc.RpcError``."""
+        a failed RPC raises its typed error, chained to the ``grpc.RpcError``; a closed channel
+        :class:`~workplace_env_client.errors.ClientClosedError`."""
         try:
             return getattr(self.stub, method)(request, timeout=timeout, metadata=metadata)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
+        except ValueError as exc:
+            if (closed := closed_channel_error(exc)) is None:
+                raise
+            raise closed from exc
 
     def close(self) -> None:
         """Close the channel if this transport made it (``owned``)."""
@@ -142,6 +147,10 @@ class GrpcAioTransport:
             return await getattr(self.stub, method)(request, timeout=timeout, metadata=metadata)
         except grpc.RpcError as exc:
             raise from_rpc_error(exc) from exc
+        except grpc.aio.UsageError as exc:
+            if (closed := closed_channel_error(exc)) is None:
+                raise
+            raise closed from exc
 
     async def close(self) -> None:
         """Close the channel at once if this transport made it (``owned``)."""

@@ -71,6 +71,7 @@ from workplace_env.setting_options import setting_options
 from workplace_env.taskgen import MAX_TASK_COUNT, generate_to
 from workplace_env.terminal import CommandError, HelpGroup, PathKind, console, path_problem, plain
 from workplace_env_client.checks import MAX_SECONDS
+from workplace_env_client.routing import target_problem
 
 #: Help is click's plain layout (Typer's ``rich_markup_mode=None``): it wraps the help text
 #: and never cuts an option's name, where rich's table cut ``--session-close-retry-window-
@@ -194,10 +195,11 @@ def _data_dir(value: str | None) -> Path | None:
 
 
 def _server_target(value: str | None) -> str | None:
-    """A ``--target`` (or ``--grpc-target``): a blank one is a usage error (exit 2), never
-    handed to gRPC."""
-    if value is not None and not value.strip():
-        raise typer.BadParameter("must be HOST:PORT of the server, not blank")
+    """A ``--target`` (or ``--grpc-target``): one that names no server (blank, a URL, an
+    unbracketed IPv6 address, a bad port: :func:`~workplace_env_client.routing.target_problem`)
+    is a usage error (exit 2), never handed to gRPC."""
+    if value is not None and (problem := target_problem(value)):
+        raise typer.BadParameter(problem)
     return value
 
 

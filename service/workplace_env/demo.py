@@ -60,7 +60,7 @@ def run_demo(count: int, seed: int, concurrency: int, data_dir: Path | None = No
     console.print(f"done in {time.perf_counter() - started:.1f} s")
     if stop():
         left = sum(s.not_started for by in results.values() for s in by.values())
-        console.print(f"{stop.stopped_text()} {left} episodes not started")
+        console.print(f"{stop.stopped_text()}: {left} episodes not started")
         return stop.exit_status
     if errors or any(s.mean_reward != 1.0 for s in results["oracle"].values()):
         return 1

@@ -122,8 +122,8 @@ def stop_on_signals(doing: str = "episode") -> Iterator[StopRequest]:
             os._exit(stop.exit_status)
         stop.signum = signum
         console.print(
-            f"[yellow]{stop.name}: stopping[/yellow] no new {doing} starts; waiting for "
-            f"those in flight to end (press Ctrl-C again to exit at once)"
+            f"[yellow]{stop.name}: stopping.[/yellow] No new {doing} starts; waiting for "
+            "those in flight to end (press Ctrl-C again to exit at once)."
         )
 
     previous = {number: signal.signal(number, handle) for number in STOP_SIGNALS}

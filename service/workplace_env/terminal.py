@@ -95,11 +95,12 @@ def path_problem(value: str | Path, kind: PathKind, *, output: bool = False) -> 
             if not output:
                 return f"no such file or directory: {text}"
             parent = path.absolute().parent
-            if not parent.exists():
+            existing = next(p for p in (parent, *parent.parents) if p.exists())
+            if not existing.is_dir():  # a file where a directory should be
+                return f"not a directory: {existing}"
+            if existing != parent:
                 made = shlex.quote(str(path.parent))
                 return f"no such directory: {path.parent}; make it first: mkdir -p {made}"
-            if not parent.is_dir():
-                return f"not a directory: {parent}"
             return _unwritable(parent)
         if kind == "directory" and not path.is_dir():
             return f"not a directory: {text}"
@@ -152,10 +153,21 @@ def plain(value: object) -> str:
     return escape(str(value))
 
 
+class _Progress(Progress):
+    """A progress display that leaves nothing behind when it ends because a reader went away
+    (:class:`BrokenPipeError`, ``generate-tasks | head``): the command then ends quietly."""
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and issubclass(exc_type, BrokenPipeError):
+            self.live.transient = True
+        super().__exit__(exc_type, exc, tb)
+
+
 def episode_progress() -> Progress:
     """A progress display on :data:`console` (a context manager): description, bar, done of
-    total, elapsed time; it stays on screen when it ends."""
-    return Progress(
+    total, elapsed time; it stays on screen when it ends, unless a reader of the command's
+    output went away."""
+    return _Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),

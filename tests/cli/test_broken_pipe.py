@@ -78,3 +78,39 @@ def test_stderr_closed_too_ends_quietly(tmp_path):
     """``2>&1 | head -1``: a command that only talks on stderr ends the same way."""
     done = closed_early(["data", "verify", str(tmp_path)], stderr_too=True)
     assert done.returncode == 141
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "{tasks}", "--policy", "oracle", "--json-out"],
+        ["generate-tasks", "--count", "3", "--out"],
+    ],
+    ids=lambda args: args[-1],
+)
+def test_an_output_file_whose_reader_is_gone_ends_with_141(args, tasks_file):
+    """``--json-out /dev/stdout | head`` exited 1 ("cannot write"), ``generate-tasks --out``
+    2: an output path that is a pipe whose reader has gone ends as stdout's does."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [*CLI, *[a.format(tasks=tasks_file) for a in args], f"/dev/fd/{write}"],
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            pass_fds=(write,),
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == BROKEN_PIPE_STATUS, done.stderr
+    assert "Traceback" not in done.stderr and "cannot write" not in done.stderr
+
+
+def test_a_reader_gone_leaves_no_progress_line():
+    """``generate-tasks | head``: its progress bar (stderr) was left drawn, ``tasks 0/20``."""
+    done = closed_early(["generate-tasks", "--count", "20"])
+    assert done.returncode == BROKEN_PIPE_STATUS, done.stderr
+    assert done.stderr.strip() == "", done.stderr

@@ -433,6 +433,7 @@ def test_a_yaml_config_file_is_read(tmp_path):
         (["run", "TASKS", "--data-dir", ""], {}, "Invalid value for '--data-dir': empty value"),
         (["run", "TASKS", "--config", ""], {}, "Invalid value for '--config': empty value"),
         (["run", "TASKS", "--json-out", "TASKS/s.json"], {}, "'--json-out': not a directory: /"),
+        (["run", "TASKS", "--json-out", "TASKS/a/s.json"], {}, "'--json-out': not a directory: /"),
         (["run", "TASKS", "--out", "."], {}, "'--out': a directory, not a file"),
         (["config"], {"WORKPLACE_ENV_CONFIG": ""}, "WORKPLACE_ENV_CONFIG: empty value"),
         (
@@ -457,6 +458,9 @@ def test_a_yaml_config_file_is_read(tmp_path):
             for names in [sorted(CSV_FILES.values())]
         ),
         (["checkpoint", "restore", "no/such"], {}, "'DIRECTORY': no such file or directory"),
+        (["run", "TASKS", "--target", "::::"], {}, "'--target': '::::': an IPv6 address goes in"),
+        (["checkpoint", "save", "ck", "--target", "h:0"], {}, "'h:0': the port must be a number"),
+        (["gateway", "--grpc-target", "http://x:1"], {}, "'http://x:1' is a URL; a gRPC target"),
         (["checkpoint", "save", "TASKS"], {}, "Invalid value for 'DIRECTORY': not a directory"),
     ],
 )

@@ -1402,7 +1402,9 @@ def test_a_stop_signal_lets_the_episode_in_flight_end_then_says_how_to_resume(
         assert proc.returncode == 128 + signum, said
         assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [rows[0]["id"]]
         assert "pass rate" in stdout and "not started 2" in said
-        assert f"stopped by {signal.Signals(signum).name}" in said
+        name = signal.Signals(signum).name
+        assert f"{name}: stopping. No new episode starts; waiting for those in flight" in said
+        assert f"stopped by {name}: 2 episodes not started; to resume: " in said
         resume = shlex.split(said.split("to resume: ", 1)[1])
         assert resume[:2] == ["workplace-env", "run"] and str(out) in resume
         assert server.store.live_count() == 0  # the episode in flight closed its session

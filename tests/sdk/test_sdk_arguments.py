@@ -23,11 +23,14 @@ from workplace_env_client import (
     AdminClient,
     ArgumentError,
     AsyncEnvironmentClient,
+    ClientClosedError,
     EnvironmentClient,
     InvalidRequestError,
     ModelPolicy,
+    WorkplaceEnvError,
     arun_rollout,
     arun_rollouts,
+    checks,
     openai_client,
     run_rollout,
 )
@@ -155,7 +158,7 @@ CASES: list[tuple[str, str, tuple[Any, ...], dict[str, Any], str, str]] = [
         "call_tool",
         ("s", SEARCH, _nested(200)),
         {},
-        "arguments" + ".a" * 128,
+        "arguments.a.a.a.a... (128 levels)",  # not 128 of ".a"
         TOOL,
     ),
     ("tool name an int", "call_tool", ("s", 5, {}), {}, "tool_name", REQUEST),
@@ -240,7 +243,7 @@ CASES: list[tuple[str, str, tuple[Any, ...], dict[str, Any], str, str]] = [
         "session",
         ({"id": "t", "a": _nested(199)},),
         {},
-        "task" + ".a" * 128,
+        "task.a.a.a.a... (128 levels)",
         REQUEST,
     ),
     ("handle verify [1]", "handle.verify", ([1],), {}, "function_calls.calls[0]", REQUEST),
@@ -448,9 +451,9 @@ def test_both_clients_take_exactly_one_of_target_channel_and_transport(client_cl
 BAD_TIMEOUTS = [None, "abc", "30", True, math.inf, -math.inf, math.nan, -1, 0, 0.0, 2e9, [30]]
 
 
-def _construct(client_class: Any, **kwargs: Any) -> None:
+def _construct(client_class: Any, target: Any = "127.0.0.1:1", **kwargs: Any) -> None:
     async def make() -> None:  # a grpc.aio channel is made inside an event loop
-        client = client_class("127.0.0.1:1", **kwargs)
+        client = client_class(target, **kwargs)
         closed = client.close()
         if asyncio.iscoroutine(closed):
             await closed
@@ -489,6 +492,82 @@ def test_every_client_names_a_malformed_option(client_class, argument, value):
     with pytest.raises(ArgumentError) as err:
         _construct(client_class, **{argument: value})
     _refused(err.value, argument, REQUEST)
+
+
+#: Targets that name no server: gRPC took them and failed each RPC UNAVAILABLE, "errors
+#: resolving", long after the client was made.
+BAD_TARGETS = ["::::", "::1", "http://x:1", "https://h:443/", "", " ", "x:abc", "h:99999", "h:0",
+               "a b:1", "[::1]x", "x:", "h\x00:1"]  # fmt: skip
+
+
+@pytest.mark.parametrize("target", BAD_TARGETS, ids=repr)
+@pytest.mark.parametrize("client_class", CLIENTS)
+def test_every_client_refuses_a_target_that_names_no_server(client_class, target):
+    with pytest.raises(ArgumentError) as err:
+        _construct(client_class, target)
+    _refused(err.value, "target", REQUEST)
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["localhost", "h:1", "[::1]:50051", "[::1]", "dns:///svc.ns:50051", ":50051",
+     "ipv4:10.0.0.1:1,10.0.0.2:2", "unix:/tmp/x.sock", "my-svc.ns.svc.cluster.local:50051"],
+)  # fmt: skip
+def test_every_client_takes_a_target_grpc_resolves(target):
+    for client_class in CLIENTS:
+        _construct(client_class, target)
+
+
+def test_a_deep_value_is_named_by_its_first_levels_and_its_depth():
+    """A value 200 arrays deep was named ``arguments[0][0]...`` with 128 ``[0]``."""
+    value: Any = 1
+    for _ in range(200):
+        value = [value]
+    assert checks.json_problem(value, "arguments") == (
+        "arguments[0][0][0][0]... (128 levels)",
+        "nested deeper than 128 levels",
+    )
+    assert checks.json_problem([[{"k": "\ud800"}]], "row") == (
+        "row[0][0].k",
+        "a lone surrogate (U+D800) that UTF-8 cannot carry",
+    )
+
+
+def test_every_client_says_it_is_closed_when_used_after_close(stand_in):
+    """gRPC's raw ``ValueError: Cannot invoke RPC on closed channel!`` (``UsageError`` for
+    asyncio) becomes ClientClosedError, a WorkplaceEnvError and still a ValueError; a channel
+    its owner closed alike."""
+
+    def check(error: BaseException) -> None:
+        assert isinstance(error, ClientClosedError) and isinstance(error, ValueError)
+        assert (error.code, error.reason) == (grpc.StatusCode.FAILED_PRECONDITION, "CLIENT_CLOSED")
+        assert "the client is closed" in str(error)
+
+    client = EnvironmentClient(stand_in.target)
+    client.close()
+    with pytest.raises(WorkplaceEnvError) as err:
+        client.list_tools()
+    check(err.value)
+    admin = AdminClient(stand_in.target, token="t")
+    admin.close()
+    with pytest.raises(WorkplaceEnvError) as err:
+        admin.retire_session("s")
+    check(err.value)
+    channel = grpc.insecure_channel(stand_in.target)
+    over_theirs = EnvironmentClient(channel=channel)
+    channel.close()
+    with pytest.raises(WorkplaceEnvError) as err:
+        over_theirs.list_tools()
+    check(err.value)
+
+    async def run() -> None:
+        env = AsyncEnvironmentClient(stand_in.target)
+        await env.close()
+        with pytest.raises(WorkplaceEnvError) as err:
+            await env.list_tools()
+        check(err.value)
+
+    asyncio.run(run())
 
 
 def test_the_admin_client_of_an_environment_client_takes_its_token_checked(stand_in):

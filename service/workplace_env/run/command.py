@@ -191,6 +191,8 @@ def run_scripted(
         document["sandbox"] = cast("SandboxIdentity | None", sandbox_json(sandbox))
         try:
             json_out.write_text(json.dumps(document, indent=2, default=str) + "\n")
+        except BrokenPipeError:
+            raise  # a reader gone (--json-out /dev/stdout | head): exits as any closed output
         except OSError as exc:
             raise CommandError(
                 f"cannot write {json_out}: {exc}; the totals above are the run's", exit_code=1
@@ -368,7 +370,7 @@ def _collect_and_report(
         )
     if stop():
         console.print(
-            f"{stop.stopped_text()} "
+            f"{stop.stopped_text()}: "
             + plain(f"{result.not_started} episodes not started; to resume: {resume}")
         )
         return stop.exit_status
