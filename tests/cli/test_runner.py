@@ -441,7 +441,10 @@ def test_a_run_whose_server_dies_stops_starting_episodes_and_says_how_to_resume(
     summary = json.loads(summary_file.read_text())
     failed = summary["failed_episodes"]["server_unavailable"]
     assert 1 <= failed <= concurrency and sum(summary["failed_episodes"].values()) == failed
-    assert summary["played_episodes"] >= 2
+    # Each of the 3 episodes whose Verify arrived is played or failed; with several in flight
+    # the kill may come before the first two answers are sent.
+    assert summary["played_episodes"] + failed >= 3
+    assert summary["played_episodes"] >= (2 if concurrency == 1 else 0)
     assert summary["played_episodes"] + failed + summary["not_started"] == 12
     assert table_rows(proc.stdout)["not started"] == [str(summary["not_started"])]
     assert "server lost: the server does not answer a health check (UNAVAILABLE" in said

@@ -25,7 +25,9 @@ def _tool(name: str) -> str:
 
 
 def _run(*args: str) -> None:
-    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=120)
+    """Run a lint tool from the repository root; its output is the failure message (a cold
+    mypy cache on a loaded machine takes minutes: the timeout only catches a hang)."""
+    proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
