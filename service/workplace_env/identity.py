@@ -6,6 +6,8 @@ works only with them.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -70,6 +72,23 @@ class Task:
             )
         found.extend(calls_violations(self.ground_truth, "ground_truth"))
         return tuple(found)
+
+    @cached_property
+    def digest(self) -> bytes:
+        """BLAKE2b (16 bytes) of the task's canonical JSON: the fields a verify scores and a
+        checkpoint keeps (id, category, environment name, ground-truth calls, the row's
+        digest when set), not the prompt. S2/S3, K4: a seed is a retry only when it carries
+        the same task. Worked out once and kept (a remembered task is seeded again and
+        again); not a field: equality, hashing and ``asdict`` ignore it."""
+        canonical = [
+            self.id,
+            self.category,
+            self.environment_name,
+            [[call.name, call.arguments] for call in self.ground_truth],
+        ]
+        if self.data_digest:  # the whole row's (S3: the same identity with another row conflicts)
+            canonical.append(self.data_digest)
+        return hashlib.blake2b(json.dumps(canonical).encode(), digest_size=16).digest()
 
 
 def session_id_violations(

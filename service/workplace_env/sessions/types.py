@@ -9,7 +9,6 @@ Owns what the store's callers see (:class:`SessionState`, :class:`CloseOutcome`,
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -155,27 +154,5 @@ class LiveSession:
 
 
 def task_digest(task: Task) -> bytes:
-    """BLAKE2b (16 bytes) of ``task``'s canonical JSON: the fields a verify scores and a
-    checkpoint keeps (id, category, environment name, ground-truth calls), not the prompt.
-
-    S2/S3, K4: a seed is a retry only when it carries the same task as the binding. Kept on
-    the (immutable) task once computed: a remembered task (the servicer's ``TaskMemo``) is
-    seeded again and again.
-    """
-    cached: bytes | None = task.__dict__.get(_DIGEST)
-    if cached is not None:
-        return cached
-    canonical = [
-        task.id,
-        task.category,
-        task.environment_name,
-        [[call.name, call.arguments] for call in task.ground_truth],
-    ]
-    if task.data_digest:  # the whole row's (S3: the same identity with another row conflicts)
-        canonical.append(task.data_digest)
-    digest = hashlib.blake2b(json.dumps(canonical).encode(), digest_size=16).digest()
-    task.__dict__[_DIGEST] = digest  # not a field: equality, hashing and asdict ignore it
-    return digest
-
-
-_DIGEST = "_task_digest"
+    """The task's identity digest (:attr:`~workplace_env.identity.Task.digest`, S2/S3, K4)."""
+    return task.digest
