@@ -34,6 +34,7 @@ from workplace_env_client import (
     openai_client,
     run_rollout,
 )
+from workplace_env_client.messages import to_function_call
 
 SEARCH = "email_search_emails"
 TOOL = "INVALID_TOOL_ARGUMENTS"
@@ -621,3 +622,12 @@ def test_the_rollout_loops_bounds_are_checked(call, field):
     with pytest.raises(ArgumentError) as err:
         call()
     _refused(err.value, field, REQUEST)
+
+
+def test_a_call_map_without_arguments_sends_an_empty_object_and_ignores_other_keys():
+    """A call map needs its name only: ``arguments`` left out is ``{}`` (as ``call_tool(name)``),
+    other keys (a NeMo ``function_call`` item's ``type``, ``call_id``) are not sent."""
+    item = {"type": "function_call", "call_id": "c1", "name": "email_delete_email"}
+    assert to_function_call(item) == to_function_call(("email_delete_email", "{}"))
+    with pytest.raises(ArgumentError, match=r"call\.name"):
+        to_function_call({"arguments": "{}"})
