@@ -375,3 +375,54 @@ def test_serve_names_a_modified_data_dir_in_a_json_record(tmp_path):
     records = [json.loads(line) for line in result.output.splitlines() if line.strip()]
     said = [r["message"] for r in records if "not the WorkBench sandbox" in r["message"]]
     assert len(said) == 1 and "changed emails.csv" in said[0]
+
+
+@pytest.fixture
+def closed_port() -> Iterator[int]:
+    """A loopback port bound but not listening: a connection to it is refused."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        yield holder.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["demo", "--count", "2"],
+        ["run", "TASKS"],
+        ["generate-tasks", "--count", "1"],
+        ["serve", "--print-config"],
+    ],
+)
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("passwd", "passwd is not an archive"),
+        ("junk.zip", "corrupt zip archive junk.zip"),
+        ("URL", "cannot download URL: <urlopen error [Errno 111] Connection refused>"),
+    ],
+)
+def test_a_data_dir_source_that_cannot_be_read_is_refused_though_the_cache_verifies(
+    tmp_path, monkeypatch, closed_port, command, source, says
+):
+    """A verified sandbox in the cache stands in for no other source: each command taking
+    ``--data-dir`` reads the source it names and exits 2 naming the option when it fails."""
+    monkeypatch.chdir(tmp_path)
+    cache = tmp_path / "cache"
+    (cache / "workplace-env").mkdir(parents=True)
+    cached = _sandbox_dir(cache / "workplace-env" / "workbench")
+    (tmp_path / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (tmp_path / "junk.zip").write_bytes(b"PK\x03\x04 cut short")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "t", "ground_truth": []}\n')
+    url = f"http://127.0.0.1:{closed_port}/x.zip"
+    source = url if source == "URL" else source
+    args = [tasks if a == "TASKS" else a for a in command]
+    result = invoke(*args, "--data-dir", source, env={"XDG_CACHE_HOME": str(cache)})
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "Invalid value for '--data-dir'" in said
+    assert says.replace("URL", url) in said
+    assert "the verified WorkBench sandbox in" not in said
+    assert result.stdout == ""
+    assert_sandbox_in(cached)

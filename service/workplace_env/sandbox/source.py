@@ -239,8 +239,10 @@ def data_dir_of(value: str, log: Log) -> Path:
     """The CSV directory ``--data-dir VALUE`` names: a directory as it is (not a NeMo Gym venv
     or site-packages: its CSVs are loaded unchecked, any sandbox of that layout; ``log`` gets
     how they differ from the WorkBench sandbox when they do, :func:`sandbox_differences`);
-    any other source is fetched into :func:`default_data_dir` first, unless that already
-    verifies (every verified sandbox is the same bytes). Raises :class:`CommandError` as
+    any other source (a file, a URL, a NeMo Gym venv) is read, verified and written into
+    :func:`default_data_dir` each time, so a source that cannot be read is the command's error
+    and never replaced by the cache; only :data:`NEMO_GYM` reuses a cache that already verifies
+    (every verified sandbox is the same bytes). Raises :class:`CommandError` as
     :func:`fetch_data`."""
     if not (value == NEMO_GYM or value.startswith(_URL_SCHEMES)):
         _check_source_path(value, "--data-dir")
@@ -256,6 +258,8 @@ def data_dir_of(value: str, log: Log) -> Path:
             )
         return path
     dest = default_data_dir()
+    if value != NEMO_GYM:
+        return fetch_data(value, dest, log, "--data-dir")
     try:
         verify_directory(dest)
     except CommandError:
