@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,11 +45,12 @@ FUZZ_GOLDENS = GOLDENS / "tool_calls_fuzz_public.jsonl"
 def absent_reason(path: Path) -> str:
     """Why a test needing the shared file ``path`` skips: the file, and how to get it."""
     if path.name in CSV_FILES.values():
-        how = f"`workplace-env data fetch --to {path.parent}` puts the WorkBench CSVs there"
+        where = shlex.quote(str(path.parent))
+        how = f"`mkdir -p {where} && workplace-env data fetch --to {where}` puts the CSVs there"
     else:
         how = (
-            "it is part of the project's reference data; point WORKPLACE_ENV_SHARED at the "
-            "folder holding its data/ directory"
+            "only the project's reference data holds it, not `data fetch`; point "
+            "WORKPLACE_ENV_SHARED at the folder holding its data/ directory"
         )
     return f"{path} is absent ({how})"
 
@@ -68,7 +70,8 @@ def shared_file(path: Path) -> Path:
 
 
 #: The WorkBench sandbox's six CSVs (the ``workbench_tables`` fixture's data).
-needs_shared = needs(*(WORKBENCH / name for name in CSV_FILES.values()))
+SANDBOX_CSVS = tuple(WORKBENCH / name for name in CSV_FILES.values())
+needs_shared = needs(*SANDBOX_CSVS)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -12,6 +12,9 @@
 #     mkdir -p venvs/$s && ln -sfn "$PWD/nemo" venvs/$s/.venv; done
 #   VENVS="++skip_venv_if_present=true ++uv_venv_dir=$PWD/venvs"   # add $VENVS to each command
 export NEMO_GYM_EXTRA_ROOTS=/path/to/workplace-env        # this checkout (or --search-dir)
+# uv builds each server's venv with the exact Python running ng_run: put that interpreter's
+# directory (the base Python of NeMo's venv) ahead of any shim, or uv downloads one
+export PATH="$(python3 -c 'import sys; print(sys.base_prefix)')/bin:$PATH"
 export PATH="$NEMO_GYM_EXTRA_ROOTS/.venv/bin:$PATH"       # its uv (after NeMo's venv is active)
 # on a busy machine Ray's node may miss its 30 s startup wait ("The current node timed out
 # during startup"): give it longer, and launch again if it still does

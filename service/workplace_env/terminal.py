@@ -82,7 +82,8 @@ def path_problem(value: str | Path, kind: PathKind, *, output: bool = False) -> 
     directory that exists), or None: ``empty value``, ``no such file or directory``, ``no such
     directory`` (an output's parent, with the ``mkdir -p`` that makes it), ``not a directory``
     (also a file where a parent should be), ``a directory, not a file``, ``permission
-    denied``, ``cannot write`` (a file system that takes no files, such as ``/proc``),
+    denied``, ``cannot create a file in`` (a file system that takes no new file, such as
+    ``/proc``, with the error of the create tried), ``cannot write`` (a file that takes no write),
     ``cannot stat`` (a name too long, ...), a NUL byte."""
     text = os.fspath(value)
     if not text.strip():
@@ -134,7 +135,7 @@ def _unwritable(directory: Path) -> str | None:
         with tempfile.TemporaryFile(dir=directory):
             pass
     except OSError as exc:
-        return f"cannot write in {directory}: {exc.strerror or exc}"
+        return f"cannot create a file in {directory}: {exc.strerror or exc}"
     return None
 
 

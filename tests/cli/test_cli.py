@@ -541,11 +541,15 @@ def test_an_output_in_a_missing_directory_is_refused_before_any_work_saying_how_
 def test_an_output_where_no_file_can_be_written_is_refused_before_any_work(
     tasks_file, args, option
 ):
-    """``/proc`` takes no new file even for root, whose permission bits say it may."""
+    """``/proc`` takes no new file even for root, whose permission bits say it may: the
+    reason is the error of a create there, not a claim that /proc is missing."""
+    with pytest.raises(OSError) as refused:
+        os.open("/proc/fx-out", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     result = invoke(*[{"TASKS": str(tasks_file), "OUT": "/proc/fx-out"}.get(a, a) for a in args])
     said = " ".join(result.output.split())
     assert result.exit_code == 2, result.output
-    assert f"Invalid value for '{option}'" in said and "/proc" in said
+    assert f"Invalid value for '{option}'" in said
+    assert f"cannot create a file in /proc: {refused.value.strerror}" in said
     assert "episodes" not in said and "wrote" not in said  # nothing played nor written
 
 

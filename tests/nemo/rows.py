@@ -11,10 +11,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import WORKBENCH, read_jsonl
+from tests.conftest import SANDBOX_CSVS, WORKBENCH, needs, read_jsonl
 
-ROLLOUTS = read_jsonl(WORKBENCH / "rollouts_public.jsonl")
-TASKS = read_jsonl(WORKBENCH / "tasks_public.jsonl")
+ROLLOUTS_FILE = WORKBENCH / "rollouts_public.jsonl"
+TASKS_FILE = WORKBENCH / "tasks_public.jsonl"
+TOOL_SCHEMAS_FILE = WORKBENCH / "tool_schemas.json"
+#: Every shared file a test playing the recorded episodes reads: the sandbox's CSVs, then the
+#: episodes and the tools' schemas (which only the reference data holds).
+needs_recorded = needs(*SANDBOX_CSVS, ROLLOUTS_FILE, TASKS_FILE, TOOL_SCHEMAS_FILE)
+ROLLOUTS = read_jsonl(ROLLOUTS_FILE)
+TASKS = read_jsonl(TASKS_FILE)
 TYPED_TASKSET = "workplace_assistant_typed"
 
 
@@ -96,7 +102,7 @@ def recorded_inputs(workdir: Path) -> dict[str, Any]:
     """The episodes, their recordings file (written in ``workdir``, for the stand-in model),
     their legacy dataset rows and their recorded rewards by key."""
     eps = episodes()
-    tools = json.loads((WORKBENCH / "tool_schemas.json").read_text())
+    tools = json.loads(TOOL_SCHEMAS_FILE.read_text())
     recordings = workdir / "recordings.json"
     recordings.write_text(json.dumps({e["key"]: e["calls"] for e in eps}))
     rows = [dataset_row(i, e, tools) for i, e in enumerate(eps)]

@@ -33,9 +33,12 @@ from tests.aggregate_cases import (
     request_body,
     same_metrics,
 )
-from tests.conftest import WORKBENCH, needs, needs_shared, read_jsonl
+from tests.conftest import read_jsonl
 from tests.nemo.rows import (
+    TASKS_FILE,
+    TOOL_SCHEMAS_FILE,
     TYPED_TASKSET,
+    needs_recorded,
     recorded_inputs,
     rewards_by_key,
     typed_rows,
@@ -53,12 +56,8 @@ from tests.nemo.servers import (
 )
 from tests.nemo.venv import nemo_python
 
-ROLLOUTS_FILE = WORKBENCH / "rollouts_public.jsonl"
-TASKS_FILE = WORKBENCH / "tasks_public.jsonl"
-TOOL_SCHEMAS_FILE = WORKBENCH / "tool_schemas.json"
 pytestmark = [
-    needs_shared,
-    needs(ROLLOUTS_FILE, TASKS_FILE, TOOL_SCHEMAS_FILE),
+    needs_recorded,
     pytest.mark.server(data="workbench"),
 ]
 

@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import WORKBENCH, needs_shared, read_jsonl
+from tests.conftest import WORKBENCH, read_jsonl
 from tests.helpers import REPO
 from tests.nemo.launcher import ENTRY, MCP_AGENT_ENTRY, NgRun
 from tests.nemo.rows import (
+    needs_recorded,
     recorded_inputs,
     rewards_by_key,
     typed_rows,
@@ -36,8 +37,6 @@ from workplace_env import nemo_entry
 from workplace_env.config import load_settings
 from workplace_env.nemo_entry import serve_command
 from workplace_env_client import AdminClient
-
-pytestmark = needs_shared
 
 RESOURCES = "workplace_assistant"  # the instance name of configs/workplace_env.yaml
 AGENT = "workplace_assistant_simple_agent"
@@ -162,6 +161,7 @@ def reverify(run: NgRun, collected: Path, model_url: str) -> Path:
     return output
 
 
+@needs_recorded
 def test_ng_run_typed_config_collects_and_reverifies_the_recorded_rewards(
     workdir, inputs, model_url, venv_dir
 ):
@@ -188,6 +188,7 @@ def test_ng_run_typed_config_collects_and_reverifies_the_recorded_rewards(
     assert got == inputs["rewards"]
 
 
+@needs_recorded
 def test_ng_run_typed_mcp_config_plays_the_tools_over_mcp_and_reverifies(
     workdir, inputs, model_url, venv_dir
 ):
@@ -223,6 +224,7 @@ def test_ng_run_typed_mcp_config_plays_the_tools_over_mcp_and_reverifies(
     assert got == inputs["rewards"]
 
 
+@needs_recorded
 def test_ng_run_legacy_config_collects_the_recorded_rewards(workdir, inputs, model_url, venv_dir):
     """Legacy: rows collected by agent name through legacy_agent (the entry's venv reused)."""
     run, grpc_port = ng_run(LEGACY_CONFIG, workdir / "legacy", model_url, venv_dir)
@@ -340,6 +342,7 @@ def test_git_ignores_what_ng_run_leaves_in_a_checkout():
     assert kept.returncode == 1, kept.stdout  # none of them ignored
 
 
+@needs_recorded
 def test_gym_env_start_serves_the_configs_and_gym_eval_run_collects(
     workdir, inputs, model_url, venv_dir
 ):

@@ -148,20 +148,29 @@ def test_every_curl_with_a_body_is_an_example_a_test_runs():
     assert with_body and with_body.isdisjoint(NOT_RUN)
 
 
-def test_the_launcher_example_environment_finds_uv_and_gives_ray_the_launcher_tests_wait():
+def test_the_launcher_example_environment_finds_uv_python_and_gives_ray_the_tests_wait():
     """The ``export`` lines of nemo_launcher.sh, run by bash with this checkout as the extra
-    root: ``uv`` is the one build.sh installs, and Ray gets the wait the launcher tests use."""
+    root and a venv active (this checkout's, standing in for NeMo Gym's): ``uv`` is the one
+    build.sh installs, the venv's base interpreter directory is on PATH ahead of the system's
+    (where uv finds the Python of ``uv venv --python X.Y.Z``), and Ray gets the wait the
+    launcher tests use."""
     exports = [
         line.replace("/path/to/workplace-env", str(REPO))
         for line in (EXAMPLES / "nemo_launcher.sh").read_text().splitlines()
         if line.startswith("export ")
     ]
     names = sorted(RAY_ENV)
-    script = "\n".join([*exports, "command -v uv", *(f'echo "${{{n}}}"' for n in names)])
-    proc = _run("bash", "-c", script, env={"PATH": "/usr/bin:/bin", "HOME": str(REPO)})
+    shown = ["command -v uv", 'echo "$PATH"', *(f'echo "${{{n}}}"' for n in names)]
+    env = {"PATH": f"{VENV_BIN}:/usr/bin:/bin", "HOME": str(REPO)}
+    proc = _run("bash", "-c", "\n".join([*exports, *shown]), env=env)
     assert proc.returncode == 0, proc.stderr
-    uv, *values = proc.stdout.split()
+    assert proc.stderr == ""
+    uv, path, *values = proc.stdout.split()
     assert Path(uv) == VENV_BIN / "uv"
+    dirs = path.split(":")
+    base_bin = str(Path(sys.base_prefix) / "bin")
+    assert base_bin in dirs
+    assert dirs.index(base_bin) < dirs.index("/usr/bin")
     assert values == [RAY_ENV[n] for n in names]
 
 
