@@ -1206,6 +1206,40 @@ def test_an_unreachable_server_names_its_address_and_the_target_flag(tmp_path, c
     assert f"{dead}" in said and "fix:" in said and "--target" in said and "--tls-ca" in said
 
 
+@pytest.mark.parametrize(
+    ("manifest", "says"),
+    [
+        (None, "not a checkpoint directory: no manifest.json in {directory}"),
+        (b"{not json", "not a checkpoint directory: {directory}/manifest.json is not JSON"),
+        (b"[]", "not a checkpoint directory: {directory}/manifest.json is not a schema_version"),
+    ],
+    ids=["missing", "garbled", "not-a-manifest"],
+)
+def test_restore_from_a_directory_without_a_manifest_is_a_usage_error(tmp_path, manifest, says):
+    """A directory that holds no readable checkpoint manifest: exit 2 naming the directory,
+    before any server is called (the target here is dead)."""
+    directory = tmp_path / "ckpt"
+    directory.mkdir()
+    if manifest is not None:
+        (directory / "manifest.json").write_bytes(manifest)
+    result = invoke("checkpoint", "restore", directory, "--target", "127.0.0.1:1")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert says.format(directory=directory) in said
+    assert "Errno" not in said
+
+
+def test_run_refuses_a_json_out_that_is_its_input_file(tasks_file):
+    """`run FILE --json-out FILE` would write the summary over the tasks: exit 2 before any
+    episode, naming both, FILE unchanged."""
+    before = Path(tasks_file).read_bytes()
+    result = invoke("run", tasks_file, "--json-out", tasks_file, "--target", "127.0.0.1:1")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert f"--json-out {tasks_file} is the input FILE" in said and "nothing was played" in said
+    assert Path(tasks_file).read_bytes() == before
+
+
 @pytest.mark.parametrize("policy", ["recorded", "oracle"])
 def test_run_against_an_unreachable_server_says_so_in_one_line_with_the_flags(tasks_file, policy):
     """A dead --target: no traceback, exit 1, one message naming the address and what to
