@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -1227,6 +1228,22 @@ def test_restore_from_a_directory_without_a_manifest_is_a_usage_error(tmp_path, 
     assert result.exit_code == 2, said
     assert says.format(directory=directory) in said
     assert "Errno" not in said
+
+
+def test_generate_tasks_refuses_an_out_that_is_a_data_dir_csv(tmp_path):
+    """`generate-tasks --data-dir DIR --out DIR/<table>.csv` would write tasks over the sandbox
+    it reads: exit 2 before any task, naming --out and --data-dir, the CSV unchanged."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in CSV_FILES.values():
+        shutil.copyfile(shared_file(WORKBENCH / name), data / name)
+    csv = data / next(iter(CSV_FILES.values()))
+    before = csv.read_bytes()
+    result = invoke("generate-tasks", "--count", 1, "--data-dir", data, "--out", csv)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert f"--out {csv} is the input --data-dir" in said and "no task was generated" in said
+    assert csv.read_bytes() == before
 
 
 def test_run_refuses_a_json_out_that_is_its_input_file(tasks_file):
