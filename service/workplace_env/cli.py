@@ -56,6 +56,7 @@ from workplace_env.config import (
 from workplace_env.demo import run_demo
 from workplace_env.run.command import read_episodes, run_model_policy, run_scripted
 from workplace_env.run.options import ModelRunOptions
+from workplace_env.run.rollout_files import run_outputs
 from workplace_env.run.scripted import POLICIES
 from workplace_env.sandbox.source import (
     NEMO_GYM,
@@ -69,7 +70,15 @@ from workplace_env.server.observability import configure_logging
 from workplace_env.server.serve import serve_until_signalled
 from workplace_env.setting_options import setting_options
 from workplace_env.taskgen import MAX_TASK_COUNT, generate_to
-from workplace_env.terminal import CommandError, HelpGroup, PathKind, console, path_problem, plain
+from workplace_env.terminal import (
+    CommandError,
+    HelpGroup,
+    PathKind,
+    console,
+    path_problem,
+    plain,
+    refuse_output_over_input,
+)
 from workplace_env_client.checks import MAX_SECONDS
 from workplace_env_client.routing import target_problem
 
@@ -168,6 +177,19 @@ def _path_param(kind: PathKind, *, output: bool = False) -> dict[str, object]:
 def _path(value: str | None) -> Path | None:
     """A checked path argument (:func:`_path_param`) as a path."""
     return None if value is None else Path(value).expanduser()
+
+
+def _named(option: str, value: str | None) -> list[tuple[str, Path]]:
+    """A path option given as ``[("OPTION VALUE", path)]`` for
+    :func:`~workplace_env.terminal.refuse_output_over_input`; not given: ``[]``."""
+    return [] if value is None else [(f"{option} {value}", Path(value).expanduser())]
+
+
+def _data_dir_files(data_dir: Path | None) -> list[tuple[str, Path]]:
+    """The CSV files of ``--data-dir`` (a command's inputs), each as ``("--data-dir", path)``."""
+    if data_dir is None:
+        return []
+    return [("--data-dir", csv) for csv in sorted(Path(data_dir).glob("*.csv"))]
 
 
 #: Whether this invocation's notes are JSON log records (``serve``, ``gateway``): set by the
@@ -516,7 +538,13 @@ def run(
         raise typer.Exit(2)
     _refuse_other_policys_flags(ctx, policy)
     credentials = _credentials(config, flags, "run") if target else None
+    out_path = _path(out) or Path(f"{Path(file).stem}_rollouts.jsonl")
     with _reported(), server_errors("run", target, RUN_WORDS):
+        refuse_output_over_input(
+            run_outputs(out_path) if policy == "model" else _named("--json-out", json_out),
+            [("FILE", Path(file)), *_named("--config", config), *_data_dir_files(data_dir)],
+            "nothing was played",
+        )
         episodes = read_episodes(Path(file))
         lines = episodes.lines
         if policy == "model":
@@ -531,7 +559,7 @@ def run(
                 temperature=temperature,
                 max_output_tokens=max_output_tokens,
                 repeats=repeats,
-                out=_path(out) or Path(f"{Path(file).stem}_rollouts.jsonl"),
+                out=out_path,
                 concurrency=concurrency,
                 fail_on_masked=fail_on_masked,
                 overwrite=overwrite,
@@ -591,6 +619,9 @@ def generate_tasks_command(
     with a progress bar on stderr.
     """
     with _reported():
+        refuse_output_over_input(
+            _named("--out", out), _data_dir_files(data_dir), "no task was generated"
+        )
         generate_to(data_dir, count, seed, _path(out))
 
 

@@ -10,6 +10,8 @@
   status (2 for bad input, as click does for a bad flag; 1 for a refused operation);
 * :func:`checked_path`: a path argument that a command reads or writes, or the problem with it
   named (empty, missing, not a directory, ...);
+* :func:`refuse_output_over_input`: an output that names one of the command's inputs, refused
+  before any work;
 * :class:`HelpGroup`: the commands' help, as plain text with each command's summary whole,
   and every command's output closed by its reader (``| head -1``) ending it quietly with
   :data:`BROKEN_PIPE_STATUS` (:func:`broken_pipe_exits`).
@@ -27,7 +29,7 @@ import shlex
 import signal
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -146,6 +148,34 @@ def checked_path(value: str | Path, argument: str, kind: PathKind, *, output: bo
     if problem is not None:
         raise CommandError(f"{argument}: {problem}")
     return Path(os.fspath(value)).expanduser()
+
+
+def same_file(first: Path, second: Path) -> bool:
+    """Whether ``first`` and ``second`` name one file: equal once resolved (symlinks, ``..``),
+    or one existing file under two names (a hard link)."""
+    try:
+        if first.expanduser().resolve() == second.expanduser().resolve():
+            return True
+        return first.exists() and second.exists() and os.path.samefile(first, second)
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL byte, ...
+        return False
+
+
+def refuse_output_over_input(
+    outputs: Sequence[tuple[str, Path]], inputs: Sequence[tuple[str, Path]], nothing_done: str
+) -> None:
+    """Raise :class:`CommandError` (exit 2) when an output names the same file as an input.
+
+    ``outputs`` and ``inputs`` are ``(what, path)`` pairs: ``what`` names the option in the
+    message (``"--out in2.jsonl"``, ``"FILE"``); ``nothing_done`` ends the message
+    (``"nothing was played"``)."""
+    for written, out_path in outputs:
+        for read, in_path in inputs:
+            if same_file(out_path, in_path):
+                raise CommandError(
+                    f"{written} is the input {read} ({in_path}): writing it would replace "
+                    f"the input; {nothing_done}. Write to another path."
+                )
 
 
 def plain(value: object) -> str:

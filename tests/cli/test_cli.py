@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -1208,6 +1209,56 @@ def test_an_unreachable_server_names_its_address_and_the_target_flag(tmp_path, c
     said = " ".join(result.output.split())
     assert result.exit_code == 1, said
     assert f"{dead}" in said and "fix:" in said and "--target" in said and "--tls-ca" in said
+
+
+@pytest.mark.parametrize(
+    ("manifest", "says"),
+    [
+        (None, "not a checkpoint directory: no manifest.json in {directory}"),
+        (b"{not json", "not a checkpoint directory: {directory}/manifest.json is not JSON"),
+        (b"[]", "not a checkpoint directory: {directory}/manifest.json is not a schema_version"),
+    ],
+    ids=["missing", "garbled", "not-a-manifest"],
+)
+def test_restore_from_a_directory_without_a_manifest_is_a_usage_error(tmp_path, manifest, says):
+    """A directory that holds no readable checkpoint manifest: exit 2 naming the directory,
+    before any server is called (the target here is dead)."""
+    directory = tmp_path / "ckpt"
+    directory.mkdir()
+    if manifest is not None:
+        (directory / "manifest.json").write_bytes(manifest)
+    result = invoke("checkpoint", "restore", directory, "--target", "127.0.0.1:1")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert says.format(directory=directory) in said
+    assert "Errno" not in said
+
+
+def test_generate_tasks_refuses_an_out_that_is_a_data_dir_csv(tmp_path):
+    """`generate-tasks --data-dir DIR --out DIR/<table>.csv` would write tasks over the sandbox
+    it reads: exit 2 before any task, naming --out and --data-dir, the CSV unchanged."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in CSV_FILES.values():
+        shutil.copyfile(shared_file(WORKBENCH / name), data / name)
+    csv = data / next(iter(CSV_FILES.values()))
+    before = csv.read_bytes()
+    result = invoke("generate-tasks", "--count", 1, "--data-dir", data, "--out", csv)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert f"--out {csv} is the input --data-dir" in said and "no task was generated" in said
+    assert csv.read_bytes() == before
+
+
+def test_run_refuses_a_json_out_that_is_its_input_file(tasks_file):
+    """`run FILE --json-out FILE` would write the summary over the tasks: exit 2 before any
+    episode, naming both, FILE unchanged."""
+    before = Path(tasks_file).read_bytes()
+    result = invoke("run", tasks_file, "--json-out", tasks_file, "--target", "127.0.0.1:1")
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert f"--json-out {tasks_file} is the input FILE" in said and "nothing was played" in said
+    assert Path(tasks_file).read_bytes() == before
 
 
 @pytest.mark.parametrize("policy", ["recorded", "oracle"])

@@ -1132,6 +1132,87 @@ def test_a_rollout_line_without_its_input_digest_is_another_plan(tmp_path):
         check_plan(out, [{**item, "prompt": "other"}])
 
 
+def _items(count: int, prompt: str = "p") -> list[dict[str, Any]]:
+    return [
+        {"id": f"t{i}", "prompt": prompt, "_ng_task_index": i, "_ng_rollout_index": 0}
+        for i in range(count)
+    ]
+
+
+def test_a_changed_count_is_named_as_recorded_lines_against_episodes(tmp_path, monkeypatch):
+    """Another --repeats (5 inputs recorded, 10 now): the message gives both counts and the
+    differing lines among the common ones, never more differing lines than recorded; the
+    directory of a bare --out is ``./``."""
+    monkeypatch.chdir(tmp_path)
+    first = _items(5)
+    _write_rows(materialized_inputs_path(Path("m1.jsonl")), first)
+    again = [{**i, "_ng_rollout_index": r} for i in first for r in range(2)]
+    with pytest.raises(PlanMismatch) as refused:
+        check_plan(Path("m1.jsonl"), again)
+    said = str(refused.value)
+    assert "m1_materialized_inputs.jsonl records 5 lines, this run has 10 episodes" in said
+    assert "(4 of the 5 common lines differ)" in said  # every line but the first moved
+    assert "this --out's files in ./ (m1.jsonl, " in said
+
+
+def test_a_changed_task_is_named_as_lines_that_differ_in_the_outs_directory(tmp_path):
+    """One task edited, the count the same: how many of the recorded lines differ, and the
+    --out's directory by its path."""
+    out = tmp_path / "m1.jsonl"
+    items = _items(3)
+    _write_rows(materialized_inputs_path(out), items)
+    with pytest.raises(PlanMismatch) as refused:
+        check_plan(out, [*items[:2], {**items[2], "prompt": "edited"}])
+    said = str(refused.value)
+    assert "1 of the 3 lines of m1_materialized_inputs.jsonl differ;" in said
+    assert "this run has" not in said
+    assert f"this --out's files in {tmp_path}/ (m1.jsonl, " in said
+
+
+@pytest.mark.parametrize(
+    ("out_name", "input_name"),
+    [
+        ("in2.jsonl", "in2.jsonl"),  # --out is FILE
+        ("m1.jsonl", "m1_materialized_inputs.jsonl"),  # a file derived from --out is FILE
+        ("m1.jsonl", "m1_summary.json"),
+    ],
+)
+def test_run_refuses_an_output_that_is_its_input_file(tmp_path, monkeypatch, out_name, input_name):
+    """`run FILE --out ...` where the rollouts or a file written next to them is FILE: exit 2
+    before any work, naming --out and FILE, with FILE left as it was (even with --overwrite)."""
+    monkeypatch.chdir(tmp_path)
+    tasks = tmp_path / input_name
+    tasks.write_text(json.dumps(_items(1)[0]) + "\n")
+    before = tasks.read_bytes()
+    args = [
+        "run", input_name, "--policy", "model", "--model", "m", "--api-key-env", "STANDIN_KEY",
+        "--base-url", "http://127.0.0.1:9/v1", "--out", out_name, "--overwrite",
+    ]  # fmt: skip
+    refused = _run_cli(args)
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2, refused.output
+    assert f"--out {out_name}" in said and "is the input FILE" in said
+    assert "nothing was played" in said
+    assert tasks.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [input_name]
+
+
+def test_run_refuses_an_out_that_is_the_input_through_a_link(tmp_path):
+    """A symbolic link or another spelling of FILE is the same file."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(_items(1)[0]) + "\n")
+    (tmp_path / "link.jsonl").symlink_to(tasks)
+    for out in (tmp_path / "link.jsonl", tmp_path / "." / "tasks.jsonl"):
+        args = [
+            "run", str(tasks), "--policy", "model", "--model", "m", "--api-key-env",
+            "STANDIN_KEY", "--base-url", "http://127.0.0.1:9/v1", "--out", str(out),
+        ]  # fmt: skip
+        refused = _run_cli(args)
+        assert refused.exit_code == 2, refused.output
+        assert "is the input FILE" in " ".join(refused.output.split())
+    assert tasks.read_text() == json.dumps(_items(1)[0]) + "\n"
+
+
 # -- the experiment, the endpoint's errors and the figures a run prints --------------------------
 
 

@@ -828,7 +828,7 @@ def test_S4_a_closed_id_stays_fenced_after_save_kill_and_restore(servers, tmp_pa
 
 def test_a_checkpoint_without_fences_restores_and_a_malformed_one_is_refused(servers, tmp_path):
     """A manifest written before fences travelled (no ``fences``) restores as before; one whose
-    ``fences`` is not a list of objects is refused before anything is sent."""
+    ``fences`` is not a list of objects is not a checkpoint (exit 2) before anything is sent."""
     a, b = servers(CLI_TOKEN), servers(CLI_TOKEN)
     a.client.seed("old", EP, TID, TASK)
     a.client.seed("shut", ("shut", 0), TID, TASK)
@@ -840,7 +840,7 @@ def test_a_checkpoint_without_fences_restores_and_a_malformed_one_is_refused(ser
     target_b = ("--target", f"127.0.0.1:{b.running.port}")
     manifest_path.write_text(json.dumps({**manifest, "fences": ["shut"]}))
     refused = _cli("checkpoint", "restore", str(tmp_path), *target_b)
-    assert refused.returncode == 1 and "fences is not a list of objects" in refused.stderr
+    assert refused.returncode == 2 and "fences is not a list of objects" in refused.stderr
     del manifest["fences"]
     manifest_path.write_text(json.dumps(manifest))
     restored = _cli("checkpoint", "restore", str(tmp_path), *target_b)

@@ -44,6 +44,10 @@ class CheckpointFileError(ValueError):
     """A checkpoint directory that cannot be read back: names the file and what is wrong."""
 
 
+class NotACheckpoint(CheckpointFileError):
+    """A directory whose manifest is missing, unreadable or not a checkpoint manifest."""
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -134,25 +138,37 @@ def read_checkpoint(directory: str | Path) -> tuple[dict[str, Any], list[dict[st
     """The manifest (its ``fences``, when present, a list of JSON objects) and every snapshot
     of a checkpoint, after verifying every digest.
 
-    Raises CheckpointFileError naming the file when the manifest or a file is missing,
-    unreadable, altered (digest mismatch) or not a JSON object, or ``fences`` is not a list of
-    objects.
+    Raises :class:`NotACheckpoint` when the manifest is missing, unreadable, not a manifest
+    or its ``fences`` not a list of objects; CheckpointFileError naming the file when a
+    snapshot file is missing, unreadable, altered (digest mismatch) or not a JSON object.
     """
     root = Path(directory)
     try:
         manifest = json.loads((root / MANIFEST).read_bytes())
-    except (OSError, ValueError, RecursionError) as exc:  # unreadable, not JSON, too deep
-        raise CheckpointFileError(f"{root / MANIFEST}: cannot read the manifest: {exc}") from exc
+    except FileNotFoundError as exc:
+        raise NotACheckpoint(f"not a checkpoint directory: no {MANIFEST} in {root}") from exc
+    except OSError as exc:
+        raise NotACheckpoint(
+            f"not a checkpoint directory: cannot read {root / MANIFEST}: {exc.strerror or exc}"
+        ) from exc
+    except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, too deep
+        raise NotACheckpoint(
+            f"not a checkpoint directory: {root / MANIFEST} is not JSON: {exc}"
+        ) from exc
     files = manifest.get("files") if isinstance(manifest, dict) else None
     if (
         not isinstance(files, dict)
         or manifest.get("schema_version") != MANIFEST_SCHEMA_VERSION
         or not all(isinstance(v, str) for v in files.values())
     ):
-        raise CheckpointFileError(f"{root / MANIFEST}: not a schema_version 1 manifest")
+        raise NotACheckpoint(
+            f"not a checkpoint directory: {root / MANIFEST} is not a schema_version 1 manifest"
+        )
     fences = manifest.get("fences", [])
     if not isinstance(fences, list) or not all(isinstance(f, dict) for f in fences):
-        raise CheckpointFileError(f"{root / MANIFEST}: fences is not a list of objects")
+        raise NotACheckpoint(
+            f"not a checkpoint directory: {root / MANIFEST}: fences is not a list of objects"
+        )
     snapshots: list[dict[str, Any]] = []
     for name in sorted(files):
         if Path(name).name != name or not name.endswith(".json"):

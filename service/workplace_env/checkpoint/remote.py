@@ -14,7 +14,12 @@ import grpc
 from google.protobuf import json_format
 
 from workplace.env.v1 import admin_pb2 as admin_pb
-from workplace_env.checkpoint.files import CheckpointFileError, read_checkpoint, write_checkpoint
+from workplace_env.checkpoint.files import (
+    CheckpointFileError,
+    NotACheckpoint,
+    read_checkpoint,
+    write_checkpoint,
+)
 from workplace_env.command_errors import COMMAND_WORDS, refusal_text
 from workplace_env.config import ADMIN_TOKEN_ENV
 from workplace_env.terminal import CommandError, console, plain
@@ -133,7 +138,8 @@ def restore_checkpoint(
 
     A checkpoint this server restored already, some of its sessions claimed since (a retry
     after the first attempt's answer was lost), is said so and is no error (exit 0): its
-    claimed sessions are not reset. Raises :class:`CommandError` (exit 1) when a file is
+    claimed sessions are not reset. Raises :class:`CommandError`: exit 2 when ``directory`` is
+    not a checkpoint (no readable manifest); exit 1 when a file is
     refused (nothing is sent), when the
     server cannot be reached (the channel never connected: nothing is sent), when the
     server refuses the batch (its answer names why; nothing installed), and when no answer
@@ -144,6 +150,8 @@ def restore_checkpoint(
         manifest, documents = read_checkpoint(directory)
         snapshots = [snapshot_from_json(d) for d in documents]
         fences = [_fence_from_json(d) for d in manifest.get("fences", [])]
+    except NotACheckpoint as exc:
+        raise CommandError(str(exc)) from exc
     except (CheckpointFileError, ValueError) as exc:
         raise CommandError("checkpoint refused, nothing sent:", exc, exit_code=1) from exc
     try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -74,14 +73,16 @@ def check_plan(
         old = json_values(materialized, keep_bad=True)
         differ = sum(
             1
-            for line, digest in zip_longest(old, digests)
-            if not isinstance(line, dict) or digest is None or input_digest(line) != digest
+            for line, digest in zip(old, digests, strict=False)  # the common lines
+            if not isinstance(line, dict) or input_digest(line) != digest
         )
-        if differ:
+        if len(old) != len(digests):
             found.append(
-                f"{differ} of the {len(old)} lines of {materialized.name} "
-                f"(this run has {len(inputs)} episodes)"
+                f"{materialized.name} records {len(old)} lines, this run has {len(digests)} "
+                f"episodes ({differ} of the {min(len(old), len(digests))} common lines differ)"
             )
+        elif differ:
+            found.append(f"{differ} of the {len(old)} lines of {materialized.name} differ")
     if out.exists():
         lines = json_values(out, keep_bad=False)
         differ = sum(
@@ -95,15 +96,16 @@ def check_plan(
             or _line_digest(line) is None
         )
         if differ:
-            found.append(f"{differ} of the {len(lines)} lines of {out.name}")
+            found.append(f"{differ} of the {len(lines)} lines of {out.name} differ")
     if found:
         changed = f" (changed: {'; '.join(list(changes)[:6])})" if changes else ""
+        where = "./" if out.parent == Path() else f"{out.parent}/"
         raise PlanMismatch(
             f"{out} holds rollouts of another plan (another model, API, base URL, sampling, "
             f"--max-turns, sandbox or tool set, other rows at the same indices, other --repeats "
-            f"or another count){changed}: {' and '.join(found)} differ from this run; nothing "
-            f"played. Use a new --out, or --overwrite to delete the files of {out.parent} for "
-            f"this --out ({', '.join(p.name for p in output_files(out))}) and start again."
+            f"or another count){changed}: {'; '.join(found)}; nothing played. Use a new --out, "
+            f"or --overwrite to delete this --out's files in {where} "
+            f"({', '.join(p.name for p in output_files(out))}) and start again."
         )
 
 

@@ -54,6 +54,14 @@ def output_files(out: Path) -> list[Path]:
     return [out, materialized_inputs_path(out), summary_path(out), plot_path(out)]
 
 
+def run_outputs(out: Path) -> list[tuple[str, Path]]:
+    """Every file a model run into ``out`` writes (:func:`output_files` and the lock), each with
+    how a message names it: ``"--out OUT"``, ``"--out OUT's file NAME"``."""
+    named = [(f"--out {out}", out)]
+    named += [(f"--out {out}'s file {p.name}", p) for p in [*output_files(out)[1:], lock_path(out)]]
+    return named
+
+
 def rollout_key(line: Mapping[str, Any]) -> tuple[int, int, str]:
     """Which episode a rollout line or materialized input is: ``(_ng_task_index,
     _ng_rollout_index, the id as JSON)`` (-1 for a missing index; an id of ``0`` and one of
