@@ -1082,9 +1082,13 @@ def test_a_run_holds_its_out_until_it_ends(server, tmp_path):
     tasks_file = tmp_path / "tasks.jsonl"
     _write_rows(tasks_file, rows)
     out = tmp_path / "rollouts.jsonl"
-    arrived, release = threading.Event(), threading.Event()
-    scripts = {rows[0]["prompt"]: [Text("Nothing to change.")]}
-    scripts[rows[1]["prompt"]] = [Hold(arrived, release, Text("Nothing to change."))]
+    # Both episodes wait on the model while the second run is tried, so nothing of the first
+    # run's is written in between.
+    arrivals, release = [threading.Event(), threading.Event()], threading.Event()
+    scripts = {
+        row["prompt"]: [Hold(arrived, release, Text("Nothing to change."))]
+        for row, arrived in zip(rows, arrivals, strict=True)
+    }
     options = ModelRunOptions(
         base_url=None, model="stand-in", api="responses", max_turns=5, api_key_env="STANDIN_KEY",
         timeout_s=10, max_retries=0, temperature=None, max_output_tokens=None, repeats=1,
@@ -1102,7 +1106,7 @@ def test_a_run_holds_its_out_until_it_ends(server, tmp_path):
         runner = threading.Thread(target=first)
         runner.start()
         try:
-            assert arrived.wait(timeout=30)
+            assert all(arrived.wait(timeout=30) for arrived in arrivals)
             before = {p: p.read_bytes() for p in tmp_path.iterdir()}
             with pytest.raises(CommandError, match="another run is writing") as refused:
                 run_model_policy(rows, options, target=local(server.port), model_client=model)
