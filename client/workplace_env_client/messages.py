@@ -6,12 +6,18 @@ turns the response into the SDK's return value. The two clients differ only in h
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import operator
+import typing
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, TypeVar, Union
+
+from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
+from google.protobuf.message import Message
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env_client import checks, reasons
@@ -40,6 +46,144 @@ EpisodeLike = Union[tuple[str, int], pb.EpisodeId]  # noqa: UP007
 TaskLike = Union[Mapping[str, Any], pb.WorkplaceTask]  # noqa: UP007
 
 
+_Answer = TypeVar("_Answer")
+#: Completed answer class -> ``"name: type"`` of the fields it took from its message undeclared.
+_UNDECLARED: dict[type, tuple[str, ...]] = {}
+
+
+def enum_texts(enum: EnumDescriptor) -> dict[int, str]:
+    """An enum's values as answers spell them, by number: ``""`` for the zero value
+    (``*_UNSPECIFIED``), else the name without the enum's prefix, lower-cased
+    (``FAILURE_KIND_SESSION_LOST``: ``"session_lost"``)."""
+    prefix = enum.values_by_number[0].name.removesuffix("UNSPECIFIED")
+    return {v.number: v.name.removeprefix(prefix).lower() if v.number else "" for v in enum.values}
+
+
+def is_repeated(field: FieldDescriptor) -> bool:
+    """Whether ``field`` is a repeated field (protobuf 5 has only ``label``, 7 only this)."""
+    repeated = getattr(field, "is_repeated", None)
+    if repeated is None:
+        return bool(getattr(field, "label") == FieldDescriptor.LABEL_REPEATED)  # noqa: B009
+    return bool(repeated)
+
+
+#: The Python type of a scalar field, by its C++ type (bytes: see :func:`_field_type`).
+_SCALAR_TYPES = {
+    FieldDescriptor.CPPTYPE_INT32: int,
+    FieldDescriptor.CPPTYPE_INT64: int,
+    FieldDescriptor.CPPTYPE_UINT32: int,
+    FieldDescriptor.CPPTYPE_UINT64: int,
+    FieldDescriptor.CPPTYPE_DOUBLE: float,
+    FieldDescriptor.CPPTYPE_FLOAT: float,
+    FieldDescriptor.CPPTYPE_BOOL: bool,
+    FieldDescriptor.CPPTYPE_ENUM: str,  # its text (enum_texts)
+    FieldDescriptor.CPPTYPE_STRING: str,
+}
+
+
+def _field_type(field: FieldDescriptor) -> tuple[Any, Any, str]:
+    """The Python type, zero value and type text of an answer field for ``field``: numbers,
+    bools, text and bytes as they are, an enum as its text, a message as the message (named
+    by its message type in the text); repeated: a tuple of those."""
+    if field.message_type is not None:
+        kind: Any = Message
+        zero: Any = None
+        text = field.message_type.name
+    else:
+        kind = bytes if field.type == FieldDescriptor.TYPE_BYTES else _SCALAR_TYPES[field.cpp_type]
+        zero, text = kind(), kind.__name__
+    if is_repeated(field):
+        return tuple[kind, ...], (), f"tuple[{text}, ...]"
+    return kind, zero, text
+
+
+def with_message_fields(message: Descriptor) -> Callable[[type[_Answer]], type[_Answer]]:
+    """Class decorator (over ``@dataclass(frozen=True)``): the answer class of ``message``,
+    with every field of the message it does not declare added after its own, typed by
+    :func:`_field_type` and defaulting to the zero value, so a field added to the proto
+    reaches the SDK's answer untouched. :func:`undeclared_fields` names those fields."""
+
+    def complete(cls: type[_Answer]) -> type[_Answer]:
+        declared = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        extra = [f for f in message.fields if f.name not in declared]
+        if not extra:
+            return cls
+        fields = [(f.name, *_field_type(f)) for f in extra]
+        completed = dataclasses.make_dataclass(
+            cls.__name__,
+            [(name, kind, dataclasses.field(default=zero)) for name, kind, zero, _ in fields],
+            bases=(cls,),
+            frozen=True,
+            namespace={"__doc__": cls.__doc__, "__module__": cls.__module__},
+        )
+        completed.__qualname__ = cls.__qualname__
+        _UNDECLARED[completed] = tuple(f"{name}: {text}" for name, _, _, text in fields)
+        return completed
+
+    return complete
+
+
+def undeclared_fields(cls: type) -> tuple[str, ...]:
+    """``"name: type"`` of each field the answer class ``cls`` takes from its message without
+    declaring it (:func:`with_message_fields`); empty when it declares them all."""
+    return _UNDECLARED.get(cls, ())
+
+
+def message_reader(cls: type[_Answer], message: Descriptor) -> Callable[[Message], _Answer]:
+    """The converter of a ``message`` into ``cls`` (an answer dataclass whose fields are named
+    like the message's), planned once: scalars as they are, an enum as its text
+    (:func:`enum_texts`; a number this SDK does not know as its digits), a message field by the
+    reader of its field's answer class (the message when the class does not type it). Raises
+    TypeError when ``cls`` has a field the message lacks."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    steps: list[tuple[int, Callable[[Any], Any]]] = []
+    for index, name in enumerate(names):
+        field = message.fields_by_name.get(name)
+        if field is None:
+            raise TypeError(f"{cls.__name__}.{name} is not a field of {message.full_name}")
+        one: Callable[[Any], Any] | None = None
+        if field.enum_type is not None:
+            one = _EnumTexts(enum_texts(field.enum_type)).__getitem__
+        elif field.message_type is not None:
+            item = hints[name]
+            item = typing.get_args(item)[0] if is_repeated(field) else item
+            if dataclasses.is_dataclass(item):
+                one = message_reader(item, field.message_type)  # type: ignore[arg-type]
+        if is_repeated(field):
+            steps.append((index, tuple if one is None else _each(one)))
+        elif one is not None:
+            steps.append((index, one))
+    get: Callable[[Message], Any] = operator.attrgetter(*names)
+    if len(names) == 1:  # attrgetter of one name answers the value, not a tuple
+        only = get
+        get = lambda response: (only(response),)  # noqa: E731
+
+    def read(response: Message) -> _Answer:
+        values = get(response)
+        if not steps:
+            return cls(*values)
+        values = list(values)
+        for index, step in steps:
+            values[index] = step(values[index])
+        return cls(*values)
+
+    return read
+
+
+class _EnumTexts(dict[int, str]):
+    """:func:`enum_texts` answering the digits of a number it does not hold."""
+
+    def __missing__(self, number: int) -> str:
+        return str(number)
+
+
+def _each(one: Callable[[Any], Any]) -> Callable[[Iterable[Any]], tuple[Any, ...]]:
+    """``one`` applied to every item of a repeated field, as a tuple."""
+    return lambda items: tuple(map(one, items))
+
+
+@with_message_fields(pb.TableComparison.DESCRIPTOR)
 @dataclass(frozen=True)
 class TableDiff:
     """One compared table of a verify: equal or not, and both row counts."""
@@ -50,11 +194,14 @@ class TableDiff:
     expected_rows: int
 
 
+@with_message_fields(pb.VerifyResponse.DESCRIPTOR)
 @dataclass(frozen=True)
 class VerifyResult:
     """A verify's answer: ``reward`` (0.0 or 1.0), ``mask_sample``, why, and per-table results.
 
-    ``failure_kind`` is ``""`` or ``"session_lost"`` (the reference's spelling).
+    ``failure_kind`` is ``""`` or ``"session_lost"`` (the reference's spelling). Its fields are
+    those of the ``VerifyResponse`` message, by name: a field the proto adds is added here too
+    (typed by its proto type, defaulting to its zero value) until it is declared.
     """
 
     reward: float
@@ -358,20 +505,12 @@ def json_list(items: Any, field: str) -> list[Any]:
     return list(items)
 
 
+_read_verify = message_reader(VerifyResult, pb.VerifyResponse.DESCRIPTOR)
+
+
 def verify_answer(response: pb.VerifyResponse) -> VerifyResult:
-    """The :class:`VerifyResult` of a verify response."""
-    kind = ""
-    if response.failure_kind != pb.FAILURE_KIND_UNSPECIFIED:
-        kind = pb.FailureKind.Name(response.failure_kind).removeprefix("FAILURE_KIND_").lower()
-    return VerifyResult(
-        reward=response.reward,
-        mask_sample=response.mask_sample,
-        failure_kind=kind,
-        failure_reason=response.failure_reason,
-        tables=tuple(
-            TableDiff(t.table, t.equal, t.predicted_rows, t.expected_rows) for t in response.tables
-        ),
-    )
+    """The :class:`VerifyResult` of a verify response (field by field, by name)."""
+    return _read_verify(response)
 
 
 def close_request(session_id: str, episode: EpisodeLike) -> pb.CloseSessionRequest:

@@ -9,11 +9,15 @@ here, so a bug surfaces as gRPC's INTERNAL rather than as a wrong answer.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import typing
+from collections.abc import Callable, Sequence
 from functools import wraps
 from typing import Any, TypeVar
 
 import grpc
+from google.protobuf import message_factory
+from google.protobuf.descriptor import Descriptor
+from google.protobuf.message import Message
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
@@ -35,8 +39,8 @@ from workplace_env.responses import (
 from workplace_env.sandbox.tools import advertised_tools
 from workplace_env.server import convert
 from workplace_env.server.status import to_status
-from workplace_env.sessions import CloseOutcome, SessionState, SessionStore
-from workplace_env.verify import TableScore
+from workplace_env.sessions import CloseOutcome, SessionState, SessionStore, VerifyOutcome
+from workplace_env_client.messages import enum_texts, is_repeated
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -53,9 +57,73 @@ _OUTCOMES = {
 }
 #: What a ground truth is, for the message of a refused one.
 _TRUTH_SHAPE = "an array of {name, arguments} objects whose values are strings"
-#: Results whose ``TableComparison`` messages are kept (the verifier remembers 1,024 pairs).
-_TABLE_MESSAGES = 1024
-_FAILURE_KINDS = {"": pb.FAILURE_KIND_UNSPECIFIED, "session_lost": pb.FAILURE_KIND_SESSION_LOST}
+#: Item tuples whose messages a copier keeps per repeated message field (the verifier hands
+#: out one ``tables`` tuple per pair it remembers, 1,024 pairs).
+_REMEMBERED_ITEMS = 1024
+
+
+def message_copier(message: Descriptor, domain: type) -> Callable[[Any], Message]:
+    """The converter of a ``domain`` value (a class with a typed attribute per field of
+    ``message``, by name) into ``message``, planned once: scalars as they are, an enum from
+    its text (:func:`~workplace_env_client.messages.enum_texts`; another text is KeyError), a
+    message field by the copier of its attribute's type (``tuple[T, ...]`` when repeated).
+    Raises TypeError when ``domain`` lacks a field of ``message``."""
+    hints = typing.get_type_hints(domain)
+    plain: list[str] = []
+    steps: list[tuple[str, Callable[[Any], Any]]] = []
+    for field in message.fields:
+        hint = hints.get(field.name)
+        if hint is None:
+            raise TypeError(f"{domain.__name__} has no field {field.name} of {message.full_name}")
+        repeated = is_repeated(field)
+        if field.enum_type is not None:
+            numbers = {text: number for number, text in enum_texts(field.enum_type).items()}
+            one: Callable[[Any], Any] = numbers.__getitem__
+        elif field.message_type is not None:
+            one = message_copier(field.message_type, typing.get_args(hint)[0] if repeated else hint)
+            if repeated:
+                steps.append((field.name, _remembered(one)))
+                continue
+        else:
+            plain.append(field.name)
+            continue
+        steps.append((field.name, _each_of(one) if repeated else one))
+    make = message_factory.GetMessageClass(message)
+
+    def copy(value: Any) -> Message:
+        fields = {name: getattr(value, name) for name in plain}
+        for name, step in steps:
+            fields[name] = step(getattr(value, name))
+        return make(**fields)
+
+    return copy
+
+
+def _each_of(one: Callable[[Any], Any]) -> Callable[[Sequence[Any]], list[Any]]:
+    """``one`` applied to every item of a repeated field."""
+    return lambda items: [one(item) for item in items]
+
+
+def _remembered(one: Callable[[Any], Message]) -> Callable[[Sequence[Any]], list[Message]]:
+    """The messages of a tuple of items, built once per tuple (by identity) for the last
+    :data:`_REMEMBERED_ITEMS` tuples; an empty one is no messages."""
+    memo: BoundedMemo[int, tuple[Sequence[Any], list[Message]]] = BoundedMemo(_REMEMBERED_ITEMS)
+
+    def messages_of(items: Sequence[Any]) -> list[Message]:
+        if not items:
+            return []
+        known = memo.entries.get(id(items))
+        if known is not None and known[0] is items:
+            return known[1]
+        messages = [one(item) for item in items]
+        memo.put(id(items), (items, messages))  # holds ``items``: its id stays its
+        return messages
+
+    return messages_of
+
+
+#: A :class:`~workplace_env.sessions.VerifyOutcome` as its ``VerifyResponse``.
+verify_response = message_copier(pb.VerifyResponse.DESCRIPTOR, VerifyOutcome)
 
 
 def _rpc(method: Handler) -> Handler:
@@ -126,10 +194,6 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
         # the message's framing): only longer ones are measured.
         self._always_fits = max(0, (max_response_bytes - 32) // 4)
         self._task = convert.TaskMemo()
-        # id(result tables) -> (those tables, their messages); see _table_messages
-        self._tables: BoundedMemo[int, tuple[tuple[TableScore, ...], list[pb.TableComparison]]] = (
-            BoundedMemo(_TABLE_MESSAGES)
-        )
         self._tools = pb.ListToolsResponse(
             tools=[
                 pb.Tool(
@@ -269,33 +333,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
                 ]
                 raise errors.InvalidRequest(violations, sid)
         refuse(which, calls_bound_problem(predicted, bound))
-        outcome = self.store.verify(sid, predicted, truth)
-        tables = [] if outcome.result is None else self._table_messages(outcome.result.tables)
-        return pb.VerifyResponse(
-            reward=outcome.reward,
-            mask_sample=outcome.mask_sample,
-            failure_kind=_FAILURE_KINDS[outcome.failure_kind],
-            failure_reason=outcome.failure_reason,
-            tables=tables,
-        )
-
-    def _table_messages(self, results: tuple[TableScore, ...]) -> list[pb.TableComparison]:
-        """The ``TableComparison`` messages of a result's tables; the verifier hands out one
-        result object per remembered pair, so its messages are built once (by identity)."""
-        known = self._tables.entries.get(id(results))
-        if known is not None and known[0] is results:
-            return known[1]
-        messages = [
-            pb.TableComparison(
-                table=t.table,
-                equal=t.equal,
-                predicted_rows=t.predicted_rows,
-                expected_rows=t.expected_rows,
-            )
-            for t in results
-        ]
-        self._tables.put(id(results), (results, messages))  # holds ``results``: its id stays its
-        return messages
+        return verify_response(self.store.verify(sid, predicted, truth))
 
     @_rpc
     def CloseSession(self, request: pb.CloseSessionRequest, context: grpc.ServicerContext):

@@ -324,7 +324,7 @@ class LifeCycle:
                     claim(session)
                     truth: Any = session.task.ground_truth if ground_truth is None else ground_truth
                     result = self.verifier.score(predicted, truth)
-                    outcome = VerifyOutcome(reward=result.reward, result=result)
+                    outcome = VerifyOutcome.scored(result)
                     if session.legacy:
                         marker = Marker(
                             scope.clock(),
@@ -348,7 +348,7 @@ class LifeCycle:
             # by replay, as the reference scores every request (V3).
             truth = remembered.ground_truth if ground_truth is None else ground_truth
             result = self.verifier.score(predicted, truth)
-            return VerifyOutcome(reward=result.reward, result=result)
+            return VerifyOutcome.scored(result)
         return VerifyOutcome(
             reward=0.0,
             mask_sample=True,

@@ -18,7 +18,7 @@ from json.encoder import encode_basestring_ascii as _ascii_json
 
 from workplace_env.identity import EpisodeId, Task, TaskId
 from workplace_env.sandbox.tables import SessionTables
-from workplace_env.verify import DEFAULT_CACHE_BYTES, Score
+from workplace_env.verify import DEFAULT_CACHE_BYTES, Score, TableScore
 
 #: A source of seconds (``time.monotonic``; tests inject a settable one so they need no sleeps).
 Clock = Callable[[], float]
@@ -96,13 +96,24 @@ class ToolResult:
 
 @dataclass(frozen=True)
 class VerifyOutcome:
-    """A verify's answer: the score, or a masked 0 with ``failure_kind`` (V4)."""
+    """A verify's answer: the score, or a masked 0 with ``failure_kind`` (V4).
+
+    Its fields are those of the ``VerifyResponse`` message, by name; the servicer copies them
+    over by the message's descriptor, so a field added to both reaches the SDK as it is.
+    ``failure_kind`` is ``""`` or a ``FailureKind`` name without its prefix, lower-cased
+    (``"session_lost"``); ``tables`` is the verifier's per-table comparison (empty when lost).
+    """
 
     reward: float
     mask_sample: bool = False
     failure_kind: str = ""
     failure_reason: str = ""
-    result: Score | None = None
+    tables: tuple[TableScore, ...] = ()
+
+    @classmethod
+    def scored(cls, score: Score) -> VerifyOutcome:
+        """The outcome of a verify the verifier scored (its tables as it hands them out)."""
+        return cls(reward=score.reward, tables=score.tables)
 
 
 @dataclass(frozen=True, slots=True)
