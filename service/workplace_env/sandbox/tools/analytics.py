@@ -31,7 +31,9 @@ import pandas as pd
 
 from workplace_env.sandbox.tables import ANALYTICS, PLOTS
 from workplace_env.sandbox.tools.common import only_str
-from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
+from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, string
+
+_KIT = Toolkit("analytics")
 
 _DATE = "date_of_visit"
 
@@ -46,20 +48,9 @@ _PLOT_VALUES = (
 )
 _PLOT_TYPES = ("bar", "line", "scatter", "histogram")
 
-_TIME_MIN = {
-    "type": "string",
-    "description": "Start date of the time range. Date format is YYYY-MM-DD",
-}
-_TIME_MAX = {
-    "type": "string",
-    "description": "End date of the time range. Date format is YYYY-MM-DD",
-}
-_RANGE_PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"time_min": _TIME_MIN, "time_max": _TIME_MAX},
-    "required": [],
-    "additionalProperties": False,
-}
+_TIME_MIN = string("Start date of the time range. Date format is YYYY-MM-DD")
+_TIME_MAX = string("End date of the time range. Date format is YYYY-MM-DD")
+_RANGE = {"time_min": _TIME_MIN, "time_max": _TIME_MAX}
 
 
 def _compare(column: pd.Series, op: Callable[[Any, Any], Any], other: Any) -> np.ndarray:
@@ -242,16 +233,11 @@ class _Dates:
         return dict(zip(self.keys, (sums / counts).tolist(), strict=True))
 
 
-@tool(
-    name="analytics_get_visitor_information_by_id",
-    qualname="AnalyticsTool.get_visitor_information_by_id",
-    description="Returns the analytics data for a given visitor ID.",
-    parameters={
-        "type": "object",
-        "properties": {"visitor_id": {"type": "string", "description": "ID of the visitor"}},
-        "required": ["visitor_id"],
-        "additionalProperties": False,
-    },
+@_KIT.tool(
+    "get_visitor_information_by_id",
+    "Returns the analytics data for a given visitor ID.",
+    properties={"visitor_id": string("ID of the visitor")},
+    required=("visitor_id",),
 )
 def get_visitor_information_by_id(tables, visitor_id=None):
     """Every visit row of the visitor as a list of dicts (REFERENCE.md f.13).
@@ -272,7 +258,7 @@ def get_visitor_information_by_id(tables, visitor_id=None):
     return [dict(zip(columns, row, strict=True)) for row in zip(*cells, strict=True)]
 
 
-@fast_path("analytics_get_visitor_information_by_id")
+@_KIT.fast_path("get_visitor_information_by_id")
 def _get_visitor_information_by_id_fast(tables, visitor_id=None):
     if not visitor_id:
         return "Visitor ID not provided."
@@ -285,29 +271,20 @@ def _get_visitor_information_by_id_fast(tables, visitor_id=None):
     return table.records(rows)
 
 
-@tool(
-    name="analytics_create_plot",
-    qualname="AnalyticsTool.create_plot",
-    description="Plots the analytics data for a given time range and value.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "time_min": _TIME_MIN,
-            "time_max": _TIME_MAX,
-            "value_to_plot": {
-                "type": "string",
-                "description": "Value to plot. Available values are: 'total_visits', "
-                "'session_duration_seconds', 'user_engaged', 'visits_direct', "
-                "'visits_referral', 'visits_search_engine', 'visits_social_media'",
-            },
-            "plot_type": {
-                "type": "string",
-                "description": "Type of plot. Can be 'bar', 'line', 'scatter' or 'histogram'",
-            },
-        },
-        "required": ["time_min", "time_max", "value_to_plot", "plot_type"],
-        "additionalProperties": False,
+@_KIT.tool(
+    "create_plot",
+    "Plots the analytics data for a given time range and value.",
+    properties={
+        "time_min": _TIME_MIN,
+        "time_max": _TIME_MAX,
+        "value_to_plot": string(
+            "Value to plot. Available values are: 'total_visits', "
+            "'session_duration_seconds', 'user_engaged', 'visits_direct', "
+            "'visits_referral', 'visits_search_engine', 'visits_social_media'"
+        ),
+        "plot_type": string("Type of plot. Can be 'bar', 'line', 'scatter' or 'histogram'"),
     },
+    required=("time_min", "time_max", "value_to_plot", "plot_type"),
     writes=(PLOTS,),
 )
 def create_plot(tables, time_min=None, time_max=None, value_to_plot=None, plot_type=None):
@@ -327,7 +304,7 @@ def create_plot(tables, time_min=None, time_max=None, value_to_plot=None, plot_t
     return file_path
 
 
-@fast_path("analytics_create_plot")
+@_KIT.fast_path("create_plot")
 def _create_plot_fast(tables, time_min=None, time_max=None, value_to_plot=None, plot_type=None):
     problem = _plot_problem(time_min, time_max, value_to_plot, plot_type)
     if problem is not None:
@@ -345,11 +322,10 @@ def _create_plot_fast(tables, time_min=None, time_max=None, value_to_plot=None, 
     return file_path
 
 
-@tool(
-    name="analytics_total_visits_count",
-    qualname="AnalyticsTool.total_visits_count",
-    description="Returns the total number of visits within a specified time range.",
-    parameters=_RANGE_PARAMETERS,
+@_KIT.tool(
+    "total_visits_count",
+    "Returns the total number of visits within a specified time range.",
+    properties=_RANGE,
 )
 def total_visits_count(tables, time_min=None, time_max=None):
     """``{date: number of visits}`` for the dates within the string bounds (REFERENCE.md f.15)."""
@@ -358,7 +334,7 @@ def total_visits_count(tables, time_min=None, time_max=None):
     return _Dates(dates).size()
 
 
-@fast_path("analytics_total_visits_count")
+@_KIT.fast_path("total_visits_count")
 def _total_visits_count_fast(tables, time_min=None, time_max=None):
     table = tables.table(ANALYTICS)
     keep = _in_range_flags(table, time_min, time_max)
@@ -367,11 +343,10 @@ def _total_visits_count_fast(tables, time_min=None, time_max=None):
     return _visits_per_date(table.data[_DATE], keep)
 
 
-@tool(
-    name="analytics_engaged_users_count",
-    qualname="AnalyticsTool.engaged_users_count",
-    description="Returns the number of engaged users within a specified time range.",
-    parameters=_RANGE_PARAMETERS,
+@_KIT.tool(
+    "engaged_users_count",
+    "Returns the number of engaged users within a specified time range.",
+    properties=_RANGE,
 )
 def engaged_users_count(tables, time_min=None, time_max=None):
     """``{date: number of engaged visits}`` (0 for dates without one; REFERENCE.md f.16)."""
@@ -381,7 +356,7 @@ def engaged_users_count(tables, time_min=None, time_max=None):
     return _Dates(_column(frame, _DATE, positions)).count_true(engaged)
 
 
-@fast_path("analytics_engaged_users_count")
+@_KIT.fast_path("engaged_users_count")
 def _engaged_users_count_fast(tables, time_min=None, time_max=None):
     table = tables.table(ANALYTICS)
     keep = _in_range_flags(table, time_min, time_max)
@@ -390,24 +365,16 @@ def _engaged_users_count_fast(tables, time_min=None, time_max=None):
     return _hits_per_date(table.data[_DATE], keep, table.data["user_engaged"])
 
 
-@tool(
-    name="analytics_traffic_source_count",
-    qualname="AnalyticsTool.traffic_source_count",
-    description="Returns the number of visits from a specific traffic source within a specified "
-    "time range.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "time_min": _TIME_MIN,
-            "time_max": _TIME_MAX,
-            "traffic_source": {
-                "type": "string",
-                "description": "Traffic source to filter the visits. Available values are: "
-                "'direct', 'referral', 'search engine', 'social media'",
-            },
-        },
-        "required": [],
-        "additionalProperties": False,
+@_KIT.tool(
+    "traffic_source_count",
+    "Returns the number of visits from a specific traffic source within a specified time range.",
+    properties={
+        "time_min": _TIME_MIN,
+        "time_max": _TIME_MAX,
+        "traffic_source": string(
+            "Traffic source to filter the visits. Available values are: "
+            "'direct', 'referral', 'search engine', 'social media'"
+        ),
     },
 )
 def traffic_source_count(tables, time_min=None, time_max=None, traffic_source=None):
@@ -426,7 +393,7 @@ def traffic_source_count(tables, time_min=None, time_max=None, traffic_source=No
     return _Dates(dates).count_true(from_source)
 
 
-@fast_path("analytics_traffic_source_count")
+@_KIT.fast_path("traffic_source_count")
 def _traffic_source_count_fast(tables, time_min=None, time_max=None, traffic_source=None):
     if traffic_source and type(traffic_source) is not str:
         return FALLBACK
@@ -441,11 +408,10 @@ def _traffic_source_count_fast(tables, time_min=None, time_max=None, traffic_sou
     return _hits_per_date(dates, keep, hits)
 
 
-@tool(
-    name="analytics_get_average_session_duration",
-    qualname="AnalyticsTool.get_average_session_duration",
-    description="Returns the average session duration within a specified time range.",
-    parameters=_RANGE_PARAMETERS,
+@_KIT.tool(
+    "get_average_session_duration",
+    "Returns the average session duration within a specified time range.",
+    properties=_RANGE,
     # Declared a writer because of the in-place float conversion (module docstring).
     writes=(ANALYTICS,),
 )
@@ -465,7 +431,7 @@ def get_average_session_duration(tables, time_min=None, time_max=None):
     return _Dates(_column(frame, _DATE, positions)).mean(durations)
 
 
-@fast_path("analytics_get_average_session_duration")
+@_KIT.fast_path("get_average_session_duration")
 def _get_average_session_duration_fast(tables, time_min=None, time_max=None):
     table = tables.table(ANALYTICS)
     keep = _in_range_flags(table, time_min, time_max)

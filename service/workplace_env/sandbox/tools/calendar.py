@@ -41,7 +41,9 @@ from workplace_env.sandbox.tools.common import (
     paginate,
     with_row,
 )
-from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
+from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, integer, string
+
+_KIT = Toolkit("calendar")
 
 _ID_FORMAT_ERROR = "Invalid event ID format. Expected 8-digit ID."
 _START_FORMAT_ERROR = "Invalid event_start format. Expected YYYY-MM-DD HH:MM:SS."
@@ -49,7 +51,7 @@ _DURATION_POSITIVE_ERROR = "Duration must be a positive number of minutes."
 _DURATION_FORMAT_ERROR = "Invalid duration format. Expected a number of minutes."
 _NO_UPDATE_ARGUMENT = "Event ID, field, or new value not provided."
 
-_EVENT_ID = {"type": "string", "description": "8-digit ID of the event"}  # schema property
+_EVENT_ID = string("8-digit ID of the event")  # schema property
 
 _GET_FIELDS = ("event_id", "event_name", "participant_email", "event_start", "duration")
 _UPDATE_FIELDS = ("event_name", "participant_email", "event_start", "duration")
@@ -195,23 +197,17 @@ def _contains(column: pd.Series, query: Any) -> np.ndarray:
 # -- the tools ---------------------------------------------------------------------------------
 
 
-@tool(
-    name="calendar_get_event_information_by_id",
-    qualname="CalendarTool.get_event_information_by_id",
-    description="Returns the event for a given ID.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "event_id": _EVENT_ID,
-            "field": {
-                "type": "string",
-                "description": "Field to return. Available fields are: 'event_id', "
-                "'event_name', 'participant_email', 'event_start', 'duration'",
-            },
-        },
-        "required": ["event_id", "field"],
-        "additionalProperties": False,
+@_KIT.tool(
+    "get_event_information_by_id",
+    "Returns the event for a given ID.",
+    properties={
+        "event_id": _EVENT_ID,
+        "field": string(
+            "Field to return. Available fields are: 'event_id', "
+            "'event_name', 'participant_email', 'event_start', 'duration'"
+        ),
     },
+    required=("event_id", "field"),
 )
 def get_event_information_by_id(tables, event_id=None, field=None):
     """``{field: value}`` of the event (the value as stored, e.g. an int duration stays an int).
@@ -230,7 +226,7 @@ def get_event_information_by_id(tables, event_id=None, field=None):
     return {field: frame[field].to_numpy()[hits[0]]}
 
 
-@fast_path("calendar_get_event_information_by_id")
+@_KIT.fast_path("get_event_information_by_id")
 def _get_event_information_by_id_fast(tables, event_id=None, field=None):
     problem = _get_problem(event_id, field)
     if problem is not None:
@@ -242,33 +238,24 @@ def _get_event_information_by_id_fast(tables, event_id=None, field=None):
     return {field: table.data[field][i]}
 
 
-@tool(
-    name="calendar_search_events",
-    qualname="CalendarTool.search_events",
-    description="Returns the events for a given query with pagination support.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "query": {
-                "type": "string",
-                "description": "Query to search for. Terms will be matched in the event_name "
-                "and participant_email fields",
-            },
-            "time_min": {
-                "type": "string",
-                "description": "Lower bound (inclusive) for an event's end time to filter by. "
-                "Format: YYYY-MM-DD HH:MM:SS",
-            },
-            "time_max": {
-                "type": "string",
-                "description": "Upper bound (inclusive) for an event's start time to filter by. "
-                "Format: YYYY-MM-DD HH:MM:SS",
-            },
-            "page": {"type": "integer", "description": "Page number of results to return"},
-            "page_size": {"type": "integer", "description": "Number of events per page"},
-        },
-        "required": [],
-        "additionalProperties": False,
+@_KIT.tool(
+    "search_events",
+    "Returns the events for a given query with pagination support.",
+    properties={
+        "query": string(
+            "Query to search for. Terms will be matched in the event_name "
+            "and participant_email fields"
+        ),
+        "time_min": string(
+            "Lower bound (inclusive) for an event's end time to filter by. "
+            "Format: YYYY-MM-DD HH:MM:SS"
+        ),
+        "time_max": string(
+            "Upper bound (inclusive) for an event's start time to filter by. "
+            "Format: YYYY-MM-DD HH:MM:SS"
+        ),
+        "page": integer("Page number of results to return"),
+        "page_size": integer("Number of events per page"),
     },
 )
 def search_events(tables, query="", time_min=None, time_max=None, page=1, page_size=5):
@@ -315,7 +302,7 @@ def search_events(tables, query="", time_min=None, time_max=None, page=1, page_s
     return {"events": events, "pagination": pagination}
 
 
-@fast_path("calendar_search_events")
+@_KIT.fast_path("search_events")
 def _search_events_fast(tables, query="", time_min=None, time_max=None, page=1, page_size=5):
     # Only str queries and bounds and positive int paging; everything else is pandas' to decide.
     if type(query) is not str or type(page) is not int or type(page_size) is not int:
@@ -362,24 +349,16 @@ def _search_events_fast(tables, query="", time_min=None, time_max=None, page=1, 
     return {"events": table.records(page_rows), "pagination": pagination}
 
 
-@tool(
-    name="calendar_create_event",
-    qualname="CalendarTool.create_event",
-    description="Creates a new event.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "event_name": {"type": "string", "description": "Name of the event"},
-            "participant_email": {"type": "string", "description": "Email of the participant"},
-            "event_start": {
-                "type": "string",
-                "description": "Start time of the event. Format: YYYY-MM-DD HH:MM:SS",
-            },
-            "duration": {"type": "string", "description": "Duration of the event in minutes"},
-        },
-        "required": ["event_name", "participant_email", "event_start", "duration"],
-        "additionalProperties": False,
+@_KIT.tool(
+    "create_event",
+    "Creates a new event.",
+    properties={
+        "event_name": string("Name of the event"),
+        "participant_email": string("Email of the participant"),
+        "event_start": string("Start time of the event. Format: YYYY-MM-DD HH:MM:SS"),
+        "duration": string("Duration of the event in minutes"),
     },
+    required=("event_name", "participant_email", "event_start", "duration"),
     writes=(CALENDAR,),
 )
 def create_event(tables, event_name=None, participant_email=None, event_start=None, duration=None):
@@ -407,7 +386,7 @@ def create_event(tables, event_name=None, participant_email=None, event_start=No
     return event_id
 
 
-@fast_path("calendar_create_event")
+@_KIT.fast_path("create_event")
 def _create_event_fast(
     tables, event_name=None, participant_email=None, event_start=None, duration=None
 ):
@@ -442,16 +421,11 @@ def _create_event_fast(
     return event_id
 
 
-@tool(
-    name="calendar_delete_event",
-    qualname="CalendarTool.delete_event",
-    description="Deletes an event.",
-    parameters={
-        "type": "object",
-        "properties": {"event_id": _EVENT_ID},
-        "required": ["event_id"],
-        "additionalProperties": False,
-    },
+@_KIT.tool(
+    "delete_event",
+    "Deletes an event.",
+    properties={"event_id": _EVENT_ID},
+    required=("event_id",),
     writes=(CALENDAR,),
 )
 def delete_event(tables, event_id=None):
@@ -473,7 +447,7 @@ def delete_event(tables, event_id=None):
     return "Event deleted successfully."
 
 
-@fast_path("calendar_delete_event")
+@_KIT.fast_path("delete_event")
 def _delete_event_fast(tables, event_id=None):
     if not event_id:
         return "Event ID not provided."
@@ -486,24 +460,18 @@ def _delete_event_fast(tables, event_id=None):
     return "Event deleted successfully."
 
 
-@tool(
-    name="calendar_update_event",
-    qualname="CalendarTool.update_event",
-    description="Updates an event.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "event_id": _EVENT_ID,
-            "field": {
-                "type": "string",
-                "description": "Field to update. Available fields are: 'event_name', "
-                "'participant_email', 'event_start', 'duration'",
-            },
-            "new_value": {"type": "string", "description": "New value for the field"},
-        },
-        "required": ["event_id", "field", "new_value"],
-        "additionalProperties": False,
+@_KIT.tool(
+    "update_event",
+    "Updates an event.",
+    properties={
+        "event_id": _EVENT_ID,
+        "field": string(
+            "Field to update. Available fields are: 'event_name', "
+            "'participant_email', 'event_start', 'duration'"
+        ),
+        "new_value": string("New value for the field"),
     },
+    required=("event_id", "field", "new_value"),
     writes=(CALENDAR,),
 )
 def update_event(tables, event_id=None, field=None, new_value=None):
@@ -528,7 +496,7 @@ def update_event(tables, event_id=None, field=None, new_value=None):
     return "Event updated successfully."
 
 
-@fast_path("calendar_update_event")
+@_KIT.fast_path("update_event")
 def _update_event_fast(tables, event_id=None, field=None, new_value=None):
     if type(new_value) is not str or type(field) is not str:
         return FALLBACK

@@ -16,6 +16,7 @@ id lookups, appends, new ids).
 
 from __future__ import annotations
 
+import inspect
 import re
 import warnings
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from pandas.api.types import infer_dtype
 from workplace_env.memo import BoundedMemo
 from workplace_env.sandbox.table import Table
 from workplace_env.sandbox.tables import COLUMNS, SessionTables
-from workplace_env.sandbox.tools.registry import FALLBACK
+from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, listing, string
 
 # pandas warns when a search pattern has capture groups; the reference only printed it to stderr.
 warnings.filterwarnings(
@@ -357,20 +358,111 @@ def frame_next_id(ids: pd.Series, *, zero_pad: bool = True) -> str:
     return number.zfill(8) if zero_pad else number
 
 
-class IdRecords:
-    """The write-by-id steps the CRM and project-management tools share, on table ``key``.
+def frame_append(tables: Any, key: str, cells: tuple[Any, ...], *, renumber: bool = True) -> str:
+    """Append a row to table ``key`` (pandas) and return its id: the next id
+    (:func:`frame_next_id`, its errors included), then ``cells`` for the other standard columns
+    in order; ``renumber`` as :func:`with_row` has it."""
+    frame = tables[key]
+    columns = COLUMNS[key]
+    new_id = frame_next_id(frame[columns[0]])
+    row = dict(zip(columns, (new_id, *cells), strict=True))
+    tables[key] = with_row(frame, row, renumber=renumber)
+    return new_id
 
-    ``noun`` makes the reference's strings ("<noun> ID not provided.", "<noun> not found.",
-    "<noun> updated successfully.", "<noun> deleted successfully."); ``id_column`` names the id.
-    Each tool keeps its own argument checks (their order differs per tool) and calls these after.
+
+def append_text_row(tables: SessionTables, key: str, cells: tuple[Any, ...]) -> Any:
+    """:func:`frame_append` with renumbering on the session's text-only table ``key``; FALLBACK
+    (nothing changed) for another table or when the next id needs pandas (:func:`next_id`)."""
+    table = text_table(tables, key)
+    if table is None:
+        return FALLBACK
+    new_id = next_id(table.data[COLUMNS[key][0]])
+    if new_id is None:
+        return FALLBACK
+    tables.writable(key).append_row((new_id, *cells))
+    return new_id
+
+
+class FieldRule(NamedTuple):
+    """What an update by id requires of the new value of one field, checked before the lookup.
+
+    ``choices``: the value must be one of them, else ``refusal``. ``lower``: the value is
+    lower-cased (a non-str fails on ``lower``). ``known``: the lower-cased value must equal a text
+    cell of the field's column (:func:`column_knows`), else ``refusal``.
     """
 
-    __slots__ = ("_deleted", "_missing_id", "_not_found", "_updated", "id_column", "key")
+    choices: tuple[str, ...] = ()
+    refusal: str = ""
+    lower: bool = False
+    known: bool = False
 
-    def __init__(self, key: str, id_column: str, noun: str) -> None:
+
+def column_knows(cells: list[Any], lowered: str) -> bool:
+    """True when some text cell of ``cells``, lower-cased, equals ``lowered`` (lower-case text):
+    the team members a task may name (REFERENCE.md f.21). A missing or non-text cell equals
+    nothing."""
+    if lowered in cells and lowered.lower() == lowered:  # an exact hit lower-cases to itself
+        return True
+    entry = cell_test(("=", lowered))
+    assert entry is not None
+    return any(cell_flags(entry, cells))
+
+
+def _by_id_signature(id_param: str, *params: str) -> inspect.Signature:
+    """``(tables, <id_param>=None, *params=None)``: what a by-id tool declares it takes."""
+    keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    return inspect.Signature(
+        [
+            inspect.Parameter("tables", keyword, annotation="SessionTables"),
+            *(inspect.Parameter(p, keyword, default=None) for p in (id_param, *params)),
+        ]
+    )
+
+
+class IdRecords:
+    """The delete and update by id of the CRM and project-management toolkits, on table ``key``.
+
+    ``noun`` makes the reference's strings ("<noun> ID not provided.", "<noun> not found.",
+    "<noun> updated successfully.", ...); the id is the table's first column and the tools'
+    id parameter, advertised with ``id_schema``. An update lists ``updatable`` in its schema,
+    applies the :class:`FieldRule` of ``rules`` for its field and refuses a field that is no
+    column with ``bad_field``. :meth:`declare_delete` and :meth:`declare_update` register the
+    tools with their fast paths (where they stand decides the advertised order).
+    """
+
+    __slots__ = (
+        "_bad_field",
+        "_deleted",
+        "_missing_id",
+        "_no_update",
+        "_not_found",
+        "_updated",
+        "id_column",
+        "id_schema",
+        "key",
+        "noun",
+        "rules",
+        "updatable",
+    )
+
+    def __init__(
+        self,
+        key: str,
+        noun: str,
+        id_schema: dict[str, str],
+        updatable: tuple[str, ...],
+        rules: dict[str, FieldRule],
+        bad_field: str,
+    ) -> None:
         self.key = key
-        self.id_column = id_column
+        self.noun = noun
+        self.id_column = COLUMNS[key][0]
+        self.id_schema = id_schema
+        self.updatable = updatable
+        self.rules = rules
+        self._bad_field = bad_field
         self._missing_id = f"{noun} ID not provided."
+        self._no_update = f"{noun} ID, field, or new value not provided."
         self._not_found = f"{noun} not found."
         self._updated = f"{noun} updated successfully."
         self._deleted = f"{noun} deleted successfully."
@@ -396,31 +488,129 @@ class IdRecords:
             return self._not_found
         return self._deleted
 
-    def update(
-        self, frame: pd.DataFrame, id_value: Any, field: Any, new_value: Any, bad_field: str
-    ) -> str:
-        """``frame.loc[rows, field] = new_value`` for the id's rows; the lookup before the field."""
+    def vetted(
+        self, field: Any, new_value: Any, column: Callable[[str], list[Any]]
+    ) -> tuple[Any, str | None]:
+        """The value an update stores and None, or None and the message refusing it.
+
+        ``column(name)`` gives a column's cells, read only for a ``known`` rule. A non-str
+        field has no rule (it is never hashed here: pandas decides what it does).
+        """
+        rule = self.rules.get(field) if type(field) is str else None
+        if rule is None:
+            return new_value, None
+        if rule.choices and new_value not in rule.choices:
+            return None, rule.refusal
+        if rule.lower:
+            new_value = new_value.lower()
+        if rule.known and not column_knows(column(field), new_value):
+            return None, rule.refusal
+        return new_value, None
+
+    def update(self, tables: Any, id_value: Any, field: Any, new_value: Any) -> str:
+        """``frame.loc[rows, field] = new_value`` for the id's rows (pandas).
+
+        Checks, in order: all three truthy; the field's rule (before the lookup); the id must
+        be present (:func:`id_rows`); the field must be a column, the id column included (an
+        unhashable field fails there). pandas stores any type: a one-item list is unpacked, a
+        dict stores a missing cell, a longer list fails (black-box and goldens).
+        """
+        if not id_value or not field or not new_value:
+            return self._no_update
+        new_value, problem = self.vetted(
+            field, new_value, lambda name: tables[self.key][name].tolist()
+        )
+        if problem is not None:
+            return problem
+        frame = tables[self.key]
         rows = id_rows(frame, self.id_column, id_value)
         if rows is None:
             return self._not_found
         if field not in frame.columns:
-            return bad_field
+            return self._bad_field
         frame.loc[rows, field] = new_value
         return self._updated
 
-    def update_fast(
-        self,
-        tables: SessionTables,
-        table: Table,
-        id_value: str,
-        field: str,
-        new_value: str,
-        bad_field: str,
-    ) -> str:
-        """:meth:`update` on text-only ``table`` (the session's ``key``) for str arguments."""
+    def update_fast(self, tables: SessionTables, id_value: Any, field: Any, new_value: Any) -> Any:
+        """:meth:`update` for str arguments on a text-only table; ``FALLBACK`` otherwise (an int
+        value is stored as sent, an int id compares in numpy, ``lower`` fails on an int)."""
+        if not id_value or not field or not new_value:
+            return self._no_update
+        if type(id_value) is not str or type(field) is not str or type(new_value) is not str:
+            return FALLBACK
+        table = tables.table(self.key)
+        if not table.text_only:
+            return FALLBACK
+        new_value, problem = self.vetted(field, new_value, table.data.__getitem__)
+        if problem is not None:
+            return problem
         if id_value not in table.data[self.id_column]:
             return self._not_found
         if field not in table.data:
-            return bad_field
+            return self._bad_field
         update_where(tables, self.key, self.id_column, id_value, field, new_value)
         return self._updated
+
+    def declare_delete(self, kit: Toolkit, record: str, reference: str) -> None:
+        """Register ``delete_<noun>`` ("Deletes a <record> by ID.") and its fast path."""
+        method = f"delete_{self.noun.lower()}"
+        id_param = self.id_column
+
+        def delete(tables: Any, **arguments: Any) -> str:
+            return self.delete(tables, arguments.get(id_param))
+
+        def delete_fast(tables: SessionTables, **arguments: Any) -> Any:
+            return self.delete_fast(tables, arguments.get(id_param))
+
+        delete.__doc__ = (
+            f"Remove every {self.noun.lower()} with this id (REFERENCE.md {reference}); the "
+            "other rows keep their labels.\n\nThe id is looked up as :func:`id_rows` does (a list "
+            "id fails there; another type than the stored ids is not found)."
+        )
+        delete_fast.__doc__ = (
+            f"Every outcome for a str ``{id_param}`` on a text-only table (rows keep their "
+            "labels); falls back for other id types and a table holding non-text cells."
+        )
+        self._present(delete, method, _by_id_signature(id_param))
+        self._present(delete_fast, f"_{method}_fast", _by_id_signature(id_param))
+        writes = (self.key,)
+        kit.tool(
+            method, f"Deletes a {record} by ID.", {id_param: self.id_schema}, (id_param,), writes
+        )(delete)
+        kit.fast_path(method)(delete_fast)
+
+    def declare_update(self, kit: Toolkit, record: str, reference: str) -> None:
+        """Register ``update_<noun>`` ("Updates a <record> by ID.") and its fast path."""
+        method = f"update_{self.noun.lower()}"
+        id_param = self.id_column
+
+        def update(tables: Any, **arguments: Any) -> str:
+            get = arguments.get
+            return self.update(tables, get(id_param), get("field"), get("new_value"))
+
+        def update_fast(tables: SessionTables, **arguments: Any) -> Any:
+            get = arguments.get
+            return self.update_fast(tables, get(id_param), get("field"), get("new_value"))
+
+        update.__doc__ = (
+            f"Set ``field`` of every {self.noun.lower()} with this id to ``new_value`` "
+            f"(REFERENCE.md {reference}): :meth:`IdRecords.update`."
+        )
+        update_fast.__doc__ = ":meth:`IdRecords.update_fast`: str arguments, text-only table."
+        signature = _by_id_signature(id_param, "field", "new_value")
+        self._present(update, method, signature)
+        self._present(update_fast, f"_{method}_fast", signature)
+        properties = {
+            id_param: self.id_schema,
+            "field": string(listing("Field to update. Available fields are: ", self.updatable)),
+            "new_value": string("New value for the field"),
+        }
+        required = (id_param, "field", "new_value")
+        kit.tool(method, f"Updates a {record} by ID.", properties, required, (self.key,))(update)
+        kit.fast_path(method)(update_fast)
+
+    @staticmethod
+    def _present(func: Callable[..., Any], name: str, signature: inspect.Signature) -> None:
+        """Give a generated tool function the name and signature a hand-written one would have."""
+        func.__name__ = func.__qualname__ = name
+        func.__signature__ = signature  # type: ignore[attr-defined]

@@ -31,7 +31,9 @@ from workplace_env.memo import BoundedMemo, MemoPolicy
 from workplace_env.sandbox.table import Table
 from workplace_env.sandbox.tables import EMAILS, SessionTables
 from workplace_env.sandbox.tools.common import frame_records, next_id, paginate, text_table
-from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
+from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, integer, string
+
+_KIT = Toolkit("email")
 
 #: The reference's fixed clock: every email sent in a session carries this timestamp.
 SENT_DATETIME = "2023-11-30 23:59:00"
@@ -465,23 +467,17 @@ def _search_index(tables: SessionTables, table: Table) -> _SearchIndex:
     return index
 
 
-@tool(
-    name="email_get_email_information_by_id",
-    qualname="EmailTool.get_email_information_by_id",
-    description="Retrieves specific details of an email by its ID.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "email_id": {"type": "string", "description": "Unique ID of the email"},
-            "field": {
-                "type": "string",
-                "description": "Specific field to return. Available fields: 'email_id', "
-                "'inbox/outbox', 'sender/recipient', 'subject', 'sent_datetime', 'body'",
-            },
-        },
-        "required": ["email_id", "field"],
-        "additionalProperties": False,
+@_KIT.tool(
+    "get_email_information_by_id",
+    "Retrieves specific details of an email by its ID.",
+    properties={
+        "email_id": string("Unique ID of the email"),
+        "field": string(
+            "Specific field to return. Available fields: 'email_id', "
+            "'inbox/outbox', 'sender/recipient', 'subject', 'sent_datetime', 'body'"
+        ),
     },
+    required=("email_id", "field"),
 )
 def get_email_information_by_id(
     tables: SessionTables, email_id: Any = None, field: Any = None
@@ -510,7 +506,7 @@ def get_email_information_by_id(
         return f"Error retrieving email information: {exc}"
 
 
-@fast_path("email_get_email_information_by_id")
+@_KIT.fast_path("get_email_information_by_id")
 def get_email_information_by_id_fast(
     tables: SessionTables, email_id: Any = None, field: Any = None
 ) -> Any:
@@ -536,35 +532,23 @@ def get_email_information_by_id_fast(
     return {field: table.data[field][position]}
 
 
-@tool(
-    name="email_search_emails",
-    qualname="EmailTool.search_emails",
-    description="Searches for emails matching the given query across subject, body, or sender "
+@_KIT.tool(
+    "search_emails",
+    "Searches for emails matching the given query across subject, body, or sender "
     "fields. The function matches an email if all words in the query appear in any of these "
     "fields.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "query": {
-                "type": "string",
-                "description": "Search query, matching terms in subject, body, or "
-                "sender/recipient fields",
-            },
-            "date_min": {
-                "type": "string",
-                "description": "Lower date limit for the email's sent date (inclusive). "
-                "Format: YYYY-MM-DD",
-            },
-            "date_max": {
-                "type": "string",
-                "description": "Upper date limit for the email's sent date (inclusive). "
-                "Format: YYYY-MM-DD",
-            },
-            "page": {"type": "integer", "description": "Page number of results to return"},
-            "page_size": {"type": "integer", "description": "Number of emails per page"},
-        },
-        "required": [],
-        "additionalProperties": False,
+    properties={
+        "query": string(
+            "Search query, matching terms in subject, body, or sender/recipient fields"
+        ),
+        "date_min": string(
+            "Lower date limit for the email's sent date (inclusive). Format: YYYY-MM-DD"
+        ),
+        "date_max": string(
+            "Upper date limit for the email's sent date (inclusive). Format: YYYY-MM-DD"
+        ),
+        "page": integer("Page number of results to return"),
+        "page_size": integer("Number of emails per page"),
     },
 )
 def search_emails(
@@ -639,7 +623,7 @@ def _dated(frame: pd.DataFrame, matched: list[int], date_min: Any, date_max: Any
     return positions[keep].tolist()
 
 
-@fast_path("email_search_emails")
+@_KIT.fast_path("search_emails")
 def search_emails_fast(
     tables: SessionTables,
     query: Any = "",
@@ -728,20 +712,15 @@ def _append(frame: pd.DataFrame, row: list[Any]) -> pd.DataFrame:
     return pd.concat([frame, new_row], ignore_index=True)
 
 
-@tool(
-    name="email_send_email",
-    qualname="EmailTool.send_email",
-    description="Sends an email to the specified recipient.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "recipient": {"type": "string", "description": "Email address of the recipient"},
-            "subject": {"type": "string", "description": "Subject line of the email"},
-            "body": {"type": "string", "description": "Body content of the email"},
-        },
-        "required": ["recipient", "subject", "body"],
-        "additionalProperties": False,
+@_KIT.tool(
+    "send_email",
+    "Sends an email to the specified recipient.",
+    properties={
+        "recipient": string("Email address of the recipient"),
+        "subject": string("Subject line of the email"),
+        "body": string("Body content of the email"),
     },
+    required=("recipient", "subject", "body"),
     writes=(EMAILS,),
 )
 def send_email(
@@ -768,7 +747,7 @@ def send_email(
         return f"Error sending email: {exc}"
 
 
-@fast_path("email_send_email")
+@_KIT.fast_path("send_email")
 def send_email_fast(
     tables: SessionTables, recipient: Any = None, subject: Any = None, body: Any = None
 ) -> Any:
@@ -798,18 +777,11 @@ def send_email_fast(
     return "Email sent successfully."
 
 
-@tool(
-    name="email_delete_email",
-    qualname="EmailTool.delete_email",
-    description="Deletes an email by its ID.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "email_id": {"type": "string", "description": "Unique ID of the email to be deleted"}
-        },
-        "required": ["email_id"],
-        "additionalProperties": False,
-    },
+@_KIT.tool(
+    "delete_email",
+    "Deletes an email by its ID.",
+    properties={"email_id": string("Unique ID of the email to be deleted")},
+    required=("email_id",),
     writes=(EMAILS,),
 )
 def delete_email(tables: SessionTables, email_id: Any = None) -> str:
@@ -830,7 +802,7 @@ def delete_email(tables: SessionTables, email_id: Any = None) -> str:
         return f"Error deleting email: {exc}"
 
 
-@fast_path("email_delete_email")
+@_KIT.fast_path("delete_email")
 def delete_email_fast(tables: SessionTables, email_id: Any = None) -> Any:
     """The delete on the plain table for a string id (any falsy id too).
 
@@ -881,22 +853,14 @@ def _subject_and(tables: SessionTables, email_id: str, column: str) -> tuple[Any
     return table.data[_SUBJECT][position], table.data[column][position]
 
 
-@tool(
-    name="email_forward_email",
-    qualname="EmailTool.forward_email",
-    description="Forwards an email to the specified recipient.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "email_id": {
-                "type": "string",
-                "description": "Unique ID of the email to be forwarded",
-            },
-            "recipient": {"type": "string", "description": "Email address of the recipient"},
-        },
-        "required": ["email_id", "recipient"],
-        "additionalProperties": False,
+@_KIT.tool(
+    "forward_email",
+    "Forwards an email to the specified recipient.",
+    properties={
+        "email_id": string("Unique ID of the email to be forwarded"),
+        "recipient": string("Email address of the recipient"),
     },
+    required=("email_id", "recipient"),
     writes=(EMAILS,),
 )
 def forward_email(tables: SessionTables, email_id: Any = None, recipient: Any = None) -> str:
@@ -929,7 +893,7 @@ def forward_email(tables: SessionTables, email_id: Any = None, recipient: Any = 
         return f"Error forwarding email: {exc}"
 
 
-@fast_path("email_forward_email")
+@_KIT.fast_path("forward_email")
 def forward_email_fast(tables: SessionTables, email_id: Any = None, recipient: Any = None) -> Any:
     """The forward on the plain table, for a string id and recipient (any falsy argument too).
 
@@ -951,22 +915,14 @@ def forward_email_fast(tables: SessionTables, email_id: Any = None, recipient: A
     return _relay(result, "Email forwarded successfully.")
 
 
-@tool(
-    name="email_reply_email",
-    qualname="EmailTool.reply_email",
-    description="Replies to an email by its ID.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "email_id": {
-                "type": "string",
-                "description": "Unique ID of the email to be replied",
-            },
-            "body": {"type": "string", "description": "Body content of the email"},
-        },
-        "required": ["email_id", "body"],
-        "additionalProperties": False,
+@_KIT.tool(
+    "reply_email",
+    "Replies to an email by its ID.",
+    properties={
+        "email_id": string("Unique ID of the email to be replied"),
+        "body": string("Body content of the email"),
     },
+    required=("email_id", "body"),
     writes=(EMAILS,),
 )
 def reply_email(tables: SessionTables, email_id: Any = None, body: Any = None) -> str:
@@ -993,7 +949,7 @@ def reply_email(tables: SessionTables, email_id: Any = None, body: Any = None) -
         return f"Error replying to email: {exc}"
 
 
-@fast_path("email_reply_email")
+@_KIT.fast_path("reply_email")
 def reply_email_fast(tables: SessionTables, email_id: Any = None, body: Any = None) -> Any:
     """The reply on the plain table, for a string id and body (any falsy argument too).
 
