@@ -53,6 +53,29 @@ _TIME_MAX = string("End date of the time range. Date format is YYYY-MM-DD")
 _RANGE = {"time_min": _TIME_MIN, "time_max": _TIME_MAX}
 
 
+# -- the tools' advertised parameters, by method ----------------------------------------
+
+_GET_VISITOR_INFORMATION_BY_ID = {"visitor_id": string("ID of the visitor")}
+_CREATE_PLOT = {
+    "time_min": _TIME_MIN,
+    "time_max": _TIME_MAX,
+    "value_to_plot": string(
+        "Value to plot. Available values are: 'total_visits', "
+        "'session_duration_seconds', 'user_engaged', 'visits_direct', "
+        "'visits_referral', 'visits_search_engine', 'visits_social_media'"
+    ),
+    "plot_type": string("Type of plot. Can be 'bar', 'line', 'scatter' or 'histogram'"),
+}
+_TRAFFIC_SOURCE_COUNT = {
+    "time_min": _TIME_MIN,
+    "time_max": _TIME_MAX,
+    "traffic_source": string(
+        "Traffic source to filter the visits. Available values are: "
+        "'direct', 'referral', 'search engine', 'social media'"
+    ),
+}
+
+
 def _compare(column: pd.Series, op: Callable[[Any, Any], Any], other: Any) -> np.ndarray:
     """``op(column, other)`` as a bool array: pandas' result and pandas' errors.
 
@@ -233,12 +256,7 @@ class _Dates:
         return dict(zip(self.keys, (sums / counts).tolist(), strict=True))
 
 
-@_KIT.tool(
-    "get_visitor_information_by_id",
-    "Returns the analytics data for a given visitor ID.",
-    properties={"visitor_id": string("ID of the visitor")},
-    required=("visitor_id",),
-)
+@_KIT.tool("Returns the analytics data for a given visitor ID.", _GET_VISITOR_INFORMATION_BY_ID)
 def get_visitor_information_by_id(tables, visitor_id=None):
     """Every visit row of the visitor as a list of dicts (REFERENCE.md f.13).
 
@@ -272,20 +290,7 @@ def _get_visitor_information_by_id_fast(tables, visitor_id=None):
 
 
 @_KIT.tool(
-    "create_plot",
-    "Plots the analytics data for a given time range and value.",
-    properties={
-        "time_min": _TIME_MIN,
-        "time_max": _TIME_MAX,
-        "value_to_plot": string(
-            "Value to plot. Available values are: 'total_visits', "
-            "'session_duration_seconds', 'user_engaged', 'visits_direct', "
-            "'visits_referral', 'visits_search_engine', 'visits_social_media'"
-        ),
-        "plot_type": string("Type of plot. Can be 'bar', 'line', 'scatter' or 'histogram'"),
-    },
-    required=("time_min", "time_max", "value_to_plot", "plot_type"),
-    writes=(PLOTS,),
+    "Plots the analytics data for a given time range and value.", _CREATE_PLOT, writes=(PLOTS,)
 )
 def create_plot(tables, time_min=None, time_max=None, value_to_plot=None, plot_type=None):
     """``"plots/<time_min>_<time_max>_<value>_<type>.png"``, appended to the plots table.
@@ -322,31 +327,48 @@ def _create_plot_fast(tables, time_min=None, time_max=None, value_to_plot=None, 
     return file_path
 
 
-@_KIT.tool(
-    "total_visits_count",
-    "Returns the total number of visits within a specified time range.",
-    properties=_RANGE,
-)
+def _visit_counts(tables: Any, time_min: Any, time_max: Any, source: Any) -> dict[Any, int]:
+    """``{date: visits}`` for the dates within the string bounds (pandas): every visit, or those
+    from a truthy ``source`` (every date in range appears, 0 when no visit matches: exact,
+    case-sensitive equality, so ``"Direct"`` or ``5`` give all zeros)."""
+    frame = tables[ANALYTICS]
+    positions = _in_range(frame, time_min, time_max)
+    dates = _column(frame, _DATE, positions)
+    if not source:
+        return _Dates(dates).size()
+    sources = _column(frame, "traffic_source", positions)
+    return _Dates(dates).count_true(pd.Series(_compare(sources, operator.eq, source)))
+
+
+def _visit_counts_fast(tables: Any, time_min: Any, time_max: Any, source: Any) -> Any:
+    """:func:`_visit_counts` for str bounds on str dates and a str (or falsy) source in an
+    object column; FALLBACK otherwise."""
+    if source and type(source) is not str:
+        return FALLBACK
+    table = tables.table(ANALYTICS)
+    keep = _in_range_flags(table, time_min, time_max)
+    if keep is FALLBACK or (source and table.dtype("traffic_source") != "object"):
+        return FALLBACK
+    dates = table.data[_DATE]
+    if not source:
+        return _visits_per_date(dates, keep)
+    hits = [v == source for v in table.data["traffic_source"]]
+    return _hits_per_date(dates, keep, hits)
+
+
+@_KIT.tool("Returns the total number of visits within a specified time range.", _RANGE, required=())
 def total_visits_count(tables, time_min=None, time_max=None):
     """``{date: number of visits}`` for the dates within the string bounds (REFERENCE.md f.15)."""
-    frame = tables[ANALYTICS]
-    dates = _column(frame, _DATE, _in_range(frame, time_min, time_max))
-    return _Dates(dates).size()
+    return _visit_counts(tables, time_min, time_max, None)
 
 
 @_KIT.fast_path("total_visits_count")
 def _total_visits_count_fast(tables, time_min=None, time_max=None):
-    table = tables.table(ANALYTICS)
-    keep = _in_range_flags(table, time_min, time_max)
-    if keep is FALLBACK:
-        return FALLBACK
-    return _visits_per_date(table.data[_DATE], keep)
+    return _visit_counts_fast(tables, time_min, time_max, None)
 
 
 @_KIT.tool(
-    "engaged_users_count",
-    "Returns the number of engaged users within a specified time range.",
-    properties=_RANGE,
+    "Returns the number of engaged users within a specified time range.", _RANGE, required=()
 )
 def engaged_users_count(tables, time_min=None, time_max=None):
     """``{date: number of engaged visits}`` (0 for dates without one; REFERENCE.md f.16)."""
@@ -366,54 +388,26 @@ def _engaged_users_count_fast(tables, time_min=None, time_max=None):
 
 
 @_KIT.tool(
-    "traffic_source_count",
     "Returns the number of visits from a specific traffic source within a specified time range.",
-    properties={
-        "time_min": _TIME_MIN,
-        "time_max": _TIME_MAX,
-        "traffic_source": string(
-            "Traffic source to filter the visits. Available values are: "
-            "'direct', 'referral', 'search engine', 'social media'"
-        ),
-    },
+    _TRAFFIC_SOURCE_COUNT,
+    required=(),
 )
 def traffic_source_count(tables, time_min=None, time_max=None, traffic_source=None):
-    """``{date: visits from the source}`` (REFERENCE.md f.17).
-
-    Every date in range appears, with 0 when no visit matches (exact, case-sensitive equality,
-    so ``"Direct"`` or ``5`` give all zeros). A falsy source counts all visits.
-    """
-    frame = tables[ANALYTICS]
-    positions = _in_range(frame, time_min, time_max)
-    dates = _column(frame, _DATE, positions)
-    if not traffic_source:
-        return _Dates(dates).size()
-    sources = _column(frame, "traffic_source", positions)
-    from_source = pd.Series(_compare(sources, operator.eq, traffic_source))
-    return _Dates(dates).count_true(from_source)
+    """``{date: visits from the source}``, all visits for a falsy source (REFERENCE.md f.17):
+    :func:`_visit_counts`."""
+    return _visit_counts(tables, time_min, time_max, traffic_source)
 
 
 @_KIT.fast_path("traffic_source_count")
 def _traffic_source_count_fast(tables, time_min=None, time_max=None, traffic_source=None):
-    if traffic_source and type(traffic_source) is not str:
-        return FALLBACK
-    table = tables.table(ANALYTICS)
-    keep = _in_range_flags(table, time_min, time_max)
-    if keep is FALLBACK or table.dtype("traffic_source") != "object":
-        return FALLBACK
-    dates = table.data[_DATE]
-    if not traffic_source:
-        return _visits_per_date(dates, keep)
-    hits = [v == traffic_source for v in table.data["traffic_source"]]
-    return _hits_per_date(dates, keep, hits)
+    return _visit_counts_fast(tables, time_min, time_max, traffic_source)
 
 
 @_KIT.tool(
-    "get_average_session_duration",
     "Returns the average session duration within a specified time range.",
-    properties=_RANGE,
-    # Declared a writer because of the in-place float conversion (module docstring).
+    _RANGE,
     writes=(ANALYTICS,),
+    required=(),
 )
 def get_average_session_duration(tables, time_min=None, time_max=None):
     """``{date: mean session seconds}`` as floats, e.g. ``20.0`` (REFERENCE.md f.18, c.7).

@@ -63,6 +63,46 @@ _CANONICAL = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?: [0-9]{2}:[0-9]{2}(?::[0-
 _TIMESTAMPS: BoundedMemo[str, pd.Timestamp] = BoundedMemo(65536)
 
 
+# -- the tools' advertised parameters, by method ----------------------------------------
+
+_GET_EVENT_INFORMATION_BY_ID = {
+    "event_id": _EVENT_ID,
+    "field": string(
+        "Field to return. Available fields are: 'event_id', "
+        "'event_name', 'participant_email', 'event_start', 'duration'"
+    ),
+}
+_SEARCH_EVENTS = {
+    "query": string(
+        "Query to search for. Terms will be matched in the event_name and participant_email fields"
+    ),
+    "time_min": string(
+        "Lower bound (inclusive) for an event's end time to filter by. Format: YYYY-MM-DD HH:MM:SS"
+    ),
+    "time_max": string(
+        "Upper bound (inclusive) for an event's start time to filter by. "
+        "Format: YYYY-MM-DD HH:MM:SS"
+    ),
+    "page": integer("Page number of results to return"),
+    "page_size": integer("Number of events per page"),
+}
+_CREATE_EVENT = {
+    "event_name": string("Name of the event"),
+    "participant_email": string("Email of the participant"),
+    "event_start": string("Start time of the event. Format: YYYY-MM-DD HH:MM:SS"),
+    "duration": string("Duration of the event in minutes"),
+}
+_DELETE_EVENT = {"event_id": _EVENT_ID}
+_UPDATE_EVENT = {
+    "event_id": _EVENT_ID,
+    "field": string(
+        "Field to update. Available fields are: 'event_name', "
+        "'participant_email', 'event_start', 'duration'"
+    ),
+    "new_value": string("New value for the field"),
+}
+
+
 def _timestamp(value: Any) -> pd.Timestamp:
     """``pd.Timestamp(value)``, memoised for canonical date strings (same result, same errors)."""
     if type(value) is str:
@@ -119,14 +159,16 @@ def _get_problem(event_id: Any, field: Any) -> str | None:
     return None
 
 
-def _parse_bound(name: str, value: Any) -> tuple[Any, str | None]:
-    """A search bound as a Timestamp (a falsy bound stays as is), or its format message."""
-    if not value:
-        return value, None
-    try:
-        return _timestamp(value), None
-    except ValueError:
-        return None, f"Invalid {name} format. Expected YYYY-MM-DD HH:MM:SS."
+def _parse_bounds(time_min: Any, time_max: Any) -> tuple[Any, Any] | str:
+    """The search's bounds as Timestamps (a falsy bound stays as is), or the format message of
+    the first one ``pd.Timestamp`` refuses with ValueError (its TypeError propagates)."""
+    bounds = []
+    for name, value in (("time_min", time_min), ("time_max", time_max)):
+        try:
+            bounds.append(_timestamp(value) if value else value)
+        except ValueError:
+            return f"Invalid {name} format. Expected YYYY-MM-DD HH:MM:SS."
+    return bounds[0], bounds[1]
 
 
 def _create_problem(
@@ -197,18 +239,7 @@ def _contains(column: pd.Series, query: Any) -> np.ndarray:
 # -- the tools ---------------------------------------------------------------------------------
 
 
-@_KIT.tool(
-    "get_event_information_by_id",
-    "Returns the event for a given ID.",
-    properties={
-        "event_id": _EVENT_ID,
-        "field": string(
-            "Field to return. Available fields are: 'event_id', "
-            "'event_name', 'participant_email', 'event_start', 'duration'"
-        ),
-    },
-    required=("event_id", "field"),
-)
+@_KIT.tool("Returns the event for a given ID.", _GET_EVENT_INFORMATION_BY_ID)
 def get_event_information_by_id(tables, event_id=None, field=None):
     """``{field: value}`` of the event (the value as stored, e.g. an int duration stays an int).
 
@@ -239,24 +270,7 @@ def _get_event_information_by_id_fast(tables, event_id=None, field=None):
 
 
 @_KIT.tool(
-    "search_events",
-    "Returns the events for a given query with pagination support.",
-    properties={
-        "query": string(
-            "Query to search for. Terms will be matched in the event_name "
-            "and participant_email fields"
-        ),
-        "time_min": string(
-            "Lower bound (inclusive) for an event's end time to filter by. "
-            "Format: YYYY-MM-DD HH:MM:SS"
-        ),
-        "time_max": string(
-            "Upper bound (inclusive) for an event's start time to filter by. "
-            "Format: YYYY-MM-DD HH:MM:SS"
-        ),
-        "page": integer("Page number of results to return"),
-        "page_size": integer("Number of events per page"),
-    },
+    "Returns the events for a given query with pagination support.", _SEARCH_EVENTS, required=()
 )
 def search_events(tables, query="", time_min=None, time_max=None, page=1, page_size=5):
     """``{"events": [...], "pagination": {...}}`` newest first, or "No events found.".
@@ -268,12 +282,10 @@ def search_events(tables, query="", time_min=None, time_max=None, page=1, page_s
     (REFERENCE.md f.9).
     """
     # The bounds are validated before the query runs, so a bad bound wins over a bad regex.
-    time_min, problem = _parse_bound("time_min", time_min)
-    if problem is not None:
-        return problem
-    time_max, problem = _parse_bound("time_max", time_max)
-    if problem is not None:
-        return problem
+    bounds = _parse_bounds(time_min, time_max)
+    if type(bounds) is str:
+        return bounds
+    time_min, time_max = bounds
 
     frame = tables[CALENDAR]
     # Both columns are searched before either result is used, as `a | b` of two masks does.
@@ -311,12 +323,10 @@ def _search_events_fast(tables, query="", time_min=None, time_max=None, page=1, 
         return FALLBACK
     if time_max and type(time_max) is not str:
         return FALLBACK
-    time_min, problem = _parse_bound("time_min", time_min)
-    if problem is not None:
-        return problem
-    time_max, problem = _parse_bound("time_max", time_max)
-    if problem is not None:
-        return problem
+    bounds = _parse_bounds(time_min, time_max)
+    if type(bounds) is str:
+        return bounds
+    time_min, time_max = bounds
 
     table = tables.table(CALENDAR)
     names = table.data["event_name"]
@@ -349,18 +359,7 @@ def _search_events_fast(tables, query="", time_min=None, time_max=None, page=1, 
     return {"events": table.records(page_rows), "pagination": pagination}
 
 
-@_KIT.tool(
-    "create_event",
-    "Creates a new event.",
-    properties={
-        "event_name": string("Name of the event"),
-        "participant_email": string("Email of the participant"),
-        "event_start": string("Start time of the event. Format: YYYY-MM-DD HH:MM:SS"),
-        "duration": string("Duration of the event in minutes"),
-    },
-    required=("event_name", "participant_email", "event_start", "duration"),
-    writes=(CALENDAR,),
-)
+@_KIT.tool("Creates a new event.", _CREATE_EVENT, writes=(CALENDAR,))
 def create_event(tables, event_name=None, participant_email=None, event_start=None, duration=None):
     """Append an event and return its id, the next 8-digit one (REFERENCE.md f.10).
 
@@ -421,13 +420,7 @@ def _create_event_fast(
     return event_id
 
 
-@_KIT.tool(
-    "delete_event",
-    "Deletes an event.",
-    properties={"event_id": _EVENT_ID},
-    required=("event_id",),
-    writes=(CALENDAR,),
-)
+@_KIT.tool("Deletes an event.", _DELETE_EVENT, writes=(CALENDAR,))
 def delete_event(tables, event_id=None):
     """ "Event deleted successfully." or "Event not found." (REFERENCE.md f.11).
 
@@ -460,20 +453,7 @@ def _delete_event_fast(tables, event_id=None):
     return "Event deleted successfully."
 
 
-@_KIT.tool(
-    "update_event",
-    "Updates an event.",
-    properties={
-        "event_id": _EVENT_ID,
-        "field": string(
-            "Field to update. Available fields are: 'event_name', "
-            "'participant_email', 'event_start', 'duration'"
-        ),
-        "new_value": string("New value for the field"),
-    },
-    required=("event_id", "field", "new_value"),
-    writes=(CALENDAR,),
-)
+@_KIT.tool("Updates an event.", _UPDATE_EVENT, writes=(CALENDAR,))
 def update_event(tables, event_id=None, field=None, new_value=None):
     """ "Event updated successfully." or "Event not found." (REFERENCE.md f.12).
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, repeat
 from typing import Any, NamedTuple
 
@@ -383,6 +383,10 @@ def append_text_row(tables: SessionTables, key: str, cells: tuple[Any, ...]) -> 
     return new_id
 
 
+#: ``column(name)``: the cells of a column of the table a rule reads (:attr:`FieldRule.known`).
+Column = Callable[[str], list[Any]]
+
+
 class FieldRule(NamedTuple):
     """What an update by id requires of the new value of one field, checked before the lookup.
 
@@ -408,15 +412,18 @@ def column_knows(cells: list[Any], lowered: str) -> bool:
     return any(cell_flags(entry, cells))
 
 
-def _by_id_signature(id_param: str, *params: str) -> inspect.Signature:
-    """``(tables, <id_param>=None, *params=None)``: what a by-id tool declares it takes."""
-    keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    return inspect.Signature(
-        [
-            inspect.Parameter("tables", keyword, annotation="SessionTables"),
-            *(inspect.Parameter(p, keyword, default=None) for p in (id_param, *params)),
-        ]
-    )
+class NewRow(NamedTuple):
+    """What a create requires of its arguments (:meth:`IdRecords.new_cells`).
+
+    ``required``: arguments that must be truthy, else ``refusal``; ``checked``: fields whose
+    truthy value must pass its :class:`FieldRule`, in this order; ``defaults``: the value of an
+    omitted argument other than None.
+    """
+
+    required: tuple[str, ...]
+    refusal: str
+    checked: tuple[str, ...]
+    defaults: Mapping[str, Any] = {}
 
 
 class IdRecords:
@@ -450,7 +457,7 @@ class IdRecords:
         key: str,
         noun: str,
         id_schema: dict[str, str],
-        updatable: tuple[str, ...],
+        updatable: Sequence[str],
         rules: dict[str, FieldRule],
         bad_field: str,
     ) -> None:
@@ -488,9 +495,7 @@ class IdRecords:
             return self._not_found
         return self._deleted
 
-    def vetted(
-        self, field: Any, new_value: Any, column: Callable[[str], list[Any]]
-    ) -> tuple[Any, str | None]:
+    def vetted(self, field: Any, new_value: Any, column: Column | None) -> tuple[Any, str | None]:
         """The value an update stores and None, or None and the message refusing it.
 
         ``column(name)`` gives a column's cells, read only for a ``known`` rule. A non-str
@@ -503,8 +508,10 @@ class IdRecords:
             return None, rule.refusal
         if rule.lower:
             new_value = new_value.lower()
-        if rule.known and not column_knows(column(field), new_value):
-            return None, rule.refusal
+        if rule.known:
+            assert column is not None, f"the rule of {field} reads its column"
+            if not column_knows(column(field), new_value):
+                return None, rule.refusal
         return new_value, None
 
     def update(self, tables: Any, id_value: Any, field: Any, new_value: Any) -> str:
@@ -551,66 +558,77 @@ class IdRecords:
         update_where(tables, self.key, self.id_column, id_value, field, new_value)
         return self._updated
 
+    def new_cells(
+        self, spec: NewRow, arguments: dict[str, Any], column: Column | None = None
+    ) -> tuple[Any, ...] | str:
+        """The cells after the id of the row a create appends, in column order, or the refusal.
+
+        Each standard column takes its argument, else ``spec.defaults``' value, else None.
+        Checks, in order: the required arguments truthy; the rule of each checked field whose
+        value is truthy, as an update applies it (:meth:`vetted`; ``column`` likewise, needed only
+        for a ``known`` rule).
+        """
+        cells = {c: arguments.get(c, spec.defaults.get(c)) for c in COLUMNS[self.key][1:]}
+        if not all([cells[c] for c in spec.required]):
+            return spec.refusal
+        for field in spec.checked:
+            if cells[field]:
+                cells[field], problem = self.vetted(field, cells[field], column)
+                if problem is not None:
+                    return problem
+        return tuple(cells.values())
+
     def declare_delete(self, kit: Toolkit, record: str, reference: str) -> None:
         """Register ``delete_<noun>`` ("Deletes a <record> by ID.") and its fast path."""
-        method = f"delete_{self.noun.lower()}"
-        id_param = self.id_column
-
-        def delete(tables: Any, **arguments: Any) -> str:
-            return self.delete(tables, arguments.get(id_param))
-
-        def delete_fast(tables: SessionTables, **arguments: Any) -> Any:
-            return self.delete_fast(tables, arguments.get(id_param))
-
-        delete.__doc__ = (
-            f"Remove every {self.noun.lower()} with this id (REFERENCE.md {reference}); the "
-            "other rows keep their labels.\n\nThe id is looked up as :func:`id_rows` does (a list "
-            "id fails there; another type than the stored ids is not found)."
+        noun = self.noun.lower()
+        doc = (
+            f"Remove every {noun} with this id (REFERENCE.md {reference}); the other rows keep "
+            "their labels: :meth:`IdRecords.delete`."
         )
-        delete_fast.__doc__ = (
-            f"Every outcome for a str ``{id_param}`` on a text-only table (rows keep their "
-            "labels); falls back for other id types and a table holding non-text cells."
-        )
-        self._present(delete, method, _by_id_signature(id_param))
-        self._present(delete_fast, f"_{method}_fast", _by_id_signature(id_param))
-        writes = (self.key,)
-        kit.tool(
-            method, f"Deletes a {record} by ID.", {id_param: self.id_schema}, (id_param,), writes
-        )(delete)
-        kit.fast_path(method)(delete_fast)
+        properties = {self.id_column: self.id_schema}
+        self._declare(kit, "delete", f"Deletes a {record} by ID.", properties, doc)
 
     def declare_update(self, kit: Toolkit, record: str, reference: str) -> None:
         """Register ``update_<noun>`` ("Updates a <record> by ID.") and its fast path."""
-        method = f"update_{self.noun.lower()}"
-        id_param = self.id_column
-
-        def update(tables: Any, **arguments: Any) -> str:
-            get = arguments.get
-            return self.update(tables, get(id_param), get("field"), get("new_value"))
-
-        def update_fast(tables: SessionTables, **arguments: Any) -> Any:
-            get = arguments.get
-            return self.update_fast(tables, get(id_param), get("field"), get("new_value"))
-
-        update.__doc__ = (
-            f"Set ``field`` of every {self.noun.lower()} with this id to ``new_value`` "
-            f"(REFERENCE.md {reference}): :meth:`IdRecords.update`."
+        noun = self.noun.lower()
+        doc = (
+            f"Set ``field`` of every {noun} with this id to ``new_value`` (REFERENCE.md "
+            f"{reference}): :meth:`IdRecords.update`."
         )
-        update_fast.__doc__ = ":meth:`IdRecords.update_fast`: str arguments, text-only table."
-        signature = _by_id_signature(id_param, "field", "new_value")
-        self._present(update, method, signature)
-        self._present(update_fast, f"_{method}_fast", signature)
         properties = {
-            id_param: self.id_schema,
+            self.id_column: self.id_schema,
             "field": string(listing("Field to update. Available fields are: ", self.updatable)),
             "new_value": string("New value for the field"),
         }
-        required = (id_param, "field", "new_value")
-        kit.tool(method, f"Updates a {record} by ID.", properties, required, (self.key,))(update)
-        kit.fast_path(method)(update_fast)
+        self._declare(kit, "update", f"Updates a {record} by ID.", properties, doc)
 
-    @staticmethod
-    def _present(func: Callable[..., Any], name: str, signature: inspect.Signature) -> None:
-        """Give a generated tool function the name and signature a hand-written one would have."""
-        func.__name__ = func.__qualname__ = name
-        func.__signature__ = signature  # type: ignore[attr-defined]
+    def _declare(
+        self, kit: Toolkit, verb: str, description: str, properties: dict[str, Any], doc: str
+    ) -> None:
+        """Register tool ``<verb>_<noun>`` (every property required, writes the table) and its
+        fast path: functions named, documented and signed as hand-written ones would be, that
+        pass the arguments in property order to method ``verb`` and ``<verb>_fast``."""
+        method = f"{verb}_{self.noun.lower()}"
+        names = tuple(properties)
+        run, run_fast = getattr(self, verb), getattr(self, f"{verb}_fast")
+
+        def pandas_tool(tables: Any, **arguments: Any) -> str:
+            return run(tables, *map(arguments.get, names))
+
+        def fast_tool(tables: SessionTables, **arguments: Any) -> Any:
+            return run_fast(tables, *map(arguments.get, names))
+
+        keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        signature = inspect.Signature(
+            [
+                inspect.Parameter("tables", keyword, annotation="SessionTables"),
+                *(inspect.Parameter(name, keyword, default=None) for name in names),
+            ]
+        )
+        for func, name in ((pandas_tool, method), (fast_tool, f"_{method}_fast")):
+            func.__name__ = func.__qualname__ = name
+            func.__signature__ = signature  # type: ignore[attr-defined]
+        pandas_tool.__doc__ = doc
+        fast_tool.__doc__ = f":meth:`IdRecords.{verb}_fast`: str arguments, text-only table."
+        kit.tool(description, properties, names, (self.key,))(pandas_tool)
+        kit.fast_path(method)(fast_tool)

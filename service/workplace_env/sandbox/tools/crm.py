@@ -26,6 +26,7 @@ from workplace_env.sandbox.tables import CRM, SessionTables
 from workplace_env.sandbox.tools.common import (
     FieldRule,
     IdRecords,
+    NewRow,
     Predicate,
     all_text,
     append_text_row,
@@ -43,7 +44,7 @@ _KIT = Toolkit("customer_relationship_manager")
 
 _STATUSES = ("Qualified", "Won", "Lost", "Lead", "Proposal")
 _PRODUCTS = ("Software", "Hardware", "Services", "Consulting", "Training")
-#: The fields an update may name, as its schema and its refusal list them.
+#: The fields an update may name, in the order its schema and its refusal list them.
 _UPDATABLE = (
     "customer_name",
     "assigned_to_email",
@@ -75,46 +76,73 @@ _CUSTOMERS = IdRecords(
     listing("Field not valid. Please choose from: ", _UPDATABLE),
 )
 
+#: The add's checks: status and product are not validated; the assignee is lower-cased, then a
+#: truthy customer email (a non-str fails on ``lower``, the assignee's first).
+_ADD_REQUIRED = ("customer_name", "assigned_to_email", "status")
+_NEW = NewRow(
+    _ADD_REQUIRED,
+    f"Please provide all required fields: {', '.join(_ADD_REQUIRED)}.",
+    ("assigned_to_email", "customer_email"),
+    {"notes": ""},
+)
 _NAME = string("Name of the customer")
 _EMAIL = string("Email address of the customer")
 _ASSIGNEE = string("Email address of the person assigned to the customer")
 
 
+#: The search's regex filters and date bounds, in the reference's order: argument names, and
+#: for a bound its column and comparison.
+_TEXT_FILTERS = (
+    "customer_name",
+    "customer_email",
+    "product_interest",
+    "status",
+    "assigned_to_email",
+)
+_BOUNDS = (
+    ("last_contact_date_min", "last_contact_date", ">="),
+    ("last_contact_date_max", "last_contact_date", "<="),
+    ("follow_up_by_min", "follow_up_by", ">="),
+    ("follow_up_by_max", "follow_up_by", "<="),
+)
+
+
+# -- the tools' advertised parameters, by method ----------------------------------------
+
+_SEARCH_CUSTOMERS = {
+    "customer_name": _NAME,
+    "customer_email": _EMAIL,
+    "product_interest": string("Product interest of the customer"),
+    "status": string("Current status of the customer"),
+    "assigned_to_email": _ASSIGNEE,
+    "last_contact_date_min": string("Minimum last contact date. Format: YYYY-MM-DD"),
+    "last_contact_date_max": string("Maximum last contact date. Format: YYYY-MM-DD"),
+    "follow_up_by_min": string("Minimum follow up date. Format: YYYY-MM-DD"),
+    "follow_up_by_max": string("Maximum follow up date. Format: YYYY-MM-DD"),
+    "page": integer("Page number of results to return"),
+    "page_size": integer("Number of customers per page"),
+}
+_ADD_CUSTOMER = {
+    "customer_name": _NAME,
+    "assigned_to_email": _ASSIGNEE,
+    "status": string(listing("Current status of the customer. One of: ", _STATUSES)),
+    "customer_email": _EMAIL,
+    "customer_phone": string("Phone number of the customer"),
+    "last_contact_date": string("The last date the customer was contacted. Format: YYYY-MM-DD"),
+    "product_interest": string(listing("Product interest of the customer. One of: ", _PRODUCTS)),
+    "notes": string("Notes about the customer"),
+    "follow_up_by": string("Date for the next follow up. Format: YYYY-MM-DD"),
+}
+
+
 def _search_filters(
-    customer_name: Any = None,
-    customer_email: Any = None,
-    product_interest: Any = None,
-    status: Any = None,
-    assigned_to_email: Any = None,
-    last_contact_date_min: Any = None,
-    last_contact_date_max: Any = None,
-    follow_up_by_min: Any = None,
-    follow_up_by_max: Any = None,
+    filters: dict[str, Any],
 ) -> tuple[list[tuple[str, Any]], list[tuple[str, str, Any]]]:
-    """The search's filters (its arguments but the paging ones) in the reference's order, falsy
-    values left out: (column, pattern) regex filters, then (column, ">=" or "<=", bound) date
-    bounds."""
-    texts = [
-        (column, pattern)
-        for column, pattern in (
-            ("customer_name", customer_name),
-            ("customer_email", customer_email),
-            ("product_interest", product_interest),
-            ("status", status),
-            ("assigned_to_email", assigned_to_email),
-        )
-        if pattern
-    ]
-    bounds = [
-        (column, op, bound)
-        for column, op, bound in (
-            ("last_contact_date", ">=", last_contact_date_min),
-            ("last_contact_date", "<=", last_contact_date_max),
-            ("follow_up_by", ">=", follow_up_by_min),
-            ("follow_up_by", "<=", follow_up_by_max),
-        )
-        if bound
-    ]
+    """The search's ``filters`` (its arguments but the paging ones) in the reference's order,
+    falsy values left out: (column, pattern) regex filters, then (column, ">=" or "<=", bound)
+    date bounds."""
+    texts = [(column, filters[column]) for column in _TEXT_FILTERS if filters.get(column)]
+    bounds = [(column, op, filters[name]) for name, column, op in _BOUNDS if filters.get(name)]
     return texts, bounds
 
 
@@ -155,35 +183,23 @@ def _bound_test(op: str, bound: Any) -> Predicate:
 
 
 @_KIT.tool(
-    "search_customers",
     "Searches for customers based on the given parameters with pagination support.",
-    properties={
-        "customer_name": _NAME,
-        "customer_email": _EMAIL,
-        "product_interest": string("Product interest of the customer"),
-        "status": string("Current status of the customer"),
-        "assigned_to_email": _ASSIGNEE,
-        "last_contact_date_min": string("Minimum last contact date. Format: YYYY-MM-DD"),
-        "last_contact_date_max": string("Maximum last contact date. Format: YYYY-MM-DD"),
-        "follow_up_by_min": string("Minimum follow up date. Format: YYYY-MM-DD"),
-        "follow_up_by_max": string("Maximum follow up date. Format: YYYY-MM-DD"),
-        "page": integer("Page number of results to return"),
-        "page_size": integer("Number of customers per page"),
-    },
+    _SEARCH_CUSTOMERS,
+    required=(),
 )
 def search_customers(
     tables: SessionTables, page: Any = 1, page_size: Any = 5, **filters: Any
 ) -> dict[str, Any] | str:
     """One page of the matching customers, in table order (REFERENCE.md f.24).
 
-    ``filters`` as :func:`_search_filters` takes them. Text filters are case-insensitive regular
+    ``filters`` as :func:`_search_filters` reads them. Text filters are case-insensitive regular
     expressions (Python ``re``); date bounds compare the stored strings (``"2023-11-30 23:59:00"
     >= "2023-11-30"``), inclusive; a missing cell never passes a bound. Returns ``{customers:
     [...], pagination: {total_customers, page, page_size, total_pages}}`` with ``page`` clamped
     to ``[1, total_pages]``. Strings: ``"No search parameters provided. Please provide at least
     one parameter."``, ``"No customers found."``.
     """
-    texts, bounds = _search_filters(**filters)
+    texts, bounds = _search_filters(filters)
     if not texts and not bounds:
         return _NO_SEARCH
     crm = tables[CRM]
@@ -214,7 +230,7 @@ def _search_customers_fast(
     pandas' object comparison has it). Falls back for a non-str truthy filter, a bool/float/str
     page or page size, a page size below 1 and a pattern that does not compile.
     """
-    texts, bounds = _search_filters(**filters)
+    texts, bounds = _search_filters(filters)
     if not texts and not bounds:
         return _NO_SEARCH
     if type(page) is not int or type(page_size) is not int or page_size < 1:
@@ -249,71 +265,15 @@ def _search_customers_fast(
 _CUSTOMERS.declare_update(_KIT, "customer record", "f.25")
 
 
-def _new_customer(
-    customer_name: Any = None,
-    assigned_to_email: Any = None,
-    status: Any = None,
-    customer_email: Any = None,
-    customer_phone: Any = None,
-    last_contact_date: Any = None,
-    product_interest: Any = None,
-    notes: Any = "",
-    follow_up_by: Any = None,
-) -> tuple[Any, ...] | str:
-    """The new customer's cells after its id, in column order, or the message refusing them.
-
-    The name, assignee and status must be truthy; status and product are not validated. The
-    assignee is lower-cased, then a truthy customer email (a non-str fails on ``lower``, the
-    assignee's first). Other values are kept as sent, an omitted optional as None.
-    """
-    if not all([customer_name, assigned_to_email, status]):
-        return "Please provide all required fields: customer_name, assigned_to_email, status."
-    assignee = assigned_to_email.lower()
-    if customer_email:
-        customer_email = customer_email.lower()
-    return (
-        assignee,
-        customer_name,
-        customer_email,
-        customer_phone,
-        last_contact_date,
-        product_interest,
-        status,
-        follow_up_by,
-        notes,
-    )
-
-
-@_KIT.tool(
-    "add_customer",
-    "Adds a new customer record.",
-    properties={
-        "customer_name": _NAME,
-        "assigned_to_email": _ASSIGNEE,
-        "status": string(
-            "Current status of the customer. One of: 'Qualified', 'Won', 'Lost', 'Lead', 'Proposal'"
-        ),
-        "customer_email": _EMAIL,
-        "customer_phone": string("Phone number of the customer"),
-        "last_contact_date": string("The last date the customer was contacted. Format: YYYY-MM-DD"),
-        "product_interest": string(
-            "Product interest of the customer. One of: 'Software', 'Hardware', 'Services', "
-            "'Consulting', 'Training'"
-        ),
-        "notes": string("Notes about the customer"),
-        "follow_up_by": string("Date for the next follow up. Format: YYYY-MM-DD"),
-    },
-    required=("customer_name", "assigned_to_email", "status"),
-    writes=(CRM,),
-)
+@_KIT.tool("Adds a new customer record.", _ADD_CUSTOMER, required=_ADD_REQUIRED, writes=(CRM,))
 def add_customer(tables: SessionTables, **arguments: Any) -> str:
     """Append a customer and return its id, the next 8-digit one (REFERENCE.md f.26).
 
-    ``arguments`` as :func:`_new_customer` takes them, which checks them and lower-cases the
-    addresses before the id is computed (black-box: on an emptied table the ``lower`` error wins
-    over the id's NaN error); the table is renumbered 0..n.
+    ``arguments`` as :data:`_NEW` has them checked, the addresses lower-cased before the id is
+    computed (black-box: on an emptied table the ``lower`` error wins over the id's NaN error);
+    the table is renumbered 0..n.
     """
-    cells = _new_customer(**arguments)
+    cells = _CUSTOMERS.new_cells(_NEW, arguments)
     if type(cells) is str:
         return cells
     return frame_append(tables, CRM, cells)
@@ -329,7 +289,7 @@ def _add_customer_fast(tables: SessionTables, **arguments: Any) -> Any:
     """
     if any(value is not None and type(value) is not str for value in arguments.values()):
         return FALLBACK
-    cells = _new_customer(**arguments)
+    cells = _CUSTOMERS.new_cells(_NEW, arguments)
     if type(cells) is str:
         return cells
     return append_text_row(tables, CRM, cells)

@@ -14,10 +14,16 @@ from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, string
 _KIT = Toolkit("company_directory")
 
 
+_FIND_EMAIL_ADDRESS = {"name": string("Name or partial name to search for in email addresses")}
+
+
+# -- the tools' advertised parameters, by method ----------------------------------------
+
+
 @_KIT.tool(
-    "find_email_address",
     "Finds all email addresses containing the given name (case-insensitive search).",
-    properties={"name": string("Name or partial name to search for in email addresses")},
+    _FIND_EMAIL_ADDRESS,
+    required=(),
 )
 def find_email_address(tables: SessionTables, name: str = "") -> list[str] | str:
     """Every directory address the lower-cased ``name`` matches, in table order (REFERENCE.md f.1).

@@ -52,6 +52,42 @@ _TEXT_CACHE: BoundedMemo[tuple[str, str, str], str] = BoundedMemo(_CACHE_LIMIT)
 _STAMP_CACHE: BoundedMemo[str, int] = BoundedMemo(_CACHE_LIMIT)
 
 
+# -- the tools' advertised parameters, by method ----------------------------------------
+
+_GET_EMAIL_INFORMATION_BY_ID = {
+    "email_id": string("Unique ID of the email"),
+    "field": string(
+        "Specific field to return. Available fields: 'email_id', "
+        "'inbox/outbox', 'sender/recipient', 'subject', 'sent_datetime', 'body'"
+    ),
+}
+_SEARCH_EMAILS = {
+    "query": string("Search query, matching terms in subject, body, or sender/recipient fields"),
+    "date_min": string(
+        "Lower date limit for the email's sent date (inclusive). Format: YYYY-MM-DD"
+    ),
+    "date_max": string(
+        "Upper date limit for the email's sent date (inclusive). Format: YYYY-MM-DD"
+    ),
+    "page": integer("Page number of results to return"),
+    "page_size": integer("Number of emails per page"),
+}
+_SEND_EMAIL = {
+    "recipient": string("Email address of the recipient"),
+    "subject": string("Subject line of the email"),
+    "body": string("Body content of the email"),
+}
+_DELETE_EMAIL = {"email_id": string("Unique ID of the email to be deleted")}
+_FORWARD_EMAIL = {
+    "email_id": string("Unique ID of the email to be forwarded"),
+    "recipient": string("Email address of the recipient"),
+}
+_REPLY_EMAIL = {
+    "email_id": string("Unique ID of the email to be replied"),
+    "body": string("Body content of the email"),
+}
+
+
 def _cached_text(key: tuple[Any, Any, Any]) -> str | None:
     """The cached search text of one row, or None (also for an unhashable row)."""
     try:
@@ -467,18 +503,7 @@ def _search_index(tables: SessionTables, table: Table) -> _SearchIndex:
     return index
 
 
-@_KIT.tool(
-    "get_email_information_by_id",
-    "Retrieves specific details of an email by its ID.",
-    properties={
-        "email_id": string("Unique ID of the email"),
-        "field": string(
-            "Specific field to return. Available fields: 'email_id', "
-            "'inbox/outbox', 'sender/recipient', 'subject', 'sent_datetime', 'body'"
-        ),
-    },
-    required=("email_id", "field"),
-)
+@_KIT.tool("Retrieves specific details of an email by its ID.", _GET_EMAIL_INFORMATION_BY_ID)
 def get_email_information_by_id(
     tables: SessionTables, email_id: Any = None, field: Any = None
 ) -> dict[str, Any] | str:
@@ -533,23 +558,11 @@ def get_email_information_by_id_fast(
 
 
 @_KIT.tool(
-    "search_emails",
     "Searches for emails matching the given query across subject, body, or sender "
     "fields. The function matches an email if all words in the query appear in any of these "
     "fields.",
-    properties={
-        "query": string(
-            "Search query, matching terms in subject, body, or sender/recipient fields"
-        ),
-        "date_min": string(
-            "Lower date limit for the email's sent date (inclusive). Format: YYYY-MM-DD"
-        ),
-        "date_max": string(
-            "Upper date limit for the email's sent date (inclusive). Format: YYYY-MM-DD"
-        ),
-        "page": integer("Page number of results to return"),
-        "page_size": integer("Number of emails per page"),
-    },
+    _SEARCH_EMAILS,
+    required=(),
 )
 def search_emails(
     tables: SessionTables,
@@ -712,17 +725,7 @@ def _append(frame: pd.DataFrame, row: list[Any]) -> pd.DataFrame:
     return pd.concat([frame, new_row], ignore_index=True)
 
 
-@_KIT.tool(
-    "send_email",
-    "Sends an email to the specified recipient.",
-    properties={
-        "recipient": string("Email address of the recipient"),
-        "subject": string("Subject line of the email"),
-        "body": string("Body content of the email"),
-    },
-    required=("recipient", "subject", "body"),
-    writes=(EMAILS,),
-)
+@_KIT.tool("Sends an email to the specified recipient.", _SEND_EMAIL, writes=(EMAILS,))
 def send_email(
     tables: SessionTables, recipient: Any = None, subject: Any = None, body: Any = None
 ) -> str:
@@ -777,13 +780,7 @@ def send_email_fast(
     return "Email sent successfully."
 
 
-@_KIT.tool(
-    "delete_email",
-    "Deletes an email by its ID.",
-    properties={"email_id": string("Unique ID of the email to be deleted")},
-    required=("email_id",),
-    writes=(EMAILS,),
-)
+@_KIT.tool("Deletes an email by its ID.", _DELETE_EMAIL, writes=(EMAILS,))
 def delete_email(tables: SessionTables, email_id: Any = None) -> str:
     """Delete the email ``email_id``; other rows keep their labels (REFERENCE.md f.5).
 
@@ -829,6 +826,9 @@ def delete_email_fast(tables: SessionTables, email_id: Any = None) -> Any:
     return "Email deleted successfully."
 
 
+_REPLIED = "Email replied successfully."
+
+
 def _relay(result: Any, success: str) -> Any:
     """Forward/reply report the inner send's failure when it says "Error" or "Invalid".
 
@@ -837,6 +837,15 @@ def _relay(result: Any, success: str) -> Any:
     if result is FALLBACK:
         return result
     return result if "Error" in result or "Invalid" in result else success
+
+
+def _frame_subject_and(frame: pd.DataFrame, email_id: Any, column: str) -> tuple[Any, Any] | None:
+    """The subject and ``column`` of the first email whose id equals ``email_id`` (pandas;
+    forward, reply), or None; the lookup's errors are :func:`_find`'s."""
+    position = _find(frame, email_id)
+    if position is None:
+        return None
+    return tuple(frame[c].to_numpy(dtype=object)[position] for c in (_SUBJECT, column))
 
 
 def _subject_and(tables: SessionTables, email_id: str, column: str) -> tuple[Any, Any] | str:
@@ -853,16 +862,7 @@ def _subject_and(tables: SessionTables, email_id: str, column: str) -> tuple[Any
     return table.data[_SUBJECT][position], table.data[column][position]
 
 
-@_KIT.tool(
-    "forward_email",
-    "Forwards an email to the specified recipient.",
-    properties={
-        "email_id": string("Unique ID of the email to be forwarded"),
-        "recipient": string("Email address of the recipient"),
-    },
-    required=("email_id", "recipient"),
-    writes=(EMAILS,),
-)
+@_KIT.tool("Forwards an email to the specified recipient.", _FORWARD_EMAIL, writes=(EMAILS,))
 def forward_email(tables: SessionTables, email_id: Any = None, recipient: Any = None) -> str:
     """Send ``"FW: <subject>"`` with the original body to ``recipient`` (REFERENCE.md f.6).
 
@@ -881,14 +881,12 @@ def forward_email(tables: SessionTables, email_id: Any = None, recipient: Any = 
             return "Email not found."
         # The forward lower-cases the address itself, so a failure there is its own error.
         recipient = recipient.lower()
-        position = _find(frame, email_id)
-        if position is None:
+        found = _frame_subject_and(frame, email_id, _BODY)
+        if found is None:
             return "Email not found."
-        subject = frame[_SUBJECT].to_numpy(dtype=object)[position]
-        body = frame[_BODY].to_numpy(dtype=object)[position]
         # The inner send may quietly send nothing (an empty original body): still a success.
-        result = send_email(tables, recipient, f"FW: {subject}", body)
-        return _relay(result, "Email forwarded successfully.")
+        sent = send_email(tables, recipient, f"FW: {found[0]}", found[1])
+        return _relay(sent, "Email forwarded successfully.")
     except Exception as exc:
         return f"Error forwarding email: {exc}"
 
@@ -911,20 +909,11 @@ def forward_email_fast(tables: SessionTables, email_id: Any = None, recipient: A
     found = _subject_and(tables, email_id, _BODY)
     if type(found) is not tuple:
         return found
-    result = send_email_fast(tables, recipient, f"FW: {found[0]}", found[1])
-    return _relay(result, "Email forwarded successfully.")
+    sent = send_email_fast(tables, recipient, f"FW: {found[0]}", found[1])
+    return _relay(sent, "Email forwarded successfully.")
 
 
-@_KIT.tool(
-    "reply_email",
-    "Replies to an email by its ID.",
-    properties={
-        "email_id": string("Unique ID of the email to be replied"),
-        "body": string("Body content of the email"),
-    },
-    required=("email_id", "body"),
-    writes=(EMAILS,),
-)
+@_KIT.tool("Replies to an email by its ID.", _REPLY_EMAIL, writes=(EMAILS,))
 def reply_email(tables: SessionTables, email_id: Any = None, body: Any = None) -> str:
     """Send ``"RE: <subject>"`` with ``body`` to the email's sender/recipient (REFERENCE.md f.7).
 
@@ -938,13 +927,10 @@ def reply_email(tables: SessionTables, email_id: Any = None, body: Any = None) -
         frame = tables[EMAILS]
         if not _listed(frame, email_id):
             return "Email not found."
-        position = _find(frame, email_id)
-        if position is None:
+        found = _frame_subject_and(frame, email_id, _PARTY)
+        if found is None:
             return "Email not found."
-        subject = frame[_SUBJECT].to_numpy(dtype=object)[position]
-        party = frame[_PARTY].to_numpy(dtype=object)[position]
-        result = send_email(tables, party, f"RE: {subject}", body)
-        return _relay(result, "Email replied successfully.")
+        return _relay(send_email(tables, found[1], f"RE: {found[0]}", body), _REPLIED)
     except Exception as exc:
         return f"Error replying to email: {exc}"
 
@@ -966,5 +952,4 @@ def reply_email_fast(tables: SessionTables, email_id: Any = None, body: Any = No
     found = _subject_and(tables, email_id, _PARTY)
     if type(found) is not tuple:
         return found
-    result = send_email_fast(tables, found[1], f"RE: {found[0]}", body)
-    return _relay(result, "Email replied successfully.")
+    return _relay(send_email_fast(tables, found[1], f"RE: {found[0]}", body), _REPLIED)

@@ -19,7 +19,6 @@ goldens and black-box calls to the reference server; tests/domain/test_tool_blac
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,7 @@ from workplace_env.sandbox.tables import COLUMNS, TASKS, SessionTables
 from workplace_env.sandbox.tools.common import (
     FieldRule,
     IdRecords,
+    NewRow,
     append_text_row,
     equals_lowered,
     filtered_rows,
@@ -59,40 +59,52 @@ _RULES = {
 _ID = string("8-digit ID of the task")
 _TASKS = IdRecords(TASKS, "Task", _ID, COLUMNS[TASKS][1:], _RULES, "Field not valid.")
 
+#: The create's checks: every argument truthy, then the update's rules for the assignee
+#: (lower-cased, a non-str fails on ``lower``; known to the table), the list and the board.
+_NEW = NewRow(
+    COLUMNS[TASKS][1:], "Missing task details.", ("assigned_to_email", "list_name", "board")
+)
 _NAME = string("Name of the task")
 _ASSIGNEE = string("Email address of the person assigned to the task")
 _DUE = string("Due date of the task in YYYY-MM-DD format")
+_LIST = "Name of the list the task belongs to"
+_BOARD = "Name of the board the task belongs to"
 
 
-def _search_filters(
-    task_name: Any, assigned_to_email: Any, list_name: Any, due_date: Any, board: Any
-) -> list[tuple[str, Any]]:
-    """The search's (column, value) filters in the reference's order; falsy values are none."""
-    return [
-        (column, value)
-        for column, value in (
-            ("task_name", task_name),
-            ("assigned_to_email", assigned_to_email),
-            ("list_name", list_name),
-            ("due_date", due_date),
-            ("board", board),
-        )
-        if value
-    ]
+# -- the tools' advertised parameters, by method ----------------------------------------
+
+_GET_TASK_INFORMATION_BY_ID = {
+    "task_id": _ID,
+    "field": string(listing("Field to return. Available fields are: ", COLUMNS[TASKS])),
+}
+_SEARCH_TASKS = {
+    "task_name": _NAME,
+    "assigned_to_email": _ASSIGNEE,
+    "list_name": string(_LIST),
+    "due_date": _DUE,
+    "board": string(_BOARD),
+}
+_CREATE_TASK = {
+    **_SEARCH_TASKS,
+    "list_name": string(listing(f"{_LIST}. One of: ", _LISTS)),
+    "board": string(listing(f"{_BOARD}. One of: ", _BOARDS)),
+}
 
 
-@_KIT.tool(
-    "get_task_information_by_id",
-    "Returns the task information for a given ID.",
-    properties={
-        "task_id": _ID,
-        "field": string(
-            "Field to return. Available fields are: 'task_id', 'task_name', "
-            "'assigned_to_email', 'list_name', 'due_date', 'board'"
-        ),
-    },
-    required=("task_id", "field"),
-)
+def _search_filters(filters: dict[str, Any]) -> list[tuple[str, Any]] | str:
+    """The search's (column, value) filters in the reference's order, falsy values left out, or
+    the message refusing them: none at all, an assignee that does not look like an address (a
+    non-str one fails in ``re``: black-box)."""
+    found = [(column, filters[column]) for column in COLUMNS[TASKS][1:] if filters.get(column)]
+    if not found:
+        return "No search parameters provided."
+    assignee = filters.get("assigned_to_email")
+    if assignee and not _email_format_match(assignee):
+        return "Invalid email format for assigned_to_email."
+    return found
+
+
+@_KIT.tool("Returns the task information for a given ID.", _GET_TASK_INFORMATION_BY_ID)
 def get_task_information_by_id(
     tables: SessionTables, task_id: Any = None, field: Any = None
 ) -> dict[str, Any] | str:
@@ -145,40 +157,19 @@ def _get_task_information_by_id_fast(
     return {field: cells[i]}
 
 
-@_KIT.tool(
-    "search_tasks",
-    "Searches for tasks based on the given parameters.",
-    properties={
-        "task_name": _NAME,
-        "assigned_to_email": _ASSIGNEE,
-        "list_name": string("Name of the list the task belongs to"),
-        "due_date": _DUE,
-        "board": string("Name of the board the task belongs to"),
-    },
-)
-def search_tasks(
-    tables: SessionTables,
-    task_name: Any = None,
-    assigned_to_email: Any = None,
-    list_name: Any = None,
-    due_date: Any = None,
-    board: Any = None,
-) -> list[dict[str, Any]] | str:
+@_KIT.tool("Searches for tasks based on the given parameters.", _SEARCH_TASKS, required=())
+def search_tasks(tables: SessionTables, **filters: Any) -> list[dict[str, Any]] | str:
     """The tasks passing every given filter, as row dicts in table order (REFERENCE.md f.20).
 
-    Falsy arguments are no filter; with none at all: ``"No search parameters provided."``. A
-    given assignee must look like an address first (``"Invalid email format for
-    assigned_to_email."``; a non-str one fails in ``re``, before any filter: black-box). Then the
-    filters narrow the table in parameter order: the assignee is an exact case-insensitive match,
-    the others case-insensitive regular expressions (pandas ``str.contains``), so their pattern
-    errors, the NA-mask error of a non-text cell and the ``.str`` accessor's error on a column
-    left without text are the outputs (goldens; black-box for the last).
+    ``filters`` as :func:`_search_filters` reads and checks them. Then the filters narrow the
+    table in parameter order: the assignee is an exact case-insensitive match, the others
+    case-insensitive regular expressions (pandas ``str.contains``), so their pattern errors, the
+    NA-mask error of a non-text cell and the ``.str`` accessor's error on a column left without
+    text are the outputs (goldens; black-box for the last).
     """
-    filters = _search_filters(task_name, assigned_to_email, list_name, due_date, board)
-    if not filters:
-        return "No search parameters provided."
-    if assigned_to_email and not _email_format_match(assigned_to_email):
-        return "Invalid email format for assigned_to_email."
+    found = _search_filters(filters)
+    if type(found) is str:
+        return found
     steps = [
         (
             column,
@@ -186,41 +177,32 @@ def search_tasks(
             if column == "assigned_to_email"
             else matches_pattern(value),
         )
-        for column, value in filters
+        for column, value in found
     ]
     tasks = tables[TASKS]
     return frame_records(tasks, narrow(tasks, steps))
 
 
 @_KIT.fast_path("search_tasks")
-def _search_tasks_fast(
-    tables: SessionTables,
-    task_name: Any = None,
-    assigned_to_email: Any = None,
-    list_name: Any = None,
-    due_date: Any = None,
-    board: Any = None,
-) -> Any:
+def _search_tasks_fast(tables: SessionTables, **filters: Any) -> Any:
     """Every outcome for str filters (falsy ones ignored) on a text-only table.
 
     Filters narrow the rows in the reference's order; a regex filter meeting a missing cell is
     pandas' NA-mask error. Falls back for a non-str truthy filter and a pattern that does not
     compile (pandas' error text decides).
     """
-    if not any([task_name, assigned_to_email, list_name, due_date, board]):
-        return "No search parameters provided."
-    filters = _search_filters(task_name, assigned_to_email, list_name, due_date, board)
-    if any(type(value) is not str for _, value in filters):
+    if any(value and type(value) is not str for value in filters.values()):
         return FALLBACK
-    if assigned_to_email and not _email_format_match(assigned_to_email):
-        return "Invalid email format for assigned_to_email."
+    found = _search_filters(filters)
+    if type(found) is str:
+        return found
     table = tables.table(TASKS)
     if not table.text_only:
         return FALLBACK
     # The assignee is an exact case-insensitive match, the others regex searches.
     tests = [
         (column, ("=", value.lower()) if column == "assigned_to_email" else value)
-        for column, value in filters
+        for column, value in found
     ]
     rows = filtered_rows("project_management_search_tasks", table, tests)
     if rows is FALLBACK or type(rows) is str:
@@ -228,57 +210,14 @@ def _search_tasks_fast(
     return table.records(rows)
 
 
-def _new_task(
-    column: Callable[[str], list[Any]],
-    task_name: Any = None,
-    assigned_to_email: Any = None,
-    list_name: Any = None,
-    due_date: Any = None,
-    board: Any = None,
-) -> tuple[Any, ...] | str:
-    """The new task's cells after its id, in column order, or the message refusing them.
-
-    Checks, in order (fast path; black-box for odd types): every argument truthy (``"Missing
-    task details."``); then the update's rules (:data:`_RULES`) for the assignee, lower-cased (a
-    non-str fails on ``lower``) and known to ``column("assigned_to_email")``, the list and the
-    board. Name and due date are kept as sent (any type).
-    """
-    cells = {
-        "task_name": task_name,
-        "assigned_to_email": assigned_to_email,
-        "list_name": list_name,
-        "due_date": due_date,
-        "board": board,
-    }
-    if not all(cells.values()):
-        return "Missing task details."
-    for field in ("assigned_to_email", "list_name", "board"):
-        cells[field], problem = _TASKS.vetted(field, cells[field], column)
-        if problem is not None:
-            return problem
-    return tuple(cells.values())
-
-
-@_KIT.tool(
-    "create_task",
-    "Creates a new task.",
-    properties={
-        "task_name": _NAME,
-        "assigned_to_email": _ASSIGNEE,
-        "list_name": string(listing("Name of the list the task belongs to. One of: ", _LISTS)),
-        "due_date": _DUE,
-        "board": string(listing("Name of the board the task belongs to. One of: ", _BOARDS)),
-    },
-    required=COLUMNS[TASKS][1:],
-    writes=(TASKS,),
-)
+@_KIT.tool("Creates a new task.", _CREATE_TASK, writes=(TASKS,))
 def create_task(tables: SessionTables, **arguments: Any) -> str:
     """Append a task and return its id, the next 8-digit one (REFERENCE.md f.21).
 
-    ``arguments`` as :func:`_new_task` takes them, which checks them; the table is renumbered
-    0..n (:func:`~workplace_env.sandbox.tools.common.frame_append`).
+    ``arguments`` as :data:`_NEW` has them checked (name and due date kept as sent); the table
+    is renumbered 0..n (:func:`~workplace_env.sandbox.tools.common.frame_append`).
     """
-    cells = _new_task(lambda name: tables[TASKS][name].tolist(), **arguments)
+    cells = _TASKS.new_cells(_NEW, arguments, lambda name: tables[TASKS][name].tolist())
     if type(cells) is str:
         return cells
     return frame_append(tables, TASKS, cells)
@@ -296,7 +235,7 @@ def _create_task_fast(tables: SessionTables, **arguments: Any) -> Any:
     table = text_table(tables, TASKS)
     if table is None:
         return FALLBACK
-    cells = _new_task(table.data.__getitem__, **arguments)
+    cells = _TASKS.new_cells(_NEW, arguments, table.data.__getitem__)
     if type(cells) is str:
         return cells
     return append_text_row(tables, TASKS, cells)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -92,44 +92,43 @@ class Toolkit:
 
     def tool(
         self,
-        method: str,
         description: str,
         properties: Mapping[str, Any],
-        required: tuple[str, ...] = (),
+        required: tuple[str, ...] | None = None,
         writes: tuple[str, ...] = (),
     ) -> Callable[[ToolFunc], ToolFunc]:
-        """Register ``func(tables, **kwargs)`` as the tool of ``method`` with its JSON schema.
+        """Register ``func(tables, **kwargs)`` as the tool of method ``func.__name__``.
 
-        ``properties`` (parameter name -> JSON schema) and ``required`` make the schema's
-        ``parameters`` object, which admits no other property; the properties' order gives the
-        keyword parameters' declaration order (used for "Did you mean" suggestions). ``writes``
-        are the table keys the tool may change. Raises ValueError for a name registered twice.
+        ``description``, ``properties`` (parameter name -> JSON schema) and ``required`` (every
+        property unless given) make the advertised schema, whose ``parameters`` object admits no
+        other property; the properties' order gives the keyword parameters' declaration order
+        (used for "Did you mean" suggestions). ``writes`` are the table keys the tool may change.
+        Raises ValueError for a name registered twice.
         """
-        name = self.prefix + method
         parameters = {
             "type": "object",
             "properties": properties,
-            "required": list(required),
+            "required": list(properties if required is None else required),
             "additionalProperties": False,
-        }
-        schema = {
-            "type": "function",
-            "name": name,
-            "description": description,
-            "parameters": parameters,
-            "strict": False,
         }
 
         def register(func: ToolFunc) -> ToolFunc:
+            name = self.prefix + func.__name__
             if name in TOOLS:
                 raise ValueError(f"tool {name} registered twice")
             TOOLS[name] = Tool(
                 name=name,
-                qualname=f"{self.owner}.{method}",
+                qualname=f"{self.owner}.{func.__name__}",
                 func=func,
                 params=tuple(properties),
                 writes=frozenset(writes),
-                schema=schema,
+                schema={
+                    "type": "function",
+                    "name": name,
+                    "description": description,
+                    "parameters": parameters,
+                    "strict": False,
+                },
             )
             return func
 
@@ -156,7 +155,7 @@ def integer(description: str) -> dict[str, str]:
     return {"type": "integer", "description": description}
 
 
-def listing(lead: str, names: tuple[str, ...]) -> str:
+def listing(lead: str, names: Sequence[str]) -> str:
     """``lead`` followed by the quoted names, comma-separated (the schemas' and messages' lists)."""
     return lead + ", ".join(f"'{n}'" for n in names)
 
