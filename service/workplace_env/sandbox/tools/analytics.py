@@ -31,7 +31,7 @@ import pandas as pd
 
 from workplace_env.sandbox.tables import ANALYTICS, PLOTS
 from workplace_env.sandbox.tools.common import only_str
-from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, string
+from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, listing, string
 
 _KIT = Toolkit("analytics")
 
@@ -53,17 +53,13 @@ _TIME_MAX = string("End date of the time range. Date format is YYYY-MM-DD")
 _RANGE = {"time_min": _TIME_MIN, "time_max": _TIME_MAX}
 
 
-# -- the tools' advertised parameters, by method ----------------------------------------
+# -- the tools' advertised parameters (their schema's properties), by method -----------------------
 
 _GET_VISITOR_INFORMATION_BY_ID = {"visitor_id": string("ID of the visitor")}
 _CREATE_PLOT = {
     "time_min": _TIME_MIN,
     "time_max": _TIME_MAX,
-    "value_to_plot": string(
-        "Value to plot. Available values are: 'total_visits', "
-        "'session_duration_seconds', 'user_engaged', 'visits_direct', "
-        "'visits_referral', 'visits_search_engine', 'visits_social_media'"
-    ),
+    "value_to_plot": string(listing("Value to plot. Available values are: ", _PLOT_VALUES)),
     "plot_type": string("Type of plot. Can be 'bar', 'line', 'scatter' or 'histogram'"),
 }
 _TRAFFIC_SOURCE_COUNT = {
@@ -124,11 +120,7 @@ def _plot_problem(time_min: Any, time_max: Any, value_to_plot: Any, plot_type: A
     if not time_max:
         return "End date not provided."
     if value_to_plot not in _PLOT_VALUES:
-        return (
-            "Value to plot must be one of 'total_visits', 'session_duration_seconds', "
-            "'user_engaged', 'visits_direct', 'visits_referral', 'visits_search_engine', "
-            "'visits_social_media'"
-        )
+        return listing("Value to plot must be one of ", _PLOT_VALUES)
     if plot_type not in _PLOT_TYPES:
         return "Plot type must be one of 'bar', 'line', 'scatter', or 'histogram'"
     return None

@@ -63,7 +63,7 @@ _CANONICAL = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?: [0-9]{2}:[0-9]{2}(?::[0-
 _TIMESTAMPS: BoundedMemo[str, pd.Timestamp] = BoundedMemo(65536)
 
 
-# -- the tools' advertised parameters, by method ----------------------------------------
+# -- the tools' advertised parameters (their schema's properties), by method -----------------------
 
 _GET_EVENT_INFORMATION_BY_ID = {
     "event_id": _EVENT_ID,

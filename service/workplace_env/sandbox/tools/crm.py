@@ -107,7 +107,7 @@ _BOUNDS = (
 )
 
 
-# -- the tools' advertised parameters, by method ----------------------------------------
+# -- the tools' advertised parameters (their schema's properties), by method -----------------------
 
 _SEARCH_CUSTOMERS = {
     "customer_name": _NAME,

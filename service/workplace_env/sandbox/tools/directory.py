@@ -14,10 +14,9 @@ from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, string
 _KIT = Toolkit("company_directory")
 
 
+# -- the tools' advertised parameters (their schema's properties), by method -----------------------
+
 _FIND_EMAIL_ADDRESS = {"name": string("Name or partial name to search for in email addresses")}
-
-
-# -- the tools' advertised parameters, by method ----------------------------------------
 
 
 @_KIT.tool(

@@ -52,7 +52,7 @@ _TEXT_CACHE: BoundedMemo[tuple[str, str, str], str] = BoundedMemo(_CACHE_LIMIT)
 _STAMP_CACHE: BoundedMemo[str, int] = BoundedMemo(_CACHE_LIMIT)
 
 
-# -- the tools' advertised parameters, by method ----------------------------------------
+# -- the tools' advertised parameters (their schema's properties), by method -----------------------
 
 _GET_EMAIL_INFORMATION_BY_ID = {
     "email_id": string("Unique ID of the email"),
@@ -531,6 +531,18 @@ def get_email_information_by_id(
         return f"Error retrieving email information: {exc}"
 
 
+def _located(tables: SessionTables, email_id: str) -> tuple[Table, int] | Any:
+    """The text-only emails table and the position of the first email with id ``email_id``;
+    ``"Email not found."`` when none has it, ``FALLBACK`` for a table that is not text-only."""
+    table = text_table(tables, EMAILS)
+    if table is None:
+        return FALLBACK
+    position = table.first(_ID, email_id)
+    if position is None:
+        return "Email not found."
+    return table, position
+
+
 @_KIT.fast_path("get_email_information_by_id")
 def get_email_information_by_id_fast(
     tables: SessionTables, email_id: Any = None, field: Any = None
@@ -546,12 +558,10 @@ def get_email_information_by_id_fast(
         return "Field not provided."
     if type(email_id) is not str or type(field) is not str:
         return FALLBACK
-    table = text_table(tables, EMAILS)
-    if table is None:
-        return FALLBACK
-    position = table.first(_ID, email_id)
-    if position is None:
-        return "Email not found."
+    found = _located(tables, email_id)
+    if type(found) is not tuple:
+        return found
+    table, position = found
     if field not in table.columns:
         return f"Field '{field}' not found. Available fields: {', '.join(table.columns)}"
     return {field: table.data[field][position]}
@@ -565,23 +575,19 @@ def get_email_information_by_id_fast(
     required=(),
 )
 def search_emails(
-    tables: SessionTables,
-    query: Any = "",
-    date_min: Any = None,
-    date_max: Any = None,
-    page: Any = 1,
-    page_size: Any = 5,
+    tables: SessionTables, query: Any = "", page: Any = 1, page_size: Any = 5, **bounds: Any
 ) -> dict[str, Any] | str:
     """One page of the emails containing every query word, newest first (REFERENCE.md f.3).
 
-    Returns ``{"emails": [...], "pagination": {total_emails, page, page_size, total_pages}}``,
-    ``"No emails found."``, or ``"Error searching emails: <e>"``. Words are plain substrings of
-    ``"<subject> <body> <sender/recipient>"`` (lower-cased). Date bounds are inclusive by calendar
-    day and parsed with ``pd.Timestamp``; the query filter runs first, so a bad date with no
-    query match is just ``"No emails found."``. Paging (:func:`paginate`) is computed whether or
-    not anything matched (as the CRM search does, not the calendar's), so a page size of 0 or a
-    string is an error even with no hit (observed on the reference). On a table with no rows at
-    all, any string query fails with ``'sent_datetime'`` (the reference's KeyError, observed).
+    ``bounds`` are ``date_min`` and ``date_max`` (a falsy one is none). Returns ``{"emails":
+    [...], "pagination": {total_emails, page, page_size, total_pages}}``, ``"No emails found."``,
+    or ``"Error searching emails: <e>"``. Words are plain substrings of ``"<subject> <body>
+    <sender/recipient>"`` (lower-cased). Date bounds are inclusive by calendar day and parsed
+    with ``pd.Timestamp``; the query filter runs first, so a bad date with no query match is
+    just ``"No emails found."``. Paging (:func:`paginate`) is computed whether or not anything
+    matched (as the CRM search does, not the calendar's), so a page size of 0 or a string is an
+    error even with no hit (observed on the reference). On a table with no rows at all, any
+    string query fails with ``'sent_datetime'`` (the reference's KeyError, observed).
     """
     try:
         words = query.lower().split()
@@ -595,7 +601,7 @@ def search_emails(
             )
             for word in words:  # every word must occur: narrow the candidates word by word
                 matched = [i for i in matched if word in texts[i]]
-        selected = _dated(frame, matched, date_min, date_max) if matched else []
+        selected = _dated(frame, matched, bounds) if matched else []
         start, end, pagination = paginate("total_emails", len(selected), page, page_size)
         if not selected:
             return "No emails found."
@@ -608,8 +614,12 @@ def search_emails(
 NAT_DATE_COMPARE = "Cannot compare NaT with datetime.date object"
 
 
-def _dated(frame: pd.DataFrame, matched: list[int], date_min: Any, date_max: Any) -> list[int]:
-    """The positions ``matched`` newest first, those outside the date bounds left out.
+#: The search's date bounds, in the order they are applied, with the test a day must pass.
+_BOUNDS = (("date_min", np.greater_equal), ("date_max", np.less_equal))
+
+
+def _dated(frame: pd.DataFrame, matched: list[int], bounds: dict[str, Any]) -> list[int]:
+    """The positions ``matched`` newest first, those outside the date ``bounds`` left out.
 
     Only called with matches: no date is parsed when the query matches nothing (goldens), nor
     a bound once the earlier one left no row.
@@ -624,9 +634,10 @@ def _dated(frame: pd.DataFrame, matched: list[int], date_min: Any, date_max: Any
     stamps = stamps[order]
     days = stamps.astype("datetime64[D]")
     keep = np.ones(len(positions), dtype=bool)
-    for bound, inside in ((date_min, np.greater_equal), (date_max, np.less_equal)):
+    for name, inside in _BOUNDS:
         # The reference compares row by row: a bound is read (and fails) only while rows are
         # left, so date_max is never parsed once date_min has left none (differential).
+        bound = bounds.get(name)
         if not bound or not keep.any():
             continue
         day = pd.Timestamp(bound)
@@ -638,12 +649,7 @@ def _dated(frame: pd.DataFrame, matched: list[int], date_min: Any, date_max: Any
 
 @_KIT.fast_path("search_emails")
 def search_emails_fast(
-    tables: SessionTables,
-    query: Any = "",
-    date_min: Any = None,
-    date_max: Any = None,
-    page: Any = 1,
-    page_size: Any = 5,
+    tables: SessionTables, query: Any = "", page: Any = 1, page_size: Any = 5, **bounds: Any
 ) -> Any:
     """The search through the table's :class:`_SearchIndex`, for a string query.
 
@@ -667,15 +673,14 @@ def search_emails_fast(
         return FALLBACK
     if not len(positions):
         return "No emails found."
-    low = high = None
-    if date_min:
-        low = _bound_day(date_min) if type(date_min) is str else None
-        if low is None:
-            return FALLBACK
-    if date_max:
-        high = _bound_day(date_max) if type(date_max) is str else None
-        if high is None:
-            return FALLBACK
+    days = {}
+    for name, _ in _BOUNDS:
+        bound = bounds.get(name)
+        if bound:
+            days[name] = _bound_day(bound) if type(bound) is str else None
+            if days[name] is None:
+                return FALLBACK
+    low, high = days.get("date_min"), days.get("date_max")
     first, stop = 0, len(positions)
     if low is not None or high is not None:
         # Matches are newest first, so a date range is one contiguous run of them: search the
@@ -826,6 +831,7 @@ def delete_email_fast(tables: SessionTables, email_id: Any = None) -> Any:
     return "Email deleted successfully."
 
 
+_FORWARDED = "Email forwarded successfully."
 _REPLIED = "Email replied successfully."
 
 
@@ -849,16 +855,12 @@ def _frame_subject_and(frame: pd.DataFrame, email_id: Any, column: str) -> tuple
 
 
 def _subject_and(tables: SessionTables, email_id: str, column: str) -> tuple[Any, Any] | str:
-    """The subject and ``column`` of email ``email_id`` on the plain table (forward, reply).
-
-    ``"Email not found."`` when no row has the id; ``FALLBACK`` for a table that is not text-only.
-    """
-    table = text_table(tables, EMAILS)
-    if table is None:
-        return FALLBACK
-    position = table.first(_ID, email_id)
-    if position is None:
-        return "Email not found."
+    """The subject and ``column`` of email ``email_id`` on the plain table (forward, reply), or
+    what :func:`_located` answers instead."""
+    found = _located(tables, email_id)
+    if type(found) is not tuple:
+        return found
+    table, position = found
     return table.data[_SUBJECT][position], table.data[column][position]
 
 
@@ -886,7 +888,7 @@ def forward_email(tables: SessionTables, email_id: Any = None, recipient: Any = 
             return "Email not found."
         # The inner send may quietly send nothing (an empty original body): still a success.
         sent = send_email(tables, recipient, f"FW: {found[0]}", found[1])
-        return _relay(sent, "Email forwarded successfully.")
+        return _relay(sent, _FORWARDED)
     except Exception as exc:
         return f"Error forwarding email: {exc}"
 
@@ -910,7 +912,7 @@ def forward_email_fast(tables: SessionTables, email_id: Any = None, recipient: A
     if type(found) is not tuple:
         return found
     sent = send_email_fast(tables, recipient, f"FW: {found[0]}", found[1])
-    return _relay(sent, "Email forwarded successfully.")
+    return _relay(sent, _FORWARDED)
 
 
 @_KIT.tool("Replies to an email by its ID.", _REPLY_EMAIL, writes=(EMAILS,))

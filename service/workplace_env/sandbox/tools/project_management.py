@@ -71,7 +71,7 @@ _LIST = "Name of the list the task belongs to"
 _BOARD = "Name of the board the task belongs to"
 
 
-# -- the tools' advertised parameters, by method ----------------------------------------
+# -- the tools' advertised parameters (their schema's properties), by method -----------------------
 
 _GET_TASK_INFORMATION_BY_ID = {
     "task_id": _ID,
