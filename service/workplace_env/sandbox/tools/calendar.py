@@ -35,11 +35,10 @@ from workplace_env.sandbox.tables import CALENDAR
 from workplace_env.sandbox.tools.common import (
     contains_search,
     delete_where,
-    frame_next_id,
+    frame_append,
     next_id,
     only_str,
     paginate,
-    with_row,
 )
 from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, integer, string
 
@@ -371,18 +370,8 @@ def create_event(tables, event_name=None, participant_email=None, event_start=No
     problem = _create_problem(event_name, participant_email, event_start, duration)
     if problem is not None:
         return problem
-    participant = participant_email.lower()
-    events = tables[CALENDAR]
-    event_id = frame_next_id(events["event_id"])
-    row = {
-        "event_id": event_id,
-        "event_name": event_name,
-        "participant_email": participant,
-        "event_start": event_start,
-        "duration": duration,
-    }
-    tables[CALENDAR] = with_row(events, row, renumber=False)
-    return event_id
+    cells = (event_name, participant_email.lower(), event_start, duration)
+    return frame_append(tables, CALENDAR, cells, renumber=False)
 
 
 @_KIT.fast_path("create_event")

@@ -11,7 +11,8 @@ arguments and return ``FALLBACK`` before changing anything for what pandas must 
 The last two sections serve the pandas implementations (the exact ones): helpers that only avoid
 frame copies where every cell involved is a string, with the same results and errors, and the
 mechanisms the write tools and searches share on DataFrames (filter steps and the narrowing loop,
-id lookups, appends, new ids).
+id lookups, appends, new ids). :class:`IdRecords` then declares the CRM and project-management
+delete and update by id, both implementations, from one description of each toolkit.
 """
 
 from __future__ import annotations
