@@ -475,8 +475,12 @@ class IdRecords:
         self._updated = f"{noun} updated successfully."
         self._deleted = f"{noun} deleted successfully."
 
-    def delete(self, tables: Any, id_value: Any) -> str:
-        """Drop every row whose id equals ``id_value`` (pandas; :func:`id_rows`, labels kept)."""
+    def delete(self, tables: Any, arguments: Mapping[str, Any]) -> str:
+        """Drop every row whose id equals the id argument (pandas; :func:`id_rows`, labels kept).
+
+        ``arguments`` are the call's keyword arguments (so are those of the methods below).
+        """
+        id_value = arguments.get(self.id_column)
         if not id_value:
             return self._missing_id
         frame = tables[self.key]
@@ -486,8 +490,9 @@ class IdRecords:
         tables[self.key] = without_rows(frame, doomed)
         return self._deleted
 
-    def delete_fast(self, tables: SessionTables, id_value: Any) -> Any:
+    def delete_fast(self, tables: SessionTables, arguments: Mapping[str, Any]) -> Any:
         """:meth:`delete` for a str id on a text-only table; ``FALLBACK`` otherwise."""
+        id_value = arguments.get(self.id_column)
         if not id_value:
             return self._missing_id
         if type(id_value) is not str or not tables.table(self.key).text_only:
@@ -515,7 +520,7 @@ class IdRecords:
                 return None, rule.refusal
         return new_value, None
 
-    def update(self, tables: Any, id_value: Any, field: Any, new_value: Any) -> str:
+    def update(self, tables: Any, arguments: Mapping[str, Any]) -> str:
         """``frame.loc[rows, field] = new_value`` for the id's rows (pandas).
 
         Checks, in order: all three truthy; the field's rule (before the lookup); the id must
@@ -523,6 +528,7 @@ class IdRecords:
         unhashable field fails there). pandas stores any type: a one-item list is unpacked, a
         dict stores a missing cell, a longer list fails (black-box and goldens).
         """
+        id_value, field, new_value = map(arguments.get, (self.id_column, "field", "new_value"))
         if not id_value or not field or not new_value:
             return self._no_update
         new_value, problem = self.vetted(
@@ -539,9 +545,10 @@ class IdRecords:
         frame.loc[rows, field] = new_value
         return self._updated
 
-    def update_fast(self, tables: SessionTables, id_value: Any, field: Any, new_value: Any) -> Any:
+    def update_fast(self, tables: SessionTables, arguments: Mapping[str, Any]) -> Any:
         """:meth:`update` for str arguments on a text-only table; ``FALLBACK`` otherwise (an int
         value is stored as sent, an int id compares in numpy, ``lower`` fails on an int)."""
+        id_value, field, new_value = map(arguments.get, (self.id_column, "field", "new_value"))
         if not id_value or not field or not new_value:
             return self._no_update
         if type(id_value) is not str or type(field) is not str or type(new_value) is not str:
@@ -608,16 +615,16 @@ class IdRecords:
     ) -> None:
         """Register tool ``<verb>_<noun>`` (every property required, writes the table) and its
         fast path: functions named, documented and signed as hand-written ones would be, that
-        pass the arguments in property order to method ``verb`` and ``<verb>_fast``."""
+        hand the keyword arguments to method ``verb`` and ``<verb>_fast``."""
         method = f"{verb}_{self.noun.lower()}"
         names = tuple(properties)
         run, run_fast = getattr(self, verb), getattr(self, f"{verb}_fast")
 
         def pandas_tool(tables: Any, **arguments: Any) -> str:
-            return run(tables, *map(arguments.get, names))
+            return run(tables, arguments)
 
         def fast_tool(tables: SessionTables, **arguments: Any) -> Any:
-            return run_fast(tables, *map(arguments.get, names))
+            return run_fast(tables, arguments)
 
         keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
         signature = inspect.Signature(
