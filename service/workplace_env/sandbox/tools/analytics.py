@@ -31,7 +31,9 @@ import pandas as pd
 
 from workplace_env.sandbox.tables import ANALYTICS, PLOTS
 from workplace_env.sandbox.tools.common import only_str
-from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
+from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, listing, string
+
+_KIT = Toolkit("analytics")
 
 _DATE = "date_of_visit"
 
@@ -46,19 +48,27 @@ _PLOT_VALUES = (
 )
 _PLOT_TYPES = ("bar", "line", "scatter", "histogram")
 
-_TIME_MIN = {
-    "type": "string",
-    "description": "Start date of the time range. Date format is YYYY-MM-DD",
+_TIME_MIN = string("Start date of the time range. Date format is YYYY-MM-DD")
+_TIME_MAX = string("End date of the time range. Date format is YYYY-MM-DD")
+_RANGE = {"time_min": _TIME_MIN, "time_max": _TIME_MAX}
+
+
+# -- the tools' advertised parameters (their schema's properties), by method -----------------------
+
+_GET_VISITOR_INFORMATION_BY_ID = {"visitor_id": string("ID of the visitor")}
+_CREATE_PLOT = {
+    "time_min": _TIME_MIN,
+    "time_max": _TIME_MAX,
+    "value_to_plot": string(listing("Value to plot. Available values are: ", _PLOT_VALUES)),
+    "plot_type": string("Type of plot. Can be 'bar', 'line', 'scatter' or 'histogram'"),
 }
-_TIME_MAX = {
-    "type": "string",
-    "description": "End date of the time range. Date format is YYYY-MM-DD",
-}
-_RANGE_PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"time_min": _TIME_MIN, "time_max": _TIME_MAX},
-    "required": [],
-    "additionalProperties": False,
+_TRAFFIC_SOURCE_COUNT = {
+    "time_min": _TIME_MIN,
+    "time_max": _TIME_MAX,
+    "traffic_source": string(
+        "Traffic source to filter the visits. Available values are: "
+        "'direct', 'referral', 'search engine', 'social media'"
+    ),
 }
 
 
@@ -110,11 +120,7 @@ def _plot_problem(time_min: Any, time_max: Any, value_to_plot: Any, plot_type: A
     if not time_max:
         return "End date not provided."
     if value_to_plot not in _PLOT_VALUES:
-        return (
-            "Value to plot must be one of 'total_visits', 'session_duration_seconds', "
-            "'user_engaged', 'visits_direct', 'visits_referral', 'visits_search_engine', "
-            "'visits_social_media'"
-        )
+        return listing("Value to plot must be one of ", _PLOT_VALUES)
     if plot_type not in _PLOT_TYPES:
         return "Plot type must be one of 'bar', 'line', 'scatter', or 'histogram'"
     return None
@@ -242,17 +248,7 @@ class _Dates:
         return dict(zip(self.keys, (sums / counts).tolist(), strict=True))
 
 
-@tool(
-    name="analytics_get_visitor_information_by_id",
-    qualname="AnalyticsTool.get_visitor_information_by_id",
-    description="Returns the analytics data for a given visitor ID.",
-    parameters={
-        "type": "object",
-        "properties": {"visitor_id": {"type": "string", "description": "ID of the visitor"}},
-        "required": ["visitor_id"],
-        "additionalProperties": False,
-    },
-)
+@_KIT.tool("Returns the analytics data for a given visitor ID.", _GET_VISITOR_INFORMATION_BY_ID)
 def get_visitor_information_by_id(tables, visitor_id=None):
     """Every visit row of the visitor as a list of dicts (REFERENCE.md f.13).
 
@@ -272,7 +268,7 @@ def get_visitor_information_by_id(tables, visitor_id=None):
     return [dict(zip(columns, row, strict=True)) for row in zip(*cells, strict=True)]
 
 
-@fast_path("analytics_get_visitor_information_by_id")
+@_KIT.fast_path("get_visitor_information_by_id")
 def _get_visitor_information_by_id_fast(tables, visitor_id=None):
     if not visitor_id:
         return "Visitor ID not provided."
@@ -285,30 +281,8 @@ def _get_visitor_information_by_id_fast(tables, visitor_id=None):
     return table.records(rows)
 
 
-@tool(
-    name="analytics_create_plot",
-    qualname="AnalyticsTool.create_plot",
-    description="Plots the analytics data for a given time range and value.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "time_min": _TIME_MIN,
-            "time_max": _TIME_MAX,
-            "value_to_plot": {
-                "type": "string",
-                "description": "Value to plot. Available values are: 'total_visits', "
-                "'session_duration_seconds', 'user_engaged', 'visits_direct', "
-                "'visits_referral', 'visits_search_engine', 'visits_social_media'",
-            },
-            "plot_type": {
-                "type": "string",
-                "description": "Type of plot. Can be 'bar', 'line', 'scatter' or 'histogram'",
-            },
-        },
-        "required": ["time_min", "time_max", "value_to_plot", "plot_type"],
-        "additionalProperties": False,
-    },
-    writes=(PLOTS,),
+@_KIT.tool(
+    "Plots the analytics data for a given time range and value.", _CREATE_PLOT, writes=(PLOTS,)
 )
 def create_plot(tables, time_min=None, time_max=None, value_to_plot=None, plot_type=None):
     """``"plots/<time_min>_<time_max>_<value>_<type>.png"``, appended to the plots table.
@@ -327,7 +301,7 @@ def create_plot(tables, time_min=None, time_max=None, value_to_plot=None, plot_t
     return file_path
 
 
-@fast_path("analytics_create_plot")
+@_KIT.fast_path("create_plot")
 def _create_plot_fast(tables, time_min=None, time_max=None, value_to_plot=None, plot_type=None):
     problem = _plot_problem(time_min, time_max, value_to_plot, plot_type)
     if problem is not None:
@@ -345,33 +319,48 @@ def _create_plot_fast(tables, time_min=None, time_max=None, value_to_plot=None, 
     return file_path
 
 
-@tool(
-    name="analytics_total_visits_count",
-    qualname="AnalyticsTool.total_visits_count",
-    description="Returns the total number of visits within a specified time range.",
-    parameters=_RANGE_PARAMETERS,
-)
-def total_visits_count(tables, time_min=None, time_max=None):
-    """``{date: number of visits}`` for the dates within the string bounds (REFERENCE.md f.15)."""
+def _visit_counts(tables: Any, time_min: Any, time_max: Any, source: Any) -> dict[Any, int]:
+    """``{date: visits}`` for the dates within the string bounds (pandas): every visit, or those
+    from a truthy ``source`` (every date in range appears, 0 when no visit matches: exact,
+    case-sensitive equality, so ``"Direct"`` or ``5`` give all zeros)."""
     frame = tables[ANALYTICS]
-    dates = _column(frame, _DATE, _in_range(frame, time_min, time_max))
-    return _Dates(dates).size()
+    positions = _in_range(frame, time_min, time_max)
+    dates = _column(frame, _DATE, positions)
+    if not source:
+        return _Dates(dates).size()
+    sources = _column(frame, "traffic_source", positions)
+    return _Dates(dates).count_true(pd.Series(_compare(sources, operator.eq, source)))
 
 
-@fast_path("analytics_total_visits_count")
-def _total_visits_count_fast(tables, time_min=None, time_max=None):
+def _visit_counts_fast(tables: Any, time_min: Any, time_max: Any, source: Any) -> Any:
+    """:func:`_visit_counts` for str bounds on str dates and a str (or falsy) source in an
+    object column; FALLBACK otherwise."""
+    if source and type(source) is not str:
+        return FALLBACK
     table = tables.table(ANALYTICS)
     keep = _in_range_flags(table, time_min, time_max)
-    if keep is FALLBACK:
+    if keep is FALLBACK or (source and table.dtype("traffic_source") != "object"):
         return FALLBACK
-    return _visits_per_date(table.data[_DATE], keep)
+    dates = table.data[_DATE]
+    if not source:
+        return _visits_per_date(dates, keep)
+    hits = [v == source for v in table.data["traffic_source"]]
+    return _hits_per_date(dates, keep, hits)
 
 
-@tool(
-    name="analytics_engaged_users_count",
-    qualname="AnalyticsTool.engaged_users_count",
-    description="Returns the number of engaged users within a specified time range.",
-    parameters=_RANGE_PARAMETERS,
+@_KIT.tool("Returns the total number of visits within a specified time range.", _RANGE, required=())
+def total_visits_count(tables, time_min=None, time_max=None):
+    """``{date: number of visits}`` for the dates within the string bounds (REFERENCE.md f.15)."""
+    return _visit_counts(tables, time_min, time_max, None)
+
+
+@_KIT.fast_path("total_visits_count")
+def _total_visits_count_fast(tables, time_min=None, time_max=None):
+    return _visit_counts_fast(tables, time_min, time_max, None)
+
+
+@_KIT.tool(
+    "Returns the number of engaged users within a specified time range.", _RANGE, required=()
 )
 def engaged_users_count(tables, time_min=None, time_max=None):
     """``{date: number of engaged visits}`` (0 for dates without one; REFERENCE.md f.16)."""
@@ -381,7 +370,7 @@ def engaged_users_count(tables, time_min=None, time_max=None):
     return _Dates(_column(frame, _DATE, positions)).count_true(engaged)
 
 
-@fast_path("analytics_engaged_users_count")
+@_KIT.fast_path("engaged_users_count")
 def _engaged_users_count_fast(tables, time_min=None, time_max=None):
     table = tables.table(ANALYTICS)
     keep = _in_range_flags(table, time_min, time_max)
@@ -390,64 +379,27 @@ def _engaged_users_count_fast(tables, time_min=None, time_max=None):
     return _hits_per_date(table.data[_DATE], keep, table.data["user_engaged"])
 
 
-@tool(
-    name="analytics_traffic_source_count",
-    qualname="AnalyticsTool.traffic_source_count",
-    description="Returns the number of visits from a specific traffic source within a specified "
-    "time range.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "time_min": _TIME_MIN,
-            "time_max": _TIME_MAX,
-            "traffic_source": {
-                "type": "string",
-                "description": "Traffic source to filter the visits. Available values are: "
-                "'direct', 'referral', 'search engine', 'social media'",
-            },
-        },
-        "required": [],
-        "additionalProperties": False,
-    },
+@_KIT.tool(
+    "Returns the number of visits from a specific traffic source within a specified time range.",
+    _TRAFFIC_SOURCE_COUNT,
+    required=(),
 )
 def traffic_source_count(tables, time_min=None, time_max=None, traffic_source=None):
-    """``{date: visits from the source}`` (REFERENCE.md f.17).
-
-    Every date in range appears, with 0 when no visit matches (exact, case-sensitive equality,
-    so ``"Direct"`` or ``5`` give all zeros). A falsy source counts all visits.
-    """
-    frame = tables[ANALYTICS]
-    positions = _in_range(frame, time_min, time_max)
-    dates = _column(frame, _DATE, positions)
-    if not traffic_source:
-        return _Dates(dates).size()
-    sources = _column(frame, "traffic_source", positions)
-    from_source = pd.Series(_compare(sources, operator.eq, traffic_source))
-    return _Dates(dates).count_true(from_source)
+    """``{date: visits from the source}``, all visits for a falsy source (REFERENCE.md f.17):
+    :func:`_visit_counts`."""
+    return _visit_counts(tables, time_min, time_max, traffic_source)
 
 
-@fast_path("analytics_traffic_source_count")
+@_KIT.fast_path("traffic_source_count")
 def _traffic_source_count_fast(tables, time_min=None, time_max=None, traffic_source=None):
-    if traffic_source and type(traffic_source) is not str:
-        return FALLBACK
-    table = tables.table(ANALYTICS)
-    keep = _in_range_flags(table, time_min, time_max)
-    if keep is FALLBACK or table.dtype("traffic_source") != "object":
-        return FALLBACK
-    dates = table.data[_DATE]
-    if not traffic_source:
-        return _visits_per_date(dates, keep)
-    hits = [v == traffic_source for v in table.data["traffic_source"]]
-    return _hits_per_date(dates, keep, hits)
+    return _visit_counts_fast(tables, time_min, time_max, traffic_source)
 
 
-@tool(
-    name="analytics_get_average_session_duration",
-    qualname="AnalyticsTool.get_average_session_duration",
-    description="Returns the average session duration within a specified time range.",
-    parameters=_RANGE_PARAMETERS,
-    # Declared a writer because of the in-place float conversion (module docstring).
+@_KIT.tool(
+    "Returns the average session duration within a specified time range.",
+    _RANGE,
     writes=(ANALYTICS,),
+    required=(),
 )
 def get_average_session_duration(tables, time_min=None, time_max=None):
     """``{date: mean session seconds}`` as floats, e.g. ``20.0`` (REFERENCE.md f.18, c.7).
@@ -465,7 +417,7 @@ def get_average_session_duration(tables, time_min=None, time_max=None):
     return _Dates(_column(frame, _DATE, positions)).mean(durations)
 
 
-@fast_path("analytics_get_average_session_duration")
+@_KIT.fast_path("get_average_session_duration")
 def _get_average_session_duration_fast(tables, time_min=None, time_max=None):
     table = tables.table(ANALYTICS)
     keep = _in_range_flags(table, time_min, time_max)

@@ -35,13 +35,14 @@ from workplace_env.sandbox.tables import CALENDAR
 from workplace_env.sandbox.tools.common import (
     contains_search,
     delete_where,
-    frame_next_id,
+    frame_append,
     next_id,
     only_str,
     paginate,
-    with_row,
 )
-from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
+from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, integer, string
+
+_KIT = Toolkit("calendar")
 
 _ID_FORMAT_ERROR = "Invalid event ID format. Expected 8-digit ID."
 _START_FORMAT_ERROR = "Invalid event_start format. Expected YYYY-MM-DD HH:MM:SS."
@@ -49,7 +50,7 @@ _DURATION_POSITIVE_ERROR = "Duration must be a positive number of minutes."
 _DURATION_FORMAT_ERROR = "Invalid duration format. Expected a number of minutes."
 _NO_UPDATE_ARGUMENT = "Event ID, field, or new value not provided."
 
-_EVENT_ID = {"type": "string", "description": "8-digit ID of the event"}  # schema property
+_EVENT_ID = string("8-digit ID of the event")  # schema property
 
 _GET_FIELDS = ("event_id", "event_name", "participant_email", "event_start", "duration")
 _UPDATE_FIELDS = ("event_name", "participant_email", "event_start", "duration")
@@ -59,6 +60,46 @@ _UPDATE_FIELDS = ("event_name", "participant_email", "event_start", "duration")
 # memoised. Anything else (e.g. "now", "10:00", which depend on the clock) is parsed afresh.
 _CANONICAL = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?: [0-9]{2}:[0-9]{2}(?::[0-9]{2})?)?")
 _TIMESTAMPS: BoundedMemo[str, pd.Timestamp] = BoundedMemo(65536)
+
+
+# -- the tools' advertised parameters (their schema's properties), by method -----------------------
+
+_GET_EVENT_INFORMATION_BY_ID = {
+    "event_id": _EVENT_ID,
+    "field": string(
+        "Field to return. Available fields are: 'event_id', "
+        "'event_name', 'participant_email', 'event_start', 'duration'"
+    ),
+}
+_SEARCH_EVENTS = {
+    "query": string(
+        "Query to search for. Terms will be matched in the event_name and participant_email fields"
+    ),
+    "time_min": string(
+        "Lower bound (inclusive) for an event's end time to filter by. Format: YYYY-MM-DD HH:MM:SS"
+    ),
+    "time_max": string(
+        "Upper bound (inclusive) for an event's start time to filter by. "
+        "Format: YYYY-MM-DD HH:MM:SS"
+    ),
+    "page": integer("Page number of results to return"),
+    "page_size": integer("Number of events per page"),
+}
+_CREATE_EVENT = {
+    "event_name": string("Name of the event"),
+    "participant_email": string("Email of the participant"),
+    "event_start": string("Start time of the event. Format: YYYY-MM-DD HH:MM:SS"),
+    "duration": string("Duration of the event in minutes"),
+}
+_DELETE_EVENT = {"event_id": _EVENT_ID}
+_UPDATE_EVENT = {
+    "event_id": _EVENT_ID,
+    "field": string(
+        "Field to update. Available fields are: 'event_name', "
+        "'participant_email', 'event_start', 'duration'"
+    ),
+    "new_value": string("New value for the field"),
+}
 
 
 def _timestamp(value: Any) -> pd.Timestamp:
@@ -117,14 +158,16 @@ def _get_problem(event_id: Any, field: Any) -> str | None:
     return None
 
 
-def _parse_bound(name: str, value: Any) -> tuple[Any, str | None]:
-    """A search bound as a Timestamp (a falsy bound stays as is), or its format message."""
-    if not value:
-        return value, None
-    try:
-        return _timestamp(value), None
-    except ValueError:
-        return None, f"Invalid {name} format. Expected YYYY-MM-DD HH:MM:SS."
+def _parse_bounds(time_min: Any, time_max: Any) -> tuple[Any, Any] | str:
+    """The search's bounds as Timestamps (a falsy bound stays as is), or the format message of
+    the first one ``pd.Timestamp`` refuses with ValueError (its TypeError propagates)."""
+    bounds = []
+    for name, value in (("time_min", time_min), ("time_max", time_max)):
+        try:
+            bounds.append(_timestamp(value) if value else value)
+        except ValueError:
+            return f"Invalid {name} format. Expected YYYY-MM-DD HH:MM:SS."
+    return bounds[0], bounds[1]
 
 
 def _create_problem(
@@ -195,24 +238,7 @@ def _contains(column: pd.Series, query: Any) -> np.ndarray:
 # -- the tools ---------------------------------------------------------------------------------
 
 
-@tool(
-    name="calendar_get_event_information_by_id",
-    qualname="CalendarTool.get_event_information_by_id",
-    description="Returns the event for a given ID.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "event_id": _EVENT_ID,
-            "field": {
-                "type": "string",
-                "description": "Field to return. Available fields are: 'event_id', "
-                "'event_name', 'participant_email', 'event_start', 'duration'",
-            },
-        },
-        "required": ["event_id", "field"],
-        "additionalProperties": False,
-    },
-)
+@_KIT.tool("Returns the event for a given ID.", _GET_EVENT_INFORMATION_BY_ID)
 def get_event_information_by_id(tables, event_id=None, field=None):
     """``{field: value}`` of the event (the value as stored, e.g. an int duration stays an int).
 
@@ -230,7 +256,7 @@ def get_event_information_by_id(tables, event_id=None, field=None):
     return {field: frame[field].to_numpy()[hits[0]]}
 
 
-@fast_path("calendar_get_event_information_by_id")
+@_KIT.fast_path("get_event_information_by_id")
 def _get_event_information_by_id_fast(tables, event_id=None, field=None):
     problem = _get_problem(event_id, field)
     if problem is not None:
@@ -242,34 +268,8 @@ def _get_event_information_by_id_fast(tables, event_id=None, field=None):
     return {field: table.data[field][i]}
 
 
-@tool(
-    name="calendar_search_events",
-    qualname="CalendarTool.search_events",
-    description="Returns the events for a given query with pagination support.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "query": {
-                "type": "string",
-                "description": "Query to search for. Terms will be matched in the event_name "
-                "and participant_email fields",
-            },
-            "time_min": {
-                "type": "string",
-                "description": "Lower bound (inclusive) for an event's end time to filter by. "
-                "Format: YYYY-MM-DD HH:MM:SS",
-            },
-            "time_max": {
-                "type": "string",
-                "description": "Upper bound (inclusive) for an event's start time to filter by. "
-                "Format: YYYY-MM-DD HH:MM:SS",
-            },
-            "page": {"type": "integer", "description": "Page number of results to return"},
-            "page_size": {"type": "integer", "description": "Number of events per page"},
-        },
-        "required": [],
-        "additionalProperties": False,
-    },
+@_KIT.tool(
+    "Returns the events for a given query with pagination support.", _SEARCH_EVENTS, required=()
 )
 def search_events(tables, query="", time_min=None, time_max=None, page=1, page_size=5):
     """``{"events": [...], "pagination": {...}}`` newest first, or "No events found.".
@@ -281,12 +281,10 @@ def search_events(tables, query="", time_min=None, time_max=None, page=1, page_s
     (REFERENCE.md f.9).
     """
     # The bounds are validated before the query runs, so a bad bound wins over a bad regex.
-    time_min, problem = _parse_bound("time_min", time_min)
-    if problem is not None:
-        return problem
-    time_max, problem = _parse_bound("time_max", time_max)
-    if problem is not None:
-        return problem
+    bounds = _parse_bounds(time_min, time_max)
+    if type(bounds) is str:
+        return bounds
+    time_min, time_max = bounds
 
     frame = tables[CALENDAR]
     # Both columns are searched before either result is used, as `a | b` of two masks does.
@@ -315,7 +313,7 @@ def search_events(tables, query="", time_min=None, time_max=None, page=1, page_s
     return {"events": events, "pagination": pagination}
 
 
-@fast_path("calendar_search_events")
+@_KIT.fast_path("search_events")
 def _search_events_fast(tables, query="", time_min=None, time_max=None, page=1, page_size=5):
     # Only str queries and bounds and positive int paging; everything else is pandas' to decide.
     if type(query) is not str or type(page) is not int or type(page_size) is not int:
@@ -324,12 +322,10 @@ def _search_events_fast(tables, query="", time_min=None, time_max=None, page=1, 
         return FALLBACK
     if time_max and type(time_max) is not str:
         return FALLBACK
-    time_min, problem = _parse_bound("time_min", time_min)
-    if problem is not None:
-        return problem
-    time_max, problem = _parse_bound("time_max", time_max)
-    if problem is not None:
-        return problem
+    bounds = _parse_bounds(time_min, time_max)
+    if type(bounds) is str:
+        return bounds
+    time_min, time_max = bounds
 
     table = tables.table(CALENDAR)
     names = table.data["event_name"]
@@ -362,26 +358,7 @@ def _search_events_fast(tables, query="", time_min=None, time_max=None, page=1, 
     return {"events": table.records(page_rows), "pagination": pagination}
 
 
-@tool(
-    name="calendar_create_event",
-    qualname="CalendarTool.create_event",
-    description="Creates a new event.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "event_name": {"type": "string", "description": "Name of the event"},
-            "participant_email": {"type": "string", "description": "Email of the participant"},
-            "event_start": {
-                "type": "string",
-                "description": "Start time of the event. Format: YYYY-MM-DD HH:MM:SS",
-            },
-            "duration": {"type": "string", "description": "Duration of the event in minutes"},
-        },
-        "required": ["event_name", "participant_email", "event_start", "duration"],
-        "additionalProperties": False,
-    },
-    writes=(CALENDAR,),
-)
+@_KIT.tool("Creates a new event.", _CREATE_EVENT, writes=(CALENDAR,))
 def create_event(tables, event_name=None, participant_email=None, event_start=None, duration=None):
     """Append an event and return its id, the next 8-digit one (REFERENCE.md f.10).
 
@@ -393,21 +370,11 @@ def create_event(tables, event_name=None, participant_email=None, event_start=No
     problem = _create_problem(event_name, participant_email, event_start, duration)
     if problem is not None:
         return problem
-    participant = participant_email.lower()
-    events = tables[CALENDAR]
-    event_id = frame_next_id(events["event_id"])
-    row = {
-        "event_id": event_id,
-        "event_name": event_name,
-        "participant_email": participant,
-        "event_start": event_start,
-        "duration": duration,
-    }
-    tables[CALENDAR] = with_row(events, row, renumber=False)
-    return event_id
+    cells = (event_name, participant_email.lower(), event_start, duration)
+    return frame_append(tables, CALENDAR, cells, renumber=False)
 
 
-@fast_path("calendar_create_event")
+@_KIT.fast_path("create_event")
 def _create_event_fast(
     tables, event_name=None, participant_email=None, event_start=None, duration=None
 ):
@@ -442,18 +409,7 @@ def _create_event_fast(
     return event_id
 
 
-@tool(
-    name="calendar_delete_event",
-    qualname="CalendarTool.delete_event",
-    description="Deletes an event.",
-    parameters={
-        "type": "object",
-        "properties": {"event_id": _EVENT_ID},
-        "required": ["event_id"],
-        "additionalProperties": False,
-    },
-    writes=(CALENDAR,),
-)
+@_KIT.tool("Deletes an event.", _DELETE_EVENT, writes=(CALENDAR,))
 def delete_event(tables, event_id=None):
     """ "Event deleted successfully." or "Event not found." (REFERENCE.md f.11).
 
@@ -473,7 +429,7 @@ def delete_event(tables, event_id=None):
     return "Event deleted successfully."
 
 
-@fast_path("calendar_delete_event")
+@_KIT.fast_path("delete_event")
 def _delete_event_fast(tables, event_id=None):
     if not event_id:
         return "Event ID not provided."
@@ -486,26 +442,7 @@ def _delete_event_fast(tables, event_id=None):
     return "Event deleted successfully."
 
 
-@tool(
-    name="calendar_update_event",
-    qualname="CalendarTool.update_event",
-    description="Updates an event.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "event_id": _EVENT_ID,
-            "field": {
-                "type": "string",
-                "description": "Field to update. Available fields are: 'event_name', "
-                "'participant_email', 'event_start', 'duration'",
-            },
-            "new_value": {"type": "string", "description": "New value for the field"},
-        },
-        "required": ["event_id", "field", "new_value"],
-        "additionalProperties": False,
-    },
-    writes=(CALENDAR,),
-)
+@_KIT.tool("Updates an event.", _UPDATE_EVENT, writes=(CALENDAR,))
 def update_event(tables, event_id=None, field=None, new_value=None):
     """ "Event updated successfully." or "Event not found." (REFERENCE.md f.12).
 
@@ -528,7 +465,7 @@ def update_event(tables, event_id=None, field=None, new_value=None):
     return "Event updated successfully."
 
 
-@fast_path("calendar_update_event")
+@_KIT.fast_path("update_event")
 def _update_event_fast(tables, event_id=None, field=None, new_value=None):
     if type(new_value) is not str or type(field) is not str:
         return FALLBACK

@@ -11,14 +11,16 @@ arguments and return ``FALLBACK`` before changing anything for what pandas must 
 The last two sections serve the pandas implementations (the exact ones): helpers that only avoid
 frame copies where every cell involved is a string, with the same results and errors, and the
 mechanisms the write tools and searches share on DataFrames (filter steps and the narrowing loop,
-id lookups, appends, new ids).
+id lookups, appends, new ids). :class:`IdRecords` then declares the CRM and project-management
+delete and update by id, both implementations, from one description of each toolkit.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, repeat
 from typing import Any, NamedTuple
 
@@ -29,7 +31,7 @@ from pandas.api.types import infer_dtype
 from workplace_env.memo import BoundedMemo
 from workplace_env.sandbox.table import Table
 from workplace_env.sandbox.tables import COLUMNS, SessionTables
-from workplace_env.sandbox.tools.registry import FALLBACK
+from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, listing, string
 
 # pandas warns when a search pattern has capture groups; the reference only printed it to stderr.
 warnings.filterwarnings(
@@ -357,26 +359,128 @@ def frame_next_id(ids: pd.Series, *, zero_pad: bool = True) -> str:
     return number.zfill(8) if zero_pad else number
 
 
-class IdRecords:
-    """The write-by-id steps the CRM and project-management tools share, on table ``key``.
+def frame_append(tables: Any, key: str, cells: tuple[Any, ...], *, renumber: bool = True) -> str:
+    """Append a row to table ``key`` (pandas) and return its id: the next id
+    (:func:`frame_next_id`, its errors included), then ``cells`` for the other standard columns
+    in order; ``renumber`` as :func:`with_row` has it."""
+    frame = tables[key]
+    columns = COLUMNS[key]
+    new_id = frame_next_id(frame[columns[0]])
+    row = dict(zip(columns, (new_id, *cells), strict=True))
+    tables[key] = with_row(frame, row, renumber=renumber)
+    return new_id
 
-    ``noun`` makes the reference's strings ("<noun> ID not provided.", "<noun> not found.",
-    "<noun> updated successfully.", "<noun> deleted successfully."); ``id_column`` names the id.
-    Each tool keeps its own argument checks (their order differs per tool) and calls these after.
+
+def append_text_row(tables: SessionTables, key: str, cells: tuple[Any, ...]) -> Any:
+    """:func:`frame_append` with renumbering on the session's text-only table ``key``; FALLBACK
+    (nothing changed) for another table or when the next id needs pandas (:func:`next_id`)."""
+    table = text_table(tables, key)
+    if table is None:
+        return FALLBACK
+    new_id = next_id(table.data[COLUMNS[key][0]])
+    if new_id is None:
+        return FALLBACK
+    tables.writable(key).append_row((new_id, *cells))
+    return new_id
+
+
+#: ``column(name)``: the cells of a column of the table a rule reads (:attr:`FieldRule.known`).
+Column = Callable[[str], list[Any]]
+
+
+class FieldRule(NamedTuple):
+    """What an update by id requires of the new value of one field, checked before the lookup.
+
+    ``choices``: the value must be one of them, else ``refusal``. ``lower``: the value is
+    lower-cased (a non-str fails on ``lower``). ``known``: the lower-cased value must equal a text
+    cell of the field's column (:func:`column_knows`), else ``refusal``.
     """
 
-    __slots__ = ("_deleted", "_missing_id", "_not_found", "_updated", "id_column", "key")
+    choices: tuple[str, ...] = ()
+    refusal: str = ""
+    lower: bool = False
+    known: bool = False
 
-    def __init__(self, key: str, id_column: str, noun: str) -> None:
+
+def column_knows(cells: list[Any], lowered: str) -> bool:
+    """True when some text cell of ``cells``, lower-cased, equals ``lowered`` (lower-case text):
+    the team members a task may name (REFERENCE.md f.21). A missing or non-text cell equals
+    nothing."""
+    if lowered in cells and lowered.lower() == lowered:  # an exact hit lower-cases to itself
+        return True
+    entry = cell_test(("=", lowered))
+    assert entry is not None
+    return any(cell_flags(entry, cells))
+
+
+class NewRow(NamedTuple):
+    """What a create requires of its arguments (:meth:`IdRecords.new_cells`).
+
+    ``required``: arguments that must be truthy, else ``refusal``; ``checked``: fields whose
+    truthy value must pass its :class:`FieldRule`, in this order; ``defaults``: the value of an
+    omitted argument other than None.
+    """
+
+    required: tuple[str, ...]
+    refusal: str
+    checked: tuple[str, ...]
+    defaults: Mapping[str, Any] = {}
+
+
+class IdRecords:
+    """The delete and update by id of the CRM and project-management toolkits, on table ``key``.
+
+    ``noun`` makes the reference's strings ("<noun> ID not provided.", "<noun> not found.",
+    "<noun> updated successfully.", ...); the id is the table's first column and the tools'
+    id parameter, advertised with ``id_schema``. An update lists ``updatable`` in its schema,
+    applies the :class:`FieldRule` of ``rules`` for its field and refuses a field that is no
+    column with ``bad_field``. :meth:`declare_delete` and :meth:`declare_update` register the
+    tools with their fast paths (where they stand decides the advertised order).
+    """
+
+    __slots__ = (
+        "_bad_field",
+        "_deleted",
+        "_missing_id",
+        "_no_update",
+        "_not_found",
+        "_updated",
+        "id_column",
+        "id_schema",
+        "key",
+        "noun",
+        "rules",
+        "updatable",
+    )
+
+    def __init__(
+        self,
+        key: str,
+        noun: str,
+        id_schema: dict[str, str],
+        updatable: Sequence[str],
+        rules: dict[str, FieldRule],
+        bad_field: str,
+    ) -> None:
         self.key = key
-        self.id_column = id_column
+        self.noun = noun
+        self.id_column = COLUMNS[key][0]
+        self.id_schema = id_schema
+        self.updatable = updatable
+        self.rules = rules
+        self._bad_field = bad_field
         self._missing_id = f"{noun} ID not provided."
+        self._no_update = f"{noun} ID, field, or new value not provided."
         self._not_found = f"{noun} not found."
         self._updated = f"{noun} updated successfully."
         self._deleted = f"{noun} deleted successfully."
 
-    def delete(self, tables: Any, id_value: Any) -> str:
-        """Drop every row whose id equals ``id_value`` (pandas; :func:`id_rows`, labels kept)."""
+    def delete(self, tables: Any, arguments: Mapping[str, Any]) -> str:
+        """Drop every row whose id equals the id argument (pandas; :func:`id_rows`, labels kept).
+
+        ``arguments`` are the call's keyword arguments (so are those of the methods below).
+        """
+        id_value = arguments.get(self.id_column)
         if not id_value:
             return self._missing_id
         frame = tables[self.key]
@@ -386,8 +490,9 @@ class IdRecords:
         tables[self.key] = without_rows(frame, doomed)
         return self._deleted
 
-    def delete_fast(self, tables: SessionTables, id_value: Any) -> Any:
+    def delete_fast(self, tables: SessionTables, arguments: Mapping[str, Any]) -> Any:
         """:meth:`delete` for a str id on a text-only table; ``FALLBACK`` otherwise."""
+        id_value = arguments.get(self.id_column)
         if not id_value:
             return self._missing_id
         if type(id_value) is not str or not tables.table(self.key).text_only:
@@ -396,31 +501,142 @@ class IdRecords:
             return self._not_found
         return self._deleted
 
-    def update(
-        self, frame: pd.DataFrame, id_value: Any, field: Any, new_value: Any, bad_field: str
-    ) -> str:
-        """``frame.loc[rows, field] = new_value`` for the id's rows; the lookup before the field."""
+    def vetted(self, field: Any, new_value: Any, column: Column | None) -> tuple[Any, str | None]:
+        """The value an update stores and None, or None and the message refusing it.
+
+        ``column(name)`` gives a column's cells, read only for a ``known`` rule. A non-str
+        field has no rule (it is never hashed here: pandas decides what it does).
+        """
+        rule = self.rules.get(field) if type(field) is str else None
+        if rule is None:
+            return new_value, None
+        if rule.choices and new_value not in rule.choices:
+            return None, rule.refusal
+        if rule.lower:
+            new_value = new_value.lower()
+        if rule.known:
+            assert column is not None, f"the rule of {field} reads its column"
+            if not column_knows(column(field), new_value):
+                return None, rule.refusal
+        return new_value, None
+
+    def update(self, tables: Any, arguments: Mapping[str, Any]) -> str:
+        """``frame.loc[rows, field] = new_value`` for the id's rows (pandas).
+
+        Checks, in order: all three truthy; the field's rule (before the lookup); the id must
+        be present (:func:`id_rows`); the field must be a column, the id column included (an
+        unhashable field fails there). pandas stores any type: a one-item list is unpacked, a
+        dict stores a missing cell, a longer list fails (black-box and goldens).
+        """
+        id_value, field, new_value = map(arguments.get, (self.id_column, "field", "new_value"))
+        if not id_value or not field or not new_value:
+            return self._no_update
+        new_value, problem = self.vetted(
+            field, new_value, lambda name: tables[self.key][name].tolist()
+        )
+        if problem is not None:
+            return problem
+        frame = tables[self.key]
         rows = id_rows(frame, self.id_column, id_value)
         if rows is None:
             return self._not_found
         if field not in frame.columns:
-            return bad_field
+            return self._bad_field
         frame.loc[rows, field] = new_value
         return self._updated
 
-    def update_fast(
-        self,
-        tables: SessionTables,
-        table: Table,
-        id_value: str,
-        field: str,
-        new_value: str,
-        bad_field: str,
-    ) -> str:
-        """:meth:`update` on text-only ``table`` (the session's ``key``) for str arguments."""
+    def update_fast(self, tables: SessionTables, arguments: Mapping[str, Any]) -> Any:
+        """:meth:`update` for str arguments on a text-only table; ``FALLBACK`` otherwise (an int
+        value is stored as sent, an int id compares in numpy, ``lower`` fails on an int)."""
+        id_value, field, new_value = map(arguments.get, (self.id_column, "field", "new_value"))
+        if not id_value or not field or not new_value:
+            return self._no_update
+        if type(id_value) is not str or type(field) is not str or type(new_value) is not str:
+            return FALLBACK
+        table = tables.table(self.key)
+        if not table.text_only:
+            return FALLBACK
+        new_value, problem = self.vetted(field, new_value, table.data.__getitem__)
+        if problem is not None:
+            return problem
         if id_value not in table.data[self.id_column]:
             return self._not_found
         if field not in table.data:
-            return bad_field
+            return self._bad_field
         update_where(tables, self.key, self.id_column, id_value, field, new_value)
         return self._updated
+
+    def new_cells(
+        self, spec: NewRow, arguments: dict[str, Any], column: Column | None = None
+    ) -> tuple[Any, ...] | str:
+        """The cells after the id of the row a create appends, in column order, or the refusal.
+
+        Each standard column takes its argument, else ``spec.defaults``' value, else None.
+        Checks, in order: the required arguments truthy; the rule of each checked field whose
+        value is truthy, as an update applies it (:meth:`vetted`; ``column`` likewise, needed only
+        for a ``known`` rule).
+        """
+        cells = {c: arguments.get(c, spec.defaults.get(c)) for c in COLUMNS[self.key][1:]}
+        if not all([cells[c] for c in spec.required]):
+            return spec.refusal
+        for field in spec.checked:
+            if cells[field]:
+                cells[field], problem = self.vetted(field, cells[field], column)
+                if problem is not None:
+                    return problem
+        return tuple(cells.values())
+
+    def declare_delete(self, kit: Toolkit, record: str, reference: str) -> None:
+        """Register ``delete_<noun>`` ("Deletes a <record> by ID.") and its fast path."""
+        noun = self.noun.lower()
+        doc = (
+            f"Remove every {noun} with this id (REFERENCE.md {reference}); the other rows keep "
+            "their labels: :meth:`IdRecords.delete`."
+        )
+        properties = {self.id_column: self.id_schema}
+        self._declare(kit, "delete", f"Deletes a {record} by ID.", properties, doc)
+
+    def declare_update(self, kit: Toolkit, record: str, reference: str) -> None:
+        """Register ``update_<noun>`` ("Updates a <record> by ID.") and its fast path."""
+        noun = self.noun.lower()
+        doc = (
+            f"Set ``field`` of every {noun} with this id to ``new_value`` (REFERENCE.md "
+            f"{reference}): :meth:`IdRecords.update`."
+        )
+        properties = {
+            self.id_column: self.id_schema,
+            "field": string(listing("Field to update. Available fields are: ", self.updatable)),
+            "new_value": string("New value for the field"),
+        }
+        self._declare(kit, "update", f"Updates a {record} by ID.", properties, doc)
+
+    def _declare(
+        self, kit: Toolkit, verb: str, description: str, properties: dict[str, Any], doc: str
+    ) -> None:
+        """Register tool ``<verb>_<noun>`` (every property required, writes the table) and its
+        fast path: functions named, documented and signed as hand-written ones would be, that
+        hand the keyword arguments to method ``verb`` and ``<verb>_fast``."""
+        method = f"{verb}_{self.noun.lower()}"
+        names = tuple(properties)
+        run, run_fast = getattr(self, verb), getattr(self, f"{verb}_fast")
+
+        def pandas_tool(tables: Any, **arguments: Any) -> str:
+            return run(tables, arguments)
+
+        def fast_tool(tables: SessionTables, **arguments: Any) -> Any:
+            return run_fast(tables, arguments)
+
+        keyword = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        signature = inspect.Signature(
+            [
+                inspect.Parameter("tables", keyword, annotation="SessionTables"),
+                *(inspect.Parameter(name, keyword, default=None) for name in names),
+            ]
+        )
+        for func, name in ((pandas_tool, method), (fast_tool, f"_{method}_fast")):
+            func.__name__ = func.__qualname__ = name
+            func.__signature__ = signature  # type: ignore[attr-defined]
+        pandas_tool.__doc__ = doc
+        fast_tool.__doc__ = f":meth:`IdRecords.{verb}_fast`: str arguments, text-only table."
+        kit.tool(description, properties, names, (self.key,))(pandas_tool)
+        kit.fast_path(method)(fast_tool)

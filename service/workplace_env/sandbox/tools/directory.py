@@ -9,24 +9,20 @@ import re
 from typing import Any
 
 from workplace_env.sandbox.tables import DIRECTORY, SessionTables
-from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
+from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, string
+
+_KIT = Toolkit("company_directory")
 
 
-@tool(
-    name="company_directory_find_email_address",
-    qualname="CompanyDirectoryTool.find_email_address",
-    description="Finds all email addresses containing the given name (case-insensitive search).",
-    parameters={
-        "type": "object",
-        "properties": {
-            "name": {
-                "type": "string",
-                "description": "Name or partial name to search for in email addresses",
-            }
-        },
-        "required": [],
-        "additionalProperties": False,
-    },
+# -- the tools' advertised parameters (their schema's properties), by method -----------------------
+
+_FIND_EMAIL_ADDRESS = {"name": string("Name or partial name to search for in email addresses")}
+
+
+@_KIT.tool(
+    "Finds all email addresses containing the given name (case-insensitive search).",
+    _FIND_EMAIL_ADDRESS,
+    required=(),
 )
 def find_email_address(tables: SessionTables, name: str = "") -> list[str] | str:
     """Every directory address the lower-cased ``name`` matches, in table order (REFERENCE.md f.1).
@@ -48,7 +44,7 @@ def find_email_address(tables: SessionTables, name: str = "") -> list[str] | str
     return [address for address in addresses if pattern.search(address) is not None]
 
 
-@fast_path("company_directory_find_email_address")
+@_KIT.fast_path("find_email_address")
 def find_email_address_fast(tables: SessionTables, name: Any = "") -> Any:
     """The same search on the plain table, for a string ``name``.
 

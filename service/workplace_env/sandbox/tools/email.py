@@ -31,7 +31,9 @@ from workplace_env.memo import BoundedMemo, MemoPolicy
 from workplace_env.sandbox.table import Table
 from workplace_env.sandbox.tables import EMAILS, SessionTables
 from workplace_env.sandbox.tools.common import frame_records, next_id, paginate, text_table
-from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
+from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, integer, string
+
+_KIT = Toolkit("email")
 
 #: The reference's fixed clock: every email sent in a session carries this timestamp.
 SENT_DATETIME = "2023-11-30 23:59:00"
@@ -48,6 +50,42 @@ _ID = "email_id"
 _CACHE_LIMIT = 50_000  # entries per cache; cleared when full (bounds memory)
 _TEXT_CACHE: BoundedMemo[tuple[str, str, str], str] = BoundedMemo(_CACHE_LIMIT)
 _STAMP_CACHE: BoundedMemo[str, int] = BoundedMemo(_CACHE_LIMIT)
+
+
+# -- the tools' advertised parameters (their schema's properties), by method -----------------------
+
+_GET_EMAIL_INFORMATION_BY_ID = {
+    "email_id": string("Unique ID of the email"),
+    "field": string(
+        "Specific field to return. Available fields: 'email_id', "
+        "'inbox/outbox', 'sender/recipient', 'subject', 'sent_datetime', 'body'"
+    ),
+}
+_SEARCH_EMAILS = {
+    "query": string("Search query, matching terms in subject, body, or sender/recipient fields"),
+    "date_min": string(
+        "Lower date limit for the email's sent date (inclusive). Format: YYYY-MM-DD"
+    ),
+    "date_max": string(
+        "Upper date limit for the email's sent date (inclusive). Format: YYYY-MM-DD"
+    ),
+    "page": integer("Page number of results to return"),
+    "page_size": integer("Number of emails per page"),
+}
+_SEND_EMAIL = {
+    "recipient": string("Email address of the recipient"),
+    "subject": string("Subject line of the email"),
+    "body": string("Body content of the email"),
+}
+_DELETE_EMAIL = {"email_id": string("Unique ID of the email to be deleted")}
+_FORWARD_EMAIL = {
+    "email_id": string("Unique ID of the email to be forwarded"),
+    "recipient": string("Email address of the recipient"),
+}
+_REPLY_EMAIL = {
+    "email_id": string("Unique ID of the email to be replied"),
+    "body": string("Body content of the email"),
+}
 
 
 def _cached_text(key: tuple[Any, Any, Any]) -> str | None:
@@ -465,24 +503,7 @@ def _search_index(tables: SessionTables, table: Table) -> _SearchIndex:
     return index
 
 
-@tool(
-    name="email_get_email_information_by_id",
-    qualname="EmailTool.get_email_information_by_id",
-    description="Retrieves specific details of an email by its ID.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "email_id": {"type": "string", "description": "Unique ID of the email"},
-            "field": {
-                "type": "string",
-                "description": "Specific field to return. Available fields: 'email_id', "
-                "'inbox/outbox', 'sender/recipient', 'subject', 'sent_datetime', 'body'",
-            },
-        },
-        "required": ["email_id", "field"],
-        "additionalProperties": False,
-    },
-)
+@_KIT.tool("Retrieves specific details of an email by its ID.", _GET_EMAIL_INFORMATION_BY_ID)
 def get_email_information_by_id(
     tables: SessionTables, email_id: Any = None, field: Any = None
 ) -> dict[str, Any] | str:
@@ -510,7 +531,19 @@ def get_email_information_by_id(
         return f"Error retrieving email information: {exc}"
 
 
-@fast_path("email_get_email_information_by_id")
+def _located(tables: SessionTables, email_id: str) -> tuple[Table, int] | Any:
+    """The text-only emails table and the position of the first email with id ``email_id``;
+    ``"Email not found."`` when none has it, ``FALLBACK`` for a table that is not text-only."""
+    table = text_table(tables, EMAILS)
+    if table is None:
+        return FALLBACK
+    position = table.first(_ID, email_id)
+    if position is None:
+        return "Email not found."
+    return table, position
+
+
+@_KIT.fast_path("get_email_information_by_id")
 def get_email_information_by_id_fast(
     tables: SessionTables, email_id: Any = None, field: Any = None
 ) -> Any:
@@ -525,66 +558,36 @@ def get_email_information_by_id_fast(
         return "Field not provided."
     if type(email_id) is not str or type(field) is not str:
         return FALLBACK
-    table = text_table(tables, EMAILS)
-    if table is None:
-        return FALLBACK
-    position = table.first(_ID, email_id)
-    if position is None:
-        return "Email not found."
+    found = _located(tables, email_id)
+    if type(found) is not tuple:
+        return found
+    table, position = found
     if field not in table.columns:
         return f"Field '{field}' not found. Available fields: {', '.join(table.columns)}"
     return {field: table.data[field][position]}
 
 
-@tool(
-    name="email_search_emails",
-    qualname="EmailTool.search_emails",
-    description="Searches for emails matching the given query across subject, body, or sender "
+@_KIT.tool(
+    "Searches for emails matching the given query across subject, body, or sender "
     "fields. The function matches an email if all words in the query appear in any of these "
     "fields.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "query": {
-                "type": "string",
-                "description": "Search query, matching terms in subject, body, or "
-                "sender/recipient fields",
-            },
-            "date_min": {
-                "type": "string",
-                "description": "Lower date limit for the email's sent date (inclusive). "
-                "Format: YYYY-MM-DD",
-            },
-            "date_max": {
-                "type": "string",
-                "description": "Upper date limit for the email's sent date (inclusive). "
-                "Format: YYYY-MM-DD",
-            },
-            "page": {"type": "integer", "description": "Page number of results to return"},
-            "page_size": {"type": "integer", "description": "Number of emails per page"},
-        },
-        "required": [],
-        "additionalProperties": False,
-    },
+    _SEARCH_EMAILS,
+    required=(),
 )
 def search_emails(
-    tables: SessionTables,
-    query: Any = "",
-    date_min: Any = None,
-    date_max: Any = None,
-    page: Any = 1,
-    page_size: Any = 5,
+    tables: SessionTables, query: Any = "", page: Any = 1, page_size: Any = 5, **bounds: Any
 ) -> dict[str, Any] | str:
     """One page of the emails containing every query word, newest first (REFERENCE.md f.3).
 
-    Returns ``{"emails": [...], "pagination": {total_emails, page, page_size, total_pages}}``,
-    ``"No emails found."``, or ``"Error searching emails: <e>"``. Words are plain substrings of
-    ``"<subject> <body> <sender/recipient>"`` (lower-cased). Date bounds are inclusive by calendar
-    day and parsed with ``pd.Timestamp``; the query filter runs first, so a bad date with no
-    query match is just ``"No emails found."``. Paging (:func:`paginate`) is computed whether or
-    not anything matched (as the CRM search does, not the calendar's), so a page size of 0 or a
-    string is an error even with no hit (observed on the reference). On a table with no rows at
-    all, any string query fails with ``'sent_datetime'`` (the reference's KeyError, observed).
+    ``bounds`` are ``date_min`` and ``date_max`` (a falsy one is none). Returns ``{"emails":
+    [...], "pagination": {total_emails, page, page_size, total_pages}}``, ``"No emails found."``,
+    or ``"Error searching emails: <e>"``. Words are plain substrings of ``"<subject> <body>
+    <sender/recipient>"`` (lower-cased). Date bounds are inclusive by calendar day and parsed
+    with ``pd.Timestamp``; the query filter runs first, so a bad date with no query match is
+    just ``"No emails found."``. Paging (:func:`paginate`) is computed whether or not anything
+    matched (as the CRM search does, not the calendar's), so a page size of 0 or a string is an
+    error even with no hit (observed on the reference). On a table with no rows at all, any
+    string query fails with ``'sent_datetime'`` (the reference's KeyError, observed).
     """
     try:
         words = query.lower().split()
@@ -598,7 +601,7 @@ def search_emails(
             )
             for word in words:  # every word must occur: narrow the candidates word by word
                 matched = [i for i in matched if word in texts[i]]
-        selected = _dated(frame, matched, date_min, date_max) if matched else []
+        selected = _dated(frame, matched, bounds) if matched else []
         start, end, pagination = paginate("total_emails", len(selected), page, page_size)
         if not selected:
             return "No emails found."
@@ -611,8 +614,12 @@ def search_emails(
 NAT_DATE_COMPARE = "Cannot compare NaT with datetime.date object"
 
 
-def _dated(frame: pd.DataFrame, matched: list[int], date_min: Any, date_max: Any) -> list[int]:
-    """The positions ``matched`` newest first, those outside the date bounds left out.
+#: The search's date bounds, in the order they are applied, with the test a day must pass.
+_BOUNDS = (("date_min", np.greater_equal), ("date_max", np.less_equal))
+
+
+def _dated(frame: pd.DataFrame, matched: list[int], bounds: dict[str, Any]) -> list[int]:
+    """The positions ``matched`` newest first, those outside the date ``bounds`` left out.
 
     Only called with matches: no date is parsed when the query matches nothing (goldens), nor
     a bound once the earlier one left no row.
@@ -627,9 +634,10 @@ def _dated(frame: pd.DataFrame, matched: list[int], date_min: Any, date_max: Any
     stamps = stamps[order]
     days = stamps.astype("datetime64[D]")
     keep = np.ones(len(positions), dtype=bool)
-    for bound, inside in ((date_min, np.greater_equal), (date_max, np.less_equal)):
+    for name, inside in _BOUNDS:
         # The reference compares row by row: a bound is read (and fails) only while rows are
         # left, so date_max is never parsed once date_min has left none (differential).
+        bound = bounds.get(name)
         if not bound or not keep.any():
             continue
         day = pd.Timestamp(bound)
@@ -639,14 +647,9 @@ def _dated(frame: pd.DataFrame, matched: list[int], date_min: Any, date_max: Any
     return positions[keep].tolist()
 
 
-@fast_path("email_search_emails")
+@_KIT.fast_path("search_emails")
 def search_emails_fast(
-    tables: SessionTables,
-    query: Any = "",
-    date_min: Any = None,
-    date_max: Any = None,
-    page: Any = 1,
-    page_size: Any = 5,
+    tables: SessionTables, query: Any = "", page: Any = 1, page_size: Any = 5, **bounds: Any
 ) -> Any:
     """The search through the table's :class:`_SearchIndex`, for a string query.
 
@@ -670,15 +673,14 @@ def search_emails_fast(
         return FALLBACK
     if not len(positions):
         return "No emails found."
-    low = high = None
-    if date_min:
-        low = _bound_day(date_min) if type(date_min) is str else None
-        if low is None:
-            return FALLBACK
-    if date_max:
-        high = _bound_day(date_max) if type(date_max) is str else None
-        if high is None:
-            return FALLBACK
+    days = {}
+    for name, _ in _BOUNDS:
+        bound = bounds.get(name)
+        if bound:
+            days[name] = _bound_day(bound) if type(bound) is str else None
+            if days[name] is None:
+                return FALLBACK
+    low, high = days.get("date_min"), days.get("date_max")
     first, stop = 0, len(positions)
     if low is not None or high is not None:
         # Matches are newest first, so a date range is one contiguous run of them: search the
@@ -728,22 +730,7 @@ def _append(frame: pd.DataFrame, row: list[Any]) -> pd.DataFrame:
     return pd.concat([frame, new_row], ignore_index=True)
 
 
-@tool(
-    name="email_send_email",
-    qualname="EmailTool.send_email",
-    description="Sends an email to the specified recipient.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "recipient": {"type": "string", "description": "Email address of the recipient"},
-            "subject": {"type": "string", "description": "Subject line of the email"},
-            "body": {"type": "string", "description": "Body content of the email"},
-        },
-        "required": ["recipient", "subject", "body"],
-        "additionalProperties": False,
-    },
-    writes=(EMAILS,),
-)
+@_KIT.tool("Sends an email to the specified recipient.", _SEND_EMAIL, writes=(EMAILS,))
 def send_email(
     tables: SessionTables, recipient: Any = None, subject: Any = None, body: Any = None
 ) -> str:
@@ -768,7 +755,7 @@ def send_email(
         return f"Error sending email: {exc}"
 
 
-@fast_path("email_send_email")
+@_KIT.fast_path("send_email")
 def send_email_fast(
     tables: SessionTables, recipient: Any = None, subject: Any = None, body: Any = None
 ) -> Any:
@@ -798,20 +785,7 @@ def send_email_fast(
     return "Email sent successfully."
 
 
-@tool(
-    name="email_delete_email",
-    qualname="EmailTool.delete_email",
-    description="Deletes an email by its ID.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "email_id": {"type": "string", "description": "Unique ID of the email to be deleted"}
-        },
-        "required": ["email_id"],
-        "additionalProperties": False,
-    },
-    writes=(EMAILS,),
-)
+@_KIT.tool("Deletes an email by its ID.", _DELETE_EMAIL, writes=(EMAILS,))
 def delete_email(tables: SessionTables, email_id: Any = None) -> str:
     """Delete the email ``email_id``; other rows keep their labels (REFERENCE.md f.5).
 
@@ -830,7 +804,7 @@ def delete_email(tables: SessionTables, email_id: Any = None) -> str:
         return f"Error deleting email: {exc}"
 
 
-@fast_path("email_delete_email")
+@_KIT.fast_path("delete_email")
 def delete_email_fast(tables: SessionTables, email_id: Any = None) -> Any:
     """The delete on the plain table for a string id (any falsy id too).
 
@@ -857,6 +831,10 @@ def delete_email_fast(tables: SessionTables, email_id: Any = None) -> Any:
     return "Email deleted successfully."
 
 
+_FORWARDED = "Email forwarded successfully."
+_REPLIED = "Email replied successfully."
+
+
 def _relay(result: Any, success: str) -> Any:
     """Forward/reply report the inner send's failure when it says "Error" or "Invalid".
 
@@ -867,38 +845,26 @@ def _relay(result: Any, success: str) -> Any:
     return result if "Error" in result or "Invalid" in result else success
 
 
-def _subject_and(tables: SessionTables, email_id: str, column: str) -> tuple[Any, Any] | str:
-    """The subject and ``column`` of email ``email_id`` on the plain table (forward, reply).
-
-    ``"Email not found."`` when no row has the id; ``FALLBACK`` for a table that is not text-only.
-    """
-    table = text_table(tables, EMAILS)
-    if table is None:
-        return FALLBACK
-    position = table.first(_ID, email_id)
+def _frame_subject_and(frame: pd.DataFrame, email_id: Any, column: str) -> tuple[Any, Any] | None:
+    """The subject and ``column`` of the first email whose id equals ``email_id`` (pandas;
+    forward, reply), or None; the lookup's errors are :func:`_find`'s."""
+    position = _find(frame, email_id)
     if position is None:
-        return "Email not found."
+        return None
+    return tuple(frame[c].to_numpy(dtype=object)[position] for c in (_SUBJECT, column))
+
+
+def _subject_and(tables: SessionTables, email_id: str, column: str) -> tuple[Any, Any] | str:
+    """The subject and ``column`` of email ``email_id`` on the plain table (forward, reply), or
+    what :func:`_located` answers instead."""
+    found = _located(tables, email_id)
+    if type(found) is not tuple:
+        return found
+    table, position = found
     return table.data[_SUBJECT][position], table.data[column][position]
 
 
-@tool(
-    name="email_forward_email",
-    qualname="EmailTool.forward_email",
-    description="Forwards an email to the specified recipient.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "email_id": {
-                "type": "string",
-                "description": "Unique ID of the email to be forwarded",
-            },
-            "recipient": {"type": "string", "description": "Email address of the recipient"},
-        },
-        "required": ["email_id", "recipient"],
-        "additionalProperties": False,
-    },
-    writes=(EMAILS,),
-)
+@_KIT.tool("Forwards an email to the specified recipient.", _FORWARD_EMAIL, writes=(EMAILS,))
 def forward_email(tables: SessionTables, email_id: Any = None, recipient: Any = None) -> str:
     """Send ``"FW: <subject>"`` with the original body to ``recipient`` (REFERENCE.md f.6).
 
@@ -917,19 +883,17 @@ def forward_email(tables: SessionTables, email_id: Any = None, recipient: Any = 
             return "Email not found."
         # The forward lower-cases the address itself, so a failure there is its own error.
         recipient = recipient.lower()
-        position = _find(frame, email_id)
-        if position is None:
+        found = _frame_subject_and(frame, email_id, _BODY)
+        if found is None:
             return "Email not found."
-        subject = frame[_SUBJECT].to_numpy(dtype=object)[position]
-        body = frame[_BODY].to_numpy(dtype=object)[position]
         # The inner send may quietly send nothing (an empty original body): still a success.
-        result = send_email(tables, recipient, f"FW: {subject}", body)
-        return _relay(result, "Email forwarded successfully.")
+        sent = send_email(tables, recipient, f"FW: {found[0]}", found[1])
+        return _relay(sent, _FORWARDED)
     except Exception as exc:
         return f"Error forwarding email: {exc}"
 
 
-@fast_path("email_forward_email")
+@_KIT.fast_path("forward_email")
 def forward_email_fast(tables: SessionTables, email_id: Any = None, recipient: Any = None) -> Any:
     """The forward on the plain table, for a string id and recipient (any falsy argument too).
 
@@ -947,28 +911,11 @@ def forward_email_fast(tables: SessionTables, email_id: Any = None, recipient: A
     found = _subject_and(tables, email_id, _BODY)
     if type(found) is not tuple:
         return found
-    result = send_email_fast(tables, recipient, f"FW: {found[0]}", found[1])
-    return _relay(result, "Email forwarded successfully.")
+    sent = send_email_fast(tables, recipient, f"FW: {found[0]}", found[1])
+    return _relay(sent, _FORWARDED)
 
 
-@tool(
-    name="email_reply_email",
-    qualname="EmailTool.reply_email",
-    description="Replies to an email by its ID.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "email_id": {
-                "type": "string",
-                "description": "Unique ID of the email to be replied",
-            },
-            "body": {"type": "string", "description": "Body content of the email"},
-        },
-        "required": ["email_id", "body"],
-        "additionalProperties": False,
-    },
-    writes=(EMAILS,),
-)
+@_KIT.tool("Replies to an email by its ID.", _REPLY_EMAIL, writes=(EMAILS,))
 def reply_email(tables: SessionTables, email_id: Any = None, body: Any = None) -> str:
     """Send ``"RE: <subject>"`` with ``body`` to the email's sender/recipient (REFERENCE.md f.7).
 
@@ -982,18 +929,15 @@ def reply_email(tables: SessionTables, email_id: Any = None, body: Any = None) -
         frame = tables[EMAILS]
         if not _listed(frame, email_id):
             return "Email not found."
-        position = _find(frame, email_id)
-        if position is None:
+        found = _frame_subject_and(frame, email_id, _PARTY)
+        if found is None:
             return "Email not found."
-        subject = frame[_SUBJECT].to_numpy(dtype=object)[position]
-        party = frame[_PARTY].to_numpy(dtype=object)[position]
-        result = send_email(tables, party, f"RE: {subject}", body)
-        return _relay(result, "Email replied successfully.")
+        return _relay(send_email(tables, found[1], f"RE: {found[0]}", body), _REPLIED)
     except Exception as exc:
         return f"Error replying to email: {exc}"
 
 
-@fast_path("email_reply_email")
+@_KIT.fast_path("reply_email")
 def reply_email_fast(tables: SessionTables, email_id: Any = None, body: Any = None) -> Any:
     """The reply on the plain table, for a string id and body (any falsy argument too).
 
@@ -1010,5 +954,4 @@ def reply_email_fast(tables: SessionTables, email_id: Any = None, body: Any = No
     found = _subject_and(tables, email_id, _PARTY)
     if type(found) is not tuple:
         return found
-    result = send_email_fast(tables, found[1], f"RE: {found[0]}", body)
-    return _relay(result, "Email replied successfully.")
+    return _relay(send_email_fast(tables, found[1], f"RE: {found[0]}", body), _REPLIED)

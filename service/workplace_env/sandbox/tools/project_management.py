@@ -23,89 +23,88 @@ from typing import Any
 
 import numpy as np
 
-from workplace_env.sandbox.tables import TASKS, SessionTables
+from workplace_env.sandbox.tables import COLUMNS, TASKS, SessionTables
 from workplace_env.sandbox.tools.common import (
+    FieldRule,
     IdRecords,
-    cell_flags,
-    cell_test,
+    NewRow,
+    append_text_row,
     equals_lowered,
     filtered_rows,
-    frame_next_id,
+    frame_append,
     frame_records,
     matches_pattern,
     narrow,
-    next_id,
     text_table,
-    with_row,
 )
-from workplace_env.sandbox.tools.registry import FALLBACK, fast_path, tool
+from workplace_env.sandbox.tools.registry import FALLBACK, Toolkit, listing, string
 
-_LISTS = ["Backlog", "In Progress", "In Review", "Completed"]
-_BOARDS = ["Back end", "Front end", "Design"]
+_KIT = Toolkit("project_management")
+
+_LISTS = ("Backlog", "In Progress", "In Review", "Completed")
+_BOARDS = ("Back end", "Front end", "Design")
 # The search's assignee must look like an address before it is matched (exactly, any case).
 _EMAIL_FORMAT = r"^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$"
 _email_format_match = re.compile(_EMAIL_FORMAT).match
 
-_BAD_LIST = (
-    "List not valid. Please choose from: 'Backlog', 'In Progress', 'In Review', 'Completed'."
-)
-_BAD_BOARD = "Board not valid. Please choose from: 'Back end', 'Front end', 'Design'."
+_BAD_LIST = listing("List not valid. Please choose from: ", _LISTS) + "."
+_BAD_BOARD = listing("Board not valid. Please choose from: ", _BOARDS) + "."
 _BAD_ASSIGNEE = "Assignee email not valid. Please choose from the list of team members."
+#: What an update (and a create) requires of the list, board and assignee values.
+_RULES = {
+    "list_name": FieldRule(_LISTS, _BAD_LIST),
+    "board": FieldRule(_BOARDS, _BAD_BOARD),
+    "assigned_to_email": FieldRule(refusal=_BAD_ASSIGNEE, lower=True, known=True),
+}
+_ID = string("8-digit ID of the task")
+_TASKS = IdRecords(TASKS, "Task", _ID, COLUMNS[TASKS][1:], _RULES, "Field not valid.")
 
-_TASKS = IdRecords(TASKS, "task_id", "Task")
-
-_ID = {"type": "string", "description": "8-digit ID of the task"}
-_NAME = {"type": "string", "description": "Name of the task"}
-_ASSIGNEE = {"type": "string", "description": "Email address of the person assigned to the task"}
-_DUE = {"type": "string", "description": "Due date of the task in YYYY-MM-DD format"}
-
-
-def _knows_assignee(cells: list[Any], email: str) -> bool:
-    """True when some text cell of the assignee column, lower-cased, equals ``email`` (already
-    lower-cased): the team members a create or update may name (REFERENCE.md f.21). A missing
-    or non-text cell equals nothing."""
-    if email in cells and email.lower() == email:  # an exact hit lower-cases to itself
-        return True
-    entry = cell_test(("=", email))
-    assert entry is not None
-    return any(cell_flags(entry, cells))
-
-
-def _search_filters(
-    task_name: Any, assigned_to_email: Any, list_name: Any, due_date: Any, board: Any
-) -> list[tuple[str, Any]]:
-    """The search's (column, value) filters in the reference's order; falsy values are none."""
-    return [
-        (column, value)
-        for column, value in (
-            ("task_name", task_name),
-            ("assigned_to_email", assigned_to_email),
-            ("list_name", list_name),
-            ("due_date", due_date),
-            ("board", board),
-        )
-        if value
-    ]
-
-
-@tool(
-    name="project_management_get_task_information_by_id",
-    qualname="ProjectManagementTool.get_task_information_by_id",
-    description="Returns the task information for a given ID.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "task_id": _ID,
-            "field": {
-                "type": "string",
-                "description": "Field to return. Available fields are: 'task_id', 'task_name', "
-                "'assigned_to_email', 'list_name', 'due_date', 'board'",
-            },
-        },
-        "required": ["task_id", "field"],
-        "additionalProperties": False,
-    },
+#: The create's checks: every argument truthy, then the update's rules for the assignee
+#: (lower-cased, a non-str fails on ``lower``; known to the table), the list and the board.
+_NEW = NewRow(
+    COLUMNS[TASKS][1:], "Missing task details.", ("assigned_to_email", "list_name", "board")
 )
+_NAME = string("Name of the task")
+_ASSIGNEE = string("Email address of the person assigned to the task")
+_DUE = string("Due date of the task in YYYY-MM-DD format")
+_LIST = "Name of the list the task belongs to"
+_BOARD = "Name of the board the task belongs to"
+
+
+# -- the tools' advertised parameters (their schema's properties), by method -----------------------
+
+_GET_TASK_INFORMATION_BY_ID = {
+    "task_id": _ID,
+    "field": string(listing("Field to return. Available fields are: ", COLUMNS[TASKS])),
+}
+_SEARCH_TASKS = {
+    "task_name": _NAME,
+    "assigned_to_email": _ASSIGNEE,
+    "list_name": string(_LIST),
+    "due_date": _DUE,
+    "board": string(_BOARD),
+}
+_CREATE_TASK = {
+    **_SEARCH_TASKS,
+    "list_name": string(listing(f"{_LIST}. One of: ", _LISTS)),
+    "board": string(listing(f"{_BOARD}. One of: ", _BOARDS)),
+}
+
+
+def _search_filters(filters: dict[str, Any]) -> list[tuple[str, Any]] | str:
+    """The search's (column, value) filters in the reference's order, falsy values left out, or
+    the message refusing them: none at all, an assignee that does not look like an address (a
+    non-str one fails in ``re``: black-box)."""
+    found = [(column, filters[column]) for column in COLUMNS[TASKS][1:] if filters.get(column)]
+    if not found:
+        return "No search parameters provided."
+    assignee = filters.get("assigned_to_email")
+    if assignee and not _email_format_match(assignee):
+        return "Invalid email format for assigned_to_email."
+    return found
+
+
+@_KIT.tool("Returns the task information for a given ID.", _GET_TASK_INFORMATION_BY_ID)
 def get_task_information_by_id(
     tables: SessionTables, task_id: Any = None, field: Any = None
 ) -> dict[str, Any] | str:
@@ -133,7 +132,7 @@ def get_task_information_by_id(
     return "Field not found."
 
 
-@fast_path("project_management_get_task_information_by_id")
+@_KIT.fast_path("get_task_information_by_id")
 def _get_task_information_by_id_fast(
     tables: SessionTables, task_id: Any = None, field: Any = None
 ) -> Any:
@@ -158,46 +157,19 @@ def _get_task_information_by_id_fast(
     return {field: cells[i]}
 
 
-@tool(
-    name="project_management_search_tasks",
-    qualname="ProjectManagementTool.search_tasks",
-    description="Searches for tasks based on the given parameters.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "task_name": _NAME,
-            "assigned_to_email": _ASSIGNEE,
-            "list_name": {"type": "string", "description": "Name of the list the task belongs to"},
-            "due_date": _DUE,
-            "board": {"type": "string", "description": "Name of the board the task belongs to"},
-        },
-        "required": [],
-        "additionalProperties": False,
-    },
-)
-def search_tasks(
-    tables: SessionTables,
-    task_name: Any = None,
-    assigned_to_email: Any = None,
-    list_name: Any = None,
-    due_date: Any = None,
-    board: Any = None,
-) -> list[dict[str, Any]] | str:
+@_KIT.tool("Searches for tasks based on the given parameters.", _SEARCH_TASKS, required=())
+def search_tasks(tables: SessionTables, **filters: Any) -> list[dict[str, Any]] | str:
     """The tasks passing every given filter, as row dicts in table order (REFERENCE.md f.20).
 
-    Falsy arguments are no filter; with none at all: ``"No search parameters provided."``. A
-    given assignee must look like an address first (``"Invalid email format for
-    assigned_to_email."``; a non-str one fails in ``re``, before any filter: black-box). Then the
-    filters narrow the table in parameter order: the assignee is an exact case-insensitive match,
-    the others case-insensitive regular expressions (pandas ``str.contains``), so their pattern
-    errors, the NA-mask error of a non-text cell and the ``.str`` accessor's error on a column
-    left without text are the outputs (goldens; black-box for the last).
+    ``filters`` as :func:`_search_filters` reads and checks them. Then the filters narrow the
+    table in parameter order: the assignee is an exact case-insensitive match, the others
+    case-insensitive regular expressions (pandas ``str.contains``), so their pattern errors, the
+    NA-mask error of a non-text cell and the ``.str`` accessor's error on a column left without
+    text are the outputs (goldens; black-box for the last).
     """
-    filters = _search_filters(task_name, assigned_to_email, list_name, due_date, board)
-    if not filters:
-        return "No search parameters provided."
-    if assigned_to_email and not _email_format_match(assigned_to_email):
-        return "Invalid email format for assigned_to_email."
+    found = _search_filters(filters)
+    if type(found) is str:
+        return found
     steps = [
         (
             column,
@@ -205,41 +177,32 @@ def search_tasks(
             if column == "assigned_to_email"
             else matches_pattern(value),
         )
-        for column, value in filters
+        for column, value in found
     ]
     tasks = tables[TASKS]
     return frame_records(tasks, narrow(tasks, steps))
 
 
-@fast_path("project_management_search_tasks")
-def _search_tasks_fast(
-    tables: SessionTables,
-    task_name: Any = None,
-    assigned_to_email: Any = None,
-    list_name: Any = None,
-    due_date: Any = None,
-    board: Any = None,
-) -> Any:
+@_KIT.fast_path("search_tasks")
+def _search_tasks_fast(tables: SessionTables, **filters: Any) -> Any:
     """Every outcome for str filters (falsy ones ignored) on a text-only table.
 
     Filters narrow the rows in the reference's order; a regex filter meeting a missing cell is
     pandas' NA-mask error. Falls back for a non-str truthy filter and a pattern that does not
     compile (pandas' error text decides).
     """
-    if not any([task_name, assigned_to_email, list_name, due_date, board]):
-        return "No search parameters provided."
-    filters = _search_filters(task_name, assigned_to_email, list_name, due_date, board)
-    if any(type(value) is not str for _, value in filters):
+    if any(value and type(value) is not str for value in filters.values()):
         return FALLBACK
-    if assigned_to_email and not _email_format_match(assigned_to_email):
-        return "Invalid email format for assigned_to_email."
+    found = _search_filters(filters)
+    if type(found) is str:
+        return found
     table = tables.table(TASKS)
     if not table.text_only:
         return FALLBACK
     # The assignee is an exact case-insensitive match, the others regex searches.
     tests = [
         (column, ("=", value.lower()) if column == "assigned_to_email" else value)
-        for column, value in filters
+        for column, value in found
     ]
     rows = filtered_rows("project_management_search_tasks", table, tests)
     if rows is FALLBACK or type(rows) is str:
@@ -247,211 +210,36 @@ def _search_tasks_fast(
     return table.records(rows)
 
 
-@tool(
-    name="project_management_create_task",
-    qualname="ProjectManagementTool.create_task",
-    description="Creates a new task.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "task_name": _NAME,
-            "assigned_to_email": _ASSIGNEE,
-            "list_name": {
-                "type": "string",
-                "description": "Name of the list the task belongs to. One of: 'Backlog', "
-                "'In Progress', 'In Review', 'Completed'",
-            },
-            "due_date": _DUE,
-            "board": {
-                "type": "string",
-                "description": "Name of the board the task belongs to. One of: 'Back end', "
-                "'Front end', 'Design'",
-            },
-        },
-        "required": ["task_name", "assigned_to_email", "list_name", "due_date", "board"],
-        "additionalProperties": False,
-    },
-    writes=(TASKS,),
-)
-def create_task(
-    tables: SessionTables,
-    task_name: Any = None,
-    assigned_to_email: Any = None,
-    list_name: Any = None,
-    due_date: Any = None,
-    board: Any = None,
-) -> str:
+@_KIT.tool("Creates a new task.", _CREATE_TASK, writes=(TASKS,))
+def create_task(tables: SessionTables, **arguments: Any) -> str:
     """Append a task and return its id, the next 8-digit one (REFERENCE.md f.21).
 
-    Checks, in order (fast path; black-box for odd types): every argument truthy (``"Missing
-    task details."``); the assignee, lower-cased (a non-str fails on ``lower``), must be someone
-    the table already assigns; the list, then the board, must be one of the fixed names. Name
-    and due date are stored as sent (any type); the table is renumbered 0..n.
+    ``arguments`` as :data:`_NEW` has them checked (name and due date kept as sent); the table
+    is renumbered 0..n (:func:`~workplace_env.sandbox.tools.common.frame_append`).
     """
-    if not all([task_name, assigned_to_email, list_name, due_date, board]):
-        return "Missing task details."
-    assignee = assigned_to_email.lower()
-    tasks = tables[TASKS]
-    if not _knows_assignee(tasks["assigned_to_email"].tolist(), assignee):
-        return _BAD_ASSIGNEE
-    if list_name not in _LISTS:
-        return _BAD_LIST
-    if board not in _BOARDS:
-        return _BAD_BOARD
-    task_id = frame_next_id(tasks["task_id"])
-    row = {
-        "task_id": task_id,
-        "task_name": task_name,
-        "assigned_to_email": assignee,
-        "list_name": list_name,
-        "due_date": due_date,
-        "board": board,
-    }
-    tables[TASKS] = with_row(tasks, row, renumber=True)
-    return task_id
+    cells = _TASKS.new_cells(_NEW, arguments, lambda name: tables[TASKS][name].tolist())
+    if type(cells) is str:
+        return cells
+    return frame_append(tables, TASKS, cells)
 
 
-@fast_path("project_management_create_task")
-def _create_task_fast(
-    tables: SessionTables,
-    task_name: Any = None,
-    assigned_to_email: Any = None,
-    list_name: Any = None,
-    due_date: Any = None,
-    board: Any = None,
-) -> Any:
-    """Every outcome for five str arguments on a text-only table; appends and renumbers 0..n-1.
+@_KIT.fast_path("create_task")
+def _create_task_fast(tables: SessionTables, **arguments: Any) -> Any:
+    """Every outcome for str arguments on a text-only table; appends and renumbers 0..n-1.
 
     Falls back for a non-str argument (stored as sent, or failing on ``lower``), a missing id
     (pandas' max skips it) and ids whose maximum is not a number.
     """
-    values = (task_name, assigned_to_email, list_name, due_date, board)
-    if not all(values):
-        return "Missing task details."
-    if any(type(value) is not str for value in values):
+    if any(type(value) is not str for value in arguments.values()):
         return FALLBACK
     table = text_table(tables, TASKS)
     if table is None:
         return FALLBACK
-    assigned_to_email = assigned_to_email.lower()
-    if not _knows_assignee(table.data["assigned_to_email"], assigned_to_email):
-        return _BAD_ASSIGNEE
-    if list_name not in _LISTS:
-        return _BAD_LIST
-    if board not in _BOARDS:
-        return _BAD_BOARD
-    task_id = next_id(table.data["task_id"])
-    if task_id is None:
-        return FALLBACK
-    row = (task_id, task_name, assigned_to_email, list_name, due_date, board)
-    tables.writable(TASKS).append_row(row)
-    return task_id
+    cells = _TASKS.new_cells(_NEW, arguments, table.data.__getitem__)
+    if type(cells) is str:
+        return cells
+    return append_text_row(tables, TASKS, cells)
 
 
-@tool(
-    name="project_management_delete_task",
-    qualname="ProjectManagementTool.delete_task",
-    description="Deletes a task by ID.",
-    parameters={
-        "type": "object",
-        "properties": {"task_id": _ID},
-        "required": ["task_id"],
-        "additionalProperties": False,
-    },
-    writes=(TASKS,),
-)
-def delete_task(tables: SessionTables, task_id: Any = None) -> str:
-    """Remove every task with this id (REFERENCE.md f.22); the other rows keep their labels.
-
-    The id is looked up as :func:`~workplace_env.sandbox.tools.common.id_rows` does (a list id
-    fails there; another type than the stored ids is not found).
-    """
-    return _TASKS.delete(tables, task_id)
-
-
-@fast_path("project_management_delete_task")
-def _delete_task_fast(tables: SessionTables, task_id: Any = None) -> Any:
-    """Every outcome for a str ``task_id`` on a text-only table (rows keep their labels).
-
-    Falls back for other id types (a list broadcasts in numpy, an int compares) and for a table
-    holding non-text cells.
-    """
-    return _TASKS.delete_fast(tables, task_id)
-
-
-@tool(
-    name="project_management_update_task",
-    qualname="ProjectManagementTool.update_task",
-    description="Updates a task by ID.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "task_id": _ID,
-            "field": {
-                "type": "string",
-                "description": "Field to update. Available fields are: 'task_name', "
-                "'assigned_to_email', 'list_name', 'due_date', 'board'",
-            },
-            "new_value": {"type": "string", "description": "New value for the field"},
-        },
-        "required": ["task_id", "field", "new_value"],
-        "additionalProperties": False,
-    },
-    writes=(TASKS,),
-)
-def update_task(
-    tables: SessionTables, task_id: Any = None, field: Any = None, new_value: Any = None
-) -> str:
-    """Set ``field`` of every task with this id to ``new_value`` (REFERENCE.md f.23).
-
-    Checks, in order (fast path; black-box for odd types): all three truthy; an assignee value is
-    lower-cased (a non-str fails on ``lower``); a board or list value must be one of the fixed
-    names and an assignee one the table knows (all before the lookup); the task must exist
-    (:func:`~workplace_env.sandbox.tools.common.id_rows`); the field must be a column, the id
-    column included (an unhashable field fails there). The value is stored with pandas
-    ``.loc[rows, field] = value``: any type, a one-item list is unpacked, a dict stores a missing
-    cell, a longer list fails (black-box and goldens).
-    """
-    if not task_id or not field or not new_value:
-        return "Task ID, field, or new value not provided."
-    if field == "assigned_to_email":
-        new_value = new_value.lower()
-    if field == "board" and new_value not in _BOARDS:
-        return _BAD_BOARD
-    if field == "list_name" and new_value not in _LISTS:
-        return _BAD_LIST
-    tasks = tables[TASKS]
-    if field == "assigned_to_email" and not _knows_assignee(
-        tasks["assigned_to_email"].tolist(), new_value
-    ):
-        return _BAD_ASSIGNEE
-    return _TASKS.update(tasks, task_id, field, new_value, "Field not valid.")
-
-
-@fast_path("project_management_update_task")
-def _update_task_fast(
-    tables: SessionTables, task_id: Any = None, field: Any = None, new_value: Any = None
-) -> Any:
-    """Every outcome for str arguments on a text-only table (any column, ``task_id`` included).
-
-    Falls back for a non-str argument (an int value is stored as sent, an int id compares in
-    numpy) and for a table holding non-text cells.
-    """
-    if not task_id or not field or not new_value:
-        return "Task ID, field, or new value not provided."
-    if type(task_id) is not str or type(field) is not str or type(new_value) is not str:
-        return FALLBACK
-    table = tables.table(TASKS)
-    if not table.text_only:
-        return FALLBACK
-    if field == "assigned_to_email":
-        new_value = new_value.lower()
-    if field == "board" and new_value not in _BOARDS:
-        return _BAD_BOARD
-    if field == "list_name" and new_value not in _LISTS:
-        return _BAD_LIST
-    if field == "assigned_to_email" and not _knows_assignee(
-        table.data["assigned_to_email"], new_value
-    ):
-        return _BAD_ASSIGNEE
-    return _TASKS.update_fast(tables, table, task_id, field, new_value, "Field not valid.")
+_TASKS.declare_delete(_KIT, "task", "f.22")
+_TASKS.declare_update(_KIT, "task", "f.23")

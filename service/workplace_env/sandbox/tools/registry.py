@@ -1,14 +1,14 @@
 """Tool registry and dispatch: name -> tool, argument binding with the reference's exact texts.
 
-Each toolkit module declares its tools with :func:`tool`: a pandas function
+Each toolkit module declares its tools with :meth:`Toolkit.tool`: a pandas function
 ``func(frames, **arguments) -> output`` written to behave as the reference's pandas code does
 (``frames[key]`` is a DataFrame; a write tool mutates or rebinds the frames it declares). That
-implementation is the exact one. A tool may also register a fast path with :func:`fast_path`:
-``fast(tables, **arguments) -> output | FALLBACK`` over the session's plain-Python tables
-(:class:`~workplace_env.sandbox.tables.SessionTables`). It handles the common, well-typed
-inputs and returns :data:`FALLBACK` for anything else *before* changing a table, so the pandas
-implementation decides every unusual case (odd argument types, non-text cells). Tools know
-nothing of sessions or transports.
+implementation is the exact one. A tool may also register a fast path with
+:meth:`Toolkit.fast_path`: ``fast(tables, **arguments) -> output | FALLBACK`` over the session's
+plain-Python tables (:class:`~workplace_env.sandbox.tables.SessionTables`). It handles the
+common, well-typed inputs and returns :data:`FALLBACK` for anything else *before* changing a
+table, so the pandas implementation decides every unusual case (odd argument types, non-text
+cells). Tools know nothing of sessions or transports.
 
 :func:`execute` is the one way a tool runs, on the live route and in verification replay alike
 (DESIGN.md: they differ only in argument rules, which their callers apply). It reproduces how the
@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -73,44 +73,91 @@ class Tool:
         return not self.writes
 
 
-#: name -> tool, filled by the toolkit modules' :func:`tool` decorators.
+#: name -> tool, filled by the toolkit modules' :meth:`Toolkit.tool` decorators.
 TOOLS: dict[str, Tool] = {}
 
 
-def tool(
-    name: str,
-    qualname: str,
-    description: str,
-    parameters: Mapping[str, Any],
-    writes: tuple[str, ...] = (),
-) -> Callable[[ToolFunc], ToolFunc]:
-    """Register ``func(tables, **kwargs)`` as tool ``name`` with its advertised JSON schema.
+class Toolkit:
+    """The tools of one reference class, and the decorators that register them.
 
-    ``parameters`` is the schema's ``parameters`` object verbatim; its ``properties`` order gives
-    the keyword parameters' declaration order (used for "Did you mean" suggestions).
+    ``Toolkit("email")`` names its tools ``email_<method>`` and their reference methods
+    ``EmailTool.<method>`` (the qualname of CPython's argument error texts).
     """
 
-    def register(func: ToolFunc) -> ToolFunc:
-        if name in TOOLS:
-            raise ValueError(f"tool {name} registered twice")
-        schema = {
-            "type": "function",
-            "name": name,
-            "description": description,
-            "parameters": parameters,
-            "strict": False,
-        }
-        TOOLS[name] = Tool(
-            name=name,
-            qualname=qualname,
-            func=func,
-            params=tuple(parameters.get("properties", {})),
-            writes=frozenset(writes),
-            schema=schema,
-        )
-        return func
+    __slots__ = ("owner", "prefix")
 
-    return register
+    def __init__(self, kit: str) -> None:
+        self.prefix = f"{kit}_"
+        self.owner = "".join(word.capitalize() for word in kit.split("_")) + "Tool"
+
+    def tool(
+        self,
+        description: str,
+        properties: Mapping[str, Any],
+        required: tuple[str, ...] | None = None,
+        writes: tuple[str, ...] = (),
+    ) -> Callable[[ToolFunc], ToolFunc]:
+        """Register ``func(tables, **kwargs)`` as the tool of method ``func.__name__``.
+
+        ``description``, ``properties`` (parameter name -> JSON schema) and ``required`` (every
+        property unless given) make the advertised schema, whose ``parameters`` object admits no
+        other property; the properties' order gives the keyword parameters' declaration order
+        (used for "Did you mean" suggestions). ``writes`` are the table keys the tool may change.
+        Raises ValueError for a name registered twice.
+        """
+        parameters = {
+            "type": "object",
+            "properties": properties,
+            "required": list(properties if required is None else required),
+            "additionalProperties": False,
+        }
+
+        def register(func: ToolFunc) -> ToolFunc:
+            name = self.prefix + func.__name__
+            if name in TOOLS:
+                raise ValueError(f"tool {name} registered twice")
+            TOOLS[name] = Tool(
+                name=name,
+                qualname=f"{self.owner}.{func.__name__}",
+                func=func,
+                params=tuple(properties),
+                writes=frozenset(writes),
+                schema={
+                    "type": "function",
+                    "name": name,
+                    "description": description,
+                    "parameters": parameters,
+                    "strict": False,
+                },
+            )
+            return func
+
+        return register
+
+    def fast_path(self, method: str) -> Callable[[ToolFunc], ToolFunc]:
+        """Register ``fast(tables, **kwargs)`` as the fast path of the registered tool."""
+        name = self.prefix + method
+
+        def register(func: ToolFunc) -> ToolFunc:
+            TOOLS[name] = replace(TOOLS[name], fast=func)
+            return func
+
+        return register
+
+
+def string(description: str) -> dict[str, str]:
+    """The JSON schema of a string parameter."""
+    return {"type": "string", "description": description}
+
+
+def integer(description: str) -> dict[str, str]:
+    """The JSON schema of an integer parameter."""
+    return {"type": "integer", "description": description}
+
+
+def listing(lead: str, names: Sequence[str]) -> str:
+    """``lead`` followed by the quoted names, comma-separated (the schemas' and messages' lists)."""
+    return lead + ", ".join(f"'{n}'" for n in names)
 
 
 _MOVE_COST = 2  # insert, delete or substitute one character
@@ -148,16 +195,6 @@ def _edit_distance(a: str, b: str, max_cost: int) -> int:
         previous = current
     result = previous[-1]
     return result if result <= max_cost else max_cost + 1
-
-
-def fast_path(name: str) -> Callable[[ToolFunc], ToolFunc]:
-    """Register ``fast(tables, **kwargs)`` as the fast path of the already registered tool."""
-
-    def register(func: ToolFunc) -> ToolFunc:
-        TOOLS[name] = replace(TOOLS[name], fast=func)
-        return func
-
-    return register
 
 
 class FrameView:
