@@ -11,7 +11,9 @@ client, and carried by an :class:`~workplace_env_client.transport.AsyncTransport
 the same way before anything is sent, and a refusal for concurrency (TOO_MANY_RPCS, X3) is
 retried by the same decision (:mod:`workplace_env_client.options`), awaiting its delay (see
 :mod:`workplace_env_client.client`). Sessions record, recover and
-fence as the sync ones (:mod:`workplace_env_client.handle`: one logic, two drivers).
+fence as the sync ones (:mod:`workplace_env_client.handle`). Every RPC and session method is
+the sync one's operation run by the async driver (:func:`~workplace_env_client.steps.awaited`:
+one logic, two drivers).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class AsyncEnvironmentClient(
     _make_channel = staticmethod(make_aio_channel)
     _grpc_transport = GrpcAioTransport
     _block = partial(AsyncSessionBlock, AsyncSession)
+    _pause = staticmethod(asyncio.sleep)
 
     @cached_property
     def _admins(self) -> dict[str | None, AdminClient]:
@@ -111,9 +114,6 @@ class AsyncEnvironmentClient(
         return admin
 
     # -- RPCs: the sync client's operations (EnvironmentClient), awaited ----------------------
-
-    _pause = staticmethod(asyncio.sleep)
-    _rpc = EnvironmentClient._rpc
     seed = awaited(EnvironmentClient.seed)
     seed_legacy = awaited(EnvironmentClient.seed_legacy)
     call_tool_raw = awaited(EnvironmentClient.call_tool_raw)

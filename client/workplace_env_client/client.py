@@ -63,7 +63,6 @@ from workplace_env_client.channel import (  # noqa: F401
     retry_service_config,
     wait_or_raise,
 )
-from workplace_env_client.errors import WorkplaceEnvError
 from workplace_env_client.handle import (
     Recovery,
     RecoveryStrategy,
@@ -86,9 +85,8 @@ from workplace_env_client.messages import (
     verify_answer,
     verify_request,
 )
-from workplace_env_client.options import ClientBase, RpcBudget
-from workplace_env_client.routing import session_metadata
-from workplace_env_client.steps import Answer, Step, Steps, blocking
+from workplace_env_client.options import ClientBase
+from workplace_env_client.steps import Answer, Step, blocking
 from workplace_env_client.transport import GrpcTransport, Transport
 
 
@@ -204,6 +202,7 @@ class EnvironmentClient(ClientBase[grpc.Channel, Transport, SessionBlock[Session
     _make_channel = staticmethod(make_channel)
     _grpc_transport = GrpcTransport
     _block = partial(SessionBlock, Session)
+    _pause = staticmethod(time.sleep)
 
     def __enter__(self) -> EnvironmentClient:
         return self
@@ -229,34 +228,6 @@ class EnvironmentClient(ClientBase[grpc.Channel, Transport, SessionBlock[Session
         return AdminClient(
             channel=self.channel, token=token or self.admin_token, timeout_s=self.timeout_s
         )
-
-    #: How the client waits out a refusal's delay (its async twin awaits ``asyncio.sleep``).
-    _pause = staticmethod(time.sleep)
-
-    def _rpc(
-        self,
-        method: str,
-        request: Any,
-        session_id: str = "",
-        *,
-        retry_refusals: bool | None = None,
-        checked: bool = False,
-    ) -> Steps:
-        """The steps of one RPC: ``request`` sent within one deadline of ``timeout_s``, again
-        after each TOO_MANY_RPCS refusal whose wait ends before it: when ``retry_refusals``
-        says so (None: when the client's retries are on). ``checked``: its JSON fields are
-        :class:`~workplace_env_client.messages.CheckedJson`."""
-        budget = RpcBudget.start(self.timeout_s, self._retry_refusals, retry_refusals)
-        metadata = session_metadata(session_id)
-        while True:
-            options = {"timeout": budget.remaining(), "metadata": metadata, "checked": checked}
-            try:
-                return (yield Step(self.transport, "unary", (method, request), options))
-            except WorkplaceEnvError as error:
-                wait = budget.wait_after(error)
-                if wait is None:
-                    raise
-            yield Step(self, "_pause", (wait,))
 
     # -- RPCs: each one operation, run here by blocking() and by the async client by awaited() -
 

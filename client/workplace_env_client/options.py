@@ -29,7 +29,8 @@ from workplace_env_client.channel import (
 from workplace_env_client.errors import WorkplaceEnvError
 from workplace_env_client.handle import RecoveryStrategy
 from workplace_env_client.messages import TaskLike
-from workplace_env_client.routing import Target
+from workplace_env_client.routing import Target, session_metadata
+from workplace_env_client.steps import Step, Steps
 
 #: The channel type of a client (``grpc.Channel`` or ``grpc.aio.Channel``).
 ChannelT = TypeVar("ChannelT", grpc.Channel, grpc.aio.Channel)
@@ -111,6 +112,8 @@ class ClientBase(Generic[ChannelT, TransportT, BlockT]):
     _grpc_transport: ClassVar[Callable[..., Any]]
     #: Makes the block of :meth:`session` (``SessionBlock`` of a ``Session``).
     _block: ClassVar[Callable[..., Any]]
+    #: Waits out a refusal's delay, in seconds (``time.sleep``, awaited ``asyncio.sleep``).
+    _pause: ClassVar[Callable[..., Any]]
 
     def __init__(
         self,
@@ -185,3 +188,29 @@ class ClientBase(Generic[ChannelT, TransportT, BlockT]):
         """
         block: BlockT = type(self)._block(self, task, episode, task_id, session_id, recovery, admin)
         return block
+
+    def _rpc(
+        self,
+        method: str,
+        request: Any,
+        session_id: str = "",
+        *,
+        retry_refusals: bool | None = None,
+        checked: bool = False,
+    ) -> Steps:
+        """The steps of one RPC: ``request`` sent within one deadline of ``timeout_s``, again
+        after each TOO_MANY_RPCS refusal whose wait ends before it: when ``retry_refusals``
+        says so (None: when the client's retries are on). ``checked``: its JSON fields are
+        :class:`~workplace_env_client.messages.CheckedJson`. A refusal's delay is waited out
+        by the client's ``_pause`` (``time.sleep``; the async client's ``asyncio.sleep``)."""
+        budget = RpcBudget.start(self.timeout_s, self._retry_refusals, retry_refusals)
+        metadata = session_metadata(session_id)
+        while True:
+            options = {"timeout": budget.remaining(), "metadata": metadata, "checked": checked}
+            try:
+                return (yield Step(self.transport, "unary", (method, request), options))
+            except WorkplaceEnvError as error:
+                wait = budget.wait_after(error)
+                if wait is None:
+                    raise
+            yield Step(self, "_pause", (wait,))
