@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import grpc
 
 from workplace.env.v1 import environment_pb2 as pb
-from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env_client.admin import AdminClient
 
 # The channel settings live in .channel (shared with .admin and .aio); the names not used here
@@ -64,15 +63,12 @@ from workplace_env_client.channel import (  # noqa: F401
     retry_service_config,
     wait_or_raise,
 )
-from workplace_env_client.errors import WorkplaceEnvError
 from workplace_env_client.handle import (
     Recovery,
     RecoveryStrategy,
+    SessionBlock,
     SessionCheckpoint,
     SessionHandle,
-    close_block,
-    open_block,
-    run_steps,
 )
 from workplace_env_client.messages import (
     CallLike,
@@ -89,12 +85,82 @@ from workplace_env_client.messages import (
     verify_answer,
     verify_request,
 )
-from workplace_env_client.options import ClientOptions, RpcBudget
-from workplace_env_client.routing import Target, session_metadata
+from workplace_env_client.options import ClientBase
+from workplace_env_client.steps import Answer, Step, blocking
 from workplace_env_client.transport import GrpcTransport, Transport
 
 
-class EnvironmentClient:
+class Session(SessionHandle):
+    """A seeded typed session, as handed out by :meth:`EnvironmentClient.session`; its
+    recording, recovery and fencing are :class:`~workplace_env_client.handle.SessionHandle`'s."""
+
+    client: EnvironmentClient
+
+    @blocking
+    def call_tool(
+        self, name: str, arguments: str | Mapping[str, Any] | None = None, call_id: str = ""
+    ) -> Answer[Any]:
+        """Call a tool on this session; return its decoded output; record the call.
+
+        Raises as :meth:`EnvironmentClient.call_tool`; with ``recovery`` set, a lost session
+        is recovered once and the call sent again (same ``call_id``). Raises
+        ReplayDivergedError, sending nothing, once the handle is fenced.
+        """
+        return (yield from self._call_tool(name, arguments, call_id))
+
+    @blocking
+    def verify(
+        self, /, function_calls: Iterable[CallLike] | None = None, **kwargs: Any
+    ) -> Answer[VerifyResult]:
+        """Score this session's episode (see :meth:`EnvironmentClient.verify`).
+
+        ``function_calls``: the prediction; None (the default, without ``response_output``)
+        scores the calls this handle made (:attr:`calls`), ``[]`` an empty prediction; the
+        items are pairs, mappings or :class:`RecordedCall` (``s.verify(s.calls)``). With
+        ``recovery`` set, a ``session_lost`` answer recovers once and verifies again. A
+        fenced handle answers the masked ``session_lost`` sample (V4) and sends nothing.
+        Raises ArgumentError for a malformed call, as :meth:`EnvironmentClient.verify`.
+        """
+        return (yield from self._verify(function_calls, kwargs))
+
+    @blocking
+    def checkpoint(self, admin: AdminClient | None = None) -> Answer[SessionCheckpoint]:
+        """Export this session's snapshot (K1) from the server holding it; keep it as
+        :attr:`last_checkpoint` and return it. The snapshot carries the session's call_id
+        records, so a call made before it and resent after a recovery replays (T6).
+
+        ``admin`` defaults to the handle's, else :meth:`EnvironmentClient.admin`. Raises
+        SessionLostError when the server does not hold the session, UnauthenticatedError
+        without the server's admin token.
+        """
+        return (yield from self._checkpoint(admin))
+
+    @blocking
+    def recover(
+        self,
+        strategy: RecoveryStrategy = "replay",
+        *,
+        checkpoint: SessionCheckpoint | None = None,
+        admin: AdminClient | None = None,
+    ) -> Answer[Recovery]:
+        """Rebuild this session on the server its id maps to now.
+
+        ``"replay"``: seed (S1; S2 when that server holds the session, then nothing is
+        replayed, unless an earlier recovery's replay stopped there: it resumes) and replay
+        every recorded call. ``"checkpoint"``: restore ``checkpoint``
+        (default :attr:`last_checkpoint`) through ``admin`` (as :meth:`checkpoint`; routed by
+        the session header, so it lands where the ring maps the id), seed to claim it (K4),
+        and replay the calls recorded after it; a server holding the session live refuses the
+        restore (SESSION_LIVE) and keeps its state. Returns a :class:`Recovery`. Raises
+        ValueError (no task, or no checkpoint), ReplayDivergedError (a replayed output differs
+        from the recorded one: the handle is fenced from then on; or it was already), and the
+        seed's, restore's and calls' errors (e.g. SessionClosedError once the id was closed;
+        SessionLostError or UnavailableError when the new server goes away too: recover again).
+        """
+        return (yield from self._recover(strategy, checkpoint, admin))
+
+
+class EnvironmentClient(ClientBase[grpc.Channel, Transport, SessionBlock[Session]]):
     """A client over a ``target``, an existing ``channel`` or a ``transport``.
 
     ``target``: ``host:port`` (or any gRPC target URI), or a list of ``IP:PORT`` strings, one
@@ -133,44 +199,10 @@ class EnvironmentClient:
     :class:`~workplace_env_client.errors.ClientClosedError`.
     """
 
-    def __init__(
-        self,
-        target: Target | None = None,
-        *,
-        channel: grpc.Channel | None = None,
-        transport: Transport | None = None,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        affinity: bool | None = None,
-        admin_token: str | None = None,
-        credentials: grpc.ChannelCredentials | None = None,
-        retry_refusals: bool | None = None,
-    ) -> None:
-        options = ClientOptions.checked(
-            (target, channel, transport),
-            timeout_s,
-            max_attempts,
-            affinity,
-            admin_token,
-            retry_refusals,
-        )
-        if transport is None:
-            made, owned = given_or_made(
-                target,
-                channel,
-                make_channel,
-                max_attempts=max_attempts,
-                affinity=affinity,
-                credentials=credentials,
-            )
-            transport = GrpcTransport(made, owned=owned)
-        self.transport: Transport = transport
-        #: The gRPC channel and stub of a :class:`GrpcTransport` (None over another transport).
-        self.channel: grpc.Channel | None = getattr(transport, "channel", None)
-        self.stub: pb_grpc.EnvironmentServiceStub | None = getattr(transport, "stub", None)
-        self.timeout_s = options.timeout_s
-        self.admin_token = options.admin_token
-        self._retry_refusals = options.retry_refusals
+    _make_channel = staticmethod(make_channel)
+    _grpc_transport = GrpcTransport
+    _block = partial(SessionBlock, Session)
+    _pause = staticmethod(time.sleep)
 
     def __enter__(self) -> EnvironmentClient:
         return self
@@ -197,64 +229,41 @@ class EnvironmentClient:
             channel=self.channel, token=token or self.admin_token, timeout_s=self.timeout_s
         )
 
-    def _invoke(
-        self,
-        method: str,
-        request: Any,
-        session_id: str = "",
-        *,
-        retry_refusals: bool | None = None,
-        checked: bool = False,
-    ) -> Any:
-        """Send ``request`` within one deadline of ``timeout_s``, again after each TOO_MANY_RPCS
-        refusal whose wait ends before it: when ``retry_refusals`` says so (None: when the client's
-        retries are on). ``checked``: its JSON fields are
-        :class:`~workplace_env_client.messages.CheckedJson`."""
-        budget = RpcBudget.start(self.timeout_s, self._retry_refusals, retry_refusals)
-        metadata = session_metadata(session_id)
-        while True:
-            try:
-                return self.transport.unary(
-                    method, request, timeout=budget.remaining(), metadata=metadata, checked=checked
-                )
-            except WorkplaceEnvError as error:
-                wait = budget.wait_after(error)
-                if wait is None:
-                    raise
-            time.sleep(wait)
+    # -- RPCs: each one operation, run here by blocking() and by the async client by awaited() -
 
-    # -- RPCs --------------------------------------------------------------------------------
-
+    @blocking
     def seed(
         self,
         session_id: str,
         episode: tuple[str, int] | pb.EpisodeId,
         task_id: tuple[str, str],
         task: Mapping[str, Any] | pb.WorkplaceTask,
-    ) -> pb.SeedSessionResponse:
+    ) -> Answer[pb.SeedSessionResponse]:
         """Seed ``session_id`` (CONTRACT S1-S8). Raises SessionConflictError, SessionClosedError,
         InvalidRequestError, UnavailableError, CapacityError."""
         request = seed_request(session_id, episode, task_id, task)
-        response: pb.SeedSessionResponse = self._invoke("SeedSession", request, session_id)
+        response: pb.SeedSessionResponse = yield from self._rpc("SeedSession", request, session_id)
         return response
 
+    @blocking
     def seed_legacy(
         self, session_id: str, task: Mapping[str, Any] | pb.WorkplaceTask
-    ) -> pb.SeedSessionResponse:
+    ) -> Answer[pb.SeedSessionResponse]:
         """Seed a legacy (cookie) session: no episode or task id; a re-seed rebuilds fresh
         tables, and verify releases them (CONTRACT V2). Raises SessionConflictError when the id
         is a typed session, SessionClosedError, InvalidRequestError."""
         request = legacy_seed_request(session_id, task)
-        response: pb.SeedSessionResponse = self._invoke("SeedSession", request, session_id)
+        response: pb.SeedSessionResponse = yield from self._rpc("SeedSession", request, session_id)
         return response
 
+    @blocking
     def call_tool_raw(
         self,
         session_id: str,
         name: str,
         arguments: str | Mapping[str, Any] | None = None,
         call_id: str = "",
-    ) -> str:
+    ) -> Answer[str]:
         """Call a tool; return its output as JSON text (byte-exact to the reference).
 
         ``call_id`` is the idempotency key (T6); when empty the SDK generates one (over a
@@ -264,24 +273,27 @@ class EnvironmentClient:
         request = call_tool_request(
             session_id, name, arguments, call_id, keyed=self.transport.resends
         )
-        response: pb.CallToolResponse = self._invoke("CallTool", request, session_id)
+        response: pb.CallToolResponse = yield from self._rpc("CallTool", request, session_id)
         return response.output
 
+    @blocking
     def call_tool(
         self,
         session_id: str,
         name: str,
         arguments: str | Mapping[str, Any] | None = None,
         call_id: str = "",
-    ) -> Any:
+    ) -> Answer[Any]:
         """Call a tool; return its decoded output (str, list, dict, ...).
 
         Tool failures are outputs (the reference's error texts), not exceptions. Raises
         InvalidRequestError (arguments not a JSON object), SessionLostError (SessionExpiredError
         after eviction), SessionClosedError, CallIdReusedError.
         """
-        return json.loads(self.call_tool_raw(session_id, name, arguments, call_id))
+        output = yield Step(self, "call_tool_raw", (session_id, name, arguments, call_id))
+        return json.loads(output)
 
+    @blocking
     def verify(
         self,
         session_id: str,
@@ -290,7 +302,7 @@ class EnvironmentClient:
         response_output: Sequence[Any] | str | None = None,
         ground_truth: Iterable[CallLike] | None = None,
         ground_truth_json: str | None = None,
-    ) -> VerifyResult:
+    ) -> Answer[VerifyResult]:
         """Score the model's calls (a list, or the raw Responses-API ``response_output``).
 
         The ground truth defaults to the seeded task's. A session the server does not hold
@@ -300,141 +312,39 @@ class EnvironmentClient:
             session_id, function_calls, response_output, ground_truth, ground_truth_json
         )
         checked = all_checked(response_output, ground_truth_json)
-        return verify_answer(self._invoke("Verify", request, session_id, checked=checked))
+        return verify_answer((yield from self._rpc("Verify", request, session_id, checked=checked)))
 
-    def close_session(self, session_id: str, episode: tuple[str, int] | pb.EpisodeId) -> str:
+    @blocking
+    def close_session(
+        self, session_id: str, episode: tuple[str, int] | pb.EpisodeId
+    ) -> Answer[str]:
         """Close a session; return the outcome ``"CLOSED"``, ``"ALREADY_CLOSED"`` or
         ``"NOT_SEEDED"``. Raises EpisodeMismatchError (C4), ReleaseFailedError (C5: not closed,
         retry), CapacityError when refused TOO_MANY_RPCS past what the deadline allows."""
-        return self._close(session_id, episode, retry_refusals=None)
+        outcome: str = yield Step(self, "_close", (session_id, episode), {"retry_refusals": None})
+        return outcome
 
+    @blocking
     def _close(
         self,
         session_id: str,
         episode: tuple[str, int] | pb.EpisodeId,
         *,
         retry_refusals: bool | None,
-    ) -> str:
+    ) -> Answer[str]:
         request = close_request(session_id, episode)
-        return close_answer(
-            self._invoke("CloseSession", request, session_id, retry_refusals=retry_refusals)
+        answer = yield from self._rpc(
+            "CloseSession", request, session_id, retry_refusals=retry_refusals
         )
+        return close_answer(answer)
 
-    def list_tools(self) -> list[dict[str, Any]]:
+    @blocking
+    def list_tools(self) -> Answer[list[dict[str, Any]]]:
         """The 27 tool schemas as the model sees them (JSON objects, in the reference's order)."""
-        return tools_answer(self._invoke("ListTools", pb.ListToolsRequest()))
+        return tools_answer((yield from self._rpc("ListTools", pb.ListToolsRequest())))
 
-    def server_sandbox(self) -> ServerSandbox:
+    @blocking
+    def server_sandbox(self) -> Answer[ServerSandbox]:
         """The sandbox the server plays every episode on (its ListTools answer); ``""`` digest
         and origin from a server that does not say."""
-        return sandbox_answer(self._invoke("ListTools", pb.ListToolsRequest()))
-
-    # -- the episode context manager ---------------------------------------------------------
-
-    @contextmanager
-    def session(
-        self,
-        task: Mapping[str, Any] | pb.WorkplaceTask,
-        *,
-        episode: tuple[str, int] | None = None,
-        task_id: tuple[str, str] | None = None,
-        session_id: str | None = None,
-        recovery: RecoveryStrategy | None = None,
-        admin: AdminClient | None = None,
-    ) -> Iterator[Session]:
-        """Seed a session for ``task``, yield it, and always close it on exit.
-
-        Defaults: a fresh random session id, episode ``(<uuid>, 0)``, task id
-        ``("default", <task id>)``. The block's exit closes the session whatever the exit
-        (normal, exception, ``KeyboardInterrupt``); a close refused by a server at its limit of
-        concurrent RPCs (TOO_MANY_RPCS, X3) is sent again after the refusal's delay until its
-        deadline (``timeout_s``), whatever ``max_attempts``. A close that fails never replaces
-        an exception leaving the block (a note on it says the close failed too); after a block
-        that completed, a close that fails because the server is unreachable (or gives no
-        answer within the deadline) is a :class:`SessionLeftOpenWarning`
-        naming the session id (the server keeps it until its idle TTL), not an exception that
-        would hide the block's result. When the seed itself fails and the id was
-        generated here, the id is closed too (a seed that did land, e.g. past a deadline, is
-        not leaked; the fence refuses a late one; one try after a seed refused TOO_MANY_RPCS,
-        which did not run), and the seed's error is raised. Raises
-        ArgumentError, sending nothing, for a malformed ``task``, ``episode``, ``task_id``,
-        ``session_id`` or ``recovery``.
-
-        ``recovery`` (``"replay"`` or ``"checkpoint"``) makes the handle recover by itself
-        when its server is lost (see :class:`Session`); ``admin`` is the admin client its
-        checkpoints and restores use (default: :meth:`admin` on this channel, no token).
-        """
-        opened = open_block(self, task, episode, task_id, session_id, recovery, admin)
-        sid, ep, tid, task_msg = run_steps(opened)
-        try:
-            yield Session(self, sid, ep, task_id=tid, task=task_msg, recovery=recovery, admin=admin)
-        except BaseException as failed:
-            run_steps(close_block(self, sid, ep, failed))
-            raise
-        run_steps(close_block(self, sid, ep, None))
-
-
-class Session(SessionHandle):
-    """A seeded typed session, as handed out by :meth:`EnvironmentClient.session`; its
-    recording, recovery and fencing are :class:`~workplace_env_client.handle.SessionHandle`'s."""
-
-    client: EnvironmentClient
-
-    def call_tool(
-        self, name: str, arguments: str | Mapping[str, Any] | None = None, call_id: str = ""
-    ) -> Any:
-        """Call a tool on this session; return its decoded output; record the call.
-
-        Raises as :meth:`EnvironmentClient.call_tool`; with ``recovery`` set, a lost session
-        is recovered once and the call sent again (same ``call_id``). Raises
-        ReplayDivergedError, sending nothing, once the handle is fenced.
-        """
-        return run_steps(self._call_tool(name, arguments, call_id))
-
-    def verify(
-        self, function_calls: Iterable[CallLike] | None = None, **kwargs: Any
-    ) -> VerifyResult:
-        """Score this session's episode (see :meth:`EnvironmentClient.verify`).
-
-        ``function_calls``: the prediction; None (the default, without ``response_output``)
-        scores the calls this handle made (:attr:`calls`), ``[]`` an empty prediction; the
-        items are pairs, mappings or :class:`RecordedCall` (``s.verify(s.calls)``). With
-        ``recovery`` set, a ``session_lost`` answer recovers once and verifies again. A
-        fenced handle answers the masked ``session_lost`` sample (V4) and sends nothing.
-        Raises ArgumentError for a malformed call, as :meth:`EnvironmentClient.verify`.
-        """
-        return run_steps(self._verify(function_calls, kwargs))  # type: ignore[no-any-return]
-
-    def checkpoint(self, admin: AdminClient | None = None) -> SessionCheckpoint:
-        """Export this session's snapshot (K1) from the server holding it; keep it as
-        :attr:`last_checkpoint` and return it. The snapshot carries the session's call_id
-        records, so a call made before it and resent after a recovery replays (T6).
-
-        ``admin`` defaults to the handle's, else :meth:`EnvironmentClient.admin`. Raises
-        SessionLostError when the server does not hold the session, UnauthenticatedError
-        without the server's admin token.
-        """
-        return run_steps(self._checkpoint(admin))  # type: ignore[no-any-return]
-
-    def recover(
-        self,
-        strategy: RecoveryStrategy = "replay",
-        *,
-        checkpoint: SessionCheckpoint | None = None,
-        admin: AdminClient | None = None,
-    ) -> Recovery:
-        """Rebuild this session on the server its id maps to now.
-
-        ``"replay"``: seed (S1; S2 when that server holds the session, then nothing is
-        replayed, unless an earlier recovery's replay stopped there: it resumes) and replay
-        every recorded call. ``"checkpoint"``: restore ``checkpoint``
-        (default :attr:`last_checkpoint`) through ``admin`` (as :meth:`checkpoint`; routed by
-        the session header, so it lands where the ring maps the id), seed to claim it (K4),
-        and replay the calls recorded after it; a server holding the session live refuses the
-        restore (SESSION_LIVE) and keeps its state. Returns a :class:`Recovery`. Raises
-        ValueError (no task, or no checkpoint), ReplayDivergedError (a replayed output differs
-        from the recorded one: the handle is fenced from then on; or it was already), and the
-        seed's, restore's and calls' errors (e.g. SessionClosedError once the id was closed;
-        SessionLostError or UnavailableError when the new server goes away too: recover again).
-        """
-        return run_steps(self._recover(strategy, checkpoint, admin))  # type: ignore[no-any-return]
+        return sandbox_answer((yield from self._rpc("ListTools", pb.ListToolsRequest())))

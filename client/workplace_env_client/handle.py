@@ -2,20 +2,21 @@
 
 :class:`SessionHandle` holds what a handle records (its calls, checkpoints, recoveries, the
 fence) and decides what to send; it sends nothing itself. Each operation is a generator of
-:class:`Step`: a call on the SDK client or on an admin client, whose result (or exception) is
-sent back into it. :class:`~workplace_env_client.client.Session` runs the steps as plain calls,
-:class:`~workplace_env_client.aio.AsyncSession` awaits them (an admin call on a worker thread),
-so both have the same methods, arguments, recovery and errors. A client's ``session()`` block
+:class:`~workplace_env_client.steps.Step`: a call on the SDK client or on an admin client, whose
+result (or exception) is sent back into it. :class:`~workplace_env_client.client.Session` runs
+the steps as plain calls, :class:`~workplace_env_client.aio.AsyncSession` awaits them (an admin
+call on a worker thread, :mod:`workplace_env_client.steps`), so both have the same methods,
+arguments, recovery and errors. A client's ``session()`` block
 is steps too: :func:`open_block` (checks, seed, fence) and :func:`close_block`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Generator, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 import grpc
 
@@ -42,40 +43,11 @@ from workplace_env_client.messages import (
     prediction,
     session_identity,
 )
+from workplace_env_client.steps import Answer, Step, Steps, run_steps, run_steps_async
 
 if TYPE_CHECKING:
     from workplace.env.v1 import admin_pb2 as admin_pb
     from workplace.env.v1 import environment_pb2 as pb
-
-
-@dataclass(frozen=True)
-class Step:
-    """One call a handle's operation asks for: ``getattr(target, method)(*args, **kwargs)``;
-    ``target`` is the SDK client (sync or async) or an :class:`AdminClient` (always sync)."""
-
-    target: Any
-    method: str
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-
-#: An operation of a handle: it yields steps, is sent their results, and returns its answer.
-Steps = Generator[Step, Any, Any]
-
-
-def run_steps(steps: Steps) -> Any:
-    """Run an operation's steps as plain calls; return its answer (or raise its error)."""
-    try:
-        step = next(steps)
-        while True:
-            try:
-                result = getattr(step.target, step.method)(*step.args, **step.kwargs)
-            except BaseException as exc:
-                step = steps.throw(exc)
-            else:
-                step = steps.send(result)
-    except StopIteration as done:
-        return done.value
 
 
 #: How :meth:`Session.recover` rebuilds a lost session.
@@ -138,7 +110,7 @@ def close_block(
     except Exception as closing:
         if in_flight is None and not isinstance(closing, WorkplaceEnvError):
             raise
-        # The caller's with: above this generator, the step runner, session() and its manager.
+        # The caller's with: above this generator, the driver, its runner and the block's exit.
         close_failed(session_id, closing, in_flight, stacklevel=6)
 
 
@@ -234,13 +206,10 @@ class SessionHandle:
         admin: AdminClient | None = None,
     ) -> None:
         check_recovery(recovery)
-        self.client = client
-        self.id = session_id
-        self.episode = episode
-        self.task_id = task_id
-        self.task = task
-        self.recovery = recovery
-        self.admin = admin
+        #: The session: its client, id, episode, and the task id and task it was seeded with.
+        self.client, self.id, self.episode = client, session_id, episode
+        self.task_id, self.task = task_id, task
+        self.recovery, self.admin = recovery, admin
         #: The last checkpoint :meth:`checkpoint` took (None before the first).
         self.last_checkpoint: SessionCheckpoint | None = None
         self._calls: list[RecordedCall] = []
@@ -309,7 +278,7 @@ class SessionHandle:
 
     def _call_tool(
         self, name: str, arguments: str | Mapping[str, Any] | None, call_id: str
-    ) -> Steps:
+    ) -> Answer[Any]:
         """The steps of :meth:`Session.call_tool`."""
         self._refuse_if_fenced()
         text = arguments_text(arguments)
@@ -332,7 +301,9 @@ class SessionHandle:
         self._calls.append(RecordedCall(name, text, cid, output_digest(output)))
         return json.loads(output)
 
-    def _verify(self, function_calls: Iterable[CallLike] | None, kwargs: dict[str, Any]) -> Steps:
+    def _verify(
+        self, function_calls: Iterable[CallLike] | None, kwargs: dict[str, Any]
+    ) -> Answer[VerifyResult]:
         """The steps of :meth:`Session.verify`."""
         if self._fenced is not None:
             return VerifyResult(0.0, True, "session_lost", self._fence_message(), ())
@@ -344,7 +315,8 @@ class SessionHandle:
         if result.failure_kind == "session_lost" and self.recovery is not None:
             try:
                 yield from self._auto_recover()
-                return (yield Step(self.client, "verify", (self.id, calls), kwargs))
+                again: VerifyResult = yield Step(self.client, "verify", (self.id, calls), kwargs)
+                return again
             except _RECOVERY_FAILURES as failed:
                 # Never worse than without recovery: the masked sample (CONTRACT V4).
                 self._failed_recoveries.append(failed)
@@ -353,7 +325,7 @@ class SessionHandle:
     def _admin(self, admin: AdminClient | None) -> AdminClient:
         return admin or self.admin or self.client.admin()
 
-    def _checkpoint(self, admin: AdminClient | None) -> Steps:
+    def _checkpoint(self, admin: AdminClient | None) -> Answer[SessionCheckpoint]:
         """The steps of :meth:`Session.checkpoint`."""
         self._refuse_if_fenced()
         check_admin(admin)
@@ -383,7 +355,7 @@ class SessionHandle:
         strategy: RecoveryStrategy,
         checkpoint: SessionCheckpoint | None,
         admin: AdminClient | None,
-    ) -> Steps:
+    ) -> Answer[Recovery]:
         """The steps of :meth:`Session.recover`."""
         self._refuse_if_fenced()
         check_recovery(strategy, "strategy", optional=False)
@@ -441,21 +413,64 @@ class SessionHandle:
         yield from self._recover("checkpoint" if use_checkpoint else "replay", None, None)
 
 
-async def run_steps_async(steps: Steps) -> Any:
-    """Run an operation's steps on the event loop: a client's call awaited, an admin client's
-    (blocking) on a worker thread; return its answer (or raise its error)."""
-    try:
-        step = next(steps)
-        while True:
-            call = getattr(step.target, step.method)
-            try:
-                if isinstance(step.target, AdminClient):
-                    result = await asyncio.to_thread(call, *step.args, **step.kwargs)
-                else:
-                    result = await call(*step.args, **step.kwargs)
-            except BaseException as exc:
-                step = steps.throw(exc)
-            else:
-                step = steps.send(result)
-    except StopIteration as done:
-        return done.value
+H = TypeVar("H", bound=SessionHandle)
+
+
+class _SessionBlock(Generic[H]):
+    """A client's ``session()`` block: :func:`open_block` on entry (it yields a ``handle``
+    of the seeded session), :func:`close_block` on exit, whatever the exit."""
+
+    def __init__(
+        self,
+        handle: type[H],
+        client: Any,
+        task: TaskLike,
+        episode: tuple[str, int] | None,
+        task_id: tuple[str, str] | None,
+        session_id: str | None,
+        recovery: RecoveryStrategy | None,
+        admin: AdminClient | None,
+    ) -> None:
+        self._handle, self._client, self._recovery, self._admin = handle, client, recovery, admin
+        self._opening = open_block(client, task, episode, task_id, session_id, recovery, admin)
+        self._session: tuple[str, EpisodeLike] = ("", ("", 0))
+
+    def _opened(self, opened: tuple[str, tuple[str, int], tuple[str, str], pb.WorkplaceTask]) -> H:
+        sid, ep, tid, task_msg = opened
+        self._session = (sid, ep)
+        return self._handle(
+            self._client,
+            sid,
+            ep,
+            task_id=tid,
+            task=task_msg,
+            recovery=self._recovery,
+            admin=self._admin,
+        )
+
+    def _closing(self, in_flight: BaseException | None) -> Steps:
+        return close_block(self._client, *self._session, in_flight)
+
+
+class SessionBlock(_SessionBlock[H]):
+    """:meth:`EnvironmentClient.session`'s block, a ``with`` statement's."""
+
+    def __enter__(self) -> H:
+        return self._opened(run_steps(self._opening))
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        run_steps(self._closing(exc))
+
+
+class AsyncSessionBlock(_SessionBlock[H]):
+    """:meth:`AsyncEnvironmentClient.session`'s block, an ``async with`` statement's."""
+
+    async def __aenter__(self) -> H:
+        return self._opened(await run_steps_async(self._opening))
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await run_steps_async(self._closing(exc))

@@ -1,19 +1,43 @@
 """What the sync and the async environment client decide alike, written once.
 
-:meth:`ClientOptions.checked` checks and resolves their constructor arguments; an
-:class:`RpcBudget` is one RPC's deadline and whether a concurrency refusal (TOO_MANY_RPCS, X3)
-is sent again within it. The clients only drive them: the sync one sleeps, the async one
-awaits.
+:class:`ClientBase` is their constructor: :meth:`ClientOptions.checked` checks and resolves its
+arguments, and it opens the client's transport. An :class:`RpcBudget` is one RPC's deadline and
+whether a concurrency refusal (TOO_MANY_RPCS, X3) is sent again within it. The clients only
+drive them: the sync one sleeps, the async one awaits.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
-from workplace_env_client.channel import check_client_options, check_max_attempts, refusal_wait
+import grpc
+import grpc.aio
+
+from workplace.env.v1 import environment_pb2_grpc as pb_grpc
+from workplace_env_client.admin import AdminClient
+from workplace_env_client.channel import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_TIMEOUT_S,
+    check_client_options,
+    check_max_attempts,
+    given_or_made,
+    refusal_wait,
+)
 from workplace_env_client.errors import WorkplaceEnvError
+from workplace_env_client.handle import RecoveryStrategy
+from workplace_env_client.messages import TaskLike
+from workplace_env_client.routing import Target, session_metadata
+from workplace_env_client.steps import Step, Steps
+
+#: The channel type of a client (``grpc.Channel`` or ``grpc.aio.Channel``).
+ChannelT = TypeVar("ChannelT", grpc.Channel, grpc.aio.Channel)
+#: The transport type of a client (a ``Transport`` or an ``AsyncTransport``).
+TransportT = TypeVar("TransportT")
+#: What a client's ``session()`` returns (a ``SessionBlock`` or an ``AsyncSessionBlock``).
+BlockT = TypeVar("BlockT")
 
 
 @dataclass(frozen=True)
@@ -74,3 +98,119 @@ class RpcBudget:
         if not self.retry_refusals:
             return None
         return refusal_wait(error, self.deadline - time.monotonic())
+
+
+class ClientBase(Generic[ChannelT, TransportT, BlockT]):
+    """The constructor of both environment clients (their class docstrings say what each
+    argument means and raises): the options checked, and the ``transport`` given, or made by
+    ``_grpc_transport`` over the given ``channel`` or one ``_make_channel`` dials to
+    ``target``."""
+
+    #: Dials the client's own channel (:func:`~workplace_env_client.channel.make_channel`).
+    _make_channel: ClassVar[Callable[..., Any]]
+    #: Carries the RPCs over a channel (``GrpcTransport``).
+    _grpc_transport: ClassVar[Callable[..., Any]]
+    #: Makes the block of :meth:`session` (``SessionBlock`` of a ``Session``).
+    _block: ClassVar[Callable[..., Any]]
+    #: Waits out a refusal's delay, in seconds (``time.sleep``, awaited ``asyncio.sleep``).
+    _pause: ClassVar[Callable[..., Any]]
+
+    def __init__(
+        self,
+        target: Target | None = None,
+        *,
+        channel: ChannelT | None = None,
+        transport: TransportT | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        affinity: bool | None = None,
+        admin_token: str | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+        retry_refusals: bool | None = None,
+    ) -> None:
+        over = (target, channel, transport)
+        options = ClientOptions.checked(
+            over, timeout_s, max_attempts, affinity, admin_token, retry_refusals
+        )
+        if transport is None:
+            made, owned = given_or_made(
+                target,
+                channel,
+                type(self)._make_channel,
+                max_attempts=max_attempts,
+                affinity=affinity,
+                credentials=credentials,
+            )
+            transport = type(self)._grpc_transport(made, owned=owned)
+        self.transport: TransportT = transport
+        #: The channel and stub of a gRPC transport (None over another transport).
+        self.channel: ChannelT | None = getattr(transport, "channel", None)
+        self.stub: pb_grpc.EnvironmentServiceStub | None = getattr(transport, "stub", None)
+        self.timeout_s = options.timeout_s
+        self.admin_token = options.admin_token
+        self._retry_refusals = options.retry_refusals
+        self._target, self._affinity, self._credentials = target, affinity, credentials
+
+    def session(
+        self,
+        task: TaskLike,
+        *,
+        episode: tuple[str, int] | None = None,
+        task_id: tuple[str, str] | None = None,
+        session_id: str | None = None,
+        recovery: RecoveryStrategy | None = None,
+        admin: AdminClient | None = None,
+    ) -> BlockT:
+        """Seed a session for ``task``, yield its handle (a
+        :class:`~workplace_env_client.client.Session`; with ``async with``, an
+        :class:`~workplace_env_client.aio.AsyncSession`), and always close it on exit.
+
+        Defaults: a fresh random session id, episode ``(<uuid>, 0)``, task id
+        ``("default", <task id>)``. The block's exit closes the session whatever the exit
+        (normal, exception, ``KeyboardInterrupt``); a close refused by a server at its limit of
+        concurrent RPCs (TOO_MANY_RPCS, X3) is sent again after the refusal's delay until its
+        deadline (``timeout_s``), whatever ``max_attempts``. A close that fails never replaces
+        an exception leaving the block (a note on it says the close failed too); after a block
+        that completed, a close that fails because the server is unreachable (or gives no
+        answer within the deadline) is a
+        :class:`~workplace_env_client.errors.SessionLeftOpenWarning` naming the session id
+        (the server keeps it until its idle TTL), not an exception that would hide the block's
+        result. When the seed itself fails and the id was generated here, the id is closed
+        too (a seed that did land, e.g. past a deadline, is not leaked; the fence refuses a
+        late one; one try after a seed refused TOO_MANY_RPCS, which did not run), and the
+        seed's error is raised. Raises ArgumentError, sending nothing, for a malformed
+        ``task``, ``episode``, ``task_id``, ``session_id`` or ``recovery``.
+
+        ``recovery`` (``"replay"`` or ``"checkpoint"``) makes the handle recover by itself
+        when its server is lost (see :class:`~workplace_env_client.client.Session`);
+        ``admin`` is the admin client its checkpoints and restores use (default:
+        :meth:`admin` on this channel, no token).
+        """
+        block: BlockT = type(self)._block(self, task, episode, task_id, session_id, recovery, admin)
+        return block
+
+    def _rpc(
+        self,
+        method: str,
+        request: Any,
+        session_id: str = "",
+        *,
+        retry_refusals: bool | None = None,
+        checked: bool = False,
+    ) -> Steps:
+        """The steps of one RPC: ``request`` sent within one deadline of ``timeout_s``, again
+        after each TOO_MANY_RPCS refusal whose wait ends before it: when ``retry_refusals``
+        says so (None: when the client's retries are on). ``checked``: its JSON fields are
+        :class:`~workplace_env_client.messages.CheckedJson`. A refusal's delay is waited out
+        by the client's ``_pause`` (``time.sleep``; the async client's ``asyncio.sleep``)."""
+        budget = RpcBudget.start(self.timeout_s, self._retry_refusals, retry_refusals)
+        metadata = session_metadata(session_id)
+        while True:
+            options = {"timeout": budget.remaining(), "metadata": metadata, "checked": checked}
+            try:
+                return (yield Step(self.transport, "unary", (method, request), options))
+            except WorkplaceEnvError as error:
+                wait = budget.wait_after(error)
+                if wait is None:
+                    raise
+            yield Step(self, "_pause", (wait,))

@@ -18,13 +18,33 @@ same call awaited: :class:`GrpcAioTransport` (a ``grpc.aio`` channel) or
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import (
+    Any,
+    Generic,
+    NotRequired,
+    Protocol,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    runtime_checkable,
+)
 
 import grpc
 import grpc.aio
 
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env_client.errors import closed_channel_error, from_rpc_error
+from workplace_env_client.errors import WorkplaceEnvError, closed_channel_error, from_rpc_error
+
+
+class CallOptions(TypedDict):
+    """The keyword arguments of every transport's ``unary``: ``timeout`` (seconds),
+    ``metadata`` (the call's headers: the session header) and ``checked`` (default False: a
+    Verify whose JSON texts were :class:`~workplace_env_client.messages.CheckedJson`, so a
+    server in this process need not check them again)."""
+
+    timeout: float
+    metadata: Sequence[tuple[str, str]]
+    checked: NotRequired[bool]
 
 
 @runtime_checkable
@@ -38,20 +58,10 @@ class Transport(Protocol):
     #: then carries an idempotency key (a generated ``call_id``, CONTRACT T6).
     resends: bool
 
-    def unary(
-        self,
-        method: str,
-        request: Any,
-        *,
-        timeout: float,
-        metadata: Sequence[tuple[str, str]],
-        checked: bool = False,
-    ) -> Any:
+    def unary(self, method: str, request: Any, **options: Unpack[CallOptions]) -> Any:
         """The response message of ``method`` (``"SeedSession"``, ``"CallTool"``, ``"Verify"``,
-        ``"CloseSession"``, ``"ListTools"``) for ``request``, within ``timeout`` seconds;
-        ``metadata``: the call's headers (the session header); ``checked``: a Verify whose JSON
-        texts were :class:`~workplace_env_client.messages.CheckedJson` (a server in this
-        process need not check them again). Raises the failure as a
+        ``"CloseSession"``, ``"ListTools"``) for ``request``, within ``timeout`` seconds, with
+        ``metadata`` and ``checked`` (:class:`CallOptions`). Raises the failure as a
         :class:`~workplace_env_client.errors.WorkplaceEnvError` subclass."""
         ...
 
@@ -67,15 +77,7 @@ class AsyncTransport(Protocol):
     #: As :attr:`Transport.resends`.
     resends: bool
 
-    async def unary(
-        self,
-        method: str,
-        request: Any,
-        *,
-        timeout: float,
-        metadata: Sequence[tuple[str, str]],
-        checked: bool = False,
-    ) -> Any:
+    async def unary(self, method: str, request: Any, **options: Unpack[CallOptions]) -> Any:
         """As :meth:`Transport.unary`, awaited."""
         ...
 
@@ -84,37 +86,52 @@ class AsyncTransport(Protocol):
         ...
 
 
-class GrpcTransport:
-    """The environment over a gRPC ``channel``; :meth:`close` closes it when ``owned``."""
+#: What a gRPC call raises that :func:`channel_failure` makes an SDK error: a failed RPC, or
+#: a refusal to send on a closed channel (sync: ValueError, aio: UsageError).
+CHANNEL_FAILURES = (grpc.RpcError, ValueError, grpc.aio.UsageError)
 
-    blocking = True
+C = TypeVar("C", grpc.Channel, grpc.aio.Channel)
+
+
+def channel_failure(exc: Exception) -> WorkplaceEnvError:
+    """The SDK error of ``exc``, one of :data:`CHANNEL_FAILURES`: a failed RPC's typed error, a
+    closed channel's :class:`~workplace_env_client.errors.ClientClosedError`; raises ``exc``
+    itself for any other."""
+    if isinstance(exc, grpc.RpcError):
+        return from_rpc_error(exc)
+    if (closed := closed_channel_error(exc)) is None:
+        raise exc
+    return closed
+
+
+class GrpcChannelTransport(Generic[C]):
+    """What both gRPC transports hold: the ``channel``, its stub, and whether :meth:`close`
+    closes the channel (``owned``)."""
+
     resends = True
 
-    def __init__(self, channel: grpc.Channel, *, owned: bool = False) -> None:
-        self.channel = channel
+    def __init__(self, channel: C, *, owned: bool = False) -> None:
+        self.channel: C = channel
+        self.stub: pb_grpc.EnvironmentServiceStub | pb_grpc.EnvironmentServiceAsyncStub
         self.stub = pb_grpc.EnvironmentServiceStub(channel)
         self._owned = owned
 
-    def unary(
-        self,
-        method: str,
-        request: Any,
-        *,
-        timeout: float,
-        metadata: Sequence[tuple[str, str]],
-        checked: bool = False,
-    ) -> Any:
+
+class GrpcTransport(GrpcChannelTransport[grpc.Channel]):
+    """The environment over a gRPC ``channel``; :meth:`close` closes it when ``owned``."""
+
+    blocking = True
+
+    def unary(self, method: str, request: Any, **options: Unpack[CallOptions]) -> Any:
         """As :meth:`Transport.unary` (``checked`` is moot: the server checks what it receives);
         a failed RPC raises its typed error, chained to the ``grpc.RpcError``; a closed channel
         :class:`~workplace_env_client.errors.ClientClosedError`."""
         try:
-            return getattr(self.stub, method)(request, timeout=timeout, metadata=metadata)
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from exc
-        except ValueError as exc:
-            if (closed := closed_channel_error(exc)) is None:
-                raise
-            raise closed from exc
+            return getattr(self.stub, method)(
+                request, timeout=options["timeout"], metadata=options["metadata"]
+            )
+        except CHANNEL_FAILURES as exc:
+            raise channel_failure(exc) from exc
 
     def close(self) -> None:
         """Close the channel if this transport made it (``owned``)."""
@@ -122,35 +139,17 @@ class GrpcTransport:
             self.channel.close()
 
 
-class GrpcAioTransport:
+class GrpcAioTransport(GrpcChannelTransport[grpc.aio.Channel]):
     """:class:`GrpcTransport` over a ``grpc.aio`` ``channel``, awaited (an
     :class:`AsyncTransport`); :meth:`close` closes the channel when ``owned``."""
 
-    resends = True
-
-    def __init__(self, channel: grpc.aio.Channel, *, owned: bool = False) -> None:
-        self.channel = channel
-        self.stub = pb_grpc.EnvironmentServiceStub(channel)
-        self._owned = owned
-
-    async def unary(
-        self,
-        method: str,
-        request: Any,
-        *,
-        timeout: float,
-        metadata: Sequence[tuple[str, str]],
-        checked: bool = False,
-    ) -> Any:
+    async def unary(self, method: str, request: Any, **options: Unpack[CallOptions]) -> Any:
         """As :meth:`GrpcTransport.unary`, awaited."""
+        call = getattr(self.stub, method)
         try:
-            return await getattr(self.stub, method)(request, timeout=timeout, metadata=metadata)
-        except grpc.RpcError as exc:
-            raise from_rpc_error(exc) from exc
-        except grpc.aio.UsageError as exc:
-            if (closed := closed_channel_error(exc)) is None:
-                raise
-            raise closed from exc
+            return await call(request, timeout=options["timeout"], metadata=options["metadata"])
+        except CHANNEL_FAILURES as exc:
+            raise channel_failure(exc) from exc
 
     async def close(self) -> None:
         """Close the channel at once if this transport made it (``owned``)."""

@@ -223,6 +223,26 @@ def test_the_async_client_has_the_sync_ones_methods_arguments_and_properties(syn
             assert inspect.iscoroutinefunction(member), name
 
 
+@pytest.mark.parametrize(
+    ("sync", "awaited"),
+    [(EnvironmentClient, AsyncEnvironmentClient), (Session, AsyncSession)],
+)
+def test_each_awaited_method_carries_its_sync_twins_signature_and_docstring(sync, awaited):
+    """What ``help()``, ``inspect.signature`` and the docs read: the sync method's parameters,
+    annotations, return type (never the operation's ``Answer[...]``) and docstring."""
+    twins = 0
+    for name, member in inspect.getmembers(awaited, inspect.iscoroutinefunction):
+        if name.startswith("_") or name == "close":
+            continue
+        method = getattr(sync, name)
+        assert inspect.signature(member) == inspect.signature(method), name
+        assert member.__doc__ == method.__doc__ and member.__doc__, name
+        assert not inspect.signature(method).return_annotation.startswith("Answer["), name
+        assert member.__qualname__ == f"{awaited.__name__}.{name}"
+        twins += 1
+    assert twins >= 4
+
+
 def test_async_checkpoints_go_through_the_clients_own_admin_client(make_server):
     """Without an ``admin``, a session's checkpoint uses ``admin()`` on the client's target with
     its ``admin_token`` (one admin client per token, closed with the client); the recovery from

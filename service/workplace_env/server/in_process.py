@@ -18,8 +18,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Unpack
 
 import grpc
 
@@ -29,6 +29,7 @@ from workplace_env.server.servicer import EnvironmentServicer
 from workplace_env.server.status import rich_status
 from workplace_env_client import AsyncEnvironmentClient, EnvironmentClient, WorkplaceEnvError
 from workplace_env_client.errors import from_status
+from workplace_env_client.transport import CallOptions
 
 if TYPE_CHECKING:
     from workplace_env.server.app import RunningServer
@@ -75,15 +76,7 @@ class InProcessTransport:
             for method in METHODS
         }
 
-    def unary(
-        self,
-        method: str,
-        request: Any,
-        *,
-        timeout: float,
-        metadata: Sequence[tuple[str, str]],
-        checked: bool = False,
-    ) -> Any:
+    def unary(self, method: str, request: Any, **options: Unpack[CallOptions]) -> Any:
         """``method``'s response for ``request``; its failure as the SDK's typed error (see the
         module docstring). ``checked``: a Verify's JSON texts were checked in this process
         (:class:`~workplace_env_client.messages.CheckedJson`): the servicer parses them only."""
@@ -94,6 +87,7 @@ class InProcessTransport:
                 f"Received message larger than max ({size} vs. {limit})",
             )
         call, count = self._calls[method]
+        checked = options.get("checked", False)
         start = time.perf_counter()
         try:
             response = call(request, None, checked=True) if checked else call(request, None)
@@ -127,18 +121,9 @@ class AsyncInProcessTransport:
     def __init__(self, transport: InProcessTransport) -> None:
         self.transport = transport
 
-    async def unary(
-        self,
-        method: str,
-        request: Any,
-        *,
-        timeout: float,
-        metadata: Sequence[tuple[str, str]],
-        checked: bool = False,
-    ) -> Any:
+    async def unary(self, method: str, request: Any, **options: Unpack[CallOptions]) -> Any:
         """:meth:`InProcessTransport.unary`'s answer or error."""
-        sync = self.transport
-        return sync.unary(method, request, timeout=timeout, metadata=metadata, checked=checked)
+        return self.transport.unary(method, request, **options)
 
     async def close(self) -> None:
         """Nothing to release (the servicer is the server's)."""
