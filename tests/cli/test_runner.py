@@ -35,9 +35,10 @@ NONE_FAILED = dict.fromkeys(FAILURE_KINDS, 0)
 EMAILS = "email._emails"
 
 
-def _run(path) -> subprocess.CompletedProcess:
+def _run(path, *options: str) -> subprocess.CompletedProcess:
+    """``workplace-env run PATH OPTIONS`` in a process of its own."""
     return subprocess.run(
-        [sys.executable, "-m", "workplace_env.cli", "run", str(path)],
+        [sys.executable, "-m", "workplace_env.cli", "run", str(path), *options],
         capture_output=True,
         text=True,
         timeout=120,
@@ -208,13 +209,7 @@ def test_a_malformed_line_is_refused_up_front_naming_its_line_and_field(
     good = {"id": "fine", "ground_truth": []}
     path.write_text(json.dumps(good) + "\n\n  \n" + json.dumps({"id": "bad", **line}) + "\n")
     out = tmp_path / "summary.json"
-    command = ["run", str(path), "--policy", policy, "--json-out", str(out)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "workplace_env.cli", *command],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _run(path, "--policy", policy, "--json-out", str(out))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     said = " ".join(proc.stderr.split())
     assert f"1 of the 2 lines are no episode; nothing was played: {named}" in said
@@ -243,13 +238,7 @@ def test_a_string_ground_truth_is_an_episode_scored_as_change_nothing(
     line = {"id": "s", "ground_truth": truth, "function_calls": calls, "reward": reward}
     path.write_text(json.dumps(line) + "\n")
     out = tmp_path / "summary.json"
-    command = ["run", str(path), "--policy", policy, "--json-out", str(out)]
-    proc = subprocess.run(
-        [sys.executable, "-m", "workplace_env.cli", *command],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = _run(path, "--policy", policy, "--json-out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     document = json.loads(out.read_text())
     assert (document["played_episodes"], document["mean_reward"]) == (1, reward)
