@@ -21,6 +21,7 @@ from typing import Any
 
 from workplace_env_client import reasons
 from workplace_env_client.errors import ArgumentError
+from workplace_env_client.id_bounds import id_length_problem
 
 #: ``ErrorInfo.reason`` the server gives refused tool-call arguments (CONTRACT T3).
 TOOL_ARGUMENTS_REASON = reasons.INVALID_TOOL_ARGUMENTS.name
@@ -58,6 +59,14 @@ def text(value: Any, field: str, reason: str = reasons.INVALID_REQUEST.name) -> 
     if problem is not None:
         raise ArgumentError(field, problem, reason)
     return value
+
+
+def bounded_id(value: Any, field: str) -> str:
+    """``value`` as :func:`text`, within :func:`id_length_problem`'s bound; else raise
+    ArgumentError naming ``field`` (``episode_id.rollout_id``)."""
+    if (problem := id_length_problem(text(value, field))) is not None:
+        raise ArgumentError(field, problem)
+    return str(value)
 
 
 def int32(value: Any, field: str) -> int:

@@ -352,12 +352,13 @@ _EPISODE_SHAPE = "a (rollout_id, attempt) pair or an EpisodeId"
 
 def episode_message(episode: EpisodeLike, field: str = "episode_id") -> pb.EpisodeId:
     """An :data:`EpisodeLike` as the message; ArgumentError naming ``episode_id`` (or its
-    ``.rollout_id`` / ``.attempt``) for another shape."""
+    ``.rollout_id`` / ``.attempt``) for another shape or a ``rollout_id`` longer than
+    :data:`~workplace_env_client.id_bounds.MAX_ID_CHARS`."""
     if isinstance(episode, pb.EpisodeId):
         return episode
     rollout_id, attempt = checks.pair(episode, field, _EPISODE_SHAPE)
     return pb.EpisodeId(
-        rollout_id=checks.text(rollout_id, f"{field}.rollout_id"),
+        rollout_id=checks.bounded_id(rollout_id, f"{field}.rollout_id"),
         attempt=checks.int32(attempt, f"{field}.attempt"),
     )
 

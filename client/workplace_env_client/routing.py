@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from workplace_env_client.errors import ArgumentError
+from workplace_env_client.id_bounds import MAX_ID_CHARS
 
 #: Metadata key carrying the session id; gRPC's ring_hash and Envoy's ring hash key on it.
 SESSION_HEADER = "x-resources-session-id"
@@ -36,7 +37,7 @@ os.environ.setdefault(RING_HASH_ENV, "true")
 
 # CONTRACT "Identities": only such ids go into the header (always valid metadata); other ids
 # travel in the body alone and the server answers INVALID_ARGUMENT as before.
-_SESSION_ID = re.compile(r"[A-Za-z0-9._:-]{1,256}")
+_SESSION_ID = re.compile(rf"[A-Za-z0-9._:-]{{1,{MAX_ID_CHARS}}}")
 
 Target = str | Sequence[str]
 

@@ -62,7 +62,6 @@ from workplace_env.sandbox.source import (
     NEMO_GYM,
     SOURCE_ENV,
     data_dir_of,
-    default_data_dir,
     fetch_data,
     verify_directory,
 )
@@ -749,9 +748,7 @@ def data_fetch(
     and found SHA-256).
     """
     with _reported():
-        dest = fetch_data(
-            source, _path(to) or default_data_dir(), lambda m: console.print(plain(m))
-        )
+        dest = fetch_data(source, _path(to), lambda m: console.print(plain(m)))
     print(dest)
 
 

@@ -14,8 +14,10 @@ from functools import cached_property
 
 from workplace_env.errors import FieldViolation, InvalidRequest
 from workplace_env.wire import is_json_text
+from workplace_env_client.id_bounds import MAX_ID_CHARS, id_length_problem
 
-SESSION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,256}")
+SESSION_ID_RE = re.compile(rf"[A-Za-z0-9._:-]{{1,{MAX_ID_CHARS}}}")
+#: A rollout id's characters; its length is bounded apart (:func:`episode_violations`).
 ROLLOUT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 #: Longest ``call_id`` accepted (characters), as for ``resources_session_id``: call_ids are
 #: kept per session (T6) and travel in checkpoints, so their size is bounded.
@@ -98,7 +100,7 @@ def session_id_violations(
     if not session_id:
         return [FieldViolation(path, "required")]
     if not SESSION_ID_RE.fullmatch(session_id):
-        return [FieldViolation(path, "must be 1..256 characters of [A-Za-z0-9._:-]")]
+        return [FieldViolation(path, f"must be 1..{MAX_ID_CHARS} characters of [A-Za-z0-9._:-]")]
     return []
 
 
@@ -111,11 +113,16 @@ def call_id_violations(call_id: str, path: str = "call_id") -> list[FieldViolati
 
 
 def episode_violations(episode: EpisodeId | None, path: str = "episode_id") -> list[FieldViolation]:
-    """Violations of the episode rule (CONTRACT "Identities")."""
+    """Violations of the episode rule (CONTRACT "Identities"): ``rollout_id`` of at most
+    :data:`~workplace_env_client.id_bounds.MAX_ID_CHARS` characters matching
+    :data:`ROLLOUT_ID_RE`, ``attempt >= 0``."""
     if episode is None:
         return [FieldViolation(path, "required")]
     out = []
-    if not ROLLOUT_ID_RE.fullmatch(episode.rollout_id):
+    rollout_id = episode.rollout_id
+    if (too_long := id_length_problem(rollout_id)) is not None:
+        out.append(FieldViolation(f"{path}.rollout_id", too_long))
+    elif not ROLLOUT_ID_RE.fullmatch(rollout_id):
         out.append(FieldViolation(f"{path}.rollout_id", "must match ^[A-Za-z0-9][A-Za-z0-9._-]*$"))
     if episode.attempt < 0:
         out.append(FieldViolation(f"{path}.attempt", "must be >= 0"))

@@ -9,6 +9,7 @@ addresses they print and health checks, never sleeps.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import logging
@@ -1549,3 +1550,29 @@ def test_a_flag_of_another_policy_is_a_usage_error_naming_it(tmp_path, policy, f
     assert result.exit_code == 2, said
     assert f"{named} applies to --policy" in said and f"not to --policy {policy}" in said
     assert not (Path("foo.jsonl").exists() or (tmp_path / "x.json").exists())
+
+
+def test_checkpoint_restore_refuses_a_rollout_id_past_the_id_bound(restore_target, tmp_path):
+    """A snapshot whose ``rollout_id`` is longer than 256 characters (the bound of
+    ``resources_session_id``) is refused naming its field, nothing installed; 256 is saved."""
+    target, store = restore_target
+    with EnvironmentClient(target, timeout_s=HANG_S) as client:
+        client.seed("cli-long", ("r" * 256, 0), ("cli", "t"), {"id": "t"})
+    directory = tmp_path / "ckpt"
+    saved = invoke("checkpoint", "save", directory, "--target", target, "--token", "restore-token")
+    assert saved.exit_code == 0, saved.output
+    manifest = json.loads((directory / "manifest.json").read_text())
+    for name in manifest["files"]:
+        data = (directory / name).read_bytes().replace(b"r" * 256, b"r" * 257)
+        (directory / name).write_bytes(data)
+        manifest["files"][name] = hashlib.sha256(data).hexdigest()
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    store.retire("cli-long")
+    refused = invoke(
+        "checkpoint", "restore", directory, "--target", target, "--token", "restore-token"
+    )
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 1, said
+    assert "restore refused, nothing installed:" in said
+    assert "episode_id.rollout_id: must be at most 256 characters, not 257" in said
+    assert store.live_count() == 0

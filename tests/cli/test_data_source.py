@@ -63,18 +63,28 @@ def tar_gz_bytes(files: dict[str, bytes], prefix: str) -> bytes:
 
 
 @pytest.fixture
-def http_dir(tmp_path) -> Iterator[tuple[Path, str]]:
-    """A directory served over HTTP on loopback (a thread, stopped after the test): its path
-    and base URL."""
+def http_dir(tmp_path) -> Iterator[tuple[Path, str, list[str]]]:
+    """A directory served over HTTP on loopback (a thread, stopped after the test): its path,
+    its base URL and the path of each GET answered, in order."""
     root = tmp_path / "served"
     root.mkdir()
-    handler = partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    gets: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:
+            gets.append(self.path)
+            super().do_GET()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), partial(Handler, directory=str(root))
+    )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+        yield root, f"http://127.0.0.1:{server.server_address[1]}", gets
     finally:
         server.shutdown()
         thread.join(timeout=HANG_S)
@@ -141,7 +151,7 @@ def test_the_default_source_reads_the_nemo_gym_venv_named_by_the_variable(tmp_pa
     ],
 )
 def test_fetch_from_an_archive_served_over_http(tmp_path, http_dir, archive, build, prefix):
-    root, url = http_dir
+    root, url, _ = http_dir
     files = sandbox_bytes()
     tasks = b'{"id": "t", "ground_truth": []}\n'
     (root / archive).write_bytes(build({**files, "tasks.jsonl": tasks}, prefix))
@@ -192,7 +202,7 @@ def test_fetch_copies_only_the_task_files_it_validates_and_names_each_skipped(tm
 
 @pytest.mark.parametrize("build", [zip_bytes, tar_gz_bytes])
 def test_a_tampered_csv_is_refused_naming_it_and_nothing_is_written(tmp_path, http_dir, build):
-    root, url = http_dir
+    root, url, _ = http_dir
     files = tampered(sandbox_bytes(), "customer_relationship_manager_data.csv")
     found = hashlib.sha256(files["customer_relationship_manager_data.csv"]).hexdigest()
     (root / "data.tar.gz").write_bytes(build(files, "x/"))
@@ -272,7 +282,7 @@ def test_verify_names_each_file_that_differs_or_is_missing(tmp_path):
 
 
 def test_data_dir_takes_a_source_fetched_into_the_cache_first(tmp_path, http_dir):
-    root, url = http_dir
+    root, url, _ = http_dir
     files = sandbox_bytes()
     (root / "good.zip").write_bytes(zip_bytes(files, "d/"))
     (root / "bad.zip").write_bytes(zip_bytes(tampered(files, "calendar_events.csv"), "d/"))
@@ -426,3 +436,63 @@ def test_a_data_dir_source_that_cannot_be_read_is_refused_though_the_cache_verif
     assert "the verified WorkBench sandbox in" not in said
     assert result.stdout == ""
     assert_sandbox_in(cached)
+
+
+def test_a_data_dir_source_is_fetched_again_only_when_it_is_another_or_has_changed(
+    tmp_path, http_dir
+):
+    """The cache records the source it was fetched from and what it holds: a second start from
+    the same URL downloads nothing; another URL, a changed archive or a changed cache file is
+    fetched again."""
+    root, url, gets = http_dir
+    files = sandbox_bytes()
+    first_tasks = b'{"id": "first", "ground_truth": []}\n'
+    other_tasks = b'{"id": "other", "ground_truth": []}\n'
+    (root / "a.zip").write_bytes(zip_bytes({**files, "tasks.jsonl": first_tasks}, "d/"))
+    (root / "b.zip").write_bytes(zip_bytes({**files, "tasks.jsonl": other_tasks}, "d/"))
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    cache = tmp_path / "cache" / "workplace-env" / "workbench"
+
+    def start(source: object) -> str:
+        result = invoke("generate-tasks", "--count", "1", "--data-dir", source, env=env)
+        assert result.exit_code == 0, result.output
+        return " ".join(result.stderr.split())
+
+    start(f"{url}/a.zip")
+    assert gets == ["/a.zip"]
+    assert (cache / "tasks.jsonl").read_bytes() == first_tasks
+    said = start(f"{url}/a.zip")
+    assert gets == ["/a.zip"]  # the same URL: no second download
+    assert f"{cache} already holds the verified WorkBench sandbox from {url}/a.zip" in said
+    start(f"{url}/b.zip")
+    assert gets == ["/a.zip", "/b.zip"]
+    assert (cache / "tasks.jsonl").read_bytes() == other_tasks
+    (cache / "tasks.jsonl").write_bytes(first_tasks)  # the cache no longer holds what it got
+    start(f"{url}/b.zip")
+    assert gets == ["/a.zip", "/b.zip", "/b.zip"]
+    assert (cache / "tasks.jsonl").read_bytes() == other_tasks
+
+    archive = tmp_path / "local.zip"
+    archive.write_bytes((root / "a.zip").read_bytes())
+    start(archive)
+    assert (cache / "tasks.jsonl").read_bytes() == first_tasks
+    assert "already holds" in start(archive)
+    archive.write_bytes((root / "b.zip").read_bytes())  # the same path, changed
+    assert "already holds" not in start(archive)
+    assert (cache / "tasks.jsonl").read_bytes() == other_tasks
+    assert gets == ["/a.zip", "/b.zip", "/b.zip"]
+
+
+def test_a_cache_fetched_from_another_source_does_not_stand_in_for_nemo_gym(tmp_path, http_dir):
+    """``data fetch`` (the default source, ``nemo-gym``) over a cache filled from a URL reads
+    NeMo Gym; a second fetch reuses what it wrote."""
+    root, url, _ = http_dir
+    (root / "a.zip").write_bytes(zip_bytes(sandbox_bytes(), "d/"))
+    venv = nemo_python().parent.parent
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "WORKPLACE_ENV_NEMO_VENV": str(venv)}
+    assert invoke("data", "fetch", "--from", f"{url}/a.zip", env=env).exit_code == 0
+    fetched = invoke("data", "fetch", env=env)
+    assert fetched.exit_code == 0, fetched.output
+    assert f"reading NeMo Gym's data in {venv}" in fetched.stderr.replace("\n", "")
+    again = invoke("data", "fetch", env=env)
+    assert "already holds the verified WorkBench sandbox from nemo-gym" in again.stderr

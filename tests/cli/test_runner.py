@@ -35,21 +35,23 @@ NONE_FAILED = dict.fromkeys(FAILURE_KINDS, 0)
 EMAILS = "email._emails"
 
 
-def _run(path) -> subprocess.CompletedProcess:
+def _run(path, *options: str) -> subprocess.CompletedProcess:
+    """``workplace-env run PATH OPTIONS`` in a process of its own."""
     return subprocess.run(
-        [sys.executable, "-m", "workplace_env.cli", "run", str(path)],
+        [sys.executable, "-m", "workplace_env.cli", "run", str(path), *options],
         capture_output=True,
         text=True,
         timeout=120,
     )
 
 
-def test_lines_that_are_not_episodes_are_failures(tmp_path):
+def test_lines_that_are_not_episodes_are_refused_before_anything_is_played(tmp_path):
     path = tmp_path / "not_tasks.jsonl"
     path.write_text('{"foo": 1}\n')
     proc = _run(path)
-    assert proc.returncode == 1
-    assert "not an episode" in proc.stdout + proc.stderr
+    assert proc.returncode == 2
+    said = " ".join(proc.stderr.split())
+    assert "1 of the 1 lines are no episode; nothing was played: line 1 is not an episode" in said
 
 
 def test_lines_keep_their_physical_numbers_blank_lines_counted(tmp_path):
@@ -178,52 +180,71 @@ def test_the_mean_reward_is_over_the_played_episodes_the_failed_ones_counted_apa
     [
         ({"ground_truth": 5}, "line 4: ground_truth: must be a"),
         ({"ground_truth": None}, "line 4: ground_truth: must be a"),
-        (
-            {"ground_truth": json.dumps([{"name": "email_delete_email", "arguments": "{}"}])},
-            "line 4: ground_truth: must be a list of {name, arguments} calls, not a string",
-        ),
-        ({"ground_truth": "abc"}, "line 4: ground_truth: must be a list"),
         ({"ground_truth": [5]}, "line 4: ground_truth[0]: must be an object"),
         ({"ground_truth": [{"name": 5, "arguments": "{}"}]}, "line 4: ground_truth[0].name: "),
         ({"ground_truth": [], "function_calls": 5}, "line 4: function_calls: must be an array"),
         ({"ground_truth": [], "calls": [3]}, "line 4: calls[0]: must be an object"),
-        ({}, "line 4 is not an episode: no ground_truth"),  # was "line 2"
+        ({"ground_truth": [], "reward": "1"}, "line 4: reward: must be a number, not str"),
+        ({"ground_truth": [], "tables_after": 1}, "line 4: tables_after: must be an object"),
+        ({}, "line 4 is not an episode: no ground_truth"),
+        (
+            {"ground_truth": [{"name": "email_delete_email", "arguments": "not json"}]},
+            "line 4: ground_truth[0].arguments: must be JSON text",
+        ),
     ],
     ids=[
-        "truth_a_number", "truth_null", "truth_a_json_string", "truth_a_string",
-        "truth_item_a_number", "name_a_number", "calls_a_number", "call_3",
-        "not_an_episode",
+        "truth_a_number", "truth_null", "truth_item_a_number", "name_a_number",
+        "calls_a_number", "call_3", "reward_a_string", "tables_a_number", "not_an_episode",
+        "arguments_not_json",
     ],
 )  # fmt: skip
-def test_input_errors_name_the_files_field_and_line(tmp_path, line, named):
-    """The file's own field names (``ground_truth``, not the wire's ``ground_truth_json``), the
-    physical line number (two blank lines before it are counted: it is line 4, not the second
-    object), counted as an invalid line apart from the reward mismatches; exit 1."""
+@pytest.mark.parametrize("policy", ["recorded", "oracle"])
+def test_a_malformed_line_is_refused_up_front_naming_its_line_and_field(
+    tmp_path, line, named, policy
+):
+    """A line of a malformed field is refused as a line that is not JSON is (exit 2, nothing
+    played, no summary written), naming the file's own field (``ground_truth``, not the wire's
+    ``ground_truth_json``) and the physical line number (two blank lines before it count)."""
     path = tmp_path / "lines.jsonl"
     good = {"id": "fine", "ground_truth": []}
     path.write_text(json.dumps(good) + "\n\n  \n" + json.dumps({"id": "bad", **line}) + "\n")
     out = tmp_path / "summary.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "workplace_env.cli", "run", str(path), "--json-out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    proc = _run(path, "--policy", policy, "--json-out", str(out))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert f"1 of the 2 lines are no episode; nothing was played: {named}" in said
+    assert "_json" not in said and "task." not in said
+    assert not out.exists() and proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("truth", "policy", "calls", "reward"),
+    [
+        (json.dumps([{"name": "email_delete_email", "arguments": '{"email_id": "00000001"}'}]),
+         "recorded", [], 1.0),
+        ("abc", "recorded", [{"name": "email_delete_email",
+                              "arguments": '{"email_id": "00000001"}'}], 0.0),
+        ("abc", "oracle", [], 1.0),
+        ("abc", "perturbed", [], 0.0),
+    ],
+    ids=["json_text_no_calls", "text_a_write", "oracle", "perturbed"],
+)  # fmt: skip
+def test_a_string_ground_truth_is_an_episode_scored_as_change_nothing(
+    tmp_path, truth, policy, calls, reward
+):
+    """As Verify scores it (REFERENCE.md (c) 2): 1.0 exactly when the calls write nothing,
+    the string never decoded into calls; the run says how many lines have one."""
+    path = tmp_path / "lines.jsonl"
+    line = {"id": "s", "ground_truth": truth, "function_calls": calls, "reward": reward}
+    path.write_text(json.dumps(line) + "\n")
+    out = tmp_path / "summary.json"
+    proc = _run(path, "--policy", policy, "--json-out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     document = json.loads(out.read_text())
-    assert document["failed_episodes"] == {**NONE_FAILED, "invalid_input": 1}
-    assert document["reward_mismatches"] == 0
-    # the good line's reward only: the bad line is no reward of 0
-    assert (document["episodes"], document["played_episodes"], document["mean_reward"]) == (
-        2,
-        1,
-        1.0,
-    )
-    [failure] = document["mismatches"]
-    assert (failure["case_id"], failure["kind"]) == ("bad", "invalid_input")
-    assert failure["detail"].startswith(named), failure["detail"]
-    assert "_json" not in failure["detail"] and "task." not in failure["detail"]
-    assert "episodes failed (invalid input line) 1" in " ".join(proc.stdout.split())
+    assert (document["played_episodes"], document["mean_reward"]) == (1, reward)
+    assert document["failed_episodes"] == NONE_FAILED and document["reward_mismatches"] == 0
+    said = " ".join(proc.stderr.split())
+    assert "1 of the 1 lines have a ground_truth written as a string" in said
 
 
 @pytest.mark.parametrize(

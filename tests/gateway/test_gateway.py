@@ -424,6 +424,21 @@ def test_typed_seed_coerces_the_attempt_as_nemos_episode_id(http, sdk, attempt, 
     assert http.post("/close_session", json=close).headers[CLOSE_OUTCOME_HEADER] == "CLOSED"
 
 
+def test_a_rollout_id_past_the_id_bound_is_422_on_seed_and_close(http):
+    """The service's 256-character bound of ``rollout_id`` (as of ``resources_session_id``),
+    named as the body's field on both routes that carry an episode; nothing bound or fenced."""
+    sid = f"typed-{uuid.uuid4().hex}"
+    episode = {"rollout_id": "r" * 257, "attempt": 0}
+    seed = http.post("/seed_session", json=typed(sid, episode_id=episode))
+    close = http.post("/close_session", json={"resources_session_id": sid, "episode_id": episode})
+    for answer in (seed, close):
+        assert answer.status_code == 422, answer.text
+        [detail] = answer.json()["detail"]
+        assert detail["loc"] == ["body", "episode_id", "rollout_id"]
+        assert "must be at most 256 characters, not 257" in detail["msg"]
+    assert http.post("/seed_session", json=typed(sid)).status_code == 200
+
+
 def test_reserved_attempt_suffix_is_refused_on_http_and_taken_over_grpc(http, sdk):
     """NeMo's ``EpisodeId`` reserves a rollout id ending ``-a<N>`` (N >= 1), so its typed
     seed and close refuse one (422 naming it, nothing bound or fenced); ``-a0`` and ``-a01``
@@ -470,6 +485,8 @@ def test_typed_seed_of_a_closed_id_is_409_closed(http):
         ({"resources_session_id": "bad id with spaces"}, ["body", "resources_session_id"]),
         ({"episode_id": None}, ["body", "episode_id"]),
         ({"episode_id": {"rollout_id": "-starts-with-dash"}}, ["body", "episode_id", "rollout_id"]),
+        # the service's bound, as for resources_session_id (256 characters)
+        ({"episode_id": {"rollout_id": "r" * 257}}, ["body", "episode_id", "rollout_id"]),
         ({"episode_id": {"rollout_id": "r", "attempt": -1}}, ["body", "episode_id", "attempt"]),
         ({"episode_id": {"rollout_id": "r", "attempt": "x"}}, ["body", "episode_id", "attempt"]),
         # NeMo's EpisodeId refuses what pydantic cannot take as an int >= 0 without loss

@@ -260,12 +260,61 @@ def test_invalid_params_name_the_field(gateway, agent, params, named):
     assert sent_count(http) == 0
 
 
-def test_an_unknown_method_is_named(gateway):
-    message = {"jsonrpc": "2.0", "id": 3, "method": "tools/nope", "params": {}}
-    response = httpx.post(f"{gateway.url}/mcp", json=message, headers=MCP_HEADERS)
-    error = response.json()["error"]
-    assert (error["code"], [e["loc"] for e in error["data"]]) == (-32602, [["method"]])
-    assert "'tools/nope'" in error["message"]
+@pytest.fixture(scope="module")
+def other_mcp_path(sdk) -> Iterator[str]:
+    """The MCP endpoint of a second gateway, mounted at another ``mcp_path``."""
+    settings = GatewaySettings(secret_key="mcp-test", mcp_path="/agent/mcp")
+    running = start_gateway(client=sdk, settings=settings)
+    try:
+        yield f"{running.url}/agent/mcp"
+    finally:
+        running.stop()
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("tools/nope", {}),
+        ("", None),
+        ("TOOLS/LIST", None),
+        ("prompts/list", None),  # an MCP method this server has no handler for
+        ("resources/read", None),  # ... whose params would be refused too: unknown comes first
+        ("completion/complete", {"bad": 1}),
+    ],
+    ids=["made_up", "empty", "wrong_case", "prompts_list", "resources_read", "completion"],
+)
+@pytest.mark.parametrize("route", ["mcp", "other_path", "with_token"])
+def test_an_unknown_method_is_method_not_found_naming_it(
+    gateway, agent, other_mcp_path, route, method, params
+):
+    """JSON-RPC 2.0's -32601 for every method this server does not answer, on every MCP route,
+    with or without a token, the request's id kept and no session reached."""
+    http, token = agent
+    url = other_mcp_path if route == "other_path" else f"{gateway.url}/mcp"
+    headers = {**MCP_HEADERS, **({TOKEN_HEADER: token} if route == "with_token" else {})}
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": "m-7", "method": method}
+    if params is not None:
+        message["params"] = params
+    response = httpx.post(url, json=message, headers=headers)
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["id"] == "m-7"
+    error = answer["error"]
+    assert error["code"] == -32601, error
+    assert error["message"].startswith(f"Method not found: unknown method {method!r}")
+    assert [e["loc"] for e in error["data"]] == [["method"]]
+    assert sent_count(http) == 0
+
+
+def test_the_served_methods_still_answer_on_both_routes(other_mcp_path, gateway):
+    """``initialize``, ``ping`` and ``tools/list`` are no unknown methods."""
+    for url in (other_mcp_path, f"{gateway.url}/mcp"):
+        for method in ("ping", "tools/list"):
+            message = {"jsonrpc": "2.0", "id": 1, "method": method}
+            answer = httpx.post(url, json=message, headers=MCP_HEADERS).json()
+            assert "error" not in answer and "result" in answer, answer
+    tools = mcp_run(gateway, {}, lambda session: session.list_tools())  # initialize first
+    assert len(tools.tools) == 27
 
 
 def test_service_unreachable_is_an_mcp_error():

@@ -42,11 +42,8 @@ def _truth_a_string(line: dict) -> bool:
 @needs_shared
 @pytest.mark.parametrize("name", list(FILES))
 def test_file_reproduces_reference_over_grpc(name, workbench_client):
-    """Every line but those whose ground truth is a string, which the runner refuses (their
-    reference rewards are reproduced over HTTP, tests/gateway/test_gateway_congruence.py)."""
     path, policy = FILES[name]
-    every = read_jsonl(shared_file(path))
-    lines = [line for line in every if not _truth_a_string(line)]
+    lines = read_jsonl(shared_file(path))
     assert lines, f"{path} holds no line"
     summary = run_lines(workbench_client, lines, policy=policy, concurrency=4)
     assert summary.episodes == len(lines)
@@ -56,12 +53,13 @@ def test_file_reproduces_reference_over_grpc(name, workbench_client):
 
 
 @needs_shared
-def test_a_golden_with_a_string_ground_truth_is_an_invalid_line_naming_it(workbench_client):
+def test_a_golden_with_a_string_ground_truth_is_scored_as_change_nothing(workbench_client):
+    """Its recorded reward is the reference's "change nothing" score (REFERENCE.md (c) 2)."""
     lines = [c for c in read_jsonl(shared_file(FILES["verify_cases"][0])) if _truth_a_string(c)]
     assert lines, "the verify goldens hold no string ground truth"
     summary = run_lines(workbench_client, lines, policy="recorded")
-    assert summary.played_episodes == 0 and summary.failed["invalid_input"] == len(lines)
-    assert all(": ground_truth: must be a list" in m.detail for m in summary.mismatches)
+    assert summary.played_episodes == len(lines) and summary.mismatches == []
+    assert {line["reward"] for line in lines} == {0.0, 1.0}
 
 
 @needs_shared

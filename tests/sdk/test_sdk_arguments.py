@@ -39,6 +39,7 @@ from workplace_env_client.messages import to_function_call
 SEARCH = "email_search_emails"
 TOOL = "INVALID_TOOL_ARGUMENTS"
 REQUEST = "INVALID_REQUEST"
+ROLLOUT = "episode_id.rollout_id"
 
 
 def _nested(depth: int) -> dict[str, Any]:
@@ -134,6 +135,16 @@ CASES: list[tuple[str, str, tuple[Any, ...], dict[str, Any], str, str]] = [
     ("session id an int", "session", (TASK,), {"session_id": 5}, "resources_session_id", REQUEST),
     ("seed id an int", "seed", (5, EP, TID, TASK), {}, "resources_session_id", REQUEST),
     ("seed task None", "seed", ("s", EP, TID, None), {}, "task", REQUEST),
+    ("seed rollout id too long", "seed", ("s", ("r" * 257, 0), TID, TASK), {}, ROLLOUT, REQUEST),
+    ("close rollout id too long", "close_session", ("s", ("r" * 257, 0)), {}, ROLLOUT, REQUEST),
+    (
+        "session rollout id too long",
+        "session",
+        (TASK,),
+        {"episode": ("r" * 257, 0)},
+        ROLLOUT,
+        REQUEST,
+    ),
     ("legacy seed task a list", "seed_legacy", ("s", [1]), {}, "task", REQUEST),
     (
         "arguments a lone surrogate",

@@ -71,6 +71,7 @@ from workplace_env_client import (
     SessionLostError,
     UnavailableError,
 )
+from workplace_env_client.messages import seed_request
 
 # -- SeedSession ------------------------------------------------------------------------------
 
@@ -176,6 +177,33 @@ def test_S5_invalid_seed_names_the_field_and_leaves_nothing(
     assert env.store.live_count() == 0
     if sid == "s5":  # no binding and no fence: a later valid seed succeeds
         assert not env.client.seed("s5", EP, TID, TASK).already_seeded
+
+
+@pytest.mark.parametrize("rpc", ["SeedSession", "CloseSession"])
+def test_S5_a_rollout_id_past_the_id_bound_is_invalid_naming_it(env, rpc):
+    """``rollout_id`` is bounded as ``resources_session_id`` is (256 characters), on every RPC
+    that carries an episode; 256 is taken."""
+    for length, code in ((256, grpc.StatusCode.OK), (257, grpc.StatusCode.INVALID_ARGUMENT)):
+        sid = f"s5-long-{rpc}-{length}"
+        episode = pb.EpisodeId(rollout_id="r" * length, attempt=0)
+        if rpc == "SeedSession":
+            request: Any = seed_request(sid, EP, TID, TASK)
+            request.episode_id.CopyFrom(episode)
+        else:
+            request = pb.CloseSessionRequest(resources_session_id=sid, episode_id=episode)
+        if code == grpc.StatusCode.OK:
+            getattr(env.client.stub, rpc)(request, timeout=HANG_S)
+            continue
+        with pytest.raises(grpc.RpcError) as err:
+            getattr(env.client.stub, rpc)(request, timeout=HANG_S)
+        assert err.value.code() == code
+        bad = error_details_pb2.BadRequest()
+        status = rpc_status.from_call(err.value)
+        assert any(d.Unpack(bad) for d in status.details if d.Is(bad.DESCRIPTOR))
+        assert [(v.field, v.description) for v in bad.field_violations] == [
+            ("episode_id.rollout_id", "must be at most 256 characters, not 257")
+        ]
+    assert env.store.live_count() == (1 if rpc == "SeedSession" else 0)
 
 
 def test_S5_missing_messages_are_required(env):

@@ -104,18 +104,36 @@ CASES: list[tuple[str, str, Any, tuple[tuple[str, str], ...], grpc.StatusCode, s
         "call_id",
     ),
     (
-        "a conflicting rollout",
+        "a seed of a long rollout",  # past the id bound: refused before any conflict
         "SeedSession",
         _seed("live", rollout="r" * LONG),
         (),
-        grpc.StatusCode.ALREADY_EXISTS,
-        None,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "episode_id.rollout_id",
     ),
     (
         "a close for a long rollout",
         "CloseSession",
         pb.CloseSessionRequest(
             resources_session_id="live", episode_id=pb.EpisodeId(rollout_id="q" * LONG)
+        ),
+        (),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "episode_id.rollout_id",
+    ),
+    (
+        "a conflicting rollout at the id bound",
+        "SeedSession",
+        _seed("live", rollout="r" * 256),
+        (),
+        grpc.StatusCode.ALREADY_EXISTS,
+        None,
+    ),
+    (
+        "a close for another rollout at the id bound",
+        "CloseSession",
+        pb.CloseSessionRequest(
+            resources_session_id="live", episode_id=pb.EpisodeId(rollout_id="q" * 256)
         ),
         (),
         grpc.StatusCode.FAILED_PRECONDITION,

@@ -17,9 +17,11 @@
   ``JSONRPC_SESSION_LOST``, data ``{"failure_kind": "session_lost", "reason": ...}``), other
   service errors (``JSONRPC_SERVICE_ERROR``); a malformed envelope gets the SDK's own
   parse/invalid-request errors (-32700, -32600), a body over the SDK's limit
-  (``max_request_body_size``, 4 MiB) HTTP 413 with -32700 before it is read; a request whose
-  ``method`` or ``params`` the MCP types refuse (``arguments: [1]``, ``name: 5``) is -32602
-  naming each field, checked here before the SDK (whose own -32602 names none), its ``data``
+  (``max_request_body_size``, 4 MiB) HTTP 413 with -32700 before it is read; a request of a
+  method this server does not answer (any but ``initialize``, ``ping``, ``tools/list`` and
+  ``tools/call``, whatever its params) is -32601 "Method not found" naming it; one whose
+  ``params`` its MCP type refuses (``arguments: [1]``, ``name: 5``) is -32602 naming each
+  field, checked here before the SDK (whose own -32602 names none); the ``data`` of both is
   the list of ``{loc, msg, type}``.
 
 The transport is stateless with JSON responses: every POST carries its own token, and the
@@ -57,8 +59,10 @@ from workplace_env_client.reasons import JSONRPC_SERVICE_ERROR, JSONRPC_SESSION_
 TOKEN_REQUIRED = -32001
 #: JSON-RPC's own code for a body that is not a message (not UTF-8 JSON we can carry).
 PARSE_ERROR = -32700
-#: JSON-RPC's code for a request whose method or params are refused (the SDK's for both).
+#: JSON-RPC's code for a request whose params its method refuses.
 INVALID_PARAMS = -32602
+#: JSON-RPC's code for a request of a method this server does not answer.
+METHOD_NOT_FOUND = -32601
 
 #: Header that carries a session token (``Authorization: Bearer`` works too; NeMo Gym's,
 #: ``NEMO_TOKEN_HEADER``, as well).
@@ -96,10 +100,19 @@ _REQUEST_TYPES: dict[str, Any] = {
 }
 
 
-def _params_problem(message: Any) -> JSONResponse | None:
-    """A JSON-RPC request whose method is unknown or whose params its MCP type refuses,
-    answered -32602 (HTTP 200, as the SDK answers it) naming each field; else None (the SDK
-    handles it: notifications, responses, envelopes it refuses itself)."""
+def _served_methods(server: Server[Any, Request]) -> frozenset[str]:
+    """The request methods ``server`` answers: those it has a handler for, and ``initialize``
+    (answered by the MCP session itself)."""
+    handled = set(server.request_handlers) | {types.InitializeRequest}
+    return frozenset(method for method, cls in _REQUEST_TYPES.items() if cls in handled)
+
+
+def _request_problem(message: Any, served: frozenset[str]) -> JSONResponse | None:
+    """A JSON-RPC request this server refuses, answered (HTTP 200, as the SDK answers it) with
+    the request's id: a method not in ``served`` -32601 "Method not found" naming it and the
+    served ones (whatever its params); params its MCP type refuses -32602 naming each field;
+    ``data`` the list of ``{loc, msg, type}``. Else None (the SDK handles it: notifications,
+    responses, envelopes it refuses itself)."""
     if not (
         isinstance(message, dict)
         and message.get("jsonrpc") == "2.0"
@@ -109,37 +122,33 @@ def _params_problem(message: Any) -> JSONResponse | None:
     ):
         return None
     method = message["method"]
-    request_type = _REQUEST_TYPES.get(method)
-    errors: list[dict[str, Any]]
-    if request_type is None:
+    if method not in served:
+        why = f"unknown method {method!r} (one of {sorted(served)})"
+        errors = [{"loc": ["method"], "msg": why, "type": "method_not_found"}]
+        return _rpc_error(message["id"], METHOD_NOT_FOUND, f"Method not found: {why}", errors)
+    try:
+        _REQUEST_TYPES[method].model_validate(
+            {k: message[k] for k in ("method", "params") if k in message}
+        )
+        return None
+    except ValidationError as exc:
         errors = [
-            {
-                "loc": ["method"],
-                "msg": f"unknown method {method!r} (one of {sorted(_REQUEST_TYPES)})",
-                "type": "literal_error",
-            }
+            {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+            for e in exc.errors(include_url=False, include_input=False, include_context=False)
         ]
-    else:
-        try:
-            request_type.model_validate(
-                {k: message[k] for k in ("method", "params") if k in message}
-            )
-            return None
-        except ValidationError as exc:
-            errors = [
-                {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
-                for e in exc.errors(include_url=False, include_input=False, include_context=False)
-            ]
     named = "; ".join(".".join(map(str, e["loc"])) + ": " + e["msg"] for e in errors)
+    return _rpc_error(message["id"], INVALID_PARAMS, f"Invalid request parameters: {named}", errors)
+
+
+def _rpc_error(
+    request_id: int | str, code: int, message: str, errors: list[dict[str, Any]]
+) -> JSONResponse:
+    """The JSON-RPC error answer ``code`` to the request ``request_id`` (HTTP 200)."""
     return JSONResponse(
         {
             "jsonrpc": "2.0",
-            "id": message["id"],
-            "error": {
-                "code": INVALID_PARAMS,
-                "message": f"Invalid request parameters: {named}",
-                "data": errors,
-            },
+            "id": request_id,
+            "error": {"code": code, "message": message, "data": errors},
         }
     )
 
@@ -192,6 +201,8 @@ class McpGateway:
         # (the reference does not; its own error texts must come back instead).
         self.server.request_handlers[types.ListToolsRequest] = self._list_tools
         self.server.request_handlers[types.CallToolRequest] = self._call_tool
+        #: The request methods answered; any other is -32601 (:func:`_request_problem`).
+        self.methods = _served_methods(self.server)
         self._tools: list[types.Tool] | None = None
         self._manager: StreamableHTTPSessionManager | None = None
 
@@ -265,7 +276,7 @@ class McpGateway:
         if problem is not None:
             await _parse_error(problem)(scope, receive, send)
             return
-        refusal = _params_problem(message)
+        refusal = _request_problem(message, self.methods)
         if refusal is not None:
             await refusal(scope, receive, send)
             return

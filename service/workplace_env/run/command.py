@@ -50,7 +50,12 @@ from workplace_env.run.rollout_files import (
     read_rollouts,
 )
 from workplace_env.run.sandbox_check import check_run_sandbox, sandbox_json, sandbox_text
-from workplace_env.run.scripted import ADMIN_TOKEN_NEEDED, admin_refusal, run_lines
+from workplace_env.run.scripted import (
+    ADMIN_TOKEN_NEEDED,
+    admin_refusal,
+    line_problem,
+    run_lines,
+)
 from workplace_env.server.serve import connect
 from workplace_env.terminal import CommandError, console, episode_progress, path_problem, plain
 from workplace_env_client import (
@@ -83,6 +88,31 @@ def read_episodes(file: Path) -> EpisodeFile:
     if not numbered:
         raise CommandError(f"{file} holds no episodes")
     return EpisodeFile([line for _, line in numbered], [n for n, _ in numbered])
+
+
+def refuse_malformed_lines(lines: Sequence[Mapping[str, Any]], numbers: Sequence[int]) -> None:
+    """Raise :class:`CommandError` (exit 2, nothing played) naming each line that is no episode
+    (:func:`~workplace_env.run.scripted.line_problem`: the line and each field), the first
+    five in full and how many more."""
+    problems = [p for n, line in zip(numbers, lines, strict=True) if (p := line_problem(line, n))]
+    if problems:
+        more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+        raise CommandError(
+            f"{len(problems)} of the {len(lines)} lines are no episode; nothing was played:",
+            "; ".join(problems[:5]) + more,
+        )
+
+
+def warn_string_truths(lines: Sequence[Mapping[str, Any]]) -> None:
+    """Warn (stderr) when lines have a ``ground_truth`` written as a JSON string: Verify scores
+    it as "change nothing" (the reference's rule), never as the calls the text may spell."""
+    strings = sum(1 for line in lines if isinstance(line.get("ground_truth"), str))
+    if strings:
+        console.print(
+            f"[yellow]{strings} of the {len(lines)} lines have a ground_truth written as a "
+            "string[/yellow]: Verify scores it as 'change nothing', as the reference does (a "
+            "JSON string is not decoded). To score calls, write them as a JSON array."
+        )
 
 
 def warn_unrecorded(lines: Sequence[Mapping[str, Any]]) -> None:
@@ -158,6 +188,8 @@ def run_scripted(
     file again are printed and the status is the stop's."""
     refuse_data_dir_with_target(target, data_dir)
     numbers = list(line_numbers or range(1, len(lines) + 1))
+    refuse_malformed_lines(lines, numbers)
+    warn_string_truths(lines)
     if policy == "recorded":
         warn_unrecorded(lines)
     warn_unchecked_tables(lines, policy)

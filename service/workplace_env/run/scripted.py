@@ -38,12 +38,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from workplace_env.identity import task_violations
 from workplace_env.interrupts import StopRequest
 from workplace_env.jsonl import episode_problem
 from workplace_env.parity import outputs_match, state_digests, state_mismatches
 from workplace_env.sandbox.tables import TABLE_KEYS
 from workplace_env.sandbox.tools import TOOLS
+from workplace_env.server import convert
 from workplace_env_client import (
+    ArgumentError,
     EnvironmentClient,
     InvalidRequestError,
     SessionHeaderMismatchError,
@@ -51,7 +54,7 @@ from workplace_env_client import (
     WorkplaceEnvError,
     reasons,
 )
-from workplace_env_client.messages import GROUND_TRUTH_STRING
+from workplace_env_client.messages import task_from_row
 from workplace_env_client.rows import RunTotals
 
 POLICIES = ("recorded", "oracle", "perturbed")
@@ -178,20 +181,21 @@ class LineError(ValueError):
     number and the line's own fields (``ground_truth[0].name``, not the wire's names)."""
 
 
-def _line_problems(line: Mapping[str, Any]) -> list[str]:
-    """What makes ``line`` no playable episode, each naming its field: ``function_calls``/
-    ``calls`` must be arrays of objects; ``ground_truth`` an array of objects whose ``name`` is
-    a tool (a JSON string is refused: :data:`GROUND_TRUTH_STRING`); ``reward`` a number;
-    ``tables_after`` a table state (:func:`_tables_after_problems`). The service checks the
-    rest (its answers are renamed to these fields)."""
+def line_problem(line: Mapping[str, Any], lineno: int) -> str | None:
+    """Why ``line`` (line ``lineno`` of its file) is no episode ``run`` can play, naming the line
+    and each field, or None: no ground_truth, function_calls or calls
+    (:func:`~workplace_env.jsonl.episode_problem`); ``function_calls``/``calls`` not arrays of
+    objects; ``ground_truth`` neither a JSON string nor an array of objects whose ``name`` is a
+    tool; ``reward`` not a number; ``tables_after`` no table state
+    (:func:`_tables_after_problems`). A JSON-string ``ground_truth`` is an episode: Verify
+    scores it as "change nothing" (REFERENCE.md (c) 2; :func:`run_episode`)."""
+    if (problem := episode_problem(line, lineno)) is not None:
+        return problem
     problems = []
     for key in ("ground_truth", "function_calls", "calls"):
-        if key not in line:
+        if key not in line or (key == "ground_truth" and isinstance(line[key], str)):
             continue
         value = line[key]
-        if isinstance(value, str) and key == "ground_truth":
-            problems.append(f"{key}: {GROUND_TRUTH_STRING}")
-            continue
         if not isinstance(value, list):
             problems.append(f"{key}: must be an array of {{name, arguments}} objects")
             continue
@@ -206,7 +210,24 @@ def _line_problems(line: Mapping[str, Any]) -> list[str]:
         problems.append(f"reward: must be a number, not {type(line['reward']).__name__}")
     if "tables_after" in line:
         problems += _tables_after_problems(line["tables_after"])
-    return problems
+    if problems:
+        return f"line {lineno}: " + "; ".join(problems)
+    try:  # what the SDK refuses of the row it seeds, then what the service would (S5)
+        message = task_from_row(_seeded_row(line, case_id_of(line, lineno)))
+    except ArgumentError as exc:
+        return str(_renamed(exc.violations, lineno, {"task": ""}, exc.message))
+    if violations := task_violations(convert.task(message)):
+        return str(_renamed(violations, lineno, {"task": ""}))
+    return None
+
+
+def _seeded_row(line: Mapping[str, Any], case_id: str) -> dict[str, Any]:
+    """The task row an episode of ``line`` seeds: the line, ``id`` its case id; a JSON-string
+    ``ground_truth`` is left out (Verify scores it, never seeded as calls)."""
+    row = {**line, "id": case_id}
+    if isinstance(line.get("ground_truth"), str):
+        row["ground_truth"] = []
+    return row
 
 
 def _is_number(value: Any) -> bool:
@@ -233,12 +254,15 @@ def _tables_after_problems(value: Any) -> list[str]:
     return problems
 
 
-def _renamed(exc: InvalidRequestError, lineno: int, names: Mapping[str, str]) -> LineError:
-    """The service's refusal of a line's episode as a :class:`LineError`: each violated field
-    renamed from the request's name to the line's (``names``: request field -> line field,
-    ``""`` for the line itself)."""
+def _renamed(
+    violations: Iterable[Any], lineno: int, names: Mapping[str, str], message: str = ""
+) -> LineError:
+    """A refusal of a line's episode (``violations``: the SDK's or the service's, each with a
+    ``field`` and ``description``) as a :class:`LineError`: each field renamed from the
+    request's name to the line's (``names``: request field -> line field, ``""`` for the line
+    itself); ``message`` when there is no violation."""
     parts = []
-    for violation in exc.violations:
+    for violation in violations:
         where = violation.field
         for sent, own in names.items():
             if where == sent or where.startswith((sent + ".", sent + "[")):
@@ -246,7 +270,7 @@ def _renamed(exc: InvalidRequestError, lineno: int, names: Mapping[str, str]) ->
                 where = own + rest if own else rest.removeprefix(".")
                 break
         parts.append(f"{where}: {violation.description}" if where else violation.description)
-    return LineError(f"line {lineno}: " + ("; ".join(parts) if parts else exc.message))
+    return LineError(f"line {lineno}: " + ("; ".join(parts) if parts else message))
 
 
 def _calls_of(raw: Any) -> list[dict[str, Any]]:
@@ -345,13 +369,13 @@ def run_episode(
     has one.
     """
     case_id = case_id_of(line, lineno)
-    if (problem := episode_problem(line, lineno)) is not None:
+    if (problem := line_problem(line, lineno)) is not None:
         raise LineError(problem)
-    if problems := _line_problems(line):
-        raise LineError(f"line {lineno}: " + "; ".join(problems))
     rng = random.Random(f"{seed}:{case_id}")
     calls = policy_calls(line, policy, rng)
-    task_row = {**line, "id": case_id}
+    task_row = _seeded_row(line, case_id)
+    truth = line.get("ground_truth")
+    truth_json = json.dumps(truth) if isinstance(truth, str) else None
     rollout_id = "r" + _UNSAFE_ID_CHARS.sub("-", case_id)[:200]
     episode = (rollout_id, 0)
     session_id = f"run-{uuid.uuid4().hex}"
@@ -361,7 +385,7 @@ def run_episode(
     except SessionHeaderMismatchError:
         raise  # routing, not the line: a failure of the episode
     except InvalidRequestError as exc:  # the task row is the line (its id: case_id or id)
-        raise _renamed(exc, lineno, {"task": ""}) from exc
+        raise _renamed(exc.violations, lineno, {"task": ""}, exc.message) from exc
     try:
         for i, call in enumerate(calls):
             problem = _call_mismatch(client, session_id, i, call, check=policy == "recorded")
@@ -374,15 +398,15 @@ def run_episode(
                 result.mismatches.append(Mismatch(case_id, "state", problem))
             result.state_mismatches = len(problems)
         try:
-            verified = client.verify(session_id, calls)
+            verified = client.verify(session_id, calls, ground_truth_json=truth_json)
         except SessionHeaderMismatchError:
             raise  # routing, not the line
         except InvalidRequestError as exc:
             made = "ground_truth" if policy != "recorded" else "function_calls"
             if policy == "recorded" and "function_calls" not in line:
                 made = "calls"
-            names = {"function_calls": made}
-            raise _renamed(exc, lineno, names) from exc
+            names = {"function_calls": made, "ground_truth_json": "ground_truth"}
+            raise _renamed(exc.violations, lineno, names, exc.message) from exc
         if verified.mask_sample:  # V4: the server lost the session; the reward is no score
             why = verified.failure_reason or verified.failure_kind
             raise RunFailure("session_lost", f"verify answered a masked sample: {why}")

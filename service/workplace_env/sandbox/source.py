@@ -16,6 +16,11 @@ Every CSV must have the SHA-256 of :data:`SANDBOX_SHA256` (NeMo Gym 0.7.0's file
 is missing or changed is refused, named with how it changed (its rows and header against the
 known file's), before anything is written. ``--data-dir DIR`` plays any directory of that
 layout, saying which of its CSVs are missing, changed or added when it is not the sandbox.
+
+A fetched directory (the cache, :func:`default_data_dir`, or ``data fetch --to``) records its
+source and the SHA-256 of each file it got (:data:`SOURCE_RECORD`); a fetch from the same
+source (the same URL, a local archive of the same bytes, ``nemo-gym``) into a directory still
+holding those bytes reads nothing. A local directory source is read again each time.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import csv
 import hashlib
 import importlib.util
 import io
+import json
 import os
 import subprocess
 import sys
@@ -198,10 +204,12 @@ def csv_change(name: str, data: bytes, where: str) -> str:
     return f"changed {name} ({where}): {', '.join(how)}; {digests}"
 
 
-def fetch_data(source: str | None, dest: Path, log: Log, argument: str = "--from") -> Path:
+def fetch_data(source: str | None, dest: Path | None, log: Log, argument: str = "--from") -> Path:
     """Put the verified CSVs and the task files of ``source`` (None: ``$WORKPLACE_ENV_DATA_FROM``,
-    else :data:`NEMO_GYM`) into ``dest``; returns ``dest``. With the default source and a
-    ``dest`` that already verifies, nothing is fetched. ``log`` gets the progress messages and
+    else :data:`NEMO_GYM`) into ``dest`` (None: :func:`default_data_dir`, its parents made);
+    returns the directory. ``dest`` keeps a :data:`SOURCE_RECORD` of the source
+    (:func:`_source_key`) and of each file's SHA-256; a ``dest`` that records the same source and
+    still holds those bytes is reused, nothing fetched. ``log`` gets the progress messages and
     each file skipped, with why.
 
     Raises :class:`CommandError` (exit 2) naming ``argument`` (or the variable) for a source
@@ -213,21 +221,16 @@ def fetch_data(source: str | None, dest: Path, log: Log, argument: str = "--from
         source, argument = os.environ[SOURCE_ENV], f"${SOURCE_ENV}"
     if source is not None and not source.strip():
         raise CommandError(f"{argument}: empty value", f"(the default is {NEMO_GYM})")
-    if dest == default_data_dir():  # the cache is the command's own to make
-        dest.parent.mkdir(parents=True, exist_ok=True)
+    source = NEMO_GYM if source is None else source
+    dest = _data_cache() if dest is None else dest
     checked_path(dest, "--to", "directory", output=True)
-    if source is None:
-        try:
-            verify_directory(dest)
-        except CommandError:
-            pass
-        else:
-            log(f"{dest} already holds the verified WorkBench sandbox")
-            return dest
-        source = NEMO_GYM
+    key = _source_key(source, argument)
+    if key is not None and _holds(dest, key):
+        log(f"{dest} already holds the verified WorkBench sandbox from {source}")
+        return dest
     with _opened(source, argument, log) as files:
         csvs, tasks = _select(files, source, log)
-        _install(dest, {**csvs, **tasks})
+        _install(dest, {**csvs, **tasks}, key)
     log(
         f"WorkBench sandbox from {source}: {len(csvs)} CSVs verified"
         + (f", task files {', '.join(sorted(tasks))}" if tasks else ", no task file found")
@@ -239,11 +242,9 @@ def data_dir_of(value: str, log: Log) -> Path:
     """The CSV directory ``--data-dir VALUE`` names: a directory as it is (not a NeMo Gym venv
     or site-packages: its CSVs are loaded unchecked, any sandbox of that layout; ``log`` gets
     how they differ from the WorkBench sandbox when they do, :func:`sandbox_differences`);
-    any other source (a file, a URL, a NeMo Gym venv) is read, verified and written into
-    :func:`default_data_dir` each time, so a source that cannot be read is the command's error
-    and never replaced by the cache; only :data:`NEMO_GYM` reuses a cache that already verifies
-    (every verified sandbox is the same bytes). Raises :class:`CommandError` as
-    :func:`fetch_data`."""
+    any other source (a file, a URL, a NeMo Gym venv, :data:`NEMO_GYM`) is fetched into
+    :func:`default_data_dir` by :func:`fetch_data`, which reuses the cache only when it was
+    fetched from that same source. Raises :class:`CommandError` as :func:`fetch_data`."""
     if not (value == NEMO_GYM or value.startswith(_URL_SCHEMES)):
         _check_source_path(value, "--data-dir")
     path = Path(value).expanduser()
@@ -257,15 +258,60 @@ def data_dir_of(value: str, log: Log) -> Path:
                 "'workplace-env data fetch' prints."
             )
         return path
+    return fetch_data(value, None, log, "--data-dir")
+
+
+# -- the record of where a fetched directory's files came from -----------------------------------
+
+#: The file of a fetched directory naming its source and the SHA-256 of each file it holds:
+#: ``{"source": KEY, "files": {NAME: SHA256}}`` (KEY: :func:`_source_key`).
+SOURCE_RECORD = ".workplace-env-source.json"
+
+
+def _data_cache() -> Path:
+    """:func:`default_data_dir`, its parent made (the cache is the commands' own to make)."""
     dest = default_data_dir()
-    if value != NEMO_GYM:
-        return fetch_data(value, dest, log, "--data-dir")
     try:
-        verify_directory(dest)
-    except CommandError:
-        return fetch_data(value, dest, log, "--data-dir")
-    log(f"--data-dir {value}: the verified WorkBench sandbox in {dest}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CommandError(f"cannot make the cache directory {dest.parent}:", exc) from exc
     return dest
+
+
+def _source_key(source: str, argument: str) -> dict[str, str] | None:
+    """What a directory fetched from ``source`` records it came from: NeMo Gym's release for
+    :data:`NEMO_GYM`, the URL for an ``http(s)`` source, the SHA-256 of a local archive; None
+    for a local directory (read again each time). Raises :class:`CommandError` naming
+    ``argument`` for a path that is missing or cannot be read."""
+    if source == NEMO_GYM:
+        return {"nemo_gym": NEMO_GYM_REQUIREMENT}
+    if source.startswith(_URL_SCHEMES):
+        return {"url": source}
+    _check_source_path(source, argument)
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return None
+    try:
+        with path.open("rb") as stream:
+            return {"archive_sha256": hashlib.file_digest(stream, "sha256").hexdigest()}
+    except OSError as exc:
+        raise CommandError(f"{argument}: cannot read {path}:", exc) from exc
+
+
+def _holds(dest: Path, key: dict[str, str]) -> bool:
+    """Whether ``dest`` records ``key`` as its source and still holds the files it records,
+    byte for byte, the six CSVs of the sandbox among them."""
+    try:
+        record = json.loads((dest / SOURCE_RECORD).read_bytes())
+        files = record["files"] if record["source"] == key else {}
+        if any(files.get(name) != digest for name, digest in SANDBOX_SHA256.items()):
+            return False
+        return all(
+            PurePosixPath(name).name == name and sha256_hex((dest / name).read_bytes()) == digest
+            for name, digest in files.items()
+        )
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return False
 
 
 def _check_source_path(value: str, argument: str) -> None:
@@ -553,16 +599,27 @@ def _under_package(path: PurePosixPath) -> PurePosixPath | None:
     return None
 
 
-def _install(dest: Path, files: Mapping[str, bytes]) -> None:
+def _install(dest: Path, files: Mapping[str, bytes], key: dict[str, str] | None) -> None:
     """Write ``files`` (name to bytes) into ``dest``, each file replaced atomically (a fetch
-    running at the same time writes its own temporary files)."""
+    running at the same time writes its own temporary files), then its :data:`SOURCE_RECORD`
+    of ``key`` and their digests (none for a ``key`` of None: ``dest`` is read again)."""
     try:
         dest.mkdir(parents=True, exist_ok=True)
+        (dest / SOURCE_RECORD).unlink(missing_ok=True)
         for name, data in sorted(files.items()):
-            handle, part = tempfile.mkstemp(dir=dest, prefix=f".{name}.")
-            with os.fdopen(handle, "wb") as out:
-                out.write(data)
-            os.chmod(part, 0o644)
-            os.replace(part, dest / name)
+            _replace(dest, name, data)
+        if key is not None:
+            digests = {name: sha256_hex(data) for name, data in sorted(files.items())}
+            record = {"source": key, "files": digests}
+            _replace(dest, SOURCE_RECORD, json.dumps(record, indent=1).encode())
     except OSError as exc:
         raise CommandError(f"cannot write into {dest}:", exc) from exc
+
+
+def _replace(dest: Path, name: str, data: bytes) -> None:
+    """Write ``data`` as ``dest/name`` through a temporary file renamed over it."""
+    handle, part = tempfile.mkstemp(dir=dest, prefix=f".{name}.")
+    with os.fdopen(handle, "wb") as out:
+        out.write(data)
+    os.chmod(part, 0o644)
+    os.replace(part, dest / name)
