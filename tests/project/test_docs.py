@@ -7,6 +7,7 @@ directory that holds only a link to the checkout's ``.venv``, as a fresh clone w
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -38,6 +39,7 @@ RUN_ELSEWHERE = {
     "install_wheels.sh": ("tests/project/test_distributions.py", "its pip lines, in a clone copy"),
     "nemo_gym.yaml": ("tests/nemo/test_nemo_gym.py", "the same instances"),
     "nemo_launcher.sh": ("tests/nemo/test_nemo_launcher.py", "the same commands and configs"),
+    "typed_in.jsonl": ("tests/nemo/test_nemo_configs.py", "validated as NeMo's typed rows"),
     "verifiers_eval.sh": ("tests/sdk/test_verifiers.py", "its vf-eval command"),
     "verifiers_eval.toml": ("tests/sdk/test_verifiers.py", "as written"),
 }
@@ -45,6 +47,8 @@ RUN_ELSEWHERE = {
 NOT_RUN = {
     "haproxy.sh": "serves until stopped; tests/deploy/test_proxy.py runs deploy/haproxy.cfg as is",
 }
+#: Example data (rows an example reads): named by its path in a page, not included.
+DATA_SUFFIXES = {".jsonl"}
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 INCLUDE = re.compile(r'^--8<-- "([^"]+)"', re.M)
 #: A curl command that sends a body (continuation lines included).
@@ -115,7 +119,14 @@ def test_every_example_is_included_and_every_code_block_is_an_example():
                 inline.append(f"{page.relative_to(REPO)}: {body[:60]!r}")
     assert inline == []
     examples = {p.name for p in EXAMPLES.iterdir()}
-    assert examples - included == set()
+    named = {
+        p.name
+        for p in EXAMPLES.iterdir()
+        if p.suffix in DATA_SUFFIXES
+        for page in [REPO / "README.md", *_pages()]
+        if f"docs/examples/{p.name}" in page.read_text(encoding="utf-8")
+    }
+    assert examples - included - named == set()
     assert set(RUN_ELSEWHERE) | set(NOT_RUN) <= examples
     assert [test for test, _ in RUN_ELSEWHERE.values() if not (REPO / test).is_file()] == []
 
@@ -172,6 +183,17 @@ def test_the_launcher_example_environment_finds_uv_python_and_gives_ray_the_test
     assert base_bin in dirs
     assert dirs.index(base_bin) < dirs.index("/usr/bin")
     assert values == [RAY_ENV[n] for n in names]
+
+
+def test_the_typed_rows_page_shows_the_example_files_first_row():
+    """The page's JSON block is the first row of docs/examples/typed_in.jsonl with its first
+    tool only."""
+    page = (DOCS / "http-gateway.md").read_text(encoding="utf-8")
+    (shown,) = [json.loads(body) for lang, body in FENCE.findall(page) if lang == "json"][:1]
+    first = json.loads((EXAMPLES / "typed_in.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    params = first["task_input"]["responses_create_params"]
+    params["tools"] = params["tools"][:1]
+    assert shown == first
 
 
 def test_the_readme_python_episode_is_the_example_file():
