@@ -18,6 +18,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import WORKBENCH, needs_shared, shared_file
 from tests.helpers import REPO
@@ -183,6 +184,89 @@ def test_the_launcher_example_environment_finds_uv_python_and_gives_ray_the_test
     assert base_bin in dirs
     assert dirs.index(base_bin) < dirs.index("/usr/bin")
     assert values == [RAY_ENV[n] for n in names]
+
+
+#: The line each example that makes a venv of Python 3.13 uses to find it (as build.sh does).
+PY313_LINE = re.compile(r"^(?:#\s+)?(PY313=.*)$", re.M)
+
+
+def test_every_python313_venv_line_finds_a_working_313_as_written():
+    """``python3.13 -m venv`` failed under pyenv (its shim: "python3.13: command not found"):
+    every example names the interpreter by one line that skips a shim that does not run."""
+    lines = {
+        path.name: PY313_LINE.findall(path.read_text(encoding="utf-8"))
+        for path in sorted(EXAMPLES.iterdir())
+        if path.suffix in (".sh", ".py")
+    }
+    assert [name for name, text in lines.items() if not text and _makes_venv(name)] == []
+    found = {line for text in lines.values() for line in text}
+    assert len(found) == 1, found  # one line, the same everywhere
+    (line,) = found
+    shown = 'echo "$PY313"; "$PY313" -c "import sys; print(sys.version_info[:2])"'
+    proc = _run("bash", "-c", f"{line}\n{shown}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "(3, 13)"
+
+
+def _makes_venv(name: str) -> bool:
+    return " -m venv " in (EXAMPLES / name).read_text(encoding="utf-8")
+
+
+#: Stand-ins of NeMo's CLIs and curl for running nemo_launcher.sh's sequence: ng_run holds the
+#: launcher's ports (a directory) until SIGINT (or 20 s, then fails), curl answers once they
+#: are held, a collection logs the configs of the launcher it ran against, reverify fails while
+#: the ports are held.
+LAUNCHER_STUBS = {
+    "ng_run": """mkdir "$STATE/ports" 2>/dev/null || { echo "address in use" >&2; exit 1; }
+exec >/dev/null 2>&1  # the script's output closes when the script ends
+trap 'rm -r "$STATE/ports"; echo stopped >>"$STATE/log"; exit 0' INT
+echo "$1" >"$STATE/ports/configs"; echo "ng_run $1" >>"$STATE/log"
+for _ in $(seq 200); do sleep 0.1; done; rm -r "$STATE/ports"; exit 1""",
+    "curl": '[ -d "$STATE/ports" ] && [ -s "$STATE/ports/configs" ]',
+    "ng_collect_rollouts": """[ -d "$STATE/ports" ] || { echo "no head server" >&2; exit 1; }
+echo "collect $(cat "$STATE/ports/configs") $*" >>"$STATE"/log""",
+    "gym": """[ -d "$STATE/ports" ] && { echo "address in use" >&2; exit 1; }
+echo "$1 $2" >>"$STATE"/log""",
+}
+
+
+def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(tmp_path):
+    """nemo_launcher.sh left its ``ng_run ... &`` up while ``gym eval reverify`` started its
+    own head server on the same port ("Head server finished unexpectedly!"); run with
+    stand-ins of the NeMo commands, each launcher is ready before its collection, each
+    collection runs against the launcher of the configs defining what it routes to, and each
+    launcher has exited before the next one or reverify starts."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name, body in LAUNCHER_STUBS.items():
+        (stubs / name).write_text(f"#!/bin/bash\n{body}\n")
+        (stubs / name).chmod(0o755)
+    script = (EXAMPLES / "nemo_launcher.sh").read_text(encoding="utf-8")
+    script = script.replace("/path/to/workplace-env", str(tmp_path / "checkout"))
+    env = {
+        "PATH": f"{stubs}:{VENV_BIN}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "STATE": str(tmp_path),
+    }
+    proc = _run("bash", "-c", script, cwd=tmp_path, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    log = (tmp_path / "log").read_text().splitlines()
+    assert [entry.split()[0] for entry in log] == [
+        *["ng_run", "collect", "stopped"] * 3,
+        "eval",
+    ]
+    assert log[-1] == "eval reverify"
+    for entry in log:
+        if entry.startswith("collect "):
+            configs, *args = entry.split()[1:]
+            routed = re.search(r"(?:routes=\{\w+: |agent_name=)(\w+)", " ".join(args))
+            assert routed, entry
+            paths = configs.split("[", 1)[1].rstrip("]").split(",")
+            defined = set()
+            for path in paths:
+                if (REPO / path).is_file():
+                    defined |= set(yaml.safe_load((REPO / path).read_text()))
+            assert routed.group(1) in defined, entry
 
 
 def test_the_typed_rows_page_shows_the_example_files_first_row():
