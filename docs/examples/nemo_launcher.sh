@@ -22,7 +22,8 @@ export PATH="$NEMO_GYM_EXTRA_ROOTS/.venv/bin:$PATH"       # its uv (after NeMo's
 # during startup"): give it longer, and launch again if it still does
 export RAY_raylet_start_wait_time_s=300
 MODEL="+policy_base_url=http://127.0.0.1:8000/v1 +policy_api_key=KEY +policy_model_name=NAME"
-DATA="++workplace_assistant.resources_servers.workplace_env.server.data_dir=/path/to/workbench"
+WORKBENCH=/path/to/workbench   # `workplace-env data fetch --to DIR`: the CSVs and example.jsonl
+DATA="++workplace_assistant.resources_servers.workplace_env.server.data_dir=$WORKBENCH"
 CONFIGS=resources_servers/workplace_env/configs
 MODEL_CONFIG=responses_api_models/openai_model/configs/openai_model.yaml
 # nemo-gym 0.7.0: ng_run prints "`ng_run` is deprecated ...; use `gym env start` instead" and
@@ -38,8 +39,9 @@ start() {  # the launcher with the server's config, $1 and the model's; returns 
 stop() {  # Ctrl-C, then wait for its exit: the next launcher and reverify take the same ports
   kill -INT $LAUNCHER; wait $LAUNCHER
 }
-# typed: collect routed by taskset; rows {task_id, task_input}, e.g. NeMo's example tasks:
-TYPED_ROWS=$NEMO_GYM_EXTRA_ROOTS/docs/examples/typed_in.jsonl
+# typed: collect routed by taskset; rows {task_id, task_input}, here made of the example tasks
+TYPED_ROWS=typed_in.jsonl
+python3 $NEMO_GYM_EXTRA_ROOTS/docs/examples/typed_rows.py $WORKBENCH/example.jsonl $TYPED_ROWS
 start $CONFIGS/typed.yaml
 ng_collect_rollouts "+environment_server_routes={workplace_assistant_typed: workplace_assistant_env}" \
   +input_jsonl_fpath=$TYPED_ROWS +output_jsonl_fpath=typed.jsonl
@@ -53,7 +55,7 @@ stop
 # legacy: legacy.yaml, collected from the agent (rows as NeMo's example.jsonl)
 start $CONFIGS/legacy.yaml
 ng_collect_rollouts +agent_name=workplace_assistant_simple_agent \
-  +input_jsonl_fpath=rows.jsonl +output_jsonl_fpath=legacy.jsonl
+  +input_jsonl_fpath=$WORKBENCH/example.jsonl +output_jsonl_fpath=legacy.jsonl
 stop
 # re-verify (starts the resources server from its config, then stops it; no launcher is up)
 gym eval reverify --config $CONFIGS/workplace_env.yaml $DATA \

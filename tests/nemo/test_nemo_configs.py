@@ -6,13 +6,15 @@ Shipped: the YAML files of ``docs/examples/``, ``resources_servers/*/configs/`` 
 (an included file read as included). ``driver.py configs`` validates each instance in the NeMo
 venv as ``ng_run`` does and as the server it starts does (its server class's ``config``);
 this checkout's resources server reads its block itself (:func:`nemo_entry.serve_command`).
-``docs/examples/typed_in.jsonl`` is NeMo Gym's ``example.jsonl`` as typed rows.
+``docs/examples/typed_rows.py`` makes NeMo Gym's ``example.jsonl`` into typed rows.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +38,7 @@ SERVER_TYPES = (
 )
 #: Instances the shipped configs reference that NeMo's own configs define (openai_model.yaml).
 NEMO_INSTANCES = {("responses_api_models", "policy_model")}
-TYPED_ROWS = REPO / "docs" / "examples" / "typed_in.jsonl"
+TYPED_ROWS_SCRIPT = REPO / "docs" / "examples" / "typed_rows.py"
 #: What the typed flow makes of a row (``ng_collect_rollouts`` routing it by its taskset).
 TYPED_ROW_MODEL = (
     "nemo_gym.episode_types:MaterializedTask"
@@ -154,12 +156,14 @@ def _entry_accepts(name: str, block: dict[str, Any]) -> None:
         pytest.fail(f"{name}: {exc}")
 
 
-def test_the_example_typed_rows_are_nemos_example_tasks_as_the_typed_flow_takes_them():
-    """The typed rows were described only as ``{task_id, task_input}``; the example file is
-    NeMo's example.jsonl in that shape, each row valid as NeMo's typed task."""
+def test_the_typed_rows_script_makes_nemos_example_tasks_what_the_typed_flow_takes(tmp_path):
+    """docs/examples/typed_rows.py over NeMo's example.jsonl: each row valid as NeMo's typed
+    task, and the rows the launcher tests collect."""
     python = nemo_python()
-    shipped = read_jsonl(TYPED_ROWS)
     example = site_packages(python) / NEMO_PACKAGE / "data" / "example.jsonl"
+    made = tmp_path / "typed_in.jsonl"
+    subprocess.run([sys.executable, TYPED_ROWS_SCRIPT, example, made], check=True)
+    shipped = read_jsonl(made)
     assert shipped == typed_rows(read_jsonl(example))
     request = {"model": TYPED_ROW_MODEL, "bodies": shipped}
     out = run_driver(python, ["validate"], json.dumps(request))

@@ -7,6 +7,7 @@ directory that holds only a link to the checkout's ``.venv``, as a fresh clone w
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -40,7 +41,7 @@ RUN_ELSEWHERE = {
     "install_wheels.sh": ("tests/project/test_distributions.py", "its pip lines, in a clone copy"),
     "nemo_gym.yaml": ("tests/nemo/test_nemo_gym.py", "the same instances"),
     "nemo_launcher.sh": ("tests/nemo/test_nemo_launcher.py", "the same commands and configs"),
-    "typed_in.jsonl": ("tests/nemo/test_nemo_configs.py", "validated as NeMo's typed rows"),
+    "typed_rows.py": ("tests/nemo/test_nemo_configs.py", "over NeMo's example.jsonl, validated"),
     "verifiers_eval.sh": ("tests/sdk/test_verifiers.py", "its vf-eval command"),
     "verifiers_eval.toml": ("tests/sdk/test_verifiers.py", "as written"),
 }
@@ -243,6 +244,12 @@ def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(t
         (stubs / name).chmod(0o755)
     script = (EXAMPLES / "nemo_launcher.sh").read_text(encoding="utf-8")
     script = script.replace("/path/to/workplace-env", str(tmp_path / "checkout"))
+    script = script.replace("/path/to/workbench", str(tmp_path / "workbench"))
+    (tmp_path / "checkout" / "docs").mkdir(parents=True)
+    (tmp_path / "checkout" / "docs" / "examples").symlink_to(EXAMPLES)
+    (tmp_path / "workbench").mkdir()
+    row = {"id": 3, "ground_truth": [], "responses_create_params": {"input": []}}
+    (tmp_path / "workbench" / "example.jsonl").write_text(json.dumps(row) + "\n")
     env = {
         "PATH": f"{stubs}:{VENV_BIN}:/usr/bin:/bin",
         "HOME": str(tmp_path),
@@ -256,6 +263,8 @@ def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(t
         "eval",
     ]
     assert log[-1] == "eval reverify"
+    typed = json.loads((tmp_path / "typed_in.jsonl").read_text())
+    assert typed["task_id"] == {"taskset": "workplace_assistant_typed", "task_id": "3"}
     for entry in log:
         if entry.startswith("collect "):
             configs, *args = entry.split()[1:]
@@ -269,15 +278,20 @@ def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(t
             assert routed.group(1) in defined, entry
 
 
-def test_the_typed_rows_page_shows_the_example_files_first_row():
-    """The page's JSON block is the first row of docs/examples/typed_in.jsonl with its first
-    tool only."""
+def test_the_typed_row_the_page_shows_is_what_the_converter_makes_of_its_dataset_row():
     page = (DOCS / "http-gateway.md").read_text(encoding="utf-8")
     (shown,) = [json.loads(body) for lang, body in FENCE.findall(page) if lang == "json"][:1]
-    first = json.loads((EXAMPLES / "typed_in.jsonl").read_text(encoding="utf-8").splitlines()[0])
-    params = first["task_input"]["responses_create_params"]
-    params["tools"] = params["tools"][:1]
-    assert shown == first
+    given = shown["task_input"]
+    row = {**given["task_data"], "responses_create_params": given["responses_create_params"]}
+    assert _typed_rows_module().typed_row(row) == shown
+
+
+def _typed_rows_module():
+    spec = importlib.util.spec_from_file_location("typed_rows", EXAMPLES / "typed_rows.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_the_readme_python_episode_is_the_example_file():
