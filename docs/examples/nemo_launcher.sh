@@ -1,7 +1,9 @@
 # NeMo Gym's launcher starting workplace-env from this checkout's configs (docs/http-gateway.md).
 # in NeMo Gym's venv, with uv on PATH: ./build.sh installs uv into this checkout's .venv/bin.
-# nemo-gym 0.7.0 requires Python >= 3.13.14:
-#   python3.13 -m venv nemo && nemo/bin/pip install nemo-gym==0.7.0
+# nemo-gym 0.7.0 requires Python >= 3.13.14; PY313: python3.13 on PATH if it runs (a pyenv
+# shim may not), else pyenv's newest 3.13, as build.sh picks it:
+#   PY313=$(for p in python3.13 $(ls -r ~/.pyenv/versions/3.13.*/bin/python3.13 2>/dev/null); do "$p" -c '' 2>/dev/null && echo "$p" && break; done)
+#   "$PY313" -m venv nemo && nemo/bin/pip install nemo-gym==0.7.0
 # on an older 3.13 patch (e.g. 3.13.0) pip refuses it; install it anyway, and let NeMo's own
 # servers and the MCP agent reuse this venv (ng_run would otherwise have uv build theirs,
 # refused the same way):
@@ -20,20 +22,41 @@ export PATH="$NEMO_GYM_EXTRA_ROOTS/.venv/bin:$PATH"       # its uv (after NeMo's
 # during startup"): give it longer, and launch again if it still does
 export RAY_raylet_start_wait_time_s=300
 MODEL="+policy_base_url=http://127.0.0.1:8000/v1 +policy_api_key=KEY +policy_model_name=NAME"
-DATA="++workplace_assistant.resources_servers.workplace_env.server.data_dir=/path/to/workbench"
-# typed: start everything, then collect routed by taskset (rows: {task_id, task_input}).
+WORKBENCH=/path/to/workbench   # `workplace-env data fetch --to DIR`: the CSVs and example.jsonl
+DATA="++workplace_assistant.resources_servers.workplace_env.server.data_dir=$WORKBENCH"
+CONFIGS=resources_servers/workplace_env/configs
+MODEL_CONFIG=responses_api_models/openai_model/configs/openai_model.yaml
 # nemo-gym 0.7.0: ng_run prints "`ng_run` is deprecated ...; use `gym env start` instead" and
 # runs `gym env start` with the same arguments: either works; `gym env start` is the one to keep
-ng_run "+config_paths=[resources_servers/workplace_env/configs/workplace_env.yaml,resources_servers/workplace_env/configs/typed.yaml,responses_api_models/openai_model/configs/openai_model.yaml]" $MODEL $DATA &
+set -m  # job control: the launcher in the background still takes SIGINT (its Ctrl-C)
+start() {  # the launcher with the server's config, $1 and the model's; returns once it is ready
+  ng_run "+config_paths=[$CONFIGS/workplace_env.yaml,$1,$MODEL_CONFIG]" $MODEL $DATA &
+  LAUNCHER=$!
+  until curl -sf http://127.0.0.1:11000/readyz >/dev/null; do  # its head server's default port
+    kill -0 $LAUNCHER || return 1; sleep 2
+  done
+}
+stop() {  # Ctrl-C, then wait for its exit: the next launcher and reverify take the same ports
+  kill -INT $LAUNCHER; wait $LAUNCHER
+}
+# typed: collect routed by taskset; rows {task_id, task_input}, here made of the example tasks
+TYPED_ROWS=typed_in.jsonl
+python3 $NEMO_GYM_EXTRA_ROOTS/docs/examples/typed_rows.py $WORKBENCH/example.jsonl $TYPED_ROWS
+start $CONFIGS/typed.yaml
 ng_collect_rollouts "+environment_server_routes={workplace_assistant_typed: workplace_assistant_env}" \
-  +input_jsonl_fpath=typed_in.jsonl +output_jsonl_fpath=typed.jsonl
-# typed over MCP: the same with typed_mcp.yaml (its workplace_env_mcp agent plays the tools
-# over the seed's MCP endpoint), collected through its environment server
+  +input_jsonl_fpath=$TYPED_ROWS +output_jsonl_fpath=typed.jsonl
+stop
+# typed over MCP: typed_mcp.yaml (its workplace_env_mcp agent plays the tools over the seed's
+# MCP endpoint), collected through its environment server
+start $CONFIGS/typed_mcp.yaml
 ng_collect_rollouts "+environment_server_routes={workplace_assistant_typed: workplace_assistant_mcp_env}" \
-  +input_jsonl_fpath=typed_in.jsonl +output_jsonl_fpath=typed_mcp.jsonl
-# legacy: the same with legacy.yaml, then collect from the agent (rows as NeMo's example.jsonl)
+  +input_jsonl_fpath=$TYPED_ROWS +output_jsonl_fpath=typed_mcp.jsonl
+stop
+# legacy: legacy.yaml, collected from the agent (rows as NeMo's example.jsonl)
+start $CONFIGS/legacy.yaml
 ng_collect_rollouts +agent_name=workplace_assistant_simple_agent \
-  +input_jsonl_fpath=rows.jsonl +output_jsonl_fpath=legacy.jsonl
-# re-verify (starts the resources server from its config, then stops it)
-gym eval reverify --config resources_servers/workplace_env/configs/workplace_env.yaml $DATA \
+  +input_jsonl_fpath=$WORKBENCH/example.jsonl +output_jsonl_fpath=legacy.jsonl
+stop
+# re-verify (starts the resources server from its config, then stops it; no launcher is up)
+gym eval reverify --config $CONFIGS/workplace_env.yaml $DATA \
   --inputs typed_materialized_inputs.jsonl --rollouts typed.jsonl --output reverified.jsonl

@@ -25,10 +25,18 @@ Subcommands (``python driver.py CMD ...``):
                  (``resources_tools``, or the ``mcp`` key of a legacy answer), then with the
                  official ``mcp`` client lists the tools and calls each call of stdin's
                  ``"calls"``; prints ``{"seed", "tools", "results"}`` as JSON.
-``validate``     stdin: ``{"model": "MODULE:CLASS", "bodies": [...]}`` -> stdout: for each body,
+``validate``     stdin: ``{"model": "MODULE:CLASS", "bodies": [...]}`` (a generic model with its
+                 parameter: ``"MODULE:CLASS[MODULE:CLASS]"``) -> stdout: for each body,
                  what NeMo's pydantic model makes of it (``model_validate``, as FastAPI
                  validates a parsed body): ``{"ok": true, "value": <model_dump(mode="json")>}``
                  or ``{"ok": false, "locs": [<loc of each error>]}``, as a JSON list.
+``configs``      stdin: ``{"configs": {label: {instance: block}}, "roots": [extra roots],
+                 "base_only": ["TYPE/IMPL", ...]}`` -> stdout: per label and instance
+                 ``{"problems", "validated_by", "implementation"}``: the instance as the
+                 launcher validates it (``maybe_get_server_instance_config``), then as its server
+                 does (the ``config`` class of the entry's server class, after the launcher's
+                 name, host and port; a ``base_only`` entry by its server type's base config);
+                 warnings raised while validating count as problems.
 ``conformance``  ``--url BASE``: NeMo's ``check_resources_session_contract`` (unmodified), over an
                  ASGI app that forwards every request to BASE; exit 0 when it passes.
 """
@@ -179,23 +187,116 @@ def _chat_answer(body: dict, recordings: dict[str, list[dict[str, str]]]):
     return StreamingResponse(iter([text]), media_type="text/event-stream")
 
 
-def _serve(module_name: str) -> None:
-    import importlib
-
+def _server_class(module: object) -> type:
+    """The one NeMo server class ``module`` defines (its most derived); SystemExit otherwise."""
     from nemo_gym.server_utils import BaseServer
 
-    module = importlib.import_module(module_name)
+    name = getattr(module, "__name__", "")
     defined = [
         v
         for v in vars(module).values()
-        if isinstance(v, type) and issubclass(v, BaseServer) and v.__module__ == module_name
+        if isinstance(v, type) and issubclass(v, BaseServer) and v.__module__ == name
     ]
     leaves = [c for c in defined if not any(o is not c and issubclass(o, c) for o in defined)]
     if len(leaves) != 1:
-        raise SystemExit(f"{module_name}: expected one server class, found {leaves}")
-    server_cls = leaves[0]
+        raise SystemExit(f"{name}: expected one server class, found {leaves}")
+    return leaves[0]
+
+
+def _serve(module_name: str) -> None:
+    import importlib
+
+    server_cls = _server_class(importlib.import_module(module_name))
     server_cls.ray_enabled = False
     server_cls.run_webserver()
+
+
+def _entry_module(path: str, root: str, site: str) -> object:
+    """The module of entry file ``path`` found under ``root``: imported by its package name
+    from NeMo's site-packages, else loaded from the file (an extra root's entry)."""
+    import importlib
+    import importlib.util
+    import os
+
+    relative = os.path.relpath(path, root)[: -len(".py")]
+    if root == site:
+        return importlib.import_module(relative.replace(os.sep, "."))
+    name = "_config_entry_" + relative.replace(os.sep, "_")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _check_instance(name: str, block: dict, roots: list[str], base_only: list[str]) -> dict:
+    """One instance of a config, validated as the launcher and its server validate it."""
+    import os
+    import warnings
+
+    import nemo_gym
+    from nemo_gym.base_environment_server import BaseEnvironmentServerConfig
+    from nemo_gym.base_resources_server import BaseResourcesServerConfig
+    from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig
+    from nemo_gym.base_responses_api_model import BaseResponsesAPIModelConfig
+    from nemo_gym.config_types import maybe_get_server_instance_config
+    from omegaconf import OmegaConf
+    from pydantic import ValidationError
+
+    bases = {
+        "resources_servers": BaseResourcesServerConfig,
+        "responses_api_agents": BaseResponsesAPIAgentConfig,
+        "responses_api_models": BaseResponsesAPIModelConfig,
+        "environment_servers": BaseEnvironmentServerConfig,
+    }
+    site = os.path.dirname(os.path.dirname(nemo_gym.__file__))
+    problems: list[str] = []
+    result = {"problems": problems, "validated_by": None, "implementation": None}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, error = maybe_get_server_instance_config(name, OmegaConf.create(block))
+        if error is not None or not isinstance(block, dict):
+            problems.append(f"not a server instance: {error}")
+            return result
+        (server_type,) = [key for key in bases if key in block]
+        ((implementation, inner),) = block[server_type].items()
+        result["implementation"] = f"{server_type}/{implementation}"
+        # What the launcher adds before a server reads its block: its name, host and port.
+        given = {"host": "127.0.0.1", "port": 0, **inner, "name": name}
+        entry = inner.get("entrypoint", "")
+        found = [
+            (root, os.path.join(root, server_type, implementation, entry))
+            for root in [*roots, site]
+            if os.path.isfile(os.path.join(root, server_type, implementation, entry))
+        ]
+        if not found:
+            problems.append(f"no {server_type}/{implementation}/{entry} in {roots} or NeMo Gym")
+            return result
+        root, path = found[0]
+        if result["implementation"] in base_only:
+            config_cls = bases[server_type]
+        else:
+            server_cls = _server_class(_entry_module(path, root, site))
+            config_cls = server_cls.model_fields["config"].annotation
+        try:
+            config_cls.model_validate(given)
+            result["validated_by"] = f"{config_cls.__module__}:{config_cls.__qualname__}"
+        except ValidationError as exc:
+            problems += [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+    problems += [f"warning: {w.message}" for w in caught]
+    return result
+
+
+def _configs() -> None:
+    request = json.loads(sys.stdin.read())
+    out = {
+        label: {
+            name: _check_instance(name, block, request["roots"], request["base_only"])
+            for name, block in config.items()
+        }
+        for label, config in request["configs"].items()
+    }
+    print(json.dumps(out))
 
 
 def _reverify() -> None:
@@ -256,9 +357,13 @@ def _validate() -> None:
 
     from pydantic import ValidationError
 
+    def named(spec: str) -> type:
+        module, name = spec.split(":")
+        return getattr(importlib.import_module(module), name)
+
     request = json.loads(sys.stdin.read())
-    module, name = request["model"].split(":")
-    model = getattr(importlib.import_module(module), name)
+    spec, _, parameter = request["model"].rstrip("]").partition("[")
+    model = named(spec)[named(parameter)] if parameter else named(spec)
     out = []
     for body in request["bodies"]:
         try:
@@ -322,6 +427,7 @@ def main() -> None:
     serve = sub.add_parser("serve")
     serve.add_argument("--module", required=True)
     sub.add_parser("validate")
+    sub.add_parser("configs")
     conformance = sub.add_parser("conformance")
     conformance.add_argument("--url", required=True)
     args = parser.parse_args()
@@ -333,6 +439,8 @@ def main() -> None:
         _reverify()
     elif args.cmd == "validate":
         _validate()
+    elif args.cmd == "configs":
+        _configs()
     elif args.cmd == "mcp":
         _mcp(args.url)
     elif args.cmd == "serve":

@@ -168,11 +168,7 @@ def legacy_agent(name: str = "legacy_env", agent: str = "simple_agent") -> NemoS
         "legacy_agent",
         {
             "agent_server": _ref("responses_api_agents", agent),
-            "max_concurrent_episodes": None,
-            "queue_timeout_seconds": None,
-            "default_episode_timeout_seconds": 600,
-            "cleanup_timeout_seconds": 60,
-        },
+        },  # no episode limits: the relay enforces none and warns when given one
     )
 
 

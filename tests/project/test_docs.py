@@ -7,6 +7,8 @@ directory that holds only a link to the checkout's ``.venv``, as a fresh clone w
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import shutil
@@ -17,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import WORKBENCH, needs_shared, shared_file
 from tests.helpers import REPO
@@ -38,6 +41,7 @@ RUN_ELSEWHERE = {
     "install_wheels.sh": ("tests/project/test_distributions.py", "its pip lines, in a clone copy"),
     "nemo_gym.yaml": ("tests/nemo/test_nemo_gym.py", "the same instances"),
     "nemo_launcher.sh": ("tests/nemo/test_nemo_launcher.py", "the same commands and configs"),
+    "typed_rows.py": ("tests/nemo/test_nemo_configs.py", "over NeMo's example.jsonl, validated"),
     "verifiers_eval.sh": ("tests/sdk/test_verifiers.py", "its vf-eval command"),
     "verifiers_eval.toml": ("tests/sdk/test_verifiers.py", "as written"),
 }
@@ -45,6 +49,8 @@ RUN_ELSEWHERE = {
 NOT_RUN = {
     "haproxy.sh": "serves until stopped; tests/deploy/test_proxy.py runs deploy/haproxy.cfg as is",
 }
+#: Example data (rows an example reads): named by its path in a page, not included.
+DATA_SUFFIXES = {".jsonl"}
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
 INCLUDE = re.compile(r'^--8<-- "([^"]+)"', re.M)
 #: A curl command that sends a body (continuation lines included).
@@ -115,7 +121,14 @@ def test_every_example_is_included_and_every_code_block_is_an_example():
                 inline.append(f"{page.relative_to(REPO)}: {body[:60]!r}")
     assert inline == []
     examples = {p.name for p in EXAMPLES.iterdir()}
-    assert examples - included == set()
+    named = {
+        p.name
+        for p in EXAMPLES.iterdir()
+        if p.suffix in DATA_SUFFIXES
+        for page in [REPO / "README.md", *_pages()]
+        if f"docs/examples/{p.name}" in page.read_text(encoding="utf-8")
+    }
+    assert examples - included - named == set()
     assert set(RUN_ELSEWHERE) | set(NOT_RUN) <= examples
     assert [test for test, _ in RUN_ELSEWHERE.values() if not (REPO / test).is_file()] == []
 
@@ -172,6 +185,113 @@ def test_the_launcher_example_environment_finds_uv_python_and_gives_ray_the_test
     assert base_bin in dirs
     assert dirs.index(base_bin) < dirs.index("/usr/bin")
     assert values == [RAY_ENV[n] for n in names]
+
+
+#: The line each example that makes a venv of Python 3.13 uses to find it (as build.sh does).
+PY313_LINE = re.compile(r"^(?:#\s+)?(PY313=.*)$", re.M)
+
+
+def test_every_python313_venv_line_finds_a_working_313_as_written():
+    """``python3.13 -m venv`` failed under pyenv (its shim: "python3.13: command not found"):
+    every example names the interpreter by one line that skips a shim that does not run."""
+    lines = {
+        path.name: PY313_LINE.findall(path.read_text(encoding="utf-8"))
+        for path in sorted(EXAMPLES.iterdir())
+        if path.suffix in (".sh", ".py")
+    }
+    assert [name for name, text in lines.items() if not text and _makes_venv(name)] == []
+    found = {line for text in lines.values() for line in text}
+    assert len(found) == 1, found  # one line, the same everywhere
+    (line,) = found
+    shown = 'echo "$PY313"; "$PY313" -c "import sys; print(sys.version_info[:2])"'
+    proc = _run("bash", "-c", f"{line}\n{shown}")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "(3, 13)"
+
+
+def _makes_venv(name: str) -> bool:
+    return " -m venv " in (EXAMPLES / name).read_text(encoding="utf-8")
+
+
+#: Stand-ins of NeMo's CLIs and curl for running nemo_launcher.sh's sequence: ng_run holds the
+#: launcher's ports (a directory) until SIGINT (or 20 s, then fails), curl answers once they
+#: are held, a collection logs the configs of the launcher it ran against, reverify fails while
+#: the ports are held.
+LAUNCHER_STUBS = {
+    "ng_run": """mkdir "$STATE/ports" 2>/dev/null || { echo "address in use" >&2; exit 1; }
+exec >/dev/null 2>&1  # the script's output closes when the script ends
+trap 'rm -r "$STATE/ports"; echo stopped >>"$STATE/log"; exit 0' INT
+echo "$1" >"$STATE/ports/configs"; echo "ng_run $1" >>"$STATE/log"
+for _ in $(seq 200); do sleep 0.1; done; rm -r "$STATE/ports"; exit 1""",
+    "curl": '[ -d "$STATE/ports" ] && [ -s "$STATE/ports/configs" ]',
+    "ng_collect_rollouts": """[ -d "$STATE/ports" ] || { echo "no head server" >&2; exit 1; }
+echo "collect $(cat "$STATE/ports/configs") $*" >>"$STATE"/log""",
+    "gym": """[ -d "$STATE/ports" ] && { echo "address in use" >&2; exit 1; }
+echo "$1 $2" >>"$STATE"/log""",
+}
+
+
+def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(tmp_path):
+    """nemo_launcher.sh left its ``ng_run ... &`` up while ``gym eval reverify`` started its
+    own head server on the same port ("Head server finished unexpectedly!"); run with
+    stand-ins of the NeMo commands, each launcher is ready before its collection, each
+    collection runs against the launcher of the configs defining what it routes to, and each
+    launcher has exited before the next one or reverify starts."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name, body in LAUNCHER_STUBS.items():
+        (stubs / name).write_text(f"#!/bin/bash\n{body}\n")
+        (stubs / name).chmod(0o755)
+    script = (EXAMPLES / "nemo_launcher.sh").read_text(encoding="utf-8")
+    script = script.replace("/path/to/workplace-env", str(tmp_path / "checkout"))
+    script = script.replace("/path/to/workbench", str(tmp_path / "workbench"))
+    (tmp_path / "checkout" / "docs").mkdir(parents=True)
+    (tmp_path / "checkout" / "docs" / "examples").symlink_to(EXAMPLES)
+    (tmp_path / "workbench").mkdir()
+    row = {"id": 3, "ground_truth": [], "responses_create_params": {"input": []}}
+    (tmp_path / "workbench" / "example.jsonl").write_text(json.dumps(row) + "\n")
+    env = {
+        "PATH": f"{stubs}:{VENV_BIN}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "STATE": str(tmp_path),
+    }
+    proc = _run("bash", "-c", script, cwd=tmp_path, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    log = (tmp_path / "log").read_text().splitlines()
+    assert [entry.split()[0] for entry in log] == [
+        *["ng_run", "collect", "stopped"] * 3,
+        "eval",
+    ]
+    assert log[-1] == "eval reverify"
+    typed = json.loads((tmp_path / "typed_in.jsonl").read_text())
+    assert typed["task_id"] == {"taskset": "workplace_assistant_typed", "task_id": "3"}
+    for entry in log:
+        if entry.startswith("collect "):
+            configs, *args = entry.split()[1:]
+            routed = re.search(r"(?:routes=\{\w+: |agent_name=)(\w+)", " ".join(args))
+            assert routed, entry
+            paths = configs.split("[", 1)[1].rstrip("]").split(",")
+            defined = set()
+            for path in paths:
+                if (REPO / path).is_file():
+                    defined |= set(yaml.safe_load((REPO / path).read_text()))
+            assert routed.group(1) in defined, entry
+
+
+def test_the_typed_row_the_page_shows_is_what_the_converter_makes_of_its_dataset_row():
+    page = (DOCS / "http-gateway.md").read_text(encoding="utf-8")
+    (shown,) = [json.loads(body) for lang, body in FENCE.findall(page) if lang == "json"][:1]
+    given = shown["task_input"]
+    row = {**given["task_data"], "responses_create_params": given["responses_create_params"]}
+    assert _typed_rows_module().typed_row(row) == shown
+
+
+def _typed_rows_module():
+    spec = importlib.util.spec_from_file_location("typed_rows", EXAMPLES / "typed_rows.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_the_readme_python_episode_is_the_example_file():
