@@ -114,7 +114,10 @@ def errors_page() -> str:
         + _table(_ERROR_HEAD, rows)
         + "\n## Statuses without a reason\n\n"
         + "A status whose `ErrorInfo` is missing (a transport failure, a proxy, gRPC's own "
-        + "message-size limit) or names a reason not above is mapped by its code.\n\n"
+        + "message-size limit) or names a reason not above is mapped by its code. An SDK "
+        + "exception of a status without a reason carries its row's reason "
+        + "(`REQUEST_TOO_LARGE`), else the status's name (`DEADLINE_EXCEEDED`), as `.reason`."
+        + "\n\n"
         + _table(["status", *_ERROR_HEAD[1:]], by_code)
     )
 

@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError, Message
 
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import admin_pb2_grpc as admin_grpc
-from workplace_env_client import checks
+from workplace_env_client import checks, reasons
 from workplace_env_client.channel import (
     DEFAULT_TIMEOUT_S,
     MAX_MESSAGE_BYTES,
@@ -364,7 +364,7 @@ def smaller_chunk(error: CapacityError, chunk_bytes: int) -> int | None:
     is answered: from the limit it names, the pieces the server's own export would send under
     it (``max(limit - PIECE_OVERHEAD_BYTES, limit // 2)``); without a limit, or when that is
     not smaller, half the last size. None below :data:`MIN_CHUNK_BYTES`."""
-    if error.reason:
+    if error.reason != reasons.REQUEST_TOO_LARGE.name:
         return None
     found = _TOO_LARGE.search(error.message)
     if found is None and "larger than max" not in error.message:

@@ -25,9 +25,7 @@ import grpc
 import grpc.aio
 
 from workplace_env_client.admin import AdminClient
-from workplace_env_client.channel import (
-    make_aio_channel,
-)
+from workplace_env_client.channel import aio_dialer
 from workplace_env_client.client import EnvironmentClient, Session
 from workplace_env_client.handle import AsyncSessionBlock, SessionHandle
 from workplace_env_client.options import ClientBase
@@ -65,9 +63,14 @@ class AsyncEnvironmentClient(
     ``timeout_s``, ``max_attempts``, ``affinity``, ``retry_refusals``, ``admin_token`` or
     ``target`` :class:`EnvironmentClient` refuses; ValueError for a malformed target list or
     unless exactly one of ``target``, ``channel`` and ``transport`` is given. After
-    :meth:`close`, every call raises ClientClosedError."""
+    :meth:`close`, every call raises ClientClosedError.
 
-    _make_channel = staticmethod(make_aio_channel)
+    The client may be made anywhere (at module level, before ``asyncio.run``): the channel it
+    dials to ``target`` is made at its first call, in that call's event loop. Every later call
+    must run in that loop: another (a second ``asyncio.run``) raises EventLoopError, nothing
+    sent; make one client per event loop."""
+
+    _make_channel = staticmethod(aio_dialer)
     _grpc_transport = GrpcAioTransport
     _block = partial(AsyncSessionBlock, AsyncSession)
     _pause = staticmethod(asyncio.sleep)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -212,6 +213,24 @@ def make_channel(
     return grpc.insecure_channel(uri, options=options)
 
 
+def aio_dialer(
+    target: Target,
+    *,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    affinity: bool | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> Callable[[], grpc.aio.Channel]:
+    """What makes :func:`make_aio_channel`'s channel when called, ``target`` and the options
+    checked now (raising as :func:`make_channel` does). A ``grpc.aio`` channel belongs to the
+    event loop it is made in, so the
+    :class:`~workplace_env_client.aio.AsyncEnvironmentClient` dials on its first call, inside
+    its loop, wherever the client was made."""
+    uri, options = _uri_and_options(target, max_attempts, affinity)
+    if credentials is not None:
+        return partial(grpc.aio.secure_channel, uri, credentials, options=options)
+    return partial(grpc.aio.insecure_channel, uri, options=options)
+
+
 def make_aio_channel(
     target: Target,
     *,
@@ -220,11 +239,9 @@ def make_aio_channel(
     credentials: grpc.ChannelCredentials | None = None,
 ) -> grpc.aio.Channel:
     """:func:`make_channel` for asyncio: the same target, options and TLS, as a ``grpc.aio``
-    channel (the :class:`~workplace_env_client.aio.AsyncEnvironmentClient`'s)."""
-    uri, options = _uri_and_options(target, max_attempts, affinity)
-    if credentials is not None:
-        return grpc.aio.secure_channel(uri, credentials, options=options)
-    return grpc.aio.insecure_channel(uri, options=options)
+    channel of the running event loop."""
+    dial = aio_dialer(target, max_attempts=max_attempts, affinity=affinity, credentials=credentials)
+    return dial()
 
 
 #: A sync or a ``grpc.aio`` channel.
@@ -234,15 +251,15 @@ AnyChannel = TypeVar("AnyChannel", grpc.Channel, grpc.aio.Channel)
 def given_or_made(
     target: Target | None,
     channel: AnyChannel | None,
-    make: Callable[..., AnyChannel],
+    make: Callable[..., Any],
     *,
     max_attempts: int,
     affinity: bool | None,
     credentials: grpc.ChannelCredentials | None,
-) -> tuple[AnyChannel, bool]:
+) -> tuple[Any, bool]:
     """A client's channel and whether the client owns it (closes it): ``channel``, the
-    caller's, else one ``make`` (:func:`make_channel` or :func:`make_aio_channel`) makes to
-    ``target`` with the other arguments (raising as it does)."""
+    caller's, else what ``make`` (:func:`make_channel`, or :func:`aio_dialer`: what dials
+    it) makes of ``target`` with the other arguments (raising as it does)."""
     if channel is not None:
         return channel, False
     assert target is not None

@@ -30,12 +30,13 @@ class FieldViolation:
 
 class WorkplaceEnvError(Exception):
     """Base of every SDK error: status ``code``, and from the rich status the ``reason`` and
-    ``domain`` (``google.rpc.ErrorInfo``), ``session_id`` (its ``resources_session_id``),
-    ``metadata`` (the rest of its ``ErrorInfo.metadata``, e.g. ``already_restored`` on a
-    restore's SESSION_LIVE, ``limit_bytes`` on SESSION_TOO_LARGE), ``violations``
-    (``BadRequest``) and ``retry_after_s`` (``RetryInfo``, seconds). ``hint`` says what an SDK
-    user changes to fix it (:func:`fix_hint` in the SDK's words; a note, ``fix: ...``, under the
-    traceback), or is empty."""
+    ``domain`` (``google.rpc.ErrorInfo``; without one, ``reason`` is the registry's name of the
+    status, :func:`~workplace_env_client.reasons.carried`), ``session_id`` (its
+    ``resources_session_id``), ``metadata`` (the rest of its ``ErrorInfo.metadata``, e.g.
+    ``already_restored`` on a restore's SESSION_LIVE, ``limit_bytes`` on SESSION_TOO_LARGE),
+    ``violations`` (``BadRequest``) and ``retry_after_s`` (``RetryInfo``, seconds). ``hint``
+    says what an SDK user changes to fix it (:func:`fix_hint` in the SDK's words; a note,
+    ``fix: ...``, under the traceback), or is empty."""
 
     def __init__(
         self,
@@ -49,9 +50,9 @@ class WorkplaceEnvError(Exception):
         metadata: Mapping[str, str] | None = None,
         hint: str = "",
     ) -> None:
-        super().__init__(
-            f"{code.name} {reason}: {message}" if reason else f"{code.name}: {message}"
-        )
+        reason = reasons.carried(code, reason)
+        named = reason != code.name
+        super().__init__(f"{code.name} {reason}: {message}" if named else f"{code.name}: {message}")
         self.message = message
         self.hint = hint
         if hint:
@@ -106,6 +107,16 @@ class ClientClosedError(WorkplaceEnvError, ValueError):
     a ValueError, what gRPC raises for it."""
 
 
+def client_closed() -> ClientClosedError:
+    """The :class:`ClientClosedError` of a call through a closed client."""
+    return ClientClosedError(
+        "the client is closed (its close() was called, or its channel was closed); make a new "
+        "client",
+        grpc.StatusCode.FAILED_PRECONDITION,
+        reason=reasons.CLIENT_CLOSED.name,
+    )
+
+
 def closed_channel_error(exc: Exception) -> ClientClosedError | None:
     """The :class:`ClientClosedError` of gRPC's refusal to send on a closed channel (a
     ValueError ``Cannot invoke RPC on closed channel!``, an aio ``UsageError`` ``Channel is
@@ -113,11 +124,24 @@ def closed_channel_error(exc: Exception) -> ClientClosedError | None:
     text = str(exc).lower()
     if "channel" not in text or "closed" not in text:
         return None
-    return ClientClosedError(
-        "the client is closed (its close() was called, or its channel was closed); make a new "
-        "client",
+    return client_closed()
+
+
+class EventLoopError(WorkplaceEnvError, RuntimeError):
+    """FAILED_PRECONDITION WRONG_EVENT_LOOP (raised by the SDK, not the server): an async
+    client's call in another event loop than the one its first call ran in (a ``grpc.aio``
+    channel belongs to one loop; each ``asyncio.run`` makes a new one); nothing was sent. Also
+    a RuntimeError, what asyncio raises for it."""
+
+
+def wrong_event_loop() -> EventLoopError:
+    """The :class:`EventLoopError` of a call in another event loop than the client's."""
+    return EventLoopError(
+        "this async client was first used in another event loop (each asyncio.run makes a new "
+        "one) and its channel belongs to that loop; make one client per event loop, e.g. "
+        "inside the coroutine asyncio.run runs (async with AsyncEnvironmentClient(...) as env)",
         grpc.StatusCode.FAILED_PRECONDITION,
-        reason=reasons.CLIENT_CLOSED.name,
+        reason=reasons.WRONG_EVENT_LOOP.name,
     )
 
 
@@ -213,33 +237,50 @@ class DeadlineError(WorkplaceEnvError):
 
 
 class SessionLeftOpenWarning(UserWarning):
-    """A session context manager's block completed but its session could not be closed (the
-    server unreachable, or no answer in time): the server keeps the session until its idle
-    TTL evicts it. The message names the session id."""
+    """A session context manager could not close its session (the server unreachable or slow,
+    the client closed, any failure of the close): the server keeps the session until its idle
+    TTL evicts it. The message names the session id and how long it stays."""
 
 
 #: Close failures of a server out of reach: it keeps the session until its idle TTL.
 _LEFT_OPEN = (UnavailableError, DeadlineError)
 
 
+#: How long a session whose close failed stays on the server.
+_STAYS_OPEN = (
+    "stays open on the server until its idle TTL evicts it (serve --idle-ttl-s, an hour by "
+    "default), or until close_session() reaches it"
+)
+
+
+def left_open(session_id: str) -> str:
+    """Which session stays open on the server after a failed close, and for how long."""
+    return f"session {session_id!r} {_STAYS_OPEN}"
+
+
 def close_failed(
-    session_id: str, error: Exception, in_flight: BaseException | None, stacklevel: int = 4
+    session_id: str, error: BaseException, in_flight: BaseException | None, stacklevel: int = 4
 ) -> None:
-    """What a context manager does when closing ``session_id`` at its exit raised ``error``:
-    with an exception ``in_flight`` from its block, a note on that exception (which goes on,
-    never replaced); after a completed block, a :class:`SessionLeftOpenWarning` (at
-    ``stacklevel``) when the server keeps the session until its TTL; else ``error`` raised."""
-    if in_flight is not None:
-        in_flight.add_note(f"closing session {session_id!r} also failed: {error}")
-        return
-    if not isinstance(error, _LEFT_OPEN):
-        raise error
+    """What a context manager does when closing ``session_id`` at its exit raised ``error``,
+    whatever it is: a :class:`SessionLeftOpenWarning` (at ``stacklevel``) naming the session
+    and how long the server keeps it; then with an exception ``in_flight`` from its block, a
+    note on that exception (which goes on, never replaced); after a completed block, nothing
+    more when the server is out of reach (UNAVAILABLE, DEADLINE_EXCEEDED), else ``error``
+    raised with a note naming the session left open."""
     warnings.warn(
-        f"session {session_id!r} was not closed ({error}); the server keeps it until its idle "
-        "TTL (serve --idle-ttl-s) evicts it, or close_session() it once the server answers",
+        f"session {session_id!r} was not closed ({error}); it {_STAYS_OPEN}",
         SessionLeftOpenWarning,
         stacklevel=stacklevel,
     )
+    if in_flight is not None:
+        in_flight.add_note(
+            f"closing session {session_id!r} also failed: {error}; {left_open(session_id)}"
+        )
+        return
+    if isinstance(error, _LEFT_OPEN):
+        return
+    error.add_note(left_open(session_id))
+    raise error
 
 
 def _sdk_class(row: reasons.Reason) -> type[WorkplaceEnvError]:
@@ -285,6 +326,9 @@ HINTS: dict[str, str] = {
     reasons.ADMIN_TOKEN_INVALID.name: "{token} must be the --admin-token {server} was started with",
     reasons.ADMIN_DISABLED.name: "restart the server at {server} with --admin-token, then pass "
     "that token as {token}",
+    reasons.CALL_ID_REUSED.name: "a call_id names one call: resend its tool name and the "
+    "identical arguments text (a mapping is sent as json.dumps(arguments, ensure_ascii=False), "
+    "so resend the same mapping, or the same text), or use a new call_id for another call",
     "UNAVAILABLE": "no server answered at {server}: {target} (and check it runs); a server "
     "started with --tls-cert needs {tls_ca}",
     "TLS": "TLS with {server} failed: {tls_ca} must be the CA of the server's --tls-cert, a "
@@ -310,8 +354,9 @@ def fix_hint(
     """What a user of the surface of ``words`` changes to fix an error (its status ``code``,
     ``ErrorInfo.reason`` and message) of an RPC to ``server`` (an address, or how the surface
     names the server); "" when nothing the user types fixes it."""
+    sent = "" if reason == code.name else reason  # without ErrorInfo: the status's name
     tls = any(word in message.lower() for word in _TLS_WORDS)
-    key = "TLS" if not reason and code is grpc.StatusCode.UNAVAILABLE and tls else reason
+    key = "TLS" if not sent and code is grpc.StatusCode.UNAVAILABLE and tls else sent
     key = key or code.name
     template = HINTS.get(key)
     if template is None:

@@ -101,17 +101,19 @@ def close_block(
     client: Any, session_id: str, episode: EpisodeLike, in_flight: BaseException | None
 ) -> Steps:
     """The steps of a ``session()`` block's exit: close the session, refusals retried within
-    the deadline. A close that fails is a note on ``in_flight`` (the block's exception); after
-    a completed block, a :class:`~workplace_env_client.errors.SessionLeftOpenWarning` at the
-    caller's ``with`` for an SDK error that leaves the session open, else raised
-    (:func:`~workplace_env_client.errors.close_failed`)."""
+    the deadline. A close that fails, whatever its error, is a
+    :class:`~workplace_env_client.errors.SessionLeftOpenWarning` at the caller's ``with``
+    naming the session and how long it stays open, and a note on ``in_flight`` (the block's
+    exception); after a completed block, an error other than an unreachable server is raised
+    too (:func:`~workplace_env_client.errors.close_failed`), as is an interrupt
+    (``KeyboardInterrupt``, a cancellation) of the close."""
     try:
         yield Step(client, "_close", (session_id, episode), {"retry_refusals": True})
-    except Exception as closing:
-        if in_flight is None and not isinstance(closing, WorkplaceEnvError):
-            raise
+    except BaseException as closing:
         # The caller's with: above this generator, the driver, its runner and the block's exit.
         close_failed(session_id, closing, in_flight, stacklevel=6)
+        if not isinstance(closing, Exception):
+            raise
 
 
 #: What an automatic recovery may fail with: an SDK error of the seed, restore or replayed

@@ -103,10 +103,11 @@ class RpcBudget:
 class ClientBase(Generic[ChannelT, TransportT, BlockT]):
     """The constructor of both environment clients (their class docstrings say what each
     argument means and raises): the options checked, and the ``transport`` given, or made by
-    ``_grpc_transport`` over the given ``channel`` or one ``_make_channel`` dials to
-    ``target``."""
+    ``_grpc_transport`` over the given ``channel`` or what ``_make_channel`` makes of
+    ``target`` (a channel; for the async client, what dials one at its first call)."""
 
-    #: Dials the client's own channel (:func:`~workplace_env_client.channel.make_channel`).
+    #: Makes the client's own channel (:func:`~workplace_env_client.channel.make_channel`), or
+    #: what dials it (:func:`~workplace_env_client.channel.aio_dialer`).
     _make_channel: ClassVar[Callable[..., Any]]
     #: Carries the RPCs over a channel (``GrpcTransport``).
     _grpc_transport: ClassVar[Callable[..., Any]]
@@ -143,13 +144,21 @@ class ClientBase(Generic[ChannelT, TransportT, BlockT]):
             )
             transport = type(self)._grpc_transport(made, owned=owned)
         self.transport: TransportT = transport
-        #: The channel and stub of a gRPC transport (None over another transport).
-        self.channel: ChannelT | None = getattr(transport, "channel", None)
-        self.stub: pb_grpc.EnvironmentServiceStub | None = getattr(transport, "stub", None)
         self.timeout_s = options.timeout_s
         self.admin_token = options.admin_token
         self._retry_refusals = options.retry_refusals
         self._target, self._affinity, self._credentials = target, affinity, credentials
+
+    @property
+    def channel(self) -> ChannelT | None:
+        """The channel of a gRPC transport: None over another transport, and for an async
+        client's own channel until its first call (dialed then, inside its event loop)."""
+        return getattr(self.transport, "channel", None)
+
+    @property
+    def stub(self) -> pb_grpc.EnvironmentServiceStub | None:
+        """The stub of a gRPC transport's channel (None as :attr:`channel`)."""
+        return getattr(self.transport, "stub", None)
 
     def session(
         self,

@@ -57,9 +57,10 @@ class RpcException:
 class Reason:
     """One error reason and its mappings.
 
-    ``name``: the ``ErrorInfo.reason`` ("" for a row of :data:`BY_CODE` that keeps the reason
-    it was sent with). ``code``: its gRPC status (None: never sent over gRPC). ``sdk_class``:
-    the name of the SDK exception (``workplace_env_client.errors``) it raises ("": none).
+    ``name``: the ``ErrorInfo.reason`` ("" for a row of :data:`BY_CODE`: its SDK errors carry
+    their status code's name, :func:`carried`). ``code``: its gRPC status (None: never sent
+    over gRPC). ``sdk_class``: the name of the SDK exception (``workplace_env_client.errors``)
+    it raises ("": none).
     ``http_status``, ``failure_kind``: the gateway's answer, the body's ``failure_kind``.
     ``jsonrpc``: the MCP ``tools/call`` error code (None: not reached there). ``run_kind``,
     ``rollout_kind``: an episode's failure kind in ``run`` and in a model rollout.
@@ -252,6 +253,11 @@ CLIENT_CLOSED = _row(
     "CLIENT_CLOSED", Code.FAILED_PRECONDITION, "ClientClosedError", _SERVICE_ERROR,
     "An RPC through a client (or a channel) already closed; nothing was sent.", raised_by=SDK,
 )  # fmt: skip
+WRONG_EVENT_LOOP = _row(
+    "WRONG_EVENT_LOOP", Code.FAILED_PRECONDITION, "EventLoopError", _SERVICE_ERROR,
+    "An async client used in another event loop than the one of its first call (make one "
+    "client per loop, i.e. per `asyncio.run`); nothing was sent.", raised_by=SDK,
+)  # fmt: skip
 # -- the HTTP gateway (never sent over gRPC) ------------------------------------------------
 _HTTP_ONLY = {"raised_by": GATEWAY, "jsonrpc": None, "run_kind": "", "rollout_kind": ""}
 REQUEST_TOO_LARGE = _row(
@@ -318,3 +324,16 @@ UNKNOWN = Reason(
 def lookup(code: grpc.StatusCode, reason: str) -> Reason:
     """The row of an error: its ``reason``'s, else its status ``code``'s, else :data:`UNKNOWN`."""
     return REASONS.get(reason) or BY_CODE.get(code, UNKNOWN)
+
+
+def carried(code: grpc.StatusCode, reason: str) -> str:
+    """The reason an SDK error with status ``code`` carries: ``reason`` when one was sent, else
+    its status's row's name (``REQUEST_TOO_LARGE`` for RESOURCE_EXHAUSTED), else the code's
+    name (``DEADLINE_EXCEEDED``), the key of its row under "Statuses without a reason"."""
+    return reason or lookup(code, "").name or code.name
+
+
+def is_registry_name(name: str) -> bool:
+    """Whether ``name`` is a reason of the registry: a row of :data:`REASONS`, or the name of a
+    status code (a status without one, mapped by :data:`BY_CODE` or :data:`UNKNOWN`)."""
+    return name in REASONS or name in grpc.StatusCode.__members__

@@ -697,7 +697,7 @@ def refused_output(exc: InvalidRequestError) -> str:
     body = {
         "detail": [{"type": "value_error", "loc": ["body"], "msg": exc.message}],
         "failure_kind": reasons.INVALID_REQUEST.failure_kind,
-        "reason": exc.reason or reasons.INVALID_REQUEST.name,
+        "reason": exc.reason if exc.reason in reasons.REASONS else reasons.INVALID_REQUEST.name,
     }
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 

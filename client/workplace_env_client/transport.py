@@ -17,14 +17,13 @@ same call awaited: :class:`GrpcAioTransport` (a ``grpc.aio`` channel) or
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Callable, Sequence
 from typing import (
     Any,
-    Generic,
     NotRequired,
     Protocol,
     TypedDict,
-    TypeVar,
     Unpack,
     runtime_checkable,
 )
@@ -33,7 +32,13 @@ import grpc
 import grpc.aio
 
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
-from workplace_env_client.errors import WorkplaceEnvError, closed_channel_error, from_rpc_error
+from workplace_env_client.errors import (
+    WorkplaceEnvError,
+    client_closed,
+    closed_channel_error,
+    from_rpc_error,
+    wrong_event_loop,
+)
 
 
 class CallOptions(TypedDict):
@@ -90,8 +95,6 @@ class AsyncTransport(Protocol):
 #: a refusal to send on a closed channel (sync: ValueError, aio: UsageError).
 CHANNEL_FAILURES = (grpc.RpcError, ValueError, grpc.aio.UsageError)
 
-C = TypeVar("C", grpc.Channel, grpc.aio.Channel)
-
 
 def channel_failure(exc: Exception) -> WorkplaceEnvError:
     """The SDK error of ``exc``, one of :data:`CHANNEL_FAILURES`: a failed RPC's typed error, a
@@ -104,23 +107,16 @@ def channel_failure(exc: Exception) -> WorkplaceEnvError:
     return closed
 
 
-class GrpcChannelTransport(Generic[C]):
-    """What both gRPC transports hold: the ``channel``, its stub, and whether :meth:`close`
-    closes the channel (``owned``)."""
-
-    resends = True
-
-    def __init__(self, channel: C, *, owned: bool = False) -> None:
-        self.channel: C = channel
-        self.stub: pb_grpc.EnvironmentServiceStub | pb_grpc.EnvironmentServiceAsyncStub
-        self.stub = pb_grpc.EnvironmentServiceStub(channel)
-        self._owned = owned
-
-
-class GrpcTransport(GrpcChannelTransport[grpc.Channel]):
+class GrpcTransport:
     """The environment over a gRPC ``channel``; :meth:`close` closes it when ``owned``."""
 
+    resends = True
     blocking = True
+
+    def __init__(self, channel: grpc.Channel, *, owned: bool = False) -> None:
+        self.channel = channel
+        self.stub = pb_grpc.EnvironmentServiceStub(channel)
+        self._owned = owned
 
     def unary(self, method: str, request: Any, **options: Unpack[CallOptions]) -> Any:
         """As :meth:`Transport.unary` (``checked`` is moot: the server checks what it receives);
@@ -139,19 +135,80 @@ class GrpcTransport(GrpcChannelTransport[grpc.Channel]):
             self.channel.close()
 
 
-class GrpcAioTransport(GrpcChannelTransport[grpc.aio.Channel]):
-    """:class:`GrpcTransport` over a ``grpc.aio`` ``channel``, awaited (an
-    :class:`AsyncTransport`); :meth:`close` closes the channel when ``owned``."""
+class EventLoopBinding:
+    """The event loop an async transport belongs to: the one its first call ran in (``loop``,
+    None before)."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def enter(self) -> None:
+        """Bind to the running loop at the first call; raise
+        :class:`~workplace_env_client.errors.EventLoopError` (nothing sent) in another."""
+        running = asyncio.get_running_loop()
+        if self.loop is None:
+            self.loop = running
+        elif running is not self.loop:
+            raise wrong_event_loop()
+
+    def elsewhere(self) -> bool:
+        """Whether the transport belongs to another loop than the running one."""
+        return self.loop is not None and self.loop is not asyncio.get_running_loop()
+
+
+class GrpcAioTransport:
+    """:class:`GrpcTransport` over a ``grpc.aio`` channel, awaited (an :class:`AsyncTransport`):
+    ``channel``, the caller's, or when ``owned`` what dials the transport's own
+    (:func:`~workplace_env_client.channel.aio_dialer`), called at the first call, inside its
+    event loop (``channel`` and ``stub`` are None until then). Every call must run in the loop
+    of the first one (:class:`EventLoopBinding`); :meth:`close` closes an owned channel."""
+
+    resends = True
+
+    def __init__(
+        self, channel: grpc.aio.Channel | Callable[[], grpc.aio.Channel], *, owned: bool = False
+    ) -> None:
+        self.channel: grpc.aio.Channel | None = None
+        self.stub: pb_grpc.EnvironmentServiceAsyncStub | None = None
+        self._dial: Callable[[], grpc.aio.Channel] | None = None
+        if isinstance(channel, grpc.aio.Channel):
+            self.channel = channel
+            self.stub = pb_grpc.EnvironmentServiceStub(channel)
+        else:
+            self._dial = channel
+        self._owned = owned
+        self._binding = EventLoopBinding()
+        self._closed = False
+
+    def _stub_here(self) -> Any:
+        """The stub, its channel dialed in the running loop at the first call. Raises
+        ClientClosedError after :meth:`close`, EventLoopError in another loop than the first
+        call's."""
+        if self._closed:
+            raise client_closed()
+        self._binding.enter()
+        if self.stub is None:
+            assert self._dial is not None
+            self.channel = self._dial()
+            self.stub = pb_grpc.EnvironmentServiceStub(self.channel)
+        return self.stub
 
     async def unary(self, method: str, request: Any, **options: Unpack[CallOptions]) -> Any:
-        """As :meth:`GrpcTransport.unary`, awaited."""
-        call = getattr(self.stub, method)
+        """As :meth:`GrpcTransport.unary`, awaited; EventLoopError in another event loop than
+        the first call's."""
+        call = getattr(self._stub_here(), method)
         try:
             return await call(request, timeout=options["timeout"], metadata=options["metadata"])
         except CHANNEL_FAILURES as exc:
             raise channel_failure(exc) from exc
 
     async def close(self) -> None:
-        """Close the channel at once if this transport made it (``owned``)."""
-        if self._owned:
-            await self.channel.close(grace=None)
+        """Close the channel at once if this transport made it (``owned``); later calls raise
+        ClientClosedError. From another event loop than its own, the channel is dropped, not
+        awaited (its loop may be gone)."""
+        if not self._owned:
+            return
+        self._closed = True
+        channel, self.channel = self.channel, None
+        if channel is not None and not self._binding.elsewhere():
+            await channel.close(grace=None)

@@ -26,11 +26,13 @@ Path = tuple[int | str, ...]
 
 class ResponseOutputError(ValueError):
     """The ``output`` array holds items NeMo's Responses types refuse; ``problems`` lists each
-    as ``(path, why)`` (see :func:`response_output_problems`)."""
+    as ``(path, why)`` (see :func:`response_output_problems`), ``explained`` the same with each
+    ``why`` in plain words (:func:`explain_problem`)."""
 
-    def __init__(self, problems: list[tuple[Path, str]]) -> None:
-        super().__init__("; ".join(f"{field_path('', p)}: {why}" for p, why in problems))
+    def __init__(self, problems: list[tuple[Path, str]], output: list[Any]) -> None:
         self.problems = problems
+        self.explained = [(path, explain_problem(output, path, why)) for path, why in problems]
+        super().__init__("; ".join(f"{field_path('', p)}: {why}" for p, why in self.explained))
 
 
 #: The ``type`` values of the Responses-API output items NeMo Gym 0.7.0's verify body accepts
@@ -408,7 +410,7 @@ def function_calls_from_response_output(
     if not isinstance(output, list):
         raise ValueError("response output must be a JSON array")
     if not checked and (problems := response_output_problems(output)):
-        raise ResponseOutputError(problems)
+        raise ResponseOutputError(problems, output)
     return [item for item in output if item["type"] == "function_call"]
 
 
@@ -419,3 +421,77 @@ def field_path(name: str, path: Path) -> str:
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else part
     return out
+
+
+#: How each of NeMo's models an item (or a content part) is read as is written, in plain words:
+#: what it is, and the JSON to send (short: a violation's description is clipped at 256 bytes).
+_PLAIN_MODELS: dict[str, tuple[str, str]] = {
+    "function_call": (
+        "a function call",
+        '{"type": "function_call", "name": "<tool>", "arguments": "<JSON text>", '
+        '"call_id": "<id>"}',
+    ),
+    "output_message": (
+        "an assistant message with a list content",
+        '"id": "msg_0" beside that list, or "content": "<text>" (a string) without one',
+    ),
+    "input_message": (
+        "an input message",
+        '{"type": "message", "role": "user", "content": [{"type": "input_text", '
+        '"text": "<text>"}]}',
+    ),
+    "easy_message": (
+        "a message",
+        '{"type": "message", "role": "user", "assistant", "system" or "developer", "content": '
+        '"<text>"}',
+    ),
+    "reasoning": (
+        "a reasoning item",
+        '{"type": "reasoning", "id": "rs_0", "summary": [{"type": "summary_text", '
+        '"text": "<text>"}]}',
+    ),
+    "function_call_output": (
+        "a function call's output",
+        '{"type": "function_call_output", "call_id": "<id>", "output": "<text>"}',
+    ),
+    "NeMoGymResponseOutputText": (
+        "an output_text part",
+        '{"type": "output_text", "text": "<text>", "annotations": []}',
+    ),
+    "NeMoGymResponseOutputRefusal": ("a refusal part", '{"type": "refusal", "refusal": "<text>"}'),
+    "ResponseInputTextParam": ("an input_text part", '{"type": "input_text", "text": "<text>"}'),
+    "ResponseInputImageParam": (
+        "an input_image part",
+        '{"type": "input_image", "detail": "low", "high", "auto" or "original"}',
+    ),
+    "ResponseInputFileParam": ("an input_file part", '{"type": "input_file", ...}'),
+    "NeMoGymInputVideoPart": ("an input_video part", '{"type": "input_video", ...}'),
+}
+_PLAIN_MODELS["function_call_output_input"] = _PLAIN_MODELS["function_call_output"]
+#: Path segments that name a branch of a union, not a field the user types.
+_BRANCHES = frozenset({INPUT_PARTS_LIST, "str"})
+
+
+def explain_problem(output: list[Any], path: Path, why: str) -> str:
+    """``why`` (a problem of :func:`response_output_problems` at ``path`` in ``output``) in
+    plain words: the item's index and ``type``, the field as the user types it, what is wrong
+    and the JSON expected there. An item-level ``why`` (``path`` of one index) is plain already
+    and returned as it is."""
+    if len(path) < 2:
+        return why
+    index = path[0]
+    item = output[index] if isinstance(index, int) and index < len(output) else {}
+    kind = item.get("type") if isinstance(item, dict) else None
+    field = ""
+    model = str(path[1])
+    for part in path[2:]:
+        if isinstance(part, int):
+            field += f"[{part}]"
+        elif part in _PLAIN_MODELS:
+            model = part
+        elif part not in _BRANCHES:
+            field += f".{part}" if field else part
+    what, shape = _PLAIN_MODELS.get(model, (model, ""))
+    wrong = "is missing" if why == _MISSING else f"is not accepted ({why})"
+    expected = f"; expected {shape}" if shape else ""
+    return f"item {index} (type {kind!r}): {field or 'the item'} {wrong}, as {what}{expected}"

@@ -120,7 +120,8 @@ def test_in_process_client_refuses_what_grpc_refuses(backends, server):
         for sid in seeded:
             remote.close_session(sid, ("legacy", 0))
     big = outcome(local.seed_legacy, "big", {"id": "t", "prompt": "x" * 5000})
-    assert big[0] == "CapacityError" and big[2] == ""  # gRPC's message limit: no reason
+    # gRPC's message limit sends no ErrorInfo; the SDK names its registry row
+    assert big[0] == "CapacityError" and big[2] == "REQUEST_TOO_LARGE"
 
 
 def test_in_process_calls_are_counted_and_logged_as_rpcs(server, caplog):

@@ -366,3 +366,46 @@ def test_well_formed_messages_and_items_are_taken_as_the_reference_takes_them(ht
         answer = http.post("/verify", json=verify_body(item, right))
         assert answer.status_code == 200, (item, answer.text)
         assert answer.json()["reward"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("item", "said"),
+    [
+        (  # a plain assistant message with a list content: an output message, no id
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "ok"}],
+            },
+            [
+                "item 0 (type 'message'): id is missing, as an assistant message with a list",
+                '"id": "msg_0"',
+                '"content": "<text>" (a string)',
+                "content[0].annotations is missing, as an output_text part",
+            ],
+        ),
+        (
+            {"type": "reasoning", "id": "r", "summary": [{"text": 1}]},
+            ["item 0 (type 'reasoning')", "summary[0].text is not accepted", '"summary_text"'],
+        ),
+        (
+            {"type": "function_call", "name": "x", "arguments": {}, "call_id": "c"},
+            ["item 0 (type 'function_call')", "arguments is not accepted", '"<JSON text>"'],
+        ),
+        (
+            {"type": "function_call_output", "output": "x"},
+            ["item 0 (type 'function_call_output'): call_id is missing"],
+        ),
+    ],
+)
+def test_a_refused_output_item_says_in_plain_words_what_to_send(sdk, item, said):
+    """Over gRPC each violation names the item's index and type, the field as it is typed,
+    what is wrong and the JSON expected; the field paths stay the reference's."""
+    sid = f"plain-{uuid.uuid4().hex}"
+    sdk.seed(sid, (sid, 0), ("ops", "t"), {"id": "t"})
+    with pytest.raises(InvalidRequestError) as err:
+        sdk.verify(sid, response_output=[item])
+    descriptions = " | ".join(v.description for v in err.value.violations)
+    for words in said:
+        assert words in descriptions
+    assert "NeMoGym" not in descriptions and "Field required" not in descriptions

@@ -4,8 +4,10 @@ refusal behaviour is tested with the sync client's, on both (tests/sdk/test_sess
 from __future__ import annotations
 
 import asyncio
+import gc
 import inspect
 import json
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -29,7 +31,9 @@ from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     AsyncEnvironmentClient,
     AsyncSession,
+    ClientClosedError,
     EnvironmentClient,
+    EventLoopError,
     ServerSandbox,
     SessionConflictError,
     SessionLeftOpenWarning,
@@ -52,6 +56,30 @@ CALLS = [
 @pytest.fixture(scope="module")
 def target(server) -> str:
     return local(server.port)
+
+
+@pytest.mark.parametrize("transport", ["grpc", "in_process"])
+def test_an_async_client_made_outside_a_loop_serves_its_first_loop_and_refuses_another(
+    server, target, transport, caplog
+):
+    """Made where no event loop runs (module level, after an earlier ``asyncio.run``), an async
+    client works in the loop of its first call; a call in another loop (a second
+    ``asyncio.run``) is EventLoopError (WRONG_EVENT_LOOP) saying to make one client per loop,
+    nothing sent and no pending-task noise; its close from there drops the client."""
+    asyncio.run(asyncio.sleep(0))  # no current event loop any more
+    env = AsyncEnvironmentClient(target) if transport == "grpc" else in_process_async_client(server)
+    assert len(asyncio.run(env.list_tools())) == 27
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        with pytest.raises(EventLoopError) as wrong:
+            asyncio.run(env.list_tools())
+        asyncio.run(env.close())
+        gc.collect()
+    assert isinstance(wrong.value, RuntimeError) and wrong.value.reason == "WRONG_EVENT_LOOP"
+    assert "one client per event loop" in str(wrong.value)
+    assert not [r.getMessage() for r in caplog.records if r.name == "asyncio"]
+    if transport == "grpc":
+        with pytest.raises(ClientClosedError):
+            asyncio.run(env.list_tools())
 
 
 @pytest.mark.parametrize("transport", ["grpc", "in_process"])

@@ -43,7 +43,9 @@ from workplace_env.sessions import SessionConfig
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     AdminClient,
+    CallIdReusedError,
     CapacityError,
+    ClientClosedError,
     DeadlineError,
     EnvironmentClient,
     ReleaseFailedError,
@@ -55,6 +57,7 @@ from workplace_env_client import (
     UnauthenticatedError,
     UnavailableError,
     WorkplaceEnvError,
+    reasons,
 )
 from workplace_env_client.channel import (
     REFUSAL_FALLBACK_WAIT_S,
@@ -262,6 +265,11 @@ def test_every_rpc_has_a_deadline(make_env, grpc_flavor):
         with pytest.raises(DeadlineError) as err:
             impatient.call_tool("s", *WRITE)
         assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        # no ErrorInfo: it carries its registry row's name (the status's)
+        assert err.value.reason == "DEADLINE_EXCEEDED" and reasons.is_registry_name(
+            "DEADLINE_EXCEEDED"
+        )
+        assert str(err.value).startswith("DEADLINE_EXCEEDED: ")
     finally:
         go.set()
 
@@ -459,6 +467,77 @@ def test_a_failing_close_after_a_clean_block_raises(make_sdk_env):
     with pytest.raises(ReleaseFailedError), env.client.session(TASK) as s:
         Faults.of(env.store).fail_next_release()
     assert env.client.close_session(s.id, s.episode) == "CLOSED"
+
+
+def test_a_call_id_retry_must_resend_the_identical_arguments_text(make_sdk_env):
+    """T6/T7 compare the text as sent: the same mapping again replays (the SDK serialises it
+    the same way), the same arguments written as another text are refused, saying so."""
+    env: Env = make_sdk_env()
+    name, arguments = WRITE
+    with env.client.session(TASK) as s:
+        first = s.call_tool(name, arguments, call_id="y1")
+        assert s.call_tool(name, dict(arguments), call_id="y1") == first
+        respaced = json.dumps(arguments, separators=(",", ":"))
+        with pytest.raises(CallIdReusedError) as refused:
+            s.call_tool(name, respaced, call_id="y1")
+    message = str(refused.value)
+    assert "the tool name or the arguments text differ" in message
+    assert "identical arguments text" in message
+    assert "json.dumps(arguments, ensure_ascii=False)" in refused.value.hint
+
+
+def test_a_call_over_the_message_limit_carries_its_registry_reason(make_server, sdk_flavor):
+    """A request over the server's message limit (refused by gRPC, or by the in-process
+    transport, without ErrorInfo) is CapacityError REQUEST_TOO_LARGE, on every flavour."""
+    served = make_server(settings=Settings(max_message_bytes=64 * 1024))
+    client = sdk_flavor(served.running, timeout_s=HANG_S)
+    with pytest.raises(CapacityError) as refused:
+        client.call_tool("s-big", "email_search_emails", {"query": "x" * 100_000})
+    assert refused.value.reason == reasons.REQUEST_TOO_LARGE.name
+    assert str(refused.value).startswith("RESOURCE_EXHAUSTED REQUEST_TOO_LARGE: ")
+
+
+def _warned_left_open(warned: Any, session_id: str) -> None:
+    """``warned`` holds one SessionLeftOpenWarning naming ``session_id`` and its TTL."""
+    [warning] = [w for w in warned if issubclass(w.category, SessionLeftOpenWarning)]
+    assert repr(session_id) in str(warning.message) and "idle TTL" in str(warning.message)
+    assert "an hour by default" in str(warning.message)
+
+
+def test_a_completed_block_whose_release_fails_names_the_session_left_open(make_sdk_env):
+    """Any close failure after a completed block warns naming the session and how long it
+    stays; an error other than an unreachable server is raised too, with a note saying so."""
+    env: Env = make_sdk_env()
+    with (
+        pytest.warns(SessionLeftOpenWarning) as warned,
+        pytest.raises(ReleaseFailedError) as raised,
+        env.client.session(TASK) as s,
+    ):
+        Faults.of(env.store).fail_next_release()
+    _warned_left_open(warned, s.id)
+    assert any(f"session {s.id!r} stays open" in note for note in raised.value.__notes__)
+
+
+@pytest.mark.parametrize("block_raises", [False, True])
+def test_a_client_closed_inside_a_session_block_names_the_session_left_open(
+    make_server, grpc_flavor, block_raises
+):
+    """The client closed inside the block (sync or async): the exit warns naming the session
+    and its TTL; the ClientClosedError (or the block's own exception, with a note) says so."""
+    served = make_server()
+    client = grpc_flavor(served.target, timeout_s=HANG_S)
+    expected = LookupError if block_raises else ClientClosedError
+    with (
+        pytest.warns(SessionLeftOpenWarning) as warned,
+        pytest.raises(expected) as raised,
+        client.session(TASK, episode=EP, task_id=TID) as s,
+    ):
+        client.close()
+        if block_raises:
+            raise LookupError("the block's own")
+    _warned_left_open(warned, s.id)
+    assert any(f"session {s.id!r} stays open" in note for note in raised.value.__notes__)
+    assert served.running.store.live_count() == 1
 
 
 def test_a_failed_seed_fences_an_sdk_generated_id(make_sdk_env):

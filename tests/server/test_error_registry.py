@@ -9,10 +9,12 @@ class is some row's.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -193,7 +195,10 @@ class _Status(grpc.RpcError):
 def test_a_status_without_a_reason_maps_by_its_code(code):
     row = reasons.BY_CODE.get(code, reasons.UNKNOWN)
     exc = sdk_errors.from_rpc_error(_Status(code))
-    assert type(exc).__name__ == row.sdk_class and exc.reason == ""
+    assert type(exc).__name__ == row.sdk_class
+    # the reason it carries is its row's (REQUEST_TOO_LARGE), else its status's name
+    assert exc.reason == (row.name or code.name) and reasons.is_registry_name(exc.reason)
+    assert reasons.lookup(code, exc.reason) is row
     assert scripted.failure_kind(exc) == row.run_kind
     assert _session_failure(exc).kind == row.rollout_kind
     assert _call_error(exc).error.code == row.jsonrpc
@@ -244,12 +249,16 @@ def test_a_token_for_another_session_is_its_row(agent):
 # -- the registry covers the SDK's classes, and says what clients may retry -----------------------
 
 
+#: Every SDK exception class, by name.
+SDK_CLASSES = {
+    name: cls
+    for name, cls in inspect.getmembers(sdk_errors, inspect.isclass)
+    if issubclass(cls, sdk_errors.WorkplaceEnvError)
+}
+
+
 def test_every_sdk_exception_class_is_a_rows():
-    classes = {
-        name
-        for name, cls in inspect.getmembers(sdk_errors, inspect.isclass)
-        if issubclass(cls, sdk_errors.WorkplaceEnvError)
-    }
+    classes = set(SDK_CLASSES)
     rows = [*reasons.REASONS.values(), *reasons.BY_CODE.values(), reasons.UNKNOWN]
     named = {row.sdk_class for row in rows if row.sdk_class}
     # ArgumentError is raised before sending, under the server's reasons for the same field;
@@ -259,6 +268,59 @@ def test_every_sdk_exception_class_is_a_rows():
         base = getattr(sdk_errors, reasons.REASONS[name].sdk_class)
         assert issubclass(sdk_errors.ArgumentError, base)
     assert named <= classes
+
+
+@pytest.mark.parametrize("code", list(grpc.StatusCode), ids=lambda c: c.name)
+def test_an_sdk_error_made_without_a_reason_still_carries_a_registry_name(code):
+    for name, cls in SDK_CLASSES.items():
+        if cls is sdk_errors.ArgumentError:  # its reason is always given (a request field's)
+            continue
+        made = cls("refused", code)
+        assert reasons.is_registry_name(made.reason), name
+        assert made.reason == reasons.carried(code, "")
+
+
+def test_the_errors_the_sdk_makes_itself_carry_their_registry_rows_reason():
+    """The SDK's own refusals (nothing sent, or no ErrorInfo in the answer) name a row of the
+    registry, which says the SDK raises them."""
+    made = {
+        reasons.CLIENT_CLOSED.name: sdk_errors.client_closed(),
+        reasons.WRONG_EVENT_LOOP.name: sdk_errors.wrong_event_loop(),
+        reasons.INVALID_REQUEST.name: sdk_errors.ArgumentError("episode", "not a pair"),
+        reasons.RESPONSE_TOO_LARGE.name: sdk_errors.from_status(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            "CLIENT: Received message larger than max (90 vs. 80)",
+        ),
+        reasons.REQUEST_TOO_LARGE.name: sdk_errors.from_status(
+            grpc.StatusCode.RESOURCE_EXHAUSTED, "Sent message larger than max (90 vs. 80)"
+        ),
+    }
+    closed = sdk_errors.closed_channel_error(ValueError("Cannot invoke RPC on closed channel!"))
+    assert closed is not None and closed.reason == reasons.CLIENT_CLOSED.name
+    for name, error in made.items():
+        assert error.reason == name
+        assert type(error).__name__ == reasons.REASONS[name].sdk_class or isinstance(
+            error, sdk_errors.ArgumentError
+        )
+    for name in (reasons.CLIENT_CLOSED.name, reasons.WRONG_EVENT_LOOP.name):
+        assert reasons.REASONS[name].raised_by == reasons.SDK
+
+
+def test_every_sdk_error_the_sdk_constructs_names_its_reason():
+    """Each place in the SDK that makes one of its exceptions passes its ``reason=`` (an
+    ArgumentError defaults to the server's reason for the field)."""
+    package = Path(sdk_errors.__file__).parent
+    missing = []
+    for path in sorted(package.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                continue
+            cls = SDK_CLASSES.get(node.func.id)
+            if cls is None or cls is sdk_errors.ArgumentError:
+                continue
+            if not any(k.arg == "reason" for k in node.keywords):
+                missing.append(f"{path.name}:{node.lineno} {node.func.id}")
+    assert missing == []
 
 
 def test_what_http_tells_to_retry_the_registry_calls_retryable():

@@ -808,7 +808,8 @@ def test_a_reused_call_id_is_refused_saying_so(base, clock):
         store.call_tool("s", *READ, call_id="c1")
     assert (refused.value.session_id, refused.value.message) == (
         "s",
-        "call_id 'c1' was used for another call",
+        "call_id 'c1' was used for another call: the tool name or the arguments text differ"
+        " (a retry must resend the same tool and the identical arguments text, byte for byte)",
     )
 
 

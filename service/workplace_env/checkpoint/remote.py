@@ -171,7 +171,7 @@ def restore_checkpoint(
         if exc.metadata.get("already_restored") == "true":  # a retry after some were claimed
             console.print(plain(f"already restored, nothing changed: {exc.message}"))
             return
-        if not exc.reason:  # no ErrorInfo: the server's answer, if any, never arrived
+        if exc.reason in grpc.StatusCode.__members__:  # no reason: no answer of the server's
             raise CommandError(
                 "restore outcome unknown (no answer from the server; some or all sessions may "
                 "be installed). Retrying the same checkpoint against the same server is safe: "

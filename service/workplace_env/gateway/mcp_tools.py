@@ -164,7 +164,7 @@ def _parse_error(message: str, status: int = 400) -> JSONResponse:
 def _service_error(exc: WorkplaceEnvError) -> McpError:
     """A JSON-RPC error (``JSONRPC_SERVICE_ERROR``) with the service's reason in ``data``, and the
     bound and the size of a SESSION_TOO_LARGE refusal (``limit_bytes``, ``size_bytes``)."""
-    data: dict[str, Any] = {"reason": exc.reason or exc.code.name, **too_large_sizes(exc)}
+    data: dict[str, Any] = {"reason": exc.reason, **too_large_sizes(exc)}
     return McpError(types.ErrorData(code=JSONRPC_SERVICE_ERROR, message=exc.message, data=data))
 
 

@@ -178,12 +178,12 @@ def service_error(
     row = reasons.lookup(exc.code, exc.reason)
     status, kind = row.http_on("SeedSession" if seeding else "")
     if status == 422:
-        reason = exc.reason or reasons.INVALID_REQUEST.name
+        reason = exc.reason if exc.reason in reasons.REASONS else reasons.INVALID_REQUEST.name
         if exc.violations:
             problems = [(_field_loc(v.field, sent_as), v.description) for v in exc.violations]
             return invalid(problems, reason)
         return invalid([((), exc.message)], reason)
-    reason = row.name or exc.reason or exc.code.name
+    reason = row.name or exc.reason
     body: dict[str, Any] = {"failure_kind": kind, "reason": reason, "detail": exc.message}
     body.update(too_large_sizes(exc))  # SESSION_TOO_LARGE: the bound and the size
     return HttpProblem(json_response(body, status, _retry_after(status, exc)))

@@ -29,7 +29,7 @@ from workplace_env.server.servicer import EnvironmentServicer
 from workplace_env.server.status import rich_status
 from workplace_env_client import AsyncEnvironmentClient, EnvironmentClient, WorkplaceEnvError
 from workplace_env_client.errors import from_status
-from workplace_env_client.transport import CallOptions
+from workplace_env_client.transport import CallOptions, EventLoopBinding
 
 if TYPE_CHECKING:
     from workplace_env.server.app import RunningServer
@@ -114,15 +114,18 @@ class InProcessTransport:
 class AsyncInProcessTransport:
     """An :class:`~workplace_env_client.transport.AsyncTransport` over an
     :class:`InProcessTransport`: each call runs on the caller's event loop (sub-millisecond CPU
-    work, as the sync transport's ``blocking`` False says)."""
+    work, as the sync transport's ``blocking`` False says), all in the loop of the first one."""
 
     resends = False
 
     def __init__(self, transport: InProcessTransport) -> None:
         self.transport = transport
+        self._binding = EventLoopBinding()
 
     async def unary(self, method: str, request: Any, **options: Unpack[CallOptions]) -> Any:
-        """:meth:`InProcessTransport.unary`'s answer or error."""
+        """:meth:`InProcessTransport.unary`'s answer or error; EventLoopError (nothing run) in
+        another event loop than the first call's, as over gRPC."""
+        self._binding.enter()
         return self.transport.unary(method, request, **options)
 
     async def close(self) -> None:

@@ -290,7 +290,7 @@ class EnvironmentServicer(pb_grpc.EnvironmentServiceServicer):
             except ResponseOutputError as exc:  # items NeMo's Responses types refuse (V1)
                 violations = [
                     errors.FieldViolation(field_path("response_output_json", path), why)
-                    for path, why in exc.problems
+                    for path, why in exc.explained
                 ]
                 raise errors.InvalidRequest(violations, sid) from exc
             except ValueError as exc:

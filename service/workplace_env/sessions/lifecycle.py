@@ -269,7 +269,10 @@ class LifeCycle:
                     if seen.call == CallRecord.digest(tool_name, arguments):
                         return ToolResult(seen.output, replayed=True)
                     raise errors.CallIdReused(
-                        f"call_id {call_id!r} was used for another call", session_id
+                        f"call_id {call_id!r} was used for another call: the tool name or the "
+                        "arguments text differ (a retry must resend the same tool and the "
+                        "identical arguments text, byte for byte)",
+                        session_id,
                     )
             size = session.write_bytes + write_size(tool_name, arguments)
             limit = scope.config.max_session_write_bytes

@@ -42,7 +42,10 @@ router = APIRouter(route_class=DirectRoute)
             "reference's error text for an unknown tool or bad arguments.",
         },
         404: problem("No live session (`failure_kind` `session_lost`)."),
-        409: problem("The call id was used for another call."),
+        409: problem(
+            "The call id was used for another call: the tool name or the arguments text "
+            "differ (a retry must resend the identical text)."
+        ),
         413: problem(
             "A write that would take the session over the server's "
             "`max_session_write_bytes` (`session_too_large`, with `limit_bytes` and "
