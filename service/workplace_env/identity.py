@@ -6,6 +6,7 @@ works only with them.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from workplace_env.errors import FieldViolation, InvalidRequest
+from workplace_env.sandbox.tools import TOOLS
 from workplace_env.wire import is_json_text
 
 SESSION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,256}")
@@ -71,6 +73,11 @@ class Task:
                 FieldViolation("environment_name", f"must be {ENVIRONMENT_NAME!r} when set")
             )
         found.extend(calls_violations(self.ground_truth, "ground_truth"))
+        found.extend(
+            FieldViolation(f"ground_truth[{i}].name", problem)
+            for i, call in enumerate(self.ground_truth)
+            if call.name and (problem := tool_name_problem(call.name))
+        )
         return tuple(found)
 
     @cached_property
@@ -145,6 +152,17 @@ def calls_violations(calls: tuple[FunctionCall, ...], path: str) -> list[FieldVi
         if not is_json_text(call.arguments):
             out.append(FieldViolation(f"{path}[{i}].arguments", "must be JSON text"))
     return out
+
+
+def tool_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a seeded task's ground-truth call (None when it is one of the
+    environment's tools): ``'x' is not a tool of this environment``, naming the closest tool
+    when one is close. Seeds only: a verify's ground-truth override is scored as given."""
+    if name in TOOLS:
+        return None
+    close = difflib.get_close_matches(name, TOOLS, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{name!r} is not a tool of this environment{hint}"
 
 
 def task_violations(task: Task | None, path: str = "task") -> list[FieldViolation]:
