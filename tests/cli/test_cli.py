@@ -721,6 +721,31 @@ def test_serve_on_a_port_in_use_names_the_address_the_reason_and_the_flag(flag):
     assert said.endswith(f"choose another {flag}")
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "second_host"),
+    [
+        ("--address", "--http-address", "127.0.0.1"),
+        ("--address", "--metrics-address", "localhost"),
+        ("--http-address", "--metrics-address", "0.0.0.0"),
+    ],
+)
+def test_serve_with_two_of_its_listeners_on_one_port_names_both_flags(first, second, second_host):
+    """Refused before anything listens (a held port: a missed clash fails to bind, not hangs)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        others = [] if "--address" in (first, second) else ["--address", "127.0.0.1:0"]
+        args = [first, f"127.0.0.1:{port}", second, f"{second_host}:{port}", *others]
+        result = invoke("serve", *args, "--log-level", "ERROR")
+    assert result.exit_code == 2, result.output
+    said = result.output.splitlines()[-1]
+    assert (
+        f"from {first}) 127.0.0.1:{port}" in said and f"from {second}) {second_host}:{port}" in said
+    )
+    assert f"are the same port {port}" in said and "choose another port for one of them" in said
+
+
 @pytest.mark.parametrize("command", ["serve", "gateway"])
 def test_a_port_in_use_is_said_in_json_lines_only(command):
     """The console script on a port a plain socket holds: every stderr line is a JSON record
