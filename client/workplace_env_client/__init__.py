@@ -53,6 +53,7 @@ from workplace_env_client.messages import (
     task_from_row,
 )
 from workplace_env_client.rollouts import (
+    ModelCallsStopped,
     ModelPolicy,
     Rollout,
     arun_rollout,
@@ -82,6 +83,7 @@ __all__ = [
     "EpisodeMismatchError",
     "FieldViolation",
     "InvalidRequestError",
+    "ModelCallsStopped",
     "ModelPolicy",
     "RecordedCall",
     "Recovery",
