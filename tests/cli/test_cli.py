@@ -846,6 +846,27 @@ def test_mcp_is_on_by_default_and_off_with_an_empty_mcp_path(served, tmp_path):
     assert "mcp_path (from WORKPLACE_ENV_MCP_PATH) must start with '/'" in result.output
 
 
+def test_a_gateway_whose_backend_is_down_warns_once_naming_it_and_how_to_start_it():
+    """No server at ``--grpc-target`` (a port just freed): the gateway serves at once (its
+    address line first) and logs one warning naming the target and the command to start it."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        target = f"127.0.0.1:{holder.getsockname()[1]}"
+    args = ["gateway", "--grpc-target", target, "--address", "127.0.0.1:0"]
+    process = Process.start(args, _clean_env())
+    try:
+        url = process.wait_for(r"HTTP gateway on (http://\S+) -> ").group(1)
+        warned = process.wait_for(r"^.*the gRPC server at .*$").group(0)
+        assert httpx.get(f"{url}/ready", timeout=HANG_S).status_code == 503
+    finally:
+        assert process.stop() == 0, process.lines
+    record = json.loads(warned)
+    assert record["level"] == "WARNING" and record["grpc_target"] == target
+    assert record["message"].startswith(f"the gRPC server at {target} does not answer (UNAVAILABLE")
+    assert f"start it with `workplace-env serve --address {target}`" in record["message"]
+    assert sum("the gRPC server at" in line for line in process.lines) == 1
+
+
 def _seed_over_http(url: str) -> str:
     """A legacy seed through a gateway: the value of the session cookie it sets."""
     with httpx.Client(base_url=url, timeout=HANG_S) as http:
