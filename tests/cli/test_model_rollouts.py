@@ -1488,6 +1488,24 @@ def _read_until(stream: Any, text: str) -> str:
     return "".join(seen)
 
 
+def _signalled_while_held(
+    proc: subprocess.Popen, signum: int, arrived: threading.Event, release: threading.Event
+) -> tuple[str, str]:
+    """Once the model holds ``proc``'s request (``arrived``): ``signum``, then the request
+    released after the stop message; ``proc``'s stdout and its stderr (whitespace folded)."""
+    try:
+        assert arrived.wait(timeout=60), proc.stderr.read()
+        proc.send_signal(signum)
+        said = _read_until(proc.stderr, "stopping")
+        release.set()
+        stdout, rest = proc.communicate(timeout=60)
+    finally:
+        release.set()
+        if proc.poll() is None:
+            proc.kill()
+    return stdout, " ".join((said + rest).split())
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_signal_lets_the_episode_in_flight_end_then_says_how_to_resume(
     server, tmp_path, signum
@@ -1506,17 +1524,7 @@ def test_a_stop_signal_lets_the_episode_in_flight_end_then_says_how_to_resume(
     scripts[rows[0]["prompt"]] = [Hold(arrived, release, Text("Nothing to change."))]
     with StandInModel(scripts) as standin:
         proc = _model_run_process(tasks_file, standin, server, out)
-        try:
-            assert arrived.wait(timeout=60), proc.stderr.read()
-            proc.send_signal(signum)
-            said = _read_until(proc.stderr, "stopping")
-            release.set()
-            stdout, rest = proc.communicate(timeout=60)
-        finally:
-            release.set()
-            if proc.poll() is None:
-                proc.kill()
-        said = " ".join((said + rest).split())
+        stdout, said = _signalled_while_held(proc, signum, arrived, release)
         assert proc.returncode == 128 + signum, said
         assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [rows[0]["id"]]
         assert "pass rate" in stdout and "not started 2" in said
@@ -1547,17 +1555,7 @@ def test_after_a_ctrl_c_a_failed_model_request_is_not_retried(server, tmp_path):
     scripts = {rows[0]["prompt"]: [held, Text("Nothing to change.")]}
     with StandInModel(scripts) as standin:
         proc = _model_run_process(tasks_file, standin, server, out, "--max-retries", "3")
-        try:
-            assert arrived.wait(timeout=60), proc.stderr.read()
-            proc.send_signal(signal.SIGINT)
-            said = _read_until(proc.stderr, "stopping")
-            release.set()
-            _, rest = proc.communicate(timeout=60)
-        finally:
-            release.set()
-            if proc.poll() is None:
-                proc.kill()
-        said = " ".join((said + rest).split())
+        _, said = _signalled_while_held(proc, signal.SIGINT, arrived, release)
         assert proc.returncode == 130, said
         assert "waiting for those in flight to end, at most 120 s for a model request in " in said
         assert "flight (--timeout) (press Ctrl-C again to exit at once)" in said
