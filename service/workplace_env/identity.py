@@ -73,11 +73,6 @@ class Task:
                 FieldViolation("environment_name", f"must be {ENVIRONMENT_NAME!r} when set")
             )
         found.extend(calls_violations(self.ground_truth, "ground_truth"))
-        found.extend(
-            FieldViolation(f"ground_truth[{i}].name", problem)
-            for i, call in enumerate(self.ground_truth)
-            if call.name and (problem := tool_name_problem(call.name))
-        )
         return tuple(found)
 
     @cached_property
@@ -142,11 +137,14 @@ def task_id_violations(task_id: TaskId | None, path: str = "task_id") -> list[Fi
 
 
 def calls_violations(calls: tuple[FunctionCall, ...], path: str) -> list[FieldViolation]:
-    """Violations in a list of calls: each needs a name and JSON-text arguments."""
+    """Violations in a seeded task's calls: each needs the name of one of the environment's
+    tools (:func:`tool_name_problem`) and JSON-text arguments."""
     out = []
     for i, call in enumerate(calls):
         if not call.name:
             out.append(FieldViolation(f"{path}[{i}].name", "required"))
+        elif problem := tool_name_problem(call.name):
+            out.append(FieldViolation(f"{path}[{i}].name", problem))
         # JSON by the reference's parser's grammar: an integer over Python's digit limit is
         # accepted here and skipped when scoring, as the reference skips that call.
         if not is_json_text(call.arguments):
