@@ -33,7 +33,7 @@ SERVER_LOST = "server lost"
 #: Seconds the health check of :meth:`StopRequest.check_server` waits for an answer.
 HEALTH_CHECK_TIMEOUT_S = 5.0
 #: The codes of a health check that mean no server answered.
-_NO_ANSWER = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+NO_ANSWER_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def server_silence(channel: grpc.Channel, timeout_s: float = HEALTH_CHECK_TIMEOUT_S) -> str | None:
@@ -46,7 +46,7 @@ def server_silence(channel: grpc.Channel, timeout_s: float = HEALTH_CHECK_TIMEOU
         )
     except grpc.RpcError as exc:
         code = exc.code()  # type: ignore[attr-defined]
-        if code in _NO_ANSWER:
+        if code in NO_ANSWER_CODES:
             return f"{code.name}: {exc.details()}"  # type: ignore[attr-defined]
     return None
 

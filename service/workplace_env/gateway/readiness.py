@@ -15,13 +15,12 @@ from collections.abc import Callable
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from workplace_env.interrupts import NO_ANSWER_CODES
 from workplace_env_client import EnvironmentClient
 
 #: How long ``/ready`` waits for the gRPC health answer, and how long that answer is reused.
 READY_DEADLINE_S = 0.5
 READY_CACHE_S = 1.0
-#: The codes of a health check that mean no server answered.
-_NO_ANSWER = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 class HealthProbe:
@@ -74,7 +73,7 @@ def check_backend_soon(channel: grpc.Channel, on_silent: Callable[[str], None]) 
 
     def done(finished: grpc.Future) -> None:
         error = finished.exception()
-        if isinstance(error, grpc.RpcError) and error.code() in _NO_ANSWER:  # type: ignore[attr-defined]
+        if isinstance(error, grpc.RpcError) and error.code() in NO_ANSWER_CODES:  # type: ignore[attr-defined]
             on_silent(f"{error.code().name}: {error.details()}")  # type: ignore[attr-defined]
 
     call.add_done_callback(done)
