@@ -72,11 +72,13 @@ class Fields:
 @dataclass(frozen=True)
 class Hold:
     """The request is held: ``arrived`` is set when it comes, and it is answered with ``then``
+    (or, with ``status`` other than 200, with that HTTP error, which the client retries)
     once the test sets ``release`` (30 s at most, so a failing test cannot hang)."""
 
     arrived: threading.Event
     release: threading.Event
     then: Calls | Text = field(default_factory=Text)
+    status: int = 200
 
 
 Step = Calls | Text | CutOff | Fail | Raw | Fields | Hold
@@ -280,6 +282,8 @@ class StandInModel:
         if isinstance(step, Hold):
             step.arrived.set()
             step.release.wait(timeout=30)
+            if step.status != 200:
+                return step.status, {"error": {"message": "stand-in held", "type": "server_error"}}
         inner = step.then if isinstance(step, Fields | Hold) else step
         answer = _chat_answer(inner, model) if chat else _responses_answer(inner, model)
         return 200, answer | (step.fields if isinstance(step, Fields) else {})

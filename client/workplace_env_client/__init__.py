@@ -54,6 +54,7 @@ from workplace_env_client.messages import (
     task_from_row,
 )
 from workplace_env_client.rollouts import (
+    ModelCallsStopped,
     ModelPolicy,
     Rollout,
     arun_rollout,
@@ -84,6 +85,7 @@ __all__ = [
     "EventLoopError",
     "FieldViolation",
     "InvalidRequestError",
+    "ModelCallsStopped",
     "ModelPolicy",
     "RecordedCall",
     "Recovery",

@@ -207,10 +207,13 @@ def openai_client(
     timeout_s: float = 120.0,
     max_retries: int = 4,
     asynchronous: bool = False,
+    stop: Callable[[], bool] | None = None,
 ) -> Any:
     """An ``openai.OpenAI`` (or ``AsyncOpenAI``) for ``base_url``: ``timeout_s`` per request,
     ``max_retries`` retries with exponential backoff on 408/409/429/5xx and connection errors.
     The key is ``api_key``, else ``$api_key_env``, else ``"EMPTY"`` (local servers need none).
+    Once ``stop()`` is true, no request is sent any more, a retry included: the call raises
+    :class:`ModelCallsStopped` (a request already sent runs to its answer or its timeout).
     Raises ArgumentError naming ``timeout_s`` (not a finite number of seconds in ``(0, 1e9]``)
     or ``max_retries`` (not an int in 0..100); ImportError naming the extra when ``openai`` is
     not installed."""
@@ -225,7 +228,34 @@ def openai_client(
         ) from exc
     key = api_key or os.environ.get(api_key_env) or "EMPTY"
     cls = openai.AsyncOpenAI if asynchronous else openai.OpenAI
-    return cls(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=max_retries)
+    extra: dict[str, Any] = {}
+    if stop is not None:
+        extra["http_client"] = _stoppable_http_client(openai, stop, asynchronous)
+    return cls(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=max_retries, **extra)
+
+
+class ModelCallsStopped(BaseException):
+    """Raised instead of sending a model request once the ``stop`` of :func:`openai_client` is
+    true. A BaseException, as KeyboardInterrupt: the client's retry loop, which retries every
+    Exception, and the rollout loop, which masks them, let it through; the episode's session
+    is closed on the way out and the episode has no result."""
+
+
+def _stoppable_http_client(openai: Any, stop: Callable[[], bool], asynchronous: bool) -> Any:
+    """The openai package's default HTTP client with a request hook raising
+    :class:`ModelCallsStopped` once ``stop()`` is true."""
+
+    def refuse() -> None:
+        if stop():
+            raise ModelCallsStopped("stopped: no model request is sent any more")
+
+    if asynchronous:
+
+        async def refuse_async(_request: Any) -> None:
+            refuse()
+
+        return openai.DefaultAsyncHttpxClient(event_hooks={"request": [refuse_async]})
+    return openai.DefaultHttpxClient(event_hooks={"request": [lambda _request: refuse()]})
 
 
 # -- the dialogue: one state machine for both APIs and both drivers -----------------------------
@@ -790,7 +820,8 @@ def run_rollout(
 
     ``tools`` defaults to ``env.list_tools()`` (pass them to save the call per episode);
     ``episode`` to :func:`episode_for` the row. Never raises for the model's or endpoint's
-    faults (see the module docstring); raises the SDK's errors when the seed itself fails,
+    faults (see the module docstring) but lets :class:`ModelCallsStopped` through (session
+    closed); raises the SDK's errors when the seed itself fails,
     ArgumentError (nothing sent) for a ``row`` that is not a mapping, a ``policy`` that is not a
     ModelPolicy, or a malformed ``episode`` or ``task_id``.
     """

@@ -775,6 +775,47 @@ def _check_ranges(settings: Settings, origins: Mapping[str, str]) -> None:
             raise ConfigError(
                 f"{name} (from {origins[name]}) must be HOST:PORT, port 0-65535: {address!r}"
             )
+    clash = own_port_clash(settings, origins)
+    if clash is not None:
+        raise ConfigError(clash)
+
+
+#: The server's own listeners: the address setting of each, and what listens there.
+_LISTENERS = {
+    "address": "the gRPC server",
+    "http_address": "the HTTP gateway",
+    "metrics_address": "the metrics endpoint",
+}
+_WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "*"})
+
+
+def own_port_clash(settings: Settings, origins: Mapping[str, str]) -> str | None:
+    """Why two of the server's own listeners (:data:`_LISTENERS`) cannot both listen, naming
+    both settings and where each came from: the same port (not 0) on hosts that overlap (the
+    same host, a wildcard, or both loopback). None when they can."""
+    bound = []
+    for name, role in _LISTENERS.items():
+        address = getattr(settings, name)
+        if address is None:
+            continue
+        host, _, port = address.rpartition(":")
+        if int(port):
+            bound.append((name, role, host.strip("[]"), int(port), address))
+    for i, (name, role, host, port, address) in enumerate(bound):
+        for other, other_role, other_host, other_port, other_address in bound[:i]:
+            overlap = (
+                host == other_host
+                or {host, other_host} & _WILDCARD_HOSTS
+                or {host, other_host} <= _LOOPBACK_HOSTS
+            )
+            if port == other_port and overlap:
+                return (
+                    f"{name} (from {origins[name]}) {address} and {other} (from "
+                    f"{origins[other]}) {other_address} are the same port {port}: "
+                    f"{other_role} and {role} each need their own; choose another port for "
+                    "one of them"
+                )
+    return None
 
 
 def describe(settings: Settings, sources: Mapping[str, str]) -> list[tuple[str, str, str]]:

@@ -6,6 +6,7 @@ works only with them.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from workplace_env.errors import FieldViolation, InvalidRequest
+from workplace_env.sandbox.tools import TOOLS
 from workplace_env.wire import is_json_text
 from workplace_env_client.id_bounds import MAX_ID_CHARS, id_length_problem
 
@@ -142,16 +144,30 @@ def task_id_violations(task_id: TaskId | None, path: str = "task_id") -> list[Fi
 
 
 def calls_violations(calls: tuple[FunctionCall, ...], path: str) -> list[FieldViolation]:
-    """Violations in a list of calls: each needs a name and JSON-text arguments."""
+    """Violations in a seeded task's calls: each needs the name of one of the environment's
+    tools (:func:`tool_name_problem`) and JSON-text arguments."""
     out = []
     for i, call in enumerate(calls):
         if not call.name:
             out.append(FieldViolation(f"{path}[{i}].name", "required"))
+        elif problem := tool_name_problem(call.name):
+            out.append(FieldViolation(f"{path}[{i}].name", problem))
         # JSON by the reference's parser's grammar: an integer over Python's digit limit is
         # accepted here and skipped when scoring, as the reference skips that call.
         if not is_json_text(call.arguments):
             out.append(FieldViolation(f"{path}[{i}].arguments", "must be JSON text"))
     return out
+
+
+def tool_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a seeded task's ground-truth call (None when it is one of the
+    environment's tools): ``'x' is not a tool of this environment``, naming the closest tool
+    when one is close. Seeds only: a verify's ground-truth override is scored as given."""
+    if name in TOOLS:
+        return None
+    close = difflib.get_close_matches(name, TOOLS, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{name!r} is not a tool of this environment{hint}"
 
 
 def task_violations(task: Task | None, path: str = "task") -> list[FieldViolation]:

@@ -33,7 +33,7 @@ SERVER_LOST = "server lost"
 #: Seconds the health check of :meth:`StopRequest.check_server` waits for an answer.
 HEALTH_CHECK_TIMEOUT_S = 5.0
 #: The codes of a health check that mean no server answered.
-_NO_ANSWER = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+NO_ANSWER_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def server_silence(channel: grpc.Channel, timeout_s: float = HEALTH_CHECK_TIMEOUT_S) -> str | None:
@@ -46,7 +46,7 @@ def server_silence(channel: grpc.Channel, timeout_s: float = HEALTH_CHECK_TIMEOU
         )
     except grpc.RpcError as exc:
         code = exc.code()  # type: ignore[attr-defined]
-        if code in _NO_ANSWER:
+        if code in NO_ANSWER_CODES:
             return f"{code.name}: {exc.details()}"  # type: ignore[attr-defined]
     return None
 
@@ -105,11 +105,16 @@ class StopRequest:
 
 
 @contextlib.contextmanager
-def stop_on_signals(doing: str = "episode") -> Iterator[StopRequest]:
-    """Within the block, the first SIGINT or SIGTERM sets the yielded :class:`StopRequest` and
-    says on stderr that no new ``doing`` starts; a second one exits the process at once with
-    ``128 + signum``. The previous handlers come back when the block ends."""
-    stop = StopRequest()
+def stop_on_signals(
+    doing: str = "episode", stop: StopRequest | None = None, wait: str = ""
+) -> Iterator[StopRequest]:
+    """Within the block, the first SIGINT or SIGTERM sets the yielded :class:`StopRequest`
+    (``stop``, else a new one) and says on stderr that no new ``doing`` starts and, with
+    ``wait``, how long those in flight may take (``at most 120 s (--timeout)``); a second one
+    exits the process at once with ``128 + signum``. The previous handlers come back when the
+    block ends."""
+    stop = StopRequest() if stop is None else stop
+    bound = f", {wait}" if wait else ""
     if threading.current_thread() is not threading.main_thread():
         yield stop
         return
@@ -123,7 +128,7 @@ def stop_on_signals(doing: str = "episode") -> Iterator[StopRequest]:
         stop.signum = signum
         console.print(
             f"[yellow]{stop.name}: stopping.[/yellow] No new {doing} starts; waiting for "
-            "those in flight to end (press Ctrl-C again to exit at once)."
+            f"those in flight to end{plain(bound)} (press Ctrl-C again to exit at once)."
         )
 
     previous = {number: signal.signal(number, handle) for number in STOP_SIGNALS}

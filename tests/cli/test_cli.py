@@ -722,6 +722,31 @@ def test_serve_on_a_port_in_use_names_the_address_the_reason_and_the_flag(flag):
     assert said.endswith(f"choose another {flag}")
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "second_host"),
+    [
+        ("--address", "--http-address", "127.0.0.1"),
+        ("--address", "--metrics-address", "localhost"),
+        ("--http-address", "--metrics-address", "0.0.0.0"),
+    ],
+)
+def test_serve_with_two_of_its_listeners_on_one_port_names_both_flags(first, second, second_host):
+    """Refused before anything listens (a held port: a missed clash fails to bind, not hangs)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        others = [] if "--address" in (first, second) else ["--address", "127.0.0.1:0"]
+        args = [first, f"127.0.0.1:{port}", second, f"{second_host}:{port}", *others]
+        result = invoke("serve", *args, "--log-level", "ERROR")
+    assert result.exit_code == 2, result.output
+    said = result.output.splitlines()[-1]
+    assert (
+        f"from {first}) 127.0.0.1:{port}" in said and f"from {second}) {second_host}:{port}" in said
+    )
+    assert f"are the same port {port}" in said and "choose another port for one of them" in said
+
+
 @pytest.mark.parametrize("command", ["serve", "gateway"])
 def test_a_port_in_use_is_said_in_json_lines_only(command):
     """The console script on a port a plain socket holds: every stderr line is a JSON record
@@ -820,6 +845,27 @@ def test_mcp_is_on_by_default_and_off_with_an_empty_mcp_path(served, tmp_path):
     result = invoke("config", env={"WORKPLACE_ENV_MCP_PATH": "mcp"})
     assert result.exit_code == 2
     assert "mcp_path (from WORKPLACE_ENV_MCP_PATH) must start with '/'" in result.output
+
+
+def test_a_gateway_whose_backend_is_down_warns_once_naming_it_and_how_to_start_it():
+    """No server at ``--grpc-target`` (a port just freed): the gateway serves at once (its
+    address line first) and logs one warning naming the target and the command to start it."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        target = f"127.0.0.1:{holder.getsockname()[1]}"
+    args = ["gateway", "--grpc-target", target, "--address", "127.0.0.1:0"]
+    process = Process.start(args, _clean_env())
+    try:
+        url = process.wait_for(r"HTTP gateway on (http://\S+) -> ").group(1)
+        warned = process.wait_for(r"^.*the gRPC server at .*$").group(0)
+        assert httpx.get(f"{url}/ready", timeout=HANG_S).status_code == 503
+    finally:
+        assert process.stop() == 0, process.lines
+    record = json.loads(warned)
+    assert record["level"] == "WARNING" and record["grpc_target"] == target
+    assert record["message"].startswith(f"the gRPC server at {target} does not answer (UNAVAILABLE")
+    assert f"start it with `workplace-env serve --address {target}`" in record["message"]
+    assert sum("the gRPC server at" in line for line in process.lines) == 1
 
 
 def _seed_over_http(url: str) -> str:

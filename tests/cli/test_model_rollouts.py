@@ -46,6 +46,7 @@ from workplace_env.taskgen import generate_tasks
 from workplace_env.terminal import CommandError
 from workplace_env_client import (
     AsyncEnvironmentClient,
+    ModelCallsStopped,
     ModelPolicy,
     arun_rollout,
     arun_rollouts,
@@ -359,6 +360,37 @@ def test_endpoint_errors_mask_the_episode_naming_url_status_kind_and_retries(
     assert url in rollout.failure_reason and f"HTTP {status}" in rollout.failure_reason
     assert f"after {made} retries" in rollout.failure_reason
     assert len(requests) == made + 1 and rollout.tables == ()
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_stopped_client_sends_no_retry_and_the_rollout_closes_its_session(
+    server, sdk, asynchronous
+):
+    """``openai_client(stop=...)``: the first request fails (500); ``stop()`` is true by then,
+    so the retry --max-retries allows is not sent: ModelCallsStopped leaves the rollout (no
+    masked result) and the session is closed."""
+    task = _no_change(server)
+    with StandInModel({task["prompt"]: [Fail(500, 1), Text("Nothing to change.")]}) as standin:
+        requests = standin.scripts[task["prompt"]].requests
+        client = openai_client(
+            standin.base_url,
+            api_key="k",
+            max_retries=3,
+            asynchronous=asynchronous,
+            stop=lambda: len(requests) > 0,
+        )
+
+        async def play_async() -> None:
+            async with AsyncEnvironmentClient(local(server.port)) as aenv:
+                await arun_rollout(aenv, client, task, _policy("responses"))
+
+        with pytest.raises(ModelCallsStopped):
+            if asynchronous:
+                asyncio.run(play_async())
+            else:
+                run_rollout(sdk, client, task, _policy("responses"))
+    assert len(requests) == 1
+    assert server.store.live_count() == 0
 
 
 def test_an_unreachable_endpoint_masks_the_episode_naming_its_url(server, sdk):
@@ -1434,12 +1466,13 @@ def test_a_run_against_an_unreachable_server_says_so_and_leaves_no_lock_file(tmp
     assert not lock_path(out).exists()
 
 
-def _model_run_process(tasks_file: Path, standin: StandInModel, server, out: Path):
-    """``workplace-env run --policy model`` in its own process (signals are per process)."""
+def _model_run_process(tasks_file: Path, standin: StandInModel, server, out: Path, *more: str):
+    """``workplace-env run --policy model`` in its own process (signals are per process);
+    ``more`` flags follow (a later ``--max-retries`` overrides 0)."""
     command = [
         sys.executable, "-m", "workplace_env.cli", "run", str(tasks_file), "--policy", "model",
         "--model", "stand-in", "--base-url", standin.base_url, "--target", local(server.port),
-        "--out", str(out), "--max-retries", "0",
+        "--out", str(out), "--max-retries", "0", *more,
     ]  # fmt: skip
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.Popen(command, cwd=REPO, stdout=PIPE, stderr=PIPE, text=True, env=env)
@@ -1453,6 +1486,24 @@ def _read_until(stream: Any, text: str) -> str:
         if text in line:
             break
     return "".join(seen)
+
+
+def _signalled_while_held(
+    proc: subprocess.Popen, signum: int, arrived: threading.Event, release: threading.Event
+) -> tuple[str, str]:
+    """Once the model holds ``proc``'s request (``arrived``): ``signum``, then the request
+    released after the stop message; ``proc``'s stdout and its stderr (whitespace folded)."""
+    try:
+        assert arrived.wait(timeout=60), proc.stderr.read()
+        proc.send_signal(signum)
+        said = _read_until(proc.stderr, "stopping")
+        release.set()
+        stdout, rest = proc.communicate(timeout=60)
+    finally:
+        release.set()
+        if proc.poll() is None:
+            proc.kill()
+    return stdout, " ".join((said + rest).split())
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -1473,17 +1524,7 @@ def test_a_stop_signal_lets_the_episode_in_flight_end_then_says_how_to_resume(
     scripts[rows[0]["prompt"]] = [Hold(arrived, release, Text("Nothing to change."))]
     with StandInModel(scripts) as standin:
         proc = _model_run_process(tasks_file, standin, server, out)
-        try:
-            assert arrived.wait(timeout=60), proc.stderr.read()
-            proc.send_signal(signum)
-            said = _read_until(proc.stderr, "stopping")
-            release.set()
-            stdout, rest = proc.communicate(timeout=60)
-        finally:
-            release.set()
-            if proc.poll() is None:
-                proc.kill()
-        said = " ".join((said + rest).split())
+        stdout, said = _signalled_while_held(proc, signum, arrived, release)
         assert proc.returncode == 128 + signum, said
         assert [json.loads(x)["id"] for x in out.read_text().splitlines()] == [rows[0]["id"]]
         assert "pass rate" in stdout and "not started 2" in said
@@ -1498,6 +1539,30 @@ def test_a_stop_signal_lets_the_episode_in_flight_end_then_says_how_to_resume(
         assert again.exit_code == 0, again.output
         assert _played(again.output) == (2, 1)
     _assert_one_plan(out)
+
+
+def test_after_a_ctrl_c_a_failed_model_request_is_not_retried(server, tmp_path):
+    """The first Ctrl-C while a model request is held: the message bounds the wait by
+    --timeout; the request then fails (500), and no retry is sent although --max-retries
+    allows 3: the run exits 130 at once, the episode unwritten (a resume plays it), its session
+    closed."""
+    rows = _nochange_rows(server, 2, "noretry")
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "rollouts.jsonl"
+    arrived, release = threading.Event(), threading.Event()
+    held = Hold(arrived, release, Text("Nothing to change."), status=500)
+    scripts = {rows[0]["prompt"]: [held, Text("Nothing to change.")]}
+    with StandInModel(scripts) as standin:
+        proc = _model_run_process(tasks_file, standin, server, out, "--max-retries", "3")
+        _, said = _signalled_while_held(proc, signal.SIGINT, arrived, release)
+        assert proc.returncode == 130, said
+        assert "waiting for those in flight to end, at most 120 s for a model request in " in said
+        assert "flight (--timeout) (press Ctrl-C again to exit at once)" in said
+        assert len(standin.scripts[rows[0]["prompt"]].requests) == 1  # no retry
+        assert out.read_text() == ""
+        assert "stopped by SIGINT: 2 episodes not started" in said
+        assert server.store.live_count() == 0
 
 
 def test_a_second_ctrl_c_exits_at_once(server, tmp_path):

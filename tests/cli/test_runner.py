@@ -260,10 +260,16 @@ def test_a_string_ground_truth_is_an_episode_scored_as_change_nothing(
         ({"reward": "1.0"}, "reward: must be a number, not str"),
         ({"reward": True}, "reward: must be a number, not bool"),
         ({"ground_truth": [{"name": "email_nuke"}]}, "ground_truth[0].name: 'email_nuke' is not a"),
+        (
+            {"ground_truth": [{"name": "email_delet_email", "arguments": "{}"}]},
+            "ground_truth[0].name: 'email_delet_email' is not a tool of this environment; "
+            "did you mean 'email_delete_email'?",
+        ),
     ],
     ids=[
         "tables_a_number", "tables_a_string", "tables_a_list", "unknown_table", "rows_a_string",
         "rows_a_bool", "no_sha256", "reward_a_string", "reward_a_bool", "unknown_tool",
+        "misspelled_tool",
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("policy", ["recorded", "oracle"])

@@ -197,7 +197,7 @@ def test_a_tasks_remembered_digest_and_checks_are_the_computed_ones():
     assert task_digest(remembered) == task_digest(Task(id="t", ground_truth=calls))
     assert remembered == fresh and hash(remembered) == hash(fresh)
     assert task_violations(remembered) == [] and task_violations(remembered) == []
-    bad = Task(id="t", ground_truth=(FunctionCall("x", "{not json"),))
+    bad = Task(id="t", ground_truth=(FunctionCall("email_send_email", "{not json"),))
     for _ in range(2):  # an invalid task is refused each time it comes
         assert [v.field for v in task_violations(bad)] == ["task.ground_truth[0].arguments"]
 
@@ -215,7 +215,7 @@ def test_a_tasks_checks_name_its_fields_under_each_path_and_leave_its_value_alon
 
 
 def test_an_invalid_task_seeded_again_is_refused_again(sdk):
-    row = {"id": "bad", "ground_truth": [{"name": "x", "arguments": "{not json"}]}
+    row = {"id": "bad", "ground_truth": [{"name": "email_send_email", "arguments": "{not json"}]}
     for i in range(2):
         with pytest.raises(InvalidRequestError) as caught:
             sdk.seed(f"shortcut-bad-{i}", ("r-bad", 0), ("t", "bad"), row)

@@ -581,6 +581,79 @@ def test_tool_call_without_cookie_is_404_session_lost(http):
     assert response.json()["failure_kind"] == "session_lost"
 
 
+class _LongAgoSigner(itsdangerous.TimestampSigner):
+    """Signs as the gateway would have a year ago (past the cookie's 14-day Max-Age)."""
+
+    def get_timestamp(self) -> int:
+        return int(time.time()) - 365 * 24 * 3600
+
+
+def _cookie_signed_by(signer: itsdangerous.TimestampSigner, sid: str) -> str:
+    return signer.sign(b64encode(json.dumps({"session_id": sid}).encode())).decode()
+
+
+@pytest.mark.parametrize(
+    ("cookie", "detail"),
+    [
+        (None, "no session cookie: seed a session first with POST /seed_session"),
+        (
+            _cookie_signed_by(itsdangerous.TimestampSigner("another-secret"), "s1"),
+            "the session cookie was not issued by this gateway (tampered, or signed with "
+            "another secret, as after a restart without --cookie-secret): seed again with POST "
+            "/seed_session, and give the gateway --cookie-secret",
+        ),
+        ("not.a.signed.value", "the session cookie was not issued by this gateway"),
+        (
+            _cookie_signed_by(_LongAgoSigner(SECRET), "s1"),
+            "the session cookie has expired (older than its Max-Age): seed again with POST "
+            "/seed_session",
+        ),
+        (CODEC.encode({"session_id": "bad id"}), "the session cookie names no session"),
+    ],
+    ids=["absent", "another_secret", "tampered", "expired", "no_session_id"],
+)
+def test_a_tool_call_without_a_session_says_why_and_what_to_do(http, cookie, detail):
+    if cookie is not None:
+        http.cookies.set(COOKIE_NAME, cookie)
+    for route in ("/company_directory_find_email_address", "/session_token"):
+        response = http.post(route, json={})
+        assert response.status_code == 404
+        assert response.json()["failure_kind"] == "session_lost"
+        assert response.json()["detail"].startswith(detail), response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("route", "detail"),
+    [
+        (
+            "/nope",
+            "POST /nope is no route of this gateway: 'nope' is not a tool of this environment",
+        ),
+        (
+            "/email_delet_email",
+            "POST /email_delet_email is no route of this gateway: 'email_delet_email' is not a "
+            "tool of this environment; did you mean 'email_delete_email'?",
+        ),
+    ],
+)
+def test_an_unknown_route_without_a_session_is_told_as_unknown(http, route, detail):
+    response = http.post(route, json={})
+    assert response.status_code == 404
+    assert response.json() == {"detail": detail}
+
+
+def test_a_verify_on_an_unreadable_cookie_says_why_it_is_lost(http):
+    http.cookies.set(COOKIE_NAME, _cookie_signed_by(itsdangerous.TimestampSigner("x"), "s1"))
+    body = {**ROW, "response": {"output": []}}
+    answer = http.post("/verify", json=body).json()
+    assert (answer["reward"], answer["mask_sample"], answer["failure_kind"]) == (
+        0.0,
+        True,
+        "session_lost",
+    )
+    assert "--cookie-secret" in answer["failure_reason"]
+
+
 def test_tool_call_on_a_cookie_the_service_does_not_hold_is_404_session_lost(http):
     http.cookies.set(COOKIE_NAME, CODEC.encode({"session_id": f"never-{uuid.uuid4().hex}"}))
     response = http.post("/company_directory_find_email_address", json={"name": "a"})

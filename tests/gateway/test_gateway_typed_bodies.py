@@ -196,3 +196,21 @@ def test_close_naming_an_id_without_episode_id_is_422_and_closes_nothing(http, l
         ["body", "resources_session_id"],
         ["body", "episode_id"],
     ]
+
+
+def test_typed_seed_whose_ground_truth_names_no_tool_is_422_and_binds_nothing(http):
+    row = {**ROW, "ground_truth": [{"name": "email_delet_email", "arguments": "{}"}]}
+    sid = f"tb-{uuid.uuid4().hex}"
+    body = {
+        "resources_session_id": sid,
+        "episode_id": {"rollout_id": "r1", "attempt": 0},
+        "task_id": {"taskset": "ts", "task_id": "typed-bodies"},
+        "task_data": row,
+    }
+    answer = http.post("/seed_session", json=body)
+    assert locs(answer) == [["body", "task_data", "ground_truth", 0, "name"]]
+    assert answer.json()["detail"][0]["msg"] == (
+        "'email_delet_email' is not a tool of this environment; did you mean 'email_delete_email'?"
+    )
+    assert http.post("/email_send_email", json={}).status_code == 404  # no cookie was set
+    assert http.post("/seed_session", json={**body, "task_data": ROW}).status_code == 200

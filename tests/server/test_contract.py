@@ -206,6 +206,25 @@ def test_S5_a_rollout_id_past_the_id_bound_is_invalid_naming_it(env, rpc):
     assert env.store.live_count() == (1 if rpc == "SeedSession" else 0)
 
 
+def test_S5_ground_truth_call_must_name_a_tool_of_this_environment(env):
+    task = {**TASK, "ground_truth": [{"name": "email_delet_email", "arguments": "{}"}]}
+    with pytest.raises(InvalidRequestError) as err:
+        env.client.seed("s5n", EP, TID, task)
+    assert_refused(err.value, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST", "s5n")
+    (violation,) = err.value.violations
+    assert violation.field == "task.ground_truth[0].name"
+    assert violation.description == (
+        "'email_delet_email' is not a tool of this environment; did you mean 'email_delete_email'?"
+    )
+    assert env.store.live_count() == 0
+
+
+def test_S5_tool_names_are_not_checked_in_a_verify_ground_truth_override(env):
+    env.client.seed("s5o", EP, TID, TASK)
+    override = [("email_delet_email", "{}")]
+    assert env.client.verify("s5o", [], ground_truth=override).reward == 1.0
+
+
 def test_S5_missing_messages_are_required(env):
     stub = env.client.stub
     with pytest.raises(grpc.RpcError) as err:

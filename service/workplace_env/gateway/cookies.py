@@ -31,6 +31,13 @@ from workplace_env.memo import BoundedMemo, MemoPolicy
 #: The key of the session dict that names the session (the reference's key).
 SESSION_ID_KEY = "session_id"
 _TOKEN_SALT = "workplace-env.mcp-session-token"
+#: How the request's session cookie read (``scope[COOKIE_STATE_KEY]``): none sent, read,
+#: past its Max-Age, or not readable with this gateway's secret.
+COOKIE_STATE_KEY = "workplace_env.session_cookie"
+COOKIE_ABSENT = "absent"
+COOKIE_READ = "read"
+COOKIE_EXPIRED = "expired"
+COOKIE_UNREADABLE = "unreadable"
 
 
 class CookieCodec:
@@ -66,12 +73,18 @@ class CookieCodec:
 
     def decode(self, value: str) -> dict[str, Any]:
         """The session in a cookie value; ``{}`` when it is forged, expired or malformed."""
+        return self.read(value)[0]
+
+    def read(self, value: str) -> tuple[dict[str, Any], str]:
+        """The session in a cookie value and how it read: ``(session, COOKIE_READ)``, or
+        ``({}, COOKIE_EXPIRED)`` past ``max_age_s``, or ``({}, COOKIE_UNREADABLE)`` when it is
+        forged, signed with another secret or malformed."""
         known = self._decoded.entries.get(value)
         if known is not None:
             age = int(time.time()) - known[1]  # itsdangerous' rule, in whole seconds
             if 0 <= age <= self.max_age_s:
                 session = json.loads(known[0])
-                return session if isinstance(session, dict) else {}
+                return (session, COOKIE_READ) if isinstance(session, dict) else ({}, COOKIE_READ)
             self._decoded.entries.pop(value, None)
         try:
             data, signed_at = self._signer.unsign(
@@ -79,10 +92,12 @@ class CookieCodec:
             )
             payload = b64decode(data)
             session = json.loads(payload)
+        except itsdangerous.SignatureExpired:
+            return {}, COOKIE_EXPIRED
         except (itsdangerous.BadSignature, ValueError, RecursionError):  # binascii/JSON/Unicode
-            return {}
+            return {}, COOKIE_UNREADABLE
         self._decoded.put(value, (payload, int(signed_at.timestamp())))
-        return session if isinstance(session, dict) else {}
+        return (session, COOKIE_READ) if isinstance(session, dict) else ({}, COOKIE_READ)
 
 
 class SessionCookieMiddleware:
@@ -90,7 +105,7 @@ class SessionCookieMiddleware:
 
     The session is a plain dict; endpoints read and write it through ``request.session``.
     An invalid or expired cookie reads as an empty session (no error: the route then answers
-    as for a client without a session).
+    as for a client without a session, its detail told by ``scope[COOKIE_STATE_KEY]``).
     """
 
     def __init__(
@@ -116,7 +131,9 @@ class SessionCookieMiddleware:
             await self.app(scope, receive, send)
             return
         raw = HTTPConnection(scope).cookies.get(self.cookie_name)
-        scope["session"] = self.codec.decode(raw) if raw else {}
+        scope["session"], scope[COOKIE_STATE_KEY] = (
+            self.codec.read(raw) if raw else ({}, COOKIE_ABSENT)
+        )
 
         async def send_with_cookie(message: Message) -> None:
             if message["type"] == "http.response.start" and scope["session"]:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from workplace_env.interrupts import NO_ANSWER_CODES
 from workplace_env_client import EnvironmentClient
 
 #: How long ``/ready`` waits for the gRPC health answer, and how long that answer is reused.
@@ -54,3 +56,24 @@ class HealthProbe:
 def health_probe(client: EnvironmentClient) -> HealthProbe | None:
     """The probe of ``client``'s server: None for a client without a gRPC channel (in-process)."""
     return None if client.channel is None else HealthProbe(client.channel)
+
+
+#: How long the start-up check of the gRPC server behind a gateway waits for its answer.
+STARTUP_CHECK_S = 5.0
+
+
+def check_backend_soon(channel: grpc.Channel, on_silent: Callable[[str], None]) -> None:
+    """Ask the gRPC server on ``channel`` for its health once, without waiting: when it does
+    not answer within :data:`STARTUP_CHECK_S` (UNAVAILABLE, DEADLINE_EXCEEDED), call
+    ``on_silent`` with the code and details (on a gRPC thread). Any answer (NOT_SERVING
+    included) means a server is there: nothing is called."""
+    call = health_pb2_grpc.HealthStub(channel).Check.future(
+        health_pb2.HealthCheckRequest(service=""), timeout=STARTUP_CHECK_S
+    )
+
+    def done(finished: grpc.Future) -> None:
+        error = finished.exception()
+        if isinstance(error, grpc.RpcError) and error.code() in NO_ANSWER_CODES:  # type: ignore[attr-defined]
+            on_silent(f"{error.code().name}: {error.details()}")  # type: ignore[attr-defined]
+
+    call.add_done_callback(done)

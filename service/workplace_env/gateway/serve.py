@@ -10,6 +10,7 @@ request.
 from __future__ import annotations
 
 import functools
+import logging
 import signal
 import sys
 import threading
@@ -28,6 +29,7 @@ from workplace_env.gateway.limits import (
     connection_limit,
     open_file_limit,
 )
+from workplace_env.gateway.readiness import check_backend_soon
 from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.server.observability import LIFECYCLE, configure_logging, log_event
 from workplace_env.terminal import CommandError
@@ -222,6 +224,30 @@ def run_gateway(
             sdk.close()
 
 
+def _listening(
+    url: str, shown: str, grpc_target: str, tls: bool, client: EnvironmentClient
+) -> None:
+    """Log ``HTTP gateway on URL -> TARGET``, then check the gRPC server behind it in the
+    background: one warning naming its address and how to start it when it does not answer."""
+    log_event(
+        LIFECYCLE, f"HTTP gateway on {url} {shown}", url=url, grpc_target=grpc_target, tls=tls
+    )
+
+    def silent(why: str) -> None:
+        log_event(
+            LIFECYCLE,
+            f"the gRPC server at {grpc_target} does not answer ({why}): start it with "
+            f"`workplace-env serve --address {grpc_target}`, or point --grpc-target at the "
+            "address it serves on; until it answers, /ready is 503 backend_unavailable and "
+            "episodes fail",
+            logging.WARNING,
+            grpc_target=grpc_target,
+        )
+
+    if client.channel is not None:
+        check_backend_soon(client.channel, silent)
+
+
 def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Settings) -> None:
     """``workplace-env gateway``: serve the gateway on ``address`` in front of the gRPC server
     at ``grpc_target`` until SIGTERM or SIGINT (:func:`run_gateway`), with the server settings'
@@ -246,13 +272,7 @@ def serve_gateway_until_signalled(grpc_target: str, address: str, settings: Sett
             GatewaySettings.of(settings),
             client=client,
             grace_s=settings.grace_s,
-            on_listening=lambda url: log_event(
-                LIFECYCLE,
-                f"HTTP gateway on {url} {shown}",
-                url=url,
-                grpc_target=grpc_target,
-                tls=tls,
-            ),
+            on_listening=lambda url: _listening(url, shown, grpc_target, tls, client),
         )
     except BindError as exc:
         raise CommandError(

@@ -18,8 +18,15 @@ from pydantic import Field, TypeAdapter, ValidationError
 from starlette.requests import ClientDisconnect
 
 from workplace_env import session_header, wire
+from workplace_env.config import origin
 from workplace_env.gateway import fastjson
-from workplace_env.gateway.cookies import SESSION_ID_KEY
+from workplace_env.gateway.cookies import (
+    COOKIE_ABSENT,
+    COOKIE_EXPIRED,
+    COOKIE_STATE_KEY,
+    COOKIE_UNREADABLE,
+    SESSION_ID_KEY,
+)
 from workplace_env.identity import SESSION_ID_RE
 from workplace_env_client import (
     EnvironmentClient,
@@ -356,6 +363,29 @@ def cookie_session(request: Request) -> str | None:
     not a session id (possible with a known signing key) reads as no session."""
     sid = request.session.get(SESSION_ID_KEY)
     return sid if isinstance(sid, str) and SESSION_ID_RE.fullmatch(sid) else None
+
+
+#: Why a request has no session, by how its cookie read (``COOKIE_STATE_KEY``), and what to do.
+_NO_SESSION_DETAILS = {
+    COOKIE_ABSENT: "no session cookie: seed a session first with POST /seed_session "
+    "(its answer sets the cookie)",
+    COOKIE_EXPIRED: "the session cookie has expired (older than its Max-Age): seed again with "
+    "POST /seed_session",
+    COOKIE_UNREADABLE: "the session cookie was not issued by this gateway (tampered, or signed "
+    "with another secret, as after a restart without "
+    f"{origin('cookie_secret', 'flag')}): seed again with POST /seed_session, and give the "
+    f"gateway {origin('cookie_secret', 'flag')} (or ${origin('cookie_secret', 'env')}) to keep "
+    "its cookies valid across restarts",
+}
+#: A signed cookie whose session names no session id (possible only with the signing key).
+_NO_SESSION_ID_DETAIL = "the session cookie names no session: seed again with POST /seed_session"
+
+
+def no_session_detail(request: Request) -> str:
+    """Why :func:`cookie_session` found no session in ``request``, and what to do: no cookie,
+    an expired one, one this gateway cannot read, or one naming no session id."""
+    state = request.scope.get(COOKIE_STATE_KEY, COOKIE_ABSENT)
+    return _NO_SESSION_DETAILS.get(state, _NO_SESSION_ID_DETAIL)
 
 
 def is_typed_seed(body: dict[str, Any]) -> bool:

@@ -27,7 +27,7 @@ from typing import Any, cast
 
 import grpc
 
-from workplace_env.interrupts import rerun_command, stop_on_signals
+from workplace_env.interrupts import StopRequest, rerun_command, stop_on_signals
 from workplace_env.jsonl import read_jsonl
 from workplace_env.locks import WriterBusy
 from workplace_env.run.model_policy import collect_rollouts
@@ -284,6 +284,7 @@ def run_model_policy(
     if options.api not in MODEL_APIS:
         raise CommandError(f"--api must be one of {', '.join(MODEL_APIS)}")
     refuse_data_dir_with_target(target, data_dir)
+    stop = StopRequest()  # set by a signal; from then on the client sends no model request
     if model_client is None:
         try:
             model_client = openai_client(
@@ -291,6 +292,7 @@ def run_model_policy(
                 api_key_env=options.api_key_env,
                 timeout_s=options.timeout_s,
                 max_retries=options.max_retries,
+                stop=stop,
             )
         except (ImportError, ValueError) as exc:  # ValueError: --timeout or --max-retries
             raise CommandError(str(exc)) from exc
@@ -315,7 +317,7 @@ def run_model_policy(
             sandbox = check_run_sandbox(
                 client, lines, numbers, target=target, any_sandbox=options.any_sandbox
             )
-            return _collect_and_report(client, model_client, lines, options, sandbox)
+            return _collect_and_report(client, model_client, lines, options, sandbox, stop)
 
 
 def _collect_and_report(
@@ -324,6 +326,7 @@ def _collect_and_report(
     lines: Sequence[Mapping[str, Any]],
     options: ModelRunOptions,
     sandbox: ServerSandbox,
+    stop: StopRequest,
 ) -> int:
     policy = ModelPolicy(
         model=str(options.model),
@@ -331,7 +334,9 @@ def _collect_and_report(
         max_turns=options.max_turns,
     )
     with contextlib.ExitStack() as shown:
-        stop = shown.enter_context(stop_on_signals())
+        # the model request in flight ends by its answer or its timeout; no retry follows it
+        wait = f"at most {options.timeout_s:g} s for a model request in flight (--timeout)"
+        shown.enter_context(stop_on_signals(stop=stop, wait=wait))
         advance: list[Callable[[], None]] = []  # the bar's, once drawn
 
         def start(total: int) -> None:  # after the plan was checked: nothing left to refuse

@@ -40,6 +40,7 @@ from workplace_env.run.rollout_files import (
 from workplace_env.run.scripted import case_id_of
 from workplace_env_client import (
     EnvironmentClient,
+    ModelCallsStopped,
     ModelPolicy,
     Rollout,
     WorkplaceEnvError,
@@ -100,7 +101,8 @@ def collect_rollouts(
     (:func:`~workplace_env.run.plan.run_plan`) with the policy and the server's tools; every
     line records the plan and the sandbox under ``workplace_env``. ``on_start(n)`` gets the
     number of episodes to play, ``on_done(line)`` each written line; once ``stop()`` is true no
-    further episode starts (those in flight end and are written). A
+    further episode starts (those in flight end and are written, but for one whose next model
+    request a stoppable client refuses: :class:`ModelCallsStopped`, left to a resume). A
     :class:`~workplace_env.interrupts.StopRequest` ``stop`` is also raised when an episode is
     masked ``workplace_env:environment_error`` and the server does not answer a health check
     (:meth:`~workplace_env.interrupts.StopRequest.check_server`). Raises
@@ -167,6 +169,8 @@ def collect_rollouts(
                 episode=episode_for({"id": case}, rollout_index),
                 task_id=("model", case),
             )
+        except ModelCallsStopped:  # a stop refused its next model request: played on resume
+            return
         except WorkplaceEnvError as exc:  # seed or close refused: masked, played again on resume
             rollout = failed_rollout(
                 {**row, "responses_create_params": params},

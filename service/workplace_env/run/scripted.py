@@ -38,12 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from workplace_env.identity import task_violations
+from workplace_env.identity import task_violations, tool_name_problem
 from workplace_env.interrupts import StopRequest
 from workplace_env.jsonl import episode_problem
 from workplace_env.parity import outputs_match, state_digests, state_mismatches
 from workplace_env.sandbox.tables import TABLE_KEYS
-from workplace_env.sandbox.tools import TOOLS
 from workplace_env.server import convert
 from workplace_env_client import (
     ArgumentError,
@@ -204,8 +203,8 @@ def line_problem(line: Mapping[str, Any], lineno: int) -> str | None:
                 problems.append(f"{key}[{i}]: must be an object {{name, arguments}}")
             elif key == "ground_truth" and not isinstance(call.get("name"), str):
                 problems.append(f"{key}[{i}].name: must be a string")
-            elif key == "ground_truth" and call["name"] not in TOOLS:
-                problems.append(f"{key}[{i}].name: {call['name']!r} is not a tool")
+            elif key == "ground_truth" and (problem := tool_name_problem(call["name"])):
+                problems.append(f"{key}[{i}].name: {problem}")
     if "reward" in line and not _is_number(line["reward"]):
         problems.append(f"reward: must be a number, not {type(line['reward']).__name__}")
     if "tables_after" in line:

@@ -34,6 +34,7 @@ from workplace_env.gateway.translate import (
     is_large,
     is_typed_seed,
     json_response,
+    no_session_detail,
     object_body,
     parse_episode,
     parse_object,
@@ -184,14 +185,20 @@ async def seed_session(request: Request, state: GatewayStateDep) -> Response:
 async def verify(request: Request, state: GatewayStateDep) -> Response:
     text = await body_text(request)
     sid = cookie_session(request)
-    unreadable = sid is None and state.settings.cookie_name in request.cookies  # V4
+    # V4: a cookie sent but not read is a lost session, told why (None: none sent, or read)
+    unreadable = (
+        no_session_detail(request)
+        if sid is None and state.settings.cookie_name in request.cookies
+        else None
+    )
     if state.blocking or is_large(request):  # a large body: seconds to parse and check
         return await fastjson.off_loop(score, state, text, sid, unreadable)
     return score(state, text, sid, unreadable)
 
 
-def score(state: GatewayState, text: str, sid: str | None, unreadable: bool) -> Response:
-    """``/verify`` past reading its body (blocking): parse, bound, check, score, answer."""
+def score(state: GatewayState, text: str, sid: str | None, unreadable: str | None) -> Response:
+    """``/verify`` past reading its body (blocking): parse, bound, check, score, answer.
+    ``unreadable``: why a cookie that was sent names no session (a masked ``session_lost``)."""
     body = parse_object(text)
     response = body.get("response")
     if not isinstance(response, dict):
@@ -228,8 +235,8 @@ def score(state: GatewayState, text: str, sid: str | None, unreadable: bool) -> 
     kwargs: dict[str, Any] = {"response_output": CheckedJson(_json_text(output))}
     if "ground_truth" in body:
         kwargs["ground_truth_json"] = CheckedJson(_json_text(body["ground_truth"]))
-    if unreadable:
-        reward, mask, kind, reason = 0.0, True, "session_lost", "unreadable session cookie"
+    if unreadable is not None:
+        reward, mask, kind, reason = 0.0, True, "session_lost", unreadable
     else:
         try:
             if sid is None:  # H5: offline re-verification, scored by replay of the body

@@ -15,6 +15,7 @@ from workplace_env.gateway.translate import (
     cookie_session,
     invalid,
     json_response,
+    no_session_detail,
     object_body,
     read_body,
     refuse_header_mismatch,
@@ -53,8 +54,8 @@ async def session_token(request: Request, state: GatewayStateDep) -> Response:
             {
                 "failure_kind": reasons.SESSION_LOST.failure_kind,
                 "reason": reasons.SESSION_LOST.name,
-                "detail": "no session cookie: a token is minted for the cookie's session "
-                "(a typed POST /seed_session, retried as is, sets the cookie)",
+                "detail": f"{no_session_detail(request)}; a token is minted for the cookie's "
+                "session (a typed POST /seed_session, retried as is, sets the cookie)",
             },
             reasons.SESSION_LOST.http_status,
         )

@@ -16,9 +16,12 @@ from workplace_env.gateway.translate import (
     cookie_session,
     invalid,
     is_large,
+    json_response,
+    no_session_detail,
     object_body,
     service_error,
 )
+from workplace_env.identity import tool_name_problem
 from workplace_env_client import SessionLostError, reasons
 
 #: A tool call's ``call_id`` arrives as a request header.
@@ -41,7 +44,11 @@ router = APIRouter(route_class=DirectRoute)
             "description": '`{"output": ...}`: the tool\'s return value, or the '
             "reference's error text for an unknown tool or bad arguments.",
         },
-        404: problem("No live session (`failure_kind` `session_lost`)."),
+        404: problem(
+            "No live session (`failure_kind` `session_lost`, the detail saying why: no "
+            "cookie, an expired one, or one this gateway cannot read); without one, a name "
+            "that is no tool is told as an unknown route."
+        ),
         409: problem(
             "The call id was used for another call: the tool name or the arguments text "
             "differ (a retry must resend the identical text)."
@@ -58,11 +65,17 @@ async def call_tool(tool_name: str, request: Request, state: GatewayStateDep) ->
     text = await body_text(request)
     sid = cookie_session(request)
     if sid is None:
+        if problem := tool_name_problem(tool_name):  # a misspelled route, told as such
+            return json_response(
+                {"detail": f"POST /{tool_name} is no route of this gateway: {problem}"}, 404
+            )
         # a bad body is 422 before a missing session is 404 (NaN runs, as on the service)
         await object_body(request, constants=True)
         raise service_error(
             SessionLostError(
-                "no session cookie", grpc.StatusCode.NOT_FOUND, reason=reasons.SESSION_LOST.name
+                no_session_detail(request),
+                grpc.StatusCode.NOT_FOUND,
+                reason=reasons.SESSION_LOST.name,
             )
         )
     call_ids = request.headers.getlist(CALL_ID_HEADER)
