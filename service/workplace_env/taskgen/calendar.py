@@ -6,6 +6,7 @@ Working hours are 09:00-18:00 (the system message); "next" and "future" mean aft
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, time, timedelta
 from random import Random
 
@@ -15,6 +16,7 @@ from workplace_env.taskgen.world import (
     TODAY,
     TOMORROW,
     Event,
+    Person,
     World,
     nl_date,
     nl_minutes,
@@ -49,6 +51,34 @@ def _future_event_days(world: World, horizon: int = 21) -> list:
     return [d for d in world.future_days() if (d - TODAY).days <= horizon]
 
 
+def _next_named(world: World, name: str) -> Event | None:
+    """The next future occurrence of the event called ``name`` (any case)."""
+    return _next_event([e for e in world.events if e.name.lower() == name.lower()])
+
+
+def _delete(event: Event) -> Call:
+    """The ``calendar_delete_event`` call for ``event``."""
+    return call("calendar_delete_event", event_id=event.id)
+
+
+def _update(event: Event, field: str, value: str) -> Call:
+    """The ``calendar_update_event`` call setting ``field`` of ``event``."""
+    return call("calendar_update_event", event_id=event.id, field=field, new_value=value)
+
+
+def _booking(
+    rng: Random,
+    person: Person,
+    start: datetime,
+    minutes: int,
+    phrasings: Callable[[str], tuple[str, ...]],
+) -> Draft:
+    """A new meeting with ``person``: a drawn name, then one of ``phrasings(quoted name)``."""
+    name = rng.choice(NEW_EVENT_NAMES)
+    prompt = rng.choice(phrasings(quoted(name)))
+    return Draft(prompt, [create_event(name, person.email, start, minutes)])
+
+
 def create_event(name: str, participant: str, start: datetime, minutes: int) -> Call:
     """The ground-truth ``calendar_create_event`` call (arguments in the tool's order)."""
     return call(
@@ -73,18 +103,17 @@ def create_at_time(world: World, rng: Random) -> Draft | None:
     start = pick(rng, world.free_starts(day, minutes))
     if start is None:
         return None
-    name = rng.choice(NEW_EVENT_NAMES)
-    prompt = rng.choice(
-        (
-            f"Schedule a {nl_minutes(minutes)} meeting called {quoted(name)} with {person.name} on "
-            f"{nl_date(day)} at {nl_time(start)}",
-            f"I need to catch up with {person.name}. Can you schedule a {nl_minutes(minutes)} "
-            f"event called {quoted(name)} on {nl_date(day)} at {nl_time(start)}?",
-        )
-    )
-    return Draft(
-        prompt,
-        [create_event(name, person.email, start, minutes)],
+    length, on, at = nl_minutes(minutes), nl_date(day), nl_time(start)
+    return _booking(
+        rng,
+        person,
+        start,
+        minutes,
+        lambda name: (
+            f"Schedule a {length} meeting called {name} with {person.name} on {on} at {at}",
+            f"I need to catch up with {person.name}. Can you schedule a {length} event called "
+            f"{name} on {on} at {at}?",
+        ),
     )
 
 
@@ -123,19 +152,18 @@ def first_free_slot(world: World, rng: Random) -> Draft | None:
     start = world.first_free(day, minutes)
     if start is None:
         return None
-    when = "tomorrow" if tomorrow else f"on {nl_date(day)}"
-    name = rng.choice(NEW_EVENT_NAMES)
-    prompt = rng.choice(
-        (
-            f"Book a {nl_minutes(minutes)} meeting with {person.name} called {quoted(name)} at the "
-            f"earliest time I'm free {when}",
-            f"can you schedule a {nl_minutes(minutes)} meeting called {quoted(name)} with "
-            f"{person.name} for my first free slot {when}?",
-        )
-    )
-    return Draft(
-        prompt,
-        [create_event(name, person.email, start, minutes)],
+    length, when = nl_minutes(minutes), "tomorrow" if tomorrow else f"on {nl_date(day)}"
+    return _booking(
+        rng,
+        person,
+        start,
+        minutes,
+        lambda name: (
+            f"Book a {length} meeting with {person.name} called {name} at the earliest time I'm "
+            f"free {when}",
+            f"can you schedule a {length} meeting called {name} with {person.name} for my first "
+            f"free slot {when}?",
+        ),
     )
 
 
@@ -154,7 +182,7 @@ def cancel_next_with(world: World, rng: Random) -> Draft | None:
             f"I can't make my next meeting with {person.name}. Can you delete it from my calendar?",
         )
     )
-    return Draft(prompt, [call("calendar_delete_event", event_id=event.id)])
+    return Draft(prompt, [_delete(event)])
 
 
 @template("calendar_cancel_next_named", CALENDAR_CATEGORY)
@@ -163,13 +191,13 @@ def cancel_next_named(world: World, rng: Random) -> Draft | None:
     name = pick(rng, world.event_names)
     if name is None:
         return None
-    event = _next_event([e for e in world.events if e.name.lower() == name.lower()])
+    event = _next_named(world, name)
     if event is None:
         return None
     prompt = rng.choice(
         (f"Cancel the next {name} meeting", f"Can you cancel the next {name} meeting?")
     )
-    return Draft(prompt, [call("calendar_delete_event", event_id=event.id)])
+    return Draft(prompt, [_delete(event)])
 
 
 @template("calendar_rename_next", CALENDAR_CATEGORY)
@@ -178,7 +206,7 @@ def rename_next(world: World, rng: Random) -> Draft | None:
     name = pick(rng, world.event_names)
     if name is None:
         return None
-    event = _next_event([e for e in world.events if e.name.lower() == name.lower()])
+    event = _next_named(world, name)
     new_name = rng.choice(NEW_EVENT_NAMES)
     if event is None or new_name.lower() == event.name.lower():
         return None
@@ -188,10 +216,7 @@ def rename_next(world: World, rng: Random) -> Draft | None:
             f"can you change the name of the next {name} meeting to {new_name}?",
         )
     )
-    return Draft(
-        prompt,
-        [call("calendar_update_event", event_id=event.id, field="event_name", new_value=new_name)],
-    )
+    return Draft(prompt, [_update(event, "event_name", new_name)])
 
 
 def _first_with_on_day(world: World, rng: Random) -> Event | None:
@@ -222,17 +247,7 @@ def push_back(world: World, rng: Random) -> Draft | None:
         f"Push back my first meeting with {person.name} on {nl_date(event.start.date())} by "
         f"{_SHIFTS[shift]}"
     )
-    return Draft(
-        prompt,
-        [
-            call(
-                "calendar_update_event",
-                event_id=event.id,
-                field="event_start",
-                new_value=stamp(start),
-            )
-        ],
-    )
+    return Draft(prompt, [_update(event, "event_start", stamp(start))])
 
 
 @template("calendar_reschedule", CALENDAR_CATEGORY)
@@ -253,17 +268,7 @@ def reschedule(world: World, rng: Random) -> Draft | None:
             f"starts at {nl_time(start)}?",
         )
     )
-    return Draft(
-        prompt,
-        [
-            call(
-                "calendar_update_event",
-                event_id=event.id,
-                field="event_start",
-                new_value=stamp(start),
-            )
-        ],
-    )
+    return Draft(prompt, [_update(event, "event_start", stamp(start))])
 
 
 @template("calendar_cancel_first_on_day", CALENDAR_CATEGORY)
@@ -276,7 +281,7 @@ def cancel_first_on_day(world: World, rng: Random) -> Draft | None:
     prompt = rng.choice(
         (f"Cancel my first meeting on {nl_date(day)}", f"Delete my first meeting on {nl_date(day)}")
     )
-    return Draft(prompt, [call("calendar_delete_event", event_id=event.id)])
+    return Draft(prompt, [_delete(event)])
 
 
 @template("calendar_cancel_future_with", CALENDAR_CATEGORY)
@@ -294,7 +299,7 @@ def cancel_future_with(world: World, rng: Random) -> Draft | None:
             f"{person.name} is leaving the team. Please remove all my upcoming meetings with them.",
         )
     )
-    return Draft(prompt, [call("calendar_delete_event", event_id=e.id) for e in events])
+    return Draft(prompt, [_delete(e) for e in events])
 
 
 @template("calendar_clear_before_after", CALENDAR_CATEGORY)
@@ -318,7 +323,7 @@ def clear_before_after(world: World, rng: Random) -> Draft | None:
             f"Could you clear my calendar on {nl_date(day)} {side} {nl_time(cut)}?",
         )
     )
-    return Draft(prompt, [call("calendar_delete_event", event_id=e.id) for e in chosen])
+    return Draft(prompt, [_delete(e) for e in chosen])
 
 
 @template("calendar_rename_last_on_day", CALENDAR_CATEGORY)
@@ -332,10 +337,7 @@ def rename_last_on_day(world: World, rng: Random) -> Draft | None:
     if new_name.lower() == event.name.lower():
         return None
     prompt = f"Change the name of the last event on {nl_date(day)} to {new_name}"
-    return Draft(
-        prompt,
-        [call("calendar_update_event", event_id=event.id, field="event_name", new_value=new_name)],
-    )
+    return Draft(prompt, [_update(event, "event_name", new_name)])
 
 
 @template("calendar_catch_up_if_not_met", CALENDAR_CATEGORY)
@@ -363,10 +365,7 @@ def catch_up_if_not_met(world: World, rng: Random) -> Draft | None:
     start = world.first_free(TOMORROW, 30)
     if start is None:
         return None
-    return Draft(
-        prompt,
-        [create_event("catch-up", person.email, start, 30)],
-    )
+    return Draft(prompt, [create_event("catch-up", person.email, start, 30)])
 
 
 @template("calendar_next_meeting_question", CALENDAR_CATEGORY)

@@ -303,10 +303,7 @@ def email_sender_meeting(world: World, rng: Random) -> Draft | None:
         f"schedule a {nl_minutes(minutes)} meeting called {quoted(mail.subject)} at "
         f"{nl_time(start)} with the sender for {nl_date(day)}."
     )
-    return Draft(
-        prompt,
-        [create_event(mail.subject, mail.sender, start, minutes)],
-    )
+    return Draft(prompt, [create_event(mail.subject, mail.sender, start, minutes)])
 
 
 def _met_within(world: World, person: Person, days: int) -> bool | None:
