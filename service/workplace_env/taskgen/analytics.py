@@ -61,7 +61,7 @@ def source_metric(source: str) -> str:
 
 @dataclass(frozen=True)
 class MetricCondition:
-    """"``metric`` was ``side`` (more|less) than ``n`` at any time since ``since``": ``holds``."""
+    """Whether ``metric`` was ``side`` (more|less) than ``n`` at any time since ``since``."""
 
     since: date
     metric: str
