@@ -191,25 +191,33 @@ def reassign_customer(world: World, rng: Random) -> Draft | None:
             f"Reassign customer {customer.name} to employee {rep_name(rep)} in the crm",
         )
     )
-    return Draft(prompt, [update(customer, "assigned_to_email", rep.email)])
+    return Draft(prompt, _reassign([customer], rep))
 
 
-def _two_reps(world: World, rng: Random) -> tuple[Person, Person] | None:
+def _handover(
+    world: World, rng: Random, statuses: tuple[str, ...]
+) -> tuple[Person, Person, str, list[Customer]] | None:
+    """Two reps ``(old, new)``, a product, and old's customers at ``statuses`` interested in it."""
     if len(world.reps) < 2:
         return None
-    first, second = rng.sample(world.reps, 2)
-    return first, second
+    old, new = rng.sample(world.reps, 2)
+    product = rng.choice(PRODUCTS)
+    chosen = [c for c in customers_of(world, old) if c.status in statuses and c.product == product]
+    return old, new, product, chosen
+
+
+def _reassign(customers: list[Customer], rep: Person) -> list[Call]:
+    """The calls assigning each of ``customers`` to ``rep``."""
+    return [update(c, "assigned_to_email", rep.email) for c in customers]
 
 
 @template("crm_reassign_leads_product", CRM_CATEGORY)
 def reassign_leads_product(world: World, rng: Random) -> Draft | None:
     """Reassign all of one rep's leads interested in a product to another rep (may be none)."""
-    pair = _two_reps(world, rng)
-    if pair is None:
+    drawn = _handover(world, rng, ("Lead",))
+    if drawn is None:
         return None
-    old, new = pair
-    product = rng.choice(PRODUCTS)
-    chosen = [c for c in customers_of(world, old) if c.status == "Lead" and c.product == product]
+    old, new, product, chosen = drawn
     prompt = rng.choice(
         (
             f"Reassign all of {rep_name(old)}'s leads that are interested in {product.lower()} to "
@@ -218,27 +226,21 @@ def reassign_leads_product(world: World, rng: Random) -> Draft | None:
             f"{product.lower()}. Can you reassign them in the crm?",
         )
     )
-    return Draft(prompt, [update(c, "assigned_to_email", new.email) for c in chosen])
+    return Draft(prompt, _reassign(chosen, new))
 
 
 @template("crm_give_qualified_or_proposal", CRM_CATEGORY)
 def give_qualified_or_proposal(world: World, rng: Random) -> Draft | None:
     """Give one rep another rep's qualified or proposal customers interested in a product."""
-    pair = _two_reps(world, rng)
-    if pair is None:
+    drawn = _handover(world, rng, ("Qualified", "Proposal"))
+    if drawn is None:
         return None
-    old, new = pair
-    product = rng.choice(PRODUCTS)
-    chosen = [
-        c
-        for c in customers_of(world, old)
-        if c.status in ("Qualified", "Proposal") and c.product == product
-    ]
+    old, new, product, chosen = drawn
     prompt = (
         f"Give {rep_name(new)} all of {rep_name(old)}'s customers that are interested in "
         f"{product.lower()} and are either qualified or in proposal in the crm"
     )
-    return Draft(prompt, [update(c, "assigned_to_email", new.email) for c in chosen])
+    return Draft(prompt, _reassign(chosen, new))
 
 
 @template("crm_proposal_to_lost", CRM_CATEGORY)
