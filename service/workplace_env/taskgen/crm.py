@@ -82,6 +82,25 @@ def new_customer_name(world: World, rng: Random) -> str | None:
     return None if name.lower() in world.existing_customer_names else name
 
 
+def _new_lead(world: World, rng: Random) -> tuple[Person, str] | None:
+    """A sales rep and a new customer's name, drawn in that order."""
+    rep = pick(rng, world.reps)
+    name = new_customer_name(world, rng)
+    return None if rep is None or name is None else (rep, name)
+
+
+def _add(name: str, rep: Person, status: str, **details: str) -> Call:
+    """The ``customer_relationship_manager_add_customer`` call (``details``: email, phone,
+    product interest, in that order)."""
+    return call(
+        "customer_relationship_manager_add_customer",
+        customer_name=name,
+        assigned_to_email=rep.email,
+        status=status,
+        **details,
+    )
+
+
 def customers_of(world: World, rep: Person) -> list[Customer]:
     """The customers assigned to ``rep``, in table order."""
     return [c for c in world.customers if c.rep == rep.email]
@@ -122,10 +141,10 @@ def delete_customer(world: World, rng: Random) -> Draft | None:
 @template("crm_add_lead", CRM_CATEGORY)
 def add_lead(world: World, rng: Random) -> Draft | None:
     """Add a new lead and assign it to a sales rep."""
-    rep = pick(rng, world.reps)
-    name = new_customer_name(world, rng)
-    if rep is None or name is None:
+    drawn = _new_lead(world, rng)
+    if drawn is None:
         return None
+    rep, name = drawn
     prompt = rng.choice(
         (
             f"Add {name} as a new lead in the crm and assign them to {rep_name(rep)}",
@@ -133,26 +152,16 @@ def add_lead(world: World, rng: Random) -> Draft | None:
             f"{rep_name(rep)}.",
         )
     )
-    return Draft(
-        prompt,
-        [
-            call(
-                "customer_relationship_manager_add_customer",
-                customer_name=name,
-                assigned_to_email=rep.email,
-                status="Lead",
-            )
-        ],
-    )
+    return Draft(prompt, [_add(name, rep, "Lead")])
 
 
 @template("crm_add_customer_details", CRM_CATEGORY)
 def add_customer_details(world: World, rng: Random) -> Draft | None:
     """Add a customer with an email, phone, product interest and status."""
-    rep = pick(rng, world.reps)
-    name = new_customer_name(world, rng)
-    if rep is None or name is None:
+    drawn = _new_lead(world, rng)
+    if drawn is None:
         return None
+    rep, name = drawn
     email = f"{name.replace(' ', '.')}@{rng.choice(COMPANIES)}.com".lower()
     phone = f"{rng.randint(201, 989)}-{rng.randint(200, 999)}-{rng.randint(0, 9999):04d}"
     product, status = rng.choice(PRODUCTS), rng.choice(("Lead", "Qualified", "Proposal"))
@@ -161,20 +170,8 @@ def add_customer_details(world: World, rng: Random) -> Draft | None:
         f"{product.lower()}. They are at the {STATUS_WORDS[status]} stage and {rep_name(rep)} "
         "will handle them."
     )
-    return Draft(
-        prompt,
-        [
-            call(
-                "customer_relationship_manager_add_customer",
-                customer_name=name,
-                assigned_to_email=rep.email,
-                status=status,
-                customer_email=email,
-                customer_phone=phone,
-                product_interest=product,
-            )
-        ],
-    )
+    details = {"customer_email": email, "customer_phone": phone, "product_interest": product}
+    return Draft(prompt, [_add(name, rep, status, **details)])
 
 
 @template("crm_reassign_customer", CRM_CATEGORY)

@@ -14,7 +14,7 @@ from workplace_env.taskgen.analytics import MetricCondition, metric_condition, s
 from workplace_env.taskgen.base import MULTI_CATEGORY, Call, Draft, call, pick, quoted, template
 from workplace_env.taskgen.calendar import create_event
 from workplace_env.taskgen.crm import delete, rep_name
-from workplace_env.taskgen.project import BOARD_WORDS, create, overdue, tasks_of
+from workplace_env.taskgen.project import BOARD_WORDS, create, late_person, overdue, tasks_of
 from workplace_env.taskgen.world import (
     BOARDS,
     TODAY,
@@ -135,12 +135,10 @@ def meeting_tomorrow_email(world: World, rng: Random) -> Draft | None:
 @template("multi_overdue_email_else", MULTI_CATEGORY)
 def overdue_email_else(world: World, rng: Random) -> Draft | None:
     """Email a colleague about their overdue tasks, or praise them if they have none."""
-    person = pick(rng, world.task_people)
-    if person is None:
+    found = late_person(world, rng)
+    if found is None:
         return None
-    late = overdue(tasks_of(world, person))
-    if late is None:
-        return None
+    person, late = found
     prompt = rng.choice(
         (
             f"If {person.name} has any overdue tasks, send them an email titled 'Overdue tasks' "

@@ -62,6 +62,15 @@ def overdue(tasks: Sequence[PmTask]) -> list[PmTask] | None:
     return [t for t in open_tasks if t.due < TODAY]
 
 
+def late_person(world: World, rng: Random) -> tuple[Person, list[PmTask]] | None:
+    """A colleague with tasks and their overdue tasks (None when one of theirs is due today)."""
+    person = pick(rng, world.task_people)
+    if person is None:
+        return None
+    late = overdue(tasks_of(world, person))
+    return None if late is None else (person, late)
+
+
 def new_task_name(world: World, rng: Random) -> str | None:
     """A task name no task has yet."""
     name = f"{rng.choice(_VERBS)} {rng.choice(_OBJECTS)}"
@@ -158,12 +167,10 @@ def create_backlog_task(world: World, rng: Random) -> Draft | None:
 @template("pm_overdue_backlog_to_progress", PROJECT_CATEGORY)
 def overdue_backlog_to_progress(world: World, rng: Random) -> Draft | None:
     """Move all of a colleague's overdue tasks in the backlog to in progress."""
-    person = pick(rng, world.task_people)
-    if person is None:
+    found = late_person(world, rng)
+    if found is None:
         return None
-    late = overdue(tasks_of(world, person))
-    if late is None:
-        return None
+    person, late = found
     tasks = [t for t in late if t.list_name == "Backlog"]
     prompt = rng.choice(
         (
