@@ -6,7 +6,6 @@ Working hours are 09:00-18:00 (the system message); "next" and "future" mean aft
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime, time, timedelta
 from random import Random
 
@@ -66,17 +65,11 @@ def _update(event: Event, field: str, value: str) -> Call:
     return call("calendar_update_event", event_id=event.id, field=field, new_value=value)
 
 
-def _booking(
-    rng: Random,
-    person: Person,
-    start: datetime,
-    minutes: int,
-    phrasings: Callable[[str], tuple[str, ...]],
-) -> Draft:
-    """A new meeting with ``person``: a drawn name, then one of ``phrasings(quoted name)``."""
+def _new_meeting(rng: Random, person: Person, start: datetime, minutes: int) -> tuple[str, Call]:
+    """A drawn name for a new meeting with ``person``: the name quoted for the prompt, and the
+    ``calendar_create_event`` call."""
     name = rng.choice(NEW_EVENT_NAMES)
-    prompt = rng.choice(phrasings(quoted(name)))
-    return Draft(prompt, [create_event(name, person.email, start, minutes)])
+    return quoted(name), create_event(name, person.email, start, minutes)
 
 
 def create_event(name: str, participant: str, start: datetime, minutes: int) -> Call:
@@ -103,18 +96,16 @@ def create_at_time(world: World, rng: Random) -> Draft | None:
     start = pick(rng, world.free_starts(day, minutes))
     if start is None:
         return None
+    name, booking = _new_meeting(rng, person, start, minutes)
     length, on, at = nl_minutes(minutes), nl_date(day), nl_time(start)
-    return _booking(
-        rng,
-        person,
-        start,
-        minutes,
-        lambda name: (
+    prompt = rng.choice(
+        (
             f"Schedule a {length} meeting called {name} with {person.name} on {on} at {at}",
             f"I need to catch up with {person.name}. Can you schedule a {length} event called "
             f"{name} on {on} at {at}?",
-        ),
+        )
     )
+    return Draft(prompt, [booking])
 
 
 @template("calendar_create_outside_hours", CALENDAR_CATEGORY)
@@ -152,19 +143,17 @@ def first_free_slot(world: World, rng: Random) -> Draft | None:
     start = world.first_free(day, minutes)
     if start is None:
         return None
+    name, booking = _new_meeting(rng, person, start, minutes)
     length, when = nl_minutes(minutes), "tomorrow" if tomorrow else f"on {nl_date(day)}"
-    return _booking(
-        rng,
-        person,
-        start,
-        minutes,
-        lambda name: (
+    prompt = rng.choice(
+        (
             f"Book a {length} meeting with {person.name} called {name} at the earliest time I'm "
             f"free {when}",
             f"can you schedule a {length} meeting called {name} with {person.name} for my first "
             f"free slot {when}?",
-        ),
+        )
     )
+    return Draft(prompt, [booking])
 
 
 @template("calendar_cancel_next_with", CALENDAR_CATEGORY)
