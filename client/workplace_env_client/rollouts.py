@@ -68,7 +68,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -806,6 +806,112 @@ def check_rollout_inputs(
         task_id_message(task_id)
 
 
+def _episode_steps(
+    dialogue: _Dialogue, model_client: Any, policy: ModelPolicy
+) -> Generator[tuple[str, Any], Any, VerifyResult]:
+    """An episode's loop without its I/O.
+
+    Yields ``("model", request kwargs)``, ``("tool", (name, arguments))`` and ``("verify",
+    output items)``; is sent each step's result or thrown its exception; returns Verify's result.
+    Raises EpisodeFailure for an episode that is masked.
+    """
+    while not dialogue.done:
+        try:
+            answer = yield "model", dialogue.request()
+        except Exception as exc:  # the client's retries are spent: a masked episode
+            raise _request_failure(exc, model_client, policy, dialogue) from exc
+        for call in dialogue.receive(answer):
+            output = unparsable_arguments(call["arguments"])
+            if output is not None:  # not run, as NeMo Gym's agent does
+                dialogue.invalid_tool_calls += 1
+                dialogue.answer(call, output)
+                continue
+            try:
+                text = yield "tool", (call["name"], call["arguments"])
+                output = _tool_output_body(text)
+                if text.startswith(_DISPATCH_ERROR):
+                    dialogue.invalid_tool_calls += 1
+            except InvalidRequestError as exc:
+                dialogue.invalid_tool_calls += 1
+                output = refused_output(exc)
+            except WorkplaceEnvError as exc:
+                raise _session_failure(exc) from exc
+            dialogue.answer(call, output)
+    try:
+        verified: VerifyResult = yield "verify", dialogue.output
+    except InvalidRequestError as exc:
+        raise _verify_failure(exc) from exc
+    return verified
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """The outcome of a step that raised ``error``."""
+
+    error: Exception
+
+
+class _ModelEpisode:
+    """One model episode of ``row`` for :func:`run_rollout` and :func:`arun_rollout`, which do
+    its I/O (sync or async): the steps of :func:`_episode_steps` and the rollout they make."""
+
+    def __init__(
+        self,
+        model_client: Any,
+        row: Mapping[str, Any],
+        policy: ModelPolicy,
+        episode: tuple[str, int] | None,
+        task_id: tuple[str, str] | None,
+    ) -> None:
+        check_rollout_inputs(row, policy, episode, task_id)
+        self.started = time.perf_counter()
+        self.model_client, self.row, self.policy = model_client, row, policy
+        self.episode, self.task_id = episode, task_id
+        self.verified: VerifyResult | None = None
+        self.failure: EpisodeFailure | None = None
+
+    def begin(self, tools: Sequence[Mapping[str, Any]]) -> None:
+        """Build the request parameters with ``tools``; the session's ids are then final."""
+        self.params = create_params_for(self.row, tools)
+        self.dialogue = _Dialogue(self.params, self.policy)
+        client = self.model_client
+        self.create = (
+            client.responses.create
+            if self.policy.api == "responses"
+            else client.chat.completions.create
+        )
+        self.episode = self.episode or episode_for(self.row)
+        self.task_id = self.task_id or ("model", row_name(self.row))
+        self._steps = _episode_steps(self.dialogue, client, self.policy)
+
+    def io(self, env: Any, session_id: str) -> dict[str, Callable[[Any], Any]]:
+        """Each step's kind -> the call that makes it (awaitable with async clients)."""
+        return {
+            "model": lambda request: self.create(**request),
+            "tool": lambda call: env.call_tool_raw(session_id, *call),
+            "verify": lambda output: env.verify(session_id, response_output=output),
+        }
+
+    def next(self, outcome: Any) -> tuple[str, Any] | None:
+        """The step after one whose result (or :class:`_Raised`) is ``outcome`` (None at the
+        start); None once the episode has its Verify result or its failure."""
+        try:
+            if isinstance(outcome, _Raised):
+                return self._steps.throw(outcome.error)
+            return self._steps.send(outcome)
+        except StopIteration as stop:
+            self.verified = stop.value
+        except EpisodeFailure as exc:
+            self.failure = exc
+        return None
+
+    def rollout(self) -> Rollout:
+        """The rollout of the finished (or failed) episode."""
+        return _finish(
+            self.row, self.params, self.dialogue, self.verified, self.failure, self.started
+        )
+
+
 def run_rollout(
     env: EnvironmentClient,
     model_client: Any,
@@ -825,50 +931,17 @@ def run_rollout(
     ArgumentError (nothing sent) for a ``row`` that is not a mapping, a ``policy`` that is not a
     ModelPolicy, or a malformed ``episode`` or ``task_id``.
     """
-    check_rollout_inputs(row, policy, episode, task_id)
-    started = time.perf_counter()
-    params = create_params_for(row, tools if tools is not None else env.list_tools())
-    dialogue = _Dialogue(params, policy)
-    create: Callable[..., Any] = (
-        model_client.responses.create
-        if policy.api == "responses"
-        else model_client.chat.completions.create
-    )
-    verified: VerifyResult | None = None
-    failure: EpisodeFailure | None = None
-    ep = episode or episode_for(row)
-    tid = task_id or ("model", row_name(row))
-    with env.session(row, episode=ep, task_id=tid) as session:
-        try:
-            while not dialogue.done:
-                try:
-                    answer = create(**dialogue.request())
-                except Exception as exc:  # the client's retries are spent: a masked episode
-                    raise _request_failure(exc, model_client, policy, dialogue) from exc
-                for call in dialogue.receive(answer):
-                    output = unparsable_arguments(call["arguments"])
-                    if output is not None:  # not run, as NeMo Gym's agent does
-                        dialogue.invalid_tool_calls += 1
-                        dialogue.answer(call, output)
-                        continue
-                    try:
-                        text = env.call_tool_raw(session.id, call["name"], call["arguments"])
-                        output = _tool_output_body(text)
-                        if text.startswith(_DISPATCH_ERROR):
-                            dialogue.invalid_tool_calls += 1
-                    except InvalidRequestError as exc:
-                        dialogue.invalid_tool_calls += 1
-                        output = refused_output(exc)
-                    except WorkplaceEnvError as exc:
-                        raise _session_failure(exc) from exc
-                    dialogue.answer(call, output)
+    ep = _ModelEpisode(model_client, row, policy, episode, task_id)
+    ep.begin(tools if tools is not None else env.list_tools())
+    with env.session(row, episode=ep.episode, task_id=ep.task_id) as session:
+        io = ep.io(env, session.id)
+        outcome: Any = None
+        while (step := ep.next(outcome)) is not None:
             try:
-                verified = env.verify(session.id, response_output=dialogue.output)
-            except InvalidRequestError as exc:
-                raise _verify_failure(exc) from exc
-        except EpisodeFailure as exc:
-            failure = exc
-    return _finish(row, params, dialogue, verified, failure, started)
+                outcome = io[step[0]](step[1])
+            except Exception as exc:
+                outcome = _Raised(exc)
+    return ep.rollout()
 
 
 async def arun_rollout(
@@ -883,50 +956,17 @@ async def arun_rollout(
 ) -> Rollout:
     """:func:`run_rollout` over an :class:`~workplace_env_client.AsyncEnvironmentClient` and an
     async model client (``openai.AsyncOpenAI`` or alike)."""
-    check_rollout_inputs(row, policy, episode, task_id)
-    started = time.perf_counter()
-    params = create_params_for(row, tools if tools is not None else await env.list_tools())
-    dialogue = _Dialogue(params, policy)
-    create: Callable[..., Awaitable[Any]] = (
-        model_client.responses.create
-        if policy.api == "responses"
-        else model_client.chat.completions.create
-    )
-    verified: VerifyResult | None = None
-    failure: EpisodeFailure | None = None
-    ep = episode or episode_for(row)
-    tid = task_id or ("model", row_name(row))
-    async with env.session(row, episode=ep, task_id=tid) as session:
-        try:
-            while not dialogue.done:
-                try:
-                    answer = await create(**dialogue.request())
-                except Exception as exc:
-                    raise _request_failure(exc, model_client, policy, dialogue) from exc
-                for call in dialogue.receive(answer):
-                    output = unparsable_arguments(call["arguments"])
-                    if output is not None:  # not run, as NeMo Gym's agent does
-                        dialogue.invalid_tool_calls += 1
-                        dialogue.answer(call, output)
-                        continue
-                    try:
-                        text = await env.call_tool_raw(session.id, call["name"], call["arguments"])
-                        output = _tool_output_body(text)
-                        if text.startswith(_DISPATCH_ERROR):
-                            dialogue.invalid_tool_calls += 1
-                    except InvalidRequestError as exc:
-                        dialogue.invalid_tool_calls += 1
-                        output = refused_output(exc)
-                    except WorkplaceEnvError as exc:
-                        raise _session_failure(exc) from exc
-                    dialogue.answer(call, output)
+    ep = _ModelEpisode(model_client, row, policy, episode, task_id)
+    ep.begin(tools if tools is not None else await env.list_tools())
+    async with env.session(row, episode=ep.episode, task_id=ep.task_id) as session:
+        io = ep.io(env, session.id)
+        outcome: Any = None
+        while (step := ep.next(outcome)) is not None:
             try:
-                verified = await env.verify(session.id, response_output=dialogue.output)
-            except InvalidRequestError as exc:
-                raise _verify_failure(exc) from exc
-        except EpisodeFailure as exc:
-            failure = exc
-    return _finish(row, params, dialogue, verified, failure, started)
+                outcome = await io[step[0]](step[1])
+            except Exception as exc:
+                outcome = _Raised(exc)
+    return ep.rollout()
 
 
 async def arun_rollouts(

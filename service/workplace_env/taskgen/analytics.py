@@ -7,6 +7,7 @@ value (see :func:`~workplace_env.taskgen.base.threshold`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, timedelta
 from random import Random
 
@@ -58,14 +59,35 @@ def source_metric(source: str) -> str:
     return "visits_" + source.replace(" ", "_")
 
 
-def metric_condition(
-    world: World, rng: Random, since: date, metric: str
-) -> tuple[str, int, bool] | None:
-    """``(more|less, N, holds)`` for "``metric`` was more/less than N at any time since ...".
+@dataclass(frozen=True)
+class MetricCondition:
+    """Whether ``metric`` was ``side`` (more|less) than ``n`` at any time since ``since``."""
+
+    since: date
+    metric: str
+    side: str
+    n: int
+    holds: bool
+
+    @property
+    def name(self) -> str:
+        """How prompts name the metric: ``"total visits"``."""
+        return METRIC_NAMES[self.metric]
+
+    @property
+    def clause(self) -> str:
+        """The condition as prompts say it: ``"total visits was more than 5 at any time since
+        November 2"``."""
+        return f"{self.name} was {self.side} than {self.n} at any time since {nl_date(self.since)}"
+
+
+def metric_condition(world: World, rng: Random, since: date) -> MetricCondition | None:
+    """A core metric and a threshold on it since ``since``, drawn in that order.
 
     None when no threshold is clear of the data, or when "less" would depend on days without
     any visit (the tools leave such days out).
     """
+    metric = rng.choice(CORE_METRICS)
     more = rng.random() < 0.5
     if not more and metric != "session_duration_seconds" and not world.covers(since):
         return None
@@ -73,7 +95,7 @@ def metric_condition(
     n = threshold(rng, world.daily(metric, since), more, want)
     if n is None:
         return None
-    return ("more" if more else "less"), n, want
+    return MetricCondition(since, metric, "more" if more else "less", n, want)
 
 
 @template("analytics_plot_since", ANALYTICS_CATEGORY)
@@ -143,23 +165,17 @@ def two_metrics_since(world: World, rng: Random) -> Draft | None:
 def threshold_plot(world: World, rng: Random) -> Draft | None:
     """If a metric was more/less than N at any time since a date, line-plot it since then."""
     since = since_day(world, rng)
-    if since is None:
+    cond = None if since is None else metric_condition(world, rng, since)
+    if cond is None:
         return None
-    metric = rng.choice(CORE_METRICS)
-    condition = metric_condition(world, rng, since, metric)
-    if condition is None:
-        return None
-    side, n, holds = condition
-    name = METRIC_NAMES[metric]
     prompt = rng.choice(
         (
-            f"Can you make a line chart of {name} since {nl_date(since)} if it was {side} than "
-            f"{n} at any time since then?",
-            f"If {name} was {side} than {n} at any time since {nl_date(since)}, make a line plot "
-            "of it since then",
+            f"Can you make a line chart of {cond.name} since {nl_date(cond.since)} if it was "
+            f"{cond.side} than {cond.n} at any time since then?",
+            f"If {cond.clause}, make a line plot of it since then",
         )
     )
-    return Draft(prompt, [plot(since, TODAY, metric, "line")] if holds else [])
+    return Draft(prompt, [plot(cond.since, TODAY, cond.metric, "line")] if cond.holds else [])
 
 
 @template("analytics_avg_duration_above", ANALYTICS_CATEGORY)

@@ -15,6 +15,7 @@ from workplace_env.taskgen.world import (
     TODAY,
     TOMORROW,
     Event,
+    Person,
     World,
     nl_date,
     nl_minutes,
@@ -49,6 +50,28 @@ def _future_event_days(world: World, horizon: int = 21) -> list:
     return [d for d in world.future_days() if (d - TODAY).days <= horizon]
 
 
+def _next_named(world: World, name: str) -> Event | None:
+    """The next future occurrence of the event called ``name`` (any case)."""
+    return _next_event([e for e in world.events if e.name.lower() == name.lower()])
+
+
+def _delete(event: Event) -> Call:
+    """The ``calendar_delete_event`` call for ``event``."""
+    return call("calendar_delete_event", event_id=event.id)
+
+
+def _update(event: Event, field: str, value: str) -> Call:
+    """The ``calendar_update_event`` call setting ``field`` of ``event``."""
+    return call("calendar_update_event", event_id=event.id, field=field, new_value=value)
+
+
+def _new_meeting(rng: Random, person: Person, start: datetime, minutes: int) -> tuple[str, Call]:
+    """A drawn name for a new meeting with ``person``: the name quoted for the prompt, and the
+    ``calendar_create_event`` call."""
+    name = rng.choice(NEW_EVENT_NAMES)
+    return quoted(name), create_event(name, person.email, start, minutes)
+
+
 def create_event(name: str, participant: str, start: datetime, minutes: int) -> Call:
     """The ground-truth ``calendar_create_event`` call (arguments in the tool's order)."""
     return call(
@@ -73,19 +96,16 @@ def create_at_time(world: World, rng: Random) -> Draft | None:
     start = pick(rng, world.free_starts(day, minutes))
     if start is None:
         return None
-    name = rng.choice(NEW_EVENT_NAMES)
+    name, booking = _new_meeting(rng, person, start, minutes)
+    length, on, at = nl_minutes(minutes), nl_date(day), nl_time(start)
     prompt = rng.choice(
         (
-            f"Schedule a {nl_minutes(minutes)} meeting called {quoted(name)} with {person.name} on "
-            f"{nl_date(day)} at {nl_time(start)}",
-            f"I need to catch up with {person.name}. Can you schedule a {nl_minutes(minutes)} "
-            f"event called {quoted(name)} on {nl_date(day)} at {nl_time(start)}?",
+            f"Schedule a {length} meeting called {name} with {person.name} on {on} at {at}",
+            f"I need to catch up with {person.name}. Can you schedule a {length} event called "
+            f"{name} on {on} at {at}?",
         )
     )
-    return Draft(
-        prompt,
-        [create_event(name, person.email, start, minutes)],
-    )
+    return Draft(prompt, [booking])
 
 
 @template("calendar_create_outside_hours", CALENDAR_CATEGORY)
@@ -123,20 +143,17 @@ def first_free_slot(world: World, rng: Random) -> Draft | None:
     start = world.first_free(day, minutes)
     if start is None:
         return None
-    when = "tomorrow" if tomorrow else f"on {nl_date(day)}"
-    name = rng.choice(NEW_EVENT_NAMES)
+    name, booking = _new_meeting(rng, person, start, minutes)
+    length, when = nl_minutes(minutes), "tomorrow" if tomorrow else f"on {nl_date(day)}"
     prompt = rng.choice(
         (
-            f"Book a {nl_minutes(minutes)} meeting with {person.name} called {quoted(name)} at the "
-            f"earliest time I'm free {when}",
-            f"can you schedule a {nl_minutes(minutes)} meeting called {quoted(name)} with "
-            f"{person.name} for my first free slot {when}?",
+            f"Book a {length} meeting with {person.name} called {name} at the earliest time I'm "
+            f"free {when}",
+            f"can you schedule a {length} meeting called {name} with {person.name} for my first "
+            f"free slot {when}?",
         )
     )
-    return Draft(
-        prompt,
-        [create_event(name, person.email, start, minutes)],
-    )
+    return Draft(prompt, [booking])
 
 
 @template("calendar_cancel_next_with", CALENDAR_CATEGORY)
@@ -154,7 +171,7 @@ def cancel_next_with(world: World, rng: Random) -> Draft | None:
             f"I can't make my next meeting with {person.name}. Can you delete it from my calendar?",
         )
     )
-    return Draft(prompt, [call("calendar_delete_event", event_id=event.id)])
+    return Draft(prompt, [_delete(event)])
 
 
 @template("calendar_cancel_next_named", CALENDAR_CATEGORY)
@@ -163,13 +180,13 @@ def cancel_next_named(world: World, rng: Random) -> Draft | None:
     name = pick(rng, world.event_names)
     if name is None:
         return None
-    event = _next_event([e for e in world.events if e.name.lower() == name.lower()])
+    event = _next_named(world, name)
     if event is None:
         return None
     prompt = rng.choice(
         (f"Cancel the next {name} meeting", f"Can you cancel the next {name} meeting?")
     )
-    return Draft(prompt, [call("calendar_delete_event", event_id=event.id)])
+    return Draft(prompt, [_delete(event)])
 
 
 @template("calendar_rename_next", CALENDAR_CATEGORY)
@@ -178,7 +195,7 @@ def rename_next(world: World, rng: Random) -> Draft | None:
     name = pick(rng, world.event_names)
     if name is None:
         return None
-    event = _next_event([e for e in world.events if e.name.lower() == name.lower()])
+    event = _next_named(world, name)
     new_name = rng.choice(NEW_EVENT_NAMES)
     if event is None or new_name.lower() == event.name.lower():
         return None
@@ -188,10 +205,7 @@ def rename_next(world: World, rng: Random) -> Draft | None:
             f"can you change the name of the next {name} meeting to {new_name}?",
         )
     )
-    return Draft(
-        prompt,
-        [call("calendar_update_event", event_id=event.id, field="event_name", new_value=new_name)],
-    )
+    return Draft(prompt, [_update(event, "event_name", new_name)])
 
 
 def _first_with_on_day(world: World, rng: Random) -> Event | None:
@@ -222,17 +236,7 @@ def push_back(world: World, rng: Random) -> Draft | None:
         f"Push back my first meeting with {person.name} on {nl_date(event.start.date())} by "
         f"{_SHIFTS[shift]}"
     )
-    return Draft(
-        prompt,
-        [
-            call(
-                "calendar_update_event",
-                event_id=event.id,
-                field="event_start",
-                new_value=stamp(start),
-            )
-        ],
-    )
+    return Draft(prompt, [_update(event, "event_start", stamp(start))])
 
 
 @template("calendar_reschedule", CALENDAR_CATEGORY)
@@ -253,17 +257,7 @@ def reschedule(world: World, rng: Random) -> Draft | None:
             f"starts at {nl_time(start)}?",
         )
     )
-    return Draft(
-        prompt,
-        [
-            call(
-                "calendar_update_event",
-                event_id=event.id,
-                field="event_start",
-                new_value=stamp(start),
-            )
-        ],
-    )
+    return Draft(prompt, [_update(event, "event_start", stamp(start))])
 
 
 @template("calendar_cancel_first_on_day", CALENDAR_CATEGORY)
@@ -276,7 +270,7 @@ def cancel_first_on_day(world: World, rng: Random) -> Draft | None:
     prompt = rng.choice(
         (f"Cancel my first meeting on {nl_date(day)}", f"Delete my first meeting on {nl_date(day)}")
     )
-    return Draft(prompt, [call("calendar_delete_event", event_id=event.id)])
+    return Draft(prompt, [_delete(event)])
 
 
 @template("calendar_cancel_future_with", CALENDAR_CATEGORY)
@@ -294,7 +288,7 @@ def cancel_future_with(world: World, rng: Random) -> Draft | None:
             f"{person.name} is leaving the team. Please remove all my upcoming meetings with them.",
         )
     )
-    return Draft(prompt, [call("calendar_delete_event", event_id=e.id) for e in events])
+    return Draft(prompt, [_delete(e) for e in events])
 
 
 @template("calendar_clear_before_after", CALENDAR_CATEGORY)
@@ -318,7 +312,7 @@ def clear_before_after(world: World, rng: Random) -> Draft | None:
             f"Could you clear my calendar on {nl_date(day)} {side} {nl_time(cut)}?",
         )
     )
-    return Draft(prompt, [call("calendar_delete_event", event_id=e.id) for e in chosen])
+    return Draft(prompt, [_delete(e) for e in chosen])
 
 
 @template("calendar_rename_last_on_day", CALENDAR_CATEGORY)
@@ -332,10 +326,7 @@ def rename_last_on_day(world: World, rng: Random) -> Draft | None:
     if new_name.lower() == event.name.lower():
         return None
     prompt = f"Change the name of the last event on {nl_date(day)} to {new_name}"
-    return Draft(
-        prompt,
-        [call("calendar_update_event", event_id=event.id, field="event_name", new_value=new_name)],
-    )
+    return Draft(prompt, [_update(event, "event_name", new_name)])
 
 
 @template("calendar_catch_up_if_not_met", CALENDAR_CATEGORY)
@@ -363,10 +354,7 @@ def catch_up_if_not_met(world: World, rng: Random) -> Draft | None:
     start = world.first_free(TOMORROW, 30)
     if start is None:
         return None
-    return Draft(
-        prompt,
-        [create_event("catch-up", person.email, start, 30)],
-    )
+    return Draft(prompt, [create_event("catch-up", person.email, start, 30)])
 
 
 @template("calendar_next_meeting_question", CALENDAR_CATEGORY)

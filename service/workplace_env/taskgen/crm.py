@@ -82,6 +82,25 @@ def new_customer_name(world: World, rng: Random) -> str | None:
     return None if name.lower() in world.existing_customer_names else name
 
 
+def _new_lead(world: World, rng: Random) -> tuple[Person, str] | None:
+    """A sales rep and a new customer's name, drawn in that order."""
+    rep = pick(rng, world.reps)
+    name = new_customer_name(world, rng)
+    return None if rep is None or name is None else (rep, name)
+
+
+def _add(name: str, rep: Person, status: str, **details: str) -> Call:
+    """The ``customer_relationship_manager_add_customer`` call (``details``: email, phone,
+    product interest, in that order)."""
+    return call(
+        "customer_relationship_manager_add_customer",
+        customer_name=name,
+        assigned_to_email=rep.email,
+        status=status,
+        **details,
+    )
+
+
 def customers_of(world: World, rep: Person) -> list[Customer]:
     """The customers assigned to ``rep``, in table order."""
     return [c for c in world.customers if c.rep == rep.email]
@@ -122,10 +141,10 @@ def delete_customer(world: World, rng: Random) -> Draft | None:
 @template("crm_add_lead", CRM_CATEGORY)
 def add_lead(world: World, rng: Random) -> Draft | None:
     """Add a new lead and assign it to a sales rep."""
-    rep = pick(rng, world.reps)
-    name = new_customer_name(world, rng)
-    if rep is None or name is None:
+    drawn = _new_lead(world, rng)
+    if drawn is None:
         return None
+    rep, name = drawn
     prompt = rng.choice(
         (
             f"Add {name} as a new lead in the crm and assign them to {rep_name(rep)}",
@@ -133,26 +152,16 @@ def add_lead(world: World, rng: Random) -> Draft | None:
             f"{rep_name(rep)}.",
         )
     )
-    return Draft(
-        prompt,
-        [
-            call(
-                "customer_relationship_manager_add_customer",
-                customer_name=name,
-                assigned_to_email=rep.email,
-                status="Lead",
-            )
-        ],
-    )
+    return Draft(prompt, [_add(name, rep, "Lead")])
 
 
 @template("crm_add_customer_details", CRM_CATEGORY)
 def add_customer_details(world: World, rng: Random) -> Draft | None:
     """Add a customer with an email, phone, product interest and status."""
-    rep = pick(rng, world.reps)
-    name = new_customer_name(world, rng)
-    if rep is None or name is None:
+    drawn = _new_lead(world, rng)
+    if drawn is None:
         return None
+    rep, name = drawn
     email = f"{name.replace(' ', '.')}@{rng.choice(COMPANIES)}.com".lower()
     phone = f"{rng.randint(201, 989)}-{rng.randint(200, 999)}-{rng.randint(0, 9999):04d}"
     product, status = rng.choice(PRODUCTS), rng.choice(("Lead", "Qualified", "Proposal"))
@@ -161,20 +170,8 @@ def add_customer_details(world: World, rng: Random) -> Draft | None:
         f"{product.lower()}. They are at the {STATUS_WORDS[status]} stage and {rep_name(rep)} "
         "will handle them."
     )
-    return Draft(
-        prompt,
-        [
-            call(
-                "customer_relationship_manager_add_customer",
-                customer_name=name,
-                assigned_to_email=rep.email,
-                status=status,
-                customer_email=email,
-                customer_phone=phone,
-                product_interest=product,
-            )
-        ],
-    )
+    details = {"customer_email": email, "customer_phone": phone, "product_interest": product}
+    return Draft(prompt, [_add(name, rep, status, **details)])
 
 
 @template("crm_reassign_customer", CRM_CATEGORY)
@@ -191,25 +188,33 @@ def reassign_customer(world: World, rng: Random) -> Draft | None:
             f"Reassign customer {customer.name} to employee {rep_name(rep)} in the crm",
         )
     )
-    return Draft(prompt, [update(customer, "assigned_to_email", rep.email)])
+    return Draft(prompt, _reassign([customer], rep))
 
 
-def _two_reps(world: World, rng: Random) -> tuple[Person, Person] | None:
+def _handover(
+    world: World, rng: Random, statuses: tuple[str, ...]
+) -> tuple[Person, Person, str, list[Customer]] | None:
+    """Two reps ``(old, new)``, a product, and old's customers at ``statuses`` interested in it."""
     if len(world.reps) < 2:
         return None
-    first, second = rng.sample(world.reps, 2)
-    return first, second
+    old, new = rng.sample(world.reps, 2)
+    product = rng.choice(PRODUCTS)
+    chosen = [c for c in customers_of(world, old) if c.status in statuses and c.product == product]
+    return old, new, product, chosen
+
+
+def _reassign(customers: list[Customer], rep: Person) -> list[Call]:
+    """The calls assigning each of ``customers`` to ``rep``."""
+    return [update(c, "assigned_to_email", rep.email) for c in customers]
 
 
 @template("crm_reassign_leads_product", CRM_CATEGORY)
 def reassign_leads_product(world: World, rng: Random) -> Draft | None:
     """Reassign all of one rep's leads interested in a product to another rep (may be none)."""
-    pair = _two_reps(world, rng)
-    if pair is None:
+    drawn = _handover(world, rng, ("Lead",))
+    if drawn is None:
         return None
-    old, new = pair
-    product = rng.choice(PRODUCTS)
-    chosen = [c for c in customers_of(world, old) if c.status == "Lead" and c.product == product]
+    old, new, product, chosen = drawn
     prompt = rng.choice(
         (
             f"Reassign all of {rep_name(old)}'s leads that are interested in {product.lower()} to "
@@ -218,27 +223,21 @@ def reassign_leads_product(world: World, rng: Random) -> Draft | None:
             f"{product.lower()}. Can you reassign them in the crm?",
         )
     )
-    return Draft(prompt, [update(c, "assigned_to_email", new.email) for c in chosen])
+    return Draft(prompt, _reassign(chosen, new))
 
 
 @template("crm_give_qualified_or_proposal", CRM_CATEGORY)
 def give_qualified_or_proposal(world: World, rng: Random) -> Draft | None:
     """Give one rep another rep's qualified or proposal customers interested in a product."""
-    pair = _two_reps(world, rng)
-    if pair is None:
+    drawn = _handover(world, rng, ("Qualified", "Proposal"))
+    if drawn is None:
         return None
-    old, new = pair
-    product = rng.choice(PRODUCTS)
-    chosen = [
-        c
-        for c in customers_of(world, old)
-        if c.status in ("Qualified", "Proposal") and c.product == product
-    ]
+    old, new, product, chosen = drawn
     prompt = (
         f"Give {rep_name(new)} all of {rep_name(old)}'s customers that are interested in "
         f"{product.lower()} and are either qualified or in proposal in the crm"
     )
-    return Draft(prompt, [update(c, "assigned_to_email", new.email) for c in chosen])
+    return Draft(prompt, _reassign(chosen, new))
 
 
 @template("crm_proposal_to_lost", CRM_CATEGORY)

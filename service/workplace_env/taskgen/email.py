@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from random import Random
 
-from workplace_env.taskgen.base import EMAIL_CATEGORY, Draft, call, pick, quoted, template
-from workplace_env.taskgen.world import TODAY, World, nl_date
+from workplace_env.taskgen.base import EMAIL_CATEGORY, Call, Draft, call, pick, quoted, template
+from workplace_env.taskgen.world import TODAY, Mail, Person, World, nl_date
 
 REPLY_BODIES = (
     "Got it, thank you!",
@@ -35,6 +36,23 @@ SEND_BODIES = (
 )
 
 
+def _reply(rng: Random, mail: Mail, phrasings: Callable[[str], tuple[str, ...]]) -> Draft:
+    """A reply to ``mail``: a drawn body, then one of ``phrasings(quoted body)``."""
+    body = rng.choice(REPLY_BODIES)
+    prompt = rng.choice(phrasings(quoted(body)))
+    return Draft(prompt, [call("email_reply_email", email_id=mail.id, body=body)])
+
+
+def _delete(mail: Mail) -> Call:
+    """The ``email_delete_email`` call for ``mail``."""
+    return call("email_delete_email", email_id=mail.id)
+
+
+def _forward(mail: Mail, person: Person) -> Call:
+    """The ``email_forward_email`` call sending ``mail`` on to ``person``."""
+    return call("email_forward_email", email_id=mail.id, recipient=person.email)
+
+
 @template("email_reply_latest_from", EMAIL_CATEGORY)
 def reply_latest_from(world: World, rng: Random) -> Draft | None:
     """Reply to the latest email from a colleague with a given text."""
@@ -44,15 +62,15 @@ def reply_latest_from(world: World, rng: Random) -> Draft | None:
     latest = world.latest(world.mails_from(person.email))
     if latest is None:
         return None
-    body = rng.choice(REPLY_BODIES)
-    prompt = rng.choice(
-        (
-            f"Reply to the latest email from {person.name} with {quoted(body)}",
-            f"can you reply to the latest email from {person.name} with {quoted(body)}",
-            f"Please answer {person.name}'s most recent email with {quoted(body)}",
-        )
+    return _reply(
+        rng,
+        latest,
+        lambda body: (
+            f"Reply to the latest email from {person.name} with {body}",
+            f"can you reply to the latest email from {person.name} with {body}",
+            f"Please answer {person.name}'s most recent email with {body}",
+        ),
     )
-    return Draft(prompt, [call("email_reply_email", email_id=latest.id, body=body)])
 
 
 @template("email_reply_about_subject", EMAIL_CATEGORY)
@@ -66,15 +84,15 @@ def reply_about_subject(world: World, rng: Random) -> Draft | None:
     latest = world.latest([m for m in world.about(subject) if m.sender == person.email])
     if latest is None:
         return None
-    body = rng.choice(REPLY_BODIES)
-    prompt = rng.choice(
-        (
-            f"Reply to {person.name}'s last email about {quoted(subject)} with {quoted(body)}",
+    return _reply(
+        rng,
+        latest,
+        lambda body: (
+            f"Reply to {person.name}'s last email about {quoted(subject)} with {body}",
             f"I need to get back to {person.name}'s last email about {quoted(subject)} with "
-            f"{quoted(body)}. Can you send the reply for me?",
-        )
+            f"{body}. Can you send the reply for me?",
+        ),
     )
-    return Draft(prompt, [call("email_reply_email", email_id=latest.id, body=body)])
 
 
 @template("email_forward_latest_from", EMAIL_CATEGORY)
@@ -95,9 +113,7 @@ def forward_latest_from(world: World, rng: Random) -> Draft | None:
             f"{recipient.name} needs my most recent email from {sender.name}. Can you forward it?",
         )
     )
-    return Draft(
-        prompt, [call("email_forward_email", email_id=latest.id, recipient=recipient.email)]
-    )
+    return Draft(prompt, [_forward(latest, recipient)])
 
 
 @template("email_forward_about_to_two", EMAIL_CATEGORY)
@@ -120,13 +136,7 @@ def forward_about_to_two(world: World, rng: Random) -> Draft | None:
             f"{second.name}?",
         )
     )
-    return Draft(
-        prompt,
-        [
-            call("email_forward_email", email_id=latest.id, recipient=first.email),
-            call("email_forward_email", email_id=latest.id, recipient=second.email),
-        ],
-    )
+    return Draft(prompt, [_forward(latest, first), _forward(latest, second)])
 
 
 @template("email_delete_last_from", EMAIL_CATEGORY)
@@ -145,7 +155,7 @@ def delete_last_from(world: World, rng: Random) -> Draft | None:
             "most recent email they sent me?",
         )
     )
-    return Draft(prompt, [call("email_delete_email", email_id=latest.id)])
+    return Draft(prompt, [_delete(latest)])
 
 
 @template("email_delete_from_last_days", EMAIL_CATEGORY)
@@ -168,7 +178,7 @@ def delete_from_last_days(world: World, rng: Random) -> Draft | None:
             "Can you delete them?",
         )
     )
-    return Draft(prompt, [call("email_delete_email", email_id=m.id) for m in recent])
+    return Draft(prompt, [_delete(m) for m in recent])
 
 
 @template("email_delete_about_subject", EMAIL_CATEGORY)
@@ -187,7 +197,7 @@ def delete_about_subject(world: World, rng: Random) -> Draft | None:
             "them?",
         )
     )
-    return Draft(prompt, [call("email_delete_email", email_id=m.id) for m in hits])
+    return Draft(prompt, [_delete(m) for m in hits])
 
 
 @template("email_send", EMAIL_CATEGORY)

@@ -6,18 +6,17 @@ answer is to change nothing (or, for "otherwise" templates, the other branch).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from random import Random
 
-from workplace_env.taskgen.analytics import metric_condition, since_day
+from workplace_env.taskgen.analytics import MetricCondition, metric_condition, since_day
 from workplace_env.taskgen.base import MULTI_CATEGORY, Call, Draft, call, pick, quoted, template
 from workplace_env.taskgen.calendar import create_event
 from workplace_env.taskgen.crm import delete, rep_name
-from workplace_env.taskgen.project import BOARD_WORDS, create, overdue, tasks_of
+from workplace_env.taskgen.project import BOARD_WORDS, create, late_person, overdue, tasks_of
 from workplace_env.taskgen.world import (
     BOARDS,
-    CORE_METRICS,
-    METRIC_NAMES,
     TODAY,
     TOMORROW,
     Person,
@@ -136,12 +135,10 @@ def meeting_tomorrow_email(world: World, rng: Random) -> Draft | None:
 @template("multi_overdue_email_else", MULTI_CATEGORY)
 def overdue_email_else(world: World, rng: Random) -> Draft | None:
     """Email a colleague about their overdue tasks, or praise them if they have none."""
-    person = pick(rng, world.task_people)
-    if person is None:
+    found = late_person(world, rng)
+    if found is None:
         return None
-    late = overdue(tasks_of(world, person))
-    if late is None:
-        return None
+    person, late = found
     prompt = rng.choice(
         (
             f"If {person.name} has any overdue tasks, send them an email titled 'Overdue tasks' "
@@ -191,68 +188,61 @@ def overdue_meeting(world: World, rng: Random) -> Draft | None:
     return Draft(prompt, [meeting] if late else [])
 
 
+def _metric_and(
+    world: World, rng: Random, people: Sequence[Person]
+) -> tuple[MetricCondition, Person] | None:
+    """A :class:`MetricCondition` and one of ``people`` (the start day, the person, the rest)."""
+    since, person = since_day(world, rng), pick(rng, people)
+    if since is None or person is None:
+        return None
+    cond = metric_condition(world, rng, since)
+    return None if cond is None else (cond, person)
+
+
 @template("multi_metric_task", MULTI_CATEGORY)
 def metric_task(world: World, rng: Random) -> Draft | None:
     """If a metric crossed a threshold since a date, create a backlog task for a colleague."""
-    since, person = since_day(world, rng), pick(rng, world.task_people)
-    if since is None or person is None:
+    drawn = _metric_and(world, rng, world.task_people)
+    if drawn is None:
         return None
-    metric = rng.choice(CORE_METRICS)
-    condition = metric_condition(world, rng, since, metric)
-    if condition is None:
-        return None
-    side, n, holds = condition
-    name, board = METRIC_NAMES[metric], rng.choice(BOARDS)
+    cond, person = drawn
+    board = rng.choice(BOARDS)
     due = TODAY + timedelta(days=rng.randint(1, 14))
     prompt = (
-        f"If {name} was {side} than {n} at any time since {nl_date(since)}, make a backlog task "
-        f"called 'Improve {name}' for {person.name} on the {BOARD_WORDS[board]} board with a "
-        f"deadline of {nl_date(due)}"
+        f"If {cond.clause}, make a backlog task called 'Improve {cond.name}' for {person.name} on "
+        f"the {BOARD_WORDS[board]} board with a deadline of {nl_date(due)}"
     )
-    task = create(f"Improve {name}", person.email, "Backlog", ymd(due), board)
-    return Draft(prompt, [task] if holds else [])
+    task = create(f"Improve {cond.name}", person.email, "Backlog", ymd(due), board)
+    return Draft(prompt, [task] if cond.holds else [])
 
 
 @template("multi_metric_meeting", MULTI_CATEGORY)
 def metric_meeting(world: World, rng: Random) -> Draft | None:
     """If a metric crossed a threshold since a date, book a meeting about it tomorrow."""
-    since, person = since_day(world, rng), pick(rng, world.people)
-    if since is None or person is None:
+    drawn = _metric_and(world, rng, world.people)
+    if drawn is None:
         return None
-    metric = rng.choice(CORE_METRICS)
-    condition = metric_condition(world, rng, since, metric)
-    if condition is None:
-        return None
-    side, n, holds = condition
-    name = METRIC_NAMES[metric]
-    meeting = meeting_tomorrow(world, f"Discuss {name}", person.email)
+    cond, person = drawn
+    meeting = meeting_tomorrow(world, f"Discuss {cond.name}", person.email)
     if meeting is None:
         return None
     prompt = (
-        f"If {name} was {side} than {n} at any time since {nl_date(since)}, schedule a "
-        f"half-hour meeting called 'Discuss {name}' with {person.name} at the earliest time I'm "
-        "free tomorrow"
+        f"If {cond.clause}, schedule a half-hour meeting called 'Discuss {cond.name}' with "
+        f"{person.name} at the earliest time I'm free tomorrow"
     )
-    return Draft(prompt, [meeting] if holds else [])
+    return Draft(prompt, [meeting] if cond.holds else [])
 
 
 @template("multi_metric_delete_leads", MULTI_CATEGORY)
 def metric_delete_leads(world: World, rng: Random) -> Draft | None:
     """If a metric crossed a threshold since a date, delete a sales rep's leads."""
-    since, rep = since_day(world, rng), pick(rng, world.reps)
-    if since is None or rep is None:
+    drawn = _metric_and(world, rng, world.reps)
+    if drawn is None:
         return None
-    metric = rng.choice(CORE_METRICS)
-    condition = metric_condition(world, rng, since, metric)
-    if condition is None:
-        return None
-    side, n, holds = condition
+    cond, rep = drawn
     leads = [c for c in world.customers if c.rep == rep.email and c.status == "Lead"]
-    prompt = (
-        f"If {METRIC_NAMES[metric]} was {side} than {n} at any time since {nl_date(since)}, "
-        f"delete all {rep_name(rep)}'s leads in the CRM"
-    )
-    return Draft(prompt, [delete(c) for c in leads] if holds else [])
+    prompt = f"If {cond.clause}, delete all {rep_name(rep)}'s leads in the CRM"
+    return Draft(prompt, [delete(c) for c in leads] if cond.holds else [])
 
 
 @template("multi_customer_not_contacted", MULTI_CATEGORY)
@@ -311,10 +301,7 @@ def email_sender_meeting(world: World, rng: Random) -> Draft | None:
         f"schedule a {nl_minutes(minutes)} meeting called {quoted(mail.subject)} at "
         f"{nl_time(start)} with the sender for {nl_date(day)}."
     )
-    return Draft(
-        prompt,
-        [create_event(mail.subject, mail.sender, start, minutes)],
-    )
+    return Draft(prompt, [create_event(mail.subject, mail.sender, start, minutes)])
 
 
 def _met_within(world: World, person: Person, days: int) -> bool | None:

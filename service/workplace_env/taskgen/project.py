@@ -7,7 +7,7 @@ overdue tasks skip people who have unfinished tasks due today.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from random import Random
 
@@ -60,6 +60,15 @@ def overdue(tasks: Sequence[PmTask]) -> list[PmTask] | None:
     if any(t.due == TODAY for t in open_tasks):
         return None
     return [t for t in open_tasks if t.due < TODAY]
+
+
+def late_person(world: World, rng: Random) -> tuple[Person, list[PmTask]] | None:
+    """A colleague with tasks and their overdue tasks (None when one of theirs is due today)."""
+    person = pick(rng, world.task_people)
+    if person is None:
+        return None
+    late = overdue(tasks_of(world, person))
+    return None if late is None else (person, late)
 
 
 def new_task_name(world: World, rng: Random) -> str | None:
@@ -158,12 +167,10 @@ def create_backlog_task(world: World, rng: Random) -> Draft | None:
 @template("pm_overdue_backlog_to_progress", PROJECT_CATEGORY)
 def overdue_backlog_to_progress(world: World, rng: Random) -> Draft | None:
     """Move all of a colleague's overdue tasks in the backlog to in progress."""
-    person = pick(rng, world.task_people)
-    if person is None:
+    found = late_person(world, rng)
+    if found is None:
         return None
-    late = overdue(tasks_of(world, person))
-    if late is None:
-        return None
+    person, late = found
     tasks = [t for t in late if t.list_name == "Backlog"]
     prompt = rng.choice(
         (
@@ -246,40 +253,53 @@ def _named_task(world: World, rng: Random) -> tuple[Person, PmTask] | None:
     return person, task
 
 
-@template("pm_move_task_board", PROJECT_CATEGORY)
-def move_task_board(world: World, rng: Random) -> Draft | None:
-    """Move one named task of a colleague to another board."""
+def _move_named_task(
+    world: World,
+    rng: Random,
+    field: str,
+    values: Iterable[str],
+    phrasings: Callable[[Person, str, str], tuple[str, ...]],
+) -> Draft | None:
+    """Set ``field`` (``"board"``, ``"list_name"``) of a colleague's named task to another of
+    ``values``; the prompt is one of ``phrasings(person, quoted task name, value)``."""
     found = _named_task(world, rng)
     if found is None:
         return None
     person, task = found
-    board = rng.choice([b for b in BOARDS if b != task.board])
-    prompt = rng.choice(
-        (
-            f"Move {person.name}'s task {quoted(task.name)} to the {board} board",
-            f"{quoted(task.name)}, assigned to {person.name}, belongs on the "
-            f"{BOARD_WORDS[board]} board. Can you move it there?",
-        )
+    value = rng.choice([v for v in values if v != getattr(task, field)])
+    prompt = rng.choice(phrasings(person, quoted(task.name), value))
+    return Draft(prompt, [update(task, field, value)])
+
+
+@template("pm_move_task_board", PROJECT_CATEGORY)
+def move_task_board(world: World, rng: Random) -> Draft | None:
+    """Move one named task of a colleague to another board."""
+    return _move_named_task(
+        world,
+        rng,
+        "board",
+        BOARDS,
+        lambda person, task, board: (
+            f"Move {person.name}'s task {task} to the {board} board",
+            f"{task}, assigned to {person.name}, belongs on the {BOARD_WORDS[board]} board. Can "
+            "you move it there?",
+        ),
     )
-    return Draft(prompt, [update(task, "board", board)])
 
 
 @template("pm_set_task_list", PROJECT_CATEGORY)
 def set_task_list(world: World, rng: Random) -> Draft | None:
     """Move one named task of a colleague to another list."""
-    found = _named_task(world, rng)
-    if found is None:
-        return None
-    person, task = found
-    target = rng.choice([n for n in LIST_WORDS if n != task.list_name])
-    prompt = rng.choice(
-        (
-            f"Move {person.name}'s task {quoted(task.name)} to {LIST_WORDS[target]}",
-            f"{person.name}'s task {quoted(task.name)} should be {LIST_WORDS[target]}. Can you "
-            "update it?",
-        )
+    return _move_named_task(
+        world,
+        rng,
+        "list_name",
+        LIST_WORDS,
+        lambda person, task, target: (
+            f"Move {person.name}'s task {task} to {LIST_WORDS[target]}",
+            f"{person.name}'s task {task} should be {LIST_WORDS[target]}. Can you update it?",
+        ),
     )
-    return Draft(prompt, [update(task, "list_name", target)])
 
 
 @template("pm_task_for_most_completed", PROJECT_CATEGORY)
