@@ -866,6 +866,11 @@ class _ModelEpisode:
         check_rollout_inputs(row, policy, episode, task_id)
         self.started = time.perf_counter()
         self.model_client, self.row, self.policy = model_client, row, policy
+        # A JSON-string ground truth is not calls: the task is seeded without it and Verify
+        # scores it as the reference does ("change nothing").
+        truth = row.get("ground_truth")
+        self.truth_json = json.dumps(truth, ensure_ascii=False) if isinstance(truth, str) else None
+        self.seeded = row if self.truth_json is None else {**row, "ground_truth": []}
         self.episode, self.task_id = episode, task_id
         self.verified: VerifyResult | None = None
         self.failure: EpisodeFailure | None = None
@@ -889,7 +894,9 @@ class _ModelEpisode:
         return {
             "model": lambda request: self.create(**request),
             "tool": lambda call: env.call_tool_raw(session_id, *call),
-            "verify": lambda output: env.verify(session_id, response_output=output),
+            "verify": lambda output: env.verify(
+                session_id, response_output=output, ground_truth_json=self.truth_json
+            ),
         }
 
     def next(self, outcome: Any) -> tuple[str, Any] | None:
@@ -933,7 +940,7 @@ def run_rollout(
     """
     ep = _ModelEpisode(model_client, row, policy, episode, task_id)
     ep.begin(tools if tools is not None else env.list_tools())
-    with env.session(row, episode=ep.episode, task_id=ep.task_id) as session:
+    with env.session(ep.seeded, episode=ep.episode, task_id=ep.task_id) as session:
         io = ep.io(env, session.id)
         outcome: Any = None
         while (step := ep.next(outcome)) is not None:
@@ -958,7 +965,7 @@ async def arun_rollout(
     async model client (``openai.AsyncOpenAI`` or alike)."""
     ep = _ModelEpisode(model_client, row, policy, episode, task_id)
     ep.begin(tools if tools is not None else await env.list_tools())
-    async with env.session(row, episode=ep.episode, task_id=ep.task_id) as session:
+    async with env.session(ep.seeded, episode=ep.episode, task_id=ep.task_id) as session:
         io = ep.io(env, session.id)
         outcome: Any = None
         while (step := ep.next(outcome)) is not None:

@@ -856,21 +856,37 @@ def test_nemo_gym_reverification_accepts_the_rollouts(server, tmp_path):
         gateway.stop(timeout_s=2)
 
 
-def test_cli_masks_an_episode_whose_seed_is_refused_and_goes_on(server, tmp_path):
+def test_cli_refuses_a_row_the_seed_would_refuse_before_any_episode(server, tmp_path):
+    """The model policy checks its rows as the scripted ones do: a row the service's seed
+    check refuses (S5) stops the run before anything is played (exit 2, line and field)."""
     good = _no_change(server)
     refused = {**_crm_single(server), "environment_name": "some_other_env"}
     tasks_file = tmp_path / "tasks.jsonl"
-    tasks_file.write_text(json.dumps(refused) + "\n" + json.dumps(good) + "\n")
+    tasks_file.write_text(json.dumps(good) + "\n" + json.dumps(refused) + "\n")
     out = tmp_path / "rollouts.jsonl"
     with StandInModel({good["prompt"]: [Text("Nothing to change.")]}) as standin:
         result = _run_model(tasks_file, standin, server, out)
-    assert result.exit_code == 1, result.output  # the environment's refusal, unfinished
-    by_id = {line["id"]: line for line in read_rollouts(out)}
-    bad = by_id[refused["id"]]
-    assert bad["mask_sample"] and bad["failure_kind"] == "workplace_env:environment_error"
-    assert "environment_name" in bad["failure_reason"]
-    assert bad["response"]["output"] == [] and bad["response"]["object"] == "response"
-    assert by_id[good["id"]]["reward"] == 1.0
+        assert standin.scripts[good["prompt"]].requests == []
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert "1 of the 2 lines are no episode; nothing was played: line 2:" in said
+    assert "environment_name" in said
+    assert not out.exists() or read_rollouts(out) == []
+
+
+def test_cli_scores_a_string_ground_truth_as_change_nothing(server, tmp_path):
+    """A JSON-string ground truth is an episode under the model policy too: seeded without
+    it, verified with the string (``ground_truth_json``), as the reference scores it."""
+    task = {**_no_change(server), "ground_truth": "email_delete_email"}
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text(json.dumps(task) + "\n")
+    out = tmp_path / "rollouts.jsonl"
+    with StandInModel({task["prompt"]: [Text("Nothing to change.")]}) as standin:
+        result = _run_model(tasks_file, standin, server, out)
+    assert result.exit_code == 0, result.output
+    (line,) = read_rollouts(out)
+    assert (line["reward"], line["mask_sample"]) == (1.0, False)
+    assert line["ground_truth"] == "email_delete_email"  # the row as sent
 
 
 def test_cli_exit_status_counts_the_models_own_failures_only_with_fail_on_masked(server, tmp_path):

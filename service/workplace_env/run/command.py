@@ -304,6 +304,8 @@ def run_model_policy(
         problem = checks.json_problem(line, f"line {number}", strict=True)
         if problem is not None:  # its rollout line could not be strict JSON
             raise CommandError(f"{problem[0]}: {problem[1]}; nothing was played.")
+    refuse_malformed_lines(lines, numbers)
+    warn_string_truths(lines)
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(only_run_into(options.out))
