@@ -88,7 +88,9 @@ class AsyncEnvironmentClient(
 
     async def close(self) -> None:
         """Close the channel if this client created it (the transport's :meth:`close`), and
-        the admin clients it made."""
+        the admin clients it made; every call in flight or started later raises
+        ClientClosedError."""
+        self.closed = True
         for admin in self._admins.values():
             admin.close()
         await self.transport.close()

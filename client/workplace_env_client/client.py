@@ -211,7 +211,9 @@ class EnvironmentClient(ClientBase[grpc.Channel, Transport, SessionBlock[Session
         self.close()
 
     def close(self) -> None:
-        """Close the channel if this client created it (the transport's :meth:`close`)."""
+        """Close the channel if this client created it (the transport's :meth:`close`); every
+        call in flight or started later raises ClientClosedError."""
+        self.closed = True
         self.transport.close()
 
     def admin(self, token: str | None = None) -> AdminClient:

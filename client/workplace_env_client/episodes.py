@@ -13,7 +13,7 @@ from contextlib import suppress
 from typing import Any
 
 from workplace_env_client.client import EnvironmentClient
-from workplace_env_client.errors import close_failed
+from workplace_env_client.errors import close_failed, may_have_run
 from workplace_env_client.messages import VerifyResult, arguments_text, session_identity
 
 
@@ -51,16 +51,17 @@ class RowEpisode:
     ) -> RowEpisode:
         """Seed a session for ``row`` (episode default ``(<uuid>, 0)``). Raises ArgumentError
         (nothing sent) for a malformed row (a ground truth that is not a list of calls:
-        ``task.ground_truth``) or episode, and the seed's errors, the id closed first (nothing
-        left open)."""
+        ``task.ground_truth``) or episode, and the seed's errors, the id closed first when the
+        seed's outcome is unknown (nothing left open)."""
         sid, ep, task, task_id = session_identity(row, episode, None, None)
         try:
             client.seed(sid, ep, task_id, task)
         except BaseException as failed:
-            try:
-                client.close_session(sid, ep)
-            except Exception as closing:
-                close_failed(sid, closing, failed)
+            if may_have_run(failed):
+                try:
+                    client.close_session(sid, ep)
+                except Exception as closing:
+                    close_failed(sid, closing, failed)
             raise
         return cls(client, sid, ep)
 

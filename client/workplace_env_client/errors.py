@@ -103,12 +103,23 @@ class ReplayDivergedError(WorkplaceEnvError):
 
 class ClientClosedError(WorkplaceEnvError, ValueError):
     """FAILED_PRECONDITION CLIENT_CLOSED (raised by the SDK, not the server): an RPC through a
-    client after its ``close()`` (or over a channel its owner closed); nothing was sent. Also
-    a ValueError, what gRPC raises for it."""
+    client after its ``close()`` (or over a channel its owner closed): nothing was sent; or an
+    RPC in flight when the client was closed (:attr:`in_flight`: it may have run). Also a
+    ValueError, what gRPC raises for it."""
+
+    #: True when the RPC was in flight at the close (it may have reached the server).
+    in_flight: bool = False
 
 
-def client_closed() -> ClientClosedError:
-    """The :class:`ClientClosedError` of a call through a closed client."""
+def client_closed(in_flight: bool = False) -> ClientClosedError:
+    """The :class:`ClientClosedError` of a call through a closed client (``in_flight``: one
+    under way when the client was closed)."""
+    error = _closed_error()
+    error.in_flight = in_flight
+    return error
+
+
+def _closed_error() -> ClientClosedError:
     return ClientClosedError(
         "the client is closed (its close() was called, or its channel was closed); make a new "
         "client",
@@ -244,6 +255,31 @@ class SessionLeftOpenWarning(UserWarning):
 
 #: Close failures of a server out of reach: it keeps the session until its idle TTL.
 _LEFT_OPEN = (UnavailableError, DeadlineError)
+
+
+#: Failure statuses after which an RPC may have run on the server: its outcome is unknown.
+_OUTCOME_UNKNOWN = frozenset(
+    {
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+    }
+)
+
+
+def may_have_run(error: BaseException) -> bool:
+    """Whether an RPC that failed with ``error`` may have run on the server: its outcome is
+    unknown (a deadline, an unreachable server, a connection lost mid-call, an interrupt or a
+    cancellation, a call cut by its client's close); False for a definite refusal by a status
+    and for an SDK error raised before sending (ArgumentError, EventLoopError,
+    ClientClosedError)."""
+    if isinstance(error, ClientClosedError):
+        return error.in_flight
+    if isinstance(error, WorkplaceEnvError):
+        return error.code in _OUTCOME_UNKNOWN
+    return True
 
 
 #: How long a session whose close failed stays on the server.

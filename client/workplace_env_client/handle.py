@@ -22,7 +22,6 @@ import grpc
 
 from workplace_env_client import reasons
 from workplace_env_client.admin import AdminClient
-from workplace_env_client.channel import is_refusal
 from workplace_env_client.errors import (
     ArgumentError,
     ReplayDivergedError,
@@ -30,6 +29,7 @@ from workplace_env_client.errors import (
     SessionLostError,
     WorkplaceEnvError,
     close_failed,
+    may_have_run,
 )
 from workplace_env_client.messages import (
     CallLike,
@@ -78,19 +78,20 @@ def open_block(
     admin: object,
 ) -> Steps:
     """The steps of a client's ``session()`` up to its block: check the arguments (ArgumentError,
-    nothing sent), seed, and when the seed fails, close an id generated here (the fence; one
-    try after a refusal for concurrency, which did not run) and raise the seed's error.
-    Returns ``(session id, episode, task id, task message)``."""
+    nothing sent), seed, and when the seed fails with an unknown outcome
+    (:func:`~workplace_env_client.errors.may_have_run`), close an id generated here (the fence)
+    and raise the seed's error; a seed refused by a definite status, or never sent, made no
+    session and is raised as is. Returns ``(session id, episode, task id, task message)``."""
     sid, ep, task_msg, tid = session_identity(task, episode, task_id, session_id)
     check_recovery(recovery)
     check_admin(admin)
     try:
         yield Step(client, "seed", (sid, ep, tid, task_msg))
     except BaseException as failed:
-        if not session_id:  # our own id: nobody retries it, so fencing it is safe
-            retry = not is_refusal(failed)
+        # Our own id: nobody retries it, so fencing it is safe.
+        if not session_id and may_have_run(failed):
             try:
-                yield Step(client, "_close", (sid, ep), {"retry_refusals": retry})
+                yield Step(client, "_close", (sid, ep), {"retry_refusals": True})
             except Exception as closing:
                 close_failed(sid, closing, failed)
         raise
@@ -215,6 +216,7 @@ class SessionHandle:
         #: The last checkpoint :meth:`checkpoint` took (None before the first).
         self.last_checkpoint: SessionCheckpoint | None = None
         self._calls: list[RecordedCall] = []
+        self._call_ids: set[str] = set()
         self._recoveries: list[Recovery] = []
         self._failed_recoveries: list[Exception] = []
         self._fenced: ReplayDivergedError | None = None
@@ -264,7 +266,8 @@ class SessionHandle:
 
     @property
     def calls(self) -> tuple[RecordedCall, ...]:
-        """The successful tool calls made through this handle, in order."""
+        """The tool calls this handle's session applied, in order, each once (a call sent again
+        with a recorded ``call_id`` is the server's replay of it, T6, not a new call)."""
         return tuple(self._calls)
 
     @property
@@ -300,8 +303,16 @@ class SessionHandle:
                 fenced = "; the handle is fenced" if failed is self._fenced else ""
                 lost.add_note(f"recovery ({self.recovery}) failed: {failed}{fenced}")
                 raise lost from lost.__cause__
-        self._calls.append(RecordedCall(name, text, cid, output_digest(output)))
+        self._record(RecordedCall(name, text, cid, output_digest(output)))
         return json.loads(output)
+
+    def _record(self, call: RecordedCall) -> None:
+        """Record ``call`` unless its ``call_id`` is recorded already: the server answered it
+        as a replay of that call (same id and arguments, T6; other arguments are refused
+        CALL_ID_REUSED), which ran once and is recorded once."""
+        if call.call_id not in self._call_ids:
+            self._call_ids.add(call.call_id)
+            self._calls.append(call)
 
     def _verify(
         self, function_calls: Iterable[CallLike] | None, kwargs: dict[str, Any]

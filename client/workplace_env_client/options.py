@@ -8,6 +8,7 @@ drive them: the sync one sleeps, the async one awaits.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,11 +27,22 @@ from workplace_env_client.channel import (
     given_or_made,
     refusal_wait,
 )
-from workplace_env_client.errors import WorkplaceEnvError
+from workplace_env_client.errors import WorkplaceEnvError, client_closed
 from workplace_env_client.handle import RecoveryStrategy
 from workplace_env_client.messages import TaskLike
 from workplace_env_client.routing import Target, session_metadata
 from workplace_env_client.steps import Step, Steps
+
+
+def caller_cancelled() -> bool:
+    """Whether the running task is being cancelled by its caller (``Task.cancelling()``), as
+    opposed to an RPC cancelled under it by its client's close; True outside a task."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return True
+    return task is None or task.cancelling() > 0
+
 
 #: The channel type of a client (``grpc.Channel`` or ``grpc.aio.Channel``).
 ChannelT = TypeVar("ChannelT", grpc.Channel, grpc.aio.Channel)
@@ -148,6 +160,8 @@ class ClientBase(Generic[ChannelT, TransportT, BlockT]):
         self.admin_token = options.admin_token
         self._retry_refusals = options.retry_refusals
         self._target, self._affinity, self._credentials = target, affinity, credentials
+        #: Set by ``close()``: every RPC in flight or started after it ends ClientClosedError.
+        self.closed = False
 
     @property
     def channel(self) -> ChannelT | None:
@@ -184,10 +198,11 @@ class ClientBase(Generic[ChannelT, TransportT, BlockT]):
         answer within the deadline) is a
         :class:`~workplace_env_client.errors.SessionLeftOpenWarning` naming the session id
         (the server keeps it until its idle TTL), not an exception that would hide the block's
-        result. When the seed itself fails and the id was generated here, the id is closed
-        too (a seed that did land, e.g. past a deadline, is not leaked; the fence refuses a
-        late one; one try after a seed refused TOO_MANY_RPCS, which did not run), and the
-        seed's error is raised. Raises ArgumentError, sending nothing, for a malformed
+        result. When the seed fails with an unknown outcome (a deadline, an unreachable
+        server, a lost connection) and the id was generated here, the id is closed too (a
+        seed that did land is not leaked; the fence refuses a late one); a seed refused by a
+        definite status, or never sent, made no session and closes nothing. The seed's error
+        is raised. Raises ArgumentError, sending nothing, for a malformed
         ``task``, ``episode``, ``task_id``, ``session_id`` or ``recovery``.
 
         ``recovery`` (``"replay"`` or ``"checkpoint"``) makes the handle recover by itself
@@ -215,10 +230,18 @@ class ClientBase(Generic[ChannelT, TransportT, BlockT]):
         budget = RpcBudget.start(self.timeout_s, self._retry_refusals, retry_refusals)
         metadata = session_metadata(session_id)
         while True:
+            if self.closed:
+                raise client_closed()
             options = {"timeout": budget.remaining(), "metadata": metadata, "checked": checked}
             try:
                 return (yield Step(self.transport, "unary", (method, request), options))
+            except asyncio.CancelledError:
+                if self.closed and not caller_cancelled():
+                    raise client_closed(in_flight=True) from None
+                raise
             except WorkplaceEnvError as error:
+                if self.closed:
+                    raise client_closed(in_flight=True) from error
                 wait = budget.wait_after(error)
                 if wait is None:
                     raise

@@ -480,3 +480,20 @@ def test_screenshots(tmp_path):
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
         assert struct.unpack(">II", png[16:24]) == (1280, 900)
         assert len(png) > 20_000  # a rendered page, not a blank one
+
+
+def _public_members(cls: type, instance: object) -> set[str]:
+    names = set(dir(cls)) | set(vars(instance))
+    return {name for name in names if not name.startswith("_")}
+
+
+def test_the_sdk_page_names_every_public_member_of_session():
+    from workplace_env_client import Session
+
+    row = next(
+        line
+        for line in (DOCS / "sdk.md").read_text().splitlines()
+        if line.startswith("| `Session` |")
+    )
+    named = set(re.findall(r"`([a-z_]+)\b[^`]*`", row.split("|")[2]))
+    assert named == _public_members(Session, Session(None, "s", ("e", 0)))

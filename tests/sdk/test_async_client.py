@@ -9,6 +9,7 @@ import inspect
 import json
 import logging
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -301,3 +302,21 @@ def test_an_async_client_over_a_channel_has_no_admin_target(target):
         await channel.close()
 
     asyncio.run(ask())
+
+
+def test_a_session_opened_in_another_event_loop_warns_nothing(server, target):
+    """A session() in another loop than the client's is EventLoopError before anything is
+    sent: no session exists, so no SessionLeftOpenWarning."""
+    env = AsyncEnvironmentClient(target)
+    assert len(asyncio.run(env.list_tools())) == 27
+
+    async def open_one() -> None:
+        async with env.session(TASK, episode=EP):
+            pytest.fail("the block must not run")
+
+    with warnings.catch_warnings(record=True) as recorded:
+        warnings.simplefilter("always")
+        with pytest.raises(EventLoopError):
+            asyncio.run(open_one())
+    assert not [w for w in recorded if issubclass(w.category, SessionLeftOpenWarning)]
+    asyncio.run(env.close())

@@ -5,9 +5,11 @@ deadlines, and the session context manager closing on every exit.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -43,6 +45,7 @@ from workplace_env.sessions import SessionConfig
 from workplace_env.testing.faults import Faults
 from workplace_env_client import (
     AdminClient,
+    AsyncEnvironmentClient,
     CallIdReusedError,
     CapacityError,
     ClientClosedError,
@@ -361,16 +364,16 @@ def test_refusal_wait_honours_retry_info_within_the_deadline_and_only_for_too_ma
     assert refusal_wait(unavailable, 10.0) is None
 
 
-def test_a_seed_refused_until_its_deadline_is_fenced_with_one_try(grpc_flavor):
-    """A seed refused TOO_MANY_RPCS did not run, so the fence of the block's own id is tried
-    once, not retried for another whole deadline; the seed's CapacityError is raised."""
+def test_a_seed_refused_until_its_deadline_is_not_fenced(grpc_flavor):
+    """A seed refused TOO_MANY_RPCS at every try did not run, so no session exists: no fence
+    is sent; the seed's CapacityError is raised."""
     stand_in = RefusingStandIn(refusals=10**9)
     try:
         client = grpc_flavor(stand_in.target, timeout_s=0.5)
         with pytest.raises(CapacityError), client.session(TASK, episode=EP):
             pytest.fail("the block must not run")
         assert stand_in.attempts["SeedSession"] > 1  # retried within its deadline
-        assert stand_in.attempts["CloseSession"] == 1
+        assert "CloseSession" not in stand_in.attempts
     finally:
         stand_in.stop()
 
@@ -788,3 +791,154 @@ def test_a_session_block_s_own_exception_is_never_replaced_by_the_close(make_ser
         raise LookupError("the block's own")
     assert str(raised.value) == "the block's own"
     assert any(f"closing session {s.id!r} also failed" in n for n in raised.value.__notes__)
+
+
+# -- what a session records: each applied call once ----------------------------------------------
+
+
+def test_a_call_sent_again_with_its_call_id_is_recorded_and_scored_once(make_sdk_env):
+    """A retry answered as a replay (same call_id, T6) is not a new call: ``calls``, what
+    verify sends and what a recovery replays hold it once."""
+    env: Env = make_sdk_env()
+    task = {"id": "t", "ground_truth": [{"name": WRITE[0], "arguments": json.dumps(WRITE[1])}]}
+    with env.client.session(task, episode=EP, task_id=TID) as s:
+        first = s.call_tool(*WRITE, call_id="k1")
+        assert s.call_tool(*WRITE, call_id="k1") == first
+        assert [c.call_id for c in s.calls] == ["k1"]
+        assert s.verify().reward == 1.0
+        assert s.recover("replay").replayed == 0  # the server holds it: nothing to replay
+    assert s.calls == (s.calls[0],)
+
+
+# -- SessionLeftOpenWarning only when a session may exist ----------------------------------------
+
+
+def _no_left_open_warning(recorded: Any) -> None:
+    assert not [w for w in recorded if issubclass(w.category, SessionLeftOpenWarning)]
+
+
+def test_a_seed_refused_by_a_definite_status_warns_nothing_and_sends_no_fence(make_sdk_env):
+    """A seed the server refused (INVALID_ARGUMENT) made no session: no fence, no warning."""
+    env: Env = make_sdk_env()
+    with warnings.catch_warnings(record=True) as recorded:
+        warnings.simplefilter("always")
+        with (
+            pytest.raises(WorkplaceEnvError) as refused,
+            env.client.session(TASK, episode=("r", -1)),
+        ):
+            pytest.fail("the block must not run")
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    _no_left_open_warning(recorded)
+    assert env.store.live_count() == 0
+
+
+def test_a_seed_refused_for_concurrency_without_retries_warns_nothing(grpc_flavor):
+    """A seed refused TOO_MANY_RPCS (not run, ``retry_refusals=False``) made no session: no
+    fence is sent and nothing warns."""
+    stand_in = RefusingStandIn(refusals=10**9)
+    try:
+        client = grpc_flavor(stand_in.target, timeout_s=HANG_S, retry_refusals=False)
+        with warnings.catch_warnings(record=True) as recorded:
+            warnings.simplefilter("always")
+            with pytest.raises(CapacityError), client.session(TASK, episode=EP):
+                pytest.fail("the block must not run")
+        _no_left_open_warning(recorded)
+        assert stand_in.attempts == {"SeedSession": 1}
+    finally:
+        stand_in.stop()
+
+
+def test_a_seed_never_sent_warns_nothing(grpc_flavor):
+    """A session() of a closed client sends nothing and warns nothing."""
+    stand_in = RefusingStandIn(refusals=0)
+    try:
+        client = grpc_flavor(stand_in.target, timeout_s=HANG_S)
+        client.close()
+        with warnings.catch_warnings(record=True) as recorded:
+            warnings.simplefilter("always")
+            with pytest.raises(ClientClosedError), client.session(TASK, episode=EP):
+                pytest.fail("the block must not run")
+        _no_left_open_warning(recorded)
+        assert stand_in.total() == 0
+    finally:
+        stand_in.stop()
+
+
+def test_a_seed_with_an_unknown_outcome_is_fenced_and_warns_when_the_fence_fails(make_sdk_env):
+    """A seed answered UNAVAILABLE may have run: the block's own id is closed; when that close
+    fails too, the warning names the session."""
+    env: Env = make_sdk_env()
+    Faults.of(env.store).fail_next_build(10)
+    Faults.of(env.store).fail_next_release(10)
+    with pytest.raises(UnavailableError), env.client.session(TASK, episode=EP):
+        pytest.fail("the block must not run")
+    Faults.of(env.store).clear()
+    assert env.store.live_count() == 0
+
+
+# -- closing a client ends its calls in flight with ClientClosedError ----------------------------
+
+
+def test_a_sync_client_closed_while_a_call_is_in_flight_ends_it_client_closed(make_server):
+    served = make_server()
+    arrived, release = threading.Event(), threading.Event()
+    client = EnvironmentClient(served.target, timeout_s=HANG_S)
+    served.client.seed("held", EP, TID, TASK)
+
+    def hold(sid: str) -> None:
+        if sid == "held":
+            arrived.set()
+            wait(release)
+
+    Faults.of(served.store).on("tool", hold)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            call = pool.submit(client.call_tool, "held", *WRITE)
+            wait(arrived)
+            client.close()
+            with pytest.raises(ClientClosedError) as closed:
+                call.result(HANG_S)
+        assert closed.value.in_flight
+        with pytest.raises(ClientClosedError):
+            client.list_tools()
+    finally:
+        release.set()
+        Faults.of(served.store).clear()
+
+
+def test_an_async_client_closed_while_calls_are_in_flight_ends_them_client_closed(make_server):
+    """``await env.close()`` while tasks await calls: each ends ClientClosedError (an
+    Exception), not a bare CancelledError; a cancellation of the caller's own task still
+    propagates as CancelledError."""
+    served = make_server()
+    arrived = {sid: threading.Event() for sid in ("own", "closed")}
+    release = threading.Event()
+    for sid in arrived:
+        served.client.seed(sid, EP, TID, TASK)
+
+    def hold(sid: str) -> None:
+        if sid in arrived:
+            arrived[sid].set()
+            wait(release)
+
+    async def scenario() -> None:
+        env = AsyncEnvironmentClient(served.target, timeout_s=HANG_S)
+        own = asyncio.create_task(env.call_tool("own", *WRITE))
+        await asyncio.to_thread(wait, arrived["own"])
+        own.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await own
+        calls = [asyncio.create_task(env.call_tool("closed", *WRITE)) for _ in range(3)]
+        await asyncio.to_thread(wait, arrived["closed"])
+        await env.close()
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        assert all(isinstance(r, ClientClosedError) for r in results), results
+        with pytest.raises(ClientClosedError):
+            await env.list_tools()
+
+    Faults.of(served.store).on("tool", hold)
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+        Faults.of(served.store).clear()
