@@ -1057,6 +1057,14 @@ def test_settings_from_env(monkeypatch):
         GatewaySettings(mcp_path="mcp")
 
 
+@pytest.mark.parametrize("blank", ["", " "])
+def test_settings_from_env_refuse_a_blank_cookie_secret(monkeypatch, blank):
+    """An empty secret was taken as unset: a random key per process, the variable set."""
+    monkeypatch.setenv(SECRET_ENV, blank)
+    with pytest.raises(ConfigError, match=f"{SECRET_ENV}\\): empty value; .* unset it"):
+        GatewaySettings.from_env()
+
+
 def test_without_mcp_the_path_is_just_a_tool_name(sdk):
     gw = start_gateway(client=sdk, settings=GatewaySettings(mcp_path=""))
     try:
