@@ -276,6 +276,19 @@ REQUEST_TIMEOUT = _row(
     "A request's headers or body did not arrive within the gateway's timeouts.",
     retryable=True, **_HTTP_ONLY,
 )  # fmt: skip
+BODY_UNPARSABLE = _row(
+    "BODY_UNPARSABLE", None, "", (400, "invalid_request"),
+    "A body that cannot be read: its bytes are not text in the encoding detected as JSON's "
+    "(UTF-8/16/32); 400 as NeMo Gym's server answers.", **_HTTP_ONLY,
+)  # fmt: skip
+ROUTE_NOT_FOUND = _row(
+    "ROUTE_NOT_FOUND", None, "", (404, "not_found"),
+    "A path the gateway serves nothing at.", **_HTTP_ONLY,
+)  # fmt: skip
+METHOD_NOT_ALLOWED = _row(
+    "METHOD_NOT_ALLOWED", None, "", (405, "method_not_allowed"),
+    "A method the path does not take; `Allow` names those it does.", **_HTTP_ONLY,
+)  # fmt: skip
 SESSION_COOKIE_REQUIRED = _row(
     "SESSION_COOKIE_REQUIRED", None, "", (403, "forbidden"),
     "`POST /session_token` names another session than the request's cookie.", **_HTTP_ONLY,

@@ -28,16 +28,27 @@ CONFIGS=resources_servers/workplace_env/configs
 MODEL_CONFIG=responses_api_models/openai_model/configs/openai_model.yaml
 # nemo-gym 0.7.0: ng_run prints "`ng_run` is deprecated ...; use `gym env start` instead" and
 # runs `gym env start` with the same arguments: either works; `gym env start` is the one to keep
-set -m  # job control: the launcher in the background still takes SIGINT (its Ctrl-C)
+# the launcher takes SIGINT (its Ctrl-C) whatever this script inherited: started in the
+# background (`nohup ... &`, CI) the script may get SIGINT ignored, which bash cannot undo for
+# its children, so a one-line Python wrapper restores its default and execs ng_run
+DEFAULT_SIGINT='import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])'
+STOP_WAIT_S=${STOP_WAIT_S:-120}  # how long stop waits for the launcher's exit
 start() {  # the launcher with the server's config, $1 and the model's; returns once it is ready
-  ng_run "+config_paths=[$CONFIGS/workplace_env.yaml,$1,$MODEL_CONFIG]" $MODEL $DATA &
+  python3 -c "$DEFAULT_SIGINT" ng_run "+config_paths=[$CONFIGS/workplace_env.yaml,$1,$MODEL_CONFIG]" \
+    $MODEL $DATA &
   LAUNCHER=$!
   until curl -sf http://127.0.0.1:11000/readyz >/dev/null; do  # its head server's default port
     kill -0 $LAUNCHER || return 1; sleep 2
   done
 }
 stop() {  # Ctrl-C, then wait for its exit: the next launcher and reverify take the same ports
-  kill -INT $LAUNCHER; wait $LAUNCHER
+  kill -INT $LAUNCHER
+  for _ in $(seq $STOP_WAIT_S); do
+    kill -0 $LAUNCHER 2>/dev/null || { wait $LAUNCHER; return 0; }
+    sleep 1
+  done
+  echo "stop: launcher pid $LAUNCHER still running ${STOP_WAIT_S} s after SIGINT; kill it" >&2
+  return 1
 }
 # typed: collect routed by taskset; rows {task_id, task_input}, here made of the example tasks
 TYPED_ROWS=typed_in.jsonl

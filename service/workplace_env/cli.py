@@ -47,6 +47,7 @@ from workplace_env.command_errors import RUN_WORDS, server_errors
 from workplace_env.config import (
     ConfigError,
     Settings,
+    admin_token_problem,
     client_credentials,
     load_settings,
     print_settings,
@@ -655,7 +656,19 @@ checkpoint_app = _command_group(
     "checkpoint", "Save live sessions to a directory, or restore them into a server."
 )
 Target = Annotated[str, Opt(help="HOST:PORT of the server.", callback=_server_target)]
-Token = Annotated[OptStr, Opt(help="Admin bearer token (also WORKPLACE_ENV_ADMIN_TOKEN).")]
+
+
+def _admin_token(value: str | None) -> str | None:
+    """``--token`` as given; a blank or unsendable one is a usage error (as the setting)."""
+    if value is not None and (problem := admin_token_problem(value)):
+        raise typer.BadParameter(problem)
+    return value
+
+
+Token = Annotated[
+    OptStr,
+    Opt(help="Admin bearer token (also WORKPLACE_ENV_ADMIN_TOKEN).", callback=_admin_token),
+]
 
 
 def _checkpoint_dir(output: bool) -> typer.models.ArgumentInfo:

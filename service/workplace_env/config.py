@@ -103,7 +103,9 @@ class SettingSpec:
     least ``low``, above it when ``strict``, at most ``high``; numbers only). ``secret``:
     printed masked. ``commands``: the commands of :data:`COMMANDS` taking it as an option.
     ``session`` / ``gateway``: the field of :class:`SessionConfig` / ``GatewaySettings`` it
-    sets (``session_unit``: that field's units in one of the setting's, e.g. bytes in a MiB)."""
+    sets (``session_unit``: that field's units in one of the setting's, e.g. bytes in a MiB).
+    ``may_be_empty``: a text setting for which ``""`` is a value (else a blank one is refused:
+    unset, it takes its default)."""
 
     help: str
     low: float | None = None
@@ -115,6 +117,7 @@ class SettingSpec:
     session: str | None = None
     session_unit: int = 1
     gateway: str | None = None
+    may_be_empty: bool = False
 
     def help_for(self, command: str, default: object) -> str:
         """The help of this setting's option in ``command``."""
@@ -134,6 +137,7 @@ def setting(
     session: str | None = None,
     session_unit: int = 1,
     gateway: str | None = None,
+    may_be_empty: bool = False,
 ) -> Any:
     """A :class:`Settings` field: its ``default`` and its :class:`SettingSpec` (``at_least``
     or ``above`` with ``at_most``: the range of a number; ``at_most`` defaults to
@@ -153,6 +157,7 @@ def setting(
         session=session,
         session_unit=session_unit,
         gateway=gateway,
+        may_be_empty=may_be_empty,
     )
     return dataclasses.field(default=default, metadata={"setting": spec})
 
@@ -332,6 +337,7 @@ class Settings:
         "HTTP path of the gateway's MCP endpoint [{default}]; '' turns MCP off.",
         commands=("serve", "gateway"),
         gateway="mcp_path",
+        may_be_empty=True,
     )
     #: HTTP gateway: seconds a request's headers may take to arrive (from the connection
     #: opening, or the previous response), then its body; beyond, 408 and the connection closes
@@ -419,6 +425,11 @@ def _coerce(name: str, value: Any, source: str) -> Any:
         if "None" in kind:
             return None
         raise ConfigError(f"{name} (from {source}) cannot be empty")
+    if isinstance(value, str) and not value.strip() and not SPECS[name].may_be_empty:
+        # a blank secret or path would show as set and act as unset (or as nothing): refused
+        default = _FIELDS[name].default
+        unset = "" if default is None else f" for the default {default!r}"
+        raise ConfigError(f"{name} (from {source}): empty value; give one, or unset it{unset}")
     try:
         if kind.startswith("int"):
             # an integer spelled as one, from every source alike: 3.0 and 1e3 are refused

@@ -747,15 +747,66 @@ def test_serve_with_a_mismatched_tls_key_says_so_and_exits_2(pki):
     assert "Failed to bind" not in text
 
 
+# -- blank text settings -------------------------------------------------------
+
+#: Every text setting but mcp_path (where "" turns MCP off): a blank one is refused.
+_TEXT_SETTINGS = sorted(
+    f.name
+    for f in dataclasses.fields(Settings)
+    if str(f.type).startswith("str") and not SPECS[f.name].may_be_empty
+)
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+@pytest.mark.parametrize("source", ["flag", "env", "file"])
+@pytest.mark.parametrize("name", _TEXT_SETTINGS)
+def test_a_blank_text_setting_is_refused_from_every_source(tmp_path, name, source, blank):
+    """WORKPLACE_ENV_COOKIE_SECRET= showed as set in ``config`` while the key was random."""
+    path = tmp_path / "c.toml"
+    path.write_text(f'{name} = "{blank}"\n' if source == "file" else "")
+    flags = {name: blank} if source == "flag" else {}
+    environ = {f"WORKPLACE_ENV_{name.upper()}": blank} if source == "env" else {}
+    with pytest.raises(ConfigError) as err:
+        load_settings(flags, path, environ)
+    where = {
+        "flag": f"--{name.replace('_', '-')}",
+        "env": f"WORKPLACE_ENV_{name.upper()}",
+        "file": f"file {path}",
+    }
+    assert f"{name} (from {where[source]}): empty value" in str(err.value)
+    assert "unset it" in str(err.value)
+
+
+def test_an_empty_mcp_path_is_a_value_turning_mcp_off():
+    settings, sources = load_settings({}, None, {"WORKPLACE_ENV_MCP_PATH": ""})
+    assert (settings.mcp_path, sources["mcp_path"]) == ("", "env")
+
+
+@pytest.mark.parametrize("command", ["save", "restore"])
+def test_checkpoint_refuses_a_blank_token_flag(tmp_path, command):
+    """``--token ""`` fell back to WORKPLACE_ENV_ADMIN_TOKEN as if not given."""
+    result = CliRunner().invoke(
+        app, ["checkpoint", command, str(tmp_path), "--token", ""], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 2, result.output
+    assert "'--token'" in result.output and "unset it" in result.output
+
+
+def test_config_refuses_an_empty_cookie_secret_naming_its_variable():
+    result = CliRunner().invoke(app, ["config"], env={"WORKPLACE_ENV_COOKIE_SECRET": ""})
+    assert result.exit_code == 2, result.output
+    assert "WORKPLACE_ENV_COOKIE_SECRET" in result.output and "unset it" in result.output
+
+
 # -- the admin token -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("token", "needle"),
     [
-        (" ", "is blank"),
-        ("", "is blank"),
-        ("\t\n", "is blank"),
+        (" ", "empty value"),
+        ("", "empty value"),
+        ("\t\n", "empty value"),
         (" padded-admin-token-0123", "whitespace"),
         ("padded-admin-token-0123 ", "whitespace"),
         ("tök-admin-token-0123456", "printable ASCII"),
@@ -773,7 +824,7 @@ def test_an_admin_token_that_cannot_be_sent_is_refused_from_every_source(
     with pytest.raises(ConfigError) as err:
         load_settings(flags, path, environ)
     where = {"flag": "--admin-token", "env": "WORKPLACE_ENV_ADMIN_TOKEN", "file": f"file {path}"}
-    assert str(err.value).startswith(f"admin_token (from {where[source]}) ")
+    assert str(err.value).startswith(f"admin_token (from {where[source]})")
     assert needle in str(err.value)
 
 

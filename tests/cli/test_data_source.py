@@ -114,13 +114,14 @@ def test_fetch_from_the_nemo_gym_venv_prints_the_directory_alone(tmp_path, where
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{dest}\n"  # DATA=$(workplace-env data fetch) gets the directory
-    assert "6 CSVs verified, task files example.jsonl\n" in done.stderr
-    assert_sandbox_in(dest)
-    # its rollouts carry no ground truth: not a task file run can play, skipped and said so
-    assert not (dest / "example_rollouts.jsonl").exists()
     said = " ".join(done.stderr.split())
-    assert "skipped data/example_rollouts.jsonl: not a task file: line 1 is not an episode" in said
-    assert "(a NeMo Gym rollout: a model's response and its reward" in said
+    summary = "6 CSVs verified, task files example.jsonl (1 other JSONL file, not tasks, left out)"
+    assert summary in said
+    assert_sandbox_in(dest)
+    # its rollouts carry no ground truth: not a task file run can play, left out, only counted
+    # (they were named with why on every fetch)
+    assert not (dest / "example_rollouts.jsonl").exists()
+    assert "example_rollouts" not in said and "skipped" not in said
     # NeMo Gym's example tasks came along, and they play on the fetched sandbox
     result = invoke("run", dest / "example.jsonl", "--policy", "oracle", "--data-dir", dest)
     assert result.exit_code == 0, result.output
@@ -163,8 +164,9 @@ def test_fetch_from_an_archive_served_over_http(tmp_path, http_dir, archive, bui
     assert (dest / "tasks.jsonl").read_bytes() == tasks
 
 
-def test_fetch_copies_only_the_task_files_it_validates_and_names_each_skipped(tmp_path):
-    """Every *.jsonl of the source was copied as a task file: notes, rollouts, broken JSON."""
+def test_fetch_copies_only_the_task_files_it_validates_and_names_each_damaged(tmp_path):
+    """Every *.jsonl of the source was copied as a task file: notes, rollouts, broken JSON.
+    JSONL of another kind is counted, a damaged file or a second of a name is named."""
     source = tmp_path / "src"
     (source / "a").mkdir(parents=True)
     (source / "b").mkdir()
@@ -187,17 +189,15 @@ def test_fetch_copies_only_the_task_files_it_validates_and_names_each_skipped(tm
     said = " ".join(result.stderr.split())
     for skipped in (
         "skipped b/tasks.jsonl: the task file a/tasks.jsonl of the same name was taken",
-        "skipped notes.jsonl: not a task file: line 1 is not an episode: no ground_truth, "
-        "function_calls or calls",
-        "skipped rollouts.jsonl: not a task file: line 1 is not an episode: no ground_truth, "
-        "function_calls or calls (a NeMo Gym rollout",
         "skipped broken.jsonl: not a task file: broken.jsonl:2: not JSON",
         "skipped list.jsonl: not a task file: list.jsonl:1: not a JSON object",
         "skipped latin1.jsonl: not a task file: not UTF-8 text",
         "skipped empty.jsonl: not a task file: no line",
     ):
         assert skipped in said
-    assert "6 CSVs verified, task files tasks.jsonl" in said
+    assert "notes.jsonl" not in said and "rollouts.jsonl" not in said
+    summary = "6 CSVs verified, task files tasks.jsonl (2 other JSONL files, not tasks, left out)"
+    assert summary in said
 
 
 @pytest.mark.parametrize("build", [zip_bytes, tar_gz_bytes])

@@ -50,7 +50,12 @@ from workplace_env.gateway.serve import local_target
 from workplace_env.server import servicer
 from workplace_env.server.in_process import in_process_client
 from workplace_env.sessions import SessionConfig
-from workplace_env_client import EnvironmentClient, EpisodeMismatchError, InvalidRequestError
+from workplace_env_client import (
+    EnvironmentClient,
+    EpisodeMismatchError,
+    InvalidRequestError,
+    reasons,
+)
 
 #: The body's media type, for the posts whose body is what is tested (not its type).
 JSON_CT = {"content-type": "application/json"}
@@ -356,6 +361,38 @@ def test_a_body_that_is_not_text_is_400_as_nemo_gym_answers(http, body, path):
     assert http.post("/email_search_emails", content=utf16, headers=JSON_CT).status_code == 200
 
 
+#: Requests each answered with a 4xx, as (method, path, headers, body, reason); the 400, 404
+#: and 405 are Starlette's own refusals, which carried no ``reason``.
+REFUSED_REQUESTS = [
+    ("POST", "/seed_session", JSON_CT, b"\xff\xfe\xfa", "BODY_UNPARSABLE"),
+    ("POST", "/verify", JSON_CT, b'{"a": "\xff"}', "BODY_UNPARSABLE"),
+    ("GET", "/no/such/path", {}, None, "ROUTE_NOT_FOUND"),
+    ("POST", "/a/tool/path", JSON_CT, b"{}", "ROUTE_NOT_FOUND"),
+    ("GET", "/seed_session", {}, None, "METHOD_NOT_ALLOWED"),
+    ("PUT", "/email_search_emails", JSON_CT, b"{}", "METHOD_NOT_ALLOWED"),
+    ("DELETE", "/verify", {}, None, "METHOD_NOT_ALLOWED"),
+    ("POST", "/health", JSON_CT, b"{}", "ROUTE_NOT_FOUND"),  # taken as a tool's name
+    ("PATCH", "/health", JSON_CT, b"{}", "METHOD_NOT_ALLOWED"),
+    ("POST", "/seed_session", JSON_CT, b"{", "INVALID_REQUEST"),
+    ("POST", "/seed_session", {"content-type": "text/plain"}, b"{}", "INVALID_REQUEST"),
+    ("POST", "/seed_session", {}, b"{}", "INVALID_REQUEST"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "headers", "body", "reason"), REFUSED_REQUESTS)
+def test_every_refusal_carries_the_error_body_and_its_registry_reason(
+    http, method, path, headers, body, reason
+):
+    response = http.request(method, path, headers=headers, content=body)
+    row = reasons.REASONS[reason]
+    assert response.status_code == row.http_status, response.text
+    answer = response.json()
+    assert (answer["reason"], answer["failure_kind"]) == (reason, row.failure_kind)
+    assert answer["detail"]
+    if response.status_code == 405:
+        assert "POST" in response.headers["allow"] or "GET" in response.headers["allow"]
+
+
 # -- typed seeds -----------------------------------------------------------------------------
 
 
@@ -639,7 +676,9 @@ def test_a_tool_call_without_a_session_says_why_and_what_to_do(http, cookie, det
 def test_an_unknown_route_without_a_session_is_told_as_unknown(http, route, detail):
     response = http.post(route, json={})
     assert response.status_code == 404
-    assert response.json() == {"detail": detail}
+    row = reasons.ROUTE_NOT_FOUND
+    expected = {"failure_kind": row.failure_kind, "reason": row.name, "detail": detail}
+    assert response.json() == expected
 
 
 def test_a_verify_on_an_unreadable_cookie_says_why_it_is_lost(http):
@@ -1055,6 +1094,14 @@ def test_settings_from_env(monkeypatch):
     assert GatewaySettings.from_env().secret_key != GatewaySettings.from_env().secret_key
     with pytest.raises(ValueError):
         GatewaySettings(mcp_path="mcp")
+
+
+@pytest.mark.parametrize("blank", ["", " "])
+def test_settings_from_env_refuse_a_blank_cookie_secret(monkeypatch, blank):
+    """An empty secret was taken as unset: a random key per process, the variable set."""
+    monkeypatch.setenv(SECRET_ENV, blank)
+    with pytest.raises(ConfigError, match=f"{SECRET_ENV}\\): empty value; .* unset it"):
+        GatewaySettings.from_env()
 
 
 def test_without_mcp_the_path_is_just_a_tool_name(sdk):

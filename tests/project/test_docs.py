@@ -12,9 +12,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
@@ -59,7 +61,13 @@ CURL_WITH_BODY = re.compile(
 )
 
 
-def _run(*args: str | Path, cwd: Path = REPO, env: dict | None = None, timeout: float = 300):
+def _run(
+    *args: str | Path,
+    cwd: Path = REPO,
+    env: dict | None = None,
+    timeout: float = 300,
+    preexec_fn: Callable[[], object] | None = None,
+):
     return subprocess.run(
         [str(a) for a in args],
         cwd=cwd,
@@ -67,6 +75,7 @@ def _run(*args: str | Path, cwd: Path = REPO, env: dict | None = None, timeout: 
         capture_output=True,
         text=True,
         timeout=timeout,
+        preexec_fn=preexec_fn,
     )
 
 
@@ -231,12 +240,20 @@ echo "$1 $2" >>"$STATE"/log""",
 }
 
 
-def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(tmp_path):
-    """nemo_launcher.sh left its ``ng_run ... &`` up while ``gym eval reverify`` started its
-    own head server on the same port ("Head server finished unexpectedly!"); run with
-    stand-ins of the NeMo commands, each launcher is ready before its collection, each
-    collection runs against the launcher of the configs defining what it routes to, and each
-    launcher has exited before the next one or reverify starts."""
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize(
+    "preexec_fn", [None, _ignore_sigint], ids=["foreground", "started-with-sigint-ignored"]
+)
+def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(
+    tmp_path, preexec_fn
+):
+    """Run with stand-ins of the NeMo commands (also as ``nohup ... &`` starts it, SIGINT
+    ignored): each launcher is ready before its collection, each collection runs against the
+    launcher of the configs defining what it routes to, and each launcher has exited on its
+    SIGINT before the next one or reverify starts."""
     stubs = tmp_path / "bin"
     stubs.mkdir()
     for name, body in LAUNCHER_STUBS.items():
@@ -255,7 +272,7 @@ def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(t
         "HOME": str(tmp_path),
         "STATE": str(tmp_path),
     }
-    proc = _run("bash", "-c", script, cwd=tmp_path, env=env, timeout=120)
+    proc = _run("bash", "-c", script, cwd=tmp_path, env=env, timeout=120, preexec_fn=preexec_fn)
     assert proc.returncode == 0, proc.stderr
     log = (tmp_path / "log").read_text().splitlines()
     assert [entry.split()[0] for entry in log] == [
@@ -276,6 +293,18 @@ def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(t
                 if (REPO / path).is_file():
                     defined |= set(yaml.safe_load((REPO / path).read_text()))
             assert routed.group(1) in defined, entry
+
+
+def test_the_launcher_example_stop_gives_up_on_a_launcher_ignoring_sigint(tmp_path):
+    """``stop`` waits STOP_WAIT_S for a launcher that never exits, then names its pid."""
+    script = (EXAMPLES / "nemo_launcher.sh").read_text(encoding="utf-8")
+    functions = script[script.index("DEFAULT_SIGINT=") : script.index("# typed: collect routed")]
+    stuck = "trap '' INT; sleep 30"
+    body = f'{functions}\npython3 -c "$DEFAULT_SIGINT" bash -c "{stuck}" &\nLAUNCHER=$!\nstop'
+    env = {"PATH": f"{VENV_BIN}:/usr/bin:/bin", "STOP_WAIT_S": "1"}
+    proc = _run("bash", "-c", body + '\necho "stop $?"; kill $LAUNCHER', cwd=tmp_path, env=env)
+    assert proc.stdout.strip() == "stop 1"
+    assert re.search(r"launcher pid \d+ still running 1 s after SIGINT", proc.stderr), proc.stderr
 
 
 def test_the_typed_row_the_page_shows_is_what_the_converter_makes_of_its_dataset_row():

@@ -56,10 +56,12 @@ NeMo's types, :mod:`workplace_env.responses`; or over the verify bounds of
 :class:`~workplace_env.gateway.settings.GatewaySettings`, checked before anything else in the
 body) -> 422; an ``x-resources-session-id`` header
 naming another session than the body -> 422 ``SESSION_HEADER_MISMATCH`` (CONTRACT X4); a body
-over the limit -> 413 ``REQUEST_TOO_LARGE``; a write call that would take its session over
+over the limit -> 413 ``REQUEST_TOO_LARGE``; a path served by no route -> 404
+``ROUTE_NOT_FOUND``, a method the path does not take -> 405 ``METHOD_NOT_ALLOWED`` (with
+``Allow``); a write call that would take its session over
 the server's ``max_session_write_bytes`` -> 413 ``SESSION_TOO_LARGE`` (``limit_bytes``,
 ``size_bytes``; nothing applied); bytes that
-are not text -> 400 (as NeMo Gym's server); a tool call
+are not text -> 400 ``BODY_UNPARSABLE`` (as NeMo Gym's server); a tool call
 without a live session -> 404 ``failure_kind "session_lost"`` (``reason`` SESSION_LOST,
 SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed id, a reused
 ``x-workplace-call-id``, a close for another episode -> 409; capacity -> 429 with
@@ -78,14 +80,24 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from workplace_env.gateway.cookies import CookieCodec, SessionCookieMiddleware
 from workplace_env.gateway.routes import include_routes
 from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.gateway.state import GatewayState, gateway_version
-from workplace_env.gateway.translate import HttpProblem
-from workplace_env_client import EnvironmentClient
+from workplace_env.gateway.translate import HttpProblem, row_problem
+from workplace_env_client import EnvironmentClient, reasons
+
+#: The refusals Starlette makes on its own (no route matched, or its body parser failed), by
+#: status: the registry row each is answered with.
+STARLETTE_REFUSALS = {
+    400: reasons.BODY_UNPARSABLE,
+    404: reasons.ROUTE_NOT_FOUND,
+    405: reasons.METHOD_NOT_ALLOWED,
+}
 
 
 def create_app(client: EnvironmentClient, settings: GatewaySettings | None = None) -> FastAPI:
@@ -130,6 +142,13 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
     @app.exception_handler(HttpProblem)
     async def _problem_handler(request: Request, exc: HttpProblem) -> Response:
         return exc.response
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _starlette_refusal(request: Request, exc: StarletteHTTPException) -> Response:
+        row = STARLETTE_REFUSALS.get(exc.status_code)
+        if row is None:  # none of Starlette's or FastAPI's own (a route raising one)
+            return await http_exception_handler(request, exc)
+        return row_problem(row, exc.detail, exc.headers).response
 
     include_routes(app, state)
     return app

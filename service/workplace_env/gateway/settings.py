@@ -6,7 +6,14 @@ import os
 import secrets
 from dataclasses import dataclass, field
 
-from workplace_env.config import SPECS, Settings, mcp_path_collision, origin, range_problem
+from workplace_env.config import (
+    SPECS,
+    Settings,
+    load_settings,
+    mcp_path_collision,
+    origin,
+    range_problem,
+)
 
 #: The reference's session cookie name (NeMo Gym names it ``<ServerClass>___<server name>``).
 COOKIE_NAME = "WorkbenchResourcesServer___workplace_assistant"
@@ -90,8 +97,10 @@ class GatewaySettings:
     @classmethod
     def from_env(cls, **overrides: object) -> GatewaySettings:
         """Settings whose secret is ``$WORKPLACE_ENV_COOKIE_SECRET`` when set (the server
-        settings' ``cookie_secret``), else random per process; ``overrides`` pass through."""
+        settings' ``cookie_secret``), else random per process; ``overrides`` pass through.
+        Raises ConfigError for a blank one."""
         secret = os.environ.get(SECRET_ENV)
-        if secret and "secret_key" not in overrides:
-            overrides["secret_key"] = secret
+        if secret is not None and "secret_key" not in overrides:
+            settings, _ = load_settings({}, None, {SECRET_ENV: secret})  # a blank one: refused
+            overrides["secret_key"] = settings.cookie_secret
         return cls(**overrides)  # type: ignore[arg-type]

@@ -206,26 +206,28 @@ def _retry_after(status: int, exc: WorkplaceEnvError) -> dict[str, str]:
     return {}
 
 
+def row_problem(
+    row: reasons.Reason, detail: str, headers: Mapping[str, str] | None = None
+) -> HttpProblem:
+    """The gateway's own refusal of registry ``row``: its status, and a body
+    ``{failure_kind, reason, detail}``, with ``headers``."""
+    body = {"failure_kind": row.failure_kind, "reason": row.name, "detail": detail}
+    return HttpProblem(json_response(body, row.http_status, dict(headers or {})))
+
+
 def too_large_problem(detail: str | None = None) -> HttpProblem:
     """413 ``REQUEST_TOO_LARGE`` (no Retry-After: the same body cannot pass later): a body over
     :data:`MAX_BODY_BYTES` (the default ``detail`` names it), however it is sent, or a request
     over the service's message limit."""
     if detail is None:
         detail = f"the body is over the gateway's limit of {MAX_BODY_BYTES} bytes"
-    row = reasons.REQUEST_TOO_LARGE
-    body = {"failure_kind": row.failure_kind, "reason": row.name, "detail": detail}
-    return HttpProblem(json_response(body, row.http_status))
+    return row_problem(reasons.REQUEST_TOO_LARGE, detail)
 
 
 def draining_problem() -> HttpProblem:
     """503 + Retry-After for a new seed while the gateway drains (CONTRACT X2)."""
-    row = reasons.DRAINING
-    body = {
-        "failure_kind": row.failure_kind,
-        "reason": row.name,
-        "detail": "the server is shutting down; seed elsewhere or retry later",
-    }
-    return HttpProblem(json_response(body, row.http_status, {"retry-after": "1"}))
+    detail = "the server is shutting down; seed elsewhere or retry later"
+    return row_problem(reasons.DRAINING, detail, {"retry-after": "1"})
 
 
 def is_json_media_type(content_type: str | None) -> bool:
@@ -281,7 +283,7 @@ async def read_body(request: Request) -> bytes:
                 raise too_large_problem()
             parts.append(chunk)
     except ClientDisconnect:  # gone, or timed out (gateway.limits): nobody reads an answer
-        raise HttpProblem(Response(status_code=408)) from None
+        raise row_problem(reasons.REQUEST_TIMEOUT, "the client went away mid-body") from None
     raw = request.state.body_bytes = b"".join(parts)
     return raw
 
@@ -291,9 +293,9 @@ async def body_text(request: Request) -> str:
 
     Raises 413 for a body over :data:`MAX_BODY_BYTES` (:func:`read_body`), 422 when the
     Content-Type is not JSON (:func:`require_json_media_type`), and 400
-    ``{"detail": "There was an error parsing the body"}`` when the bytes are not text in that
-    encoding (NeMo Gym's FastAPI server, observed black box: a decode error is not a JSON
-    error there, so not a 422).
+    ``{"detail": "There was an error parsing the body"}`` (reason BODY_UNPARSABLE) when the
+    bytes are not text in that encoding (NeMo Gym's FastAPI server, observed black box: a
+    decode error is not a JSON error there, so not a 422).
     """
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > MAX_BODY_BYTES:  # refused before anything else
@@ -303,9 +305,7 @@ async def body_text(request: Request) -> str:
     try:
         return raw.decode(json.detect_encoding(raw))
     except UnicodeDecodeError as exc:
-        raise HttpProblem(
-            json_response({"detail": UNPARSABLE_BODY, "failure_kind": "invalid_request"}, 400)
-        ) from exc
+        raise row_problem(reasons.BODY_UNPARSABLE, UNPARSABLE_BODY) from exc
 
 
 async def object_body(request: Request, *, constants: bool = False) -> dict[str, Any]:

@@ -10,8 +10,9 @@ A source holds the six CSVs of the sandbox (:data:`~workplace_env.sandbox.tables
 
 Only data files are read: the CSVs and the JSONL task files found with them (in NeMo Gym's
 ``workplace_assistant`` package when the source holds it). A JSONL file is a task file when
-every line is an episode ``run`` plays (:func:`task_file_problem`); the others (NeMo Gym's
-``example_rollouts.jsonl``: responses and rewards without a ground truth) are skipped, named.
+every line is an episode ``run`` plays (:func:`task_file_problem`); the others are skipped:
+counted when they are JSONL of another kind (NeMo Gym's ``example_rollouts.jsonl``: responses
+and rewards without a ground truth), named with why when damaged.
 Every CSV must have the SHA-256 of :data:`SANDBOX_SHA256` (NeMo Gym 0.7.0's files); one that
 is missing or changed is refused, named with how it changed (its rows and header against the
 known file's), before anything is written. ``--data-dir DIR`` plays any directory of that
@@ -42,6 +43,7 @@ import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 from workplace_env.jsonl import episode_problem, jsonl_objects
 from workplace_env.sandbox.tables import COLUMNS, CSV_FILES
@@ -229,11 +231,13 @@ def fetch_data(source: str | None, dest: Path | None, log: Log, argument: str = 
         log(f"{dest} already holds the verified WorkBench sandbox from {source}")
         return dest
     with _opened(source, argument, log) as files:
-        csvs, tasks = _select(files, source, log)
+        csvs, tasks, others = _select(files, source, log)
         _install(dest, {**csvs, **tasks}, key)
+    plural = "" if others == 1 else "s"
     log(
         f"WorkBench sandbox from {source}: {len(csvs)} CSVs verified"
         + (f", task files {', '.join(sorted(tasks))}" if tasks else ", no task file found")
+        + (f" ({others} other JSONL file{plural}, not tasks, left out)" if others else "")
     )
     return dest
 
@@ -538,11 +542,21 @@ def _download(url: str, tmp: Path, log: Log) -> Path:
 # -- choosing the files and writing them -----------------------------------------------------------
 
 
-def _select(files: Files, source: str, log: Log) -> tuple[dict[str, bytes], dict[str, bytes]]:
+class Selected(NamedTuple):
+    """What a fetch takes from a source: the verified ``csvs`` and the ``tasks`` (file name to
+    bytes), and how many JSONL files of another kind it left out (``others``)."""
+
+    csvs: dict[str, bytes]
+    tasks: dict[str, bytes]
+    others: int
+
+
+def _select(files: Files, source: str, log: Log) -> Selected:
     """The verified CSV of each name and the task files (by file name) of ``files``; each other
-    JSONL file is skipped and logged with why (:func:`task_file_problem`), and so is a second
-    file of a name already taken. NeMo Gym's ``workplace_assistant`` package, when present, is
-    the only part read. Raises :class:`CommandError` naming each missing or differing CSV."""
+    JSONL file is skipped: counted when it is JSONL of another kind, logged with why when it
+    is damaged (:func:`task_file_problem`) or a second file of a name already taken. NeMo
+    Gym's ``workplace_assistant`` package, when present, is the only part read. Raises
+    :class:`CommandError` naming each missing or differing CSV."""
     inside = [(p, r) for p, r in files if _under_package(p) is not None]
     if inside:
         files = [(_under_package(p), r) for p, r in inside]  # type: ignore[misc]
@@ -550,6 +564,7 @@ def _select(files: Files, source: str, log: Log) -> tuple[dict[str, bytes], dict
     mismatches: dict[str, str] = {}
     tasks: dict[str, PurePosixPath] = {}
     task_data: dict[str, bytes] = {}
+    others = 0
     for path, read in files:
         name = path.name
         if name in SANDBOX_SHA256:
@@ -563,7 +578,10 @@ def _select(files: Files, source: str, log: Log) -> tuple[dict[str, bytes], dict
         elif name in tasks:
             log(f"skipped {path}: the task file {tasks[name]} of the same name was taken")
         elif (problem := task_file_problem(data := read(), str(path))) is not None:
-            log(f"skipped {path}: not a task file: {problem}")
+            if problem.damaged:
+                log(f"skipped {path}: not a task file: {problem.why}")
+            else:
+                others += 1
         else:
             tasks[name], task_data[name] = path, data
     problems = [
@@ -573,21 +591,31 @@ def _select(files: Files, source: str, log: Log) -> tuple[dict[str, bytes], dict
     ]
     if problems:
         raise CommandError(f"{source} does not hold the WorkBench sandbox:", "; ".join(problems))
-    return csvs, task_data
+    return Selected(csvs, task_data, others)
 
 
-def task_file_problem(data: bytes, name: str) -> str | None:
+class TaskFileProblem(NamedTuple):
+    """Why a JSONL file is not a task file: ``why``; ``damaged``: it is no JSONL of objects at
+    all (not UTF-8, a line that is not a JSON object, no line), else JSONL of another kind (a
+    line that is not an episode, e.g. NeMo Gym's rollouts)."""
+
+    why: str
+    damaged: bool
+
+
+def task_file_problem(data: bytes, name: str) -> TaskFileProblem | None:
     """Why the JSONL ``data`` (of the file ``name``) is not a task file ``run`` plays, or None:
     not UTF-8, a line that is not a JSON object or not an episode, no line at all."""
     try:
         lines = jsonl_objects(data.decode("utf-8"), name)
     except UnicodeDecodeError as exc:
-        return f"not UTF-8 text: {exc}"
+        return TaskFileProblem(f"not UTF-8 text: {exc}", damaged=True)
     except ValueError as exc:
-        return str(exc)
+        return TaskFileProblem(str(exc), damaged=True)
     if not lines:
-        return "no line"
-    return next((why for n, line in lines if (why := episode_problem(line, n))), None)
+        return TaskFileProblem("no line", damaged=True)
+    why = next((why for n, line in lines if (why := episode_problem(line, n))), None)
+    return None if why is None else TaskFileProblem(why, damaged=False)
 
 
 def _under_package(path: PurePosixPath) -> PurePosixPath | None:

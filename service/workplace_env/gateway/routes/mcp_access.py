@@ -19,6 +19,7 @@ from workplace_env.gateway.translate import (
     object_body,
     read_body,
     refuse_header_mismatch,
+    row_problem,
 )
 from workplace_env_client import reasons
 
@@ -50,24 +51,14 @@ async def session_token(request: Request, state: GatewayStateDep) -> Response:
         raise invalid([(("resources_session_id",), "must be a non-empty string")])
     refuse_header_mismatch(request, body.get("resources_session_id"))  # X4
     if sid is None:
-        return json_response(
-            {
-                "failure_kind": reasons.SESSION_LOST.failure_kind,
-                "reason": reasons.SESSION_LOST.name,
-                "detail": f"{no_session_detail(request)}; a token is minted for the cookie's "
-                "session (a typed POST /seed_session, retried as is, sets the cookie)",
-            },
-            reasons.SESSION_LOST.http_status,
+        detail = (
+            f"{no_session_detail(request)}; a token is minted for the cookie's session (a "
+            "typed POST /seed_session, retried as is, sets the cookie)"
         )
+        return row_problem(reasons.SESSION_LOST, detail).response
     if named != sid:
-        return json_response(
-            {
-                "failure_kind": reasons.SESSION_COOKIE_REQUIRED.failure_kind,
-                "reason": reasons.SESSION_COOKIE_REQUIRED.name,
-                "detail": "resources_session_id is not the session of this request's cookie",
-            },
-            reasons.SESSION_COOKIE_REQUIRED.http_status,
-        )
+        detail = "resources_session_id is not the session of this request's cookie"
+        return row_problem(reasons.SESSION_COOKIE_REQUIRED, detail).response
     token = state.tokens.mint(sid)
     return json_response(
         {

@@ -16,9 +16,9 @@ from workplace_env.gateway.translate import (
     cookie_session,
     invalid,
     is_large,
-    json_response,
     no_session_detail,
     object_body,
+    row_problem,
     service_error,
 )
 from workplace_env.identity import tool_name_problem
@@ -66,9 +66,8 @@ async def call_tool(tool_name: str, request: Request, state: GatewayStateDep) ->
     sid = cookie_session(request)
     if sid is None:
         if problem := tool_name_problem(tool_name):  # a misspelled route, told as such
-            return json_response(
-                {"detail": f"POST /{tool_name} is no route of this gateway: {problem}"}, 404
-            )
+            detail = f"POST /{tool_name} is no route of this gateway: {problem}"
+            return row_problem(reasons.ROUTE_NOT_FOUND, detail).response
         # a bad body is 422 before a missing session is 404 (NaN runs, as on the service)
         await object_body(request, constants=True)
         raise service_error(
