@@ -363,8 +363,9 @@ HINTS: dict[str, str] = {
     reasons.ADMIN_DISABLED.name: "restart the server at {server} with --admin-token, then pass "
     "that token as {token}",
     reasons.CALL_ID_REUSED.name: "a call_id names one call of a session on {server}: resend "
-    "its tool name and the identical arguments text (a mapping is sent as json.dumps(arguments, ensure_ascii=False), "
-    "so resend the same mapping, or the same text), or use a new call_id for another call",
+    "its tool name and the identical arguments text (a mapping is sent as "
+    "json.dumps(arguments, ensure_ascii=False), so resend the same mapping, or the same text), "
+    "or use a new call_id for another call",
     "UNAVAILABLE": "no server answered at {server}: {target} (and check it runs); a server "
     "started with --tls-cert needs {tls_ca}",
     "TLS": "TLS with {server} failed: {tls_ca} must be the CA of the server's --tls-cert, a "
