@@ -299,8 +299,12 @@ def test_the_launcher_example_stop_gives_up_on_a_launcher_ignoring_sigint(tmp_pa
     """``stop`` waits STOP_WAIT_S for a launcher that never exits, then names its pid."""
     script = (EXAMPLES / "nemo_launcher.sh").read_text(encoding="utf-8")
     functions = script[script.index("DEFAULT_SIGINT=") : script.index("# typed: collect routed")]
-    stuck = "trap '' INT; sleep 30"
-    body = f'{functions}\npython3 -c "$DEFAULT_SIGINT" bash -c "{stuck}" &\nLAUNCHER=$!\nstop'
+    # the stand-in says, through a FIFO, once it ignores SIGINT; stop is called after that
+    stuck = "trap '' INT; echo ignoring > ready; sleep 30"
+    body = (
+        f'{functions}\nmkfifo ready\npython3 -c "$DEFAULT_SIGINT" bash -c "{stuck}" &\n'
+        "LAUNCHER=$!\nread -r _ < ready\nstop"
+    )
     env = {"PATH": f"{VENV_BIN}:/usr/bin:/bin", "STOP_WAIT_S": "1"}
     proc = _run("bash", "-c", body + '\necho "stop $?"; kill $LAUNCHER', cwd=tmp_path, env=env)
     assert proc.stdout.strip() == "stop 1"
