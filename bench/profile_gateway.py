@@ -57,7 +57,7 @@ def serve(out: str, data_dir: str | None) -> None:
     import uvicorn
 
     from workplace_env.gateway import GatewaySettings, create_app
-    from workplace_env.gateway.serve import _config, bind_socket
+    from workplace_env.gateway.serve import _config, bind_socket, limits_of
     from workplace_env.sandbox.load import load_sandbox
     from workplace_env.server.app import start_server
     from workplace_env.sessions import SessionStore
@@ -71,8 +71,9 @@ def serve(out: str, data_dir: str | None) -> None:
         client = in_process_client(running)
     except ImportError:  # an older checkout: the SDK over loopback gRPC
         client = EnvironmentClient(f"127.0.0.1:{running.port}")
-    app = create_app(client, GatewaySettings())
-    server = uvicorn.Server(_config(app, "warning", 1.0))
+    settings = GatewaySettings()
+    app = create_app(client, settings)
+    server = uvicorn.Server(_config(app, limits_of(settings), "warning", 1.0))
     print(f"gateway on 127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr, flush=True)
     # uvicorn re-raises the stop signal once drained: a no-op handler lets the stats be written
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
