@@ -86,7 +86,7 @@ from workplace_env_client.messages import (
     verify_request,
 )
 from workplace_env_client.options import ClientBase
-from workplace_env_client.steps import Answer, Step, blocking
+from workplace_env_client.steps import Answer, Step, blocking, plan_of
 from workplace_env_client.transport import GrpcTransport, Transport
 
 
@@ -323,7 +323,8 @@ class EnvironmentClient(ClientBase[grpc.Channel, Transport, SessionBlock[Session
         """Close a session; return the outcome ``"CLOSED"``, ``"ALREADY_CLOSED"`` or
         ``"NOT_SEEDED"``. Raises EpisodeMismatchError (C4), ReleaseFailedError (C5: not closed,
         retry), CapacityError when refused TOO_MANY_RPCS past what the deadline allows."""
-        outcome: str = yield Step(self, "_close", (session_id, episode), {"retry_refusals": None})
+        closing = plan_of(EnvironmentClient._close)
+        outcome: str = yield from closing(self, session_id, episode, retry_refusals=None)
         return outcome
 
     @blocking

@@ -151,7 +151,7 @@ def message_reader(cls: type[_Answer], message: Descriptor) -> Callable[[Message
             if dataclasses.is_dataclass(item):
                 one = message_reader(item, field.message_type)  # type: ignore[arg-type]
         if is_repeated(field):
-            steps.append((index, tuple if one is None else _each(one)))
+            steps.append((index, tuple if one is None else each_item(one)))
         elif one is not None:
             steps.append((index, one))
     get: Callable[[Message], Any] = operator.attrgetter(*names)
@@ -178,8 +178,9 @@ class _EnumTexts(dict[int, str]):
         return str(number)
 
 
-def _each(one: Callable[[Any], Any]) -> Callable[[Iterable[Any]], tuple[Any, ...]]:
-    """``one`` applied to every item of a repeated field, as a tuple."""
+def each_item(one: Callable[[Any], Any]) -> Callable[[Iterable[Any]], tuple[Any, ...]]:
+    """``one`` applied to every item of a repeated field, as a tuple (for a message's field,
+    or an answer's)."""
     return lambda items: tuple(map(one, items))
 
 

@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 import grpc
 import grpc.aio
@@ -84,8 +84,7 @@ class ClientOptions:
         return cls(timeout_s, admin_token, retry)
 
 
-@dataclass(frozen=True)
-class RpcBudget:
+class RpcBudget(NamedTuple):
     """One RPC's ``deadline`` (a ``time.monotonic()`` instant), retries included, and whether
     a concurrency refusal is sent again before it (``retry_refusals``)."""
 

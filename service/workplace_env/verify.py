@@ -105,9 +105,9 @@ def normal_form(table: Table) -> NormalForm:
     for name in table.columns:
         column = table.data[name]
         if name in CASE_SENSITIVE_COLUMNS:
-            cells.append(tuple(None if is_missing(v) else v for v in column))
+            cells.append(tuple([None if is_missing(v) else v for v in column]))
         else:
-            cells.append(tuple(v.lower() if isinstance(v, str) else None for v in column))
+            cells.append(tuple([v.lower() if isinstance(v, str) else None for v in column]))
     return table.columns, table.dtypes, tuple(table.index), tuple(cells)
 
 

@@ -40,7 +40,7 @@ from workplace_env.sandbox.tools import advertised_tools
 from workplace_env.server import convert
 from workplace_env.server.status import to_status
 from workplace_env.sessions import CloseOutcome, SessionState, SessionStore, VerifyOutcome
-from workplace_env_client.messages import enum_texts, is_repeated
+from workplace_env_client.messages import each_item, enum_texts, is_repeated
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -87,7 +87,7 @@ def message_copier(message: Descriptor, domain: type) -> Callable[[Any], Message
         else:
             plain.append(field.name)
             continue
-        steps.append((field.name, _each_of(one) if repeated else one))
+        steps.append((field.name, each_item(one) if repeated else one))
     make = message_factory.GetMessageClass(message)
 
     def copy(value: Any) -> Message:
@@ -97,11 +97,6 @@ def message_copier(message: Descriptor, domain: type) -> Callable[[Any], Message
         return make(**fields)
 
     return copy
-
-
-def _each_of(one: Callable[[Any], Any]) -> Callable[[Sequence[Any]], list[Any]]:
-    """``one`` applied to every item of a repeated field."""
-    return lambda items: [one(item) for item in items]
 
 
 def _remembered(one: Callable[[Any], Message]) -> Callable[[Sequence[Any]], list[Message]]:
