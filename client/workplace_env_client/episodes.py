@@ -1,27 +1,63 @@
 """One dataset row's typed session, as the training adapters hold it (TRL's and OpenEnv's).
 
 A :class:`RowEpisode` is seeded when it starts, records the calls made through it, verifies
-them against the row's ground truth and closes its session; dropped unclosed (garbage
-collected, or still open at interpreter exit), it closes the session itself.
+them against the row's ground truth and closes its session. An episode left before its end
+(:meth:`RowEpisode.abandon`, or dropped unclosed: garbage collected, or still open at
+interpreter exit) has its session closed best effort, with one
+:class:`~workplace_env_client.errors.SessionLeftOpenWarning` saying so; a failed close is
+logged (logger ``workplace_env_client``), never raised.
 """
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any
 
 from workplace_env_client.client import EnvironmentClient
-from workplace_env_client.errors import close_failed, may_have_run
+from workplace_env_client.errors import (
+    close_failed,
+    may_have_run,
+    note_close_failed,
+    warn_left_open,
+)
 from workplace_env_client.messages import VerifyResult, arguments_text, session_identity
+
+_log = logging.getLogger("workplace_env_client")
+#: Why a dropped episode's session is closed (its :class:`SessionLeftOpenWarning` says it).
+DROPPED = "dropped unclosed"
+
+
+def _close_abandoned(
+    client: EnvironmentClient,
+    session_id: str,
+    episode: tuple[str, int],
+    why: str,
+    in_flight: BaseException | None = None,
+    stacklevel: int = 1,
+) -> None:
+    """Close the session of an episode left unfinished (``why``), best effort: a failed close
+    is logged and noted on ``in_flight``; then one SessionLeftOpenWarning (``stacklevel``
+    counted as ``warnings.warn`` counts it from this function's caller) says what became of
+    the session."""
+    closing: Exception | None = None
+    try:
+        client.close_session(session_id, episode)
+    except Exception as failed:
+        closing = failed
+        _log.warning("closing session %r (%s) failed: %s", session_id, why, failed)
+        if in_flight is not None:
+            note_close_failed(in_flight, session_id, failed)
+    warn_left_open(session_id, closing, why, stacklevel=stacklevel + 1)
 
 
 def _close_dropped(client: EnvironmentClient, session_id: str, episode: tuple[str, int]) -> None:
     # Runs from the garbage collector or at exit, where nothing can take an error: the channel
-    # may be closed already (ValueError) or the server gone.
+    # may be closed already (ValueError), the server gone, logging or warnings torn down.
     with suppress(Exception):
-        client.close_session(session_id, episode)
+        _close_abandoned(client, session_id, episode, DROPPED)
 
 
 class RowEpisode:
@@ -101,6 +137,19 @@ class RowEpisode:
             raise
         self.close(ending=True)
         return result
+
+    def abandon(
+        self, why: str, in_flight: BaseException | None = None, stacklevel: int = 1
+    ) -> None:
+        """Close the session of this episode, left before its end (``why``: ``reset to a new
+        episode``, ...), best effort: a failed close is logged and noted on ``in_flight``,
+        never raised; one :class:`~workplace_env_client.errors.SessionLeftOpenWarning`
+        (``stacklevel`` counted from the caller) says whether the session was closed. Does
+        nothing once closed."""
+        if self._finalizer.detach() is not None:
+            _close_abandoned(
+                self.client, self.session_id, self.episode, why, in_flight, stacklevel + 1
+            )
 
     def close(self, in_flight: BaseException | None = None, ending: bool = False) -> None:
         """Close the session (a second close does nothing); the episode counts as closed

@@ -248,9 +248,11 @@ class DeadlineError(WorkplaceEnvError):
 
 
 class SessionLeftOpenWarning(UserWarning):
-    """A session context manager could not close its session (the server unreachable or slow,
-    the client closed, any failure of the close): the server keeps the session until its idle
-    TTL evicts it. The message names the session id and how long it stays."""
+    """A session was left open: a session context manager could not close its session (the
+    server unreachable or slow, the client closed, any failure of the close), and the server
+    keeps it until its idle TTL evicts it; or a training adapter's episode was left before its
+    end (reset to another, dropped, its environment closed), and the adapter closed its session
+    unscored (or says it could not). The message names the session id and what became of it."""
 
 
 #: Close failures of a server out of reach: it keeps the session until its idle TTL.
@@ -294,6 +296,28 @@ def left_open(session_id: str) -> str:
     return f"session {session_id!r} {_STAYS_OPEN}"
 
 
+def warn_left_open(
+    session_id: str, closing: BaseException | None, abandoned: str = "", stacklevel: int = 3
+) -> None:
+    """Issue the :class:`SessionLeftOpenWarning` about ``session_id`` (at ``stacklevel``):
+    ``closing``, the error its close raised (None: it closed); ``abandoned``, why its episode
+    ended before its end (``""``: it did not)."""
+    left = f" after its episode was left unfinished ({abandoned})" if abandoned else ""
+    if closing is None:
+        text = f"session {session_id!r} was closed{left}: the episode is not scored"
+    else:
+        text = f"session {session_id!r} was not closed ({closing}){left}; it {_STAYS_OPEN}"
+    warnings.warn(text, SessionLeftOpenWarning, stacklevel=stacklevel + 1)
+
+
+def note_close_failed(in_flight: BaseException, session_id: str, error: BaseException) -> None:
+    """Note on ``in_flight`` (an exception on its way out, never replaced) that closing
+    ``session_id`` failed with ``error`` too, and how long the session stays open."""
+    in_flight.add_note(
+        f"closing session {session_id!r} also failed: {error}; {left_open(session_id)}"
+    )
+
+
 def close_failed(
     session_id: str, error: BaseException, in_flight: BaseException | None, stacklevel: int = 4
 ) -> None:
@@ -303,15 +327,9 @@ def close_failed(
     note on that exception (which goes on, never replaced); after a completed block, nothing
     more when the server is out of reach (UNAVAILABLE, DEADLINE_EXCEEDED), else ``error``
     raised with a note naming the session left open."""
-    warnings.warn(
-        f"session {session_id!r} was not closed ({error}); it {_STAYS_OPEN}",
-        SessionLeftOpenWarning,
-        stacklevel=stacklevel,
-    )
+    warn_left_open(session_id, error, stacklevel=stacklevel)
     if in_flight is not None:
-        in_flight.add_note(
-            f"closing session {session_id!r} also failed: {error}; {left_open(session_id)}"
-        )
+        note_close_failed(in_flight, session_id, error)
         return
     if isinstance(error, _LEFT_OPEN):
         return

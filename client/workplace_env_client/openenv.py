@@ -50,8 +50,10 @@ def openenv_tools(tools: Sequence[Mapping[str, Any]]) -> list[Tool]:
 
 
 class WorkplaceResourceSession(ResourceSession):
-    """One rollout on a typed session seeded for a dataset row; closing it (or dropping it
-    unclosed) closes the session. Made by :class:`WorkplaceSessionFactory`."""
+    """One rollout on a typed session seeded for a dataset row; closing it closes the
+    session. Dropped unclosed, it closes the session itself with a
+    :class:`~workplace_env_client.errors.SessionLeftOpenWarning` (:class:`RowEpisode`). Made by
+    :class:`WorkplaceSessionFactory`."""
 
     def __init__(
         self,

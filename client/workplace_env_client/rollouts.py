@@ -321,6 +321,8 @@ def _item_problem(item: Any, index: int) -> str | None:
     return None
 
 
+#: What the reason of a model request that got no HTTP answer says after its URL.
+NO_ANSWER = "no answer"
 # Statuses OpenAI's client retries (besides connection errors and timeouts).
 _RETRIED_STATUSES = frozenset({408, 409, 429})
 #: HTTP statuses of a model request the endpoint refuses as malformed or unauthorised (every
@@ -445,7 +447,20 @@ def _endpoint_failure(exc: BaseException, url: str, max_retries: Any, turn: int)
         )
     return EpisodeFailure(
         "provider_unavailable",
-        f"model endpoint {url}: no answer {retries} ({type(exc).__name__}: {message})",
+        f"model endpoint {url}: {NO_ANSWER} {retries} ({type(exc).__name__}: {message})",
+    )
+
+
+def endpoint_unanswered(line: Mapping[str, Any]) -> bool:
+    """Whether a rollout line (or :meth:`Rollout.to_json`) was masked because its model endpoint
+    gave no HTTP answer at all (``provider_unavailable``, :data:`NO_ANSWER`: a refused
+    connection, an unknown host, a timeout): the endpoint's address may be wrong."""
+    reason = line.get("failure_reason")
+    return (
+        line.get("failure_kind") == "provider_unavailable"
+        and isinstance(reason, str)
+        and reason.startswith("model endpoint ")
+        and f": {NO_ANSWER} after " in reason
     )
 
 

@@ -35,11 +35,11 @@ class TableResult(TypedDict):
 
 class RunPlan(TypedDict):
     """What makes two collections the same experiment beyond their rows; a rerun into the same
-    `--out` with another plan is refused."""
+    `--out` with another plan is refused (the endpoint, key, timeouts, retries and concurrency
+    are not in it: a rerun with other ones resumes)."""
 
     model: Annotated[str, "the model name sent to the endpoint"]
     api: Annotated[str, "`responses` or `chat`"]
-    base_url: Annotated[str | None, "the endpoint's OpenAI-compatible root"]
     sampling: Annotated[
         dict[str, Any], "the sampling overrides given: temperature, top_p, max_output_tokens, seed"
     ]
@@ -64,6 +64,9 @@ class RolloutDiagnostics(TypedDict):
     plan: NotRequired[Annotated[RunPlan, "`run` only: the collection's plan"]]
     sandbox: NotRequired[
         Annotated[SandboxIdentity | None, "`run` only: the sandbox (null: unknown)"]
+    ]
+    base_url: NotRequired[
+        Annotated[str | None, "`run` only: the model endpoint's OpenAI-compatible root"]
     ]
 
 

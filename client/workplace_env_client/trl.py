@@ -48,9 +48,14 @@ UNSET: Any = _Unset()
 
 
 class WorkplaceEnvironment:
-    """One rollout slot: ``reset(**row)`` seeds a typed session for the row's task (closing
-    the slot's previous one), the tool methods call it, ``get_reward()`` verifies the calls
-    made and closes it. Built with its tools by :func:`trl_environment`."""
+    """One rollout slot: ``reset(**row)`` seeds a typed session for the row's task, the tool
+    methods call it, ``get_reward()`` verifies the calls made and closes it. Built with its
+    tools by :func:`trl_environment`.
+
+    An episode left before ``get_reward()`` (the slot reset to a new one, its ``with`` block
+    ended, the slot dropped) has its session closed unscored, best effort, with a
+    :class:`~workplace_env_client.errors.SessionLeftOpenWarning` saying so
+    (:meth:`RowEpisode.abandon`)."""
 
     client: EnvironmentClient
 
@@ -61,9 +66,10 @@ class WorkplaceEnvironment:
 
     def reset(self, **row: Any) -> None:
         """Start an episode on the dataset row (``id, ground_truth, prompt, ...``; TRL passes
-        every column). Returns None: the row's prompt already holds the task. Raises
-        ArgumentError for a malformed row, and the seed's errors (nothing left open)."""
-        self._end_episode()
+        every column), after closing an episode still open (a SessionLeftOpenWarning). Returns
+        None: the row's prompt already holds the task. Raises ArgumentError for a malformed
+        row, and the seed's errors (nothing left open)."""
+        self._abandon("reset to a new episode before get_reward()")
         self._episode = RowEpisode.start(self.client, row)
 
     def get_reward(self) -> float:
@@ -79,7 +85,7 @@ class WorkplaceEnvironment:
         return self
 
     def __exit__(self, _type: object, in_flight: BaseException | None, _tb: object) -> None:
-        self._end_episode(in_flight, ending=True)
+        self._abandon("its environment's with block ended before get_reward()", in_flight)
 
     def _open_episode(self) -> RowEpisode:
         if self._episode is None:
@@ -90,12 +96,12 @@ class WorkplaceEnvironment:
         """Call ``name`` on the open episode; return its JSON output text."""
         return self._open_episode().call(name, arguments)
 
-    def _end_episode(self, in_flight: BaseException | None = None, ending: bool = False) -> None:
-        """Close the open episode, if any (the slot then holds none, whatever the close did;
-        a failed close as :meth:`RowEpisode.close` says)."""
+    def _abandon(self, why: str, in_flight: BaseException | None = None) -> None:
+        """Close the open episode, if any, as left unfinished (``why``); the slot then holds
+        none, whatever the close did (:meth:`RowEpisode.abandon`)."""
         episode, self._episode = self._episode, None
         if episode is not None:
-            episode.close(in_flight, ending)
+            episode.abandon(why, in_flight, stacklevel=3)  # the user's reset() or with
 
 
 def tool_docstring(tool: Mapping[str, Any]) -> str:

@@ -453,7 +453,11 @@ def run(
         ),
     ] = None,
     base_url: Annotated[
-        OptStr, _model_opt("Model endpoint (OpenAI-compatible), e.g. http://host:8000/v1.")
+        OptStr,
+        _model_opt(
+            "Model endpoint (OpenAI-compatible), e.g. http://host:8000/v1; not part of the "
+            "plan: a rerun with another one resumes --out."
+        ),
     ] = None,
     model: Annotated[OptStr, _model_opt("Model name sent to the endpoint.")] = None,
     api: Annotated[

@@ -19,7 +19,7 @@ import shlex
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -139,8 +139,26 @@ def stop_on_signals(
             signal.signal(number, handler)
 
 
-def rerun_command(argv: Sequence[str] | None = None, drop: Sequence[str] = ()) -> str:
+def rerun_command(
+    argv: Sequence[str] | None = None,
+    drop: Sequence[str] = (),
+    replace: Mapping[str, str] | None = None,
+) -> str:
     """The command line of this process (``argv``, default :data:`sys.argv`) as a shell line
-    starting ``workplace-env``, without the flags in ``drop`` (e.g. ``--overwrite``)."""
+    starting ``workplace-env``, without the flags in ``drop`` (e.g. ``--overwrite``) and with
+    each option of ``replace`` (``{"--base-url": "http://HOST:PORT/v1"}``) given that value at
+    the end instead of its own (``--opt value`` or ``--opt=value``)."""
     args = list(sys.argv if argv is None else argv)[1:]
-    return shlex.join(["workplace-env", *(a for a in args if a not in drop)])
+    replace = replace or {}
+    kept: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+        elif arg in replace:
+            skip_value = True
+        elif arg not in drop and arg.split("=", 1)[0] not in replace:
+            kept.append(arg)
+    for option, value in replace.items():
+        kept += [option, value]
+    return shlex.join(["workplace-env", *kept])

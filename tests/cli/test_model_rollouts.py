@@ -29,6 +29,7 @@ from tests.dying_server import dying_server
 from tests.helpers import REPO, local
 from tests.model_standin import Calls, CutOff, Fail, Fields, Hold, Raw, StandInModel, Text
 from tests.nemo.venv import nemo_python
+from workplace_env.interrupts import rerun_command
 from workplace_env.locks import WriterBusy
 from workplace_env.run.command import run_model_policy
 from workplace_env.run.options import ModelRunOptions
@@ -1294,11 +1295,9 @@ def test_rollout_lines_record_the_plan_sampling_and_sandbox_as_sent(server, tmp_
         assert sampling.items() <= line["responses_create_params"].items()  # NeMo's place
         plan = line["workplace_env"]["plan"]
         assert (plan["model"], plan["api"], plan["max_turns"]) == ("stand-in", "responses", 10)
-        assert (plan["base_url"], plan["sampling"], plan["sandbox"]) == (
-            standin.base_url,
-            sampling,
-            digest,
-        )
+        assert (plan["sampling"], plan["sandbox"]) == (sampling, digest)
+        assert "base_url" not in plan  # how the model is reached, not what is measured
+        assert line["workplace_env"]["base_url"] == standin.base_url
         assert line["workplace_env"]["sandbox"] == {
             "digest": digest,
             "origin": "generated:seed=0,scale=1.0",
@@ -1338,6 +1337,95 @@ def test_cli_refuses_a_rerun_of_another_experiment_naming_what_changed(
     assert out.read_bytes() == before
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("--api-key-env", "ANOTHER_KEY"),
+        ("--timeout", "30"),
+        ("--max-retries", "1"),
+        ("--concurrency", "2"),
+    ],
+)
+def test_cli_resumes_a_rerun_that_changes_only_how_the_model_is_reached(server, tmp_path, change):
+    """The key, timeout, retries and concurrency are transport, not the experiment: a rerun
+    into the same --out with one of them changed resumes (nothing played again, exit 0)."""
+    tasks_file, out, standin = _first_run(server, tmp_path)
+    with standin:
+        first = _run_model(tasks_file, standin, server, out)
+        assert first.exit_code == 0, first.output
+        again = _run_model(tasks_file, standin, server, out, *change)
+    assert again.exit_code == 0, again.output
+    assert _played(again.output) == (0, 3)
+    _assert_one_plan(out)
+
+
+def test_a_rerun_through_a_corrected_base_url_resumes_keeping_the_finished_episodes(
+    server, tmp_path, monkeypatch
+):
+    """A run whose endpoint stopped answering (a dead port: connection refused) says how to
+    rerun with a corrected --base-url, the command built from the run's own flags; that
+    command, given the live endpoint, plays only the unfinished episode and keeps the two
+    finished ones, each line naming the endpoint it was played through."""
+    rows = _nochange_rows(server, 3, "moved")
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "rollouts.jsonl"
+    scripts = {r["prompt"]: [Text("Nothing to change.")] for r in rows}
+    with StandInModel({**scripts, rows[2]["prompt"]: [Fail(500, 99)]}) as first:
+        args = [
+            "run", str(tasks_file), "--policy", "model", "--model", "stand-in", "--base-url",
+            first.base_url, "--target", local(server.port), "--out", str(out),
+            "--max-retries", "0",
+        ]  # fmt: skip
+        assert _run_cli(args).exit_code == 1  # row 2 masked by the endpoint's 500s
+    dead = first.base_url  # nothing listens there any more
+    monkeypatch.setattr(sys, "argv", ["workplace-env", *args])
+    failed = _run_cli(args)
+    said = " ".join(failed.output.split())
+    assert failed.exit_code == 1, failed.output
+    assert f"1 of them got no answer from the endpoint at {dead}" in said
+    hint = "if that address is wrong, rerun with a corrected --base-url (the same --out "
+    assert f"{hint}resumes, its finished episodes kept): workplace-env " in said, said
+    corrected = shlex.split(said.split("kept): ", 1)[1].split("/v1", 1)[0] + "/v1")
+    assert corrected[:3] == ["workplace-env", "run", str(tasks_file)]
+    assert corrected[-2:] == ["--base-url", "http://HOST:PORT/v1"] and dead not in corrected
+    with StandInModel(scripts) as live:
+        resumed = _run_cli([*corrected[1:-1], live.base_url])
+        assert resumed.exit_code == 0, resumed.output
+        assert _played(resumed.output) == (1, 2)
+        assert [len(live.scripts[r["prompt"]].requests) for r in rows] == [0, 0, 1]
+    _assert_one_plan(out)
+    lines = {line["id"]: line for line in read_rollouts(out)}
+    assert [lines[r["id"]]["reward"] for r in rows] == [1.0, 1.0, 1.0]
+    assert [lines[r["id"]]["workplace_env"]["base_url"] for r in rows] == [
+        dead,
+        dead,
+        live.base_url,
+    ]
+
+
+def test_a_recorded_plan_naming_its_endpoint_is_still_the_same_plan(tmp_path):
+    """A line whose recorded plan holds ``base_url`` (how the model was reached) resumes under
+    any endpoint; a measured setting recorded otherwise is still named as changed."""
+    item = {"id": "t", "prompt": "p", "_ng_task_index": 0, "_ng_rollout_index": 0}
+    plan = {"model": "m", "api": "responses", "sampling": {}, "max_turns": 10}
+    out = tmp_path / "rollouts.jsonl"
+    recorded = {**plan, "base_url": "http://127.0.0.1:9/v1"}
+    diagnostics = {"input_sha256": input_digest(item), "plan": recorded}
+    line = {**item, "reward": 1.0, "mask_sample": False, "workplace_env": diagnostics}
+    out.write_text(json.dumps(line) + "\n")
+    check_plan(out, [item], plan)
+    with pytest.raises(PlanMismatch, match='model: "m" -> "other"'):
+        check_plan(out, [item], {**plan, "model": "other"})
+
+
+def test_the_rerun_command_gives_a_replaced_option_its_new_value_once():
+    argv = ["x", "run", "t.jsonl", "--base-url", "http://a/v1", "--overwrite", "--out=o.jsonl"]
+    argv += ["--base-url=http://b/v1", "--model", "m"]
+    said = rerun_command(argv, drop=("--overwrite",), replace={"--base-url": "http://HOST/v1"})
+    assert said == ("workplace-env run t.jsonl --out=o.jsonl --model m --base-url http://HOST/v1")
+
+
 @pytest.mark.parametrize("status", REFUSED_STATUSES)
 def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(
     server, tmp_path, status
@@ -1358,6 +1446,8 @@ def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(
     assert result.exit_code == 2, result.output
     assert f"{standin.base_url}/responses" in said and f"HTTP {status}" in said
     assert "after 0 retries" in said and "--base-url" in said and "--model" in said
+    assert "the same --out resumes, its finished episodes kept: workplace-env " in said
+    assert "--base-url http://HOST:PORT/v1; another --api, --model or sampling flag" in said
     assert "--temperature" in said and f"stand-in {status}" in said  # the endpoint's message
     assert "provider_unavailable" not in said and "play them again" not in said
     assert f"1 masked by the endpoint's configuration ({MODEL_CONFIG_ERROR})" in said

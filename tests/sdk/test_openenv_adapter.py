@@ -9,9 +9,11 @@ import json
 import subprocess
 import sys
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import grpc
 import pytest
 from openenv.core.harness import (
     HarnessRunLimits,
@@ -27,7 +29,7 @@ from openenv.core.llm_client import OpenAIClient
 from tests.model_standin import Calls, Hold, StandInModel, Text
 from workplace_env.config import Settings
 from workplace_env.taskgen import generate_tasks
-from workplace_env_client import ArgumentError
+from workplace_env_client import ArgumentError, SessionClosedError, SessionLeftOpenWarning
 from workplace_env_client.openenv import WorkplaceSessionFactory
 
 ADMIN_TOKEN = "openenv-adapter-admin"
@@ -182,13 +184,33 @@ def test_a_lost_session_verifies_as_the_masked_sample(served, rows):
     assert nothing_open(served)
 
 
-def test_a_dropped_session_closes_ours(served, rows):
+def test_a_dropped_session_closes_ours_and_warns_once(served, rows):
     factory = WorkplaceSessionFactory(served.client)
     session = factory.create(task=rows[0])
     session.call_tool("email_search_emails", {"query": "budget"})
+    sid = session.episode.session_id
     assert served.store.live_count() == 1
-    del session
-    gc.collect()
+    with pytest.warns(SessionLeftOpenWarning) as warned:
+        del session
+        gc.collect()
+    assert [str(w.message) for w in warned if w.category is SessionLeftOpenWarning] == [
+        f"session {sid!r} was closed after its episode was left unfinished (dropped "
+        "unclosed): the episode is not scored"
+    ]
+    assert nothing_open(served)
+    with pytest.raises(SessionClosedError) as refused:
+        served.raw.call_tool_raw(sid, "email_search_emails", {"query": "budget"})
+    assert refused.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_closed_session_ends_without_a_warning(served, rows):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SessionLeftOpenWarning)
+        session = WorkplaceSessionFactory(served.client).create(task=rows[0])
+        session.verify([])
+        session.close()
+        del session
+        gc.collect()
     assert nothing_open(served)
 
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 import gc
 import inspect
 import json
+import logging
+import warnings
 from typing import Any
 
+import grpc
 import pytest
 from transformers.utils import get_json_schema
 
@@ -18,6 +21,7 @@ from workplace_env_client import (
     EnvironmentClient,
     SessionClosedError,
     SessionLeftOpenWarning,
+    UnavailableError,
 )
 from workplace_env_client.trl import EPISODE_METHODS, UNSET, WorkplaceEnvironment, trl_environment
 
@@ -123,16 +127,84 @@ def test_unset_optional_arguments_are_not_sent(served, rows):
     env.get_reward()
 
 
-def test_reset_closes_the_previous_session(served, rows):
+def left_open_warnings(record: pytest.WarningsRecorder, here: bool = True) -> list[str]:
+    """The messages of the SessionLeftOpenWarnings ``record`` holds; with ``here``, each checked
+    to point at this file (the test's own call, not the SDK's insides)."""
+    found = [w for w in record if issubclass(w.category, SessionLeftOpenWarning)]
+    assert not here or all(w.filename == __file__ for w in found), [w.filename for w in found]
+    return [str(w.message) for w in found]
+
+
+def assert_gone(served, session_id: str) -> None:
+    """The server holds ``session_id`` no more: a call on it is refused NOT_FOUND."""
+    with pytest.raises(SessionClosedError) as refused:
+        served.raw.call_tool_raw(session_id, "email_search_emails", {"query": "budget"})
+    assert refused.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_reset_mid_episode_closes_the_open_session_and_warns_once(served, rows):
     env = trl_environment(served.client)()
     env.reset(**rows[0])
     first = env._episode.session_id
-    env.reset(**rows[1])
+    with pytest.warns(SessionLeftOpenWarning) as warned:
+        env.reset(**rows[1])
+    assert left_open_warnings(warned) == [
+        f"session {first!r} was closed after its episode was left unfinished (reset to a new "
+        "episode before get_reward()): the episode is not scored"
+    ]
     assert served.store.live_count() == 1
-    with pytest.raises(SessionClosedError):
-        served.raw.call_tool_raw(first, "email_search_emails", {"query": "budget"})
+    assert_gone(served, first)
     env.get_reward()
     assert served.store.live_count() == 0
+
+
+def test_a_with_block_ended_mid_episode_closes_the_session_and_warns_once(served, rows):
+    with pytest.warns(SessionLeftOpenWarning) as warned, trl_environment(served.client)() as env:
+        env.reset(**rows[0])
+        sid = env._episode.session_id
+    [said] = left_open_warnings(warned)
+    assert f"session {sid!r} was closed after its episode was left unfinished" in said
+    assert_gone(served, sid)
+    assert served.store.live_count() == 0
+
+
+def test_a_finished_episode_ends_without_a_warning(served, rows):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SessionLeftOpenWarning)
+        with trl_environment(served.client)() as env:
+            env.reset(**rows[0])
+            env.get_reward()
+        del env
+        gc.collect()
+    assert served.store.live_count() == 0
+
+
+@pytest.mark.parametrize("how", ["reset", "dropped"])
+def test_an_abandoned_episode_whose_close_fails_is_logged_and_warned_never_raised(
+    make_server, rows, caplog, how
+):
+    """The server gone when the slot is reset or dropped mid-episode: the close's error is
+    logged and said once by the warning (the session stays until the idle TTL), never raised
+    (a reset raises its own seed's error)."""
+    served = make_server()
+    with EnvironmentClient(served.target, timeout_s=30, max_attempts=1) as client:
+        env = trl_environment(client)()
+        env.reset(**rows[0])
+        sid = env._episode.session_id
+        served.running.stop(grace_s=0)
+        logged = caplog.at_level(logging.WARNING, "workplace_env_client")
+        with logged, pytest.warns(SessionLeftOpenWarning) as warned:
+            if how == "reset":
+                with pytest.raises(UnavailableError):
+                    env.reset(**rows[1])
+            else:
+                del env
+                gc.collect()
+    # once for the episode (a reset's own seed, unanswered, also warns about its new id)
+    [said] = [m for m in left_open_warnings(warned, here=how == "reset") if repr(sid) in m]
+    assert f"session {sid!r} was not closed (" in said and "idle TTL" in said
+    [logged] = [r.getMessage() for r in caplog.records if sid in r.getMessage()]
+    assert "failed" in logged
 
 
 def test_out_of_episode_use_and_bad_rows_are_refused_leaving_nothing_open(served, rows):
@@ -142,7 +214,10 @@ def test_out_of_episode_use_and_bad_rows_are_refused_leaving_nothing_open(served
     with pytest.raises(RuntimeError, match=r"reset\(\*\*row\) first"):
         env.email_delete_email(email_id="00000057")
     env.reset(**rows[0])
-    with pytest.raises(ArgumentError, match=r"task\.ground_truth"):
+    with (
+        pytest.raises(ArgumentError, match=r"task\.ground_truth"),
+        pytest.warns(SessionLeftOpenWarning),
+    ):
         env.reset(id="x", ground_truth=5)
     assert served.store.live_count() == 0
     with pytest.raises(ValueError, match="reset"):
@@ -159,7 +234,7 @@ def test_an_environment_whose_server_died_never_hides_its_block(make_server, row
     with client:
         env = environment()
         if body_raises:
-            with pytest.raises(LookupError) as raised, env:
+            with pytest.raises(LookupError) as raised, pytest.warns(SessionLeftOpenWarning), env:
                 env.reset(**rows[0])
                 sid = env._episode.session_id
                 served.running.stop(grace_s=0)
@@ -173,10 +248,17 @@ def test_an_environment_whose_server_died_never_hides_its_block(make_server, row
         assert f"session {sid!r} was not closed" in str(warned[0].message)
 
 
-def test_a_dropped_slot_closes_its_session(served, rows):
+def test_a_dropped_slot_closes_its_session_and_warns_once(served, rows):
     env = trl_environment(served.client)()
     env.reset(**rows[0])
+    sid = env._episode.session_id
     assert served.store.live_count() == 1
-    del env
-    gc.collect()
+    with pytest.warns(SessionLeftOpenWarning) as warned:
+        del env
+        gc.collect()
+    assert left_open_warnings(warned, here=False) == [
+        f"session {sid!r} was closed after its episode was left unfinished (dropped "
+        "unclosed): the episode is not scored"
+    ]
+    assert_gone(served, sid)
     assert served.store.live_count() == 0

@@ -65,8 +65,14 @@ from workplace_env_client import (
     checks,
     openai_client,
 )
-from workplace_env_client.rollouts import MODEL_APIS, MODEL_CONFIG_ERROR
+from workplace_env_client.rollouts import MODEL_APIS, MODEL_CONFIG_ERROR, endpoint_unanswered
 from workplace_env_client.rows import SandboxIdentity
+
+#: The ``--base-url`` of the command printed for a rerun through a corrected endpoint.
+_CORRECTED_ENDPOINT = {"--base-url": "http://HOST:PORT/v1"}
+#: What a rerun through another endpoint does with the ``--out`` (the endpoint is no part of
+#: the plan: :mod:`workplace_env.run.plan`).
+_RESUMED_ELSEWHERE = "the same --out resumes, its finished episodes kept"
 
 
 @dataclass(frozen=True)
@@ -385,6 +391,16 @@ def _collect_and_report(
             "environment, no score of the model, left out of the pass rate): exit 1; "
             + plain(f"to play them again: {resume}")
         )
+        if unanswered := sum(endpoint_unanswered(line) for line in unfinished):
+            console.print(
+                plain(
+                    f"{unanswered} of them got no answer from the endpoint at "
+                    f"{options.base_url} (a refused connection, an unknown host or a timeout); "
+                    "if that address is wrong, rerun with a corrected --base-url "
+                    f"({_RESUMED_ELSEWHERE}): "
+                    f"{rerun_command(drop=('--overwrite',), replace=_CORRECTED_ENDPOINT)}"
+                )
+            )
     written = [f"rollouts {options.out}", f"inputs {materialized_inputs_path(options.out)}"]
     unwritten = []
     try:
@@ -420,8 +436,11 @@ def _collect_and_report(
             "episodes were not started. Check --base-url (the OpenAI-compatible root, e.g. "
             "http://host:8000/v1), --api (responses | chat), --model, the key in "
             f"${options.api_key_env} (--api-key-env) and the sampling flags (--temperature, "
-            "--top-p, --max-output-tokens, --model-seed), then rerun with the same --out (with "
-            "--overwrite when one of these flags changed). The endpoint answered:",
+            "--top-p, --max-output-tokens, --model-seed). With a corrected --base-url or key, "
+            f"{_RESUMED_ELSEWHERE}: "
+            f"{rerun_command(drop=('--overwrite',), replace=_CORRECTED_ENDPOINT)}; another "
+            "--api, --model or sampling flag is another plan (a new --out, or --overwrite). "
+            "The endpoint answered:",
             result.config_error,
         )
     return 1 if unfinished or (masked and options.fail_on_masked) else 0

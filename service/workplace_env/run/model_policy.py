@@ -7,7 +7,8 @@ rollouts JSONL as episodes finish, next to NeMo Gym's materialized inputs
 
 Resume: a rerun of the same plan (:mod:`workplace_env.run.plan`) with the same output file keeps
 the lines of finished episodes (:func:`~workplace_env.run.rollout_files.is_finished`) and plays
-only the others; every line records the plan and the sandbox under ``workplace_env``. A line
+only the others; every line records the plan, the sandbox and the endpoint under
+``workplace_env`` (a rerun through another ``--base-url`` is the same plan). A line
 that cannot be strict JSON is replaced by the model's failure (``agent_run_error``). An
 endpoint that refuses a request for its configuration
 (:data:`~workplace_env_client.rollouts.MODEL_CONFIG_ERROR`) stops the collection: no episode
@@ -97,9 +98,10 @@ def collect_rollouts(
 
     ``sampling`` (temperature, top_p, max_output_tokens, seed) overrides each row's
     ``responses_create_params`` as NeMo Gym's ``responses_create_params`` overrides do;
-    ``base_url`` and ``sandbox`` (``{"digest", "origin"}``, None: unknown) go into the plan
+    ``sandbox`` (``{"digest", "origin"}``, None: unknown) goes into the plan
     (:func:`~workplace_env.run.plan.run_plan`) with the policy and the server's tools; every
-    line records the plan and the sandbox under ``workplace_env``. ``on_start(n)`` gets the
+    line records the plan, the sandbox and ``base_url`` (the endpoint, no part of the plan)
+    under ``workplace_env``. ``on_start(n)`` gets the
     number of episodes to play, ``on_done(line)`` each written line; once ``stop()`` is true no
     further episode starts (those in flight end and are written, but for one whose next model
     request a stoppable client refuses: :class:`ModelCallsStopped`, left to a resume). A
@@ -113,7 +115,7 @@ def collect_rollouts(
     """
     tools = client.list_tools()
     overrides = dict(sampling or {})
-    plan = run_plan(policy, tools, overrides, base_url=base_url, sandbox=sandbox)
+    plan = run_plan(policy, tools, overrides, sandbox=sandbox)
     pairs = [
         (task_index, rollout_index, dict(row))
         for task_index, row in enumerate(rows)
@@ -203,6 +205,7 @@ def collect_rollouts(
         line["workplace_env"]["input_sha256"] = digests[(task_index, rollout_index)]
         line["workplace_env"]["plan"] = plan
         line["workplace_env"]["sandbox"] = sandbox
+        line["workplace_env"]["base_url"] = base_url
         return line
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:

@@ -2,13 +2,16 @@
 
 The plan is the list of materialized inputs (each row as sent with its request, the sampling
 overrides merged into its ``responses_create_params`` as NeMo Gym merges them, and its task and
-rollout indices) and the run's own settings (:func:`run_plan`: model, API, base URL, sampling,
-max turns, the sandbox's digest and the server's tools); each rollout line records the SHA-256
-of its input's canonical JSON (``workplace_env.input_sha256``) and the settings
-(``workplace_env.plan``). When the existing files describe another plan (another setting,
-other rows at the same indices, other ``repeats``, another count, or lines without that
-digest), :func:`check_plan` raises :class:`PlanMismatch` naming what changed: the rollouts,
-materialized inputs, summary and plot always describe the same episodes.
+rollout indices) and the run's own settings (:func:`run_plan`: model, API, sampling, max turns,
+the sandbox's digest and the server's tools); each rollout line records the SHA-256 of its
+input's canonical JSON (``workplace_env.input_sha256``) and the settings
+(``workplace_env.plan``). How the model and the server are reached (``--base-url``, the key,
+``--timeout``, ``--max-retries``, ``--concurrency``, ``--target``) is no part of the plan: a
+rerun through another endpoint resumes the same experiment. When the existing files describe
+another plan (another setting, other rows at the same indices, other ``repeats``, another
+count, or lines without that digest), :func:`check_plan` raises :class:`PlanMismatch` naming
+what changed: the rollouts, materialized inputs, summary and plot always describe the same
+episodes.
 """
 
 from __future__ import annotations
@@ -41,12 +44,18 @@ def _line_digest(line: Mapping[str, Any]) -> Any:
     return diagnostics.get("input_sha256") if isinstance(diagnostics, Mapping) else None
 
 
+#: Keys a recorded plan may hold that say how the model was reached, not what was measured:
+#: never compared, so lines that record them resume under any endpoint.
+TRANSPORT_KEYS = frozenset({"base_url"})
+
+
 def plan_changes(recorded: Any, plan: Mapping[str, Any]) -> list[str]:
     """What differs between a rollout line's recorded plan and ``plan``: ``"key: old -> new"``
-    per differing key (a line that records no plan: ``"plan: none recorded"``)."""
+    per differing key, :data:`TRANSPORT_KEYS` left out (a line that records no plan:
+    ``"plan: none recorded"``)."""
     if not isinstance(recorded, Mapping):
         return ["plan: none recorded"]
-    keys = [*plan, *(k for k in recorded if k not in plan)]
+    keys = [*plan, *(k for k in recorded if k not in plan and k not in TRANSPORT_KEYS)]
     return [
         f"{key}: {json.dumps(recorded.get(key))} -> {json.dumps(plan.get(key))}"
         for key in keys
@@ -101,7 +110,7 @@ def check_plan(
         changed = f" (changed: {'; '.join(list(changes)[:6])})" if changes else ""
         where = "./" if out.parent == Path() else f"{out.parent}/"
         raise PlanMismatch(
-            f"{out} holds rollouts of another plan (another model, API, base URL, sampling, "
+            f"{out} holds rollouts of another plan (another model, API, sampling, "
             f"--max-turns, sandbox or tool set, other rows at the same indices, other --repeats "
             f"or another count){changed}: {'; '.join(found)}; nothing played. Use a new --out, "
             f"or --overwrite to delete this --out's files in {where} "
@@ -122,19 +131,18 @@ def run_plan(
     tools: Sequence[Mapping[str, Any]],
     sampling: Mapping[str, Any],
     *,
-    base_url: str | None,
     sandbox: Mapping[str, Any] | None,
 ) -> RunPlan:
     """What makes two collections the same experiment beyond their rows (each rollout line
-    records it as ``workplace_env.plan``): ``model``, ``api``, ``base_url``, ``sampling`` (the
+    records it as ``workplace_env.plan``): ``model``, ``api``, ``sampling`` (the
     ``responses_create_params`` overrides given: temperature, top_p, max_output_tokens, seed),
     ``max_turns``, the ``sandbox`` digest (None: unknown) and ``tools_sha256`` (SHA-256 of the
-    server's tool schemas' canonical JSON)."""
+    server's tool schemas' canonical JSON). The endpoint is not in it (each line records its
+    own as ``workplace_env.base_url``)."""
     tools_text = json.dumps(list(tools), sort_keys=True, separators=(",", ":"))
     return {
         "model": policy.model,
         "api": policy.api,
-        "base_url": base_url,
         "sampling": dict(sampling),
         "max_turns": policy.max_turns,
         "sandbox": sandbox.get("digest") if sandbox else None,
