@@ -26,9 +26,12 @@ def include_routes(app: FastAPI, state: GatewayState) -> None:
 
     The groups' route objects are appended as they are (every app shares them): FastAPI's
     ``include_router`` would add each group as one branch route, a matching step more per
-    request and no paths in ``app.routes``."""
+    request and no paths in ``app.routes``. The episode's routes go first, before FastAPI's
+    own (``/openapi.json``, ``/docs``): Starlette tries routes in order, and three of an
+    episode's four or five requests are theirs; no other route takes their paths."""
     app.state.gateway = state
-    for group in (health, offline, episodes, mcp_access):
+    app.router.routes[:0] = episodes.router.routes
+    for group in (health, offline, mcp_access):
         app.router.routes.extend(group.router.routes)
     mcp_access.mount_mcp(app, state)
     app.router.routes.extend(tools.router.routes)

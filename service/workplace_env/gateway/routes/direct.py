@@ -12,6 +12,8 @@ from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import get_typed_return_annotation
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
+from starlette.routing import Match
+from starlette.types import Scope
 
 
 def _takes_request_only(dependant: Dependant) -> bool:
@@ -45,6 +47,15 @@ class DirectRoute(APIRoute):
     request's own span is). Such a route calls its dependencies as declared: an app's
     ``dependency_overrides`` do not reach it.
     """
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        """FastAPI's match, after a quick refusal of a path that cannot be this route's: a
+        route without path parameters takes only a path ending with its own (a request's path
+        holds the app's ``root_path`` before it), and the router tries every route before the
+        one that matches."""
+        if not self.param_convertors and not scope.get("path", "").endswith(self.path):
+            return Match.NONE, {}
+        return super().matches(scope)
 
     def get_route_handler(self) -> Callable[[Request], Any]:
         dependant = self.dependant
