@@ -288,7 +288,7 @@ class McpGateway:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         manager = self._manager
-        if manager is None:  # outside the lifespan: the gateway is shutting down
+        if manager is None:  # outside the lifespan: stopped (shutting down), or never started
             message = "MCP is not running"
             headers = {"retry-after": "1"}
             await _refusal(503, JSONRPC_SERVICE_ERROR, message, headers)(scope, receive, send)
