@@ -212,7 +212,8 @@ class EnvironmentClient(ClientBase[grpc.Channel, Transport, SessionBlock[Session
 
     def close(self) -> None:
         """Close the channel if this client created it (the transport's :meth:`close`); every
-        call in flight or started later raises ClientClosedError."""
+        call in flight raises ClientClosedError with ``in_flight`` (it may have run), on every
+        transport, and every call started later one without."""
         self.closed = True
         self.transport.close()
 

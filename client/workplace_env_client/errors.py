@@ -379,7 +379,7 @@ HINTS: dict[str, str] = {
     "--admin-token) as {token}",
     reasons.ADMIN_TOKEN_INVALID.name: "{token} must be the --admin-token {server} was started with",
     reasons.ADMIN_DISABLED.name: "restart the server at {server} with --admin-token, then pass "
-    "that token as {token}",
+    "that token as {token} (or, on loopback only, restart it with --admin-open)",
     reasons.CALL_ID_REUSED.name: "a call_id names one call of a session on {server}: resend "
     "its tool name and the identical arguments text (a mapping is sent as "
     "json.dumps(arguments, ensure_ascii=False), so resend the same mapping, or the same text), "

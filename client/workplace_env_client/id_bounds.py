@@ -4,8 +4,8 @@ server's domain can use it without a transport."""
 
 from __future__ import annotations
 
-#: Longest ``resources_session_id`` and ``episode_id.rollout_id``, in characters: both name
-#: server state and travel in headers, logs and checkpoints.
+#: Longest ``resources_session_id``, ``episode_id.rollout_id`` and ``call_id``, in characters:
+#: each names server state and travels in headers, logs and checkpoints.
 MAX_ID_CHARS = 256
 
 

@@ -159,7 +159,9 @@ class ClientBase(Generic[ChannelT, TransportT, BlockT]):
         self.admin_token = options.admin_token
         self._retry_refusals = options.retry_refusals
         self._target, self._affinity, self._credentials = target, affinity, credentials
-        #: Set by ``close()``: every RPC in flight or started after it ends ClientClosedError.
+        #: Set by ``close()``: every RPC in flight or started after it ends ClientClosedError,
+        #: ``in_flight`` True for one under way at the close (it may have run), whatever the
+        #: transport: one that ran to its end is not answered either.
         self.closed = False
 
     @property
@@ -233,7 +235,7 @@ class ClientBase(Generic[ChannelT, TransportT, BlockT]):
                 raise client_closed()
             options = {"timeout": budget.remaining(), "metadata": metadata, "checked": checked}
             try:
-                return (yield Step(self.transport, "unary", (method, request), options))
+                response = yield Step(self.transport, "unary", (method, request), options)
             except asyncio.CancelledError:
                 if self.closed and not caller_cancelled():
                     raise client_closed(in_flight=True) from None
@@ -244,4 +246,8 @@ class ClientBase(Generic[ChannelT, TransportT, BlockT]):
                 wait = budget.wait_after(error)
                 if wait is None:
                     raise
+            else:
+                if self.closed:  # closed while it ran: as over gRPC, whatever the transport
+                    raise client_closed(in_flight=True)
+                return response
             yield Step(self, "_pause", (wait,))

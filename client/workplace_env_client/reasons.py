@@ -173,7 +173,8 @@ TABLES_UNAVAILABLE = _row(
 )  # fmt: skip
 DRAINING = _row(
     "DRAINING", Code.UNAVAILABLE, "UnavailableError", _UNAVAILABLE,
-    "The server (or the gateway) is shutting down and takes no new seeds (X2).",
+    "The server (or the gateway) is shutting down and takes no new seeds (X2), nor MCP "
+    "requests once the gateway's MCP server stopped.",
     run_kind=RUN_SERVER_UNAVAILABLE, retryable=True, raised_by=f"{SERVER}, {GATEWAY}",
 )  # fmt: skip
 INJECTED_FAULT = _row(
@@ -279,7 +280,8 @@ REQUEST_TIMEOUT = _row(
 BODY_UNPARSABLE = _row(
     "BODY_UNPARSABLE", None, "", (400, "invalid_request"),
     "A body that cannot be read: its bytes are not text in the encoding detected as JSON's "
-    "(UTF-8/16/32); 400 as NeMo Gym's server answers.", **_HTTP_ONLY,
+    "(UTF-8/16/32); 400 as NeMo Gym's server answers. On the MCP endpoint, a body that is "
+    "not a JSON-RPC message (JSON-RPC -32700 or -32602).", **_HTTP_ONLY,
 )  # fmt: skip
 ROUTE_NOT_FOUND = _row(
     "ROUTE_NOT_FOUND", None, "", (404, "not_found"),
@@ -288,6 +290,14 @@ ROUTE_NOT_FOUND = _row(
 METHOD_NOT_ALLOWED = _row(
     "METHOD_NOT_ALLOWED", None, "", (405, "method_not_allowed"),
     "A method the path does not take; `Allow` names those it does.", **_HTTP_ONLY,
+)  # fmt: skip
+NOT_ACCEPTABLE = _row(
+    "NOT_ACCEPTABLE", None, "", (406, "not_acceptable"),
+    "An MCP request whose `Accept` header does not take `application/json`.", **_HTTP_ONLY,
+)  # fmt: skip
+UNSUPPORTED_MEDIA_TYPE = _row(
+    "UNSUPPORTED_MEDIA_TYPE", None, "", (415, "unsupported_media_type"),
+    "An MCP request whose `Content-Type` is not `application/json`.", **_HTTP_ONLY,
 )  # fmt: skip
 SESSION_COOKIE_REQUIRED = _row(
     "SESSION_COOKIE_REQUIRED", None, "", (403, "forbidden"),

@@ -21,9 +21,6 @@ from workplace_env_client.id_bounds import MAX_ID_CHARS, id_length_problem
 SESSION_ID_RE = re.compile(rf"[A-Za-z0-9._:-]{{1,{MAX_ID_CHARS}}}")
 #: A rollout id's characters; its length is bounded apart (:func:`episode_violations`).
 ROLLOUT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-#: Longest ``call_id`` accepted (characters), as for ``resources_session_id``: call_ids are
-#: kept per session (T6) and travel in checkpoints, so their size is bounded.
-MAX_CALL_ID_CHARS = 256
 ENVIRONMENT_NAME = "workplace_assistant"
 
 
@@ -107,10 +104,12 @@ def session_id_violations(
 
 
 def call_id_violations(call_id: str, path: str = "call_id") -> list[FieldViolation]:
-    """Violations of the call_id bound: at most :data:`MAX_CALL_ID_CHARS` characters
-    (empty means "no call_id" on CallTool; a caller checks presence where it is required)."""
-    if len(call_id) > MAX_CALL_ID_CHARS:
-        return [FieldViolation(path, f"must be at most {MAX_CALL_ID_CHARS} characters")]
+    """Violations of the call_id bound: at most
+    :data:`~workplace_env_client.id_bounds.MAX_ID_CHARS` characters, the problem text of
+    :func:`~workplace_env_client.id_bounds.id_length_problem` (empty means "no call_id" on
+    CallTool; a caller checks presence where it is required)."""
+    if (too_long := id_length_problem(call_id)) is not None:
+        return [FieldViolation(path, too_long)]
     return []
 
 

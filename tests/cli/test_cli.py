@@ -66,6 +66,7 @@ from workplace_env_client import (
     WorkplaceEnvError,
 )
 from workplace_env_client.errors import HINTS, error_class, fix_hint, from_rpc_error
+from workplace_env_client.id_bounds import id_length_problem
 
 HANG_S = 60.0  # bound of every wait on a process (a hang guard, never a pacing delay)
 FILE_TOKEN = "token-from-file"  # the config file's admin token, overridden by the flag
@@ -1620,5 +1621,5 @@ def test_checkpoint_restore_refuses_a_rollout_id_past_the_id_bound(restore_targe
     said = " ".join(refused.output.split())
     assert refused.exit_code == 1, said
     assert "restore refused, nothing installed:" in said
-    assert "episode_id.rollout_id: must be at most 256 characters, not 257" in said
+    assert f"episode_id.rollout_id: {id_length_problem('r' * 257)}" in said
     assert store.live_count() == 0

@@ -30,7 +30,7 @@ from workplace_env.gateway.cookies import SessionTokens
 from workplace_env.gateway.settings import COOKIE_NAME
 from workplace_env.server.app import RunningServer
 from workplace_env.sessions import SessionConfig
-from workplace_env_client import AdminClient, EnvironmentClient
+from workplace_env_client import AdminClient, EnvironmentClient, reasons
 
 SECRET = "fuzz-http-secret"
 SIGNER = itsdangerous.TimestampSigner(SECRET)
@@ -192,6 +192,13 @@ content_types = st.sampled_from(
 )
 
 
+def refusal_reason(answer: httpx.Response) -> str:
+    """The ``reason`` a refusal names: the body's, or (MCP) its JSON-RPC error's ``data``'s."""
+    body = answer.json()
+    data = (body.get("error") or {}).get("data") if "error" in body else body
+    return str(data.get("reason")) if isinstance(data, dict) else ""
+
+
 @given(
     route=routes,
     method=st.sampled_from(["POST", "POST", "POST", "GET", "PUT", "DELETE"]),
@@ -219,6 +226,8 @@ def test_fuzz_http_routes(target, route, method, body, cookie, content_type, cal
     answer = target.http.request(method, route, content=body, headers=raw_headers)
     fz.seen(kind, answer.status_code)
     assert answer.status_code < 500, (route, answer.status_code, answer.text[:300])
+    if answer.status_code >= 400:
+        assert reasons.is_registry_name(refusal_reason(answer)), (route, answer.text[:300])
     json_answer = answer.headers.get("content-type", "").startswith("application/json")
     if route == "/mcp" and json_answer and answer.content:  # (a notification gets no body)
         payload = answer.json()

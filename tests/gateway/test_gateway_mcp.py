@@ -18,6 +18,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
+from starlette.testclient import TestClient
 
 from tests.helpers import http_total_emails
 from workplace_env.gateway import (
@@ -27,8 +28,8 @@ from workplace_env.gateway import (
     SessionTokens,
     start_gateway,
 )
-from workplace_env.gateway.mcp_tools import TOKEN_REQUIRED
-from workplace_env_client import EnvironmentClient
+from workplace_env.gateway.mcp_tools import TOKEN_REQUIRED, McpGateway
+from workplace_env_client import EnvironmentClient, reasons
 from workplace_env_client.reasons import JSONRPC_SERVICE_ERROR, JSONRPC_SESSION_LOST
 
 SEND = {"recipient": "someone@example.com", "subject": "Mcp hello", "body": "hi"}
@@ -350,3 +351,50 @@ def test_a_body_over_the_sdks_limit_is_refused_before_it_is_parsed(gateway, agen
         error["message"] == f"the body is over the MCP endpoint's limit of {4 * 1024 * 1024} bytes"
     )
     assert sent_count(http) == 0
+
+
+PING = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+#: Requests the MCP endpoint refuses with an HTTP status that is not 2xx, as (method, headers,
+#: body, status, JSON-RPC code): ours and the MCP SDK's own (406, an envelope it refuses).
+MCP_REFUSED = [
+    ("GET", {"accept": "application/json"}, None, 405, JSONRPC_SERVICE_ERROR),
+    ("DELETE", {}, None, 405, JSONRPC_SERVICE_ERROR),
+    ("POST", MCP_HEADERS, b"\xff\xfe{", 400, -32700),
+    ("POST", MCP_HEADERS, b"{not json", 400, -32700),
+    ("POST", MCP_HEADERS, b"x" * (4 * 1024 * 1024 + 1), 413, -32700),
+    ("POST", MCP_HEADERS, b'{"jsonrpc": "2.0"}', 400, -32602),
+    ("POST", {**MCP_HEADERS, "accept": "text/html"}, PING, 406, -32600),
+    ("POST", {**MCP_HEADERS, "content-type": "text/plain"}, PING, 415, -32600),
+    ("POST", {"accept": "application/json"}, PING, 415, -32600),
+    ("POST", {**MCP_HEADERS, "content-type": "application/jsonx"}, PING, 415, -32600),
+]
+
+
+def _assert_registry_refusal(response: httpx.Response, status: int, code: int) -> None:
+    """``response`` is HTTP ``status`` with the JSON-RPC error ``code``, whose ``data`` names a
+    registry reason declared for that status."""
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["code"] == code
+    row = reasons.REASONS[error["data"]["reason"]]
+    assert row.http_status == status
+
+
+@pytest.mark.parametrize(("method", "headers", "body", "status", "code"), MCP_REFUSED)
+def test_every_mcp_refusal_names_its_registry_reason(
+    gateway, agent, method, headers, body, status, code
+):
+    http, token = agent
+    response = http.request(method, "/mcp", content=body, headers={**headers, TOKEN_HEADER: token})
+    _assert_registry_refusal(response, status, code)
+    if status == 405:
+        assert response.headers["allow"] == "POST"
+    assert sent_count(http) == 0
+
+
+def test_mcp_outside_its_lifespan_is_503_naming_its_reason(sdk):
+    """Before the gateway's lifespan starts its MCP server (or after it stopped)."""
+    mcp = McpGateway(sdk, SessionTokens("not-running", 60))
+    response = TestClient(mcp).post("/", content=PING, headers=MCP_HEADERS)  # no lifespan
+    _assert_registry_refusal(response, 503, JSONRPC_SERVICE_ERROR)
+    assert response.headers["retry-after"] == "1"

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
+import grpc
 import pytest
 from fastapi import FastAPI, Request, routing
 from fastapi.responses import Response
@@ -25,6 +26,7 @@ from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.gateway.state import GatewayState
 from workplace_env.gateway.translate import CALL_ID_HEADER, HttpProblem
 from workplace_env.server.in_process import in_process_client
+from workplace_env_client import reasons
 
 SECRET = "routes-test-secret"
 SETTINGS = GatewaySettings(secret_key=SECRET, mcp_path="")
@@ -107,6 +109,7 @@ def test_each_app_s_routes_reach_their_own_state():
         (None, False, 200, {"status": "ready"}),
         (lambda: None, False, 200, {"status": "ready"}),
         (lambda: "backend_unavailable", False, 503, {"status": "backend_unavailable"}),
+        (lambda: "backend_not_serving", False, 503, {"status": "backend_not_serving"}),
         (lambda: None, True, 503, {"status": "draining"}),
     ],
 )
@@ -116,7 +119,14 @@ def test_the_health_router_alone_answers_readiness_from_its_state(probe, drainin
         state.draining.set()
     with TestClient(bare_app(state, health.router)) as http:
         answer = http.get("/ready")
-        assert (answer.status_code, answer.json()) == (status, body)
+        said = answer.json()
+        assert (answer.status_code, said["status"]) == (status, body["status"])
+        if status != 200:  # a registry reason declared for the status, and its kind
+            name = said["reason"]
+            row = reasons.REASONS.get(name) or reasons.BY_CODE[grpc.StatusCode[name]]
+            assert (row.http_status, row.failure_kind) == (503, said["failure_kind"])
+        else:
+            assert said == body
         assert http.get("/health").json() == http.get("/").json() == {"status": "ok"}
 
 

@@ -71,6 +71,7 @@ from workplace_env_client import (
     SessionLostError,
     UnavailableError,
 )
+from workplace_env_client.id_bounds import id_length_problem
 from workplace_env_client.messages import seed_request
 
 # -- SeedSession ------------------------------------------------------------------------------
@@ -201,7 +202,7 @@ def test_S5_a_rollout_id_past_the_id_bound_is_invalid_naming_it(env, rpc):
         status = rpc_status.from_call(err.value)
         assert any(d.Unpack(bad) for d in status.details if d.Is(bad.DESCRIPTOR))
         assert [(v.field, v.description) for v in bad.field_violations] == [
-            ("episode_id.rollout_id", "must be at most 256 characters, not 257")
+            ("episode_id.rollout_id", id_length_problem("x" * 257))
         ]
     assert env.store.live_count() == (1 if rpc == "SeedSession" else 0)
 

@@ -92,8 +92,42 @@ def test_the_admin_refusals_are_the_registry_rows(make_server):
             admin.export_sessions([])
         row = reasons.REASONS[caught.value.reason]
         assert row.admin_only and caught.value.code == row.code
+        assert caught.value.hint
+        assert _shared_words(caught.value.message, caught.value.hint) < _REPEATED_WORDS
         seen.add(caught.value.reason)
     assert seen == {"ADMIN_DISABLED", "ADMIN_TOKEN_REQUIRED", "ADMIN_TOKEN_INVALID"}
+
+
+#: A run of this many words in both a refusal's message and its hint says the same twice.
+_REPEATED_WORDS = 4
+
+
+def _shared_words(message: str, hint: str) -> int:
+    """The longest run of words (lower case, punctuation stripped) in both texts."""
+
+    def words(text: str) -> list[str]:
+        return [w.strip(".,;:()'\"").lower() for w in text.split()]
+
+    said, told = words(message), words(hint)
+    runs = [[0] * (len(told) + 1) for _ in range(len(said) + 1)]
+    for i, word in enumerate(said):
+        for j, other in enumerate(told):
+            if word == other:
+                runs[i + 1][j + 1] = runs[i][j] + 1
+    return max(max(row) for row in runs)
+
+
+def test_a_reused_call_id_says_what_happened_and_its_hint_what_to_do(once):
+    """CALL_ID_REUSED: the server's message names the call_id and the call; the remedy is the
+    hint's alone."""
+    sid = f"reg-{uuid.uuid4().hex}"
+    once.seed(sid, EP, TID, TASK)
+    once.call_tool_raw(sid, "email_search_emails", '{"query": "a"}', "c1")
+    with pytest.raises(sdk_errors.CallIdReusedError) as caught:
+        once.call_tool_raw(sid, "email_search_emails", '{"query": "b"}', "c1")
+    message, hint = caught.value.message, caught.value.hint
+    assert "'c1'" in message and "email_search_emails" in message
+    assert hint and _shared_words(message, hint) < _REPEATED_WORDS
 
 
 # -- each domain error through the servicer, the SDK and the HTTP gateway ---------------------

@@ -101,7 +101,8 @@ def test_serve_command_drains_on_sigterm():
             while health(serve.target) != NOT_SERVING:  # the signal is taken
                 assert time.monotonic() < deadline, "still SERVING after SIGTERM"
             ready = probe.get("/ready")
-            assert (ready.status_code, ready.json()) == (503, {"status": "draining"})
+            assert ready.status_code == 503
+            assert (ready.json()["status"], ready.json()["reason"]) == ("draining", "DRAINING")
             seeded = probe.post("/seed_session", json=TASK)
             assert seeded.status_code == 503 and seeded.json()["reason"] == "DRAINING"
             with pytest.raises(UnavailableError) as err:

@@ -18,7 +18,7 @@ from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.checkpoint.files import read_checkpoint, write_checkpoint
 from workplace_env.config import Settings
-from workplace_env.identity import MAX_CALL_ID_CHARS, EpisodeId, Task, TaskId
+from workplace_env.identity import EpisodeId, Task, TaskId
 from workplace_env.server import convert
 from workplace_env.server.admin import AdminServicer
 from workplace_env.sessions import SessionConfig, SessionStore
@@ -37,6 +37,7 @@ from workplace_env_client.admin import (
     join_snapshots,
     split_snapshot,
 )
+from workplace_env_client.id_bounds import MAX_ID_CHARS, id_length_problem
 
 EP = ("rollout-k9", 0)
 TID = ("unit", "t1")
@@ -142,7 +143,7 @@ def _record(**changes) -> admin_pb.CallRecord:
     ("records", "field"),
     [
         ([_record(call_id="")], "call_records[0].call_id"),
-        ([_record(call_id="x" * (MAX_CALL_ID_CHARS + 1))], "call_records[0].call_id"),
+        ([_record(call_id="x" * (MAX_ID_CHARS + 1))], "call_records[0].call_id"),
         ([_record(), _record()], "call_records[1].call_id"),
         ([_record(call_digest=b"abc")], "call_records[0].call_digest"),
         ([_record(output="not json")], "call_records[0].output"),
@@ -169,10 +170,11 @@ def test_call_id_longer_than_the_bound_is_refused_and_nothing_runs(servers):
     a.client.seed("long", EP, TID, TASK)
     with pytest.raises(InvalidRequestError) as err:
         a.client.call_tool_raw("long", "email_send_email", SEND_ARGS, "x" * 100_000)
-    assert [v.field for v in err.value.violations] == ["call_id"]
+    violations = [(v.field, v.description) for v in err.value.violations]
+    assert violations == [("call_id", id_length_problem("x" * 100_000))]
     assert a.copies("long") == 0
-    assert not a.send("long", "x" * MAX_CALL_ID_CHARS).replayed  # the bound itself is fine
-    assert a.send("long", "x" * MAX_CALL_ID_CHARS).replayed
+    assert not a.send("long", "x" * MAX_ID_CHARS).replayed  # the bound itself is fine
+    assert a.send("long", "x" * MAX_ID_CHARS).replayed
 
 
 def _args(i: int) -> str:

@@ -806,11 +806,8 @@ def test_a_reused_call_id_is_refused_saying_so(base, clock):
     store.call_tool("s", *SEND, call_id="c1")
     with pytest.raises(errors.CallIdReused) as refused:
         store.call_tool("s", *READ, call_id="c1")
-    assert (refused.value.session_id, refused.value.message) == (
-        "s",
-        "call_id 'c1' was used for another call: the tool name or the arguments text differ"
-        " (a retry must resend the same tool and the identical arguments text, byte for byte)",
-    )
+    assert refused.value.session_id == "s"
+    assert "'c1'" in refused.value.message and READ[0] in refused.value.message
 
 
 def test_calls_without_a_call_id_are_never_replayed_or_refused(base, clock):

@@ -17,7 +17,10 @@
   ``JSONRPC_SESSION_LOST``, data ``{"failure_kind": "session_lost", "reason": ...}``), other
   service errors (``JSONRPC_SERVICE_ERROR``); a malformed envelope gets the SDK's own
   parse/invalid-request errors (-32700, -32600), a body over the SDK's limit
-  (``max_request_body_size``, 4 MiB) HTTP 413 with -32700 before it is read; a request of a
+  (``max_request_body_size``, 4 MiB) HTTP 413 with -32700 before it is read; every answer
+  that is not HTTP 2xx (ours and the SDK's: 400, 405, 406, 413, 415, 503) names its registry
+  reason in the error's ``data`` (``{"reason": ...}``, :data:`MCP_REFUSALS`; a Content-Type
+  that is not JSON is 415, where the SDK would answer a plain-text 400); a request of a
   method this server does not answer (any but ``initialize``, ``ping``, ``tools/list`` and
   ``tools/call``, whatever its params) is -32601 "Method not found" naming it; one whose
   ``params`` its MCP type refuses (``arguments: [1]``, ``name: 5``) is -32602 naming each
@@ -63,6 +66,22 @@ PARSE_ERROR = -32700
 INVALID_PARAMS = -32602
 #: JSON-RPC's code for a request of a method this server does not answer.
 METHOD_NOT_FOUND = -32601
+#: JSON-RPC's code for a message that is no valid request (the MCP SDK's for a bad header).
+INVALID_REQUEST = -32600
+
+#: The registry row of each HTTP status the endpoint refuses with (ours and the MCP SDK's):
+#: its name is the ``reason`` in the JSON-RPC error's ``data``.
+MCP_REFUSALS: dict[int, reasons.Reason] = {
+    row.http_status: row
+    for row in (
+        reasons.BODY_UNPARSABLE,
+        reasons.METHOD_NOT_ALLOWED,
+        reasons.NOT_ACCEPTABLE,
+        reasons.REQUEST_TOO_LARGE,
+        reasons.UNSUPPORTED_MEDIA_TYPE,
+        reasons.DRAINING,
+    )
+}
 
 #: Header that carries a session token (``Authorization: Bearer`` works too; NeMo Gym's,
 #: ``NEMO_TOKEN_HEADER``, as well).
@@ -153,12 +172,62 @@ def _rpc_error(
     )
 
 
-def _parse_error(message: str, status: int = 400) -> JSONResponse:
-    """A JSON-RPC parse error (-32700) as an HTTP answer."""
+def _refusal(
+    status: int, code: int, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """The HTTP ``status`` answer with the JSON-RPC error ``code``, ``data`` naming the reason
+    of :data:`MCP_REFUSALS` for ``status``."""
+    data = {"reason": MCP_REFUSALS[status].name}
+    error = {"code": code, "message": message, "data": data}
     return JSONResponse(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": PARSE_ERROR, "message": message}},
-        status_code=status,
+        {"jsonrpc": "2.0", "id": None, "error": error}, status_code=status, headers=headers
     )
+
+
+def _parse_error(message: str, status: int = 400) -> JSONResponse:
+    """A JSON-RPC parse error (-32700) as an HTTP answer (400 or 413), with its reason."""
+    return _refusal(status, PARSE_ERROR, message)
+
+
+def _with_reason(send: Send) -> Send:
+    """``send`` for the MCP SDK's answers: one with a status of :data:`MCP_REFUSALS` (its own
+    406, 415, 400) gets that reason in its JSON-RPC error's ``data``; others pass as sent."""
+    held: Message | None = None
+    body = bytearray()
+
+    async def sending(message: Message) -> None:
+        nonlocal held
+        if message["type"] == "http.response.start" and message["status"] in MCP_REFUSALS:
+            held = message
+            return
+        if held is None or message["type"] != "http.response.body":
+            await send(message)
+            return
+        body.extend(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        answer = _reasoned(bytes(body), MCP_REFUSALS[held["status"]].name)
+        headers = [(k, v) for k, v in held.get("headers", []) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(answer)).encode()))
+        await send({**held, "headers": headers})
+        await send({"type": "http.response.body", "body": answer, "more_body": False})
+
+    return sending
+
+
+def _reasoned(body: bytes, reason: str) -> bytes:
+    """A JSON-RPC error answer ``body`` with ``reason`` in its error's ``data`` (a ``data``
+    object keeps its fields; any other is replaced); another body unchanged."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return body
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if not isinstance(error, dict):
+        return body
+    data = error.get("data")
+    error["data"] = {**data, "reason": reason} if isinstance(data, dict) else {"reason": reason}
+    return json.dumps(answer, separators=(",", ":")).encode()
 
 
 def _service_error(exc: WorkplaceEnvError) -> McpError:
@@ -219,33 +288,27 @@ class McpGateway:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         manager = self._manager
-        if manager is None:
-            response = JSONResponse(
-                {
-                    "jsonrpc": "2.0",
-                    "id": None,
-                    "error": {"code": JSONRPC_SERVICE_ERROR, "message": "MCP is not running"},
-                },
-                status_code=503,
-            )
-            await response(scope, receive, send)
+        if manager is None:  # outside the lifespan: stopped (shutting down), or never started
+            message = "MCP is not running"
+            headers = {"retry-after": "1"}
+            await _refusal(503, JSONRPC_SERVICE_ERROR, message, headers)(scope, receive, send)
             return
         if scope.get("method") != "POST":
             # Stateless with JSON answers: the server never sends on its own, so there is no
             # stream to open (GET) or session to end (DELETE); an idle open stream per GET
             # would only hold a connection (MCP lets a server answer 405 here).
-            await JSONResponse(
-                {
-                    "jsonrpc": "2.0",
-                    "id": None,
-                    "error": {
-                        "code": JSONRPC_SERVICE_ERROR,
-                        "message": "POST JSON-RPC messages here",
-                    },
-                },
-                status_code=405,
-                headers={"allow": "POST"},
-            )(scope, receive, send)
+            message, headers = "POST JSON-RPC messages here", {"allow": "POST"}
+            await _refusal(405, JSONRPC_SERVICE_ERROR, message, headers)(scope, receive, send)
+            return
+        # The MCP SDK answers a Content-Type not starting application/json with a plain-text
+        # 400; refused here as its own JSON-RPC 415 refuses the other types it does not take.
+        content_type = Headers(scope=scope).get("content-type", "")
+        if not content_type.lower().startswith("application/json"):
+            message = (
+                "Unsupported Media Type: Content-Type must be application/json, "
+                f"got {content_type!r}"
+            )
+            await _refusal(415, INVALID_REQUEST, message)(scope, receive, send)
             return
         # The envelope is checked here first: the MCP SDK answers some bodies it cannot parse
         # (bytes that are not UTF-8) with HTTP 500, and JSON no wire can carry must not reach
@@ -289,7 +352,7 @@ class McpGateway:
             sent = True
             return {"type": "http.request", "body": bytes(body), "more_body": False}
 
-        await manager.handle_request(scope, replay, send)
+        await manager.handle_request(scope, replay, _with_reason(send))
 
     async def tools(self) -> list[types.Tool]:
         """The tools as MCP advertises them (from gRPC ListTools, fetched once)."""

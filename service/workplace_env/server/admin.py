@@ -229,15 +229,14 @@ class AdminToken:
     def _refusal(self, metadata: object) -> Unauthenticated | None:
         if self._token is None:
             return Unauthenticated(
-                "the admin RPCs are off: start the server with --admin-token "
-                "(or --admin-open, loopback only)",
+                "the admin RPCs are off: this server was started without --admin-token",
                 reasons.ADMIN_DISABLED.name,
             )
         given = str(dict(metadata or ()).get("authorization", ""))  # type: ignore[call-overload]
         scheme, _, token = given.partition(" ")
         if scheme.lower() != "bearer" or not token:
             return Unauthenticated(
-                "admin RPCs need the metadata 'authorization: Bearer <token>'",
+                "the admin RPC carried no metadata 'authorization: Bearer <token>'",
                 reasons.ADMIN_TOKEN_REQUIRED.name,
             )
         # The scheme is case-insensitive (RFC 6750); the token is compared in constant time.

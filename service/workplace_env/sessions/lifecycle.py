@@ -241,7 +241,7 @@ class LifeCycle:
         without running the tool again (T6). A write call that would take the session's
         written bytes (:func:`write_size`) over ``max_session_write_bytes`` runs nothing and
         records nothing (a replay is not counted again). Raises InvalidRequest for a
-        ``call_id`` over MAX_CALL_ID_CHARS, InvalidToolArguments (T3), SessionLost (T4),
+        ``call_id`` over MAX_ID_CHARS, InvalidToolArguments (T3), SessionLost (T4),
         SessionClosed (T5), CallIdReused (T7), SessionExpired (X1), SessionTooLarge.
         """
         violations = call_id_violations(call_id)
@@ -269,9 +269,8 @@ class LifeCycle:
                     if seen.call == CallRecord.digest(tool_name, arguments):
                         return ToolResult(seen.output, replayed=True)
                     raise errors.CallIdReused(
-                        f"call_id {call_id!r} was used for another call: the tool name or the "
-                        "arguments text differ (a retry must resend the same tool and the "
-                        "identical arguments text, byte for byte)",
+                        f"call_id {call_id!r} was first used for another call: this "
+                        f"{tool_name} call's tool name or arguments text differ from that one's",
                         session_id,
                     )
             size = session.write_bytes + write_size(tool_name, arguments)
