@@ -45,7 +45,9 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-console = Console()
+#: Where every bench prints: a terminal's width, or 160 columns when the output goes to a file or
+#: a log (rich's 80 would cut the tables' columns).
+console = Console(width=None if sys.stdout.isatty() else 160)
 
 
 # -- the server process ------------------------------------------------------------------------
@@ -312,13 +314,18 @@ def operation_costs(data_dir: str | None, episodes: list[dict[str, Any]], reps: 
 
 
 def load_episodes(data_dir: str | None, count: int) -> tuple[list[dict[str, Any]], str]:
-    """The episodes to run (each with ``calls``), repeated to ``count``; and their source."""
+    """The episodes to run (each with ``calls``), repeated to ``count``; and their source.
+
+    With ``data_dir`` and the reference data's episode mix next to the checkout
+    (``../shared``, the project's test data, absent from a clone), the mix's recorded calls;
+    else 200 generated tasks played by their ground truth, on ``data_dir``'s tables or the
+    embedded default sandbox (cheaper episodes: figures not comparable with the mix's)."""
     mix = SHARED / "bench" / "episode_mix.jsonl"
     if data_dir is not None and mix.exists():
         lines = [json.loads(t) for t in mix.read_text().splitlines() if t.strip()]
         for line in lines:
             line["calls"] = line["function_calls"]
-        source = str(mix)
+        source = f"the reference data's episode mix ({mix}) on {data_dir}"
     else:
         from workplace_env.sandbox.load import load_sandbox
         from workplace_env.taskgen import generate_tasks
@@ -326,7 +333,8 @@ def load_episodes(data_dir: str | None, count: int) -> tuple[list[dict[str, Any]
         lines = generate_tasks(load_sandbox(data_dir), count=200, seed=0)
         for line in lines:
             line["calls"] = line["ground_truth"]
-        source = "generated tasks (oracle), embedded default sandbox"
+        tables = "the embedded default sandbox" if data_dir is None else data_dir
+        source = f"generated tasks (oracle) on {tables}"
     return [dict(lines[i % len(lines)]) for i in range(count)], source
 
 

@@ -24,13 +24,15 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.server.app import start_server
 from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env_client import EnvironmentClient, SessionExpiredError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import console  # bench/ is not a package: its directory is on the path
 
 TASK = {"id": "evict-bench", "ground_truth": []}
 
@@ -120,7 +122,6 @@ def main() -> int:
         table.add_column(col, justify="right")
     for phase, live, rss, _ in rows:
         table.add_row(phase, str(live), f"{rss:.1f}", f"{(rss - start) / start:+.1%}")
-    console = Console()
     console.print(table)
     per_session_kib = (peak - start) * 1024 / max(args.sessions, 1)
     console.print(

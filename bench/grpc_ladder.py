@@ -67,7 +67,6 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,13 +76,13 @@ import http_bench  # noqa: E402  (bench/ is not a package)
 
 from bench import (  # noqa: E402
     ServerProcess,
+    console,
     default_data_dir,
     load_episodes,
     machine_info,
     run_threads,
 )
 
-console = Console(width=160)
 GROUPS = ("poll", "pool", "lane", "core", "other")
 _PR_SET_NAME = 15
 

@@ -49,7 +49,6 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,6 +56,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench import (  # noqa: E402  (bench/ is not a package)
     ServerProcess,
+    console,
     default_data_dir,
     load_episodes,
     machine_info,
@@ -70,9 +70,6 @@ SIZED_METHOD = "/bench.Echo/Sized"
 #: What a ``Sized`` answer is cut from: larger than any message of the plan (seeds: 17-35 KB).
 _PAD = bytes(1 << 20)
 PATHS = ("http", "grpc", "echo", "echo-bytes")
-console = Console()
-#: The report table's width: wide enough for its ten columns even when not on a terminal.
-_TABLE_CONSOLE = Console(width=max(console.width, 140))
 
 
 # -- the servers ---------------------------------------------------------------------------------
@@ -429,7 +426,7 @@ def print_report(report: dict[str, Any]) -> None:
             _ratio(grpc_, echo_bytes),
             f"{run['http']['episodes_per_s']:.0f}",
         )
-    _TABLE_CONSOLE.print(table)
+    console.print(table)
 
 
 def main() -> None:

@@ -31,21 +31,19 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench import run_threads  # noqa: E402  (bench/ is not a package)
+from bench import console, run_threads  # noqa: E402  (bench/ is not a package)
 from tests.helpers import SCRIPTS, predicted, script, task_row  # noqa: E402
 from tests.proxy_cluster import Cluster, ensure_haproxy  # noqa: E402
 
 CALLS = 10
 JSON = {"content-type": "application/json"}
 WAYS = ("gRPC direct", "gRPC proxy", "HTTP direct", "HTTP proxy")
-console = Console(width=140)
 
 
 def _grpc_worker(target: str | list[str], indexes: list[int], threads: int) -> list[float]:
