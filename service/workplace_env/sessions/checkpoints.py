@@ -37,7 +37,7 @@ from workplace_env.checkpoint.snapshot import (
 from workplace_env.errors import FieldViolation
 from workplace_env.identity import TaskId
 from workplace_env.sandbox.tables import TABLE_KEYS, BaseTables, SessionTables
-from workplace_env.sessions.records import RETIRED, Records, Release, detached
+from workplace_env.sessions.records import RELEASED_BY_RETIRE, Records, Release, detached
 from workplace_env.sessions.scope import StoreScope
 from workplace_env.sessions.sweep import IdleSweep
 from workplace_env.sessions.table import SessionTable
@@ -249,7 +249,7 @@ class Checkpoints:
             if session.tables is None:
                 return False
             self.table.release(session)
-            record = Release(self.scope.clock(), RETIRED)
+            record = Release(self.scope.clock(), RELEASED_BY_RETIRE)
             with self.scope.lock:
                 self.table.unmap(session)
                 self.records.release(detached(session_id), record)

@@ -39,7 +39,7 @@ from workplace_env.sandbox.tools.registry import (
 )
 from workplace_env.sessions.checkpoints import claim, claim_by_seed
 from workplace_env.sessions.records import (
-    VERIFIED,
+    RELEASED_BY_VERIFY,
     Eviction,
     Marker,
     Records,
@@ -384,7 +384,7 @@ class LifeCycle:
         with self.scope.lock:
             self.table.unmap(session)
             self.records.mark(key, replace(marker, at=now))
-            self.records.release(key, Release(now, VERIFIED))
+            self.records.release(key, Release(now, RELEASED_BY_VERIFY))
 
     # -- close -------------------------------------------------------------------------------
 

@@ -54,15 +54,17 @@ class Eviction:
 @dataclass(frozen=True, slots=True)
 class Release:
     """An id released without a fence (later calls: SESSION_LOST saying how): ``how`` is
-    :data:`VERIFIED` or :data:`RETIRED`."""
+    :data:`RELEASED_BY_VERIFY` or :data:`RELEASED_BY_RETIRE`."""
 
     at: float
     how: str
 
 
 #: How a released id ended (:attr:`Release.how`), as the detail of a later call says it.
-VERIFIED = "was verified and released (a legacy session ends at its verify; seed it again)"
-RETIRED = "was retired (its attempt discarded; seed or restore it again)"
+RELEASED_BY_VERIFY = (
+    "was verified and released (a legacy session ends at its verify; seed it again)"
+)
+RELEASED_BY_RETIRE = "was retired (its attempt discarded; seed or restore it again)"
 
 
 @dataclass(frozen=True, slots=True)
