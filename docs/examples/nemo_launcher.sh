@@ -1,4 +1,12 @@
 # NeMo Gym's launcher starting workplace-env from this checkout's configs (docs/http-gateway.md).
+# Run it from any directory (its rows and rollouts are written there); each setting is an
+# environment variable with a default that works in a checkout:
+#   WORKPLACE_ENV_ROOT  the checkout (default: the one holding this script)
+#   WORKBENCH           the CSVs and example.jsonl (default: where `workplace-env data fetch`
+#                       puts them, ${XDG_CACHE_HOME:-~/.cache}/workplace-env/workbench)
+#   HEAD_PORT           the launcher's head server (default 11000, NeMo Gym's)
+#   POLICY_BASE_URL     an OpenAI-compatible endpoint (default http://127.0.0.1:8000/v1),
+#   POLICY_API_KEY      its key (default EMPTY) and POLICY_MODEL_NAME, the model it serves
 # in NeMo Gym's venv, with uv on PATH: ./build.sh installs uv into this checkout's .venv/bin.
 # nemo-gym 0.7.0 requires Python >= 3.13.14; PY313: python3.13 on PATH if it runs (a pyenv
 # shim may not), else pyenv's newest 3.13, as build.sh picks it:
@@ -13,7 +21,8 @@
 #     responses_api_agents/workplace_env_mcp; do
 #     mkdir -p venvs/$s && ln -sfn "$PWD/nemo" venvs/$s/.venv; done
 #   VENVS="++skip_venv_if_present=true ++uv_venv_dir=$PWD/venvs"   # add $VENVS to each command
-export NEMO_GYM_EXTRA_ROOTS=/path/to/workplace-env        # this checkout (or --search-dir)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+export NEMO_GYM_EXTRA_ROOTS="${WORKPLACE_ENV_ROOT:-$(dirname "$(dirname "$HERE")")}"
 # uv builds each server's venv with the exact Python running ng_run: put that interpreter's
 # directory (the base Python of NeMo's venv) ahead of any shim, or uv downloads one
 export PATH="$(python3 -c 'import sys; print(sys.base_prefix)')/bin:$PATH"
@@ -21,10 +30,13 @@ export PATH="$NEMO_GYM_EXTRA_ROOTS/.venv/bin:$PATH"       # its uv (after NeMo's
 # on a busy machine Ray's node may miss its 30 s startup wait ("The current node timed out
 # during startup"): give it longer, and launch again if it still does
 export RAY_raylet_start_wait_time_s=300
-MODEL="+policy_base_url=http://127.0.0.1:8000/v1 +policy_api_key=KEY +policy_model_name=NAME"
-WORKBENCH=/path/to/workbench   # `workplace-env data fetch --to DIR`: the CSVs and example.jsonl
+MODEL="+policy_base_url=${POLICY_BASE_URL:-http://127.0.0.1:8000/v1} +policy_api_key=${POLICY_API_KEY:-EMPTY}"
+MODEL="$MODEL +policy_model_name=${POLICY_MODEL_NAME:?set POLICY_MODEL_NAME: the model the endpoint serves}"
+WORKBENCH=${WORKBENCH:-${XDG_CACHE_HOME:-$HOME/.cache}/workplace-env/workbench}
 DATA="++workplace_assistant.resources_servers.workplace_env.server.data_dir=$WORKBENCH"
-CONFIGS=resources_servers/workplace_env/configs
+HEAD_PORT=${HEAD_PORT:-11000}
+HEAD="++head_server.port=$HEAD_PORT"
+CONFIGS=$NEMO_GYM_EXTRA_ROOTS/resources_servers/workplace_env/configs
 MODEL_CONFIG=responses_api_models/openai_model/configs/openai_model.yaml
 # nemo-gym 0.7.0: ng_run prints "`ng_run` is deprecated ...; use `gym env start` instead" and
 # runs `gym env start` with the same arguments: either works; `gym env start` is the one to keep
@@ -35,9 +47,9 @@ DEFAULT_SIGINT='import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_
 STOP_WAIT_S=${STOP_WAIT_S:-120}  # how long stop waits for the launcher's exit
 start() {  # the launcher with the server's config, $1 and the model's; returns once it is ready
   python3 -c "$DEFAULT_SIGINT" ng_run "+config_paths=[$CONFIGS/workplace_env.yaml,$1,$MODEL_CONFIG]" \
-    $MODEL $DATA &
+    $MODEL "$DATA" "$HEAD" &
   LAUNCHER=$!
-  until curl -sf http://127.0.0.1:11000/readyz >/dev/null; do  # its head server's default port
+  until curl -sf "http://127.0.0.1:$HEAD_PORT/readyz" >/dev/null; do  # its head server
     kill -0 $LAUNCHER || return 1; sleep 2
   done
 }
@@ -52,22 +64,22 @@ stop() {  # Ctrl-C, then wait for its exit: the next launcher and reverify take 
 }
 # typed: collect routed by taskset; rows {task_id, task_input}, here made of the example tasks
 TYPED_ROWS=typed_in.jsonl
-python3 $NEMO_GYM_EXTRA_ROOTS/docs/examples/typed_rows.py $WORKBENCH/example.jsonl $TYPED_ROWS
-start $CONFIGS/typed.yaml
+python3 "$HERE/typed_rows.py" "$WORKBENCH/example.jsonl" $TYPED_ROWS
+start "$CONFIGS/typed.yaml"
 ng_collect_rollouts "+environment_server_routes={workplace_assistant_typed: workplace_assistant_env}" \
-  +input_jsonl_fpath=$TYPED_ROWS +output_jsonl_fpath=typed.jsonl
+  "$HEAD" +input_jsonl_fpath=$TYPED_ROWS +output_jsonl_fpath=typed.jsonl
 stop
 # typed over MCP: typed_mcp.yaml (its workplace_env_mcp agent plays the tools over the seed's
 # MCP endpoint), collected through its environment server
-start $CONFIGS/typed_mcp.yaml
+start "$CONFIGS/typed_mcp.yaml"
 ng_collect_rollouts "+environment_server_routes={workplace_assistant_typed: workplace_assistant_mcp_env}" \
-  +input_jsonl_fpath=$TYPED_ROWS +output_jsonl_fpath=typed_mcp.jsonl
+  "$HEAD" +input_jsonl_fpath=$TYPED_ROWS +output_jsonl_fpath=typed_mcp.jsonl
 stop
 # legacy: legacy.yaml, collected from the agent (rows as NeMo's example.jsonl)
-start $CONFIGS/legacy.yaml
-ng_collect_rollouts +agent_name=workplace_assistant_simple_agent \
-  +input_jsonl_fpath=$WORKBENCH/example.jsonl +output_jsonl_fpath=legacy.jsonl
+start "$CONFIGS/legacy.yaml"
+ng_collect_rollouts +agent_name=workplace_assistant_simple_agent "$HEAD" \
+  "+input_jsonl_fpath=$WORKBENCH/example.jsonl" +output_jsonl_fpath=legacy.jsonl
 stop
 # re-verify (starts the resources server from its config, then stops it; no launcher is up)
-gym eval reverify --config $CONFIGS/workplace_env.yaml $DATA \
+gym eval reverify --config "$CONFIGS/workplace_env.yaml" "$DATA" "$HEAD" \
   --inputs typed_materialized_inputs.jsonl --rollouts typed.jsonl --output reverified.jsonl

@@ -144,7 +144,7 @@ def test_the_offline_router_needs_no_state():
 def test_every_group_s_routes_are_direct_routes():
     for group in (health, offline, episodes, tools):
         assert group.router.routes
-        assert all(type(r) is DirectRoute for r in group.router.routes)
+        assert all(isinstance(r, DirectRoute) for r in group.router.routes)
 
 
 @pytest.fixture

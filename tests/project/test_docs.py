@@ -170,30 +170,57 @@ def test_every_curl_with_a_body_is_an_example_a_test_runs():
     assert with_body and with_body.isdisjoint(NOT_RUN)
 
 
+LAUNCHER_EXAMPLE = EXAMPLES / "nemo_launcher.sh"
+
+
+def _launcher_setup() -> str:
+    """The settings of nemo_launcher.sh (its lines before the first function), as they run
+    when bash runs the script from its place (``${BASH_SOURCE[0]}`` its path)."""
+    text = LAUNCHER_EXAMPLE.read_text(encoding="utf-8")
+    setup = text[: text.index("\nstart() {")]
+    return setup.replace("${BASH_SOURCE[0]}", str(LAUNCHER_EXAMPLE))
+
+
 def test_the_launcher_example_environment_finds_uv_python_and_gives_ray_the_tests_wait():
-    """The ``export`` lines of nemo_launcher.sh, run by bash with this checkout as the extra
-    root and a venv active (this checkout's, standing in for NeMo Gym's): ``uv`` is the one
-    build.sh installs, the venv's base interpreter directory is on PATH ahead of the system's
-    (where uv finds the Python of ``uv venv --python X.Y.Z``), and Ray gets the wait the
-    launcher tests use."""
-    exports = [
-        line.replace("/path/to/workplace-env", str(REPO))
-        for line in (EXAMPLES / "nemo_launcher.sh").read_text().splitlines()
-        if line.startswith("export ")
-    ]
+    """The settings of nemo_launcher.sh, run by bash with a venv active (this checkout's,
+    standing in for NeMo Gym's) and nothing set: the extra root is the checkout holding the
+    script, ``uv`` is the one build.sh installs, the venv's base interpreter directory is on
+    PATH ahead of the system's (where uv finds the Python of ``uv venv --python X.Y.Z``), Ray
+    gets the wait the launcher tests use, and the configs, data and head port have defaults."""
     names = sorted(RAY_ENV)
-    shown = ["command -v uv", 'echo "$PATH"', *(f'echo "${{{n}}}"' for n in names)]
-    env = {"PATH": f"{VENV_BIN}:/usr/bin:/bin", "HOME": str(REPO)}
-    proc = _run("bash", "-c", "\n".join([*exports, *shown]), env=env)
+    shown = [
+        "command -v uv",
+        'echo "$PATH"',
+        *(f'echo "${{{n}}}"' for n in names),
+        'echo "$NEMO_GYM_EXTRA_ROOTS"',
+        'echo "$CONFIGS"',
+        'echo "$WORKBENCH"',
+        'echo "$HEAD"',
+    ]
+    env = {"PATH": f"{VENV_BIN}:/usr/bin:/bin", "HOME": str(REPO), "POLICY_MODEL_NAME": "m"}
+    proc = _run("bash", "-c", "\n".join([_launcher_setup(), *shown]), env=env, cwd=Path("/"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     uv, path, *values = proc.stdout.split()
+    *ray, root, configs, workbench, head = values
     assert Path(uv) == VENV_BIN / "uv"
     dirs = path.split(":")
     base_bin = str(Path(sys.base_prefix) / "bin")
     assert base_bin in dirs
     assert dirs.index(base_bin) < dirs.index("/usr/bin")
-    assert values == [RAY_ENV[n] for n in names]
+    assert ray == [RAY_ENV[n] for n in names]
+    assert Path(root) == REPO
+    assert Path(configs, "workplace_env.yaml").is_file()
+    assert Path(workbench) == REPO / ".cache" / "workplace-env" / "workbench"
+    assert head == "++head_server.port=11000"
+
+
+def test_the_launcher_example_names_the_model_setting_it_needs(tmp_path):
+    """Without POLICY_MODEL_NAME the script stops before launching anything, saying so."""
+    env = {"PATH": f"{VENV_BIN}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = _run("bash", LAUNCHER_EXAMPLE, cwd=tmp_path, env=env)
+    assert proc.returncode != 0
+    assert "POLICY_MODEL_NAME: the model the endpoint serves" in proc.stderr
 
 
 #: The line each example that makes a venv of Python 3.13 uses to find it (as build.sh does).
@@ -232,11 +259,12 @@ exec >/dev/null 2>&1  # the script's output closes when the script ends
 trap 'rm -r "$STATE/ports"; echo stopped >>"$STATE/log"; exit 0' INT
 echo "$1" >"$STATE/ports/configs"; echo "ng_run $1" >>"$STATE/log"
 for _ in $(seq 200); do sleep 0.1; done; rm -r "$STATE/ports"; exit 1""",
-    "curl": '[ -d "$STATE/ports" ] && [ -s "$STATE/ports/configs" ]',
+    "curl": """[[ "$*" == *"127.0.0.1:$HEAD_PORT/readyz"* ]] || exit 7
+[ -d "$STATE/ports" ] && [ -s "$STATE/ports/configs" ]""",
     "ng_collect_rollouts": """[ -d "$STATE/ports" ] || { echo "no head server" >&2; exit 1; }
 echo "collect $(cat "$STATE/ports/configs") $*" >>"$STATE"/log""",
     "gym": """[ -d "$STATE/ports" ] && { echo "address in use" >&2; exit 1; }
-echo "$1 $2" >>"$STATE"/log""",
+echo "$*" >>"$STATE"/log""",
 }
 
 
@@ -250,37 +278,45 @@ def _ignore_sigint() -> None:
 def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(
     tmp_path, preexec_fn
 ):
-    """Run with stand-ins of the NeMo commands (also as ``nohup ... &`` starts it, SIGINT
-    ignored): each launcher is ready before its collection, each collection runs against the
-    launcher of the configs defining what it routes to, and each launcher has exited on its
-    SIGINT before the next one or reverify starts."""
+    """Run as written, by its path in a checkout from another directory, with stand-ins of the
+    NeMo commands (also as ``nohup ... &`` starts it, SIGINT ignored): each launcher is ready
+    (polled on ``HEAD_PORT``) before its collection, each collection runs against the launcher
+    of the checkout's configs defining what it routes to, on that head port, and each launcher
+    has exited on its SIGINT before the next one or reverify starts."""
     stubs = tmp_path / "bin"
     stubs.mkdir()
     for name, body in LAUNCHER_STUBS.items():
         (stubs / name).write_text(f"#!/bin/bash\n{body}\n")
         (stubs / name).chmod(0o755)
-    script = (EXAMPLES / "nemo_launcher.sh").read_text(encoding="utf-8")
-    script = script.replace("/path/to/workplace-env", str(tmp_path / "checkout"))
-    script = script.replace("/path/to/workbench", str(tmp_path / "workbench"))
-    (tmp_path / "checkout" / "docs").mkdir(parents=True)
-    (tmp_path / "checkout" / "docs" / "examples").symlink_to(EXAMPLES)
+    checkout, elsewhere = tmp_path / "checkout", tmp_path / "elsewhere"
+    (checkout / "docs").mkdir(parents=True)
+    (checkout / "docs" / "examples").symlink_to(EXAMPLES)
+    (checkout / "resources_servers").symlink_to(REPO / "resources_servers")
     (tmp_path / "workbench").mkdir()
+    elsewhere.mkdir()
     row = {"id": 3, "ground_truth": [], "responses_create_params": {"input": []}}
     (tmp_path / "workbench" / "example.jsonl").write_text(json.dumps(row) + "\n")
+    head_port = str(free_port())
     env = {
         "PATH": f"{stubs}:{VENV_BIN}:/usr/bin:/bin",
         "HOME": str(tmp_path),
         "STATE": str(tmp_path),
+        "WORKBENCH": str(tmp_path / "workbench"),
+        "HEAD_PORT": head_port,
+        "POLICY_MODEL_NAME": "stand-in",
     }
-    proc = _run("bash", "-c", script, cwd=tmp_path, env=env, timeout=120, preexec_fn=preexec_fn)
+    script = checkout / "docs" / "examples" / "nemo_launcher.sh"
+    proc = _run("bash", script, cwd=elsewhere, env=env, timeout=120, preexec_fn=preexec_fn)
     assert proc.returncode == 0, proc.stderr
     log = (tmp_path / "log").read_text().splitlines()
     assert [entry.split()[0] for entry in log] == [
         *["ng_run", "collect", "stopped"] * 3,
         "eval",
     ]
-    assert log[-1] == "eval reverify"
-    typed = json.loads((tmp_path / "typed_in.jsonl").read_text())
+    assert log[-1].startswith("eval reverify --config ")
+    assert f"++head_server.port={head_port}" in log[-1].split()
+    assert all(f"++head_server.port={head_port}" in e.split() for e in log if "collect" in e)
+    typed = json.loads((elsewhere / "typed_in.jsonl").read_text())
     assert typed["task_id"] == {"taskset": "workplace_assistant_typed", "task_id": "3"}
     for entry in log:
         if entry.startswith("collect "):
@@ -288,6 +324,7 @@ def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(
             routed = re.search(r"(?:routes=\{\w+: |agent_name=)(\w+)", " ".join(args))
             assert routed, entry
             paths = configs.split("[", 1)[1].rstrip("]").split(",")
+            assert Path(paths[0]).parent.parent == checkout / "resources_servers/workplace_env"
             defined = set()
             for path in paths:
                 if (REPO / path).is_file():

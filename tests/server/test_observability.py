@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import urllib.error
 import urllib.request
 
 import pytest
@@ -137,3 +138,20 @@ def test_errors_of_the_co_hosted_gateway_are_counted_by_reason(make_server):
     assert m['workplace_env_rpc_total{code="INVALID_ARGUMENT",method="SeedSession"}'] == 1.0
     assert m['workplace_env_errors_total{method="SeedSession",reason="INVALID_REQUEST"}'] == 1.0
     assert m['workplace_env_errors_total{method="CallTool",reason="SESSION_CLOSED"}'] == 1.0
+
+
+@pytest.mark.parametrize("path", ["/", "/healthz", "/anything", "/metrics/x", "/favicon.ico"])
+def test_the_metrics_port_serves_only_its_metrics_path(served, path):
+    """The metrics are at ``GET /metrics`` (a query string kept); any other path is 404."""
+    server, _ = served
+    port = start_metrics_server(server.metrics, "127.0.0.1:0")
+    base = f"http://127.0.0.1:{port}"
+    with urllib.request.urlopen(
+        f"{base}/metrics?name[]=workplace_env_seeds_total", timeout=HANG_S
+    ) as ok:
+        assert ok.status == 200
+        assert b"workplace_env_seeds_total" in ok.read()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(base + path, timeout=HANG_S)
+    assert refused.value.code == 404
+    assert refused.value.read() == b"404 Not Found: the metrics are served at /metrics\n"

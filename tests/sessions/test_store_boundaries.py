@@ -259,7 +259,59 @@ def test_a_call_on_an_evicted_id_is_expired_until_the_end_of_the_record_ttl(base
     clock.now += 0.5
     with pytest.raises(errors.SessionLost) as lost:
         store.call_tool("ev", *READ)
-    assert lost.value.message == "the server holds no session ev"
+    assert lost.value.message == (
+        "the server holds no session ev: never seeded on this server, or lost when it restarted"
+    )
+
+
+# -- T4: how an id released without a fence ended ------------------------------------------------
+
+RELEASED_BY_VERIFY = (
+    "session lg was verified and released (a legacy session ends at its verify; seed it again)"
+)
+
+
+def test_a_call_after_a_legacy_verify_says_it_was_verified_until_the_record_ttl(base, clock):
+    """T4 after V2: SESSION_LOST saying the verify released it, past the retry window and up to
+    ``fence_ttl_s`` after the release; the unknown-id answer after that."""
+    store = store_of(base, clock, retry_window_s=10, fence_ttl_s=100)
+    store.seed("lg", None, None, NOTHING, legacy=True)
+    store.verify("lg", [])
+    clock.now += 100
+    with pytest.raises(errors.SessionLost) as lost:
+        store.call_tool("lg", *READ)
+    assert (lost.value.session_id, lost.value.message) == ("lg", RELEASED_BY_VERIFY)
+    clock.now += 0.5
+    with pytest.raises(errors.SessionLost) as unknown:
+        store.call_tool("lg", *READ)
+    assert unknown.value.message.startswith("the server holds no session lg: never seeded")
+
+
+def test_a_call_after_a_retire_says_it_was_retired(base, clock):
+    """T4 after K6: SESSION_LOST saying the session was retired."""
+    store = store_of(base, clock)
+    store.seed("rt", EP, TID, NOTHING)
+    assert store.retire("rt")
+    with pytest.raises(errors.SessionLost) as lost:
+        store.call_tool("rt", *READ)
+    assert lost.value.message == (
+        "session rt was retired (its attempt discarded; seed or restore it again)"
+    )
+
+
+def test_a_released_id_seeded_again_ends_by_its_new_way(base, clock):
+    """A release record is dropped by the next seed of the id: the new session, once closed,
+    is told closed; once evicted, expired (never the old release)."""
+    store = store_of(base, clock, idle_ttl_s=10)
+    store.seed("lg", None, None, NOTHING, legacy=True)
+    store.verify("lg", [])
+    store.seed("lg", None, None, NOTHING, legacy=True)
+    assert store.call_tool("lg", *READ).output
+    assert "lg" not in store.records.releases
+    clock.now += 11
+    assert store.evict_idle() == 1
+    with pytest.raises(errors.SessionExpired):
+        store.call_tool("lg", *READ)
 
 
 # -- V2/V3: a verified legacy session's marker ---------------------------------------------------
@@ -841,13 +893,22 @@ def test_a_lost_response_says_which_session(base, clock):
 def test_a_verify_of_an_id_not_held_says_why(base, clock):
     """V4: a masked 0 whose ``failure_reason`` is the error a call would get: closed, expired
     or lost, naming the session."""
-    store = evicted_store(base, clock)
+    store = evicted_store(base, clock, retry_window_s=1)
     store.seed("s", EpisodeId("r2", 0), TID, NOTHING)
     store.close("s", EpisodeId("r2", 0))
+    store.seed("lg", None, None, NOTHING, legacy=True)
+    store.verify("lg", [])
+    store.seed("rt", EpisodeId("r3", 0), TID, NOTHING)
+    store.retire("rt")
+    clock.now += 2  # past the verify's retry window: its marker no longer answers
     reasons = {
         "s": "session s was closed",
         "ev": "session ev was evicted after 10 s idle",
-        "never": "the server holds no session never",
+        "never": "the server holds no session never: never seeded on this server, or lost "
+        "when it restarted",
+        "lg": "session lg was verified and released (a legacy session ends at its verify; seed "
+        "it again)",
+        "rt": "session rt was retired (its attempt discarded; seed or restore it again)",
     }
     for sid, reason in reasons.items():
         outcome = store.verify(sid, [])

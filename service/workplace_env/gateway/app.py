@@ -56,11 +56,12 @@ NeMo's types, :mod:`workplace_env.responses`; or over the verify bounds of
 :class:`~workplace_env.gateway.settings.GatewaySettings`, checked before anything else in the
 body) -> 422; an ``x-resources-session-id`` header
 naming another session than the body -> 422 ``SESSION_HEADER_MISMATCH`` (CONTRACT X4); a body
-over the limit -> 413 ``REQUEST_TOO_LARGE``; a path served by no route -> 404
-``ROUTE_NOT_FOUND``, a method the path does not take -> 405 ``METHOD_NOT_ALLOWED`` (with
-``Allow``); a write call that would take its session over
-the server's ``max_session_write_bytes`` -> 413 ``SESSION_TOO_LARGE`` (``limit_bytes``,
-``size_bytes``; nothing applied); bytes that
+over the limit -> 413 ``REQUEST_TOO_LARGE``; a path served by no route (a fixed route's, a
+tool's name, or any single-segment path for ``POST``) -> 404 ``ROUTE_NOT_FOUND`` whatever the
+method, a method a route's path does not take -> 405 ``METHOD_NOT_ALLOWED`` (with the route's
+``Allow``); a write call that would take its session over the server's
+``max_session_write_bytes`` -> 413 ``SESSION_TOO_LARGE`` (``limit_bytes``, ``size_bytes``;
+nothing applied); bytes that
 are not text -> 400 ``BODY_UNPARSABLE`` (as NeMo Gym's server); a tool call
 without a live session -> 404 ``failure_kind "session_lost"`` (``reason`` SESSION_LOST,
 SESSION_CLOSED or SESSION_EXPIRED); a typed seed on a bound or closed id, a reused
@@ -76,6 +77,7 @@ is parsed, and handed to the service, on a worker thread; aggregations always ru
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -83,6 +85,7 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute
 
 from workplace_env.gateway.cookies import CookieCodec, SessionCookieMiddleware
 from workplace_env.gateway.routes import include_routes
@@ -98,6 +101,20 @@ STARLETTE_REFUSALS = {
     404: reasons.ROUTE_NOT_FOUND,
     405: reasons.METHOD_NOT_ALLOWED,
 }
+
+
+def unrouted_detail(request: Request) -> str:
+    """The detail of a 404 ``ROUTE_NOT_FOUND``: ``GET /healthz is no route of this gateway``,
+    naming the closest fixed path of the app (``/health``) when one is close."""
+    path = request.scope.get("path", "")
+    fixed: list[str] = [
+        route.path
+        for route in request.app.routes
+        if isinstance(route, BaseRoute) and "{" not in getattr(route, "path", "{")
+    ]
+    close = difflib.get_close_matches(path, fixed, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{request.method} {path} is no route of this gateway{hint}"
 
 
 def create_app(client: EnvironmentClient, settings: GatewaySettings | None = None) -> FastAPI:
@@ -148,7 +165,8 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         row = STARLETTE_REFUSALS.get(exc.status_code)
         if row is None:  # none of Starlette's or FastAPI's own (a route raising one)
             return await http_exception_handler(request, exc)
-        return row_problem(row, exc.detail, exc.headers).response
+        detail = unrouted_detail(request) if row is reasons.ROUTE_NOT_FOUND else exc.detail
+        return row_problem(row, detail, exc.headers).response
 
     include_routes(app, state)
     return app

@@ -1,7 +1,7 @@
 """Metrics and logs of the gRPC server: every RPC of the environment service is counted.
 
-Prometheus metrics (prometheus-client, served on their own HTTP port by
-:func:`start_metrics_server`):
+Prometheus metrics (prometheus-client, served at ``GET /metrics`` on their own HTTP port by
+:func:`start_metrics_server`; any other path there is 404):
 
 =============================================  =========  ==========================================
 name                                           type       labels / meaning
@@ -30,13 +30,17 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import grpc
 from google.rpc import error_details_pb2
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from workplace.env.v1 import environment_pb2 as pb
 from workplace_env.server.pipeline import Behaviour, Method, Step
@@ -263,10 +267,43 @@ def log_event(
     logger.log(level, json.dumps({"message": message, **fields}))
 
 
+#: The one path of the metrics port (any other is 404).
+METRICS_PATH = "/metrics"
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """The metrics port's request handler, without a log line per scrape."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing."""
+
+
+def metrics_app(registry: CollectorRegistry) -> Callable[..., Iterable[bytes]]:
+    """A WSGI app serving ``registry`` as Prometheus text at :data:`METRICS_PATH` (GET; the
+    exposition's own 405 for another method) and 404 at any other path."""
+    exposition = make_wsgi_app(registry)
+
+    def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == METRICS_PATH:
+            return exposition(environ, start_response)  # type: ignore[no-any-return]
+        start_response("404 Not Found", [("Content-Type", "text/plain; charset=utf-8")])
+        return [f"404 Not Found: the metrics are served at {METRICS_PATH}\n".encode()]
+
+    return serve
+
+
 def start_metrics_server(metrics: Metrics, address: str) -> int:
-    """Serve ``metrics`` as Prometheus text on ``HOST:PORT`` (port 0: a free one); return it."""
+    """Serve ``metrics`` at ``GET /metrics`` on ``HOST:PORT`` (port 0: a free one; host empty:
+    every interface; an IPv6 host may be bracketed) on a daemon thread; return the port."""
     host, _, port = address.rpartition(":")
-    server, _thread = start_http_server(
-        int(port), addr=host or "0.0.0.0", registry=metrics.registry
+    host = host.strip("[]") or "0.0.0.0"
+    family = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0][0]
+
+    class MetricsServer(ThreadingWSGIServer):
+        address_family = family
+
+    server = make_server(
+        host, int(port), metrics_app(metrics.registry), MetricsServer, _QuietHandler
     )
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
     return int(server.server_port)

@@ -37,7 +37,7 @@ from workplace_env.checkpoint.snapshot import (
 from workplace_env.errors import FieldViolation
 from workplace_env.identity import TaskId
 from workplace_env.sandbox.tables import TABLE_KEYS, BaseTables, SessionTables
-from workplace_env.sessions.records import Records
+from workplace_env.sessions.records import RELEASED_BY_RETIRE, Records, Release, detached
 from workplace_env.sessions.scope import StoreScope
 from workplace_env.sessions.sweep import IdleSweep
 from workplace_env.sessions.table import SessionTable
@@ -235,8 +235,9 @@ class Checkpoints:
         return records
 
     def retire(self, session_id: str) -> bool:
-        """Discard a session's attempt: free its tables; later calls get NOT_FOUND (K6). No
-        fence (those are C1/C3's, for ended episodes): the id may be seeded or restored again.
+        """Discard a session's attempt: free its tables; later calls get NOT_FOUND (K6),
+        SESSION_LOST saying it was retired while the record lasts (``fence_ttl_s``). No fence
+        (those are C1/C3's, for ended episodes): the id may be seeded or restored again.
 
         Idempotent: returns False when the server does not hold the session. Raises
         ReleaseFailed (nothing changes then).
@@ -248,8 +249,10 @@ class Checkpoints:
             if session.tables is None:
                 return False
             self.table.release(session)
+            record = Release(self.scope.clock(), RELEASED_BY_RETIRE)
             with self.scope.lock:
                 self.table.unmap(session)
+                self.records.release(detached(session_id), record)
         return True
 
 

@@ -38,7 +38,15 @@ from workplace_env.sandbox.tools.registry import (
     write_size,
 )
 from workplace_env.sessions.checkpoints import claim, claim_by_seed
-from workplace_env.sessions.records import Eviction, Marker, Records, detached, remember
+from workplace_env.sessions.records import (
+    RELEASED_BY_VERIFY,
+    Eviction,
+    Marker,
+    Records,
+    Release,
+    detached,
+    remember,
+)
 from workplace_env.sessions.scope import StoreScope
 from workplace_env.sessions.sweep import IdleSweep
 from workplace_env.sessions.table import PendingBuild, SessionTable
@@ -185,6 +193,7 @@ class LifeCycle:
         with lock:
             del building[session_id]
             records.evictions.pop(session_id, None)
+            records.releases.pop(session_id, None)
             records.markers.pop(session_id, None)
             self.table.sessions[session_id] = LiveSession(
                 session_id=session_id,
@@ -359,7 +368,9 @@ class LifeCycle:
         )
 
     def _release_legacy(self, session: LiveSession, marker: Marker) -> None:
-        """V2: release a verified legacy session and remember its outcome (session lock held).
+        """V2: release a verified legacy session, remember its outcome (``retry_window_s``) and
+        that it was released by its verify (``fence_ttl_s``: later calls say so; session lock
+        held).
 
         If the release fails the session stays live (a resent verify scores it again, and the
         sweep or a close releases it later).
@@ -373,6 +384,7 @@ class LifeCycle:
         with self.scope.lock:
             self.table.unmap(session)
             self.records.mark(key, replace(marker, at=now))
+            self.records.release(key, Release(now, RELEASED_BY_VERIFY))
 
     # -- close -------------------------------------------------------------------------------
 

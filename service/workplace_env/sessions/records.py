@@ -1,7 +1,8 @@
 """What the store remembers of ids it no longer holds, and the helpers that bound it.
 
 Owns :class:`Records`: the fences (closed ids, with the typed episode each was bound to), the
-eviction records (:class:`Eviction`, ids the idle sweep evicted) and the markers of verified
+eviction records (:class:`Eviction`, ids the idle sweep evicted), the release records
+(:class:`Release`, ids released by a legacy verify or a retire) and the markers of verified
 legacy ids (:class:`Marker`), each map oldest first and bounded by count and age; and the
 ordered-map helpers every bounded record set uses: insert as the newest and drop the oldest
 beyond a count (:func:`remember`), drop entries older than a cutoff (:func:`drop_older`), and
@@ -51,6 +52,22 @@ class Eviction:
 
 
 @dataclass(frozen=True, slots=True)
+class Release:
+    """An id released without a fence (later calls: SESSION_LOST saying how): ``how`` is
+    :data:`RELEASED_BY_VERIFY` or :data:`RELEASED_BY_RETIRE`."""
+
+    at: float
+    how: str
+
+
+#: How a released id ended (:attr:`Release.how`), as the detail of a later call says it.
+RELEASED_BY_VERIFY = (
+    "was verified and released (a legacy session ends at its verify; seed it again)"
+)
+RELEASED_BY_RETIRE = "was retired (its attempt discarded; seed or restore it again)"
+
+
+@dataclass(frozen=True, slots=True)
 class Marker:
     """A verified legacy session (V2, V3): when, a digest of the verify request, its outcome,
     and the task's ground truth (a different resent request is scored afresh against it)."""
@@ -92,10 +109,10 @@ def drop_older(records: OrderedDict[str, _V], at: Callable[[_V], float], cutoff:
 
 
 class Records:
-    """The fences, eviction records and legacy markers of one store. Every method but
+    """The fences, eviction and release records and legacy markers of one store. Every method but
     :meth:`gone` expects the caller to hold the store lock."""
 
-    __slots__ = ("evictions", "fence_episodes", "fences", "markers", "scope")
+    __slots__ = ("evictions", "fence_episodes", "fences", "markers", "releases", "scope")
 
     def __init__(self, scope: StoreScope) -> None:
         self.scope = scope
@@ -103,6 +120,7 @@ class Records:
         # closed typed id -> its episode (C4 after the close); bounded with the fences
         self.fence_episodes: OrderedDict[str, EpisodeId] = OrderedDict()
         self.evictions: OrderedDict[str, Eviction] = OrderedDict()
+        self.releases: OrderedDict[str, Release] = OrderedDict()
         # verified legacy id -> its marker: an identical resent verify scores the same (V3)
         self.markers: OrderedDict[str, Marker] = OrderedDict()
 
@@ -115,6 +133,13 @@ class Records:
         evicted = self.evictions.get(session_id)
         if evicted is not None and now - evicted.at <= self.scope.config.fence_ttl_s:
             return evicted
+        return None
+
+    def released(self, session_id: str, now: float) -> Release | None:
+        """The release record of ``session_id`` if younger than ``fence_ttl_s``."""
+        release = self.releases.get(session_id)
+        if release is not None and is_valid(release.at, self.scope.config.fence_ttl_s, now):
+            return release
         return None
 
     def marker(self, session_id: str, now: float) -> Marker | None:
@@ -138,13 +163,18 @@ class Records:
         """Remember ``session_id`` as evicted (bounded by ``max_fences``)."""
         remember(self.evictions, session_id, record, self.scope.config.max_fences)
 
+    def release(self, session_id: str, record: Release) -> None:
+        """Remember ``session_id`` as released (bounded by ``max_fences``)."""
+        remember(self.releases, session_id, record, self.scope.config.max_fences)
+
     def mark(self, session_id: str, marker: Marker) -> None:
         """Remember legacy ``session_id`` as verified (bounded by ``max_markers``)."""
         remember(self.markers, session_id, marker, self.scope.config.max_markers)
 
     def forget(self, session_id: str) -> None:
         """Drop every record of ``session_id`` (a restore installs it afresh)."""
-        for records in (self.fences, self.fence_episodes, self.evictions, self.markers):
+        held = (self.fences, self.fence_episodes, self.evictions, self.releases, self.markers)
+        for records in held:
             records.pop(session_id, None)
 
     def prune(self, now: float) -> None:
@@ -155,10 +185,12 @@ class Records:
         while episodes and next(iter(episodes)) not in fences:  # same order: dropped with them
             episodes.popitem(last=False)
         drop_older(self.evictions, lambda e: e.at, now - config.fence_ttl_s)
+        drop_older(self.releases, lambda r: r.at, now - config.fence_ttl_s)
         drop_older(self.markers, lambda m: m.at, now - config.retry_window_s)
 
     def gone(self, session_id: str) -> errors.SessionError:
-        """The error for an id with no live session: closed (T5), expired (X1) or lost (T4).
+        """The error for an id with no live session: closed (T5), expired (X1), or lost (T4):
+        released by a legacy verify or a retire (saying which), or unknown to this server.
 
         Takes the store lock (the caller must not hold it).
         """
@@ -172,7 +204,14 @@ class Records:
                     f"session {session_id} was evicted after {scope.config.idle_ttl_s:g} s idle",
                     session_id,
                 )
-        return errors.SessionLost(f"the server holds no session {session_id}", session_id)
+            release = self.released(session_id, now)
+        if release is not None:
+            return errors.SessionLost(f"session {session_id} {release.how}", session_id)
+        return errors.SessionLost(
+            f"the server holds no session {session_id}: never seeded on this server, or lost "
+            "when it restarted",
+            session_id,
+        )
 
     def fence_snapshots(self, session_ids: Sequence[str], now: float) -> list[FenceSnapshot]:
         """The fences (of ``session_ids`` only, when given), oldest first, each with its age at

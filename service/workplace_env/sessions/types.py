@@ -51,7 +51,8 @@ class SessionConfig:
     ``max_sessions``: live sessions (and pending builds) before seeds get RESOURCE_EXHAUSTED (S7).
     ``idle_ttl_s``: seconds without a request before the sweep evicts a session (X1).
     ``max_fences`` / ``fence_ttl_s``: closed ids remembered (S4, T5, C2), by count and age; the
-    same bounds apply to the records of evicted ids (which answer SESSION_EXPIRED).
+    same bounds apply to the records of evicted ids (which answer SESSION_EXPIRED) and of ids
+    released by a legacy verify or a retire (SESSION_LOST saying which).
     ``max_call_ids`` / ``call_id_ttl_s``: idempotency records per session (T6), by count and
     age, oldest dropped first; all released with the session.
     ``retry_after_s``: the RetryInfo delay suggested when at capacity.

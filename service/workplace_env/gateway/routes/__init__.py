@@ -9,7 +9,8 @@
   ``/close_session``;
 * :mod:`~workplace_env.gateway.routes.mcp_access`: ``POST /session_token``, the MCP route;
 * :mod:`~workplace_env.gateway.routes.tools`: ``POST /{tool_name}`` (last: it matches any
-  other single-segment path).
+  other single-segment path for ``POST``, a tool's name only for another method; a path no
+  route matches is 404 ``ROUTE_NOT_FOUND``).
 """
 
 from __future__ import annotations

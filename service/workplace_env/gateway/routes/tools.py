@@ -5,6 +5,8 @@ from __future__ import annotations
 import grpc
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
+from starlette.routing import Match
+from starlette.types import Scope
 
 from workplace_env.gateway.docs import body_doc, problem
 from workplace_env.gateway.routes.direct import DirectRoute
@@ -22,12 +24,26 @@ from workplace_env.gateway.translate import (
     service_error,
 )
 from workplace_env.identity import tool_name_problem
+from workplace_env.sandbox.tools import TOOLS
 from workplace_env_client import SessionLostError, reasons
 
 #: A tool call's ``call_id`` arrives as a request header.
 _CALL_SENT_AS = {"call_id": HeaderName(CALL_ID_HEADER)}
 
-router = APIRouter(route_class=DirectRoute)
+
+class ToolRoute(DirectRoute):
+    """The tool route: any single-segment path for ``POST`` (a name that is no tool is told
+    by the endpoint), only a tool's name for another method (405, ``Allow: POST``); any
+    other path and method is no match, so the router answers 404 ``ROUTE_NOT_FOUND``."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is Match.PARTIAL and child["path_params"]["tool_name"] not in TOOLS:
+            return Match.NONE, {}
+        return match, child
+
+
+router = APIRouter(route_class=ToolRoute)
 
 
 @router.post(
