@@ -1455,6 +1455,10 @@ def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(
     assert sent == 1  # no episode started after the refusal
     [line] = strict_lines(out)
     assert line["failure_kind"] == MODEL_CONFIG_ERROR
+    # the masked episode is to play again in every count printed and written, never finished
+    assert "played now 1 (0 finished, 1 to play again)" in said and "not started 2" in said
+    overall = json.loads(out.with_name(f"{out.stem}_summary.json").read_text())["categories"][-1]
+    assert (overall["episodes"], overall["masked"], overall["model_failures"]) == (1, 1, 0)
 
 
 @pytest.mark.parametrize("columns", [40, 80, 200])
@@ -1797,3 +1801,42 @@ def test_sampling_flags_out_of_range_are_usage_errors_before_any_request(tmp_pat
         assert not standin.unknown
     assert result.exit_code == 2 and f"'{flag}'" in result.output, result.output
     assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_model_runs_rollouts_replayed_by_the_recorded_policy_reproduce_their_rewards(
+    server, tmp_path, api
+):
+    """A rollouts file re-run with ``--policy recorded`` replays each line's function_call
+    items of ``response.output`` (in order, as Verify takes them): the ground-truth playback
+    scores 1.0 again, the wrong write 0.0; the lines masked for the model's failure and by the
+    endpoint (reward 0.0, no score) are replayed, their rewards not compared. No
+    "no recorded calls" warning, 0 mismatches, exit 0."""
+    tasks = [_crm_multi(server), _crm_single(server), _no_change(server), _no_change(server)]
+    tasks[3] = {**tasks[3], "id": "masked-row", "prompt": tasks[3]["prompt"] + " (masked)"}
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, tasks)
+    scripts = {
+        tasks[0]["prompt"]: _playback(tasks[0], api),
+        tasks[1]["prompt"]: [Calls([("email_send_email", SPURIOUS_EMAIL)]), Text()],
+        tasks[2]["prompt"]: [Raw([_fc(name=_MISSING)]), Text()],
+        tasks[3]["prompt"]: [Fail(500, 99)],
+    }
+    out = tmp_path / "rollouts.jsonl"
+    with StandInModel(scripts) as standin:
+        first = _run_model(tasks_file, standin, server, out, "--api", api, "--max-retries", "0")
+    assert first.exit_code == 1, first.output  # the masked episode: no score of the model
+    lines = read_rollouts(out)
+    recorded = {line["id"]: line["reward"] for line in lines}
+    assert (recorded[tasks[0]["id"]], recorded[tasks[1]["id"]]) == (1.0, 0.0)
+    masked = sum(line["mask_sample"] for line in lines)  # the model's failure (responses), 500
+    assert masked == (2 if api == "responses" else 1)
+    totals = tmp_path / "totals.json"
+    replay = _run_cli(["run", str(out), "--target", local(server.port), "--json-out", str(totals)])
+    said = " ".join(replay.output.split())
+    assert replay.exit_code == 0, replay.output
+    assert "no recorded calls" not in said
+    assert f"{masked} of the 4 lines are masked rollouts" in said
+    document = json.loads(totals.read_text())
+    assert (document["played_episodes"], document["reward_mismatches"]) == (4, 0)
+    assert document["mismatches"] == []

@@ -53,7 +53,9 @@ from workplace_env.run.sandbox_check import check_run_sandbox, sandbox_json, san
 from workplace_env.run.scripted import (
     ADMIN_TOKEN_NEEDED,
     admin_refusal,
+    is_masked_line,
     line_problem,
+    recorded_source,
     run_lines,
 )
 from workplace_env.server.serve import connect
@@ -122,16 +124,25 @@ def warn_string_truths(lines: Sequence[Mapping[str, Any]]) -> None:
 
 
 def warn_unrecorded(lines: Sequence[Mapping[str, Any]]) -> None:
-    """Warn (stderr) when lines have no recorded calls (``function_calls`` or ``calls``): the
-    ``recorded`` policy plays them as episodes that make no call, naming ``--policy oracle``
-    and ``--policy model``."""
-    bare = sum(1 for line in lines if "function_calls" not in line and "calls" not in line)
+    """Warn (stderr) about what the ``recorded`` policy cannot replay as recorded: lines with
+    no recorded calls (no ``function_calls``, ``calls`` or ``response.output``:
+    :func:`~workplace_env.run.scripted.recorded_source`), played as episodes that make no call
+    (naming ``--policy oracle`` and ``--policy model``); and masked rollout lines
+    (``mask_sample``), whose reward is no score and is not compared."""
+    bare = sum(1 for line in lines if recorded_source(line) is None)
     if bare:
         console.print(
             f"[yellow]{bare} of the {len(lines)} lines have no recorded calls[/yellow] "
-            "(function_calls or calls): --policy recorded plays them as episodes that make no "
-            "call. To play their ground truth, use --policy oracle; to have a model play them, "
-            "--policy model."
+            "(function_calls, calls or a rollout's response.output): --policy recorded plays "
+            "them as episodes that make no call. To play their ground truth, use --policy "
+            "oracle; to have a model play them, --policy model."
+        )
+    masked = sum(1 for line in lines if is_masked_line(line) and "reward" in line)
+    if masked:
+        console.print(
+            f"[yellow]{masked} of the {len(lines)} lines are masked rollouts[/yellow] "
+            "(mask_sample true): their recorded reward is no score, so theirs is not compared; "
+            "their calls are replayed and scored as the others'."
         )
 
 
@@ -379,11 +390,10 @@ def _collect_and_report(
     console.print(plain(f"sandbox: {sandbox_text(sandbox)}"))
     masked = [line for line in rollouts if line.get("mask_sample")]
     print_masked(masked, summary[-1], options.fail_on_masked)
-    unfinished = [
-        line
-        for line in masked
-        if not is_finished(line) and line.get("failure_kind") != MODEL_CONFIG_ERROR
-    ]
+    # every episode masked by the endpoint, its configuration or the environment is played
+    # again; those of a configuration error get the configuration's message below instead
+    to_play_again = [line for line in masked if not is_finished(line)]
+    unfinished = [line for line in to_play_again if line.get("failure_kind") != MODEL_CONFIG_ERROR]
     resume = rerun_command(drop=("--overwrite",))
     if unfinished:
         console.print(
@@ -414,7 +424,8 @@ def _collect_and_report(
     console.print(
         plain(
             f"episodes: {result.total}; played now {result.played} "
-            f"({result.played - len(unfinished)} finished, {len(unfinished)} to play again); "
+            f"({result.played - len(to_play_again)} finished, {len(to_play_again)} to play "
+            "again); "
             f"kept from an earlier run {result.skipped} (finished); not started "
             f"{result.not_started}; {', '.join(written)}"
         )
