@@ -34,7 +34,13 @@ from workplace_env.locks import WriterBusy
 from workplace_env.run.command import run_model_policy
 from workplace_env.run.options import ModelRunOptions
 from workplace_env.run.plan import PlanMismatch, check_plan, input_digest
-from workplace_env.run.report import CategorySummary, masked_counts, side_effect_tables, summarise
+from workplace_env.run.report import (
+    CategorySummary,
+    masked_counts,
+    plot_labels,
+    side_effect_tables,
+    summarise,
+)
 from workplace_env.run.rollout_files import (
     lock_path,
     materialized_inputs_path,
@@ -1483,6 +1489,27 @@ def test_an_all_masked_run_has_no_pass_rate_and_its_numbers_stay_whole(server, t
     # all, episodes, masked, model failures, passed, pass rate, mean turns, calls, valid, effects
     assert row[1:6] == ["3", "3", "0", "0", "-"]
     assert "…" not in result.stdout
+    # the plot says the run was masked, not that the model scored 0 of something
+    assert out.with_name(f"{out.stem}_pass_rate.png").read_bytes()[:4] == b"\x89PNG"
+    labels, title = plot_labels(summarise(read_rollouts(out)), "stand-in: pass rate")
+    assert labels[-1] == "0/0\n3 masked"
+    assert title.splitlines()[1:] == [
+        "no scored episode; 3 of 3 masked (endpoint or environment)"
+    ]
+
+
+def test_the_plot_labels_name_masked_episodes_only_where_there_are_some():
+    def figures(category: str, episodes: int, masked: int, passed: int) -> CategorySummary:
+        counted = episodes - masked
+        return CategorySummary(category, episodes, masked, 0, passed,
+                               passed / counted if counted else None, 1.0, 0, None, None)  # fmt: skip
+
+    summary = [figures("email", 2, 0, 1), figures("crm", 3, 1, 2), figures("all", 5, 1, 3)]
+    labels, title = plot_labels(summary, "m: pass rate")
+    assert labels == ["1/2", "2/2\n1 masked", "3/4\n1 masked"]
+    assert title == "m: pass rate\n1 of 5 masked (endpoint or environment)"
+    unmasked = [figures("email", 2, 0, 1), figures("all", 2, 0, 1)]
+    assert plot_labels(unmasked, "m") == (["1/2", "1/2"], "m")
 
 
 def test_hostile_model_answers_are_model_failures_and_every_line_is_strict_json(server, tmp_path):
