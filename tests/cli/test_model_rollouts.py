@@ -1493,16 +1493,14 @@ def test_an_all_masked_run_has_no_pass_rate_and_its_numbers_stay_whole(server, t
     assert out.with_name(f"{out.stem}_pass_rate.png").read_bytes()[:4] == b"\x89PNG"
     labels, title = plot_labels(summarise(read_rollouts(out)), "stand-in: pass rate")
     assert labels[-1] == "0/0\n3 masked"
-    assert title.splitlines()[1:] == [
-        "no scored episode; 3 of 3 masked (endpoint or environment)"
-    ]
+    assert title.splitlines()[1:] == ["no scored episode; 3 of 3 masked (endpoint or environment)"]
 
 
 def test_the_plot_labels_name_masked_episodes_only_where_there_are_some():
     def figures(category: str, episodes: int, masked: int, passed: int) -> CategorySummary:
         counted = episodes - masked
-        return CategorySummary(category, episodes, masked, 0, passed,
-                               passed / counted if counted else None, 1.0, 0, None, None)  # fmt: skip
+        rate = passed / counted if counted else None
+        return CategorySummary(category, episodes, masked, 0, passed, rate, 1.0, 0, None, None)
 
     summary = [figures("email", 2, 0, 1), figures("crm", 3, 1, 2), figures("all", 5, 1, 3)]
     labels, title = plot_labels(summary, "m: pass rate")

@@ -15,8 +15,8 @@ data as it is:
 
 Policies: ``recorded`` makes the line's recorded calls (:func:`recorded_source`:
 ``function_calls``, else ``calls``, else the top-level ``function_call`` items of a rollout's
-``response.output``, in order, as Verify takes them); ``oracle`` makes its ``ground_truth``; ``perturbed`` drops or alters one ground-truth call (a policy that should
-score below 1.0).
+``response.output``, in order, as Verify takes them); ``oracle`` makes its ``ground_truth``;
+``perturbed`` drops or alters one ground-truth call (a policy that should score below 1.0).
 
 An episode that cannot be played to the end is a *failure*, counted apart from the mismatches
 by kind (:data:`FAILURE_KINDS`): the server unavailable (or past its deadline), at one of its
@@ -206,10 +206,11 @@ def line_problem(line: Mapping[str, Any], lineno: int) -> str | None:
                 problems.append(f"{key}[{i}].name: must be a string")
             elif key == "ground_truth" and (problem := tool_name_problem(call["name"])):
                 problems.append(f"{key}[{i}].name: {problem}")
-    if recorded_source(line) == RESPONSE_OUTPUT and not isinstance(line["response"]["output"], list):
+    output = line["response"]["output"] if recorded_source(line) == RESPONSE_OUTPUT else []
+    if not isinstance(output, list):
         problems.append(
             f"{RESPONSE_OUTPUT}: must be an array of output items (a Responses-API response), "
-            f"not {type(line['response']['output']).__name__}"
+            f"not {type(output).__name__}"
         )
     if "reward" in line and not _is_number(line["reward"]):
         problems.append(f"reward: must be a number, not {type(line['reward']).__name__}")
