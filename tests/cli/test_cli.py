@@ -1659,3 +1659,23 @@ def test_run_refuses_to_replace_an_existing_json_out_unless_overwrite(tasks_file
     replaced = invoke("run", tasks_file, "--policy", "oracle", "--json-out", totals, "--overwrite")
     assert replaced.exit_code == 0, replaced.output
     assert json.loads(totals.read_text())["episodes"] == TASK_COUNT
+
+
+def test_run_names_ids_shared_by_several_lines_and_plays_every_line(tasks_file, tmp_path):
+    """Three lines, two of them with the first's id: a warning names that id with its line
+    numbers and how many lines share it; every line is still played (exit 0)."""
+    rows = [json.loads(line) for line in tasks_file.read_text().splitlines()][:3]
+    rows[2] = {**rows[2], "id": rows[0]["id"]}
+    rows[1] = {**rows[1], "id": rows[0]["id"]}
+    file = tmp_path / "dup.jsonl"
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    totals = tmp_path / "totals.json"
+    result = invoke("run", file, "--policy", "oracle", "--json-out", totals)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, said
+    assert f"1 id on more than one line (3 of the 3 lines): '{rows[0]['id']}' (lines 1, 2, 3)" in (
+        said
+    )
+    assert json.loads(totals.read_text())["played_episodes"] == 3
+    unique = invoke("run", tasks_file, "--policy", "oracle")
+    assert "more than one line" not in " ".join(unique.output.split())

@@ -53,13 +53,21 @@ from workplace_env.run.sandbox_check import check_run_sandbox, sandbox_json, san
 from workplace_env.run.scripted import (
     ADMIN_TOKEN_NEEDED,
     admin_refusal,
+    case_id_of,
     is_masked_line,
     line_problem,
     recorded_source,
     run_lines,
 )
 from workplace_env.server.serve import connect
-from workplace_env.terminal import CommandError, console, episode_progress, path_problem, plain
+from workplace_env.terminal import (
+    CommandError,
+    console,
+    count_text,
+    episode_progress,
+    path_problem,
+    plain,
+)
 from workplace_env_client import (
     EnvironmentClient,
     ModelPolicy,
@@ -146,6 +154,33 @@ def warn_unrecorded(lines: Sequence[Mapping[str, Any]]) -> None:
         )
 
 
+def warn_duplicate_ids(lines: Sequence[Mapping[str, Any]], numbers: Sequence[int]) -> None:
+    """Warn (stderr) when lines share a case id (``case_id``, else ``id``:
+    :func:`~workplace_env.run.scripted.case_id_of`), naming the first five ids with their line
+    numbers and how many lines share one: every line is played (rows are told apart by their
+    index), but whatever names a result by its id (mismatches, rollout ids, results by task)
+    mixes them up."""
+    by_id: dict[str, list[int]] = {}
+    for number, line in zip(numbers, lines, strict=True):
+        by_id.setdefault(case_id_of(line, number), []).append(number)
+    shared = {case: where for case, where in by_id.items() if len(where) > 1}
+    if shared:
+        named = "; ".join(
+            f"{case!r} (lines {', '.join(map(str, where))})"
+            for case, where in list(shared.items())[:5]
+        )
+        more = f"; and {len(shared) - 5} more" if len(shared) > 5 else ""
+        console.print(
+            f"[yellow]{count_text(len(shared), 'id')} on more than one line[/yellow] "
+            + plain(
+                f"({sum(map(len, shared.values()))} of the {len(lines)} lines): {named}{more}. "
+                "Every line is played, but results named by id (mismatches, rollout ids, "
+                "results by task) mix those lines up; give each line its own id to tell them "
+                "apart."
+            )
+        )
+
+
 def warn_unchecked_tables(lines: Sequence[Mapping[str, Any]], policy: str) -> None:
     """Warn (stderr, once) when lines have ``tables_after`` that ``policy`` does not check:
     only ``--policy recorded`` compares the session's tables with them."""
@@ -206,6 +241,7 @@ def run_scripted(
     refuse_data_dir_with_target(target, data_dir)
     numbers = list(line_numbers or range(1, len(lines) + 1))
     refuse_malformed_lines(lines, numbers)
+    warn_duplicate_ids(lines, numbers)
     warn_string_truths(lines)
     if policy == "recorded":
         warn_unrecorded(lines)
@@ -322,6 +358,7 @@ def run_model_policy(
         if problem is not None:  # its rollout line could not be strict JSON
             raise CommandError(f"{problem[0]}: {problem[1]}; nothing was played.")
     refuse_malformed_lines(lines, numbers)
+    warn_duplicate_ids(lines, numbers)
     warn_string_truths(lines)
     with contextlib.ExitStack() as held:
         try:
