@@ -77,6 +77,7 @@ from workplace_env.terminal import (
     console,
     path_problem,
     plain,
+    refuse_existing_outputs,
     refuse_output_over_input,
 )
 from workplace_env_client.checks import MAX_SECONDS
@@ -388,7 +389,7 @@ def config_command(config: ConfigFile = None) -> None:
 #: policies' (``recorded``, ``oracle``, ``perturbed``).
 _MODEL_ONLY = (
     "base_url", "model", "api", "max_turns", "api_key_env", "timeout", "max_retries",
-    "temperature", "top_p", "model_seed", "max_output_tokens", "repeats", "out", "overwrite",
+    "temperature", "top_p", "model_seed", "max_output_tokens", "repeats", "out",
     "fail_on_masked",
 )  # fmt: skip
 _SCRIPTED_ONLY = ("json_out", "token")
@@ -499,9 +500,10 @@ def run(
     ] = None,
     overwrite: Annotated[
         bool,
-        _model_opt(
-            "Delete the --out rollouts, materialized inputs, summary and plot first and play "
-            "every episode again."
+        Opt(
+            help="Replace an existing --json-out; with --policy model, delete the --out "
+            "rollouts, materialized inputs, summary and plot first and play every episode "
+            "again."
         ),
     ] = False,
     fail_on_masked: Annotated[
@@ -549,6 +551,8 @@ def run(
             [("FILE", Path(file)), *_named("--config", config), *_data_dir_files(data_dir)],
             "nothing was played",
         )
+        # the model's --out has its own rule: the same plan resumes, another is refused
+        refuse_existing_outputs(_named("--json-out", json_out), overwrite, "nothing was played")
         episodes = read_episodes(Path(file))
         lines = episodes.lines
         if policy == "model":
@@ -612,10 +616,12 @@ def generate_tasks_command(
         OptStr,
         typer.Option(
             "--out",
-            help="JSONL file to write; default: stdout.",
+            help="JSONL file to write; default: stdout. An existing file is refused unless "
+            "--overwrite.",
             **_path_param("file", output=True),
         ),
     ] = None,
+    overwrite: Annotated[bool, Opt(help="Replace an existing --out file.")] = False,
 ) -> None:
     """Generate WorkBench-style tasks whose ground truths are computed from the sandbox (JSONL).
 
@@ -626,6 +632,7 @@ def generate_tasks_command(
         refuse_output_over_input(
             _named("--out", out), _data_dir_files(data_dir), "no task was generated"
         )
+        refuse_existing_outputs(_named("--out", out), overwrite, "no task was generated")
         generate_to(data_dir, count, seed, _path(out))
 
 

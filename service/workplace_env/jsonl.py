@@ -22,7 +22,12 @@ def episode_problem(line: Mapping[str, Any], lineno: int) -> str | None:
         return None
     why = f"line {lineno} is not an episode: no ground_truth, function_calls or calls"
     if "response" in line and "reward" in line:
-        why += " (a NeMo Gym rollout: a model's response and its reward, no ground truth to replay)"
+        why += (
+            " (a NeMo Gym rollout: a model's response and its reward, no ground truth to score "
+            "it against); to re-score it, add its row's ground_truth (from the task file or "
+            "the run's <stem>_materialized_inputs.jsonl) to the line, or play the task file "
+            "itself (--policy oracle, or --policy model)"
+        )
     return why
 
 

@@ -178,6 +178,33 @@ def refuse_output_over_input(
                 )
 
 
+def refuse_existing_outputs(
+    outputs: Sequence[tuple[str, Path]], overwrite: bool, nothing_done: str
+) -> None:
+    """Raise :class:`CommandError` (exit 2) when an output already holds a file that writing it
+    would replace, unless ``overwrite``: a non-empty regular file (an empty one loses nothing;
+    ``/dev/stdout`` and other device paths are streams, not files kept). ``outputs`` are
+    ``(what, path)`` pairs as for :func:`refuse_output_over_input`; the message names the
+    option, the file, its size and ``--overwrite``."""
+    if overwrite:
+        return
+    for written, out_path in outputs:
+        if str(out_path).startswith(("/dev/", "/proc/")) or not out_path.is_file():
+            continue
+        size = out_path.stat().st_size
+        if size:
+            raise CommandError(
+                f"{written} exists ({count_text(size, 'byte')}); {nothing_done}. Add --overwrite "
+                "to replace it, or write to another path."
+            )
+
+
+def count_text(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun`` in its number: ``1 task``, ``2 tasks``, ``1,024 bytes``
+    (``plural``: the plural when it is not ``noun + "s"``)."""
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
 def plain(value: object) -> str:
     """``value`` as text for a markup string: its brackets are shown, never read as rich
     markup (``[server]``, an IPv6 ``[fe80::1]``, a list in an error message)."""

@@ -1580,7 +1580,7 @@ def test_a_stopped_server_exempts_its_heap_from_the_last_collections(monkeypatch
         ("oracle", ["--model", "m"], "--model"),
         ("recorded", ["--repeats", "3"], "--repeats"),
         ("perturbed", ["--out", "foo.jsonl"], "--out"),
-        ("oracle", ["--overwrite"], "--overwrite"),
+        ("oracle", ["--fail-on-masked"], "--fail-on-masked"),
         ("oracle", ["--temperature", "0.5"], "--temperature"),
         ("model", ["--json-out", "x.json"], "--json-out"),
         ("model", ["--token", "t"], "--token"),
@@ -1623,3 +1623,59 @@ def test_checkpoint_restore_refuses_a_rollout_id_past_the_id_bound(restore_targe
     assert "restore refused, nothing installed:" in said
     assert f"episode_id.rollout_id: {id_length_problem('r' * 257)}" in said
     assert store.live_count() == 0
+
+
+def test_generate_tasks_refuses_to_replace_an_existing_out_unless_overwrite(tmp_path):
+    """`generate-tasks --count 1 --out FILE` over a file of 300 tasks: exit 2 naming the file
+    and --overwrite, the file unchanged; with --overwrite it is replaced and the count's noun
+    agrees with it ("wrote 1 task"); an empty file loses nothing and is written."""
+    out = tmp_path / "gw.jsonl"
+    out.write_text('{"id": "kept"}\n' * 300)
+    before = out.read_bytes()
+    refused = invoke("generate-tasks", "--count", 1, "--out", out)
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2, said
+    assert f"--out {out} exists" in said and "--overwrite" in said
+    assert "no task was generated" in said
+    assert out.read_bytes() == before
+    replaced = invoke("generate-tasks", "--count", 1, "--out", out, "--overwrite")
+    assert replaced.exit_code == 0, replaced.output
+    assert f"wrote 1 task to {out}" in " ".join(replaced.output.split())
+    assert len(out.read_text().splitlines()) == 1
+    empty = tmp_path / "empty.jsonl"
+    empty.touch()
+    assert invoke("generate-tasks", "--count", 2, "--out", empty).exit_code == 0
+    assert len(empty.read_text().splitlines()) == 2
+
+
+def test_run_refuses_to_replace_an_existing_json_out_unless_overwrite(tasks_file, tmp_path):
+    totals = tmp_path / "totals.json"
+    totals.write_text('{"kept": true}\n')
+    refused = invoke("run", tasks_file, "--policy", "oracle", "--json-out", totals)
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2, said
+    assert f"--json-out {totals} exists" in said and "--overwrite" in said
+    assert "nothing was played" in said and json.loads(totals.read_text()) == {"kept": True}
+    replaced = invoke("run", tasks_file, "--policy", "oracle", "--json-out", totals, "--overwrite")
+    assert replaced.exit_code == 0, replaced.output
+    assert json.loads(totals.read_text())["episodes"] == TASK_COUNT
+
+
+def test_run_names_ids_shared_by_several_lines_and_plays_every_line(tasks_file, tmp_path):
+    """Three lines, two of them with the first's id: a warning names that id with its line
+    numbers and how many lines share it; every line is still played (exit 0)."""
+    rows = [json.loads(line) for line in tasks_file.read_text().splitlines()][:3]
+    rows[2] = {**rows[2], "id": rows[0]["id"]}
+    rows[1] = {**rows[1], "id": rows[0]["id"]}
+    file = tmp_path / "dup.jsonl"
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    totals = tmp_path / "totals.json"
+    result = invoke("run", file, "--policy", "oracle", "--json-out", totals)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0, said
+    assert f"1 id on more than one line (3 of the 3 lines): '{rows[0]['id']}' (lines 1, 2, 3)" in (
+        said
+    )
+    assert json.loads(totals.read_text())["played_episodes"] == 3
+    unique = invoke("run", tasks_file, "--policy", "oracle")
+    assert "more than one line" not in " ".join(unique.output.split())

@@ -34,7 +34,13 @@ from workplace_env.locks import WriterBusy
 from workplace_env.run.command import run_model_policy
 from workplace_env.run.options import ModelRunOptions
 from workplace_env.run.plan import PlanMismatch, check_plan, input_digest
-from workplace_env.run.report import CategorySummary, masked_counts, side_effect_tables, summarise
+from workplace_env.run.report import (
+    CategorySummary,
+    masked_counts,
+    plot_labels,
+    side_effect_tables,
+    summarise,
+)
 from workplace_env.run.rollout_files import (
     lock_path,
     materialized_inputs_path,
@@ -1455,6 +1461,10 @@ def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(
     assert sent == 1  # no episode started after the refusal
     [line] = strict_lines(out)
     assert line["failure_kind"] == MODEL_CONFIG_ERROR
+    # the masked episode is to play again in every count printed and written, never finished
+    assert "played now 1 (0 finished, 1 to play again)" in said and "not started 2" in said
+    overall = json.loads(out.with_name(f"{out.stem}_summary.json").read_text())["categories"][-1]
+    assert (overall["episodes"], overall["masked"], overall["model_failures"]) == (1, 1, 0)
 
 
 @pytest.mark.parametrize("columns", [40, 80, 200])
@@ -1479,6 +1489,25 @@ def test_an_all_masked_run_has_no_pass_rate_and_its_numbers_stay_whole(server, t
     # all, episodes, masked, model failures, passed, pass rate, mean turns, calls, valid, effects
     assert row[1:6] == ["3", "3", "0", "0", "-"]
     assert "…" not in result.stdout
+    # the plot says the run was masked, not that the model scored 0 of something
+    assert out.with_name(f"{out.stem}_pass_rate.png").read_bytes()[:4] == b"\x89PNG"
+    labels, title = plot_labels(summarise(read_rollouts(out)), "stand-in: pass rate")
+    assert labels[-1] == "0/0\n3 masked"
+    assert title.splitlines()[1:] == ["no scored episode; 3 of 3 masked (endpoint or environment)"]
+
+
+def test_the_plot_labels_name_masked_episodes_only_where_there_are_some():
+    def figures(category: str, episodes: int, masked: int, passed: int) -> CategorySummary:
+        counted = episodes - masked
+        rate = passed / counted if counted else None
+        return CategorySummary(category, episodes, masked, 0, passed, rate, 1.0, 0, None, None)
+
+    summary = [figures("email", 2, 0, 1), figures("crm", 3, 1, 2), figures("all", 5, 1, 3)]
+    labels, title = plot_labels(summary, "m: pass rate")
+    assert labels == ["1/2", "2/2\n1 masked", "3/4\n1 masked"]
+    assert title == "m: pass rate\n1 of 5 masked (endpoint or environment)"
+    unmasked = [figures("email", 2, 0, 1), figures("all", 2, 0, 1)]
+    assert plot_labels(unmasked, "m") == (["1/2", "1/2"], "m")
 
 
 def test_hostile_model_answers_are_model_failures_and_every_line_is_strict_json(server, tmp_path):
@@ -1797,3 +1826,42 @@ def test_sampling_flags_out_of_range_are_usage_errors_before_any_request(tmp_pat
         assert not standin.unknown
     assert result.exit_code == 2 and f"'{flag}'" in result.output, result.output
     assert not (tmp_path / "o.jsonl").exists()
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_model_runs_rollouts_replayed_by_the_recorded_policy_reproduce_their_rewards(
+    server, tmp_path, api
+):
+    """A rollouts file re-run with ``--policy recorded`` replays each line's function_call
+    items of ``response.output`` (in order, as Verify takes them): the ground-truth playback
+    scores 1.0 again, the wrong write 0.0; the lines masked for the model's failure and by the
+    endpoint (reward 0.0, no score) are replayed, their rewards not compared. No
+    "no recorded calls" warning, 0 mismatches, exit 0."""
+    tasks = [_crm_multi(server), _crm_single(server), _no_change(server), _no_change(server)]
+    tasks[3] = {**tasks[3], "id": "masked-row", "prompt": tasks[3]["prompt"] + " (masked)"}
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, tasks)
+    scripts = {
+        tasks[0]["prompt"]: _playback(tasks[0], api),
+        tasks[1]["prompt"]: [Calls([("email_send_email", SPURIOUS_EMAIL)]), Text()],
+        tasks[2]["prompt"]: [Raw([_fc(name=_MISSING)]), Text()],
+        tasks[3]["prompt"]: [Fail(500, 99)],
+    }
+    out = tmp_path / "rollouts.jsonl"
+    with StandInModel(scripts) as standin:
+        first = _run_model(tasks_file, standin, server, out, "--api", api, "--max-retries", "0")
+    assert first.exit_code == 1, first.output  # the masked episode: no score of the model
+    lines = read_rollouts(out)
+    recorded = {line["id"]: line["reward"] for line in lines}
+    assert (recorded[tasks[0]["id"]], recorded[tasks[1]["id"]]) == (1.0, 0.0)
+    masked = sum(line["mask_sample"] for line in lines)  # the model's failure (responses), 500
+    assert masked == (2 if api == "responses" else 1)
+    totals = tmp_path / "totals.json"
+    replay = _run_cli(["run", str(out), "--target", local(server.port), "--json-out", str(totals)])
+    said = " ".join(replay.output.split())
+    assert replay.exit_code == 0, replay.output
+    assert "no recorded calls" not in said
+    assert f"{masked} of the 4 lines are masked rollouts" in said
+    document = json.loads(totals.read_text())
+    assert (document["played_episodes"], document["reward_mismatches"]) == (4, 0)
+    assert document["mismatches"] == []

@@ -54,6 +54,26 @@ def test_lines_that_are_not_episodes_are_refused_before_anything_is_played(tmp_p
     assert "1 of the 1 lines are no episode; nothing was played: line 1 is not an episode" in said
 
 
+def test_a_rollout_without_ground_truth_is_refused_saying_how_to_re_score_it(tmp_path):
+    path = tmp_path / "nemo_rollouts.jsonl"
+    output = [{"type": "function_call", "name": LOOKUP, "arguments": "{}", "call_id": "c"}]
+    path.write_text(json.dumps({"response": {"output": output}, "reward": 1.0}) + "\n")
+    proc = _run(path)
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 2, said
+    assert "line 1 is not an episode" in said and "a NeMo Gym rollout" in said
+    assert "add its row's ground_truth" in said and "_materialized_inputs.jsonl" in said
+
+
+def test_a_rollout_whose_response_output_is_no_array_is_refused_naming_the_field(tmp_path):
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text(json.dumps({"ground_truth": [], "response": {"output": "text"}}) + "\n")
+    proc = _run(path)
+    said = " ".join(proc.stderr.split())
+    assert proc.returncode == 2, said
+    assert "line 1: response.output: must be an array of output items" in said
+
+
 def test_lines_keep_their_physical_numbers_blank_lines_counted(tmp_path):
     path = tmp_path / "numbered.jsonl"
     path.write_text('\n{"id": "a"}\n\n\n{"ground_truth": []}\n\n')

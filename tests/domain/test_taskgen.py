@@ -415,7 +415,8 @@ def test_lines_are_written_as_made_and_an_interrupt_leaves_whole_lines():
     lines = [first, *(json.loads(line) for line in rest.splitlines())]
     assert proc.returncode == 130, err
     assert len(lines) < MAX_TASK_COUNT and first["id"] == "gen-s0-1"
-    assert f"interrupted: {len(lines)} whole tasks were written to stdout" in " ".join(err.split())
+    written = "1 whole task was" if len(lines) == 1 else f"{len(lines):,} whole tasks were"
+    assert f"interrupted: {written} written to stdout" in " ".join(err.split())
 
 
 def test_an_interrupted_run_into_a_file_keeps_the_lines_written(tmp_path, monkeypatch):

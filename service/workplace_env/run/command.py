@@ -53,11 +53,21 @@ from workplace_env.run.sandbox_check import check_run_sandbox, sandbox_json, san
 from workplace_env.run.scripted import (
     ADMIN_TOKEN_NEEDED,
     admin_refusal,
+    case_id_of,
+    is_masked_line,
     line_problem,
+    recorded_source,
     run_lines,
 )
 from workplace_env.server.serve import connect
-from workplace_env.terminal import CommandError, console, episode_progress, path_problem, plain
+from workplace_env.terminal import (
+    CommandError,
+    console,
+    count_text,
+    episode_progress,
+    path_problem,
+    plain,
+)
 from workplace_env_client import (
     EnvironmentClient,
     ModelPolicy,
@@ -122,16 +132,52 @@ def warn_string_truths(lines: Sequence[Mapping[str, Any]]) -> None:
 
 
 def warn_unrecorded(lines: Sequence[Mapping[str, Any]]) -> None:
-    """Warn (stderr) when lines have no recorded calls (``function_calls`` or ``calls``): the
-    ``recorded`` policy plays them as episodes that make no call, naming ``--policy oracle``
-    and ``--policy model``."""
-    bare = sum(1 for line in lines if "function_calls" not in line and "calls" not in line)
+    """Warn (stderr) about what the ``recorded`` policy cannot replay as recorded: lines with
+    no recorded calls (no ``function_calls``, ``calls`` or ``response.output``:
+    :func:`~workplace_env.run.scripted.recorded_source`), played as episodes that make no call
+    (naming ``--policy oracle`` and ``--policy model``); and masked rollout lines
+    (``mask_sample``), whose reward is no score and is not compared."""
+    bare = sum(1 for line in lines if recorded_source(line) is None)
     if bare:
         console.print(
             f"[yellow]{bare} of the {len(lines)} lines have no recorded calls[/yellow] "
-            "(function_calls or calls): --policy recorded plays them as episodes that make no "
-            "call. To play their ground truth, use --policy oracle; to have a model play them, "
-            "--policy model."
+            "(function_calls, calls or a rollout's response.output): --policy recorded plays "
+            "them as episodes that make no call. To play their ground truth, use --policy "
+            "oracle; to have a model play them, --policy model."
+        )
+    masked = sum(1 for line in lines if is_masked_line(line) and "reward" in line)
+    if masked:
+        console.print(
+            f"[yellow]{masked} of the {len(lines)} lines are masked rollouts[/yellow] "
+            "(mask_sample true): their recorded reward is no score, so theirs is not compared; "
+            "their calls are replayed and scored as the others'."
+        )
+
+
+def warn_duplicate_ids(lines: Sequence[Mapping[str, Any]], numbers: Sequence[int]) -> None:
+    """Warn (stderr) when lines share a case id (``case_id``, else ``id``:
+    :func:`~workplace_env.run.scripted.case_id_of`), naming the first five ids with their line
+    numbers and how many lines share one: every line is played (rows are told apart by their
+    index), but whatever names a result by its id (mismatches, rollout ids, results by task)
+    mixes them up."""
+    by_id: dict[str, list[int]] = {}
+    for number, line in zip(numbers, lines, strict=True):
+        by_id.setdefault(case_id_of(line, number), []).append(number)
+    shared = {case: where for case, where in by_id.items() if len(where) > 1}
+    if shared:
+        named = "; ".join(
+            f"{case!r} (lines {', '.join(map(str, where))})"
+            for case, where in list(shared.items())[:5]
+        )
+        more = f"; and {len(shared) - 5} more" if len(shared) > 5 else ""
+        console.print(
+            f"[yellow]{count_text(len(shared), 'id')} on more than one line[/yellow] "
+            + plain(
+                f"({sum(map(len, shared.values()))} of the {len(lines)} lines): {named}{more}. "
+                "Every line is played, but results named by id (mismatches, rollout ids, "
+                "results by task) mix those lines up; give each line its own id to tell them "
+                "apart."
+            )
         )
 
 
@@ -195,6 +241,7 @@ def run_scripted(
     refuse_data_dir_with_target(target, data_dir)
     numbers = list(line_numbers or range(1, len(lines) + 1))
     refuse_malformed_lines(lines, numbers)
+    warn_duplicate_ids(lines, numbers)
     warn_string_truths(lines)
     if policy == "recorded":
         warn_unrecorded(lines)
@@ -311,6 +358,7 @@ def run_model_policy(
         if problem is not None:  # its rollout line could not be strict JSON
             raise CommandError(f"{problem[0]}: {problem[1]}; nothing was played.")
     refuse_malformed_lines(lines, numbers)
+    warn_duplicate_ids(lines, numbers)
     warn_string_truths(lines)
     with contextlib.ExitStack() as held:
         try:
@@ -379,11 +427,10 @@ def _collect_and_report(
     console.print(plain(f"sandbox: {sandbox_text(sandbox)}"))
     masked = [line for line in rollouts if line.get("mask_sample")]
     print_masked(masked, summary[-1], options.fail_on_masked)
-    unfinished = [
-        line
-        for line in masked
-        if not is_finished(line) and line.get("failure_kind") != MODEL_CONFIG_ERROR
-    ]
+    # every episode masked by the endpoint, its configuration or the environment is played
+    # again; those of a configuration error get the configuration's message below instead
+    to_play_again = [line for line in masked if not is_finished(line)]
+    unfinished = [line for line in to_play_again if line.get("failure_kind") != MODEL_CONFIG_ERROR]
     resume = rerun_command(drop=("--overwrite",))
     if unfinished:
         console.print(
@@ -414,7 +461,8 @@ def _collect_and_report(
     console.print(
         plain(
             f"episodes: {result.total}; played now {result.played} "
-            f"({result.played - len(unfinished)} finished, {len(unfinished)} to play again); "
+            f"({result.played - len(to_play_again)} finished, {len(to_play_again)} to play "
+            "again); "
             f"kept from an earlier run {result.skipped} (finished); not started "
             f"{result.not_started}; {', '.join(written)}"
         )

@@ -3,8 +3,8 @@
 * :func:`print_summary`: a scripted run's totals
   (:class:`~workplace_env.run.scripted.RunSummary`);
 * :func:`summarise`, :func:`print_model_summary`, :func:`print_masked`, :func:`write_summary`,
-  :func:`write_plot`: a model run's figures by category, their table, what was masked, the
-  summary JSON and the pass-rate plot.
+  :func:`write_plot` (:func:`plot_labels`): a model run's figures by category, their table,
+  what was masked, the summary JSON and the pass-rate plot.
 
 Figures by category: the pass rate is reward 1.0 among the episodes that count, that is all but
 those masked by the endpoint or the environment (``masked``: no score of the model, reported
@@ -248,9 +248,27 @@ def write_summary(
     return path
 
 
+def plot_labels(summary: Sequence[CategorySummary], title: str) -> tuple[list[str], str]:
+    """The pass-rate plot's texts: each bar's label (``passed/counted``, and ``N masked`` under
+    it when the category has masked episodes) and the title (``title``, then how many episodes
+    were masked and left out, and ``no scored episode`` when none counts), so a run the
+    endpoint or the environment masked never reads as a model scoring 0."""
+    labels = [
+        f"{s.passed}/{s.episodes - s.masked}" + (f"\n{s.masked} masked" if s.masked else "")
+        for s in summary
+    ]
+    total = summary[-1]
+    notes = []
+    if total.episodes == total.masked:
+        notes.append("no scored episode")
+    if total.masked:
+        notes.append(f"{total.masked} of {total.episodes} masked (endpoint or environment)")
+    return labels, title + (f"\n{'; '.join(notes)}" if notes else "")
+
+
 def write_plot(summary: list[CategorySummary], out: Path, title: str) -> Path | None:
-    """Save a bar chart of pass rate by category next to ``out``; None when matplotlib is not
-    installed (the ``plot`` extra)."""
+    """Save a bar chart of pass rate by category next to ``out``, labelled by
+    :func:`plot_labels`; None when matplotlib is not installed (the ``plot`` extra)."""
     try:
         import matplotlib
 
@@ -261,19 +279,20 @@ def write_plot(summary: list[CategorySummary], out: Path, title: str) -> Path | 
     path = plot_path(out)
     names = [short_category(s.category) for s in summary]
     rates = [s.pass_rate or 0.0 for s in summary]  # no rate: no bar (its label says 0/0)
+    labels, full_title = plot_labels(summary, title)
     fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(names)), 3.6))
     bars = ax.bar(names, rates, color=["#4c72b0"] * (len(names) - 1) + ["#55a868"])
-    for bar, s in zip(bars, summary, strict=True):
+    for bar, label in zip(bars, labels, strict=True):
         ax.annotate(
-            f"{s.passed}/{s.episodes - s.masked}",
+            label,
             (bar.get_x() + bar.get_width() / 2, bar.get_height()),
             ha="center",
             va="bottom",
             fontsize=8,
         )
-    ax.set_ylim(0, 1.1)
+    ax.set_ylim(0, 1.25)
     ax.set_ylabel("pass rate (reward 1.0)")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(full_title, fontsize=10)
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -13,9 +13,10 @@ data as it is:
   the calls, compared (recorded policy) through the admin export of the session before it is
   verified (goldens README, :func:`workplace_env.parity.table_digest`).
 
-Policies: ``recorded`` makes the line's ``function_calls`` (or ``calls``); ``oracle`` makes its
-``ground_truth``; ``perturbed`` drops or alters one ground-truth call (a policy that should
-score below 1.0).
+Policies: ``recorded`` makes the line's recorded calls (:func:`recorded_source`:
+``function_calls``, else ``calls``, else the top-level ``function_call`` items of a rollout's
+``response.output``, in order, as Verify takes them); ``oracle`` makes its ``ground_truth``;
+``perturbed`` drops or alters one ground-truth call (a policy that should score below 1.0).
 
 An episode that cannot be played to the end is a *failure*, counted apart from the mismatches
 by kind (:data:`FAILURE_KINDS`): the server unavailable (or past its deadline), at one of its
@@ -205,6 +206,12 @@ def line_problem(line: Mapping[str, Any], lineno: int) -> str | None:
                 problems.append(f"{key}[{i}].name: must be a string")
             elif key == "ground_truth" and (problem := tool_name_problem(call["name"])):
                 problems.append(f"{key}[{i}].name: {problem}")
+    output = line["response"]["output"] if recorded_source(line) == RESPONSE_OUTPUT else []
+    if not isinstance(output, list):
+        problems.append(
+            f"{RESPONSE_OUTPUT}: must be an array of output items (a Responses-API response), "
+            f"not {type(output).__name__}"
+        )
     if "reward" in line and not _is_number(line["reward"]):
         problems.append(f"reward: must be a number, not {type(line['reward']).__name__}")
     if "tables_after" in line:
@@ -276,6 +283,35 @@ def _calls_of(raw: Any) -> list[dict[str, Any]]:
     return [c for c in raw if isinstance(c, dict)] if isinstance(raw, list) else []
 
 
+#: Where a line's response output is, as its field is named in messages.
+RESPONSE_OUTPUT = "response.output"
+
+
+def recorded_source(line: Mapping[str, Any]) -> str | None:
+    """The field holding a line's recorded calls: ``function_calls``, else ``calls``, else
+    ``response.output`` (a rollout line: NeMo Gym's or ``run --policy model``'s); None when it
+    has none of them."""
+    for key in ("function_calls", "calls"):
+        if key in line:
+            return key
+    response = line.get("response")
+    return RESPONSE_OUTPUT if isinstance(response, Mapping) and "output" in response else None
+
+
+def response_calls(line: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The top-level items of ``response.output`` whose ``type`` is ``function_call``, in
+    order (REFERENCE.md (c).1: the calls Verify scores); [] when there is no such array."""
+    response = line.get("response")
+    output = response.get("output") if isinstance(response, Mapping) else None
+    return [c for c in _calls_of(output) if c.get("type") == "function_call"]
+
+
+def is_masked_line(line: Mapping[str, Any]) -> bool:
+    """True for a rollout line marked ``mask_sample``: its ``reward`` is no score (0.0 by
+    convention), so a replay's reward is not compared with it."""
+    return line.get("mask_sample") is True
+
+
 def perturb(calls: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
     """One call dropped, or (for a task with no calls) a spurious write added."""
     if not calls:
@@ -298,9 +334,10 @@ def policy_calls(line: Mapping[str, Any], policy: str, rng: random.Random) -> li
         return _calls_of(line.get("ground_truth"))
     if policy == "perturbed":
         return perturb(_calls_of(line.get("ground_truth")), rng)
-    if "function_calls" in line:
-        return _calls_of(line["function_calls"])
-    return _calls_of(line.get("calls"))
+    source = recorded_source(line)
+    if source == RESPONSE_OUTPUT:
+        return response_calls(line)
+    return _calls_of(line.get(source)) if source else []
 
 
 def _call_mismatch(
@@ -401,16 +438,16 @@ def run_episode(
         except SessionHeaderMismatchError:
             raise  # routing, not the line
         except InvalidRequestError as exc:
-            made = "ground_truth" if policy != "recorded" else "function_calls"
-            if policy == "recorded" and "function_calls" not in line:
-                made = "calls"
+            made = "ground_truth" if policy != "recorded" else recorded_source(line)
+            made = made or "function_calls"
             names = {"function_calls": made, "ground_truth_json": "ground_truth"}
             raise _renamed(exc.violations, lineno, names, exc.message) from exc
         if verified.mask_sample:  # V4: the server lost the session; the reward is no score
             why = verified.failure_reason or verified.failure_kind
             raise RunFailure("session_lost", f"verify answered a masked sample: {why}")
         result.reward = verified.reward
-        if policy == "recorded" and "reward" in line and verified.reward != line["reward"]:
+        compared = "reward" in line and not is_masked_line(line)
+        if policy == "recorded" and compared and verified.reward != line["reward"]:
             result.reward_mismatch = True
             result.mismatches.append(
                 Mismatch(case_id, "reward", "reward differs", line["reward"], verified.reward)

@@ -18,7 +18,7 @@ from workplace_env.sandbox.tables import BaseTables, SessionTables, TablesUnavai
 from workplace_env.sandbox.tools import execute
 from workplace_env.taskgen.base import TEMPLATES, Draft, Template
 from workplace_env.taskgen.world import SYSTEM_PROMPT, World
-from workplace_env.terminal import CommandError, console, episode_progress, plain
+from workplace_env.terminal import CommandError, console, count_text, episode_progress, plain
 
 #: Draws per template instance before it gives up on this instance.
 ATTEMPTS = 40
@@ -171,6 +171,11 @@ def write_jsonl(tasks: Iterable[Mapping[str, Any]], out: IO[str]) -> None:
 MAX_TASK_COUNT = 100_000
 
 
+def _written(count: int, noun: str) -> str:
+    """``3 tasks were written``, ``1 task was written``."""
+    return f"{count_text(count, noun)} {'was' if count == 1 else 'were'} written"
+
+
 def generate_to(data_dir: Path | None, count: int, seed: int, out: Path | None) -> None:
     """Generate ``count`` tasks (``seed``; the CLI bounds ``count`` by :data:`MAX_TASK_COUNT`)
     on the sandbox of ``data_dir`` (None: the embedded one) and write them as JSONL to ``out``
@@ -199,14 +204,14 @@ def generate_to(data_dir: Path | None, count: int, seed: int, out: Path | None) 
                 bars.advance(bar)
                 if interrupted():
                     raise CommandError(
-                        f"interrupted: {written} whole tasks were written to {where}",
+                        f"interrupted: {_written(written, 'whole task')} to {where}",
                         exit_code=interrupted.exit_status,
                     )
     except ValueError as exc:
-        raise CommandError(f"{exc}; {written} tasks were written to {where}") from exc
+        raise CommandError(f"{exc}; {_written(written, 'task')} to {where}") from exc
     except BrokenPipeError:
         raise  # a reader gone (stdout, --out /dev/stdout): the CLI exits 141, quietly
     except OSError as exc:
         raise CommandError(f"cannot write {where}:", exc) from exc
     if out is not None:
-        console.print(plain(f"wrote {written} tasks to {out}"))
+        console.print(plain(f"wrote {count_text(written, 'task')} to {out}"))
