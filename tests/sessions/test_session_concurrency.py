@@ -374,6 +374,7 @@ class HoldFirstSweep(StoreHooks):
 
     def hit(self, point: str, session_id: str) -> None:
         if point == "sweep_wait":
+            assert session_id == ""  # a pass is for no one session
             self.passes += 1
             if self.passes == 2:
                 self.queued.set()
