@@ -298,6 +298,27 @@ def test_S7_capacity_is_resource_exhausted_with_retry_info(make_env):
     assert not env.client.seed("c", ("rollout-c", 0), TID, TASK).already_seeded
 
 
+@pytest.mark.parametrize("channel", ["grpc", "in_process"])
+def test_S7_X1_a_store_full_of_expired_sessions_admits_a_seed(make_env, channel):
+    """A session past its idle TTL holds no place: a seed finding the store full of them is
+    admitted before any periodic sweep ran, and the evicted ids answer as after one (NOT_FOUND
+    SESSION_EXPIRED), counted in the evictions metric."""
+    env = make_env(max_sessions=2, idle_ttl_s=10)
+    client = env.client if channel == "grpc" else in_process_client(env.server)
+    client.seed("a", EP, TID, TASK)
+    client.seed("b", ("rollout-b", 0), TID, TASK)
+    env.clock.now += 11
+    assert not client.seed("c", ("rollout-c", 0), TID, TASK).already_seeded
+    assert env.store.live_count() == 1
+    evictions = env.server.metrics.registry.get_sample_value("workplace_env_evictions_total")
+    assert evictions == 2
+    for sid in ("a", "b"):
+        with pytest.raises(SessionExpiredError) as err:
+            client.call_tool(sid, *WRITE)
+        assert_refused(err.value, grpc.StatusCode.NOT_FOUND, "SESSION_EXPIRED", sid)
+    assert _emails(client, "c") == 0
+
+
 def test_S8_racing_identical_seeds_build_one_table_set(env):
     builds: list[str] = []
     building, second_waiting, go = threading.Event(), threading.Event(), threading.Event()

@@ -243,6 +243,140 @@ def test_a_session_idle_exactly_its_ttl_is_kept_and_one_idle_longer_is_evicted(s
     assert store.live_count() == 0
 
 
+def _counted(store: SessionStore) -> list[int]:
+    """The numbers of sessions ``store``'s eviction passes free, from now on, in order."""
+    counted: list[int] = []
+    store.on_evicted = counted.append
+    return counted
+
+
+def _gone_answers(store: SessionStore, sid: str) -> list[object]:
+    """What a tool call, a typed re-seed, a verify and a close answer on ``sid``, which
+    ``store`` no longer holds (the close goes last: it fences the id)."""
+    answers: list[object] = []
+    for request in (lambda: _send(store, sid, "zq"), lambda: _seed(store, sid, rollout=sid)):
+        with pytest.raises(errors.SessionError) as refused:
+            request()
+        err = refused.value
+        answers.append((type(err), err.reason, err.message, err.session_id))
+    lost = store.verify(sid, [])
+    answers.append((lost.reward, lost.mask_sample, lost.failure_kind, lost.failure_reason))
+    answers.append(store.close(sid, EpisodeId(sid, 0)))
+    return answers
+
+
+def test_a_full_store_evicts_its_sessions_past_their_ttl_to_admit_a_seed(sandbox):
+    # S7 with X1: expired sessions hold no place. The seed's eviction is the periodic sweep's:
+    # the same records, the same count, the same answers on the evicted ids afterwards.
+    full, swept = (_store(sandbox, max_sessions=2, idle_ttl_s=10) for _ in range(2))
+    counted, counted_by_sweep = _counted(full), _counted(swept)
+    for store in (full, swept):
+        _seed(store, "a", rollout="a")
+        _seed(store, "b", rollout="b")
+        store.clock.now += 11  # type: ignore[attr-defined]
+    assert swept.evict_idle() == 2
+    _seed(full, "c", rollout="c")
+    assert sorted(full.table.sessions) == ["c"]
+    assert counted == counted_by_sweep == [2]
+    assert full.records.evictions == swept.records.evictions
+    assert list(full.records.evictions) == ["a", "b"]
+    for sid in ("a", "b"):
+        answers = _gone_answers(full, sid)
+        assert answers == _gone_answers(swept, sid)
+        assert answers[0][:2] == answers[1][:2] == (errors.SessionExpired, "SESSION_EXPIRED")
+        assert answers[3] is CloseOutcome.CLOSED
+
+
+def test_a_full_store_of_sessions_within_their_ttl_refuses_as_before(sandbox):
+    # S7: a session idle exactly its TTL still holds its place; the refusal is unchanged, and
+    # the held sessions are untouched. Half a second later both are past it.
+    store = _store(sandbox, max_sessions=2, idle_ttl_s=10, retry_after_s=3)
+    counted = _counted(store)
+    _seed(store, "a", rollout="a")
+    _seed(store, "b", rollout="b")
+    store.clock.now += 10  # type: ignore[attr-defined]
+    with pytest.raises(errors.CapacityExhausted) as full:
+        _seed(store, "c", rollout="c")
+    assert type(full.value) is errors.CapacityExhausted
+    assert (full.value.session_id, full.value.message, full.value.retry_after_s) == (
+        "c",
+        "the server holds its maximum of 2 sessions",
+        3,
+    )
+    assert sum(counted) == 0
+    assert sorted(store.table.sessions) == ["a", "b"]
+    assert not store.records.evictions
+    store.clock.now += 0.5  # type: ignore[attr-defined]
+    _seed(store, "c", rollout="c")
+    assert sorted(store.table.sessions) == ["c"]
+    assert sum(counted) == 2
+
+
+def test_a_full_store_admits_a_seed_only_when_its_expired_sessions_free_a_place(sandbox):
+    # S7 with X1: one session past its TTL makes room for one seed, not for two.
+    store = _store(sandbox, max_sessions=2, idle_ttl_s=10, retry_after_s=3)
+    counted = _counted(store)
+    _seed(store, "old", rollout="old")
+    store.clock.now += 6  # type: ignore[attr-defined]
+    _seed(store, "young", rollout="young")
+    store.clock.now += 5  # type: ignore[attr-defined]  # old: 11 s idle; young: 5 s
+    _seed(store, "c", rollout="c")
+    assert sorted(store.table.sessions) == ["c", "young"]
+    assert list(store.records.evictions) == ["old"]
+    with pytest.raises(errors.CapacityExhausted) as full:
+        _seed(store, "d", rollout="d")
+    assert (full.value.session_id, full.value.message) == (
+        "d",
+        "the server holds its maximum of 2 sessions",
+    )
+    assert counted == [1, 0]
+    assert sorted(store.table.sessions) == ["c", "young"]
+    assert _sent(store, "young") == []  # still live, tables intact
+
+
+def test_a_seed_with_room_leaves_the_expired_sessions_to_the_sweep(sandbox):
+    # Admission only sweeps a full store: below capacity an expired session stays until a sweep.
+    store = _store(sandbox, max_sessions=2, idle_ttl_s=10)
+    counted = _counted(store)
+    _seed(store, "a", rollout="a")
+    store.clock.now += 11  # type: ignore[attr-defined]
+    _seed(store, "b", rollout="b")
+    assert sorted(store.table.sessions) == ["a", "b"]
+    assert counted == []
+    _seed(store, "c", rollout="c")  # full now: "a" is evicted to admit it
+    assert sorted(store.table.sessions) == ["b", "c"]
+    assert counted == [1]
+
+
+def test_a_full_store_evicts_its_expired_sessions_to_admit_a_restore(sandbox):
+    # K2 with S7 and X1: a restore counts the expired sessions no more than a seed does; the
+    # batch is admitted only when what they free is enough for all of it.
+    donor = _store(sandbox)
+    for sid in ("x", "y"):
+        _seed(donor, sid, rollout=sid)
+    snapshots, missing, failed = donor.export(["x", "y"])
+    assert (len(snapshots), missing, failed) == (2, [], [])
+    store = _store(sandbox, max_sessions=2, idle_ttl_s=10, retry_after_s=3)
+    counted = _counted(store)
+    _seed(store, "old", rollout="old")
+    store.clock.now += 6  # type: ignore[attr-defined]
+    _seed(store, "young", rollout="young")
+    store.clock.now += 5  # type: ignore[attr-defined]
+    with pytest.raises(errors.CapacityExhausted) as full:
+        store.restore(snapshots)
+    assert (full.value.message, full.value.retry_after_s) == (
+        "restoring 2 sessions would pass the maximum of 2",
+        3,
+    )
+    assert sorted(store.table.sessions) == ["young"]  # "old" was evicted all the same
+    assert store.restore(snapshots[:1]) == 1
+    assert sorted(store.table.sessions) == ["x", "young"]
+    store.clock.now += 6  # type: ignore[attr-defined]  # young: 11 s idle; x: 6 s
+    assert store.restore(snapshots) == 2  # "x" is installed already; "young" makes room for "y"
+    assert sorted(store.table.sessions) == ["x", "y"]
+    assert counted == [1, 1]
+
+
 class CallDuringFirstRelease:
     """Hooks that run ``call`` while the sweep releases the first session it evicts: a request
     arriving in the middle of a sweep, deterministically (no threads)."""

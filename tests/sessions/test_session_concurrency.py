@@ -22,7 +22,13 @@ from tests.helpers import wait as _wait
 from workplace_env import errors
 from workplace_env.identity import EpisodeId, FunctionCall, Task, TaskId
 from workplace_env.server.app import start_server
-from workplace_env.sessions import CloseOutcome, SessionConfig, SessionState, SessionStore
+from workplace_env.sessions import (
+    CloseOutcome,
+    SessionConfig,
+    SessionState,
+    SessionStore,
+    StoreHooks,
+)
 from workplace_env.sessions.types import SeedResult
 from workplace_env.testing.faults import Faults
 from workplace_env_client import EnvironmentClient
@@ -356,3 +362,87 @@ def test_a_sweep_skips_a_busy_or_unreleasable_session_and_evicts_the_rest(store,
     hold.go.set()
     assert call.result(HANG_S) == '"Email sent successfully."'
     assert _subjects(store, "sweep-busy") == ["zq-busy"]
+
+
+class HoldFirstSweep(StoreHooks):
+    """Holds the first eviction pass at its first release until ``go``; ``queued`` is set when
+    a second pass reaches the sweep lock (``"sweep_wait"``) meanwhile."""
+
+    def __init__(self) -> None:
+        self.releasing, self.queued, self.go = (threading.Event() for _ in range(3))
+        self.passes = 0
+
+    def hit(self, point: str, session_id: str) -> None:
+        if point == "sweep_wait":
+            assert session_id == ""  # a pass is for no one session
+            self.passes += 1
+            if self.passes == 2:
+                self.queued.set()
+
+    def take(self, kind: str) -> bool:
+        if kind == "release" and not self.releasing.is_set():
+            self.releasing.set()
+            _wait(self.go)
+        return False
+
+
+def test_a_full_stores_seed_during_a_sweep_waits_for_it_and_is_admitted(sandbox, pool):
+    # S7 with X1: the seed finds the store full while the periodic sweep is releasing its
+    # expired session. Its own pass waits for that sweep's, then finds the place free: one
+    # eviction, counted once, and the seed admitted (a pass that only saw the session busy
+    # would refuse it).
+    store = SessionStore(sandbox, SessionConfig(max_sessions=1, idle_ttl_s=10), clock=FakeClock())
+    counted: list[int] = []
+    store.on_evicted = counted.append
+    _seed(store, "old", rollout="old")
+    store.clock.now += 11  # type: ignore[attr-defined]
+    hooks = store.hooks = HoldFirstSweep()
+    try:
+        sweep = pool.submit(store.evict_idle)
+        _wait(hooks.releasing)
+        seed = pool.submit(_seed, store, "new", "new")
+        _wait(hooks.queued)
+    finally:
+        hooks.go.set()
+    assert sweep.result(HANG_S) == 1
+    seed.result(HANG_S)
+    assert sorted(store.table.sessions) == ["new"]
+    assert counted == [1, 0]
+    with pytest.raises(errors.SessionExpired):
+        _send(store, "old", "zq")
+    assert _send(store, "new", "zq") == '"Email sent successfully."'
+
+
+def test_racing_seeds_of_a_store_full_of_expired_sessions_are_all_admitted(sandbox):
+    # S7 with X1, many threads: seeds racing each other and the periodic sweep over a store
+    # full of expired sessions. Each expired session is evicted once; every seed is admitted;
+    # each new session holds its own writes only.
+    n = 8
+    store = SessionStore(sandbox, SessionConfig(max_sessions=n, idle_ttl_s=10), clock=FakeClock())
+    counted: list[int] = []
+    store.on_evicted = counted.append
+    for i in range(n):
+        _seed(store, f"old{i}", rollout=f"old{i}")
+    store.clock.now += 11  # type: ignore[attr-defined]
+    start = threading.Barrier(n + 1)
+
+    def episode(i: int) -> list[str]:
+        start.wait(HANG_S)
+        sid = f"new{i}"
+        _seed(store, sid, rollout=sid)
+        _send(store, sid, f"zq-{sid}")
+        return _subjects(store, sid)
+
+    def sweep() -> int:
+        start.wait(HANG_S)
+        return store.evict_idle()
+
+    with ThreadPoolExecutor(n + 1) as threads:
+        episodes = [threads.submit(episode, i) for i in range(n)]
+        swept = threads.submit(sweep)
+        assert [e.result(HANG_S) for e in episodes] == [[f"zq-new{i}"] for i in range(n)]
+        swept.result(HANG_S)
+    assert sorted(store.table.sessions) == [f"new{i}" for i in range(n)]
+    assert sorted(store.records.evictions) == [f"old{i}" for i in range(n)]
+    assert sum(counted) == n
+    assert not store.table.building

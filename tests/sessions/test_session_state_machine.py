@@ -326,6 +326,8 @@ class SessionMachine(RuleBasedStateMachine):
         if evicted is not None and not legacy:
             return "SESSION_EXPIRED"  # X1: a late seed never hides the loss behind fresh tables
         if len(self.live) >= CONFIG.max_sessions:
+            self._evict_expired()  # a full store evicts its sessions past their TTL first
+        if len(self.live) >= CONFIG.max_sessions:
             return "CAPACITY_EXHAUSTED"
         if fail:
             return "TABLES_UNAVAILABLE"
@@ -508,15 +510,19 @@ class SessionMachine(RuleBasedStateMachine):
         STEPS[self.counter] += 1
         self.driver.clock.now += seconds
 
-    @rule()
-    def evict(self) -> None:
+    def _evict_expired(self) -> int:
+        """X1 in the model: evict the sessions idle past their TTL; how many."""
         cutoff = self.now - CONFIG.idle_ttl_s
         idle = [sid for sid, held in self.live.items() if held.last_used < cutoff]
         for sid in idle:
             held = self.live.pop(sid)
             record = Evicted(self.now, held.episode, held.task_id, held.legacy)
             _remember(self.evictions, sid, record, CONFIG.max_fences)
-        self._check("evict", "", self.driver.evict, len(idle))
+        return len(idle)
+
+    @rule()
+    def evict(self) -> None:
+        self._check("evict", "", self.driver.evict, self._evict_expired())
 
     @invariant()
     def live_sessions_agree(self) -> None:

@@ -198,6 +198,7 @@ def start_server(
     evict_every = settings.evict_interval_s
     metrics = metrics or Metrics()
     metrics.track_live(store.state_counts)
+    store.on_evicted = metrics.evictions.inc  # the periodic sweep's and a full store's
     server, health_servicer, lane, pipeline = build_server(store, metrics, settings)
     credentials = server_credentials(settings)
     try:
@@ -221,7 +222,7 @@ def start_server(
 
     def evict_loop() -> None:
         while not stop.wait(evict_every):
-            metrics.evictions.inc(store.evict_idle())
+            store.evict_idle()
 
     evictor = threading.Thread(target=evict_loop, name="evictor", daemon=True)
     evictor.start()

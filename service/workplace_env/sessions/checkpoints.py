@@ -151,7 +151,8 @@ class Checkpoints:
         when an id is live otherwise (claimed, seeded here, or restored from another snapshot;
         nothing installed; when every such id was restored from the same snapshot and claimed
         since, it says the batch was restored already, see :func:`_live_refusal`),
-        SessionClosed, CapacityExhausted.
+        SessionClosed, CapacityExhausted (the batch does not fit even after evicting the
+        sessions past their idle TTL, :meth:`.IdleSweep.evict_idle`).
         """
         decoded: list[tuple[Snapshot, SessionTables, bytes]] = []
         seen: set[str] = set()
@@ -168,6 +169,26 @@ class Checkpoints:
         violations = fence_violations(fences, seen)
         if violations:
             raise errors.InvalidRequest(violations)
+        swept = False  # a full store evicts its sessions past their TTL once, then decides again
+        while not self._install(decoded, seen, fences, swept):
+            self.sweep.evict_idle()
+            swept = True
+        return len(decoded)
+
+    def _install(
+        self,
+        decoded: Sequence[tuple[Snapshot, SessionTables, bytes]],
+        seen: set[str],
+        fences: Sequence[FenceSnapshot],
+        swept: bool,
+    ) -> bool:
+        """Install a decoded batch and its fences under the store lock (K2, K3); ``seen``: its ids.
+
+        False, installing nothing: the batch does not fit and this restore has not ``swept``
+        yet; the caller runs the idle sweep (a session past its TTL never holds a place) and
+        calls again. Raises SessionLive, SessionClosed, CapacityExhausted (still full after
+        the sweep).
+        """
         scope, table, records = self.scope, self.table, self.records
         config, sessions = scope.config, table.sessions
         now = scope.clock()
@@ -189,7 +210,9 @@ class Checkpoints:
                     f"sessions {closed} were closed here; nothing was restored", closed[0]
                 )
             adding = len(decoded) - len(installed)
-            if table.count() + adding > config.max_sessions:
+            if not table.has_room(adding):
+                if not swept:
+                    return False
                 raise errors.CapacityExhausted(
                     f"restoring {adding} sessions would pass the maximum of {config.max_sessions}",
                     retry_after_s=config.retry_after_s,
@@ -220,7 +243,7 @@ class Checkpoints:
                     write_bytes=snapshot.write_bytes,
                 )
             records.install_fences(fences, now, table.held)
-        return len(decoded)
+        return True
 
     def _restored_calls(
         self, calls: Sequence[CallSnapshot], now: float

@@ -5,13 +5,15 @@ and a subclass installed as ``SessionStore.hooks`` (tests use
 :class:`workplace_env.testing.faults.Faults`) can hold a thread there or make the next build,
 release or response fail. Nothing on the network reaches it.
 
-Points passed to :meth:`StoreHooks.hit` (with the session id, ``""`` for ``drain``):
+Points passed to :meth:`StoreHooks.hit` (with the session id, ``""`` for ``drain`` and
+``sweep_wait``):
 
 - ``"build"``: a seed is about to build tables (outside the store lock);
 - ``"seed_wait"``: a seed or close is about to wait for a racing seed's build;
 - ``"tool_wait"``: a tool call is about to take its session's lock;
 - ``"tool"``: a tool is about to run (the session's lock held);
 - ``"release_wait"``: a close is about to take its session's lock to release it;
+- ``"sweep_wait"``: an idle eviction pass is about to take the sweep lock (``""``; no lock held);
 - ``"verify"``: a verify is about to score (no lock held);
 - ``"export"``: an export is about to snapshot a session (no lock held);
 - ``"drain"``: the store has started refusing new seeds.
@@ -28,7 +30,17 @@ from __future__ import annotations
 
 #: The names :meth:`StoreHooks.hit` is called with.
 POINTS = frozenset(
-    {"build", "seed_wait", "tool_wait", "tool", "release_wait", "verify", "export", "drain"}
+    {
+        "build",
+        "seed_wait",
+        "tool_wait",
+        "tool",
+        "release_wait",
+        "sweep_wait",
+        "verify",
+        "export",
+        "drain",
+    }
 )
 #: The names :meth:`StoreHooks.take` is called with.
 KINDS = frozenset({"build", "release", "response"})

@@ -103,9 +103,10 @@ class LifeCycle:
         (cookie) seed needs no episode or task id, and re-seeding a legacy session rebuilds
         fresh tables, as the reference does. A typed seed of an id evicted after its TTL is
         SessionExpired (X1) while its eviction record lasts (``fence_ttl_s``), so a late or
-        retried seed never silently drops the episode's mutations. Raises InvalidRequest (S5),
-        SessionConflict (S3), SessionClosed (S4), SessionExpired (X1), TablesUnavailable (S6),
-        CapacityExhausted (S7), Draining (X2).
+        retried seed never silently drops the episode's mutations. A full store first evicts its
+        sessions past their idle TTL (:meth:`.IdleSweep.evict_idle`, as the periodic sweep does),
+        then admits or refuses. Raises InvalidRequest (S5), SessionConflict (S3), SessionClosed
+        (S4), SessionExpired (X1), TablesUnavailable (S6), CapacityExhausted (S7), Draining (X2).
         """
         if legacy:
             episode = LEGACY_EPISODE
@@ -114,6 +115,7 @@ class LifeCycle:
         assert episode is not None and task_id is not None and task is not None
         digest = task_digest(task)
         scope, sessions, building = self.scope, self.table.sessions, self.table.building
+        swept = False  # a full store evicts its sessions past their TTL once, then decides again
         while True:
             now = scope.clock()
             build: PendingBuild | None = None
@@ -130,8 +132,9 @@ class LifeCycle:
                     if not legacy:
                         existing.last_used = now
                         return SeedResult(existing.state, already_seeded=True)
-                elif pending is None:
-                    self._admit(session_id, episode, task_id, digest, legacy, now)
+                elif pending is None and self._admit(
+                    session_id, episode, task_id, digest, legacy, now, swept
+                ):
                     build = building[session_id] = PendingBuild(episode, task_id, legacy, digest)
             if pending is not None:
                 scope.hooks.hit("seed_wait", session_id)
@@ -139,7 +142,10 @@ class LifeCycle:
                 continue  # the racing build finished or failed: decide again
             if build is not None:
                 return self._build_and_bind(session_id, build, task, now)
-            assert existing is not None
+            if existing is None:  # the store is full: evict the idle sessions, decide again
+                self.sweep.evict_idle()
+                swept = True
+                continue
             rebuilt = self._rebuild(existing, task, now)
             if rebuilt is not None:
                 return rebuilt
@@ -153,8 +159,15 @@ class LifeCycle:
         digest: bytes,
         legacy: bool,
         now: float,
-    ) -> None:
-        """Checks of a seed for an id with no live session (caller holds the store lock)."""
+        swept: bool,
+    ) -> bool:
+        """Checks of a seed for an id with no live session (caller holds the store lock).
+
+        True: build. False: the store is full and this seed has not ``swept`` yet; the caller
+        runs the idle sweep (a session past its TTL never holds a place) and decides again.
+        Raises SessionClosed (S4), SessionConflict (S3), SessionExpired (X1), Draining (X2),
+        CapacityExhausted (S7: still full after the sweep).
+        """
         if self.records.closed(session_id, now):
             raise errors.SessionClosed(f"session {session_id} was closed", session_id)
         evicted = self.records.evicted(session_id, now)
@@ -169,13 +182,16 @@ class LifeCycle:
                 )
         if self.table.draining:
             raise errors.Draining("the server is shutting down", session_id)
+        if self.table.has_room(1):
+            return True
+        if not swept:
+            return False
         config = self.scope.config
-        if self.table.count() >= config.max_sessions:
-            raise errors.CapacityExhausted(
-                f"the server holds its maximum of {config.max_sessions} sessions",
-                session_id,
-                retry_after_s=config.retry_after_s,
-            )
+        raise errors.CapacityExhausted(
+            f"the server holds its maximum of {config.max_sessions} sessions",
+            session_id,
+            retry_after_s=config.retry_after_s,
+        )
 
     def _build_and_bind(
         self, session_id: str, build: PendingBuild, task: Task, now: float

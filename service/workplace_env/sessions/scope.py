@@ -5,7 +5,9 @@ and is held only for dictionary work: never across a table build, a tool call, a
 wait for a session. Each live session has its own lock, held across its tool calls, verifies
 and release, so calls on one session are serialised and different sessions never wait for each
 other. Lock order: a session lock may be held while taking the store lock, never the reverse
-(the idle sweep only try-locks sessions and skips busy ones).
+(the idle sweep only try-locks sessions and skips busy ones). The sweep lock
+(:attr:`.sweep.IdleSweep.lock`) comes before both: an eviction pass, periodic or run by a full
+store's seed or restore, takes it holding no other lock, and holds it for the whole pass.
 """
 
 from __future__ import annotations

@@ -43,9 +43,10 @@ class SessionStore:
     defaults); ``clock`` returns seconds (injectable so tests need no sleeps); ``verifier``
     scores verifies (default: one over ``base`` with ``config.verify_cache_bytes`` of cache).
     Attributes callers may set: ``table_factory`` builds a session's tables; ``hooks`` is the
-    :class:`~.hooks.StoreHooks` hook point (no-ops by default). The parts (``scope``,
-    ``table``, ``records``, ``sweep``, ``checkpoints``, ``life_cycle``) are for the store's
-    own tests.
+    :class:`~.hooks.StoreHooks` hook point (no-ops by default); ``on_evicted`` is told how
+    many sessions each idle eviction freed (the periodic sweep's and a full store's alike).
+    The parts (``scope``, ``table``, ``records``, ``sweep``, ``checkpoints``, ``life_cycle``)
+    are for the store's own tests.
     """
 
     def __init__(
@@ -85,6 +86,15 @@ class SessionStore:
     @table_factory.setter
     def table_factory(self, factory: Callable[[], SessionTables]) -> None:
         self.life_cycle.table_factory = factory
+
+    @property
+    def on_evicted(self) -> Callable[[int], None]:
+        """What counts the sessions each idle eviction frees (settable)."""
+        return self.sweep.on_evicted
+
+    @on_evicted.setter
+    def on_evicted(self, count: Callable[[int], None]) -> None:
+        self.sweep.on_evicted = count
 
     # -- the life cycle (LifeCycle) ------------------------------------------------------------
 
@@ -141,7 +151,7 @@ class SessionStore:
     # -- bounds and store-wide queries ---------------------------------------------------------
 
     def evict_idle(self) -> int:
-        """Evict idle sessions (X1): :meth:`.IdleSweep.evict_idle`."""
+        """Evict idle sessions (X1), counted by ``on_evicted``: :meth:`.IdleSweep.evict_idle`."""
         return self.sweep.evict_idle()
 
     def live_count(self) -> int:

@@ -73,6 +73,11 @@ class SessionTable:
         """Live sessions plus pending builds: what ``max_sessions`` bounds."""
         return len(self.sessions) + len(self.building)
 
+    def has_room(self, adding: int) -> bool:
+        """Whether ``adding`` more sessions keep :meth:`count` within ``max_sessions`` (caller
+        holds the store lock)."""
+        return self.count() + adding <= self.scope.config.max_sessions
+
     def state_counts(self) -> dict[str, int]:
         """Live sessions by state name in lower case."""
         counts: dict[str, int] = {}
