@@ -816,7 +816,7 @@ def test_S4_a_closed_id_stays_fenced_after_save_kill_and_restore(servers, tmp_pa
         "checkpoint", "restore", str(tmp_path), "--target", f"127.0.0.1:{b.running.port}"
     )
     assert restored.returncode == 0, restored.stderr
-    assert "restored 4 sessions from" in restored.stderr and "(1 fences)" in restored.stderr
+    assert "restored 4 sessions from" in restored.stderr and "(1 fence)" in restored.stderr
     with pytest.raises(SessionClosedError) as err:
         b.client.seed(sids[4], (sids[4], 0), TID, TASK)
     assert err.value.code == grpc.StatusCode.ALREADY_EXISTS

@@ -36,6 +36,7 @@ from workplace_env.checkpoint.snapshot import (
 )
 from workplace_env.errors import FieldViolation
 from workplace_env.identity import TaskId
+from workplace_env.plurals import counted
 from workplace_env.sandbox.tables import TABLE_KEYS, BaseTables, SessionTables
 from workplace_env.sessions.records import Records
 from workplace_env.sessions.scope import StoreScope
@@ -191,7 +192,8 @@ class Checkpoints:
             adding = len(decoded) - len(installed)
             if table.count() + adding > config.max_sessions:
                 raise errors.CapacityExhausted(
-                    f"restoring {adding} sessions would pass the maximum of {config.max_sessions}",
+                    f"restoring {counted(adding, 'session')} would pass the maximum of"
+                    f" {config.max_sessions}",
                     retry_after_s=config.retry_after_s,
                 )
             for snapshot, tables, digest in decoded:

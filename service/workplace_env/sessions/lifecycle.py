@@ -30,6 +30,7 @@ from workplace_env.identity import (
     call_id_violations,
     check_seed,
 )
+from workplace_env.plurals import counted
 from workplace_env.sandbox.tables import BaseTables, SessionTables, TablesUnavailableError
 from workplace_env.sandbox.tools import drop_nulls, encode_output, execute
 from workplace_env.sandbox.tools.registry import (
@@ -164,7 +165,7 @@ class LifeCycle:
         config = self.scope.config
         if self.table.count() >= config.max_sessions:
             raise errors.CapacityExhausted(
-                f"the server holds its maximum of {config.max_sessions} sessions",
+                f"the server holds its maximum of {counted(config.max_sessions, 'session')}",
                 session_id,
                 retry_after_s=config.retry_after_s,
             )

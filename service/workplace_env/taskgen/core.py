@@ -13,6 +13,7 @@ from typing import IO, Any
 
 from workplace_env.identity import ENVIRONMENT_NAME
 from workplace_env.interrupts import stop_on_signals
+from workplace_env.plurals import counted
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import BaseTables, SessionTables, TablesUnavailableError
 from workplace_env.sandbox.tools import execute
@@ -199,14 +200,14 @@ def generate_to(data_dir: Path | None, count: int, seed: int, out: Path | None) 
                 bars.advance(bar)
                 if interrupted():
                     raise CommandError(
-                        f"interrupted: {written} whole tasks were written to {where}",
+                        f"interrupted: {counted(written, 'whole task')} written to {where}",
                         exit_code=interrupted.exit_status,
                     )
     except ValueError as exc:
-        raise CommandError(f"{exc}; {written} tasks were written to {where}") from exc
+        raise CommandError(f"{exc}; {counted(written, 'task')} written to {where}") from exc
     except BrokenPipeError:
         raise  # a reader gone (stdout, --out /dev/stdout): the CLI exits 141, quietly
     except OSError as exc:
         raise CommandError(f"cannot write {where}:", exc) from exc
     if out is not None:
-        console.print(plain(f"wrote {written} tasks to {out}"))
+        console.print(plain(f"wrote {counted(written, 'task')} to {out}"))
