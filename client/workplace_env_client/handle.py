@@ -106,7 +106,7 @@ def close_block(
     """The steps of a ``session()`` block's exit: close the session, refusals retried within
     the deadline. A close that fails, whatever its error, is a
     :class:`~workplace_env_client.errors.SessionLeftOpenWarning` at the caller's ``with``
-    naming the session and how long it stays open, and a note on ``in_flight`` (the block's
+    naming the session and how long it may stay open, and a note on ``in_flight`` (the block's
     exception); after a completed block, an error other than an unreachable server is raised
     too (:func:`~workplace_env_client.errors.close_failed`), as is an interrupt
     (``KeyboardInterrupt``, a cancellation) of the close."""
