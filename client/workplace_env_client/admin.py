@@ -37,6 +37,7 @@ from workplace_env_client.channel import (
     make_channel,
     wait_or_raise,
 )
+from workplace_env_client.contexts import SyncOnly
 from workplace_env_client.errors import ArgumentError, CapacityError, closed_channel_error
 from workplace_env_client.routing import Target, session_metadata
 
@@ -378,7 +379,7 @@ def smaller_chunk(error: CapacityError, chunk_bytes: int) -> int | None:
     return smaller if smaller >= MIN_CHUNK_BYTES else None
 
 
-class AdminClient:
+class AdminClient(SyncOnly):
     """Admin RPCs over a ``target`` or a ``channel``; ``token`` is sent as a bearer token.
 
     ``target``, ``affinity`` and ``credentials`` are those of :class:`EnvironmentClient` (a
@@ -417,6 +418,8 @@ class AdminClient:
         self.stub = admin_grpc.EnvironmentAdminServiceStub(self.channel)
         self.timeout_s = timeout_s
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+
+    _usage = "with AdminClient(target, token=...) as admin:"
 
     def __enter__(self) -> AdminClient:
         return self

@@ -27,6 +27,7 @@ import grpc.aio
 from workplace_env_client.admin import AdminClient
 from workplace_env_client.channel import aio_dialer
 from workplace_env_client.client import EnvironmentClient, Session
+from workplace_env_client.contexts import AsyncOnly
 from workplace_env_client.handle import AsyncSessionBlock, SessionHandle
 from workplace_env_client.options import ClientBase
 from workplace_env_client.steps import awaited
@@ -48,7 +49,7 @@ class AsyncSession(SessionHandle):
 
 
 class AsyncEnvironmentClient(
-    ClientBase[grpc.aio.Channel, AsyncTransport, AsyncSessionBlock[AsyncSession]]
+    AsyncOnly, ClientBase[grpc.aio.Channel, AsyncTransport, AsyncSessionBlock[AsyncSession]]
 ):
     """An asyncio client over a ``target`` (as :class:`EnvironmentClient`), a ``grpc.aio``
     ``channel`` or a ``transport``, any
@@ -74,6 +75,7 @@ class AsyncEnvironmentClient(
     _grpc_transport = GrpcAioTransport
     _block = partial(AsyncSessionBlock, AsyncSession)
     _pause = staticmethod(asyncio.sleep)
+    _usage = "async with AsyncEnvironmentClient(target) as env:"
 
     @cached_property
     def _admins(self) -> dict[str | None, AdminClient]:

@@ -22,6 +22,7 @@ from typing import Any
 from workplace_env_client import reasons
 from workplace_env_client.errors import ArgumentError
 from workplace_env_client.id_bounds import id_length_problem
+from workplace_env_client.json_types import json_type
 
 #: ``ErrorInfo.reason`` the server gives refused tool-call arguments (CONTRACT T3).
 TOOL_ARGUMENTS_REASON = reasons.INVALID_TOOL_ARGUMENTS.name
@@ -38,6 +39,28 @@ MAX_SECONDS = 1e9
 
 def type_name(value: Any) -> str:
     return type(value).__name__
+
+
+#: What a dataset row's ``id`` may be (:func:`row_id`).
+ROW_ID_SHAPE = "a string or an integer"
+
+
+def row_id(row: Mapping[str, Any], field: str) -> str:
+    """A dataset row's ``id`` as text: a string as it is, an integer (not a boolean) in
+    decimal; ``""`` when the row has none (absent, null or ``""``: the caller's default
+    applies). Raises ArgumentError naming ``field`` (``task.id``) and the JSON type of any
+    other value (an array, an object, a number with a fraction, a boolean)."""
+    value = row.get("id")
+    if value is None:
+        return ""
+    if isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return str(value)
+        except ValueError as exc:  # past Python's limit on an integer's digits
+            raise ArgumentError(field, f"has too many digits ({exc})") from None
+    if not isinstance(value, str):
+        raise ArgumentError(field, f"must be {ROW_ID_SHAPE}, not {json_type(value)}")
+    return text(value, field)
 
 
 def surrogate_problem(text: str) -> str | None:

@@ -63,6 +63,7 @@ from workplace_env_client.channel import (  # noqa: F401
     retry_service_config,
     wait_or_raise,
 )
+from workplace_env_client.contexts import SyncOnly
 from workplace_env_client.handle import (
     Recovery,
     RecoveryStrategy,
@@ -104,7 +105,8 @@ class Session(SessionHandle):
 
         Raises as :meth:`EnvironmentClient.call_tool`; with ``recovery`` set, a lost session
         is recovered once and the call sent again (same ``call_id``). Raises
-        ReplayDivergedError, sending nothing, once the handle is fenced.
+        ReplayDivergedError, sending nothing, once the handle is fenced, and
+        SessionClosedError, sending nothing, once its ``session()`` block has ended.
         """
         return (yield from self._call_tool(name, arguments, call_id))
 
@@ -119,7 +121,9 @@ class Session(SessionHandle):
         items are pairs, mappings or :class:`RecordedCall` (``s.verify(s.calls)``). With
         ``recovery`` set, a ``session_lost`` answer recovers once and verifies again. A
         fenced handle answers the masked ``session_lost`` sample (V4) and sends nothing.
-        Raises ArgumentError for a malformed call, as :meth:`EnvironmentClient.verify`.
+        Raises ArgumentError for a malformed call, as :meth:`EnvironmentClient.verify`, and
+        SessionClosedError, sending nothing, once the handle's ``session()`` block has ended
+        (``EnvironmentClient.verify(session_id)`` answers a closed id masked, V4).
         """
         return (yield from self._verify(function_calls, kwargs))
 
@@ -160,7 +164,7 @@ class Session(SessionHandle):
         return (yield from self._recover(strategy, checkpoint, admin))
 
 
-class EnvironmentClient(ClientBase[grpc.Channel, Transport, SessionBlock[Session]]):
+class EnvironmentClient(SyncOnly, ClientBase[grpc.Channel, Transport, SessionBlock[Session]]):
     """A client over a ``target``, an existing ``channel`` or a ``transport``.
 
     ``target``: ``host:port`` (or any gRPC target URI), or a list of ``IP:PORT`` strings, one
@@ -203,6 +207,7 @@ class EnvironmentClient(ClientBase[grpc.Channel, Transport, SessionBlock[Session
     _grpc_transport = GrpcTransport
     _block = partial(SessionBlock, Session)
     _pause = staticmethod(time.sleep)
+    _usage = "with EnvironmentClient(target) as env:"
 
     def __enter__(self) -> EnvironmentClient:
         return self

@@ -249,10 +249,11 @@ class DeadlineError(WorkplaceEnvError):
 
 class SessionLeftOpenWarning(UserWarning):
     """A session was left open: a session context manager could not close its session (the
-    server unreachable or slow, the client closed, any failure of the close), and the server
-    keeps it until its idle TTL evicts it; or a training adapter's episode was left before its
-    end (reset to another, dropped, its environment closed), and the adapter closed its session
-    unscored (or says it could not). The message names the session id and what became of it."""
+    server unreachable or slow, the client closed, any failure of the close), and the server,
+    if it is still running, may keep it until its idle TTL evicts it; or a training adapter's
+    episode was left before its end (reset to another, dropped, its environment closed), and
+    the adapter closed its session unscored (or says it could not). The message names the
+    session id and what became of it."""
 
 
 #: Close failures of a server out of reach: it keeps the session until its idle TTL.
@@ -284,15 +285,16 @@ def may_have_run(error: BaseException) -> bool:
     return True
 
 
-#: How long a session whose close failed stays on the server.
+#: What may become of a session whose close failed: the SDK cannot tell whether its server
+#: still runs.
 _STAYS_OPEN = (
-    "stays open on the server until its idle TTL evicts it (serve --idle-ttl-s, an hour by "
-    "default), or until close_session() reaches it"
+    "may stay open on the server, if that server is still running, until its idle TTL evicts "
+    "it (serve --idle-ttl-s, an hour by default) or close_session() reaches it"
 )
 
 
 def left_open(session_id: str) -> str:
-    """Which session stays open on the server after a failed close, and for how long."""
+    """Which session may stay open on its server after a failed close, and for how long."""
     return f"session {session_id!r} {_STAYS_OPEN}"
 
 
@@ -312,7 +314,7 @@ def warn_left_open(
 
 def note_close_failed(in_flight: BaseException, session_id: str, error: BaseException) -> None:
     """Note on ``in_flight`` (an exception on its way out, never replaced) that closing
-    ``session_id`` failed with ``error`` too, and how long the session stays open."""
+    ``session_id`` failed with ``error`` too, and how long the session may stay open."""
     in_flight.add_note(
         f"closing session {session_id!r} also failed: {error}; {left_open(session_id)}"
     )

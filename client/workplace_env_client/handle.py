@@ -22,9 +22,11 @@ import grpc
 
 from workplace_env_client import reasons
 from workplace_env_client.admin import AdminClient
+from workplace_env_client.contexts import AsyncOnly, SyncOnly
 from workplace_env_client.errors import (
     ArgumentError,
     ReplayDivergedError,
+    SessionClosedError,
     SessionLiveError,
     SessionLostError,
     WorkplaceEnvError,
@@ -104,7 +106,7 @@ def close_block(
     """The steps of a ``session()`` block's exit: close the session, refusals retried within
     the deadline. A close that fails, whatever its error, is a
     :class:`~workplace_env_client.errors.SessionLeftOpenWarning` at the caller's ``with``
-    naming the session and how long it stays open, and a note on ``in_flight`` (the block's
+    naming the session and how long it may stay open, and a note on ``in_flight`` (the block's
     exception); after a completed block, an error other than an unreachable server is raised
     too (:func:`~workplace_env_client.errors.close_failed`), as is an interrupt
     (``KeyboardInterrupt``, a cancellation) of the close."""
@@ -195,6 +197,13 @@ class SessionHandle:
     :meth:`verify` answers the masked ``session_lost`` sample. A recovery reaching a server
     that holds the session resumes at the call the replay stopped on (resent with its
     ``call_id``, so not run twice, T6).
+
+    Once its ``session()`` block has ended (closing the session, whether or not the close
+    reached the server), the handle is closed: every :meth:`call_tool`, :meth:`verify`,
+    :meth:`checkpoint` and :meth:`recover` raises
+    :class:`~workplace_env_client.errors.SessionClosedError` naming the session and sends
+    nothing (:attr:`closed` is True). ``client.verify(session_id)`` still answers a closed id
+    with the masked ``session_lost`` sample (CONTRACT V4).
     """
 
     def __init__(
@@ -220,9 +229,31 @@ class SessionHandle:
         self._recoveries: list[Recovery] = []
         self._failed_recoveries: list[Exception] = []
         self._fenced: ReplayDivergedError | None = None
+        self._closed = False
         # After a recovery whose replay stopped on an error (not a divergence): the index of the
         # first recorded call the server's copy may lack. None: the server has them all.
         self._resume_at: int | None = None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the handle's ``session()`` block has ended (every operation then raises
+        SessionClosedError, sending nothing)."""
+        return self._closed
+
+    def _end_block(self) -> None:
+        """Close the handle: its ``session()`` block is ending."""
+        self._closed = True
+
+    def _refuse_if_closed(self) -> None:
+        """Raise SessionClosedError once the handle's block has ended."""
+        if self._closed:
+            raise SessionClosedError(
+                f"session {self.id} is closed: its session() block has ended, so this handle"
+                " sends nothing more (open another session() block for a new episode)",
+                grpc.StatusCode.NOT_FOUND,
+                reason=reasons.SESSION_CLOSED.name,
+                session_id=self.id,
+            )
 
     @property
     def fenced(self) -> ReplayDivergedError | None:
@@ -285,6 +316,7 @@ class SessionHandle:
         self, name: str, arguments: str | Mapping[str, Any] | None, call_id: str
     ) -> Answer[Any]:
         """The steps of :meth:`Session.call_tool`."""
+        self._refuse_if_closed()
         self._refuse_if_fenced()
         text = arguments_text(arguments)
         cid = call_id or new_call_id()
@@ -318,6 +350,7 @@ class SessionHandle:
         self, function_calls: Iterable[CallLike] | None, kwargs: dict[str, Any]
     ) -> Answer[VerifyResult]:
         """The steps of :meth:`Session.verify`."""
+        self._refuse_if_closed()
         if self._fenced is not None:
             return VerifyResult(0.0, True, "session_lost", self._fence_message(), ())
         calls = prediction(function_calls, self._calls, kwargs)
@@ -340,6 +373,7 @@ class SessionHandle:
 
     def _checkpoint(self, admin: AdminClient | None) -> Answer[SessionCheckpoint]:
         """The steps of :meth:`Session.checkpoint`."""
+        self._refuse_if_closed()
         self._refuse_if_fenced()
         check_admin(admin)
         self._refuse_if_incomplete()
@@ -370,6 +404,7 @@ class SessionHandle:
         admin: AdminClient | None,
     ) -> Answer[Recovery]:
         """The steps of :meth:`Session.recover`."""
+        self._refuse_if_closed()
         self._refuse_if_fenced()
         check_recovery(strategy, "strategy", optional=False)
         check_admin(admin)
@@ -447,11 +482,12 @@ class _SessionBlock(Generic[H]):
         self._handle, self._client, self._recovery, self._admin = handle, client, recovery, admin
         self._opening = open_block(client, task, episode, task_id, session_id, recovery, admin)
         self._session: tuple[str, EpisodeLike] = ("", ("", 0))
+        self._made: H | None = None
 
     def _opened(self, opened: tuple[str, tuple[str, int], tuple[str, str], pb.WorkplaceTask]) -> H:
         sid, ep, tid, task_msg = opened
         self._session = (sid, ep)
-        return self._handle(
+        self._made = self._handle(
             self._client,
             sid,
             ep,
@@ -460,13 +496,18 @@ class _SessionBlock(Generic[H]):
             recovery=self._recovery,
             admin=self._admin,
         )
+        return self._made
 
     def _closing(self, in_flight: BaseException | None) -> Steps:
+        if self._made is not None:
+            self._made._end_block()
         return close_block(self._client, *self._session, in_flight)
 
 
-class SessionBlock(_SessionBlock[H]):
+class SessionBlock(SyncOnly, _SessionBlock[H]):
     """:meth:`EnvironmentClient.session`'s block, a ``with`` statement's."""
+
+    _usage = "with env.session(task) as s:"
 
     def __enter__(self) -> H:
         return self._opened(run_steps(self._opening))
@@ -477,8 +518,10 @@ class SessionBlock(_SessionBlock[H]):
         run_steps(self._closing(exc))
 
 
-class AsyncSessionBlock(_SessionBlock[H]):
+class AsyncSessionBlock(AsyncOnly, _SessionBlock[H]):
     """:meth:`AsyncEnvironmentClient.session`'s block, an ``async with`` statement's."""
+
+    _usage = "async with env.session(task) as s:"
 
     async def __aenter__(self) -> H:
         return self._opened(await run_steps_async(self._opening))

@@ -322,7 +322,7 @@ def task_from_row(row: Mapping[str, Any]) -> pb.WorkplaceTask:
     elif isinstance(truth, str):
         raise ArgumentError("task.ground_truth", GROUND_TRUTH_STRING)
     return pb.WorkplaceTask(
-        id=checks.text(str(row.get("id", "")), "task.id"),
+        id=checks.row_id(row, "task.id"),
         category=_row_text(row, "category"),
         environment_name=_row_text(row, "environment_name"),
         ground_truth=call_messages(truth, "task.ground_truth"),

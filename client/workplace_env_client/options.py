@@ -198,8 +198,8 @@ class ClientBase(Generic[ChannelT, TransportT, BlockT]):
         that completed, a close that fails because the server is unreachable (or gives no
         answer within the deadline) is a
         :class:`~workplace_env_client.errors.SessionLeftOpenWarning` naming the session id
-        (the server keeps it until its idle TTL), not an exception that would hide the block's
-        result. When the seed fails with an unknown outcome (a deadline, an unreachable
+        (a server still running keeps it until its idle TTL), not an exception that would hide
+        the block's result. When the seed fails with an unknown outcome (a deadline, an unreachable
         server, a lost connection) and the id was generated here, the id is closed too (a
         seed that did land is not leaked; the fence refuses a late one); a seed refused by a
         definite status, or never sent, made no session and closes nothing. The seed's error

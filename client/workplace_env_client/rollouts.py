@@ -186,10 +186,10 @@ def create_params_for(row: Mapping[str, Any], tools: Sequence[Mapping[str, Any]]
 
 
 def row_name(row: Mapping[str, Any]) -> str:
-    """The row's ``id`` as text, whatever its JSON type (``0`` -> ``"0"``); ``"task"`` when it
-    has none (absent, null or empty)."""
-    value = row.get("id")
-    return "task" if value is None or value == "" else str(value)
+    """The row's ``id`` as text (:func:`~workplace_env_client.checks.row_id`: a string, or an
+    integer in decimal, ``0`` -> ``"0"``); ``"task"`` when it has none (absent, null or empty).
+    Raises ArgumentError naming ``task.id`` for an id of another JSON type."""
+    return checks.row_id(row, "task.id") or "task"
 
 
 def episode_for(row: Mapping[str, Any], rollout_index: int = 0) -> tuple[str, int]:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from workplace_env_client.client import EnvironmentClient
+from workplace_env_client.contexts import SyncOnly
 from workplace_env_client.episodes import RowEpisode
 from workplace_env_client.messages import VerifyResult
 
@@ -47,7 +48,7 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
-class WorkplaceEnvironment:
+class WorkplaceEnvironment(SyncOnly):
     """One rollout slot: ``reset(**row)`` seeds a typed session for the row's task, the tool
     methods call it, ``get_reward()`` verifies the calls made and closes it. Built with its
     tools by :func:`trl_environment`.
@@ -80,6 +81,8 @@ class WorkplaceEnvironment:
         episode, self._episode = self._open_episode(), None
         self.verify_result = episode.verify_and_close()
         return self.verify_result.reward
+
+    _usage = "with WorkplaceEnvironment(...) as environment:"
 
     def __enter__(self) -> WorkplaceEnvironment:
         return self

@@ -16,6 +16,7 @@ from typing import Any
 from rich.table import Table
 
 from workplace_env.interrupts import StopRequest, stop_on_signals
+from workplace_env.plurals import counted
 from workplace_env.run.scripted import RunSummary, run_lines
 from workplace_env.sandbox.load import describe_sandbox
 from workplace_env.server.serve import local_server
@@ -47,7 +48,8 @@ def run_demo(count: int, seed: int, concurrency: int, data_dir: Path | None = No
         generated = time.perf_counter()
         tasks = generate_tasks(base, count, seed)
         console.print(
-            f"generated {len(tasks)} tasks from {len(TEMPLATES)} templates (seed {seed}) in "
+            f"generated {counted(len(tasks), 'task')} from {counted(len(TEMPLATES), 'template')}"
+            f" (seed {seed}) in "
             f"{time.perf_counter() - generated:.2f} s on the sandbox: "
             f"{plain(describe_sandbox(base))}"
         )
@@ -60,7 +62,7 @@ def run_demo(count: int, seed: int, concurrency: int, data_dir: Path | None = No
     console.print(f"done in {time.perf_counter() - started:.1f} s")
     if stop():
         left = sum(s.not_started for by in results.values() for s in by.values())
-        console.print(f"{stop.stopped_text()}: {left} episodes not started")
+        console.print(f"{stop.stopped_text()}: {counted(left, 'episode')} not started")
         return stop.exit_status
     if errors or any(s.mean_reward != 1.0 for s in results["oracle"].values()):
         return 1

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sized
 from typing import Any
 
-from workplace_env import wire
+from workplace_env_client.json_types import json_type
 
 #: A problem's place within the ``output`` array: item index, then the item kind and field.
 Path = tuple[int | str, ...]
@@ -298,11 +298,11 @@ def response_output_problems(output: list[Any]) -> list[tuple[Path, str]]:
             if name not in item:
                 problems.append(((*at, kind, name), "Field required"))
             elif not isinstance(item[name], str):
-                got = wire.json_type(item[name])
+                got = json_type(item[name])
                 problems.append(((*at, kind, name), f"must be a string (JSON text), got {got}"))
         for name in _CALL_OPTIONAL:
             if item.get(name) is not None and not isinstance(item[name], str):
-                got = wire.json_type(item[name])
+                got = json_type(item[name])
                 problems.append(((*at, kind, name), f"must be a string or null, got {got}"))
         status = item.get("status")
         if status is not None and status not in _CALL_STATUSES:

@@ -41,6 +41,8 @@ from rich.segment import Segment
 from rich.table import Table
 from typer.core import TyperGroup
 
+from workplace_env.plurals import counted
+
 
 class Terminal(Console):
     """A rich console whose output closed by its reader raises :class:`BrokenPipeError` (to
@@ -194,15 +196,9 @@ def refuse_existing_outputs(
         size = out_path.stat().st_size
         if size:
             raise CommandError(
-                f"{written} exists ({count_text(size, 'byte')}); {nothing_done}. Add --overwrite "
+                f"{written} exists ({counted(size, 'byte')}); {nothing_done}. Add --overwrite "
                 "to replace it, or write to another path."
             )
-
-
-def count_text(count: int, noun: str, plural: str | None = None) -> str:
-    """``count`` and ``noun`` in its number: ``1 task``, ``2 tasks``, ``1,024 bytes``
-    (``plural``: the plural when it is not ``noun + "s"``)."""
-    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
 
 
 def plain(value: object) -> str:

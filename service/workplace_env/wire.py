@@ -300,14 +300,3 @@ def is_json_text(text: str) -> bool:
 # ``parse_int=len`` checks an integer's digits without converting them; a C callable, so one
 # shared decoder serves all threads as ``json.loads``'s own does.
 _GRAMMAR = json.JSONDecoder(parse_int=len)
-
-
-def json_type(value: Any) -> str:
-    """The JSON type name of a parsed value (``object``, ``array``, ``string``, ``number``,
-    ``boolean``, ``null``), for error messages naming what was sent instead."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    names = {dict: "object", list: "array", str: "string", type(None): "null"}
-    return names.get(type(value), type(value).__name__)

@@ -47,6 +47,7 @@ from workplace_env.cli import app
 from workplace_env.command_errors import COMMAND_WORDS, RUN_WORDS, server_errors
 from workplace_env.config import SPECS, Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
+from workplace_env.plurals import counted
 from workplace_env.run.rollout_files import read_finished, read_rollouts
 from workplace_env.run.sandbox_check import foreign_lines
 from workplace_env.sandbox.generate import person_first_names
@@ -1192,7 +1193,7 @@ def test_checkpoint_save_and_restore_need_the_right_token(served, restore_target
     assert not (directory / "manifest.json").exists()
     saved = invoke("checkpoint", "save", directory, "--target", source, "--token", FLAG_TOKEN)
     assert saved.exit_code == 0, saved.output
-    count = int(re.search(r"saved (\d+) sessions to", saved.output).group(1))
+    count = int(re.search(r"saved (\d+) sessions? to", saved.output).group(1))
     assert count >= 1 and len(list(directory.glob("session-*.json"))) == count
     assert (directory / "manifest.json").exists()
 
@@ -1206,7 +1207,8 @@ def test_checkpoint_save_and_restore_need_the_right_token(served, restore_target
         env={"WORKPLACE_ENV_ADMIN_TOKEN": "restore-token"},
     )  # fmt: skip
     assert restored.exit_code == 0, restored.output
-    assert f"restored {count} sessions from {directory}" in " ".join(restored.output.split())
+    restored_count = counted(count, "session")
+    assert f"restored {restored_count} from {directory}" in " ".join(restored.output.split())
     with EnvironmentClient(target, timeout_s=HANG_S) as client:
         client.seed("cli-ckpt", ("cli-rollout", 0), ("cli", "t"), {"id": "t"})  # claims it (K4)
         found = client.call_tool("cli-ckpt", "email_search_emails", {"query": "cli-checkpoint"})

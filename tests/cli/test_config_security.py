@@ -349,12 +349,12 @@ def test_checkpoint_and_run_reach_a_tls_server(sandbox, pki, tmp_path, mtls, giv
             "checkpoint", "save", str(tmp_path / "ck"), "--target", f"127.0.0.1:{a.port}",
             *flags, env=env,
         )  # fmt: skip
-        assert save.returncode == 0 and "saved 1 sessions" in save.stderr, save.stderr
+        assert save.returncode == 0 and "saved 1 session " in save.stderr, save.stderr
         restore = _client_command(
             "checkpoint", "restore", str(tmp_path / "ck"), "--target", f"127.0.0.1:{b.port}",
             *flags, env=env,
         )  # fmt: skip
-        assert restore.returncode == 0 and "restored 1 sessions" in restore.stderr, restore.stderr
+        assert restore.returncode == 0 and "restored 1 session " in restore.stderr, restore.stderr
         assert b.store.state_counts() == {"restored_unclaimed": 1}
         lines = tmp_path / "tasks.jsonl"
         lines.write_text(json.dumps(task) + "\n")

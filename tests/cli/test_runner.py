@@ -28,6 +28,7 @@ from workplace_env_client import (
     UnavailableError,
 )
 from workplace_env_client.admin import ExportResult
+from workplace_env_client.checks import ROW_ID_SHAPE
 from workplace_env_client.messages import VerifyResult
 
 LOOKUP = "company_directory_find_email_address"
@@ -211,11 +212,13 @@ def test_the_mean_reward_is_over_the_played_episodes_the_failed_ones_counted_apa
             {"ground_truth": [{"name": "email_delete_email", "arguments": "not json"}]},
             "line 4: ground_truth[0].arguments: must be JSON text",
         ),
+        ({"ground_truth": [], "id": [1]}, f"line 4: id: must be {ROW_ID_SHAPE}, not array"),
+        ({"ground_truth": [], "id": True}, f"line 4: id: must be {ROW_ID_SHAPE}, not boolean"),
     ],
     ids=[
         "truth_a_number", "truth_null", "truth_item_a_number", "name_a_number",
         "calls_a_number", "call_3", "reward_a_string", "tables_a_number", "not_an_episode",
-        "arguments_not_json",
+        "arguments_not_json", "id_an_array", "id_a_boolean",
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("policy", ["recorded", "oracle"])

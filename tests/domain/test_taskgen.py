@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from tests.conftest import WORKBENCH, needs_shared, shared_file
 from tests.helpers import REPO
 from workplace_env.cli import app
+from workplace_env.plurals import counted
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import BaseTables
 from workplace_env.sandbox.tools import TOOLS
@@ -415,8 +416,9 @@ def test_lines_are_written_as_made_and_an_interrupt_leaves_whole_lines():
     lines = [first, *(json.loads(line) for line in rest.splitlines())]
     assert proc.returncode == 130, err
     assert len(lines) < MAX_TASK_COUNT and first["id"] == "gen-s0-1"
-    written = "1 whole task was" if len(lines) == 1 else f"{len(lines):,} whole tasks were"
-    assert f"interrupted: {written} written to stdout" in " ".join(err.split())
+    assert f"interrupted: {counted(len(lines), 'whole task')} written to stdout" in " ".join(
+        err.split()
+    )
 
 
 def test_an_interrupted_run_into_a_file_keeps_the_lines_written(tmp_path, monkeypatch):
@@ -443,4 +445,4 @@ def test_an_interrupted_run_into_a_file_keeps_the_lines_written(tmp_path, monkey
         "gen-s0-2",
         "gen-s0-3",
     ]
-    assert f"interrupted: 3 whole tasks were written to {out}" in " ".join(result.output.split())
+    assert f"interrupted: 3 whole tasks written to {out}" in " ".join(result.output.split())

@@ -1342,3 +1342,23 @@ def test_the_routes_an_mcp_path_may_not_take_are_the_gateway_s_own(sdk):
     app = gateway_app.create_app(sdk, GatewaySettings(mcp_path=""))
     fixed = {r.path for r in app.routes if "{" not in r.path}
     assert fixed == set(GATEWAY_ROUTES)
+
+
+@pytest.mark.parametrize(
+    ("row_id", "json_type"), [([1], "array"), (1.5, "number"), (True, "boolean")]
+)
+def test_a_typed_seed_of_a_row_whose_id_is_neither_text_nor_an_integer_is_422(
+    http, row_id, json_type
+):
+    sid = f"typed-{uuid.uuid4().hex}"
+    refused = http.post("/seed_session", json=typed(sid, task={**ROW, "id": row_id}))
+    assert refused.status_code == 422
+    assert (
+        f"must be a string or an integer, not {json_type}" in refused.text and "id" in refused.text
+    )
+
+
+def test_a_legacy_seed_keeps_a_row_whatever_its_id_as_the_reference_does(http):
+    """The reference seeds any row; an id the service cannot carry is left out of the task."""
+    assert http.post("/seed_session", json={**ROW, "id": [1]}).status_code == 200
+    assert http.post("/seed_session", json={**ROW, "id": 7}).status_code == 200

@@ -648,7 +648,7 @@ def test_checkpoint_commands_wait_for_a_slow_server_as_long_as_told(tmp_path):
         finally:
             proc.send_signal(signal.SIGCONT)
         out, err = waiting.communicate(timeout=LOADED_PROCESS_S)
-        assert waiting.returncode == 0 and "saved 1 sessions" in out + err, (out, err)
+        assert waiting.returncode == 0 and "saved 1 session " in out + err, (out, err)
         restored = _cli("checkpoint", "restore", str(tmp_path / "b"), *target, "--timeout-s", "60")
         assert restored.returncode == 1 and "SESSION_LIVE" in restored.stdout + restored.stderr
     finally:
@@ -810,13 +810,13 @@ def test_S4_a_closed_id_stays_fenced_after_save_kill_and_restore(servers, tmp_pa
         a.client.seed(sid, (sid, 0), TID, TASK)
     a.client.close_session(sids[4], (sids[4], 0))
     saved = _cli("checkpoint", "save", str(tmp_path), "--target", f"127.0.0.1:{a.running.port}")
-    assert saved.returncode == 0 and "1 fences)" in saved.stderr, saved.stderr
+    assert saved.returncode == 0 and "1 fence)" in saved.stderr, saved.stderr
     a.running.stop()
     restored = _cli(
         "checkpoint", "restore", str(tmp_path), "--target", f"127.0.0.1:{b.running.port}"
     )
     assert restored.returncode == 0, restored.stderr
-    assert "restored 4 sessions from" in restored.stderr and "(1 fences)" in restored.stderr
+    assert "restored 4 sessions from" in restored.stderr and "(1 fence)" in restored.stderr
     with pytest.raises(SessionClosedError) as err:
         b.client.seed(sids[4], (sids[4], 0), TID, TASK)
     assert err.value.code == grpc.StatusCode.ALREADY_EXISTS

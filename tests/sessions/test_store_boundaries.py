@@ -767,7 +767,7 @@ def test_a_seed_at_capacity_says_the_maximum(base, clock):
         store.seed("b", EpisodeId("r2", 0), TID, NOTHING)
     assert (full.value.session_id, full.value.message, full.value.retry_after_s) == (
         "b",
-        "the server holds its maximum of 1 sessions",
+        "the server holds its maximum of 1 session",
         7,
     )
 

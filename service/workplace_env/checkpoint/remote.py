@@ -22,6 +22,7 @@ from workplace_env.checkpoint.files import (
 )
 from workplace_env.command_errors import COMMAND_WORDS, refusal_text
 from workplace_env.config import ADMIN_TOKEN_ENV
+from workplace_env.plurals import counted
 from workplace_env.terminal import CommandError, console, plain
 from workplace_env_client import (
     AdminClient,
@@ -82,8 +83,8 @@ def save_checkpoint(
         raise CommandError("cannot write the checkpoint:", exc, exit_code=1) from exc
     console.print(
         plain(
-            f"saved {len(snapshots)} sessions to {directory} ({manifest['checkpoint_id']}; "
-            f"{len(fences)} fences)"
+            f"saved {counted(len(snapshots), 'session')} to {directory}"
+            f" ({manifest['checkpoint_id']}; {counted(len(fences), 'fence')})"
         )
     )
     for sid, why in sorted(failures.items()):
@@ -183,7 +184,12 @@ def restore_checkpoint(
         raise CommandError(
             "restore refused, nothing installed:", refusal_text(exc, target), exit_code=1
         ) from exc
-    console.print(plain(f"restored {count} sessions from {directory} ({len(fences)} fences)"))
+    console.print(
+        plain(
+            f"restored {counted(count, 'session')} from {directory}"
+            f" ({counted(len(fences), 'fence')})"
+        )
+    )
 
 
 def _to_json(fence: admin_pb.SessionFence) -> dict[str, Any]:

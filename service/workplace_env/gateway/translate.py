@@ -29,6 +29,7 @@ from workplace_env.gateway.cookies import (
 )
 from workplace_env.identity import SESSION_ID_RE
 from workplace_env_client import (
+    ArgumentError,
     EnvironmentClient,
     InvalidRequestError,
     SessionClosedError,
@@ -36,8 +37,10 @@ from workplace_env_client import (
     WorkplaceEnvError,
     reasons,
 )
+from workplace_env_client.checks import row_id
 from workplace_env_client.client import MAX_MESSAGE_BYTES
 from workplace_env_client.errors import too_large_sizes
+from workplace_env_client.json_types import json_type
 
 #: Optional request header: the CallTool idempotency key (CONTRACT T6/T7).
 CALL_ID_HEADER = "x-workplace-call-id"
@@ -336,7 +339,7 @@ def parse_object(text: str, *, constants: bool = False) -> dict[str, Any]:
             raise invalid([((), f"body is {exc.why}")]) from exc
         raise invalid([(_field_loc(exc.path), exc.why)]) from exc
     if not isinstance(value, dict):
-        raise invalid([((), f"body must be a JSON object, got {wire.json_type(value)}")])
+        raise invalid([((), f"body must be a JSON object, got {json_type(value)}")])
     return value
 
 
@@ -496,8 +499,13 @@ def seeded_row(row: dict[str, Any]) -> dict[str, Any]:
 def _legacy_task(row: dict[str, Any]) -> dict[str, Any]:
     """The task a legacy row seeds: the reference accepts any row, so parts the service would
     reject (another environment, malformed ground-truth calls) are left out rather than
-    refused; verify scores the ground truth of its own body anyway."""
+    refused (an ``id`` neither a string nor an integer too); verify scores the ground truth of
+    its own body anyway."""
     task = {k: row[k] for k in ("id", "category", "prompt", "system") if k in row}
+    try:
+        row_id(row, "task.id")
+    except ArgumentError:
+        del task["id"]
     if row.get("environment_name") in (None, "", "workplace_assistant"):
         task["environment_name"] = row.get("environment_name") or ""
     if isinstance(row.get("ground_truth"), list) and not _ground_truth_problems(row, ()):

@@ -30,6 +30,7 @@ import grpc
 from workplace_env.interrupts import StopRequest, rerun_command, stop_on_signals
 from workplace_env.jsonl import read_jsonl
 from workplace_env.locks import WriterBusy
+from workplace_env.plurals import counted
 from workplace_env.run.model_policy import collect_rollouts
 from workplace_env.run.options import ModelRunOptions
 from workplace_env.run.plan import PlanMismatch
@@ -63,7 +64,6 @@ from workplace_env.server.serve import connect
 from workplace_env.terminal import (
     CommandError,
     console,
-    count_text,
     episode_progress,
     path_problem,
     plain,
@@ -171,7 +171,7 @@ def warn_duplicate_ids(lines: Sequence[Mapping[str, Any]], numbers: Sequence[int
         )
         more = f"; and {len(shared) - 5} more" if len(shared) > 5 else ""
         console.print(
-            f"[yellow]{count_text(len(shared), 'id')} on more than one line[/yellow] "
+            f"[yellow]{counted(len(shared), 'id')} on more than one line[/yellow] "
             + plain(
                 f"({sum(map(len, shared.values()))} of the {len(lines)} lines): {named}{more}. "
                 "Every line is played, but results named by id (mismatches, rollout ids, "
@@ -286,8 +286,8 @@ def run_scripted(
         console.print(
             f"{stop.stopped_text()} "
             + plain(
-                f"after {summary.episodes} of {len(lines)} episodes, {summary.not_started} not "
-                f"started; to play every line again: {rerun_command()}"
+                f"after {summary.episodes} of {counted(len(lines), 'episode')},"
+                f" {summary.not_started} not started; to play every line again: {rerun_command()}"
             )
         )
         return stop.exit_status
@@ -423,7 +423,9 @@ def _collect_and_report(
             raise CommandError(f"cannot write {options.out}: {exc}") from exc
     rollouts = read_rollouts(options.out, result.keys)
     summary = summarise(rollouts)
-    print_model_summary(summary, f"{options.model} ({options.api}) on {len(rollouts)} episodes")
+    print_model_summary(
+        summary, f"{options.model} ({options.api}) on {counted(len(rollouts), 'episode')}"
+    )
     console.print(plain(f"sandbox: {sandbox_text(sandbox)}"))
     masked = [line for line in rollouts if line.get("mask_sample")]
     print_masked(masked, summary[-1], options.fail_on_masked)
@@ -474,7 +476,7 @@ def _collect_and_report(
     if stop():
         console.print(
             f"{stop.stopped_text()}: "
-            + plain(f"{result.not_started} episodes not started; to resume: {resume}")
+            + plain(f"{counted(result.not_started, 'episode')} not started; to resume: {resume}")
         )
         return stop.exit_status
     if result.config_error is not None:

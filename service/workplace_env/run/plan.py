@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from workplace_env.plurals import counted
 from workplace_env.run.rollout_files import json_values, materialized_inputs_path, output_files
 from workplace_env_client import ModelPolicy
 from workplace_env_client.rows import RunPlan
@@ -87,8 +88,9 @@ def check_plan(
         )
         if len(old) != len(digests):
             found.append(
-                f"{materialized.name} records {len(old)} lines, this run has {len(digests)} "
-                f"episodes ({differ} of the {min(len(old), len(digests))} common lines differ)"
+                f"{materialized.name} records {counted(len(old), 'line')}, this run has"
+                f" {counted(len(digests), 'episode')} ({differ} of the"
+                f" {min(len(old), len(digests))} common lines differ)"
             )
         elif differ:
             found.append(f"{differ} of the {len(old)} lines of {materialized.name} differ")

@@ -52,6 +52,7 @@ from workplace_env_client import (
     SessionHeaderMismatchError,
     UnauthenticatedError,
     WorkplaceEnvError,
+    checks,
     reasons,
 )
 from workplace_env_client.messages import task_from_row
@@ -152,11 +153,16 @@ class RunSummary:
 
 
 def case_id_of(line: Mapping[str, Any], lineno: int) -> str:
-    """The line's case id: ``case_id``, else ``id``, else ``line-<n>``."""
-    for key in ("case_id", "id"):
-        if line.get(key) not in (None, ""):
-            return str(line[key])
-    return f"line-{lineno}"
+    """The line's case id: ``case_id`` (as text), else ``id``
+    (:func:`~workplace_env_client.checks.row_id`), else ``line-<n>`` (also for an ``id`` of
+    another JSON type, which :func:`line_problem` refuses)."""
+    if line.get("case_id") not in (None, ""):
+        return str(line["case_id"])
+    try:
+        named = checks.row_id(line, "id")
+    except ArgumentError:
+        named = ""
+    return named or f"line-{lineno}"
 
 
 class RunFailure(Exception):
@@ -186,9 +192,9 @@ def line_problem(line: Mapping[str, Any], lineno: int) -> str | None:
     and each field, or None: no ground_truth, function_calls or calls
     (:func:`~workplace_env.jsonl.episode_problem`); ``function_calls``/``calls`` not arrays of
     objects; ``ground_truth`` neither a JSON string nor an array of objects whose ``name`` is a
-    tool; ``reward`` not a number; ``tables_after`` no table state
-    (:func:`_tables_after_problems`). A JSON-string ``ground_truth`` is an episode: Verify
-    scores it as "change nothing" (REFERENCE.md (c) 2; :func:`run_episode`)."""
+    tool; ``id`` neither a string nor an integer; ``reward`` not a number; ``tables_after`` no
+    table state (:func:`_tables_after_problems`). A JSON-string ``ground_truth`` is an
+    episode: Verify scores it as "change nothing" (REFERENCE.md (c) 2; :func:`run_episode`)."""
     if (problem := episode_problem(line, lineno)) is not None:
         return problem
     problems = []
@@ -206,6 +212,10 @@ def line_problem(line: Mapping[str, Any], lineno: int) -> str | None:
                 problems.append(f"{key}[{i}].name: must be a string")
             elif key == "ground_truth" and (problem := tool_name_problem(call["name"])):
                 problems.append(f"{key}[{i}].name: {problem}")
+    try:
+        checks.row_id(line, "id")
+    except ArgumentError as exc:
+        problems.append(exc.message)
     output = line["response"]["output"] if recorded_source(line) == RESPONSE_OUTPUT else []
     if not isinstance(output, list):
         problems.append(

@@ -46,6 +46,7 @@ from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from workplace_env.jsonl import episode_problem, jsonl_objects
+from workplace_env.plurals import counted
 from workplace_env.sandbox.tables import COLUMNS, CSV_FILES
 from workplace_env.terminal import CommandError, checked_path, path_problem
 
@@ -195,14 +196,14 @@ def csv_change(name: str, data: bytes, where: str) -> str:
     rows = len(records) - (1 if header is not None and records else 0)
     how = []
     if rows != SANDBOX_ROWS[name]:
-        how.append(f"{rows} rows, the known file has {SANDBOX_ROWS[name]}")
+        how.append(f"{counted(rows, 'row')}, the known file has {SANDBOX_ROWS[name]}")
     if header is not None and not has_header:
         got = records[0] if records else []
         parts = [f"column {c} missing" for c in header if c not in got]
         parts += [f"column {c} added" for c in got if c not in header]
         how.append("header: " + (", ".join(parts) if parts else "its columns in another order"))
     if not how:
-        how.append(f"the same {rows} rows and header, other content ({_OTHER_CONTENT})")
+        how.append(f"the same {counted(rows, 'row')} and header, other content ({_OTHER_CONTENT})")
     return f"changed {name} ({where}): {', '.join(how)}; {digests}"
 
 

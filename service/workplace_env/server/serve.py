@@ -24,6 +24,7 @@ import grpc
 
 from workplace_env.addresses import BindError
 from workplace_env.config import ADMIN_TOKEN_ENV, Settings
+from workplace_env.plurals import counted
 from workplace_env.sandbox.load import describe_sandbox, load_sandbox
 from workplace_env.sandbox.tables import TablesUnavailableError
 from workplace_env.server.app import RunningServer, start_server
@@ -173,7 +174,7 @@ def drain_and_stop(
         time.sleep(_POLL_S)
     left = _open_episodes(server)
     server.refuse_new_rpcs()
-    _log.info("drain: %d episodes still open; refusing every new RPC", left)
+    _log.info("drain: %s still open; refusing every new RPC", counted(left, "episode"))
     if gateway is not None:
         gateway.stop(timeout_s=FINISH_S)
     finish_by = time.monotonic() + FINISH_S

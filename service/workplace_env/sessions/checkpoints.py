@@ -36,6 +36,7 @@ from workplace_env.checkpoint.snapshot import (
 )
 from workplace_env.errors import FieldViolation
 from workplace_env.identity import TaskId
+from workplace_env.plurals import counted
 from workplace_env.sandbox.tables import TABLE_KEYS, BaseTables, SessionTables
 from workplace_env.sessions.records import RELEASED_BY_RETIRE, Records, Release, detached
 from workplace_env.sessions.scope import StoreScope
@@ -214,7 +215,8 @@ class Checkpoints:
                 if not swept:
                     return False
                 raise errors.CapacityExhausted(
-                    f"restoring {adding} sessions would pass the maximum of {config.max_sessions}",
+                    f"restoring {counted(adding, 'session')} would pass the maximum of"
+                    f" {config.max_sessions}",
                     retry_after_s=config.retry_after_s,
                 )
             for snapshot, tables, digest in decoded:

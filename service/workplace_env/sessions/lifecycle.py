@@ -30,6 +30,7 @@ from workplace_env.identity import (
     call_id_violations,
     check_seed,
 )
+from workplace_env.plurals import counted
 from workplace_env.sandbox.tables import BaseTables, SessionTables, TablesUnavailableError
 from workplace_env.sandbox.tools import drop_nulls, encode_output, execute
 from workplace_env.sandbox.tools.registry import (
@@ -188,7 +189,7 @@ class LifeCycle:
             return False
         config = self.scope.config
         raise errors.CapacityExhausted(
-            f"the server holds its maximum of {config.max_sessions} sessions",
+            f"the server holds its maximum of {counted(config.max_sessions, 'session')}",
             session_id,
             retry_after_s=config.retry_after_s,
         )

@@ -13,12 +13,13 @@ from typing import IO, Any
 
 from workplace_env.identity import ENVIRONMENT_NAME
 from workplace_env.interrupts import stop_on_signals
+from workplace_env.plurals import counted
 from workplace_env.sandbox.load import load_sandbox
 from workplace_env.sandbox.tables import BaseTables, SessionTables, TablesUnavailableError
 from workplace_env.sandbox.tools import execute
 from workplace_env.taskgen.base import TEMPLATES, Draft, Template
 from workplace_env.taskgen.world import SYSTEM_PROMPT, World
-from workplace_env.terminal import CommandError, console, count_text, episode_progress, plain
+from workplace_env.terminal import CommandError, console, episode_progress, plain
 
 #: Draws per template instance before it gives up on this instance.
 ATTEMPTS = 40
@@ -171,11 +172,6 @@ def write_jsonl(tasks: Iterable[Mapping[str, Any]], out: IO[str]) -> None:
 MAX_TASK_COUNT = 100_000
 
 
-def _written(count: int, noun: str) -> str:
-    """``3 tasks were written``, ``1 task was written``."""
-    return f"{count_text(count, noun)} {'was' if count == 1 else 'were'} written"
-
-
 def generate_to(data_dir: Path | None, count: int, seed: int, out: Path | None) -> None:
     """Generate ``count`` tasks (``seed``; the CLI bounds ``count`` by :data:`MAX_TASK_COUNT`)
     on the sandbox of ``data_dir`` (None: the embedded one) and write them as JSONL to ``out``
@@ -204,14 +200,14 @@ def generate_to(data_dir: Path | None, count: int, seed: int, out: Path | None) 
                 bars.advance(bar)
                 if interrupted():
                     raise CommandError(
-                        f"interrupted: {_written(written, 'whole task')} to {where}",
+                        f"interrupted: {counted(written, 'whole task')} written to {where}",
                         exit_code=interrupted.exit_status,
                     )
     except ValueError as exc:
-        raise CommandError(f"{exc}; {_written(written, 'task')} to {where}") from exc
+        raise CommandError(f"{exc}; {counted(written, 'task')} written to {where}") from exc
     except BrokenPipeError:
         raise  # a reader gone (stdout, --out /dev/stdout): the CLI exits 141, quietly
     except OSError as exc:
         raise CommandError(f"cannot write {where}:", exc) from exc
     if out is not None:
-        console.print(plain(f"wrote {count_text(written, 'task')} to {out}"))
+        console.print(plain(f"wrote {counted(written, 'task')} to {out}"))
