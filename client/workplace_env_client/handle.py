@@ -113,8 +113,8 @@ def close_block(
     try:
         yield Step(client, "_close", (session_id, episode), {"retry_refusals": True})
     except BaseException as closing:
-        # The caller's with: above this generator, the driver and the block's exit.
-        close_failed(session_id, closing, in_flight, stacklevel=5)
+        # The caller's with: above this generator, the driver, its runner and the block's exit.
+        close_failed(session_id, closing, in_flight, stacklevel=6)
         if not isinstance(closing, Exception):
             raise
 

@@ -5,8 +5,8 @@ checkpoint or recovery; a ``session()`` block's opening and closing) is a genera
 yields :class:`Step` s, is sent each step's result (or thrown its exception) and returns its
 answer. It decides everything and performs nothing: :func:`run_steps` performs each step as a
 plain call, :func:`run_steps_async` awaits it (an admin client's, which blocks, on a worker
-thread). The two drivers differ only there, so the sync one needs no event loop: each sends a
-step's result back to the operation, or throws its exception in.
+thread). Both are the one loop of :func:`_drive`; the sync driver finishes it without an event
+loop, since none of its steps suspends.
 
 :func:`blocking` makes a method of an operation (the sync client's and handle's methods);
 :func:`awaited` makes the awaited twin of such a method, with its name, signature and
@@ -51,30 +51,17 @@ Answer: TypeAlias = Generator[Step, Any, R]
 _PLANS: dict[Callable[..., Any], Callable[..., Steps]] = {}
 
 
-def run_steps(steps: Steps) -> Any:
-    """Run an operation's steps as plain calls; return its answer (or raise its error)."""
-    try:
-        step = next(steps)
-        while True:
-            try:
-                result = getattr(step.target, step.method)(*step.args, **step.kwargs)
-            except BaseException as exc:
-                step = steps.throw(exc)
-            else:
-                step = steps.send(result)
-    except StopIteration as done:
-        return done.value
-
-
-async def run_steps_async(steps: Steps) -> Any:
-    """Run an operation's steps on the event loop: a client's call awaited, an admin client's
-    (blocking) on a worker thread; return its answer (or raise its error)."""
+async def _drive(steps: Steps, awaits: bool) -> Any:
+    """Run ``steps`` to their answer: each step performed (awaited when ``awaits``, an admin
+    client's on a worker thread) and its result sent back, or its exception thrown in."""
     try:
         step = next(steps)
         while True:
             call = getattr(step.target, step.method)
             try:
-                if isinstance(step.target, AdminClient):
+                if not awaits:
+                    result = call(*step.args, **step.kwargs)
+                elif isinstance(step.target, AdminClient):
                     result = await asyncio.to_thread(call, *step.args, **step.kwargs)
                 else:
                     result = await call(*step.args, **step.kwargs)
@@ -84,6 +71,23 @@ async def run_steps_async(steps: Steps) -> Any:
                 step = steps.send(result)
     except StopIteration as done:
         return done.value
+
+
+def run_steps(steps: Steps) -> Any:
+    """Run an operation's steps as plain calls; return its answer (or raise its error)."""
+    driver = _drive(steps, awaits=False)
+    try:
+        driver.send(None)
+    except StopIteration as done:
+        return done.value
+    driver.close()
+    raise RuntimeError("a blocking operation's step suspended")
+
+
+async def run_steps_async(steps: Steps) -> Any:
+    """Run an operation's steps on the event loop: a client's call awaited, an admin client's
+    (blocking) on a worker thread; return its answer (or raise its error)."""
+    return await _drive(steps, awaits=True)
 
 
 def _answered(plan: Callable[..., Steps]) -> inspect.Signature:
