@@ -338,6 +338,27 @@ def load_episodes(data_dir: str | None, count: int) -> tuple[list[dict[str, Any]
     return [dict(lines[i % len(lines)]) for i in range(count)], source
 
 
+def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
+    """Give ``parser`` the ``--data-dir`` every bench takes: a directory of WorkBench CSVs
+    (``workplace-env data fetch`` prints one); a path that is no directory is a usage error."""
+
+    def directory(text: str) -> str:
+        if not Path(text).is_dir():
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is no directory (the WorkBench CSVs: `workplace-env data fetch` "
+                "prints where it put them)"
+            )
+        return text
+
+    parser.add_argument(
+        "--data-dir",
+        type=directory,
+        default=None,
+        help="a directory of WorkBench CSVs (default: ../shared's when present, else the "
+        "embedded default sandbox)",
+    )
+
+
 def default_data_dir(data_dir: str | None) -> str | None:
     """``data_dir``, else the WorkBench CSVs of ../shared when they are there (else None: the
     embedded default sandbox)."""
@@ -462,9 +483,7 @@ def print_scale_out(report: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--data-dir", default=None, help="WorkBench CSVs (default: ../shared's, if present)"
-    )
+    add_data_dir_option(parser)
     parser.add_argument("--episodes", type=int, default=1000, help="episodes per concurrency level")
     parser.add_argument("--levels", default="1,8,32,128", help="concurrency levels")
     parser.add_argument("--no-memory", action="store_true", help="skip the live-session RSS runs")

@@ -32,7 +32,7 @@ from workplace_env.sessions import SessionConfig, SessionStore
 from workplace_env_client import EnvironmentClient, SessionExpiredError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import console  # bench/ is not a package: its directory is on the path
+from bench import add_data_dir_option, console, default_data_dir  # bench/: no package
 
 TASK = {"id": "evict-bench", "ground_truth": []}
 
@@ -74,13 +74,13 @@ def _episode(client: EnvironmentClient, i: int, prefix: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=1000)
-    parser.add_argument("--data-dir", default=None, help="WorkBench CSVs; default: embedded")
+    add_data_dir_option(parser)
     parser.add_argument("--tolerance", type=float, default=0.10, help="allowed RSS growth")
     args = parser.parse_args()
 
     clock = FakeClock()
     config = SessionConfig(idle_ttl_s=3600.0)
-    store = SessionStore(load_sandbox(args.data_dir), config, clock=clock)
+    store = SessionStore(load_sandbox(default_data_dir(args.data_dir)), config, clock=clock)
     server = start_server(store, "127.0.0.1:0", evict_interval_s=3600)  # we sweep ourselves
     client = EnvironmentClient(f"127.0.0.1:{server.port}")
     rows: list[tuple[str, int, float, str]] = []

@@ -76,6 +76,7 @@ import http_bench  # noqa: E402  (bench/ is not a package)
 
 from bench import (  # noqa: E402
     ServerProcess,
+    add_data_dir_option,
     console,
     default_data_dir,
     load_episodes,
@@ -610,7 +611,7 @@ def main() -> None:
     parser.add_argument("--levels", default="1,8,32")
     parser.add_argument("--episodes", type=int, default=400)
     parser.add_argument("--repeat", type=int, default=4)
-    parser.add_argument("--data-dir", default=None)
+    add_data_dir_option(parser)
     parser.add_argument("--out", default=None)
     parser.add_argument("--serve", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -56,6 +56,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from bench import (  # noqa: E402  (bench/ is not a package)
     ServerProcess,
+    add_data_dir_option,
     console,
     default_data_dir,
     load_episodes,
@@ -431,7 +432,7 @@ def print_report(report: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=None, help="WorkBench CSVs (default: ../shared's)")
+    add_data_dir_option(parser)
     parser.add_argument("--episodes", type=int, default=400, help="episodes per path and level")
     parser.add_argument("--levels", default="1,8,32", help="concurrency levels")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each level")

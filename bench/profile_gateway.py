@@ -29,6 +29,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
+from bench import add_data_dir_option  # noqa: E402  (bench/ is not a package)
+
 GROUPS = {
     "HTTP server (uvicorn, httptools, event loop)": ("uvicorn/", "httptools", "asyncio/", "uvloop"),
     "FastAPI / Starlette stack": ("fastapi/", "starlette/", "anyio/"),
@@ -121,7 +123,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=400)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--top", type=int, default=25)
-    parser.add_argument("--data-dir", default=None)
+    add_data_dir_option(parser)
     parser.add_argument("--out", default="/tmp/workplace-env-gateway.prof")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -26,6 +26,14 @@ def typed_row(row: dict) -> dict:
 if __name__ == "__main__":
     source, target = sys.argv[1:3]
     with open(source, encoding="utf-8") as rows, open(target, "w", encoding="utf-8") as out:
-        for line in rows:
-            if line.strip():
-                out.write(json.dumps(typed_row(json.loads(line)), ensure_ascii=False) + "\n")
+        for number, line in enumerate(rows, 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if not isinstance(row, dict) or "responses_create_params" not in row or "id" not in row:
+                sys.exit(
+                    f"{source}:{number}: not a dataset row (an object with id and "
+                    "responses_create_params, as in NeMo Gym's example.jsonl); tasks from "
+                    "`workplace-env generate-tasks` have no model request to carry"
+                )
+            out.write(json.dumps(typed_row(row), ensure_ascii=False) + "\n")

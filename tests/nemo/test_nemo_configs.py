@@ -175,3 +175,16 @@ def test_the_typed_rows_script_makes_nemos_example_tasks_what_the_typed_flow_tak
     request = {"model": TYPED_ROW_MODEL, "bodies": [bad]}
     out = run_driver(python, ["validate"], json.dumps(request))
     assert json.loads(out.stdout)[0]["ok"] is False
+
+
+def test_typed_rows_refuses_a_line_that_is_no_dataset_row(tmp_path):
+    """A generated task (no model request) is refused naming its line, with no traceback."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "gen-1", "prompt": "p", "ground_truth": []}\n', encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, TYPED_ROWS_SCRIPT, tasks, tmp_path / "typed.jsonl"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and f"{tasks}:1: not a dataset row" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import pytest
 from workplace_env.sandbox.generate import generate_csv_texts
 from workplace_env.sandbox.tables import CSV_FILES
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import bench  # bench/ is not a package: its directory is on the path
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+import bench  # noqa: E402  (bench/ is not a package)
 
 
 @pytest.fixture
@@ -35,3 +37,19 @@ def test_generated_episodes_on_a_data_dir_name_it(no_mix: None, tmp_path: Path) 
     assert len(episodes) == 2
     assert source.startswith("generated tasks") and str(data) in source
     assert "embedded" not in source
+
+
+@pytest.mark.parametrize(
+    "script",
+    ["bench.py", "http_bench.py", "grpc_ladder.py", "profile_gateway.py", "evict_bench.py"],
+)
+def test_a_data_dir_that_is_no_directory_is_a_usage_error(script: str, tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-dir"
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), "--data-dir", str(missing)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"'{missing}' is no directory" in done.stderr and "Traceback" not in done.stderr
