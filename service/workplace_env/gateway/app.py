@@ -45,7 +45,7 @@ Routes:
 ``POST /aggregate_metrics`` NeMo's ``AggregateMetricsRequest`` -> its ``AggregateMetrics`` (H3).
 ``POST /session_token``    body: ``{}`` or ``{resources_session_id}`` -> an MCP session token.
 ``GET /reverify_mode``     ``"stateless"`` (H4).
-``GET /``, ``GET /health`` ``{"status": "ok"}``.
+``GET /``, ``GET /health`` ``{"status": "ok"}`` (these and ``GET /ready`` take ``HEAD``).
 =========================  =====================================================================
 
 Errors (JSON bodies with ``failure_kind``; 422s in FastAPI's ``detail`` shape, with ``loc``
@@ -57,8 +57,9 @@ NeMo's types, :mod:`workplace_env.responses`; or over the verify bounds of
 body) -> 422; an ``x-resources-session-id`` header
 naming another session than the body -> 422 ``SESSION_HEADER_MISMATCH`` (CONTRACT X4); a body
 over the limit -> 413 ``REQUEST_TOO_LARGE``; a path served by no route (a fixed route's, a
-tool's name, or any single-segment path for ``POST``) -> 404 ``ROUTE_NOT_FOUND`` whatever the
-method, a method a route's path does not take -> 405 ``METHOD_NOT_ALLOWED`` (with the route's
+tool's name, or any single-segment path for ``POST``; a trailing ``/`` is no redirect) -> 404
+``ROUTE_NOT_FOUND`` whatever the method, body or Content-Type, a method a route's path does
+not take -> 405 ``METHOD_NOT_ALLOWED`` (with the route's
 ``Allow``); a write call that would take its session over the server's
 ``max_session_write_bytes`` -> 413 ``SESSION_TOO_LARGE`` (``limit_bytes``, ``size_bytes``;
 nothing applied); bytes that
