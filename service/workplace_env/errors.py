@@ -13,6 +13,9 @@ from dataclasses import dataclass
 #: ``grpc-status-details-bin`` ``Status``, base64), which a client refuses over 8-16 KiB, so
 #: an echo of an over-long value would turn a clear refusal into ``RESOURCE_EXHAUSTED``.
 MAX_ECHO_BYTES = 512
+#: The most UTF-8 bytes of one value echoed inside a sentence (a header value, a request's
+#: path), so the sentence stays readable whatever the client sent.
+MAX_INLINE_ECHO_BYTES = 96
 #: The most UTF-8 bytes of an error's message, of a violation's field path and description,
 #: and of the violations listed (each counted with its framing; the rest counted in one
 #: more). With these the whole status stays under 8 KiB whatever the request held.
@@ -40,6 +43,12 @@ def clip(text: str, max_bytes: int = MAX_ECHO_BYTES) -> str:
     head = encoded[: room - room // 3].decode("utf-8", "ignore")
     tail = encoded[len(encoded) - room // 3 :].decode("utf-8", "ignore")
     return head + note + tail
+
+
+def clip_inline(text: str) -> str:
+    """``text`` (a value the client sent: an id, a header, a path) as a sentence echoes it:
+    :func:`clip` to :data:`MAX_INLINE_ECHO_BYTES`."""
+    return clip(text, MAX_INLINE_ECHO_BYTES)
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ class SessionHeaderMismatch(errors.InvalidRequest):
             [
                 errors.FieldViolation(
                     "resources_session_id",
-                    f"is {errors.clip(session_id, 96)!r} but the {SESSION_HEADER} header is "
-                    f"{errors.clip(header, 96)!r}",
+                    f"is {errors.clip_inline(session_id)!r} but the {SESSION_HEADER} header is "
+                    f"{errors.clip_inline(header)!r}",
                 )
             ],
             session_id,

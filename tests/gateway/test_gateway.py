@@ -663,14 +663,11 @@ def test_a_tool_call_without_a_session_says_why_and_what_to_do(http, cookie, det
 @pytest.mark.parametrize(
     ("route", "detail"),
     [
-        (
-            "/nope",
-            "POST /nope is no route of this gateway: 'nope' is not a tool of this environment",
-        ),
+        ("/nope", "POST /nope is no route of this gateway"),
         (
             "/email_delet_email",
-            "POST /email_delet_email is no route of this gateway: 'email_delet_email' is not a "
-            "tool of this environment; did you mean 'email_delete_email'?",
+            "POST /email_delet_email is no route of this gateway; did you mean "
+            "'/email_delete_email'?",
         ),
     ],
 )

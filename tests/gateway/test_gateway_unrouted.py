@@ -74,3 +74,70 @@ def test_with_a_session_a_path_that_is_no_route_is_still_404(http: httpx.Client)
     called = http.post("/email_search_email", headers=JSON_CT, content=b"{}")
     assert called.status_code == 200, called.text
     assert "output" in called.json()
+
+
+#: Bodies and headers a path that is no route must not look at: none, plain text, JSON, bytes.
+BODIES = [
+    ({}, b""),
+    ({"content-type": "text/plain"}, b"x"),
+    (JSON_CT, b"{}"),
+    ({"content-type": "application/octet-stream"}, b"\xff\xfe\x00"),
+]
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/metrics", "/readyz", "/nope_tool", "/%E2%98%83"])
+@pytest.mark.parametrize("method", ["POST", "PUT", "GET"])
+def test_a_path_that_is_no_route_answers_the_same_whatever_the_body(
+    http: httpx.Client, method, path
+):
+    answers = [
+        http.request(method, path, headers=headers, content=body) for headers, body in BODIES
+    ]
+    assert {a.status_code for a in answers} == {404}, [a.text for a in answers]
+    assert {a.json()["reason"] for a in answers} == {NOT_FOUND.name}
+    assert len({a.json()["detail"] for a in answers}) == 1
+
+
+@pytest.mark.parametrize("method", ["GET", "POST", "PUT"])
+def test_every_method_gets_the_same_hint(http: httpx.Client, method):
+    detail = http.request(method, "/healthz", content=b"x").json()["detail"]
+    assert detail == f"{method} /healthz is no route of this gateway; did you mean '/health'?"
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+@pytest.mark.parametrize("path", ["/health/", "/mcp/", "/seed_session/", "/ready//"])
+def test_a_trailing_slash_is_404_naming_the_path_without_it(http: httpx.Client, method, path):
+    response = http.request(method, path, headers=JSON_CT, content=b"{}")
+    assert response.status_code == 404, response.text
+    assert "location" not in response.headers
+    hint = f"; did you mean {path.rstrip('/')!r}?"
+    assert response.json()["detail"] == f"{method} {path} is no route of this gateway{hint}"
+
+
+@pytest.mark.parametrize("path", ["/", "/health", "/ready"])
+def test_head_answers_like_get_without_a_body(http: httpx.Client, path):
+    got = http.get(path)
+    head = http.head(path)
+    assert (head.status_code, head.content) == (got.status_code, b"")
+    assert head.headers["content-type"] == got.headers["content-type"]
+
+
+def test_a_long_path_is_echoed_clipped(http: httpx.Client):
+    path = "/" + "x" * 4999
+    for method in ("GET", "POST"):
+        detail = http.request(method, path, content=b"x").json()["detail"]
+        assert detail.startswith(f"{method} /xxx")
+        assert detail.endswith("xx is no route of this gateway")
+        assert "...(5000 characters)..." in detail
+        assert len(detail) < 200
+
+
+def test_a_long_content_type_is_echoed_cut(http: httpx.Client):
+    assert http.post("/seed_session", json=ROW).status_code == 200
+    content_type = "text/" + "y" * 3000
+    response = http.post("/email_search_emails", headers={"content-type": content_type})
+    assert response.status_code == 422
+    msg = response.json()["detail"][0]["msg"]
+    assert "'text/yyy" in msg
+    assert "...(3005 characters)..." in msg
+    assert len(msg) < 250

@@ -45,7 +45,7 @@ Routes:
 ``POST /aggregate_metrics`` NeMo's ``AggregateMetricsRequest`` -> its ``AggregateMetrics`` (H3).
 ``POST /session_token``    body: ``{}`` or ``{resources_session_id}`` -> an MCP session token.
 ``GET /reverify_mode``     ``"stateless"`` (H4).
-``GET /``, ``GET /health`` ``{"status": "ok"}``.
+``GET /``, ``GET /health`` ``{"status": "ok"}`` (these and ``GET /ready`` take ``HEAD``).
 =========================  =====================================================================
 
 Errors (JSON bodies with ``failure_kind``; 422s in FastAPI's ``detail`` shape, with ``loc``
@@ -57,8 +57,9 @@ NeMo's types, :mod:`workplace_env.responses`; or over the verify bounds of
 body) -> 422; an ``x-resources-session-id`` header
 naming another session than the body -> 422 ``SESSION_HEADER_MISMATCH`` (CONTRACT X4); a body
 over the limit -> 413 ``REQUEST_TOO_LARGE``; a path served by no route (a fixed route's, a
-tool's name, or any single-segment path for ``POST``) -> 404 ``ROUTE_NOT_FOUND`` whatever the
-method, a method a route's path does not take -> 405 ``METHOD_NOT_ALLOWED`` (with the route's
+tool's name, or any single-segment path for ``POST``; a trailing ``/`` is no redirect) -> 404
+``ROUTE_NOT_FOUND`` whatever the method, body or Content-Type, a method a route's path does
+not take -> 405 ``METHOD_NOT_ALLOWED`` (with the route's
 ``Allow``); a write call that would take its session over the server's
 ``max_session_write_bytes`` -> 413 ``SESSION_TOO_LARGE`` (``limit_bytes``, ``size_bytes``;
 nothing applied); bytes that
@@ -77,7 +78,6 @@ is parsed, and handed to the service, on a worker thread; aggregations always ru
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -85,13 +85,12 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import BaseRoute
 
 from workplace_env.gateway.cookies import CookieCodec, SessionCookieMiddleware
 from workplace_env.gateway.routes import include_routes
 from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.gateway.state import GatewayState, gateway_version
-from workplace_env.gateway.translate import HttpProblem, row_problem
+from workplace_env.gateway.translate import HttpProblem, row_problem, unrouted_problem
 from workplace_env_client import EnvironmentClient, reasons
 
 #: The refusals Starlette makes on its own (no route matched, or its body parser failed), by
@@ -101,20 +100,6 @@ STARLETTE_REFUSALS = {
     404: reasons.ROUTE_NOT_FOUND,
     405: reasons.METHOD_NOT_ALLOWED,
 }
-
-
-def unrouted_detail(request: Request) -> str:
-    """The detail of a 404 ``ROUTE_NOT_FOUND``: ``GET /healthz is no route of this gateway``,
-    naming the closest fixed path of the app (``/health``) when one is close."""
-    path = request.scope.get("path", "")
-    fixed: list[str] = [
-        route.path
-        for route in request.app.routes
-        if isinstance(route, BaseRoute) and "{" not in getattr(route, "path", "{")
-    ]
-    close = difflib.get_close_matches(path, fixed, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{request.method} {path} is no route of this gateway{hint}"
 
 
 def create_app(client: EnvironmentClient, settings: GatewaySettings | None = None) -> FastAPI:
@@ -148,6 +133,7 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
             f"`{settings.cookie_name}` cookie between requests."
         ),
         lifespan=lifespan,
+        redirect_slashes=False,
     )
     app.add_middleware(
         SessionCookieMiddleware,
@@ -165,8 +151,9 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         row = STARLETTE_REFUSALS.get(exc.status_code)
         if row is None:  # none of Starlette's or FastAPI's own (a route raising one)
             return await http_exception_handler(request, exc)
-        detail = unrouted_detail(request) if row is reasons.ROUTE_NOT_FOUND else exc.detail
-        return row_problem(row, detail, exc.headers).response
+        if row is reasons.ROUTE_NOT_FOUND:
+            return unrouted_problem(request).response
+        return row_problem(row, exc.detail, exc.headers).response
 
     include_routes(app, state)
     return app

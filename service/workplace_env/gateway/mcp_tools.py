@@ -51,6 +51,7 @@ from starlette.responses import JSONResponse
 from starlette.types import Message, Receive, Scope, Send
 
 from workplace_env import wire
+from workplace_env.errors import clip_inline
 from workplace_env.gateway.cookies import SessionTokens
 from workplace_env.gateway.nemo_protocol import NEMO_TOKEN_HEADER
 from workplace_env.gateway.translate import INLINE_BODY_BYTES
@@ -142,7 +143,7 @@ def _request_problem(message: Any, served: frozenset[str]) -> JSONResponse | Non
         return None
     method = message["method"]
     if method not in served:
-        why = f"unknown method {method!r} (one of {sorted(served)})"
+        why = f"unknown method {clip_inline(method)!r} (one of {sorted(served)})"
         errors = [{"loc": ["method"], "msg": why, "type": "method_not_found"}]
         return _rpc_error(message["id"], METHOD_NOT_FOUND, f"Method not found: {why}", errors)
     try:
@@ -306,7 +307,7 @@ class McpGateway:
         if not content_type.lower().startswith("application/json"):
             message = (
                 "Unsupported Media Type: Content-Type must be application/json, "
-                f"got {content_type!r}"
+                f"got {clip_inline(content_type)!r}"
             )
             await _refusal(415, INVALID_REQUEST, message)(scope, receive, send)
             return

@@ -4,6 +4,7 @@ as HTTP answers. No routes here (see :mod:`workplace_env.gateway.routes`).
 
 from __future__ import annotations
 
+import difflib
 import email.message
 import json
 import math
@@ -16,9 +17,11 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import Field, TypeAdapter, ValidationError
 from starlette.requests import ClientDisconnect
+from starlette.routing import BaseRoute
 
 from workplace_env import session_header, wire
 from workplace_env.config import origin
+from workplace_env.errors import clip_inline
 from workplace_env.gateway import fastjson
 from workplace_env.gateway.cookies import (
     COOKIE_ABSENT,
@@ -28,6 +31,7 @@ from workplace_env.gateway.cookies import (
     SESSION_ID_KEY,
 )
 from workplace_env.identity import SESSION_ID_RE
+from workplace_env.sandbox.tools import TOOLS
 from workplace_env_client import (
     ArgumentError,
     EnvironmentClient,
@@ -227,6 +231,29 @@ def too_large_problem(detail: str | None = None) -> HttpProblem:
     return row_problem(reasons.REQUEST_TOO_LARGE, detail)
 
 
+def unrouted_problem(request: Request) -> HttpProblem:
+    """404 ROUTE_NOT_FOUND for a path no route serves, whatever the method, body or headers:
+    ``detail`` ``GET /healthz is no route of this gateway; did you mean '/health'?`` (the path
+    clipped by :func:`~workplace_env.errors.clip_inline`; the hint: the path without its
+    trailing ``/`` when that is a route, else the closest fixed route or tool path, if one is
+    close)."""
+    path = request.scope.get("path", "")
+    served = [
+        route.path
+        for route in request.app.routes
+        if isinstance(route, BaseRoute) and "{" not in getattr(route, "path", "{")
+    ]
+    served += [f"/{name}" for name in TOOLS]
+    stripped = path.rstrip("/")
+    if stripped != path and stripped in served:
+        close = [stripped]
+    else:
+        close = difflib.get_close_matches(path[:200], served, n=1)  # difflib is quadratic
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    detail = f"{request.method} {clip_inline(path)} is no route of this gateway{hint}"
+    return row_problem(reasons.ROUTE_NOT_FOUND, detail)
+
+
 def draining_problem() -> HttpProblem:
     """503 + Retry-After for a new seed while the gateway drains (CONTRACT X2)."""
     detail = "the server is shutting down; seed elsewhere or retry later"
@@ -257,7 +284,11 @@ def require_json_media_type(request: Request) -> None:
     """
     content_type = request.headers.get("content-type")
     if not is_json_media_type(content_type):
-        got = "no Content-Type" if content_type is None else f"Content-Type {content_type!r}"
+        got = (
+            "no Content-Type"
+            if content_type is None
+            else f"Content-Type {clip_inline(content_type)!r}"
+        )
         raise invalid(
             [((), f"body must be sent as application/json (or application/*+json), got {got}")]
         )

@@ -1,4 +1,5 @@
-"""The gateway's liveness and readiness routes: ``GET /``, ``GET /health``, ``GET /ready``."""
+"""The gateway's liveness and readiness routes: ``GET /``, ``GET /health``, ``GET /ready``,
+each also for ``HEAD`` (the same status and headers, no body: what load balancers probe)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from workplace_env_client import reasons
 router = APIRouter(route_class=DirectRoute)
 
 
+@router.head("/", include_in_schema=False)
+@router.head("/health", include_in_schema=False)
 @router.get("/", summary="Health", tags=["health"])
 @router.get("/health", summary="Health", tags=["health"])
 async def health() -> dict[str, str]:
@@ -22,6 +25,7 @@ async def health() -> dict[str, str]:
     return {"status": "ok"}
 
 
+@router.head("/ready", include_in_schema=False)
 @router.get("/ready", summary="Readiness", tags=["health"])
 async def ready(request: Request, state: GatewayStateDep) -> Response:
     """``200 {"status": "ready"}``; ``503 {"status": "draining"}`` (reason DRAINING) from

@@ -20,10 +20,9 @@ from workplace_env.gateway.translate import (
     is_large,
     no_session_detail,
     object_body,
-    row_problem,
     service_error,
+    unrouted_problem,
 )
-from workplace_env.identity import tool_name_problem
 from workplace_env.sandbox.tools import TOOLS
 from workplace_env_client import SessionLostError, reasons
 
@@ -78,12 +77,11 @@ router = APIRouter(route_class=ToolRoute)
     },
 )
 async def call_tool(tool_name: str, request: Request, state: GatewayStateDep) -> Response:
-    text = await body_text(request)
     sid = cookie_session(request)
+    if sid is None and tool_name not in TOOLS:  # no route: decided before the body is read
+        return unrouted_problem(request).response
+    text = await body_text(request)
     if sid is None:
-        if problem := tool_name_problem(tool_name):  # a misspelled route, told as such
-            detail = f"POST /{tool_name} is no route of this gateway: {problem}"
-            return row_problem(reasons.ROUTE_NOT_FOUND, detail).response
         # a bad body is 422 before a missing session is 404 (NaN runs, as on the service)
         await object_body(request, constants=True)
         raise service_error(
