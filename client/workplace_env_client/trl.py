@@ -83,6 +83,7 @@ class WorkplaceEnvironment(SyncOnly):
         return self.verify_result.reward
 
     _usage = "with WorkplaceEnvironment(...) as environment:"
+    _counterpart = "it has no asyncio form: call it through asyncio.to_thread"
 
     def __enter__(self) -> WorkplaceEnvironment:
         return self
