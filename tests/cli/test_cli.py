@@ -423,6 +423,18 @@ def test_a_yaml_config_file_is_read(tmp_path):
         (["data", "verify", ""], {}, "Invalid value for 'DIRECTORY': empty value"),
         (["data", "verify", "TASKS"], {}, "Invalid value for 'DIRECTORY': not a directory"),
         (["data", "fetch", "--from", ""], {}, "--from: empty value"),
+        (["data", "fetch", "--from", " "], {}, "--from: blank value"),
+        (["run", " "], {}, "Invalid value for 'FILE': blank value"),
+        (
+            ["serve", "--print-config", "--address", ""],
+            {},
+            "address (from --address): empty value; give one, or omit the flag for the default",
+        ),
+        (
+            ["serve", "--print-config", "--tls-cert", " "],
+            {},
+            "tls_cert (from --tls-cert): blank value; give one, or omit the flag",
+        ),
         (["data", "fetch"], {"WORKPLACE_ENV_DATA_FROM": ""}, "$WORKPLACE_ENV_DATA_FROM: empty"),
         (
             ["data", "fetch", "--to", "out"],
