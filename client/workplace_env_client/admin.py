@@ -420,6 +420,7 @@ class AdminClient(SyncOnly):
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
 
     _usage = "with AdminClient(target, token=...) as admin:"
+    _counterpart = "there is no asyncio admin client: call it through asyncio.to_thread"
 
     def __enter__(self) -> AdminClient:
         return self

@@ -76,6 +76,7 @@ class AsyncEnvironmentClient(
     _block = partial(AsyncSessionBlock, AsyncSession)
     _pause = staticmethod(asyncio.sleep)
     _usage = "async with AsyncEnvironmentClient(target) as env:"
+    _counterpart = "EnvironmentClient is the synchronous client"
 
     @cached_property
     def _admins(self) -> dict[str | None, AdminClient]:

@@ -208,6 +208,7 @@ class EnvironmentClient(SyncOnly, ClientBase[grpc.Channel, Transport, SessionBlo
     _block = partial(SessionBlock, Session)
     _pause = staticmethod(time.sleep)
     _usage = "with EnvironmentClient(target) as env:"
+    _counterpart = "AsyncEnvironmentClient is the asyncio client"
 
     def __enter__(self) -> EnvironmentClient:
         return self

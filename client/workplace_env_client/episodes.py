@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import Any
 
@@ -84,12 +84,18 @@ class RowEpisode:
         client: EnvironmentClient,
         row: Mapping[str, Any],
         episode: tuple[str, int] | None = None,
+        before_seed: Callable[[], None] | None = None,
     ) -> RowEpisode:
-        """Seed a session for ``row`` (episode default ``(<uuid>, 0)``). Raises ArgumentError
-        (nothing sent) for a malformed row (a ground truth that is not a list of calls:
-        ``task.ground_truth``) or episode, and the seed's errors, the id closed first when the
-        seed's outcome is unknown (nothing left open)."""
+        """Seed a session for ``row`` (episode default ``(<uuid>, 0)``); ``before_seed`` (the
+        caller's own checks of the row, the close of an episode this one replaces) runs once
+        the row is checked, right before the seed: what it raises is raised, nothing sent.
+        Raises ArgumentError (nothing sent, ``before_seed`` not run) for a
+        malformed row (an id that is not a string: ``task.id``; a ground truth that is not a
+        list of calls: ``task.ground_truth``) or episode, and the seed's errors, the id closed
+        first when the seed's outcome is unknown (nothing left open)."""
         sid, ep, task, task_id = session_identity(row, episode, None, None)
+        if before_seed is not None:
+            before_seed()
         try:
             client.seed(sid, ep, task_id, task)
         except BaseException as failed:

@@ -508,6 +508,7 @@ class SessionBlock(SyncOnly, _SessionBlock[H]):
     """:meth:`EnvironmentClient.session`'s block, a ``with`` statement's."""
 
     _usage = "with env.session(task) as s:"
+    _counterpart = "AsyncEnvironmentClient.session is the asyncio block"
 
     def __enter__(self) -> H:
         return self._opened(run_steps(self._opening))
@@ -522,6 +523,7 @@ class AsyncSessionBlock(AsyncOnly, _SessionBlock[H]):
     """:meth:`AsyncEnvironmentClient.session`'s block, an ``async with`` statement's."""
 
     _usage = "async with env.session(task) as s:"
+    _counterpart = "EnvironmentClient.session is the synchronous block"
 
     async def __aenter__(self) -> H:
         return self._opened(await run_steps_async(self._opening))

@@ -33,6 +33,7 @@ except ImportError as missing:
 
 from workplace_env_client.client import EnvironmentClient
 from workplace_env_client.episodes import RowEpisode
+from workplace_env_client.errors import ArgumentError
 from workplace_env_client.rollouts import create_params_for
 
 
@@ -63,13 +64,21 @@ class WorkplaceResourceSession(ResourceSession):
         episode: tuple[str, int] | None = None,
     ) -> None:
         """Seed the session. Raises ArgumentError (nothing sent) for a malformed row or
-        episode, and the seed's errors (nothing left open)."""
-        self.episode = RowEpisode.start(client, row, episode)
-        messages = create_params_for(row, ())["input"]
-        if isinstance(messages, str):  # a Responses-API input given as plain text
-            messages = [{"role": "user", "content": messages}]
-        self._messages: list[dict[str, Any]] = messages
+        episode (``responses_create_params`` without its ``input``: the field named), and the
+        seed's errors (nothing left open). The row is read whole before the seed."""
+        self._messages: list[dict[str, Any]] = []
         self._tools = tools
+
+        def read_messages() -> None:
+            messages = create_params_for(row, ()).get("input")
+            if isinstance(messages, str):  # a Responses-API input given as plain text
+                messages = [{"role": "user", "content": messages}]
+            if not isinstance(messages, list):
+                why = "must hold the input: a list of messages or a text"
+                raise ArgumentError("task.responses_create_params.input", why)
+            self._messages = messages
+
+        self.episode = RowEpisode.start(client, row, episode, before_seed=read_messages)
 
     def initial_messages(self) -> list[dict[str, Any]]:
         """The row's ``responses_create_params`` input, else its system message (when it has

@@ -281,7 +281,8 @@ BODY_UNPARSABLE = _row(
     "BODY_UNPARSABLE", None, "", (400, "invalid_request"),
     "A body that cannot be read: its bytes are not text in the encoding detected as JSON's "
     "(UTF-8/16/32); 400 as NeMo Gym's server answers. On the MCP endpoint, a body that is "
-    "not a JSON-RPC message (JSON-RPC -32700 or -32602).", **_HTTP_ONLY,
+    "not JSON (JSON-RPC -32700) or JSON that is no JSON-RPC message, such as an array "
+    "(-32600 Invalid Request, naming what is wrong).", **_HTTP_ONLY,
 )  # fmt: skip
 ROUTE_NOT_FOUND = _row(
     "ROUTE_NOT_FOUND", None, "", (404, "not_found"),

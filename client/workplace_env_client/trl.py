@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from workplace_env_client.client import EnvironmentClient
@@ -69,9 +70,12 @@ class WorkplaceEnvironment(SyncOnly):
         """Start an episode on the dataset row (``id, ground_truth, prompt, ...``; TRL passes
         every column), after closing an episode still open (a SessionLeftOpenWarning). Returns
         None: the row's prompt already holds the task. Raises ArgumentError for a malformed
-        row, and the seed's errors (nothing left open)."""
-        self._abandon("reset to a new episode before get_reward()")
-        self._episode = RowEpisode.start(self.client, row)
+        row before anything else (an open episode stays open, as it was), and the seed's
+        errors (nothing left open)."""
+        why = "reset to a new episode before get_reward()"
+        # the warning points at the user's reset(): past start() and reset()
+        replacing = partial(self._abandon, why, stacklevel=4)
+        self._episode = RowEpisode.start(self.client, row, before_seed=replacing)
 
     def get_reward(self) -> float:
         """Verify the episode's calls (0.0 or 1.0; a masked ``session_lost`` sample is 0.0),
@@ -83,6 +87,7 @@ class WorkplaceEnvironment(SyncOnly):
         return self.verify_result.reward
 
     _usage = "with WorkplaceEnvironment(...) as environment:"
+    _counterpart = "it has no asyncio form: call it through asyncio.to_thread"
 
     def __enter__(self) -> WorkplaceEnvironment:
         return self
@@ -99,12 +104,15 @@ class WorkplaceEnvironment(SyncOnly):
         """Call ``name`` on the open episode; return its JSON output text."""
         return self._open_episode().call(name, arguments)
 
-    def _abandon(self, why: str, in_flight: BaseException | None = None) -> None:
+    def _abandon(
+        self, why: str, in_flight: BaseException | None = None, stacklevel: int = 3
+    ) -> None:
         """Close the open episode, if any, as left unfinished (``why``); the slot then holds
-        none, whatever the close did (:meth:`RowEpisode.abandon`)."""
+        none, whatever the close did (:meth:`RowEpisode.abandon`). ``stacklevel``: the
+        warning's frame counted from here (3: the caller's caller, the user's ``with``)."""
         episode, self._episode = self._episode, None
         if episode is not None:
-            episode.abandon(why, in_flight, stacklevel=3)  # the user's reset() or with
+            episode.abandon(why, in_flight, stacklevel=stacklevel)
 
 
 def tool_docstring(tool: Mapping[str, Any]) -> str:

@@ -50,8 +50,10 @@ from workplace_env.config import (
     admin_token_problem,
     client_credentials,
     load_settings,
+    origin,
     print_settings,
     setting_warnings,
+    take_back,
     unknown_env_vars,
 )
 from workplace_env.demo import run_demo
@@ -671,7 +673,8 @@ Target = Annotated[str, Opt(help="HOST:PORT of the server.", callback=_server_ta
 
 def _admin_token(value: str | None) -> str | None:
     """``--token`` as given; a blank or unsendable one is a usage error (as the setting)."""
-    if value is not None and (problem := admin_token_problem(value)):
+    instead = f"{take_back('flag')} (then {origin('admin_token', 'env')} is used)"
+    if value is not None and (problem := admin_token_problem(value, instead)):
         raise typer.BadParameter(problem)
     return value
 

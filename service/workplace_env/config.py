@@ -35,7 +35,7 @@ import grpc
 from workplace_env.sandbox.source import NEMO_VENV_ENV, SOURCE_ENV, missing_csvs
 from workplace_env.server.guard import MAX_HEALTH_STREAMS
 from workplace_env.sessions import SessionConfig
-from workplace_env.terminal import path_problem
+from workplace_env.terminal import blank_problem, path_problem
 from workplace_env_client import tls_credentials
 
 ENV_PREFIX = "WORKPLACE_ENV_"
@@ -418,26 +418,41 @@ def origin(name: str, kind: str, config_file: str | Path | None = None) -> str:
     return f"file {config_file}" if kind == "file" else kind
 
 
-def _coerce(name: str, value: Any, source: str) -> Any:
-    """``value`` as the type of setting ``name`` (strings from env/flags are parsed)."""
-    kind = str(_FIELDS[name].type)
+#: How a user takes back a value, by where it came from (:func:`origin`'s ``kind``).
+_TAKE_BACK = {"flag": "omit the flag", "env": "unset it", "file": "remove the line"}
+
+
+def take_back(kind: str) -> str:
+    """How to take back a value given as ``kind`` ("flag", "env", "file"): ``omit the flag``,
+    ``unset it``, ``remove the line``; any other kind: ``leave it out``."""
+    return _TAKE_BACK.get(kind, "leave it out")
+
+
+def _coerce(name: str, value: Any, kind: str, config_file: str | Path | None = None) -> Any:
+    """``value`` of setting ``name`` given as ``kind`` (:func:`origin`'s) as the setting's type
+    (strings from env/flags are parsed). Raises ConfigError naming the setting and its source,
+    and for a value with nothing in it, how to take it back there."""
+    source = origin(name, kind, config_file)
+    field_type = str(_FIELDS[name].type)
+    default = _FIELDS[name].default
+    instead = "" if default is None else f" for the default {default!r}"
     if value is None:
-        if "None" in kind:
+        if "None" in field_type:
             return None
-        raise ConfigError(f"{name} (from {source}) cannot be empty")
-    if isinstance(value, str) and not value.strip() and not SPECS[name].may_be_empty:
+        raise ConfigError(f"{name} (from {source}) cannot be empty: {take_back(kind)}{instead}")
+    blank = blank_problem(value) if isinstance(value, str) else None
+    if blank and not SPECS[name].may_be_empty:
         # a blank secret or path would show as set and act as unset (or as nothing): refused
-        default = _FIELDS[name].default
-        unset = "" if default is None else f" for the default {default!r}"
-        raise ConfigError(f"{name} (from {source}): empty value; give one, or unset it{unset}")
+        fix = f"give one, or {take_back(kind)}{instead}"
+        raise ConfigError(f"{name} (from {source}): {blank}; {fix}")
     try:
-        if kind.startswith("int"):
+        if field_type.startswith("int"):
             # an integer spelled as one, from every source alike: 3.0 and 1e3 are refused
             # whether a file's float, an env string or a flag (typer refuses them too)
             if isinstance(value, bool | float):
                 raise ValueError("not an integer")
             return int(value)
-        if kind.startswith("bool"):
+        if field_type.startswith("bool"):
             if isinstance(value, bool):
                 return value
             text = str(value).strip().lower()
@@ -446,14 +461,14 @@ def _coerce(name: str, value: Any, source: str) -> Any:
             if text in ("0", "false", "no", "off", ""):
                 return False
             raise ValueError("not a boolean")
-        if kind.startswith("float"):
+        if field_type.startswith("float"):
             if isinstance(value, bool):
                 raise ValueError("a boolean is not a number")
             number = float(value)
     except (TypeError, ValueError) as exc:
-        expected = _EXPECTED[kind.split()[0]]
+        expected = _EXPECTED[field_type.split()[0]]
         raise ConfigError(f"{name} (from {source}): {value!r} is not {expected}") from exc
-    if kind.startswith("float"):
+    if field_type.startswith("float"):
         if not math.isfinite(number):  # NaN passes every range check; inf never elapses
             raise ConfigError(f"{name} (from {source}): {value!r} is not a finite number")
         return number
@@ -542,18 +557,18 @@ def load_settings(
     sources = {name: "default" for name in _FIELDS}
     if config_file is not None:
         for name, value in read_file(config_file, argument).items():
-            values[name] = _coerce(name, value, origin(name, "file", config_file))
+            values[name] = _coerce(name, value, "file", config_file)
             sources[name] = "file"
     for name in _FIELDS:
         raw = environ.get(f"{ENV_PREFIX}{name.upper()}")
         if raw is not None:
-            values[name], sources[name] = _coerce(name, raw, origin(name, "env")), "env"
+            values[name], sources[name] = _coerce(name, raw, "env"), "env"
     for name, value in (flags or {}).items():
         if value is not None:
-            values[name], sources[name] = _coerce(name, value, origin(name, "flag")), "flag"
+            values[name], sources[name] = _coerce(name, value, "flag"), "flag"
     settings = Settings(**values)
     origins = {name: origin(name, kind, config_file) for name, kind in sources.items()}
-    _check_ranges(settings, origins)
+    _check_ranges(settings, origins, sources)
     # TLS with http_address is fine: the co-hosted gateway calls the servicer in-process.
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise ConfigError("tls_cert and tls_key (--tls-cert, --tls-key) must be given together")
@@ -685,12 +700,13 @@ GATEWAY_ROUTES = (
 MIN_ADMIN_TOKEN_CHARS = 16
 
 
-def admin_token_problem(token: str) -> str | None:
+def admin_token_problem(token: str, instead: str) -> str | None:
     """Why ``token`` cannot be an admin token, or None: it must be non-blank printable ASCII
     (what gRPC metadata and HTTP headers carry) without whitespace at either end (which
-    metadata drops, so such a token would be blank, or never match)."""
-    if not token.strip():
-        return "is blank: give a token (e.g. openssl rand -hex 32), or unset it (admin off)"
+    metadata drops, so such a token would be blank, or never match). ``instead``: how the
+    caller's user takes the value back (:func:`take_back`'s words), shown for a blank one."""
+    if blank := blank_problem(token):
+        return f"is a {blank}: give a token (e.g. openssl rand -hex 32), or {instead}"
     if token != token.strip():
         return "begins or ends with whitespace, which the authorization header cannot carry"
     if not all(" " <= c <= "~" for c in token):
@@ -743,9 +759,12 @@ def range_problem(name: str, value: float) -> str | None:
     return None
 
 
-def _check_ranges(settings: Settings, origins: Mapping[str, str]) -> None:
+def _check_ranges(
+    settings: Settings, origins: Mapping[str, str], sources: Mapping[str, str]
+) -> None:
     """Raise ConfigError naming the first setting outside its range and where it came from
-    (``origins``: :func:`origin` of each setting)."""
+    (``origins``: :func:`origin` of each setting; ``sources``: its kind, as
+    :func:`load_settings` returns them)."""
     for name in RANGES:
         problem = range_problem(name, getattr(settings, name))
         if problem is not None:
@@ -768,7 +787,7 @@ def _check_ranges(settings: Settings, origins: Mapping[str, str]) -> None:
         )
     token = settings.admin_token
     if token is not None:
-        problem = admin_token_problem(token)
+        problem = admin_token_problem(token, take_back(sources["admin_token"]))
         if problem:
             raise ConfigError(f"admin_token (from {origins['admin_token']}) {problem}")
     route = mcp_path_collision(mcp_path)

@@ -58,7 +58,7 @@ def run_demo(count: int, seed: int, concurrency: int, data_dir: Path | None = No
     print_demo(results, f"{len(tasks)} generated tasks through the gRPC API")
     errors = [m for by in results.values() for s in by.values() for m in s.mismatches]
     for m in errors[:10]:
-        console.print(f"[yellow]{plain(m.kind)}[/yellow] {plain(m.case_id)}: {plain(m.detail)}")
+        console.print(f"[yellow]{plain(m.kind)}[/yellow] {plain(m.case_id)}: {plain(m.text())}")
     console.print(f"done in {time.perf_counter() - started:.1f} s")
     if stop():
         left = sum(s.not_started for by in results.values() for s in by.values())

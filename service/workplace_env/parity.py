@@ -96,7 +96,8 @@ def state_mismatches(
     expected: Mapping[str, Mapping[str, Any]], actual: Mapping[str, tuple[int, str]]
 ) -> list[str]:
     """The tables of ``expected`` (``{key: {"rows", "sha256"}}``) that ``actual`` does not match,
-    each as ``"<key>: rows R (expected E)"`` or ``"<key>: sha256 differs"`` (rows equal)."""
+    each as ``"<key>: rows R (expected E)"`` or ``"<key>: sha256 S (expected E)"`` (rows equal;
+    digests shortened to their first 12 hex digits)."""
     out = []
     for key, want in expected.items():
         got = actual.get(key)
@@ -105,5 +106,5 @@ def state_mismatches(
         elif got[0] != want.get("rows"):
             out.append(f"{key}: rows {got[0]} (expected {want.get('rows')})")
         elif got[1] != want.get("sha256"):
-            out.append(f"{key}: sha256 differs")
+            out.append(f"{key}: sha256 {got[1][:12]} (expected {str(want.get('sha256'))[:12]})")
     return out

@@ -81,17 +81,25 @@ class CommandError(Exception):
 PathKind = Literal["file", "directory", "any"]
 
 
+def blank_problem(text: str) -> str | None:
+    """``empty value`` for "", ``blank value`` for whitespace only (spaces, tabs, newlines),
+    else None: how every refusal of a value with nothing in it words it."""
+    if text == "":
+        return "empty value"
+    return None if text.strip() else "blank value"
+
+
 def path_problem(value: str | Path, kind: PathKind, *, output: bool = False) -> str | None:
     """What keeps ``value`` from being the ``kind`` a command reads (``output``: writes, in a
-    directory that exists), or None: ``empty value``, ``no such file or directory``, ``no such
-    directory`` (an output's parent, with the ``mkdir -p`` that makes it), ``not a directory``
-    (also a file where a parent should be), ``a directory, not a file``, ``permission
-    denied``, ``cannot create a file in`` (a file system that takes no new file, such as
-    ``/proc``, with the error of the create tried), ``cannot write`` (a file that takes no write),
-    ``cannot stat`` (a name too long, ...), a NUL byte."""
+    directory that exists), or None: :func:`blank_problem`'s words, ``no such file or
+    directory``, ``no such directory`` (an output's parent, with the ``mkdir -p`` that makes
+    it), ``not a directory`` (also a file where a parent should be), ``a directory, not a
+    file``, ``permission denied``, ``cannot create a file in`` (a file system that takes no
+    new file, such as ``/proc``, with the error of the create tried), ``cannot write`` (a file
+    that takes no write), ``cannot stat`` (a name too long, ...), a NUL byte."""
     text = os.fspath(value)
-    if not text.strip():
-        return "empty value"
+    if blank := blank_problem(text):
+        return blank
     if "\0" in text:
         return f"a NUL byte in the path: {text!r}"
     path = Path(text).expanduser()

@@ -773,8 +773,11 @@ def test_a_blank_text_setting_is_refused_from_every_source(tmp_path, name, sourc
         "env": f"WORKPLACE_ENV_{name.upper()}",
         "file": f"file {path}",
     }
-    assert f"{name} (from {where[source]}): empty value" in str(err.value)
-    assert "unset it" in str(err.value)
+    said = str(err.value)
+    assert f"{name} (from {where[source]}): {'empty' if blank == '' else 'blank'} value" in said
+    # the way back is the one of the source the value came from, and only that one
+    ways = {"flag": "omit the flag", "env": "unset it", "file": "remove the line"}
+    assert [way for way in ways.values() if way in said] == [ways[source]], said
 
 
 def test_an_empty_mcp_path_is_a_value_turning_mcp_off():
@@ -789,7 +792,8 @@ def test_checkpoint_refuses_a_blank_token_flag(tmp_path, command):
         app, ["checkpoint", command, str(tmp_path), "--token", ""], env={"COLUMNS": "200"}
     )
     assert result.exit_code == 2, result.output
-    assert "'--token'" in result.output and "unset it" in result.output
+    assert "'--token'" in result.output and "omit the flag" in result.output
+    assert "unset it" not in result.output
 
 
 def test_config_refuses_an_empty_cookie_secret_naming_its_variable():
@@ -804,9 +808,9 @@ def test_config_refuses_an_empty_cookie_secret_naming_its_variable():
 @pytest.mark.parametrize(
     ("token", "needle"),
     [
-        (" ", "empty value"),
+        (" ", "blank value"),
         ("", "empty value"),
-        ("\t\n", "empty value"),
+        ("\t\n", "blank value"),
         (" padded-admin-token-0123", "whitespace"),
         ("padded-admin-token-0123 ", "whitespace"),
         ("tök-admin-token-0123456", "printable ASCII"),
@@ -831,7 +835,7 @@ def test_an_admin_token_that_cannot_be_sent_is_refused_from_every_source(
 def test_a_blank_admin_token_in_code_is_refused_by_the_guard():
     from workplace_env.server.admin import AdminToken
 
-    with pytest.raises(ValueError, match="blank"):
+    with pytest.raises(ValueError, match=r"blank value.* pass None"):
         AdminToken("   ")
 
 

@@ -18,7 +18,13 @@ from workplace_env.config import Settings
 from workplace_env.interrupts import StopRequest
 from workplace_env.jsonl import read_jsonl
 from workplace_env.run.report import print_summary
-from workplace_env.run.scripted import FAILURE_KINDS, admin_refusal, run_lines
+from workplace_env.run.scripted import (
+    FAILURE_KINDS,
+    SHOWN_VALUE_BYTES,
+    Mismatch,
+    admin_refusal,
+    run_lines,
+)
 from workplace_env.taskgen import generate_tasks
 from workplace_env_client import (
     CapacityError,
@@ -525,3 +531,24 @@ def test_an_unavailable_episode_with_a_server_that_answers_goes_on(sdk):
     assert not stop() and stop.exit_status == 0
     assert (summary.played_episodes, summary.failed["server_unavailable"]) == (2, 1)
     assert summary.not_started == 0
+
+
+@pytest.mark.parametrize(
+    ("mismatch", "shown"),
+    [
+        (Mismatch("c", "reward", "reward differs", 1.0, 0.0), "recorded 1.0, replayed 0.0"),
+        (Mismatch("c", "output", "call 0 f", '"a"', '"b"'), 'call 0 f: recorded "a", replayed "b"'),
+        (
+            Mismatch("c", "output", "call 0 f: refused", "[]", None),
+            "call 0 f: refused: recorded []",
+        ),
+        (Mismatch("c", "state", "t: rows 2 (expected 1)"), "t: rows 2 (expected 1)"),
+    ],
+)
+def test_a_mismatch_line_shows_the_recorded_and_the_replayed_value(mismatch, shown):
+    assert mismatch.text().endswith(shown)
+
+
+def test_a_mismatch_line_clips_a_long_value():
+    said = Mismatch("c", "output", "call 0 f", "x" * 10_000, "y").text()
+    assert len(said) < 2 * SHOWN_VALUE_BYTES and said.endswith("replayed y")

@@ -362,7 +362,8 @@ MCP_REFUSED = [
     ("POST", MCP_HEADERS, b"\xff\xfe{", 400, -32700),
     ("POST", MCP_HEADERS, b"{not json", 400, -32700),
     ("POST", MCP_HEADERS, b"x" * (4 * 1024 * 1024 + 1), 413, -32700),
-    ("POST", MCP_HEADERS, b'{"jsonrpc": "2.0"}', 400, -32602),
+    ("POST", MCP_HEADERS, b'{"jsonrpc": "2.0"}', 400, -32600),
+    ("POST", MCP_HEADERS, b"[1]", 400, -32600),
     ("POST", {**MCP_HEADERS, "accept": "text/html"}, PING, 406, -32600),
     ("POST", {**MCP_HEADERS, "content-type": "text/plain"}, PING, 415, -32600),
     ("POST", {"accept": "application/json"}, PING, 415, -32600),
@@ -389,6 +390,33 @@ def test_every_mcp_refusal_names_its_registry_reason(
     _assert_registry_refusal(response, status, code)
     if status == 405:
         assert response.headers["allow"] == "POST"
+    assert sent_count(http) == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        (b"[1]", "array"),
+        (b"[" + PING + b"]", "array"),
+        (b"1", "a number"),
+        (b"null", "null"),
+        (b'"ping"', "a string"),
+        (b'{"jsonrpc": "1.0", "id": 1, "method": "ping"}', "jsonrpc"),
+        (b'{"jsonrpc": "2.0", "id": [1], "method": 5}', "id"),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": 5}', "method"),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": [1]}', "params"),
+        (b'{"jsonrpc": "2.0", "id": 1}', "neither a request"),
+        (b'{"jsonrpc": "2.0", "result": {}}', "a response needs an id"),
+    ],
+)
+def test_json_that_is_no_jsonrpc_message_is_an_invalid_request_naming_why(agent, body, named):
+    http, token = agent
+    headers = {**MCP_HEADERS, TOKEN_HEADER: token}
+    response = http.post("/mcp", content=body, headers=headers)
+    _assert_registry_refusal(response, 400, -32600)
+    message = response.json()["error"]["message"]
+    assert message.startswith("Invalid Request: ") and named in message, message
+    assert "validation error" not in message.lower() and "pydantic" not in message, message
     assert sent_count(http) == 0
 
 

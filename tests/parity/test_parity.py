@@ -91,7 +91,7 @@ def test_state_mismatches_name_each_table_that_differs_and_how():
     actual = {"a": (2, "1" * 64), "b": (4, "2" * 64), "c": (0, "f" * 64), "e": (1, "4" * 64)}
     assert state_mismatches(expected, actual) == [
         "b: rows 4 (expected 3)",
-        "c: sha256 differs",
+        "c: sha256 ffffffffffff (expected 333333333333)",
         "d: missing",
     ]
     assert (

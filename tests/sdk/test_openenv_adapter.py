@@ -239,6 +239,11 @@ def test_closed_sessions_and_bad_tasks_are_refused_leaving_nothing_open(served, 
         factory.create(task=None)
     with pytest.raises(ArgumentError, match=r"task\.ground_truth"):
         factory.create(task={"id": "x", "ground_truth": 5})
+    for own in ({}, {"input": 5}):  # refused before the seed: nothing to close, no warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SessionLeftOpenWarning)
+            with pytest.raises(ArgumentError, match=r"responses_create_params\.input"):
+                factory.create(task={"id": "x", "responses_create_params": own})
     assert nothing_open(served)
     with pytest.raises(ValueError, match="reset"):
         WorkplaceSessionFactory(served.client, [{"name": "reset"}])

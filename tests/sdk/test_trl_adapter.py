@@ -213,15 +213,32 @@ def test_out_of_episode_use_and_bad_rows_are_refused_leaving_nothing_open(served
         env.get_reward()
     with pytest.raises(RuntimeError, match=r"reset\(\*\*row\) first"):
         env.email_delete_email(email_id="00000057")
-    env.reset(**rows[0])
-    with (
-        pytest.raises(ArgumentError, match=r"task\.ground_truth"),
-        pytest.warns(SessionLeftOpenWarning),
-    ):
+    with pytest.raises(ArgumentError, match=r"task\.ground_truth"):
         env.reset(id="x", ground_truth=5)
     assert served.store.live_count() == 0
     with pytest.raises(ValueError, match="reset"):
         trl_environment(served.client, [{"name": "reset"}])
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [({"id": {"x": 1}}, r"task\.id"), ({"ground_truth": 5}, r"task\.ground_truth")],
+    ids=["id_an_object", "ground_truth_a_number"],
+)
+def test_a_refused_reset_keeps_the_open_episode_as_it_was(served, rows, bad, field):
+    env = trl_environment(served.client)()
+    env.reset(**rows[0])
+    opened = env._episode
+    env.email_search_emails(query="budget")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SessionLeftOpenWarning)
+        with pytest.raises(ArgumentError, match=field):
+            env.reset(**dict(rows[0], **bad))
+    assert env._episode is opened and served.store.live_count() == 1
+    assert env.email_delete_email(email_id="nope") == '"Email not found."'  # still usable
+    assert opened.calls[0][0] == "email_search_emails"
+    env.get_reward()
+    assert served.store.live_count() == 0
 
 
 @pytest.mark.parametrize("body_raises", [False, True])

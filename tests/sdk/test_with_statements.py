@@ -38,6 +38,7 @@ def test_an_async_object_used_with_with_says_to_write_async_with(what):
             assert "is asynchronous" in said and "async with " in said
             usage = "AsyncEnvironmentClient(target) as env" if what == "client" else "env.session"
             assert usage in said
+            assert "(EnvironmentClient" in said
         finally:
             await env.close()
 
@@ -47,17 +48,20 @@ def test_an_async_object_used_with_with_says_to_write_async_with(what):
 def test_sync_objects_used_with_async_with_say_to_write_with():
     env = EnvironmentClient(NOWHERE)
     environment = type("Slot", (WorkplaceEnvironment,), {"client": env})()
+    # usage -> (manager, whether an asyncio counterpart exists to point at)
     managers = {
-        "EnvironmentClient(target) as env": env,
-        "with env.session(task) as s": env.session(ROW),
-        "AdminClient(target, token=...) as admin": AdminClient(NOWHERE),
-        "WorkplaceEnvironment(...) as environment": environment,
+        "EnvironmentClient(target) as env": (env, True),
+        "with env.session(task) as s": (env.session(ROW), True),
+        "AdminClient(target, token=...) as admin": (AdminClient(NOWHERE), False),
+        "WorkplaceEnvironment(...) as environment": (environment, False),
     }
     try:
-        for usage, manager in managers.items():
+        for usage, (manager, has_async_form) in managers.items():
             with pytest.raises(TypeError) as refused:
                 asyncio.run(_enter_async(manager))
             said = str(refused.value)
             assert "is synchronous" in said and usage in said and "not `async with`" in said
+            assert ("(AsyncEnvironmentClient" in said) is has_async_form, said
+            assert ("no asyncio" in said) is not has_async_form, said
     finally:
         env.close()

@@ -15,8 +15,10 @@
 * Rejections are JSON-RPC errors and never reach a session: no or invalid token
   (:data:`TOKEN_REQUIRED`), a session the service does not hold (the registry's
   ``JSONRPC_SESSION_LOST``, data ``{"failure_kind": "session_lost", "reason": ...}``), other
-  service errors (``JSONRPC_SERVICE_ERROR``); a malformed envelope gets the SDK's own
-  parse/invalid-request errors (-32700, -32600), a body over the SDK's limit
+  service errors (``JSONRPC_SERVICE_ERROR``); a body that is not JSON gets -32700, JSON that
+  is no JSON-RPC message (an array, ``jsonrpc`` not "2.0", a response without its ``id``)
+  -32600 "Invalid Request" naming what is wrong (HTTP 400, checked here: the SDK would answer
+  -32602 with its validator's dump), a body over the SDK's limit
   (``max_request_body_size``, 4 MiB) HTTP 413 with -32700 before it is read; every answer
   that is not HTTP 2xx (ours and the SDK's: 400, 405, 406, 413, 415, 503) names its registry
   reason in the error's ``data`` (``{"reason": ...}``, :data:`MCP_REFUSALS`; a Content-Type
@@ -111,6 +113,48 @@ def _envelope_problem(body: bytes) -> tuple[str | None, Any]:
         return None, wire.loads(text)
     except wire.JsonRefused as exc:
         return (f"body{exc.path}: {exc.why}" if exc.path else f"the body is {exc.why}"), None
+
+
+#: What each JSON type is called when a body holds it instead of a message object.
+_JSON_KINDS = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+}
+
+
+def _message_problem(message: Any) -> str | None:
+    """Why parsed JSON ``message`` is no JSON-RPC message the MCP SDK takes, in words naming
+    the field (None: it is one): an array (a batch; one message per POST), another non-object,
+    ``jsonrpc`` not "2.0", a ``method`` or ``id`` of the wrong type, an object that is neither a
+    request or notification (``method``) nor a response (``id`` with ``result`` or
+    ``error``)."""
+    try:
+        types.JSONRPCMessage.model_validate(message)
+        return None
+    except ValidationError:
+        pass
+    if isinstance(message, list):
+        return "the body is an array (a JSON-RPC batch): send one message object per POST"
+    if not isinstance(message, dict):
+        kind = "null" if message is None else _JSON_KINDS.get(type(message), "not an object")
+        return f"the body is {kind}, not a JSON-RPC message object"
+    if message.get("jsonrpc") != "2.0":
+        return f'jsonrpc must be "2.0", got {json.dumps(message.get("jsonrpc"))}'
+    request_id = message.get("id")
+    if "id" in message and (isinstance(request_id, bool) or not isinstance(request_id, int | str)):
+        return f"id must be a string or an integer, got {json.dumps(request_id)}"
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return f"method must be a string, got {json.dumps(message['method'])}"
+        if "params" in message and not isinstance(message["params"], dict):
+            return f"params must be an object, got {json.dumps(message['params'])[:80]}"
+        return "the request's fields do not make a JSON-RPC request or notification"
+    if "result" in message or "error" in message:
+        return "a response needs an id and exactly one of result (an object) or error"
+    return "neither a request (no method) nor a response (no result or error)"
 
 
 #: The MCP request types a client may send, by method.
@@ -339,6 +383,12 @@ class McpGateway:
             problem, message = _envelope_problem(bytes(body))
         if problem is not None:
             await _parse_error(problem)(scope, receive, send)
+            return
+        problem = _message_problem(message)
+        if problem is not None:
+            await _refusal(400, INVALID_REQUEST, f"Invalid Request: {problem}")(
+                scope, receive, send
+            )
             return
         refusal = _request_problem(message, self.methods)
         if refusal is not None:

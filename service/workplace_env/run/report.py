@@ -66,7 +66,7 @@ def print_summary(summary: RunSummary, title: str) -> None:
             Terminal().print(f"[red]episodes failed ({FAILURE_KINDS[kind]})[/red] {count}")
     for m in summary.mismatches[:10]:
         label = "failed" if m.kind in FAILURE_KINDS else "mismatch"
-        Terminal().print(f"[yellow]{label}[/yellow] {plain(f'{m.case_id} {m.kind}: {m.detail}')}")
+        Terminal().print(f"[yellow]{label}[/yellow] {plain(f'{m.case_id} {m.kind}: {m.text()}')}")
 
 
 def side_effect_tables(line: Mapping[str, Any]) -> list[str]:

@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from workplace_env.errors import clip
 from workplace_env.identity import task_violations, tool_name_problem
 from workplace_env.interrupts import StopRequest
 from workplace_env.jsonl import episode_problem
@@ -69,6 +70,8 @@ FAILURE_KINDS = {
     reasons.RUN_ERROR: "error",
 }
 _UNSAFE_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+#: At most this many bytes of each value a mismatch line shows.
+SHOWN_VALUE_BYTES = 120
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,17 @@ class Mismatch:
     detail: str
     expected: Any = None
     actual: Any = None
+
+    def text(self) -> str:
+        """The detail and the values that disagree, as a run's or demo's line shows it:
+        ``reward differs: recorded 1.0, replayed 0.0`` (a value that is None left out; each
+        clipped to :data:`SHOWN_VALUE_BYTES`)."""
+        shown = [
+            f"{side} {clip(value if isinstance(value, str) else repr(value), SHOWN_VALUE_BYTES)}"
+            for side, value in (("recorded", self.expected), ("replayed", self.actual))
+            if value is not None
+        ]
+        return f"{self.detail}: {', '.join(shown)}" if shown else self.detail
 
 
 @dataclass

@@ -48,7 +48,7 @@ from typing import NamedTuple
 from workplace_env.jsonl import episode_problem, jsonl_objects
 from workplace_env.plurals import counted
 from workplace_env.sandbox.tables import COLUMNS, CSV_FILES
-from workplace_env.terminal import CommandError, checked_path, path_problem
+from workplace_env.terminal import CommandError, blank_problem, checked_path, path_problem
 
 #: The source ``data fetch`` uses when none is given.
 NEMO_GYM = "nemo-gym"
@@ -222,8 +222,8 @@ def fetch_data(source: str | None, dest: Path | None, log: Log, argument: str = 
     """
     if source is None and SOURCE_ENV in os.environ:
         source, argument = os.environ[SOURCE_ENV], f"${SOURCE_ENV}"
-    if source is not None and not source.strip():
-        raise CommandError(f"{argument}: empty value", f"(the default is {NEMO_GYM})")
+    if source is not None and (blank := blank_problem(source)):
+        raise CommandError(f"{argument}: {blank}", f"(the default is {NEMO_GYM})")
     source = NEMO_GYM if source is None else source
     dest = _data_cache() if dest is None else dest
     checked_path(dest, "--to", "directory", output=True)

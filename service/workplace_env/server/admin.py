@@ -221,8 +221,8 @@ class AdminToken:
     """
 
     def __init__(self, token: str | None, open_admin: bool = False) -> None:
-        if token and admin_token_problem(token):  # "" or None: off
-            raise ValueError(f"admin token {admin_token_problem(token)}")
+        if token and (problem := admin_token_problem(token, "pass None (admin off)")):
+            raise ValueError(f"admin token {problem}")  # "" or None: off
         self._token = token.encode() if token else None
         self._open = open_admin and not token
 
