@@ -48,7 +48,7 @@ from workplace_env.command_errors import COMMAND_WORDS, RUN_WORDS, server_errors
 from workplace_env.config import SPECS, Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
 from workplace_env.plurals import counted
-from workplace_env.run.rollout_files import read_finished, read_rollouts
+from workplace_env.run.rollout_files import NotRolloutsFile, read_finished, read_rollouts
 from workplace_env.run.sandbox_check import foreign_lines
 from workplace_env.sandbox.generate import person_first_names
 from workplace_env.sandbox.load import load_sandbox
@@ -1475,14 +1475,20 @@ def test_a_data_dir_csv_that_is_not_utf8_is_named_without_a_traceback(tmp_path, 
     assert f"{CSV_FILES[EMAILS]} is not UTF-8 text" in " ".join(result.output.split())
 
 
-def test_a_rollouts_file_with_a_line_that_is_not_utf8_is_read_past_it(tmp_path):
-    """``run --policy model --out`` resumes from its output file: a line that is not UTF-8
-    (damaged) is skipped like a line cut short by a crash, not a traceback."""
+def test_a_rollouts_file_with_a_damaged_line_is_refused_but_a_torn_last_line_is_read_past(
+    tmp_path,
+):
+    """``run --policy model --out`` resumes from its output file: a last line cut short by a
+    crash (no closing newline) is skipped, but a damaged line before it (not UTF-8) refuses
+    the file rather than being dropped, and raises no traceback."""
     out = tmp_path / "rollouts.jsonl"
     line = {"id": "t", "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}
-    out.write_bytes(json.dumps(line).encode() + b"\n" + NOT_UTF8 + b"\n\n")
+    out.write_bytes(json.dumps(line).encode() + b"\n\n" + NOT_UTF8)
     assert read_finished(out) == [line]
     assert read_rollouts(out) == [line]
+    out.write_bytes(json.dumps(line).encode() + b"\n" + NOT_UTF8 + b"\n\n")
+    with pytest.raises(NotRolloutsFile, match="non-blank line 2 is not JSON"):
+        read_finished(out)
 
 
 GOOD_LINE = json.dumps({"id": "good", "ground_truth": []}).encode() + b"\n"

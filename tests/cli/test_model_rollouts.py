@@ -1103,6 +1103,45 @@ def test_cli_resumes_an_identical_plan_after_an_interrupted_run(server, tmp_path
     assert all(line["reward"] == 1.0 for line in read_rollouts(out))
 
 
+_SUMMARY_JSON = json.dumps({"episodes": 3, "mismatches": [], "sandbox": None}, indent=2) + "\n"
+_A_ROLLOUT = json.dumps({"id": "x", "_ng_task_index": 0, "_ng_rollout_index": 0}) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (_SUMMARY_JSON, "non-blank line 1 is not JSON"),
+        ("my notes\n", "non-blank line 1 is not JSON"),
+        ("my notes", "holds no rollout line"),
+        (_A_ROLLOUT + "my notes\n" + _A_ROLLOUT, "non-blank line 2 is not JSON"),
+        ('{"id": "task", "prompt": "p"}\n', "line 1 is no integer _ng_task_index"),
+        ("[1, 2]\n", "line 1 is not a JSON object"),
+    ],
+    ids=["summary_json", "notes", "notes_unterminated", "middle_line", "task_row", "list"],
+)
+def test_cli_refuses_an_out_that_is_no_rollouts_file_and_keeps_it(server, tmp_path, content, said):
+    """An --out holding anything but rollout lines (a --json-out summary, notes, a task file, a
+    damaged line before the last) is refused (exit 2) naming the file and --overwrite, and is
+    left byte for byte; only a last line cut short by a crash is read past."""
+    rows = _nochange_rows(server, 1)
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "s.json"
+    out.write_text(content)
+    with StandInModel({rows[0]["prompt"]: [Text("Nothing to change.")]}) as standin:
+        refused = _run_model(tasks_file, standin, server, out)
+        said_all = " ".join(refused.output.split())
+        assert refused.exit_code == 2, refused.output
+        assert f"{out} is not a rollouts file" in said_all and said in said_all, said_all
+        assert "--overwrite" in said_all
+        assert out.read_text() == content
+        assert not materialized_inputs_path(out).exists()
+        assert all(not s.requests for s in standin.scripts.values())
+        replaced = _run_model(tasks_file, standin, server, out, "--overwrite")
+        assert replaced.exit_code == 0, replaced.output
+    _assert_one_plan(out)
+
+
 def test_cli_refuses_an_out_another_run_holds_naming_the_file_and_its_pid(server, tmp_path):
     """Two runs into one --out appended the same episodes twice. While another run holds the
     --out (its lock file), a run into it is refused at once (exit 2) naming the file and the

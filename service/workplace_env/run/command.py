@@ -43,6 +43,7 @@ from workplace_env.run.report import (
     write_summary,
 )
 from workplace_env.run.rollout_files import (
+    NotRolloutsFile,
     is_finished,
     lock_path,
     materialized_inputs_path,
@@ -326,8 +327,9 @@ def run_model_policy(
     Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package,
     ``data_dir`` with ``target``, an unwritable output, an ``out`` another run is writing
     (:func:`~workplace_env.run.rollout_files.only_run_into`, naming its pid), or an ``out``
-    holding rollouts of another plan without ``options.overwrite``
-    (:class:`~workplace_env.run.plan.PlanMismatch`, before any episode is played); the
+    holding rollouts of another plan or no rollouts at all without ``options.overwrite``
+    (:class:`~workplace_env.run.plan.PlanMismatch`,
+    :class:`~workplace_env.run.rollout_files.NotRolloutsFile`, before any episode is played); the
     model's or endpoint's failures are masked episodes, never an error of the run.
     """
     if not options.base_url and model_client is None:
@@ -417,7 +419,7 @@ def _collect_and_report(
                 on_done=lambda _line: advance[0](),
                 stop=stop,
             )
-        except PlanMismatch as exc:
+        except (PlanMismatch, NotRolloutsFile) as exc:
             raise CommandError(str(exc)) from exc
         except OSError as exc:
             raise CommandError(f"cannot write {options.out}: {exc}") from exc

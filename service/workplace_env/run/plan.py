@@ -23,7 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from workplace_env.plurals import counted
-from workplace_env.run.rollout_files import json_values, materialized_inputs_path, output_files
+from workplace_env.run.rollout_files import (
+    json_values,
+    materialized_inputs_path,
+    output_files,
+    own_rollout_lines,
+)
 from workplace_env_client import ModelPolicy
 from workplace_env_client.rows import RunPlan
 
@@ -70,7 +75,9 @@ def check_plan(
     """Raise :class:`PlanMismatch` unless every existing line of ``out`` and of its materialized
     inputs belongs to the plan ``inputs``: the inputs file identical line for line, each rollout
     line carrying the digest of the input at its (task, rollout) indices and (when given) the
-    run-level ``plan`` (:func:`run_plan`). The message names what changed."""
+    run-level ``plan`` (:func:`run_plan`). The message names what changed. Raises
+    :class:`~workplace_env.run.rollout_files.NotRolloutsFile` first when ``out`` is no rollouts
+    file."""
     digests = [input_digest(i) for i in inputs]
     changes: dict[str, None] = {}
     want = {
@@ -80,7 +87,7 @@ def check_plan(
     found: list[str] = []
     materialized = materialized_inputs_path(out)
     if materialized.exists():
-        old = json_values(materialized, keep_bad=True)
+        old = json_values(materialized)
         differ = sum(
             1
             for line, digest in zip(old, digests, strict=False)  # the common lines
@@ -95,13 +102,12 @@ def check_plan(
         elif differ:
             found.append(f"{differ} of the {len(old)} lines of {materialized.name} differ")
     if out.exists():
-        lines = json_values(out, keep_bad=False)
+        lines = own_rollout_lines(out)
         differ = sum(
             1
             for line in lines
-            if not isinstance(line, dict)
             # the plan first: every line's changes are named
-            or (plan is not None and bool(_note_changes(line, plan, changes)))
+            if (plan is not None and bool(_note_changes(line, plan, changes)))
             or want.get((line.get("_ng_task_index"), line.get("_ng_rollout_index")))
             != _line_digest(line)
             or _line_digest(line) is None
