@@ -47,6 +47,7 @@ from workplace_env.cli import app
 from workplace_env.command_errors import COMMAND_WORDS, RUN_WORDS, server_errors
 from workplace_env.config import SPECS, Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
+from workplace_env.locks import lock_file_of, only_writer
 from workplace_env.plurals import counted
 from workplace_env.run.rollout_files import NotRolloutsFile, read_finished, read_rollouts
 from workplace_env.run.sandbox_check import foreign_lines
@@ -539,6 +540,26 @@ def test_an_output_in_a_missing_directory_is_refused_before_any_work_saying_how_
     assert f"Invalid value for '{option}'" in said
     assert f"no such directory: {missing}; make it first: mkdir -p {missing}" in said
     assert not (tmp_path / "no").exists()  # nothing made
+
+
+@pytest.mark.parametrize(("args", "option"), OUTPUT_OPTIONS[:3], ids=lambda v: str(v[:2]))
+def test_an_output_file_another_command_is_writing_is_refused_naming_it_and_its_pid(
+    tasks_file, tmp_path, args, option
+):
+    """Two commands writing one file at once both said they wrote it while it held one's lines:
+    while another command holds the file's lock, the command is refused at once (exit 2)
+    naming the file and the holder's pid, and writes nothing; once it ends, the command runs."""
+    out = tmp_path / "race.jsonl"
+    typed = [{"TASKS": str(tasks_file), "OUT": str(out)}.get(a, a) for a in args]
+    with only_writer(lock_file_of(out), f"another command is writing {out}"):
+        result = invoke(*typed)
+        said = " ".join(result.output.split())
+        assert result.exit_code == 2, result.output
+        assert f"writing {out} (pid {os.getpid()})" in said, said
+        assert not out.exists()
+    if args[0] == "generate-tasks":
+        assert invoke(*typed).exit_code == 0
+        assert len(out.read_text().splitlines()) == 1
 
 
 @pytest.mark.parametrize(("args", "option"), OUTPUT_OPTIONS, ids=lambda v: str(v[:2]))

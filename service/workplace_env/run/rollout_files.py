@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from workplace_env.locks import only_writer
+from workplace_env.locks import lock_file_of, only_writer
 from workplace_env_client import checks
 from workplace_env_client.rollouts import MASK_KINDS
 
@@ -47,8 +47,10 @@ def summary_path(out: Path) -> Path:
 
 
 def lock_path(out: Path) -> Path:
-    """The lock file of a collection into ``out``: ``rollouts.jsonl`` -> ``rollouts.jsonl.lock``."""
-    return out.with_name(out.name + ".lock")
+    """The lock file of a collection into ``out``: ``rollouts.jsonl`` -> ``rollouts.jsonl.lock``
+    (:func:`~workplace_env.locks.lock_file_of`, so a run and any command writing ``out`` exclude
+    each other)."""
+    return lock_file_of(out)
 
 
 def output_files(out: Path) -> list[Path]:
