@@ -876,7 +876,7 @@ def test_cli_refuses_a_row_the_seed_would_refuse_before_any_episode(server, tmp_
         assert standin.scripts[good["prompt"]].requests == []
     assert result.exit_code == 2, result.output
     said = " ".join(result.output.split())
-    assert "1 of the 2 lines are no episode; nothing was played: line 2:" in said
+    assert "1 of the 2 lines is no episode; nothing was played: line 2:" in said
     assert "environment_name" in said
     assert not out.exists() or read_rollouts(out) == []
 
@@ -1221,7 +1221,7 @@ def test_a_rollout_line_without_its_input_digest_is_another_plan(tmp_path):
     out = tmp_path / "rollouts.jsonl"
     line = {**item, "reward": 1.0, "mask_sample": False, "workplace_env": {}}
     out.write_text(json.dumps(line) + "\n")
-    with pytest.raises(PlanMismatch, match=r"1 of the 1 lines of rollouts\.jsonl"):
+    with pytest.raises(PlanMismatch, match=r"1 of the 1 line differs in rollouts\.jsonl"):
         check_plan(out, [item])
     line["workplace_env"]["input_sha256"] = input_digest(item)
     out.write_text(json.dumps(line) + "\n")
@@ -1262,7 +1262,7 @@ def test_a_changed_task_is_named_as_lines_that_differ_in_the_outs_directory(tmp_
     with pytest.raises(PlanMismatch) as refused:
         check_plan(out, [*items[:2], {**items[2], "prompt": "edited"}])
     said = str(refused.value)
-    assert "1 of the 3 lines of m1_materialized_inputs.jsonl differ;" in said
+    assert "1 of the 3 lines differs in m1_materialized_inputs.jsonl;" in said
     assert "this run has" not in said
     assert f"this --out's files in {tmp_path}/ (m1.jsonl, " in said
 
@@ -1900,7 +1900,8 @@ def test_a_model_runs_rollouts_replayed_by_the_recorded_policy_reproduce_their_r
     said = " ".join(replay.output.split())
     assert replay.exit_code == 0, replay.output
     assert "no recorded calls" not in said
-    assert f"{masked} of the 4 lines are masked rollouts" in said
+    agreed = "lines is a masked rollout" if masked == 1 else "lines are masked rollouts"
+    assert f"{masked} of the 4 {agreed}" in said
     document = json.loads(totals.read_text())
     assert (document["played_episodes"], document["reward_mismatches"]) == (4, 0)
     assert document["mismatches"] == []

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from workplace_env.plurals import counted
+from workplace_env.plurals import counted, some_of
 from workplace_env.run.rollout_files import (
     json_values,
     materialized_inputs_path,
@@ -93,14 +93,17 @@ def check_plan(
             for line, digest in zip(old, digests, strict=False)  # the common lines
             if not isinstance(line, dict) or input_digest(line) != digest
         )
+        common = min(len(old), len(digests))
         if len(old) != len(digests):
             found.append(
                 f"{materialized.name} records {counted(len(old), 'line')}, this run has"
-                f" {counted(len(digests), 'episode')} ({differ} of the"
-                f" {min(len(old), len(digests))} common lines differ)"
+                f" {counted(len(digests), 'episode')} ("
+                f"{some_of(differ, common, 'common line', 'differs', 'differ')})"
             )
         elif differ:
-            found.append(f"{differ} of the {len(old)} lines of {materialized.name} differ")
+            found.append(
+                f"{some_of(differ, len(old), 'line', 'differs', 'differ')} in {materialized.name}"
+            )
     if out.exists():
         lines = own_rollout_lines(out)
         differ = sum(
@@ -113,7 +116,9 @@ def check_plan(
             or _line_digest(line) is None
         )
         if differ:
-            found.append(f"{differ} of the {len(lines)} lines of {out.name} differ")
+            found.append(
+                f"{some_of(differ, len(lines), 'line', 'differs', 'differ')} in {out.name}"
+            )
     if found:
         changed = f" (changed: {'; '.join(list(changes)[:6])})" if changes else ""
         where = "./" if out.parent == Path() else f"{out.parent}/"
