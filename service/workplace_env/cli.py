@@ -25,6 +25,7 @@ Those functions raise :class:`~workplace_env.terminal.CommandError` for what sto
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import logging
 import signal
@@ -81,6 +82,7 @@ from workplace_env.terminal import (
     plain,
     refuse_existing_outputs,
     refuse_output_over_input,
+    writing_alone,
 )
 from workplace_env_client.checks import MAX_SECONDS
 from workplace_env_client.routing import target_problem
@@ -547,14 +549,16 @@ def run(
     _refuse_other_policys_flags(ctx, policy)
     credentials = _credentials(config, flags, "run") if target else None
     out_path = _path(out) or Path(f"{Path(file).stem}_rollouts.jsonl")
-    with _reported(), server_errors("run", target, RUN_WORDS):
+    with _reported(), server_errors("run", target, RUN_WORDS), contextlib.ExitStack() as held:
         refuse_output_over_input(
             run_outputs(out_path) if policy == "model" else _named("--json-out", json_out),
             [("FILE", Path(file)), *_named("--config", config), *_data_dir_files(data_dir)],
             "nothing was played",
         )
         # the model's --out has its own rule: the same plan resumes, another is refused
-        refuse_existing_outputs(_named("--json-out", json_out), overwrite, "nothing was played")
+        json_outs = _named("--json-out", json_out)
+        held.enter_context(writing_alone(json_outs, "nothing was played"))
+        refuse_existing_outputs(json_outs, overwrite, "nothing was played")
         episodes = read_episodes(Path(file))
         lines = episodes.lines
         if policy == "model":
@@ -634,8 +638,9 @@ def generate_tasks_command(
         refuse_output_over_input(
             _named("--out", out), _data_dir_files(data_dir), "no task was generated"
         )
-        refuse_existing_outputs(_named("--out", out), overwrite, "no task was generated")
-        generate_to(data_dir, count, seed, _path(out))
+        with writing_alone(_named("--out", out), "no task was generated"):
+            refuse_existing_outputs(_named("--out", out), overwrite, "no task was generated")
+            generate_to(data_dir, count, seed, _path(out))
 
 
 @app.command()

@@ -33,6 +33,11 @@ def _same_file(fd: int, path: Path) -> bool:
     return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
+def lock_file_of(path: Path) -> Path:
+    """The lock file of an output file: ``out.jsonl`` -> ``out.jsonl.lock`` beside it."""
+    return path.with_name(path.name + ".lock")
+
+
 @contextlib.contextmanager
 def only_writer(path: Path, busy: str) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` while the block runs, never waiting for it.

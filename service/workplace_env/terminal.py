@@ -41,6 +41,7 @@ from rich.segment import Segment
 from rich.table import Table
 from typer.core import TyperGroup
 
+from workplace_env.locks import WriterBusy, lock_file_of, only_writer
 from workplace_env.plurals import counted
 
 
@@ -207,6 +208,33 @@ def refuse_existing_outputs(
                 f"{written} exists ({counted(size, 'byte')}); {nothing_done}. Add --overwrite "
                 "to replace it, or write to another path."
             )
+
+
+@contextlib.contextmanager
+def writing_alone(outputs: Sequence[tuple[str, Path]], nothing_done: str) -> Iterator[None]:
+    """Hold each output file's lock file (:func:`~workplace_env.locks.lock_file_of`) while the
+    block runs, so two commands never write one file at once; device paths (``/dev/stdout``)
+    are streams and take none. ``outputs`` are ``(what, path)`` pairs as for
+    :func:`refuse_existing_outputs`. Raises :class:`CommandError` (exit 2) at once when another
+    command holds one (naming the file and the holder's pid) or its lock file cannot be
+    written."""
+    with contextlib.ExitStack() as held:
+        for written, out_path in outputs:
+            if str(out_path).startswith(("/dev/", "/proc/")):
+                continue
+            lock = lock_file_of(out_path)
+            try:
+                held.enter_context(only_writer(lock, f"another command is writing {out_path}"))
+            except WriterBusy as exc:
+                raise CommandError(
+                    f"{written}: {exc}; {nothing_done}. Wait for it to end, or write to "
+                    "another path."
+                ) from exc
+            except OSError as exc:
+                raise CommandError(
+                    f"{written}: cannot write {lock}: {exc}; {nothing_done}."
+                ) from exc
+        yield
 
 
 def plain(value: object) -> str:

@@ -47,8 +47,10 @@ from workplace_env.cli import app
 from workplace_env.command_errors import COMMAND_WORDS, RUN_WORDS, server_errors
 from workplace_env.config import SPECS, Settings
 from workplace_env.gateway import COOKIE_NAME, CookieCodec
+from workplace_env.locks import lock_file_of, only_writer
 from workplace_env.plurals import counted
-from workplace_env.run.rollout_files import read_finished, read_rollouts
+from workplace_env.run.command import warn_duplicate_ids
+from workplace_env.run.rollout_files import NotRolloutsFile, read_finished, read_rollouts
 from workplace_env.run.sandbox_check import foreign_lines
 from workplace_env.sandbox.generate import person_first_names
 from workplace_env.sandbox.load import load_sandbox
@@ -57,7 +59,7 @@ from workplace_env.server.app import RunningServer, start_server
 from workplace_env.server.servicer import EnvironmentServicer
 from workplace_env.sessions import SessionStore
 from workplace_env.taskgen import generate_tasks
-from workplace_env.terminal import CommandError
+from workplace_env.terminal import CommandError, console
 from workplace_env_client import (
     EnvironmentClient,
     ServerSandbox,
@@ -551,6 +553,26 @@ def test_an_output_in_a_missing_directory_is_refused_before_any_work_saying_how_
     assert f"Invalid value for '{option}'" in said
     assert f"no such directory: {missing}; make it first: mkdir -p {missing}" in said
     assert not (tmp_path / "no").exists()  # nothing made
+
+
+@pytest.mark.parametrize(("args", "option"), OUTPUT_OPTIONS[:3], ids=lambda v: str(v[:2]))
+def test_an_output_file_another_command_is_writing_is_refused_naming_it_and_its_pid(
+    tasks_file, tmp_path, args, option
+):
+    """Two commands writing one file at once both said they wrote it while it held one's lines:
+    while another command holds the file's lock, the command is refused at once (exit 2)
+    naming the file and the holder's pid, and writes nothing; once it ends, the command runs."""
+    out = tmp_path / "race.jsonl"
+    typed = [{"TASKS": str(tasks_file), "OUT": str(out)}.get(a, a) for a in args]
+    with only_writer(lock_file_of(out), f"another command is writing {out}"):
+        result = invoke(*typed)
+        said = " ".join(result.output.split())
+        assert result.exit_code == 2, result.output
+        assert f"writing {out} (pid {os.getpid()})" in said, said
+        assert not out.exists()
+    if args[0] == "generate-tasks":
+        assert invoke(*typed).exit_code == 0
+        assert len(out.read_text().splitlines()) == 1
 
 
 @pytest.mark.parametrize(("args", "option"), OUTPUT_OPTIONS, ids=lambda v: str(v[:2]))
@@ -1488,14 +1510,48 @@ def test_a_data_dir_csv_that_is_not_utf8_is_named_without_a_traceback(tmp_path, 
     assert f"{CSV_FILES[EMAILS]} is not UTF-8 text" in " ".join(result.output.split())
 
 
-def test_a_rollouts_file_with_a_line_that_is_not_utf8_is_read_past_it(tmp_path):
-    """``run --policy model --out`` resumes from its output file: a line that is not UTF-8
-    (damaged) is skipped like a line cut short by a crash, not a traceback."""
+def test_a_rollouts_file_with_a_damaged_line_is_refused_but_a_torn_last_line_is_read_past(
+    tmp_path,
+):
+    """``run --policy model --out`` resumes from its output file: a last line cut short by a
+    crash (no closing newline) is skipped, but a damaged line before it (not UTF-8) refuses
+    the file rather than being dropped, and raises no traceback."""
     out = tmp_path / "rollouts.jsonl"
     line = {"id": "t", "_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0}
-    out.write_bytes(json.dumps(line).encode() + b"\n" + NOT_UTF8 + b"\n\n")
+    out.write_bytes(json.dumps(line).encode() + b"\n\n" + NOT_UTF8)
     assert read_finished(out) == [line]
     assert read_rollouts(out) == [line]
+    out.write_bytes(json.dumps(line).encode() + b"\n" + NOT_UTF8 + b"\n\n")
+    with pytest.raises(NotRolloutsFile, match="non-blank line 2 is not JSON"):
+        read_finished(out)
+
+
+def test_run_counts_agree_with_their_verbs(tmp_path):
+    """One line of four: "1 of the 4 lines has no recorded calls", "... is a masked
+    rollout", never "1 of the 4 lines have"."""
+    path = tmp_path / "lines.jsonl"
+    rows = [{"id": f"r{i}", "ground_truth": [], "function_calls": []} for i in range(3)]
+    rows.append({"id": "bare", "ground_truth": [], "reward": 1.0, "mask_sample": True})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    said = " ".join(invoke("run", path).output.split())
+    assert "1 of the 4 lines has no recorded calls" in said, said
+    assert "1 of the 4 lines is a masked rollout" in said, said
+    assert " lines have " not in said and " lines are " not in said
+
+
+def test_lines_with_the_same_problem_are_named_once_by_their_line_ranges(tmp_path):
+    """Five NeMo Gym rollouts (no ground truth) and one bad field: the rollouts' long reason is
+    said once for "lines 1-4, 6", the other line by its own."""
+    path = tmp_path / "rollouts.jsonl"
+    rollout = {"response": {"output": []}, "reward": 1.0}
+    rows = [rollout] * 4 + [{"ground_truth": 5}, rollout]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = invoke("run", path)
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert "6 of the 6 lines are no episode; nothing was played: lines 1-4, 6: not an " in said
+    assert "; line 5: ground_truth: must be a" in said, said
+    assert said.count("a NeMo Gym rollout") == 1
 
 
 GOOD_LINE = json.dumps({"id": "good", "ground_truth": []}).encode() + b"\n"
@@ -1674,6 +1730,23 @@ def test_run_refuses_to_replace_an_existing_json_out_unless_overwrite(tasks_file
     replaced = invoke("run", tasks_file, "--policy", "oracle", "--json-out", totals, "--overwrite")
     assert replaced.exit_code == 0, replaced.output
     assert json.loads(totals.read_text())["episodes"] == TASK_COUNT
+
+
+def test_the_shared_id_warning_is_capped_at_five_ids_and_five_lines_each(tmp_path):
+    """30,000 copies of a line (and 7 ids shared twice) give a warning of bounded size: the
+    first five ids, each with its first five line numbers and how many more."""
+    file = tmp_path / "copies.jsonl"
+    rows = [{"id": "same", "ground_truth": []}] * 30_000
+    rows += [{"id": f"pair{i}", "ground_truth": []} for i in range(7) for _ in range(2)]
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    lines = [json.loads(x) for x in file.read_text().splitlines()]
+    with console.capture() as captured:
+        warn_duplicate_ids(lines, range(1, len(lines) + 1))
+    said = " ".join(captured.get().split())
+    assert len(said) < 1_000, len(said)
+    assert "8 ids on more than one line (30,014 of the 30,014 lines)" in said, said
+    assert "'same' (lines 1, 2, 3, 4, 5 and 29,995 more)" in said, said
+    assert "'pair3' (lines 30007, 30008); and 3 more" in said, said
 
 
 def test_run_names_ids_shared_by_several_lines_and_plays_every_line(tasks_file, tmp_path):

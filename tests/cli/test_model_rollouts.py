@@ -876,7 +876,7 @@ def test_cli_refuses_a_row_the_seed_would_refuse_before_any_episode(server, tmp_
         assert standin.scripts[good["prompt"]].requests == []
     assert result.exit_code == 2, result.output
     said = " ".join(result.output.split())
-    assert "1 of the 2 lines are no episode; nothing was played: line 2:" in said
+    assert "1 of the 2 lines is no episode; nothing was played: line 2:" in said
     assert "environment_name" in said
     assert not out.exists() or read_rollouts(out) == []
 
@@ -1103,6 +1103,45 @@ def test_cli_resumes_an_identical_plan_after_an_interrupted_run(server, tmp_path
     assert all(line["reward"] == 1.0 for line in read_rollouts(out))
 
 
+_SUMMARY_JSON = json.dumps({"episodes": 3, "mismatches": [], "sandbox": None}, indent=2) + "\n"
+_A_ROLLOUT = json.dumps({"id": "x", "_ng_task_index": 0, "_ng_rollout_index": 0}) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (_SUMMARY_JSON, "non-blank line 1 is not JSON"),
+        ("my notes\n", "non-blank line 1 is not JSON"),
+        ("my notes", "holds no rollout line"),
+        (_A_ROLLOUT + "my notes\n" + _A_ROLLOUT, "non-blank line 2 is not JSON"),
+        ('{"id": "task", "prompt": "p"}\n', "line 1 is no integer _ng_task_index"),
+        ("[1, 2]\n", "line 1 is not a JSON object"),
+    ],
+    ids=["summary_json", "notes", "notes_unterminated", "middle_line", "task_row", "list"],
+)
+def test_cli_refuses_an_out_that_is_no_rollouts_file_and_keeps_it(server, tmp_path, content, said):
+    """An --out holding anything but rollout lines (a --json-out summary, notes, a task file, a
+    damaged line before the last) is refused (exit 2) naming the file and --overwrite, and is
+    left byte for byte; only a last line cut short by a crash is read past."""
+    rows = _nochange_rows(server, 1)
+    tasks_file = tmp_path / "tasks.jsonl"
+    _write_rows(tasks_file, rows)
+    out = tmp_path / "s.json"
+    out.write_text(content)
+    with StandInModel({rows[0]["prompt"]: [Text("Nothing to change.")]}) as standin:
+        refused = _run_model(tasks_file, standin, server, out)
+        said_all = " ".join(refused.output.split())
+        assert refused.exit_code == 2, refused.output
+        assert f"{out} is not a rollouts file" in said_all and said in said_all, said_all
+        assert "--overwrite" in said_all
+        assert out.read_text() == content
+        assert not materialized_inputs_path(out).exists()
+        assert all(not s.requests for s in standin.scripts.values())
+        replaced = _run_model(tasks_file, standin, server, out, "--overwrite")
+        assert replaced.exit_code == 0, replaced.output
+    _assert_one_plan(out)
+
+
 def test_cli_refuses_an_out_another_run_holds_naming_the_file_and_its_pid(server, tmp_path):
     """Two runs into one --out appended the same episodes twice. While another run holds the
     --out (its lock file), a run into it is refused at once (exit 2) naming the file and the
@@ -1182,7 +1221,7 @@ def test_a_rollout_line_without_its_input_digest_is_another_plan(tmp_path):
     out = tmp_path / "rollouts.jsonl"
     line = {**item, "reward": 1.0, "mask_sample": False, "workplace_env": {}}
     out.write_text(json.dumps(line) + "\n")
-    with pytest.raises(PlanMismatch, match=r"1 of the 1 lines of rollouts\.jsonl"):
+    with pytest.raises(PlanMismatch, match=r"1 of the 1 line differs in rollouts\.jsonl"):
         check_plan(out, [item])
     line["workplace_env"]["input_sha256"] = input_digest(item)
     out.write_text(json.dumps(line) + "\n")
@@ -1223,7 +1262,7 @@ def test_a_changed_task_is_named_as_lines_that_differ_in_the_outs_directory(tmp_
     with pytest.raises(PlanMismatch) as refused:
         check_plan(out, [*items[:2], {**items[2], "prompt": "edited"}])
     said = str(refused.value)
-    assert "1 of the 3 lines of m1_materialized_inputs.jsonl differ;" in said
+    assert "1 of the 3 lines differs in m1_materialized_inputs.jsonl;" in said
     assert "this run has" not in said
     assert f"this --out's files in {tmp_path}/ (m1.jsonl, " in said
 
@@ -1861,7 +1900,8 @@ def test_a_model_runs_rollouts_replayed_by_the_recorded_policy_reproduce_their_r
     said = " ".join(replay.output.split())
     assert replay.exit_code == 0, replay.output
     assert "no recorded calls" not in said
-    assert f"{masked} of the 4 lines are masked rollouts" in said
+    agreed = "lines is a masked rollout" if masked == 1 else "lines are masked rollouts"
+    assert f"{masked} of the 4 {agreed}" in said
     document = json.loads(totals.read_text())
     assert (document["played_episodes"], document["reward_mismatches"]) == (4, 0)
     assert document["mismatches"] == []

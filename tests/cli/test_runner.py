@@ -58,7 +58,7 @@ def test_lines_that_are_not_episodes_are_refused_before_anything_is_played(tmp_p
     proc = _run(path)
     assert proc.returncode == 2
     said = " ".join(proc.stderr.split())
-    assert "1 of the 1 lines are no episode; nothing was played: line 1 is not an episode" in said
+    assert "1 of the 1 line is no episode; nothing was played: line 1 is not an episode" in said
 
 
 def test_a_rollout_without_ground_truth_is_refused_saying_how_to_re_score_it(tmp_path):
@@ -241,7 +241,7 @@ def test_a_malformed_line_is_refused_up_front_naming_its_line_and_field(
     proc = _run(path, "--policy", policy, "--json-out", str(out))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     said = " ".join(proc.stderr.split())
-    assert f"1 of the 2 lines are no episode; nothing was played: {named}" in said
+    assert f"1 of the 2 lines is no episode; nothing was played: {named}" in said
     assert "_json" not in said and "task." not in said
     assert not out.exists() and proc.stdout == ""
 
@@ -273,7 +273,7 @@ def test_a_string_ground_truth_is_an_episode_scored_as_change_nothing(
     assert (document["played_episodes"], document["mean_reward"]) == (1, reward)
     assert document["failed_episodes"] == NONE_FAILED and document["reward_mismatches"] == 0
     said = " ".join(proc.stderr.split())
-    assert "1 of the 1 lines have a ground_truth written as a string" in said
+    assert "1 of the 1 line has a ground_truth written as a string" in said
 
 
 @pytest.mark.parametrize(

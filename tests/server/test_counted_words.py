@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from workplace_env.plurals import counted
+from workplace_env.plurals import counted, some_of
 from workplace_env.server.serve import drain_and_stop
 
 
@@ -23,6 +23,20 @@ from workplace_env.server.serve import drain_and_stop
 )
 def test_counted_takes_the_singular_for_one_only(count, noun, plural, words):
     assert counted(count, noun, plural) == words
+
+
+@pytest.mark.parametrize(
+    ("part", "whole", "words"),
+    [
+        (1, 1, "1 of the 1 line is"),
+        (1, 4, "1 of the 4 lines is"),
+        (2, 4, "2 of the 4 lines are"),
+        (0, 4, "0 of the 4 lines are"),
+        (1_000, 2_000, "1,000 of the 2,000 lines are"),
+    ],
+)
+def test_some_of_agrees_the_noun_with_the_whole_and_the_verb_with_the_part(part, whole, words):
+    assert some_of(part, whole, "line", "is", "are") == words
 
 
 def test_the_drain_log_says_one_episode_in_the_singular(make_server, caplog):

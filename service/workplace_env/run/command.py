@@ -30,7 +30,7 @@ import grpc
 from workplace_env.interrupts import StopRequest, rerun_command, stop_on_signals
 from workplace_env.jsonl import read_jsonl
 from workplace_env.locks import WriterBusy
-from workplace_env.plurals import counted
+from workplace_env.plurals import counted, some_of
 from workplace_env.run.model_policy import collect_rollouts
 from workplace_env.run.options import ModelRunOptions
 from workplace_env.run.plan import PlanMismatch
@@ -43,6 +43,7 @@ from workplace_env.run.report import (
     write_summary,
 )
 from workplace_env.run.rollout_files import (
+    NotRolloutsFile,
     is_finished,
     lock_path,
     materialized_inputs_path,
@@ -106,16 +107,37 @@ def read_episodes(file: Path) -> EpisodeFile:
     return EpisodeFile([line for _, line in numbered], [n for n, _ in numbered])
 
 
+def _line_ranges(numbers: Sequence[int]) -> str:
+    """Ascending line numbers as ranges: ``[1, 2, 3, 7]`` -> ``"1-3, 7"``."""
+    spans: list[list[int]] = []
+    for number in numbers:
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
 def refuse_malformed_lines(lines: Sequence[Mapping[str, Any]], numbers: Sequence[int]) -> None:
     """Raise :class:`CommandError` (exit 2, nothing played) naming each line that is no episode
-    (:func:`~workplace_env.run.scripted.line_problem`: the line and each field), the first
-    five in full and how many more."""
-    problems = [p for n, line in zip(numbers, lines, strict=True) if (p := line_problem(line, n))]
-    if problems:
-        more = f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+    (:func:`~workplace_env.run.scripted.line_problem`: the line and each field); lines with the
+    same problem are named once together (``lines 1-5: <why>``), the first five problems in
+    full and how many more."""
+    by_why: dict[str, tuple[str, list[int]]] = {}  # why -> (the first line's text, lines)
+    for number, line in zip(numbers, lines, strict=True):
+        if problem := line_problem(line, number):
+            why = problem.removeprefix(f"line {number}").removeprefix(":").removeprefix(" is")
+            by_why.setdefault(why.strip(), (problem, []))[1].append(number)
+    if by_why:
+        named = [
+            first if len(where) == 1 else f"lines {_line_ranges(where)}: {why}"
+            for why, (first, where) in by_why.items()
+        ]
+        bad = sum(len(where) for _, where in by_why.values())
+        more = f"; and {len(named) - 5} more" if len(named) > 5 else ""
         raise CommandError(
-            f"{len(problems)} of the {len(lines)} lines are no episode; nothing was played:",
-            "; ".join(problems[:5]) + more,
+            f"{some_of(bad, len(lines), 'line', 'is', 'are')} no episode; nothing was played:",
+            "; ".join(named[:5]) + more,
         )
 
 
@@ -125,9 +147,10 @@ def warn_string_truths(lines: Sequence[Mapping[str, Any]]) -> None:
     strings = sum(1 for line in lines if isinstance(line.get("ground_truth"), str))
     if strings:
         console.print(
-            f"[yellow]{strings} of the {len(lines)} lines have a ground_truth written as a "
-            "string[/yellow]: Verify scores it as 'change nothing', as the reference does (a "
-            "JSON string is not decoded). To score calls, write them as a JSON array."
+            f"[yellow]{some_of(strings, len(lines), 'line', 'has', 'have')} a ground_truth "
+            "written as a string[/yellow]: Verify scores it as 'change nothing', as the "
+            "reference does (a JSON string is not decoded). To score calls, write them as a "
+            "JSON array."
         )
 
 
@@ -140,7 +163,8 @@ def warn_unrecorded(lines: Sequence[Mapping[str, Any]]) -> None:
     bare = sum(1 for line in lines if recorded_source(line) is None)
     if bare:
         console.print(
-            f"[yellow]{bare} of the {len(lines)} lines have no recorded calls[/yellow] "
+            f"[yellow]{some_of(bare, len(lines), 'line', 'has', 'have')} no recorded "
+            "calls[/yellow] "
             "(function_calls, calls or a rollout's response.output): --policy recorded plays "
             "them as episodes that make no call. To play their ground truth, use --policy "
             "oracle; to have a model play them, --policy model."
@@ -148,7 +172,8 @@ def warn_unrecorded(lines: Sequence[Mapping[str, Any]]) -> None:
     masked = sum(1 for line in lines if is_masked_line(line) and "reward" in line)
     if masked:
         console.print(
-            f"[yellow]{masked} of the {len(lines)} lines are masked rollouts[/yellow] "
+            f"[yellow]{some_of(masked, len(lines), 'line', 'is', 'are')} "
+            f"{'a masked rollout' if masked == 1 else 'masked rollouts'}[/yellow] "
             "(mask_sample true): their recorded reward is no score, so theirs is not compared; "
             "their calls are replayed and scored as the others'."
         )
@@ -156,8 +181,9 @@ def warn_unrecorded(lines: Sequence[Mapping[str, Any]]) -> None:
 
 def warn_duplicate_ids(lines: Sequence[Mapping[str, Any]], numbers: Sequence[int]) -> None:
     """Warn (stderr) when lines share a case id (``case_id``, else ``id``:
-    :func:`~workplace_env.run.scripted.case_id_of`), naming the first five ids with their line
-    numbers and how many lines share one: every line is played (rows are told apart by their
+    :func:`~workplace_env.run.scripted.case_id_of`, the ids the episodes are played under),
+    naming the first five ids (each cut to 80 characters) with their first five line numbers and
+    how many lines share one: every line is played (rows are told apart by their
     index), but whatever names a result by its id (mismatches, rollout ids, results by task)
     mixes them up."""
     by_id: dict[str, list[int]] = {}
@@ -166,14 +192,16 @@ def warn_duplicate_ids(lines: Sequence[Mapping[str, Any]], numbers: Sequence[int
     shared = {case: where for case, where in by_id.items() if len(where) > 1}
     if shared:
         named = "; ".join(
-            f"{case!r} (lines {', '.join(map(str, where))})"
+            f"{case[:80]!r} (lines {', '.join(map(str, where[:5]))}"
+            + (f" and {len(where) - 5:,} more)" if len(where) > 5 else ")")
             for case, where in list(shared.items())[:5]
         )
         more = f"; and {len(shared) - 5} more" if len(shared) > 5 else ""
         console.print(
             f"[yellow]{counted(len(shared), 'id')} on more than one line[/yellow] "
             + plain(
-                f"({sum(map(len, shared.values()))} of the {len(lines)} lines): {named}{more}. "
+                f"({sum(map(len, shared.values())):,} of the {counted(len(lines), 'line')}): "
+                f"{named}{more}. "
                 "Every line is played, but results named by id (mismatches, rollout ids, "
                 "results by task) mix those lines up; give each line its own id to tell them "
                 "apart."
@@ -187,7 +215,8 @@ def warn_unchecked_tables(lines: Sequence[Mapping[str, Any]], policy: str) -> No
     checked = sum(1 for line in lines if "tables_after" in line)
     if checked and policy != "recorded":
         console.print(
-            f"[yellow]{checked} of the {len(lines)} lines have tables_after[/yellow], which "
+            f"[yellow]{some_of(checked, len(lines), 'line', 'has', 'have')} "
+            "tables_after[/yellow], which "
             f"--policy {policy} does not check: only --policy recorded compares the session's "
             "tables with them."
         )
@@ -252,7 +281,7 @@ def run_scripted(
             refusal = admin_refusal(client, admin_token)
             if refusal is not None:
                 raise CommandError(
-                    f"{checked} of the {len(lines)} lines have tables_after, and "
+                    f"{some_of(checked, len(lines), 'line', 'has', 'have')} tables_after, and "
                     f"{ADMIN_TOKEN_NEEDED}; nothing was played. The server at {target} answered:",
                     refusal,
                 )
@@ -326,8 +355,9 @@ def run_model_policy(
     Raises :class:`CommandError` (exit 2) on a missing option, a missing ``openai`` package,
     ``data_dir`` with ``target``, an unwritable output, an ``out`` another run is writing
     (:func:`~workplace_env.run.rollout_files.only_run_into`, naming its pid), or an ``out``
-    holding rollouts of another plan without ``options.overwrite``
-    (:class:`~workplace_env.run.plan.PlanMismatch`, before any episode is played); the
+    holding rollouts of another plan or no rollouts at all without ``options.overwrite``
+    (:class:`~workplace_env.run.plan.PlanMismatch`,
+    :class:`~workplace_env.run.rollout_files.NotRolloutsFile`, before any episode is played); the
     model's or endpoint's failures are masked episodes, never an error of the run.
     """
     if not options.base_url and model_client is None:
@@ -417,7 +447,7 @@ def _collect_and_report(
                 on_done=lambda _line: advance[0](),
                 stop=stop,
             )
-        except PlanMismatch as exc:
+        except (PlanMismatch, NotRolloutsFile) as exc:
             raise CommandError(str(exc)) from exc
         except OSError as exc:
             raise CommandError(f"cannot write {options.out}: {exc}") from exc

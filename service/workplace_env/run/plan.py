@@ -22,8 +22,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from workplace_env.plurals import counted
-from workplace_env.run.rollout_files import json_values, materialized_inputs_path, output_files
+from workplace_env.plurals import counted, some_of
+from workplace_env.run.rollout_files import (
+    json_values,
+    materialized_inputs_path,
+    output_files,
+    own_rollout_lines,
+)
 from workplace_env_client import ModelPolicy
 from workplace_env_client.rows import RunPlan
 
@@ -70,7 +75,9 @@ def check_plan(
     """Raise :class:`PlanMismatch` unless every existing line of ``out`` and of its materialized
     inputs belongs to the plan ``inputs``: the inputs file identical line for line, each rollout
     line carrying the digest of the input at its (task, rollout) indices and (when given) the
-    run-level ``plan`` (:func:`run_plan`). The message names what changed."""
+    run-level ``plan`` (:func:`run_plan`). The message names what changed. Raises
+    :class:`~workplace_env.run.rollout_files.NotRolloutsFile` first when ``out`` is no rollouts
+    file."""
     digests = [input_digest(i) for i in inputs]
     changes: dict[str, None] = {}
     want = {
@@ -80,34 +87,38 @@ def check_plan(
     found: list[str] = []
     materialized = materialized_inputs_path(out)
     if materialized.exists():
-        old = json_values(materialized, keep_bad=True)
+        old = json_values(materialized)
         differ = sum(
             1
             for line, digest in zip(old, digests, strict=False)  # the common lines
             if not isinstance(line, dict) or input_digest(line) != digest
         )
+        common = min(len(old), len(digests))
         if len(old) != len(digests):
             found.append(
                 f"{materialized.name} records {counted(len(old), 'line')}, this run has"
-                f" {counted(len(digests), 'episode')} ({differ} of the"
-                f" {min(len(old), len(digests))} common lines differ)"
+                f" {counted(len(digests), 'episode')} ("
+                f"{some_of(differ, common, 'common line', 'differs', 'differ')})"
             )
         elif differ:
-            found.append(f"{differ} of the {len(old)} lines of {materialized.name} differ")
+            found.append(
+                f"{some_of(differ, len(old), 'line', 'differs', 'differ')} in {materialized.name}"
+            )
     if out.exists():
-        lines = json_values(out, keep_bad=False)
+        lines = own_rollout_lines(out)
         differ = sum(
             1
             for line in lines
-            if not isinstance(line, dict)
             # the plan first: every line's changes are named
-            or (plan is not None and bool(_note_changes(line, plan, changes)))
+            if (plan is not None and bool(_note_changes(line, plan, changes)))
             or want.get((line.get("_ng_task_index"), line.get("_ng_rollout_index")))
             != _line_digest(line)
             or _line_digest(line) is None
         )
         if differ:
-            found.append(f"{differ} of the {len(lines)} lines of {out.name} differ")
+            found.append(
+                f"{some_of(differ, len(lines), 'line', 'differs', 'differ')} in {out.name}"
+            )
     if found:
         changed = f" (changed: {'; '.join(list(changes)[:6])})" if changes else ""
         where = "./" if out.parent == Path() else f"{out.parent}/"

@@ -8,8 +8,10 @@ writes an output file at a time).
 
 A rollout line is finished when it is scored (not masked) or failed by the model itself
 (``agent_run_error``); episodes masked by the endpoint or the environment (``provider_*``,
-``session_*``) are played again by a rerun. Lines are strict JSON (:func:`json_line`); a line
-cut short by a crash is skipped when read.
+``session_*``) are played again by a rerun. Lines are strict JSON (:func:`json_line`). An
+existing ``--out`` is recognised before anything in it is dropped (:func:`own_rollout_lines`):
+only its last line, when cut short by a crash (no closing newline), is skipped; any other line
+that is no rollout line refuses the file.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from workplace_env.locks import only_writer
+from workplace_env.locks import lock_file_of, only_writer
 from workplace_env_client import checks
 from workplace_env_client.rollouts import MASK_KINDS
 
@@ -45,8 +47,10 @@ def summary_path(out: Path) -> Path:
 
 
 def lock_path(out: Path) -> Path:
-    """The lock file of a collection into ``out``: ``rollouts.jsonl`` -> ``rollouts.jsonl.lock``."""
-    return out.with_name(out.name + ".lock")
+    """The lock file of a collection into ``out``: ``rollouts.jsonl`` -> ``rollouts.jsonl.lock``
+    (:func:`~workplace_env.locks.lock_file_of`, so a run and any command writing ``out`` exclude
+    each other)."""
+    return lock_file_of(out)
 
 
 def output_files(out: Path) -> list[Path]:
@@ -78,20 +82,60 @@ def is_finished(line: Mapping[str, Any]) -> bool:
     return not line.get("mask_sample") or line.get("failure_kind") in FINISHED_FAILURES
 
 
-def read_finished(out: Path) -> list[dict[str, Any]]:
-    """The finished lines of an existing output file (the last line of a key wins); a line cut
-    short by a crash is dropped."""
+class NotRolloutsFile(ValueError):
+    """An existing ``--out`` that is not a rollouts file: the message names the file, the first
+    line that is no rollout line (or that none is) and the way out (``--overwrite``)."""
+
+
+def _rollout_line_problem(text: bytes, is_last: bool) -> tuple[str, dict[str, Any] | None]:
+    """``("", line)`` for a rollout line, ``("", None)`` for a last line cut short by a crash,
+    else ``(why, None)``."""
+    try:
+        line = json.loads(text)
+    except ValueError:  # not JSON, or not UTF-8 text
+        if is_last and not text.endswith(b"\n"):
+            return "", None  # an append interrupted mid-line
+        return "not JSON", None
+    if not isinstance(line, dict):
+        return "not a JSON object", None
+    indices = (line.get("_ng_task_index"), line.get("_ng_rollout_index"))
+    if not all(type(i) is int for i in indices):
+        return "no integer _ng_task_index and _ng_rollout_index", None
+    return "", line
+
+
+def own_rollout_lines(out: Path) -> list[dict[str, Any]]:
+    """The rollout lines of an existing ``out`` in file order (none when it is missing or
+    blank), its last line skipped when cut short by a crash (no closing newline). Raises
+    :class:`NotRolloutsFile` when any other non-blank line is not a JSON object with integer
+    ``_ng_task_index`` and ``_ng_rollout_index``, or when no line is one: a file of another
+    kind (notes, a summary JSON, a task file) is never resumed, so nothing in it is dropped."""
     if not out.exists():
         return []
-    kept: dict[tuple[int, int, str], dict[str, Any]] = {}
     with out.open("rb") as fh:
-        for text in fh:
-            try:
-                line = json.loads(text)
-            except ValueError:  # not JSON, or not UTF-8 text
-                continue  # an append interrupted mid-line
-            if isinstance(line, dict):
-                kept[rollout_key(line)] = line
+        texts = [text for text in fh if text.strip()]
+    lines: list[dict[str, Any]] = []
+    for number, text in enumerate(texts, 1):
+        why, line = _rollout_line_problem(text, number == len(texts))
+        if why:
+            raise NotRolloutsFile(
+                f"{out} is not a rollouts file (its non-blank line {number} is {why}); nothing "
+                "played. Use another --out, or add --overwrite to replace it."
+            )
+        if line is not None:
+            lines.append(line)
+    if texts and not lines:
+        raise NotRolloutsFile(
+            f"{out} is not a rollouts file (it holds no rollout line); nothing played. Use "
+            "another --out, or add --overwrite to replace it."
+        )
+    return lines
+
+
+def read_finished(out: Path) -> list[dict[str, Any]]:
+    """The finished lines of an existing output file (the last line of a key wins), read by
+    :func:`own_rollout_lines` (raising :class:`NotRolloutsFile` as it does)."""
+    kept = {rollout_key(line): line for line in own_rollout_lines(out)}
     return [line for line in kept.values() if is_finished(line)]
 
 
@@ -112,9 +156,8 @@ def read_rollouts(
     return list(kept.values())
 
 
-def json_values(path: Path, *, keep_bad: bool) -> list[Any]:
-    """The JSON values of a file's lines; a line that is not JSON is ``None`` when
-    ``keep_bad``, else skipped (an append cut short by a crash)."""
+def json_values(path: Path) -> list[Any]:
+    """The JSON values of a file's non-blank lines; a line that is not JSON is ``None``."""
     values: list[Any] = []
     with path.open("rb") as fh:
         for text in fh:
@@ -123,8 +166,7 @@ def json_values(path: Path, *, keep_bad: bool) -> list[Any]:
             try:
                 values.append(json.loads(text))
             except ValueError:  # not JSON, or not UTF-8 text
-                if keep_bad:
-                    values.append(None)
+                values.append(None)
     return values
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from workplace_env.plurals import some_of
 from workplace_env.sandbox.generate import generate_sandbox, person_first_names
 from workplace_env.sandbox.tables import CALENDAR, DIRECTORY, BaseTables, TablesUnavailableError
 from workplace_env.terminal import CommandError, console, plain
@@ -285,8 +286,8 @@ def check_run_sandbox(
         return sandbox
     examples = "; ".join(f"line {line_numbers[i]} {why}" for i, why in found[:3])
     headline = (
-        f"{len(found)} of the {len(lines)} lines were written for another sandbox than this "
-        f"run's ({sandbox_text(sandbox)}): {examples}."
+        f"{some_of(len(found), len(lines), 'line', 'was', 'were')} written for another "
+        f"sandbox than this run's ({sandbox_text(sandbox)}): {examples}."
     )
     if any_sandbox:
         console.print(f"[yellow]{plain(headline)}[/yellow] Played anyway (--any-sandbox).")
