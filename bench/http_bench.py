@@ -32,6 +32,14 @@ the level.
 The plan is ``../shared/data/bench/episode_mix.jsonl`` on the WorkBench CSVs when present, else
 oracle episodes of generated tasks on the embedded default sandbox. Results go to
 ``bench/results/http.json``.
+
+**Against another revision**: ``--against REV`` (a git revision of this repository) serves
+``REV``'s code too (its files from ``git archive``, its stubs generated from its ``proto/``,
+this checkout's venv) and runs the http and grpc paths on both servers, alternated
+(this tree, then REV, then REV, then this tree...) so that a change of the machine's load
+weighs on both alike; it prints each run's CPU ms per episode of both and their ratio
+(this tree / REV), and the medians. The echo paths are skipped (they run no environment code).
+Results go to ``bench/results/http_against.json``.
 """
 
 from __future__ import annotations
@@ -40,12 +48,17 @@ import argparse
 import http.client
 import json
 import os
+import shutil
+import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +84,8 @@ SIZED_METHOD = "/bench.Echo/Sized"
 #: What a ``Sized`` answer is cut from: larger than any message of the plan (seeds: 17-35 KB).
 _PAD = bytes(1 << 20)
 PATHS = ("http", "grpc", "echo", "echo-bytes")
+#: The paths ``--against`` compares (the echo paths run no environment code).
+AGAINST_PATHS = ("http", "grpc")
 
 
 # -- the servers ---------------------------------------------------------------------------------
@@ -79,12 +94,15 @@ PATHS = ("http", "grpc", "echo", "echo-bytes")
 class CoHostedServer(ServerProcess):
     """``workplace-env serve --http-address`` in a subprocess: gRPC and HTTP ports."""
 
-    def __init__(self, data_dir: str | None) -> None:
+    def __init__(self, data_dir: str | None, tree: Path | None = None) -> None:
+        """``tree``: a source tree from :func:`revision_tree` to serve (default: this one's,
+        imported the same way, so that both trees of an ``--against`` run start alike)."""
         cmd = [sys.executable, "-m", "workplace_env.cli", "serve", "--address", "127.0.0.1:0"]
         cmd += ["--http-address", "127.0.0.1:0"]
         if data_dir:
             cmd += ["--data-dir", data_dir]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        env = {**os.environ, "PYTHONPATH": _tree_path(tree or REPO)}
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
         records = {}  # serve writes JSON lines: the gRPC address, the sandbox, the gateway
         while "url" not in records:
             line = self.proc.stderr.readline() if self.proc.stderr else ""
@@ -97,6 +115,72 @@ class CoHostedServer(ServerProcess):
                 self.port = int(record["port"])
         self.target = f"127.0.0.1:{self.port}"
         self.http_port = int(records["url"].rsplit(":", 1)[1])
+
+
+def _tree_path(tree: Path) -> str:
+    """The ``PYTHONPATH`` that imports the server, the SDK and the stubs from ``tree``."""
+    return os.pathsep.join(str(tree / part) for part in ("service", "client", "gen"))
+
+
+class RevisionError(ValueError):
+    """An ``--against`` revision that cannot be served (no such commit, another layout)."""
+
+
+def revision_tree(revision: str, root: Path | None = None) -> Path:
+    """A source tree of ``revision`` of this repository, with its stubs generated: extracted
+    once into ``root`` (default: ``workplace-env-trees`` in the temporary directory) as
+    ``<commit>/`` and reused.
+
+    Raises RevisionError naming the problem when ``revision`` is no commit, or its tree has not
+    this checkout's layout (``service/``, ``client/``, ``proto/``)."""
+    found = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    if found.returncode != 0:
+        raise RevisionError(f"--against {revision!r}: no commit of {REPO} has that name")
+    commit = found.stdout.strip()
+    tree = (root or Path(tempfile.gettempdir()) / "workplace-env-trees") / commit
+    if (tree / "gen").is_dir():
+        return tree
+    building = tree.with_name(f"{commit}.{os.getpid()}")
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", commit], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(building)], input=archive, check=True)
+    if not all((building / part).is_dir() for part in ("service", "client", "proto")):
+        shutil.rmtree(building)
+        raise RevisionError(
+            f"--against {revision!r}: its tree has no service/, client/ and proto/ to serve"
+        )
+    protos = sorted(
+        str(p.relative_to(building / "proto")) for p in (building / "proto").rglob("*.proto")
+    )
+    (building / "gen").mkdir()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            "-Iproto",
+            "--python_out=gen",
+            "--grpc_python_out=gen",
+            *protos,
+        ],
+        cwd=building,
+        check=True,
+    )
+    for directory in (building / "gen").rglob("*"):
+        if directory.is_dir():
+            (directory / "__init__.py").touch()
+    try:
+        building.rename(tree)
+    except OSError:  # another run built it meanwhile
+        shutil.rmtree(building)
+    return tree
 
 
 class EchoServer(ServerProcess):
@@ -430,6 +514,109 @@ def print_report(report: dict[str, Any]) -> None:
     console.print(table)
 
 
+def print_against(report: dict[str, Any]) -> None:
+    """The ``--against`` table: each run's CPU ms per episode of both trees and their ratio."""
+    rev = report["against"]["revision"]
+    table = Table(
+        title=f"server CPU ms per episode, this tree against {rev}; plan: {report['source']}"
+    )
+    for col in ("conc.", "run", "http", f"http@{rev}", "ratio", "grpc", f"grpc@{rev}", "ratio"):
+        table.add_column(col, justify="right")
+    for run in report["runs"]:
+        cells = [str(run["concurrency"]), str(run["run"])]
+        for path in AGAINST_PATHS:
+            ours, theirs = (run[p]["server_cpu_ms_per_episode"] for p in (path, f"{path}@"))
+            cells += [f"{ours:.2f}", f"{theirs:.2f}", _ratio(ours, theirs)]
+        table.add_row(*cells)
+    for level, medians in report["medians"].items():
+        cells = [level, "median"]
+        for path in AGAINST_PATHS:
+            ours, theirs, ratio = medians[path]
+            cells += [f"{ours:.2f}", f"{theirs:.2f}", f"{ratio:.2f}"]
+        table.add_row(*cells, style="bold")
+    console.print(table)
+    for level, lower in report["lower_in"].items():
+        console.print(
+            f"concurrency {level}: this tree cheaper in "
+            + ", ".join(f"{path} {n} of {report['runs_per_level']}" for path, n in lower.items())
+            + " runs (ratio < 1)"
+        )
+
+
+@contextmanager
+def _server_pair(
+    data_dir: str | None, tree: Path, lines: list[dict[str, Any]]
+) -> Iterator[tuple[CoHostedServer, CoHostedServer]]:
+    """A co-hosted server of this tree and one of ``tree``, both warmed on every
+    :data:`AGAINST_PATHS` path; stopped after the block. A new pair for each run: a process's
+    own layout (hash seed, addresses) moves its CPU per episode by a few per cent, so each run's
+    ratio is of two new processes."""
+    ours = CoHostedServer(data_dir)
+    try:
+        theirs = CoHostedServer(data_dir, tree)
+    except BaseException:
+        ours.stop()
+        raise
+    try:
+        for server in (ours, theirs):
+            for path in AGAINST_PATHS:
+                run_path(path, server, server.http_port, lines[: min(50, len(lines))], 4)
+        yield ours, theirs
+    finally:
+        ours.stop()
+        theirs.stop()
+
+
+def run_against(
+    revision: str,
+    tree: Path,
+    data_dir: str | None,
+    lines: list[dict[str, Any]],
+    levels: list[int],
+    repeat: int,
+) -> dict[str, Any]:
+    """The ``--against`` runs (module docstring): per level and run, each of
+    :data:`AGAINST_PATHS` on this tree (key ``path``) and on ``revision`` (its ``tree``, from
+    :func:`revision_tree`; key ``path@``),
+    alternated, on a new pair of servers for each run (:func:`_server_pair`); with per-level
+    medians and counts of runs where this tree was cheaper."""
+    runs: list[dict[str, Any]] = []
+    turn = 0
+    for level in levels:
+        for run in range(1, repeat + 1):
+            entry: dict[str, Any] = {"concurrency": level, "run": run}
+            with _server_pair(data_dir, tree, lines) as (ours, theirs):
+                for path in AGAINST_PATHS:
+                    pair = [(path, ours), (f"{path}@", theirs)]
+                    for key, server in pair[:: 1 if turn % 2 == 0 else -1]:
+                        entry[key] = run_path(path, server, server.http_port, lines, level)
+                    turn += 1
+            runs.append(entry)
+            console.print(f"concurrency {level}, run {run}: done")
+    medians: dict[str, Any] = {}
+    lower_in: dict[str, Any] = {}
+    for level in levels:
+        at = [r for r in runs if r["concurrency"] == level]
+        medians[str(level)], lower_in[str(level)] = {}, {}
+        for path in AGAINST_PATHS:
+            a = [r[path]["server_cpu_ms_per_episode"] for r in at]
+            b = [r[f"{path}@"]["server_cpu_ms_per_episode"] for r in at]
+            ratios = [x / y for x, y in zip(a, b, strict=True) if y]
+            medians[str(level)][path] = (
+                statistics.median(a),
+                statistics.median(b),
+                statistics.median(ratios) if ratios else float("nan"),
+            )
+            lower_in[str(level)][path] = sum(r < 1 for r in ratios)
+    return {
+        "against": {"revision": revision, "tree": str(tree)},
+        "runs": runs,
+        "runs_per_level": repeat,
+        "medians": medians,
+        "lower_in": lower_in,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_dir_option(parser)
@@ -437,6 +624,12 @@ def main() -> None:
     parser.add_argument("--levels", default="1,8,32", help="concurrency levels")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each level")
     parser.add_argument("--out", default=None, help="results file")
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        default=None,
+        help="also serve git revision REV and compare (module docstring); e.g. main",
+    )
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -445,6 +638,20 @@ def main() -> None:
         return
     data_dir = default_data_dir(args.data_dir)
     lines, source = load_episodes(data_dir, args.episodes)
+    levels = [int(x) for x in args.levels.split(",")]
+    if args.against:
+        try:
+            tree = revision_tree(args.against)
+        except RevisionError as exc:
+            parser.error(str(exc))
+        report = {"source": source, "data_dir": data_dir, "machine": machine_info()}
+        report |= run_against(args.against, tree, data_dir, lines, levels, args.repeat)
+        out = Path(args.out or REPO / "bench" / "results" / "http_against.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=2) + "\n")
+        print_against(report)
+        console.print(f"results: {out}")
+        return
     report: dict[str, Any] = {
         "source": source,
         "data_dir": data_dir,
@@ -462,7 +669,7 @@ def main() -> None:
         warm = lines[: min(50, len(lines))]
         for path, srv in servers.items():
             run_path(path, srv, server.http_port, warm, 4)
-        for level in (int(x) for x in args.levels.split(",")):
+        for level in levels:
             for run in range(1, args.repeat + 1):
                 entry: dict[str, Any] = {"concurrency": level, "run": run}
                 for path, srv in servers.items():
