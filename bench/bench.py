@@ -367,6 +367,16 @@ def default_data_dir(data_dir: str | None) -> str | None:
     return data_dir
 
 
+def write_results(report: dict[str, Any], out: str | None, default_name: str) -> Path:
+    """Write ``report`` as indented JSON to ``out`` (default: ``bench/results/<default_name>``),
+    making its directory; print where; return the path."""
+    path = Path(out or REPO / "bench" / "results" / default_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    console.print(f"results: {path}")
+    return path
+
+
 def machine_info() -> dict[str, Any]:
     """What a result file says of the machine (the cores are shared: the load at the start)."""
     return {
@@ -506,11 +516,8 @@ def main() -> None:
     if args.servers:
         counts = [int(x) for x in args.servers.split(",")]
         report["scale_out"] = scale_out(data_dir, episodes, counts, levels)
-        out = Path(args.out or REPO / "bench" / "results" / "scale_out.json")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2) + "\n")
         print_scale_out(report)
-        console.print(f"results: {out}")
+        write_results(report, args.out, "scale_out.json")
         return
     server = ServerProcess(data_dir)
     try:
@@ -522,11 +529,8 @@ def main() -> None:
         server.stop()
     report["memory"] = [] if args.no_memory else memory_levels(data_dir)
     report["operations_p50_ms"] = operation_costs(data_dir, episodes[:200], reps=3)
-    out = Path(args.out or REPO / "bench" / "results" / "latest.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
     print_report(report)
-    console.print(f"results: {out}")
+    write_results(report, args.out, "latest.json")
 
 
 if __name__ == "__main__":

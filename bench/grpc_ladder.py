@@ -82,6 +82,7 @@ from bench import (  # noqa: E402
     load_episodes,
     machine_info,
     run_threads,
+    write_results,
 )
 
 GROUPS = ("poll", "pool", "lane", "core", "other")
@@ -642,10 +643,7 @@ def main() -> None:
         for v in variants.values():
             v.stop()
     report["machine"]["loadavg_at_end"] = os.getloadavg()
-    out = Path(args.out or REPO / "bench" / "results" / "grpc_ladder.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    console.print(f"results: {out}")
+    write_results(report, args.out, "grpc_ladder.json")
 
 
 if __name__ == "__main__":

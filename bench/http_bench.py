@@ -75,6 +75,7 @@ from bench import (  # noqa: E402  (bench/ is not a package)
     load_episodes,
     machine_info,
     run_threads,
+    write_results,
 )
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -639,25 +640,17 @@ def main() -> None:
     data_dir = default_data_dir(args.data_dir)
     lines, source = load_episodes(data_dir, args.episodes)
     levels = [int(x) for x in args.levels.split(",")]
+    report: dict[str, Any] = {"source": source, "data_dir": data_dir, "machine": machine_info()}
     if args.against:
         try:
             tree = revision_tree(args.against)
         except RevisionError as exc:
             parser.error(str(exc))
-        report = {"source": source, "data_dir": data_dir, "machine": machine_info()}
         report |= run_against(args.against, tree, data_dir, lines, levels, args.repeat)
-        out = Path(args.out or REPO / "bench" / "results" / "http_against.json")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2) + "\n")
         print_against(report)
-        console.print(f"results: {out}")
+        write_results(report, args.out, "http_against.json")
         return
-    report: dict[str, Any] = {
-        "source": source,
-        "data_dir": data_dir,
-        "machine": machine_info(),
-        "runs": [],
-    }
+    report["runs"] = []
     server, echo = CoHostedServer(data_dir), EchoServer()
     servers = dict(zip(PATHS, (server, server, echo, echo), strict=True))
     try:
@@ -679,11 +672,8 @@ def main() -> None:
     finally:
         server.stop()
         echo.stop()
-    out = Path(args.out or REPO / "bench" / "results" / "http.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
     print_report(report)
-    console.print(f"results: {out}")
+    write_results(report, args.out, "http.json")
 
 
 if __name__ == "__main__":

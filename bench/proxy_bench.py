@@ -20,7 +20,6 @@ is not in the replicas' figures. Results go to ``bench/results/proxy.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -37,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench import console, run_threads  # noqa: E402  (bench/ is not a package)
+from bench import console, run_threads, write_results  # noqa: E402  (bench/ is not a package)
 from tests.helpers import SCRIPTS, predicted, script, task_row  # noqa: E402
 from tests.proxy_cluster import Cluster, ensure_haproxy  # noqa: E402
 
@@ -200,11 +199,8 @@ def main() -> None:
         "concurrency": processes * threads,
         "ways": ways,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2))
     print_report(report)
-    console.print(f"results: {out}")
+    write_results(report, args.out, "proxy.json")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
-from bench import SHARED, ServerProcess  # noqa: E402  (bench/ is not a package)
+from bench import SHARED, ServerProcess, write_results  # noqa: E402  (bench/ is not a package)
 
 
 class CacheServer(ServerProcess):
@@ -108,10 +108,7 @@ def main() -> None:
             f"{r['rss_peak_mb']:>8.0f} {r['distinct_verify_p50_ms']:>15.3f} "
             f"{r['repeated_verify_p50_ms']:>15.3f}"
         )
-    out = Path(args.out or REPO / "bench" / "results" / "verify_cache.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"data_dir": data_dir, "runs": results}, indent=2) + "\n")
-    print(f"results: {out}")
+    write_results({"data_dir": data_dir, "runs": results}, args.out, "verify_cache.json")
 
 
 if __name__ == "__main__":
