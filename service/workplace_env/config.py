@@ -21,7 +21,6 @@ reference (docs/gen.py). A setting can be given, from strongest to weakest:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import os
 import tomllib
@@ -32,6 +31,7 @@ from typing import Any
 
 import grpc
 
+from workplace_env.errors import closest
 from workplace_env.sandbox.source import NEMO_VENV_ENV, SOURCE_ENV, missing_csvs
 from workplace_env.server.guard import MAX_HEALTH_STREAMS
 from workplace_env.sessions import SessionConfig
@@ -655,8 +655,8 @@ def unknown_env_vars(environ: Mapping[str, str] | None = None) -> list[str]:
             continue
         # compared without the shared prefix, which would make every name look close
         names = {v.removeprefix(ENV_PREFIX): v for v in [*known, *sorted(OTHER_ENV_VARS)]}
-        close = difflib.get_close_matches(variable.removeprefix(ENV_PREFIX), names, n=1)
-        hint = f"; did you mean {names[close[0]]}?" if close else ""
+        close = closest(variable.removeprefix(ENV_PREFIX), names)
+        hint = f"; did you mean {names[close]}?" if close else ""
         lines.append(f"{variable} is not a setting and is ignored{hint}")
     return lines
 

@@ -6,6 +6,8 @@ session it concerns, and a message for people. Nothing here imports gRPC.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 #: The most UTF-8 bytes of one value echoed into an error (a session id, an id or text a
@@ -49,6 +51,14 @@ def clip_inline(text: str) -> str:
     """``text`` (a value the client sent: an id, a header, a path) as a sentence echoes it:
     :func:`clip` to :data:`MAX_INLINE_ECHO_BYTES`."""
     return clip(text, MAX_INLINE_ECHO_BYTES)
+
+
+def closest(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate most like ``word`` (a "did you mean" hint: difflib's similarity of at
+    least 0.6), or None. Only the first 200 characters of ``word`` are compared (difflib's
+    cost grows with the square of the length; a longer word is like no name of ours)."""
+    close = difflib.get_close_matches(word[:200], list(candidates), n=1)
+    return close[0] if close else None
 
 
 @dataclass(frozen=True)

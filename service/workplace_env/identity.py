@@ -6,14 +6,13 @@ works only with them.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from workplace_env.errors import FieldViolation, InvalidRequest
+from workplace_env.errors import FieldViolation, InvalidRequest, closest
 from workplace_env.sandbox.tools import TOOLS
 from workplace_env.wire import is_json_text
 from workplace_env_client.id_bounds import MAX_ID_CHARS, id_length_problem
@@ -164,8 +163,8 @@ def tool_name_problem(name: str) -> str | None:
     when one is close. Seeds only: a verify's ground-truth override is scored as given."""
     if name in TOOLS:
         return None
-    close = difflib.get_close_matches(name, TOOLS, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    close = closest(name, TOOLS)
+    hint = f"; did you mean {close!r}?" if close else ""
     return f"{name!r} is not a tool of this environment{hint}"
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
-import difflib
 import os
 import signal
 import sys
@@ -35,6 +34,7 @@ from typing import Any
 import yaml
 
 from workplace_env.config import ENV_PREFIX, Settings
+from workplace_env.errors import closest
 
 CONFIG_DICT_ENV = "NEMO_GYM_CONFIG_DICT"
 CONFIG_PATH_ENV = "NEMO_GYM_CONFIG_PATH"
@@ -87,8 +87,8 @@ def settings_env(block: Mapping[str, Any], instance: str) -> dict[str, str]:
         if name in _OWNED:
             raise EntryError(f"{where}.{name}: set by the instance's host and port")
         if name not in _SETTINGS:
-            close = difflib.get_close_matches(str(name), _SETTINGS, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else ""
+            close = closest(str(name), _SETTINGS)
+            hint = f" (did you mean {close}?)" if close else ""
             raise EntryError(f"{where}.{name}: not a workplace-env serve setting{hint}")
         if value is None:
             continue

@@ -372,7 +372,7 @@ REFUSED_REQUESTS = [
     ("GET", "/seed_session", {}, None, "METHOD_NOT_ALLOWED"),
     ("PUT", "/email_search_emails", JSON_CT, b"{}", "METHOD_NOT_ALLOWED"),
     ("DELETE", "/verify", {}, None, "METHOD_NOT_ALLOWED"),
-    ("POST", "/health", JSON_CT, b"{}", "ROUTE_NOT_FOUND"),  # taken as a tool's name
+    ("POST", "/health", JSON_CT, b"{}", "METHOD_NOT_ALLOWED"),  # a fixed GET route's path
     ("PATCH", "/health", JSON_CT, b"{}", "METHOD_NOT_ALLOWED"),
     ("POST", "/seed_session", JSON_CT, b"{", "INVALID_REQUEST"),
     ("POST", "/seed_session", {"content-type": "text/plain"}, b"{}", "INVALID_REQUEST"),

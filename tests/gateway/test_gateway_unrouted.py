@@ -1,6 +1,6 @@
 """Which requests a gateway path answers 404 (no route) or 405 (a route, another method): a
 path that is no route is ``ROUTE_NOT_FOUND`` whatever its method, a route's path answers
-another method with ``METHOD_NOT_ALLOWED`` and that route's own ``Allow``."""
+another method with ``METHOD_NOT_ALLOWED`` and an ``Allow`` of every method its routes take."""
 
 from __future__ import annotations
 
@@ -19,9 +19,12 @@ PATH_TABLE = [
     ("GET", "/seed_session", 405, NOT_ALLOWED, "POST"),
     ("PUT", "/seed_session", 405, NOT_ALLOWED, "POST"),
     ("DELETE", "/verify", 405, NOT_ALLOWED, "POST"),
-    ("PUT", "/health", 405, NOT_ALLOWED, "GET"),
-    ("DELETE", "/ready", 405, NOT_ALLOWED, "GET"),
-    ("POST", "/health", 404, NOT_FOUND, None),  # taken as a tool's name: none such
+    ("PUT", "/health", 405, NOT_ALLOWED, "GET, HEAD"),
+    ("DELETE", "/ready", 405, NOT_ALLOWED, "GET, HEAD"),
+    ("PATCH", "/", 405, NOT_ALLOWED, "GET, HEAD"),
+    ("POST", "/health", 405, NOT_ALLOWED, "GET, HEAD"),  # a fixed route's path: no tool's name
+    ("POST", "/ready", 405, NOT_ALLOWED, "GET, HEAD"),
+    ("GET", "/aggregate_metrics", 405, NOT_ALLOWED, "POST"),
     ("GET", "/email_search_emails", 405, NOT_ALLOWED, "POST"),
     ("PUT", "/email_search_emails", 405, NOT_ALLOWED, "POST"),
     ("DELETE", "/calendar_create_event", 405, NOT_ALLOWED, "POST"),
@@ -63,6 +66,12 @@ def test_a_404_names_the_request_and_the_closest_route(http: httpx.Client, metho
     detail = http.request(method, path).json()["detail"]
     hint = "" if closest is None else f"; did you mean {closest!r}?"
     assert detail == f"{method} {path} is no route of this gateway{hint}"
+
+
+def test_a_405_names_the_request_and_what_its_path_takes(http: httpx.Client):
+    answer = http.put("/health")
+    assert answer.json()["detail"] == "PUT /health takes GET, HEAD only"
+    assert http.head("/health").status_code == 200  # what Allow names is served
 
 
 def test_with_a_session_a_path_that_is_no_route_is_still_404(http: httpx.Client):

@@ -59,8 +59,8 @@ naming another session than the body -> 422 ``SESSION_HEADER_MISMATCH`` (CONTRAC
 over the limit -> 413 ``REQUEST_TOO_LARGE``; a path served by no route (a fixed route's, a
 tool's name, or any single-segment path for ``POST``; a trailing ``/`` is no redirect) -> 404
 ``ROUTE_NOT_FOUND`` whatever the method, body or Content-Type, a method a route's path does
-not take -> 405 ``METHOD_NOT_ALLOWED`` (with the route's
-``Allow``); a write call that would take its session over the server's
+not take -> 405 ``METHOD_NOT_ALLOWED`` (``Allow`` naming every method its routes take,
+``GET, HEAD`` for the health routes); a write call that would take its session over the server's
 ``max_session_write_bytes`` -> 413 ``SESSION_TOO_LARGE`` (``limit_bytes``, ``size_bytes``;
 nothing applied); bytes that
 are not text -> 400 ``BODY_UNPARSABLE`` (as NeMo Gym's server); a tool call
@@ -90,7 +90,11 @@ from workplace_env.gateway.cookies import CookieCodec, SessionCookieMiddleware
 from workplace_env.gateway.routes import include_routes
 from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.gateway.state import GatewayState, gateway_version
-from workplace_env.gateway.translate import HttpProblem, row_problem, unrouted_problem
+from workplace_env.gateway.translate import (
+    HttpProblem,
+    row_problem,
+    wrong_route_problem,
+)
 from workplace_env_client import EnvironmentClient, reasons
 
 #: The refusals Starlette makes on its own (no route matched, or its body parser failed), by
@@ -151,8 +155,8 @@ def create_app(client: EnvironmentClient, settings: GatewaySettings | None = Non
         row = STARLETTE_REFUSALS.get(exc.status_code)
         if row is None:  # none of Starlette's or FastAPI's own (a route raising one)
             return await http_exception_handler(request, exc)
-        if row is reasons.ROUTE_NOT_FOUND:
-            return unrouted_problem(request).response
+        if row in (reasons.ROUTE_NOT_FOUND, reasons.METHOD_NOT_ALLOWED):
+            return wrong_route_problem(request).response
         return row_problem(row, exc.detail, exc.headers).response
 
     include_routes(app, state)

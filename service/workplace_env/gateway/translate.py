@@ -4,7 +4,6 @@ as HTTP answers. No routes here (see :mod:`workplace_env.gateway.routes`).
 
 from __future__ import annotations
 
-import difflib
 import email.message
 import json
 import math
@@ -17,11 +16,11 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import Field, TypeAdapter, ValidationError
 from starlette.requests import ClientDisconnect
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Match
 
 from workplace_env import session_header, wire
 from workplace_env.config import origin
-from workplace_env.errors import clip_inline
+from workplace_env.errors import clip_inline, closest
 from workplace_env.gateway import fastjson
 from workplace_env.gateway.cookies import (
     COOKIE_ABSENT,
@@ -245,13 +244,42 @@ def unrouted_problem(request: Request) -> HttpProblem:
     ]
     served += [f"/{name}" for name in TOOLS]
     stripped = path.rstrip("/")
-    if stripped != path and stripped in served:
-        close = [stripped]
-    else:
-        close = difflib.get_close_matches(path[:200], served, n=1)  # difflib is quadratic
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    close = stripped if stripped != path and stripped in served else closest(path, served)
+    hint = f"; did you mean {close!r}?" if close else ""
     detail = f"{request.method} {clip_inline(path)} is no route of this gateway{hint}"
     return row_problem(reasons.ROUTE_NOT_FOUND, detail)
+
+
+#: The order methods are listed in an ``Allow`` header.
+_METHOD_ORDER = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """The methods the routes of the request's path take when its own is not one of them
+    (routes of one path for different methods, as ``GET`` and its ``HEAD``, all counted);
+    ``[]`` when no route has that path."""
+    allowed: set[str] = set()
+    for route in request.app.routes:
+        methods = getattr(route, "methods", None)
+        if not (methods and isinstance(route, BaseRoute)):
+            continue
+        if route.matches(request.scope)[0] is Match.PARTIAL:
+            allowed |= methods
+    order = {method: i for i, method in enumerate(_METHOD_ORDER)}
+    return sorted(allowed, key=lambda method: (order.get(method, len(order)), method))
+
+
+def wrong_route_problem(request: Request) -> HttpProblem:
+    """405 METHOD_NOT_ALLOWED when a route serves the request's path for other methods:
+    ``detail`` ``PUT /health takes GET, HEAD only``, ``Allow: GET, HEAD``; else 404
+    ROUTE_NOT_FOUND (:func:`unrouted_problem`)."""
+    allowed = _allowed_methods(request)
+    if not allowed:
+        return unrouted_problem(request)
+    listed = ", ".join(allowed)
+    path = clip_inline(request.scope.get("path", ""))
+    detail = f"{request.method} {path} takes {listed} only"
+    return row_problem(reasons.METHOD_NOT_ALLOWED, detail, {"allow": listed})
 
 
 def draining_problem() -> HttpProblem:

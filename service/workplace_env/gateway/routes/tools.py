@@ -21,7 +21,7 @@ from workplace_env.gateway.translate import (
     no_session_detail,
     object_body,
     service_error,
-    unrouted_problem,
+    wrong_route_problem,
 )
 from workplace_env.sandbox.tools import TOOLS
 from workplace_env_client import SessionLostError, reasons
@@ -79,7 +79,7 @@ router = APIRouter(route_class=ToolRoute)
 async def call_tool(tool_name: str, request: Request, state: GatewayStateDep) -> Response:
     sid = cookie_session(request)
     if sid is None and tool_name not in TOOLS:  # no route: decided before the body is read
-        return unrouted_problem(request).response
+        return wrong_route_problem(request).response
     text = await body_text(request)
     if sid is None:
         # a bad body is 422 before a missing session is 404 (NaN runs, as on the service)
