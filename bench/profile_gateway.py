@@ -6,28 +6,28 @@ Usage: ``.venv/bin/python bench/profile_gateway.py [--episodes 400] [--concurren
 A child process serves the gateway the way ``serve --http-address`` does (the store, the gRPC
 server, the gateway on its backend), with uvicorn in its main thread under cProfile timed by
 ``time.thread_time`` (CPU, not wall clock, so waiting for a core on a shared machine does not
-count). ``http_bench.py``'s HTTP episodes run against it; then it prints the functions with the
-most own CPU time and the share of a few groups (HTTP server, FastAPI/Starlette, JSON, cookies,
-the backend and the environment). Only the event-loop thread is profiled: with the remote
-backend (in an older checkout) the SDK calls run on worker threads and the loopback
-gRPC server's work on its own threads, which this profile does not see.
+count). ``http_bench.py``'s HTTP episodes run against it; then it prints the share of a few
+groups (HTTP server, FastAPI/Starlette, JSON, cookies, the backend and the environment) and
+the functions with the most own and cumulative CPU time (``cpu_profile.report``). Only the
+event-loop thread is profiled: with the remote backend (in an older checkout) the SDK calls
+run on worker threads and the loopback gRPC server's work on its own threads, which this
+profile does not see (``profile_server.py``'s sampler sees every thread, without call counts).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
-import io
-import pstats
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
+
+from cpu_profile import report  # noqa: E402
 
 from bench import add_data_dir_option  # noqa: E402  (bench/ is not a package)
 
@@ -87,37 +87,6 @@ def serve(out: str, data_dir: str | None) -> None:
     running.stop(grace_s=0)
 
 
-def group_of(
-    filename: str, groups: dict[str, tuple[str, ...]] | None = None, rest: str = "other"
-) -> str:
-    """The group of ``groups`` (default: this module's GROUPS) whose needle is in ``filename``."""
-    for name, needles in (GROUPS if groups is None else groups).items():
-        if any(n in filename for n in needles):
-            return name
-    return rest
-
-
-def report(stats_file: str, top: int, episodes: int | None = None, **grouping: Any) -> None:
-    """Print own time by group (``grouping``: :func:`group_of`'s keywords), per episode when
-    ``episodes`` is given, then the ``top`` functions by own time."""
-    stats: Any = pstats.Stats(stats_file)
-    total = sum(v[2] for v in stats.stats.values())
-    groups: dict[str, float] = {}
-    for (filename, _, _), value in stats.stats.items():
-        group = group_of(filename, **grouping)
-        groups[group] = groups.get(group, 0.0) + value[2]
-    if episodes:
-        print(f"server CPU under the profiler: {total / episodes * 1e3:.2f} ms per episode")
-    else:
-        print(f"gateway thread CPU: {total:.2f} s (own time by group)")
-    for name, seconds in sorted(groups.items(), key=lambda kv: -kv[1]):
-        per = f"  {seconds / episodes * 1e3:6.3f} ms" if episodes else ""
-        print(f"  {seconds / total:6.1%}{per}  {name}")
-    buffer = io.StringIO()
-    pstats.Stats(stats_file, stream=buffer).sort_stats("tottime").print_stats(top)
-    print(buffer.getvalue())
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=400)
@@ -132,11 +101,9 @@ def main() -> None:
         return
     import http_bench
 
-    from bench import SHARED, load_episodes
+    from bench import default_data_dir, load_episodes
 
-    data_dir = args.data_dir
-    if data_dir is None and (SHARED / "workbench" / "emails.csv").exists():
-        data_dir = str(SHARED / "workbench")
+    data_dir = default_data_dir(args.data_dir)
     lines, _ = load_episodes(data_dir, args.episodes)
     cmd = [sys.executable, __file__, "--serve", "--out", args.out]
     if data_dir:
@@ -152,7 +119,7 @@ def main() -> None:
     finally:
         child.send_signal(signal.SIGTERM)
         child.wait(60)
-    report(args.out, args.top)
+    report(args.out, args.top, title="gateway thread CPU", groups=GROUPS)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,8 @@ from workplace_env.sandbox.tables import CSV_FILES
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
+import cpu_profile  # noqa: E402
+
 import bench  # noqa: E402  (bench/ is not a package)
 
 
@@ -42,7 +47,14 @@ def test_generated_episodes_on_a_data_dir_name_it(no_mix: None, tmp_path: Path) 
 
 @pytest.mark.parametrize(
     "script",
-    ["bench.py", "http_bench.py", "grpc_ladder.py", "profile_gateway.py", "evict_bench.py"],
+    [
+        "bench.py",
+        "http_bench.py",
+        "grpc_ladder.py",
+        "profile_gateway.py",
+        "profile_server.py",
+        "evict_bench.py",
+    ],
 )
 def test_a_data_dir_that_is_no_directory_is_a_usage_error(script: str, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-dir"
@@ -118,3 +130,60 @@ def test_against_prints_both_trees_and_their_ratio(tmp_path: Path) -> None:
     for path in ("http", "grpc"):
         assert run[path]["episodes"] == run[f"{path}@"]["episodes"] == 3
     assert set(report["medians"]["1"]) == {"http", "grpc"}
+
+
+def spin_in_a_named_function(cpu_s: float) -> None:
+    """Use ``cpu_s`` of this thread's CPU in this function's own loop."""
+    start = time.thread_time()
+    while time.thread_time() - start < cpu_s:
+        pass
+
+
+def test_the_sampler_charges_a_spinning_thread_s_cpu_to_its_function() -> None:
+    sampler = cpu_profile.CpuSampler(interval_s=0.001)
+    sampler.start()
+    spinner = threading.Thread(target=spin_in_a_named_function, args=(0.3,))
+    spinner.start()
+    spinner.join()  # this thread waits meanwhile: a waiting place, no sample
+    sampler.stop()
+    stats = sampler.stats()
+    own = {name: value[2] for (_, _, name), value in stats.items()}
+    assert sampler.cpu_s > 0.25  # all but what it used after the last look
+    assert own["spin_in_a_named_function"] > 0.8 * sum(own.values())
+    (entry,) = [v for (_, _, name), v in stats.items() if name == "Thread.run"]
+    assert entry[3] >= own["spin_in_a_named_function"]  # cumulative: on every sample's stack
+
+
+def test_profile_server_prints_group_shares_that_add_up(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "profile_server.py"),
+            "--episodes",
+            "100",
+            "--concurrency",
+            "1",
+            "--interval-ms",
+            "0.25",
+            "--top",
+            "5",
+            "--out",
+            str(tmp_path / "server.prof"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    head = done.stdout.split("\n\n", 1)[0].splitlines()
+    assert head[0].startswith("server CPU: ") and head[0].endswith(" ms/ep (own time by group)")
+    groups = {}
+    for line in head[1:]:
+        share, per_episode, name = re.fullmatch(
+            r"\s*([\d.]+)%\s+([\d.]+) ms/ep\s+(.+)", line
+        ).groups()
+        groups[name] = (float(share), float(per_episode))
+    assert abs(sum(share for share, _ in groups.values()) - 100) < 0.1 * len(groups)
+    assert groups["environment (store, tools, verify)"][1] > 0
+    assert "top 5 functions by own time" in done.stdout
+    assert "top 5 functions by cumulative time" in done.stdout
