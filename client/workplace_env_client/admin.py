@@ -479,7 +479,8 @@ class AdminClient(SyncOnly):
     ) -> tuple[ExportResult, list[admin_pb.SessionFence]]:
         """:meth:`export_sessions` and the closed ids the server fences (of ``session_ids``,
         or all; S4): pass both to :meth:`restore_sessions` so a restored server keeps refusing
-        a late seed of a closed episode."""
+        a late seed of a closed episode. The server reads both as one picture: a session
+        closed while the export runs is a fence, not also a snapshot."""
         if isinstance(session_ids, str | bytes):
             raise ArgumentError("resources_session_ids", "must be a list of ids, not a string")
         ids = [checks.text(sid, f"resources_session_ids[{i}]") for i, sid in enumerate(session_ids)]

@@ -19,6 +19,7 @@ import pytest
 from tests.helpers import HANG_S, FakeClock, Served, ServeProcess, total_emails
 from workplace.env.v1 import admin_pb2 as admin_pb
 from workplace_env import errors
+from workplace_env.checkpoint.files import write_checkpoint
 from workplace_env.checkpoint.snapshot import FenceSnapshot
 from workplace_env.config import Settings
 from workplace_env.identity import EpisodeId, Task, TaskId
@@ -1001,3 +1002,107 @@ def test_a_refused_batch_installs_none_of_its_fences(sandbox, fclock):
     with pytest.raises(errors.SessionLive):
         store.restore(source.export()[0], [FenceSnapshot("f0", 1.0)])
     assert store.export_fences() == []
+
+
+# -- a save under load: each id is a snapshot or a fence, never both (K1) ----------------------
+
+
+def _close_during_export(store: SessionStore, closing: str, at: str) -> None:
+    """Make ``store`` close ``closing`` when its export reaches ``at``: ``closing`` sorts
+    before ``at``, so it was snapshotted already and is fenced before the fences are read."""
+    store_faults = Faults.of(store)
+
+    def close(sid: str) -> None:
+        if sid == at:
+            store_faults.on("export", None)
+            store.close(closing, EpisodeId(closing, 0))
+
+    store_faults.on("export", close)
+
+
+def test_K1_a_session_closed_during_the_export_is_a_fence_and_the_batch_restores(servers):
+    a, b = servers(), servers()
+    for sid in ("race-a", "race-b"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+    _close_during_export(a.running.store, "race-a", at="race-b")
+    (snapshots, missing, failures), fences = a.admin.export_checkpoint()
+    assert [s.resources_session_id for s in snapshots] == ["race-b"]
+    assert [f.resources_session_id for f in fences] == ["race-a"]
+    assert (missing, failures) == (["race-a"], {})
+    assert b.admin.restore_sessions(snapshots, fences) == 1
+    with pytest.raises(SessionClosedError):  # closed at the end of the save: not resurrected
+        b.client.seed("race-a", ("race-a", 0), TID, TASK)
+    assert b.client.seed("race-b", ("race-b", 0), TID, TASK).restored
+
+
+def test_cli_save_while_a_session_closes_then_restore_keeps_it_closed(servers, tmp_path):
+    a, b = servers(CLI_TOKEN), servers(CLI_TOKEN)
+    for sid in ("busy-a", "busy-b", "busy-c"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+    _close_during_export(a.running.store, "busy-a", at="busy-c")
+    saved = _cli("checkpoint", "save", str(tmp_path), "--target", f"127.0.0.1:{a.running.port}")
+    assert saved.returncode == 0 and "saved 2 sessions" in saved.stderr, saved.stderr
+    restored = _cli(
+        "checkpoint", "restore", str(tmp_path), "--target", f"127.0.0.1:{b.running.port}"
+    )
+    assert restored.returncode == 0, restored.stderr
+    assert b.running.store.live_count() == 2
+    with pytest.raises(SessionClosedError):
+        b.client.seed("busy-a", ("busy-a", 0), TID, TASK)
+
+
+def test_cli_restore_of_an_id_both_live_and_fenced_keeps_the_fence(servers, tmp_path):
+    """A checkpoint written by a build that saved a session closing during the save twice
+    restores: the fence wins (the session had closed by the end of the save), the note names
+    it; the server itself still refuses such a batch, naming the snapshot."""
+    a, b = servers(CLI_TOKEN), servers(CLI_TOKEN)
+    for sid in ("twice", "kept"):
+        a.client.seed(sid, (sid, 0), TID, TASK)
+    snapshots = a.admin.export_sessions().snapshots
+    a.client.close_session("twice", ("twice", 0))
+    (_, _, _), fences = a.admin.export_checkpoint()
+    write_checkpoint(
+        tmp_path,
+        [snapshot_to_json(s) for s in snapshots],
+        fences=[{"resources_session_id": f.resources_session_id, "age": "1s"} for f in fences],
+    )
+    with pytest.raises(InvalidRequestError) as err:
+        b.admin.restore_sessions(snapshots, fences)
+    [violation] = err.value.violations
+    assert violation.field == "fences[0].resources_session_id"
+    assert "snapshots[1]" in violation.description
+    restored = _cli(
+        "checkpoint", "restore", str(tmp_path), "--target", f"127.0.0.1:{b.running.port}"
+    )
+    assert restored.returncode == 0, restored.stderr
+    assert "restored 1 session from" in restored.stderr and "twice" in restored.stderr
+    assert b.running.store.live_count() == 1
+    with pytest.raises(SessionClosedError):
+        b.client.seed("twice", ("twice", 0), TID, TASK)
+
+
+def test_export_checkpoint_is_the_picture_at_its_end(sandbox, fclock):
+    """A snapshot whose session left during the export is dropped: closed, it is a fence and
+    missing; retired, missing; retired and seeded again, a failure (export it again)."""
+    store = _store(sandbox, fclock)
+    for sid in ("a-closed", "z-last", "b-reseeded", "c-retired"):
+        store.seed(sid, EpisodeId(sid, 0), FTID, Task("t1"))
+    faults = Faults.of(store)
+
+    def leave(sid: str) -> None:
+        if sid == "z-last":
+            faults.on("export", None)
+            store.close("a-closed", EpisodeId("a-closed", 0))
+            store.retire("c-retired")
+            store.retire("b-reseeded")
+            store.seed("b-reseeded", EpisodeId("b-reseeded", 1), FTID, Task("t1"))
+
+    faults.on("export", leave)
+    snapshots, missing, failures, fences = store.export_checkpoint()
+    assert [s.session_id for s in snapshots] == ["z-last"]
+    assert missing == ["a-closed", "c-retired"]
+    assert [sid for sid, _ in failures] == ["b-reseeded"]
+    assert [f.session_id for f in fences] == ["a-closed"]
+    target = _store(sandbox, fclock)
+    assert target.restore(snapshots, fences) == 1
+    assert _fenced(target, "a-closed")

@@ -137,7 +137,9 @@ def restore_checkpoint(
     server at ``target`` in one batch (all or nothing) within ``timeout_s`` seconds, over TLS
     with ``credentials`` (as for :func:`save_checkpoint`).
 
-    A checkpoint this server restored already, some of its sessions claimed since (a retry
+    A session that is both a snapshot and a fence in the checkpoint (saved by an older build
+    while it closed) is restored as its fence, closed as at the end of that save, and a note
+    names it. A checkpoint this server restored already, some of its sessions claimed since (a retry
     after the first attempt's answer was lost), is said so and is no error (exit 0): its
     claimed sessions are not reset. Raises :class:`CommandError`: exit 2 when ``directory`` is
     not a checkpoint (no readable manifest); exit 1 when a file is
@@ -155,6 +157,7 @@ def restore_checkpoint(
         raise CommandError(str(exc)) from exc
     except (CheckpointFileError, ValueError) as exc:
         raise CommandError("checkpoint refused, nothing sent:", exc, exit_code=1) from exc
+    snapshots = _without_fenced(snapshots, fences)
     try:
         with _admin(target, token, timeout_s, credentials) as admin:
             start = time.monotonic()
@@ -190,6 +193,32 @@ def restore_checkpoint(
             f" ({counted(len(fences), 'fence')})"
         )
     )
+
+
+#: How many ids a note names before it says how many more.
+_NAMED_IDS = 5
+
+
+def _without_fenced(
+    snapshots: list[admin_pb.SessionSnapshot], fences: list[admin_pb.SessionFence]
+) -> list[admin_pb.SessionSnapshot]:
+    """``snapshots`` less those whose id is also fenced (a session that closed while an older
+    build saved the checkpoint, written both ways): the fence is the truth at the end of the
+    save. A note on stderr names them, when there are any."""
+    fenced = {f.resources_session_id for f in fences}
+    closed = sorted(s.resources_session_id for s in snapshots if s.resources_session_id in fenced)
+    if not closed:
+        return snapshots
+    named = ", ".join(closed[:_NAMED_IDS])
+    more = f" and {len(closed) - _NAMED_IDS:,} more" if len(closed) > _NAMED_IDS else ""
+    console.print(
+        plain(
+            f"note: {counted(len(closed), 'session')} ({named}{more}) closed while this "
+            "checkpoint was saved and it holds each twice, live and closed: restoring them "
+            "closed (their fence), as they were at the end of the save"
+        )
+    )
+    return [s for s in snapshots if s.resources_session_id not in fenced]
 
 
 def _to_json(fence: admin_pb.SessionFence) -> dict[str, Any]:

@@ -147,16 +147,35 @@ class FenceSnapshot:
     episode: EpisodeId | None = None
 
 
-def fence_violations(fences: Sequence[FenceSnapshot], taken: set[str]) -> list[FieldViolation]:
+#: What to do with a batch whose id is both a snapshot and a fence (a save by an older build
+#: while that session closed): the fence is the truth at the end of that save.
+SNAPSHOT_AND_FENCE_FIX = (
+    "Send its fence without its snapshot (it had closed by the end of the save); "
+    "`workplace-env checkpoint restore` does so"
+)
+
+
+def fence_violations(
+    fences: Sequence[FenceSnapshot], snapshot_at: Mapping[str, int]
+) -> list[FieldViolation]:
     """Violations of a restore's fences, each named ``fences[i].<field>``: an id malformed,
-    repeated or also a snapshot's (in ``taken``), an episode malformed, an age negative or
-    not finite."""
+    repeated, or also a snapshot's (``snapshot_at``: each snapshot's id to its index; the
+    violation names that snapshot and says which to keep), an episode malformed, an age
+    negative or not finite."""
     out: list[FieldViolation] = []
-    seen = set(taken)
+    seen: set[str] = set()
     for i, fence in enumerate(fences):
         path = f"fences[{i}]"
         out += session_id_violations(fence.session_id, f"{path}.resources_session_id")
-        if fence.session_id in seen:
+        if fence.session_id in snapshot_at:
+            out.append(
+                FieldViolation(
+                    f"{path}.resources_session_id",
+                    f"is also snapshots[{snapshot_at[fence.session_id]}]'s: the session closed "
+                    f"while the checkpoint was saved. {SNAPSHOT_AND_FENCE_FIX}",
+                )
+            )
+        elif fence.session_id in seen:
             out.append(FieldViolation(f"{path}.resources_session_id", "appears twice in the batch"))
         seen.add(fence.session_id)
         if fence.episode is not None:

@@ -62,11 +62,13 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
         limit, so every session fits. Only under a limit of a few KiB can a piece alone need
         a message over it: its session is named in ``failures`` and the others export; so is a
         session whose snapshot protobuf cannot hold. Once the client has gone (deadline,
-        cancel) nothing more is built: the export stops before the next session."""
+        cancel) nothing more is built: the export stops before the next session. Snapshots and
+        fences are one picture (:meth:`.SessionStore.export_checkpoint`): a session closed
+        while the export runs is sent as a fence only."""
         limit = self.max_message_bytes
         chunk_bytes = min(admin_sdk.CHUNK_BYTES, max(limit - PIECE_OVERHEAD_BYTES, limit // 2))
         ids = list(request.resources_session_ids)
-        snapshots, missing, failures = self.store.export(ids, context.is_active)
+        snapshots, missing, failures, closed = self.store.export_checkpoint(ids, context.is_active)
         sandbox = sandbox_identity(self.store.base)
         pieces: list[admin_pb.SessionSnapshot] = []
         for snapshot in snapshots:
@@ -95,7 +97,7 @@ class AdminServicer(admin_grpc.EnvironmentAdminServiceServicer):
         chunks = list(group_pieces(pieces, chunk_bytes))
         for chunk in chunks[:-1]:
             yield admin_pb.ExportSessionsResponse(snapshots=chunk)
-        fences = [convert.fence_message(f) for f in self.store.export_fences(ids)]
+        fences = [convert.fence_message(f) for f in closed]
         for group in group_pieces(fences, chunk_bytes) if fences else ():
             yield admin_pb.ExportSessionsResponse(fences=group)
         tail = admin_pb.ExportSessionsResponse(

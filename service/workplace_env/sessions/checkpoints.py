@@ -7,11 +7,13 @@ unclaimed sessions (:meth:`~Checkpoints.restore`, K2-K3), and discarding an expo
 the life cycle makes on restored tables. The snapshot format, its codec and checkpoint files
 are :mod:`workplace_env.checkpoint`'s.
 
-The fences (closed ids, C1, C3) travel beside the snapshots (:meth:`~Checkpoints.export_fences`,
-their age at export), so after a restore a late or retried seed of a closed episode is still
-refused (S4) until the fence is as old as it would have been. Eviction records (X1) and legacy
-verify markers (V2, V3) do not travel: CONTRACT counts an id lost in a restart as lost (T4,
-V4), and neither record keeps a closed episode from running again.
+The fences (closed ids, C1, C3) travel beside the snapshots, with their age at export, read in
+one picture with them (:meth:`~Checkpoints.export_checkpoint`: a session closed while the
+export runs is a fence, never also a snapshot), so after a restore a late or retried seed of a
+closed episode is still refused (S4) until the fence is as old as it would have been.
+Eviction records (X1) and legacy verify markers (V2, V3) do not travel: CONTRACT counts an id
+lost in a restart as lost (T4, V4), and neither record keeps a closed episode from running
+again.
 
 A session's call_id records travel with its snapshot (their age at export), so a call retried
 after a restore replays; so does its count of written bytes, so a restore never resets its
@@ -24,6 +26,7 @@ import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from workplace_env import errors
 from workplace_env.checkpoint.codec import CodecError, encode_state
@@ -51,6 +54,20 @@ from workplace_env.sessions.types import (
     task_digest,
 )
 
+#: Why an export drops a session retired and seeded again while it ran (a failure of K1).
+SEEDED_AGAIN = "it was released and seeded again during the export; export it again"
+
+
+class ExportedCheckpoint(NamedTuple):
+    """One export (K1): ``snapshots``, the ids not held (``missing``), the held sessions that
+    cannot be encoded with why (``failures``: ``(id, reason)``), and the ``fences`` (closed
+    ids with their ages); no id is both a snapshot and a fence."""
+
+    snapshots: list[Snapshot]
+    missing: list[str]
+    failures: list[tuple[str, str]]
+    fences: list[FenceSnapshot]
+
 
 class Checkpoints:
     """Export, restore and retire of a store's sessions (K1-K3, K6) over ``base``."""
@@ -74,13 +91,23 @@ class Checkpoints:
     def export(
         self, session_ids: Sequence[str] = (), active: Callable[[], bool] = lambda: True
     ) -> tuple[list[Snapshot], list[str], list[tuple[str, str]]]:
-        """Snapshots of the live sessions (or of ``session_ids``), the ids not held, and the
-        held sessions that cannot be encoded, with why (K1).
+        """Snapshots, ids not held and failures of :meth:`export_checkpoint`, without fences."""
+        snapshots, missing, failures, _ = self.export_checkpoint(session_ids, active)
+        return snapshots, missing, failures
+
+    def export_checkpoint(
+        self, session_ids: Sequence[str] = (), active: Callable[[], bool] = lambda: True
+    ) -> ExportedCheckpoint:
+        """Snapshots of the live sessions (or of ``session_ids``), the ids not held, the held
+        sessions that cannot be encoded with why, and the fences (of ``session_ids`` only, when
+        given): one picture, true at the export's end (K1).
 
         Each session is read under its own lock, so a snapshot never shows half a tool call.
         One session whose tables the codec cannot write (an infinite float stored by a tool)
         is reported, never a reason to fail the others. ``active`` is asked before each
-        session: once it answers False (the client gave up) the export stops there.
+        session: once it answers False (the client gave up) the export stops there. Last, under
+        the store lock, the fences are read and each snapshot whose session is no longer the
+        one read is dropped (:meth:`_settle`), so no id is both a snapshot and a fence.
         """
         sessions = self.table.sessions
         with self.scope.lock:
@@ -88,7 +115,7 @@ class Checkpoints:
                 chosen = [(sid, sessions.get(sid)) for sid in dict.fromkeys(session_ids)]
             else:
                 chosen = sorted(sessions.items())
-        snapshots: list[Snapshot] = []
+        read: list[tuple[LiveSession, Snapshot]] = []
         missing: list[str] = []
         failures: list[tuple[str, str]] = []
         for sid, session in chosen:
@@ -100,19 +127,51 @@ class Checkpoints:
             except CodecError as exc:
                 failures.append((sid, str(exc)))
                 continue
-            if snapshot is None:
+            if snapshot is None or session is None:
                 missing.append(sid)
             else:
-                snapshots.append(snapshot)
-        return snapshots, missing, failures
+                read.append((session, snapshot))
+        return self._settle(read, missing, failures, session_ids)
+
+    def _settle(
+        self,
+        read: Sequence[tuple[LiveSession, Snapshot]],
+        missing: list[str],
+        failures: list[tuple[str, str]],
+        session_ids: Sequence[str],
+    ) -> ExportedCheckpoint:
+        """The export of ``read`` (each session with its snapshot) as the store holds it now.
+
+        Under the store lock, where a close unmaps a session and fences its id in one step:
+        the fences, and each snapshot kept only while its session is still held. One closed
+        during the export is a fence (and missing), one retired or evicted is missing, one
+        retired and seeded again is a failure (its new attempt was not read: export again).
+        """
+        now = self.scope.clock()
+        snapshots: list[Snapshot] = []
+        with self.scope.lock:
+            fences = self._fences(session_ids, now)
+            for session, snapshot in read:
+                held = self.table.sessions.get(session.session_id)
+                if held is session:
+                    snapshots.append(snapshot)
+                elif held is None:
+                    missing.append(session.session_id)
+                else:
+                    failures.append((session.session_id, SEEDED_AGAIN))
+        return ExportedCheckpoint(snapshots, missing, failures, fences)
 
     def export_fences(self, session_ids: Sequence[str] = ()) -> list[FenceSnapshot]:
         """The fences of this store (of ``session_ids`` only, when given), oldest first, each
-        with its age now (C1, C3; exported beside the snapshots, K1)."""
+        with its age now (C1, C3; :meth:`export_checkpoint` exports them with the snapshots)."""
         now = self.scope.clock()
         with self.scope.lock:
-            self.records.prune(now)
-            return self.records.fence_snapshots(session_ids, now)
+            return self._fences(session_ids, now)
+
+    def _fences(self, session_ids: Sequence[str], now: float) -> list[FenceSnapshot]:
+        """The fences (of ``session_ids`` only, when given) at ``now`` (store lock held)."""
+        self.records.prune(now)
+        return self.records.fence_snapshots(session_ids, now)
 
     def _snapshot(self, session: LiveSession) -> Snapshot | None:
         with session.lock:
@@ -167,7 +226,7 @@ class Checkpoints:
             seen.add(snapshot.session_id)
             tables_of = SessionTables.from_tables(self.base, tables)
             decoded.append((snapshot, tables_of, snapshot_digest(snapshot)))
-        violations = fence_violations(fences, seen)
+        violations = fence_violations(fences, {s.session_id: i for i, s in enumerate(snapshots)})
         if violations:
             raise errors.InvalidRequest(violations)
         swept = False  # a full store evicts its sessions past their TTL once, then decides again

@@ -3,9 +3,10 @@
 Owns :class:`SessionStore`, the object the gRPC servicer, the HTTP gateway's in-process
 backend, the runner and the CLI hold. It builds the parts, each with one job, over one
 :class:`~.scope.StoreScope` (lock, clock, bounds, hooks), and hands each operation to its part:
-:class:`~.lifecycle.LifeCycle` (seed, call_tool, verify, close), :class:`~.checkpoints.Checkpoints`
-(export, export_fences, restore, retire), :class:`~.sweep.IdleSweep` (evict_idle) and
-:class:`~.table.SessionTable` (live_count, state_counts, start_draining).
+:class:`~.lifecycle.LifeCycle` (seed, call_tool, verify, close),
+:class:`~.checkpoints.Checkpoints` (export, export_checkpoint, export_fences, restore, retire),
+:class:`~.sweep.IdleSweep` (evict_idle) and :class:`~.table.SessionTable` (live_count,
+state_counts, start_draining).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from workplace_env.checkpoint.snapshot import FenceSnapshot, Snapshot
 from workplace_env.identity import EpisodeId, Task, TaskId
 from workplace_env.sandbox.tables import BaseTables, SessionTables
-from workplace_env.sessions.checkpoints import Checkpoints
+from workplace_env.sessions.checkpoints import Checkpoints, ExportedCheckpoint
 from workplace_env.sessions.hooks import StoreHooks
 from workplace_env.sessions.lifecycle import LifeCycle
 from workplace_env.sessions.records import Records
@@ -135,6 +136,13 @@ class SessionStore:
     ) -> tuple[list[Snapshot], list[str], list[tuple[str, str]]]:
         """Snapshots, ids not held, and failures (K1): :meth:`.Checkpoints.export`."""
         return self.checkpoints.export(session_ids, active)
+
+    def export_checkpoint(
+        self, session_ids: Sequence[str] = (), active: Callable[[], bool] = lambda: True
+    ) -> ExportedCheckpoint:
+        """Snapshots, ids not held, failures and fences as one picture (K1):
+        :meth:`.Checkpoints.export_checkpoint`."""
+        return self.checkpoints.export_checkpoint(session_ids, active)
 
     def export_fences(self, session_ids: Sequence[str] = ()) -> list[FenceSnapshot]:
         """The fences with their ages (K1): :meth:`.Checkpoints.export_fences`."""
