@@ -383,6 +383,20 @@ def test_the_launcher_example_copied_elsewhere_finds_the_checkout_it_is_told(tmp
     assert f"{tmp_path}/checkout/resources_servers/" in _launcher_log(tmp_path)[0]
 
 
+def test_the_launcher_example_copied_into_its_git_checkout_finds_it(tmp_path):
+    """A copy at another depth of the checkout (its git repository) needs no setting."""
+    env = _launcher_stubs(tmp_path)
+    checkout = tmp_path / "checkout"
+    assert _run("git", "init", "-q", checkout).returncode == 0
+    (checkout / "tools").mkdir()
+    shutil.copy(LAUNCHER_EXAMPLE, checkout / "tools" / "nemo_launcher.sh")
+    proc = _run(
+        "bash", checkout / "tools" / "nemo_launcher.sh", cwd=tmp_path / "elsewhere", env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"{checkout}/resources_servers/" in _launcher_log(tmp_path)[0]
+
+
 def test_the_launcher_example_starts_no_launcher_after_a_failed_step(tmp_path):
     """A step that fails (no example.jsonl to make the typed rows of) ends the script with its
     status: no launcher is started."""
