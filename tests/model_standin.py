@@ -6,14 +6,20 @@ in order: tool calls, a text answer, a cut-off tool call, a verbatim (malformed)
 errors (429/500, with ``retry-after-ms: 1`` so the client's backoff stays short), or an
 answer held until the test releases it. Every request
 body is kept in ``requests`` (per prompt) for the tests to inspect.
+
+Run as a program, it stands in for a model a user has not got (docs/examples/model_standin.sh):
+``python -m tests.model_standin --tasks FILE [--port 8000]`` answers each task of FILE with its
+ground-truth calls, one a turn, then a text answer, however often the task is played (the
+turn is the number of calls the request's conversation holds), until interrupted.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -103,6 +109,22 @@ def _first_user_text(body: dict[str, Any]) -> str:
                 return "".join(p.get("text", "") for p in content if isinstance(p, dict))
             return str(content)
     return ""
+
+
+def _calls_made(body: dict[str, Any]) -> int:
+    """The function calls a request's conversation holds: the ``function_call`` items of a
+    Responses ``input``, the tool calls of a chat's assistant messages."""
+    if "messages" in body:
+        messages = body.get("messages") or []
+        return sum(
+            len(m.get("tool_calls") or [])
+            for m in messages
+            if isinstance(m, dict) and m.get("role") == "assistant"
+        )
+    items = body.get("input")
+    if not isinstance(items, list):
+        return 0
+    return sum(1 for i in items if isinstance(i, dict) and i.get("type") == "function_call")
 
 
 def _responses_answer(step: Step, model: str) -> dict[str, Any]:
@@ -211,10 +233,16 @@ def _chat_answer(step: Step, model: str) -> dict[str, Any]:
 
 
 class StandInModel:
-    """The server; ``scripts`` maps a conversation's first user message to its script."""
+    """The server; ``scripts`` maps a conversation's first user message to its script, played
+    in the order requests come, or, ``by_calls_made``, from the step of the number of calls the
+    request's conversation holds (a script of one-call :class:`Calls` and a :class:`Text`,
+    replayed whenever its conversation starts again). ``port`` 0: a free one."""
 
-    def __init__(self, scripts: dict[str, list[Step]]) -> None:
+    def __init__(
+        self, scripts: dict[str, list[Step]], port: int = 0, by_calls_made: bool = False
+    ) -> None:
         self.scripts = {prompt: Script(list(steps)) for prompt, steps in scripts.items()}
+        self.by_calls_made = by_calls_made
         self.lock = threading.Lock()
         self.unknown: list[dict[str, Any]] = []
         standin = self
@@ -235,7 +263,7 @@ class StandInModel:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -262,6 +290,8 @@ class StandInModel:
                 self.unknown.append(body)
                 return 400, {"error": {"message": "no script for this prompt"}}
             script.requests.append(body)
+            if self.by_calls_made:
+                script.position, script.failures_sent = _calls_made(body), 0
             while True:
                 if script.position >= len(script.steps):
                     step: Step = Text("Nothing more to do.")
@@ -287,3 +317,47 @@ class StandInModel:
         inner = step.then if isinstance(step, Fields | Hold) else step
         answer = _chat_answer(inner, model) if chat else _responses_answer(inner, model)
         return 200, answer | (step.fields if isinstance(step, Fields) else {})
+
+
+def oracle_scripts(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Step]]:
+    """For each task row, keyed by the first user message the model gets for it (the row's
+    ``responses_create_params``, else its ``prompt``): its ground-truth calls, one a turn, then a
+    text answer (only the text for a ground truth written as a string)."""
+    from workplace_env_client.rollouts import create_params_for
+
+    scripts: dict[str, list[Step]] = {}
+    for row in rows:
+        truth = row.get("ground_truth")
+        calls = truth if isinstance(truth, list) else []
+        steps: list[Step] = [
+            Calls([(c["name"], _arguments_text(c.get("arguments", "{}")))]) for c in calls
+        ]
+        scripts[_first_user_text(create_params_for(row, []))] = [*steps, Text()]
+    return scripts
+
+
+def _arguments_text(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve :func:`oracle_scripts` of ``--tasks`` (JSONL) on ``--port`` until interrupted;
+    prints ``serving N tasks at BASE_URL`` once it listens."""
+    parser = argparse.ArgumentParser(prog="python -m tests.model_standin", description=main.__doc__)
+    parser.add_argument("--tasks", required=True, help="JSONL of task rows with ground_truth")
+    parser.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 [8000]")
+    args = parser.parse_args(argv)
+    with open(args.tasks, encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines if line.strip()]
+    standin = StandInModel(oracle_scripts(rows), port=args.port, by_calls_made=True)
+    print(f"serving {len(standin.scripts)} tasks at {standin.base_url}", flush=True)
+    try:
+        standin.server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        standin.server.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -35,8 +35,8 @@ class WorkplaceEnvError(Exception):
     ``resources_session_id``), ``metadata`` (the rest of its ``ErrorInfo.metadata``, e.g.
     ``already_restored`` on a restore's SESSION_LIVE, ``limit_bytes`` on SESSION_TOO_LARGE),
     ``violations`` (``BadRequest``) and ``retry_after_s`` (``RetryInfo``, seconds). ``hint``
-    says what an SDK user changes to fix it (:func:`fix_hint` in the SDK's words; a note,
-    ``fix: ...``, under the traceback), or is empty."""
+    says what an SDK user changes to fix it (None: :func:`fix_hint` of the code and reason, in
+    the SDK's words; a note, ``fix: ...``, under the traceback), or is empty."""
 
     def __init__(
         self,
@@ -48,9 +48,10 @@ class WorkplaceEnvError(Exception):
         retry_after_s: float | None = None,
         domain: str = "",
         metadata: Mapping[str, str] | None = None,
-        hint: str = "",
+        hint: str | None = None,
     ) -> None:
         reason = reasons.carried(code, reason)
+        hint = fix_hint(code, reason, message) if hint is None else hint
         named = reason != code.name
         super().__init__(f"{code.name} {reason}: {message}" if named else f"{code.name}: {message}")
         self.message = message
@@ -121,8 +122,7 @@ def client_closed(in_flight: bool = False) -> ClientClosedError:
 
 def _closed_error() -> ClientClosedError:
     return ClientClosedError(
-        "the client is closed (its close() was called, or its channel was closed); make a new "
-        "client",
+        "the client is closed (its close() was called, or its channel was closed)",
         grpc.StatusCode.FAILED_PRECONDITION,
         reason=reasons.CLIENT_CLOSED.name,
     )
@@ -149,8 +149,7 @@ def wrong_event_loop() -> EventLoopError:
     """The :class:`EventLoopError` of a call in another event loop than the client's."""
     return EventLoopError(
         "this async client was first used in another event loop (each asyncio.run makes a new "
-        "one) and its channel belongs to that loop; make one client per event loop, e.g. "
-        "inside the coroutine asyncio.run runs (async with AsyncEnvironmentClient(...) as env)",
+        "one) and its channel belongs to that loop",
         grpc.StatusCode.FAILED_PRECONDITION,
         reason=reasons.WRONG_EVENT_LOOP.name,
     )
@@ -396,6 +395,58 @@ HINTS: dict[str, str] = {
     "{token}",
     "PERMISSION_DENIED": "{server} (or a proxy before it) does not let this client in: a server "
     "started with --tls-client-ca needs {client_cert}",
+    reasons.CAPACITY_EXHAUSTED.name: "close the sessions no longer needed, retry once the "
+    "RetryInfo delay has passed, or restart {server} with a larger --max-sessions (or "
+    "WORKPLACE_ENV_MAX_SESSIONS)",
+    reasons.TOO_MANY_RPCS.name: "retry once the RetryInfo delay has passed, send fewer calls at "
+    "once, or restart {server} with a larger --max-concurrent-rpcs (or "
+    "WORKPLACE_ENV_MAX_CONCURRENT_RPCS)",
+    reasons.RESPONSE_TOO_LARGE.name: "the call ran, so do not resend it: ask for less (a narrower "
+    "query or fewer rows), or, when the limit of {server} refused the answer, raise its "
+    "--max-message-bytes (or WORKPLACE_ENV_MAX_MESSAGE_BYTES)",
+    reasons.REQUEST_TOO_LARGE.name: "send a smaller request, or restart {server} with a larger "
+    "--max-message-bytes (or WORKPLACE_ENV_MAX_MESSAGE_BYTES)",
+    reasons.SESSION_TOO_LARGE.name: "write less through this session (e.g. split the call), or "
+    "restart {server} with a larger --max-session-write-bytes (or "
+    "WORKPLACE_ENV_MAX_SESSION_WRITE_BYTES)",
+    reasons.SESSION_CONFLICT.name: "seed another episode under a new resources_session_id, or "
+    "resend the episode_id and task this id is bound to on {server}",
+    reasons.SESSION_CLAIMED.name: "seed this episode under a new resources_session_id; the "
+    "restored state on {server} belongs to the episode it was restored for",
+    reasons.SESSION_CLOSED.name: "an id is not used again once closed: seed the next episode "
+    "under a new resources_session_id on {server}",
+    reasons.SESSION_LOST.name: "seed the session on {server} (again) before calling it",
+    reasons.SESSION_EXPIRED.name: "seed the episode again and call more often than the idle "
+    "TTL, or restart {server} with a larger --idle-ttl-s (or WORKPLACE_ENV_IDLE_TTL_S)",
+    reasons.SESSION_HEADER_MISMATCH.name: "send {server} the same resources_session_id in the "
+    "x-resources-session-id header as in the request, or no such header",
+    reasons.EPISODE_MISMATCH.name: "close with the episode_id the session was seeded with on "
+    "{server}",
+    reasons.SESSION_LIVE.name: "close those sessions on {server} first, or restore the "
+    "checkpoint into a server that does not hold them",
+    reasons.SANDBOX_MISMATCH.name: "restore into a server started on the sandbox the checkpoint "
+    "was saved from (the same --data-dir), not {server}",
+    reasons.TABLES_UNAVAILABLE.name: "seed again: nothing was bound on {server}",
+    reasons.DRAINING.name: "send new episodes to another server (or replica): {server} is "
+    "shutting down",
+    reasons.RELEASE_FAILED.name: "close the session on {server} again",
+    reasons.REPLAY_DIVERGED.name: "seed the episode again from its start on {server}: the "
+    "recovered state is not the lost one",
+    reasons.CLIENT_CLOSED.name: "make a new client for {server}",
+    reasons.WRONG_EVENT_LOOP.name: "make one client for {server} per event loop, e.g. inside "
+    "the coroutine asyncio.run runs (async with AsyncEnvironmentClient(...) as env)",
+}
+#: Why an error with an SDK class has no hint, by the key :data:`HINTS` would have: nothing a
+#: user types fixes it, or its message names the fix already.
+NO_HINT: dict[str, str] = {
+    reasons.INVALID_REQUEST.name: "its message and violations name each offending field and "
+    "what is wrong with it",
+    reasons.INVALID_TOOL_ARGUMENTS.name: "its message names the arguments' problem",
+    reasons.MALFORMED_REQUEST.name: "its message names what cannot be read",
+    "INVALID_ARGUMENT": "its message names what is invalid",
+    reasons.INJECTED_FAULT.name: "a test's fault hook; the SDK retries it",
+    reasons.EXPORT_FAILED.name: "a failure of the server's, reported with its cause",
+    "NOT_FOUND": "another server's status without a reason: nothing says what it lacks",
 }
 #: Words of gRPC's messages about a failed TLS handshake.
 _TLS_WORDS = ("handshake", "ssl", "certificate")
@@ -414,7 +465,7 @@ def fix_hint(
     sent = "" if reason == code.name else reason  # without ErrorInfo: the status's name
     tls = any(word in message.lower() for word in _TLS_WORDS)
     key = "TLS" if not sent and code is grpc.StatusCode.UNAVAILABLE and tls else sent
-    key = key or code.name
+    key = key or reasons.carried(code, "")
     template = HINTS.get(key)
     if template is None:
         return ""
@@ -502,7 +553,6 @@ def from_status(
     return cls(
         message,
         code,
-        hint=fix_hint(code, info.reason, message),
         reason=info.reason,
         session_id=info.session_id,
         violations=tuple(info.violations),

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The project's reference data (recorded rollouts and tasks, for its developers): outputs and
-# rewards of the rollouts compared, then the tasks played by the oracle.
+# NeMo Gym's example tasks (from `data fetch`) played by the oracle on the WorkBench tables,
+# the totals written as JSON into a fresh temporary directory.
 set -euo pipefail
-D="${WORKPLACE_ENV_SHARED:-../shared}/data/workbench"
-.venv/bin/workplace-env run "$D/rollouts_public.jsonl" --data-dir "$D"
-.venv/bin/workplace-env run "$D/tasks_public.jsonl" --policy oracle --data-dir "$D" \
-  --json-out totals.json
+DATA=$(.venv/bin/workplace-env data fetch)  # prints the data directory alone
+OUT=$(mktemp -d)
+.venv/bin/workplace-env run "$DATA/example.jsonl" --policy oracle --data-dir "$DATA" \
+  --json-out "$OUT/totals.json"

@@ -63,7 +63,6 @@ from workplace_env.terminal import CommandError, console
 from workplace_env_client import (
     EnvironmentClient,
     ServerSandbox,
-    SessionLostError,
     UnauthenticatedError,
     UnavailableError,
     WorkplaceEnvError,
@@ -1413,8 +1412,8 @@ def _rpc_error(error: WorkplaceEnvError) -> grpc.RpcError:
 
 def test_an_sdk_error_with_no_hint_is_still_one_line_with_the_address():
     with pytest.raises(CommandError) as stopped, server_errors("run", None, RUN_WORDS):
-        raise SessionLostError("gone", grpc.StatusCode.NOT_FOUND, reason="SESSION_LOST")
-    assert stopped.value.markup() == "[red]run failed:[/red] NOT_FOUND SESSION_LOST: gone"
+        raise UnavailableError("gone", grpc.StatusCode.UNAVAILABLE, reason="INJECTED_FAULT")
+    assert stopped.value.markup() == "[red]run failed:[/red] UNAVAILABLE INJECTED_FAULT: gone"
 
 
 # -- demo -----------------------------------------------------------------------------------------

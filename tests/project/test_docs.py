@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import WORKBENCH, needs_shared, shared_file
+from tests.conftest import needs_shared
 from tests.helpers import REPO
 from tests.model_standin import Calls, StandInModel, Text
 from tests.nemo.launcher import RAY_ENV
@@ -67,6 +67,7 @@ def _run(
     env: dict | None = None,
     timeout: float = 300,
     preexec_fn: Callable[[], object] | None = None,
+    input: str | None = None,
 ):
     return subprocess.run(
         [str(a) for a in args],
@@ -76,6 +77,7 @@ def _run(
         text=True,
         timeout=timeout,
         preexec_fn=preexec_fn,
+        input=input,
     )
 
 
@@ -83,6 +85,21 @@ def _clone_like(tmp_path: Path) -> Path:
     """A directory with only ``.venv`` (linked to this checkout's), where examples run."""
     (tmp_path / ".venv").symlink_to(VENV_BIN.parent)
     return tmp_path
+
+
+def _left_in_checkout(cwd: Path, *ours: str) -> list[str]:
+    """What an example left in the clone-like ``cwd`` that a clone's ``git status`` would show:
+    every entry but ``.venv`` and ``ours`` (links the test made) that .gitignore does not
+    cover."""
+    left = sorted(
+        f"{p.name}/" if p.is_dir() else p.name
+        for p in cwd.iterdir()
+        if p.name not in {".venv", *ours}
+    )
+    ignored = _run(
+        "git", "check-ignore", "--no-index", "--stdin", cwd=REPO, env=ENV, input="\n".join(left)
+    )
+    return sorted(set(left) - set(ignored.stdout.split()))
 
 
 def _pages() -> list[Path]:
@@ -257,7 +274,7 @@ LAUNCHER_STUBS = {
     "ng_run": """mkdir "$STATE/ports" 2>/dev/null || { echo "address in use" >&2; exit 1; }
 exec >/dev/null 2>&1  # the script's output closes when the script ends
 trap 'rm -r "$STATE/ports"; echo stopped >>"$STATE/log"; exit 0' INT
-echo "$1" >"$STATE/ports/configs"; echo "ng_run $1" >>"$STATE/log"
+echo "$1" >"$STATE/ports/configs"; echo "ng_run $*" >>"$STATE/log"
 for _ in $(seq 200); do sleep 0.1; done; rm -r "$STATE/ports"; exit 1""",
     "curl": """[[ "$*" == *"127.0.0.1:$HEAD_PORT/readyz"* ]] || exit 7
 [ -d "$STATE/ports" ] && [ -s "$STATE/ports/configs" ]""",
@@ -272,6 +289,39 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _launcher_stubs(tmp_path: Path) -> dict[str, str]:
+    """The environment of a run of nemo_launcher.sh with :data:`LAUNCHER_STUBS` on PATH, a
+    checkout at ``tmp_path/checkout`` (its examples and configs linked to this one's), a
+    one-row example.jsonl in ``$WORKBENCH`` and ``tmp_path/elsewhere`` to run it from; the
+    stand-ins log to ``tmp_path/log``."""
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for name, body in LAUNCHER_STUBS.items():
+        (stubs / name).write_text(f"#!/bin/bash\n{body}\n")
+        (stubs / name).chmod(0o755)
+    checkout = tmp_path / "checkout"
+    (checkout / "docs").mkdir(parents=True)
+    (checkout / "docs" / "examples").symlink_to(EXAMPLES)
+    (checkout / "resources_servers").symlink_to(REPO / "resources_servers")
+    (tmp_path / "workbench").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    row = {"id": 3, "ground_truth": [], "responses_create_params": {"input": []}}
+    (tmp_path / "workbench" / "example.jsonl").write_text(json.dumps(row) + "\n")
+    return {
+        "PATH": f"{stubs}:{VENV_BIN}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "STATE": str(tmp_path),
+        "WORKBENCH": str(tmp_path / "workbench"),
+        "HEAD_PORT": str(free_port()),
+        "POLICY_MODEL_NAME": "stand-in",
+    }
+
+
+def _launcher_log(tmp_path: Path) -> list[str]:
+    log = tmp_path / "log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
 @pytest.mark.parametrize(
     "preexec_fn", [None, _ignore_sigint], ids=["foreground", "started-with-sigint-ignored"]
 )
@@ -282,37 +332,22 @@ def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(
     NeMo commands (also as ``nohup ... &`` starts it, SIGINT ignored): each launcher is ready
     (polled on ``HEAD_PORT``) before its collection, each collection runs against the launcher
     of the checkout's configs defining what it routes to, on that head port, and each launcher
-    has exited on its SIGINT before the next one or reverify starts."""
-    stubs = tmp_path / "bin"
-    stubs.mkdir()
-    for name, body in LAUNCHER_STUBS.items():
-        (stubs / name).write_text(f"#!/bin/bash\n{body}\n")
-        (stubs / name).chmod(0o755)
+    has exited on its SIGINT before the next one or reverify starts. ``$VENVS`` is added to
+    each command that starts servers."""
+    env = _launcher_stubs(tmp_path)
+    head_port = env["HEAD_PORT"]
+    env["VENVS"] = "++skip_venv_if_present=true ++uv_venv_dir=/v"
     checkout, elsewhere = tmp_path / "checkout", tmp_path / "elsewhere"
-    (checkout / "docs").mkdir(parents=True)
-    (checkout / "docs" / "examples").symlink_to(EXAMPLES)
-    (checkout / "resources_servers").symlink_to(REPO / "resources_servers")
-    (tmp_path / "workbench").mkdir()
-    elsewhere.mkdir()
-    row = {"id": 3, "ground_truth": [], "responses_create_params": {"input": []}}
-    (tmp_path / "workbench" / "example.jsonl").write_text(json.dumps(row) + "\n")
-    head_port = str(free_port())
-    env = {
-        "PATH": f"{stubs}:{VENV_BIN}:/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "STATE": str(tmp_path),
-        "WORKBENCH": str(tmp_path / "workbench"),
-        "HEAD_PORT": head_port,
-        "POLICY_MODEL_NAME": "stand-in",
-    }
     script = checkout / "docs" / "examples" / "nemo_launcher.sh"
     proc = _run("bash", script, cwd=elsewhere, env=env, timeout=120, preexec_fn=preexec_fn)
     assert proc.returncode == 0, proc.stderr
-    log = (tmp_path / "log").read_text().splitlines()
+    log = _launcher_log(tmp_path)
     assert [entry.split()[0] for entry in log] == [
         *["ng_run", "collect", "stopped"] * 3,
         "eval",
     ]
+    starting = [e.split() for e in log if e.startswith(("ng_run ", "eval "))]
+    assert all({"++skip_venv_if_present=true", "++uv_venv_dir=/v"} <= set(e) for e in starting)
     assert log[-1].startswith("eval reverify --config ")
     assert f"++head_server.port={head_port}" in log[-1].split()
     assert all(f"++head_server.port={head_port}" in e.split() for e in log if "collect" in e)
@@ -330,6 +365,47 @@ def test_the_launcher_example_stops_each_launcher_before_the_next_and_reverify(
                 if (REPO / path).is_file():
                     defined |= set(yaml.safe_load((REPO / path).read_text()))
             assert routed.group(1) in defined, entry
+
+
+def test_the_launcher_example_copied_elsewhere_finds_the_checkout_it_is_told(tmp_path):
+    """A copy outside any checkout stops before launching anything, naming WORKPLACE_ENV_ROOT;
+    with it set, the checkout's typed_rows.py and configs are the ones used."""
+    env = _launcher_stubs(tmp_path)
+    copy = tmp_path / "elsewhere" / "nemo_launcher.sh"
+    shutil.copy(LAUNCHER_EXAMPLE, copy)
+    lost = _run("bash", copy, cwd=tmp_path / "elsewhere", env=env, timeout=120)
+    assert lost.returncode == 2 and _launcher_log(tmp_path) == []
+    assert "set WORKPLACE_ENV_ROOT to the checkout" in lost.stderr
+    env["WORKPLACE_ENV_ROOT"] = str(tmp_path / "checkout")
+    found = _run("bash", copy, cwd=tmp_path / "elsewhere", env=env, timeout=120)
+    assert found.returncode == 0, found.stderr
+    assert (tmp_path / "elsewhere" / "typed_in.jsonl").exists()
+    assert f"{tmp_path}/checkout/resources_servers/" in _launcher_log(tmp_path)[0]
+
+
+def test_the_launcher_example_copied_into_its_git_checkout_finds_it(tmp_path):
+    """A copy at another depth of the checkout (its git repository) needs no setting."""
+    env = _launcher_stubs(tmp_path)
+    checkout = tmp_path / "checkout"
+    assert _run("git", "init", "-q", checkout).returncode == 0
+    (checkout / "tools").mkdir()
+    shutil.copy(LAUNCHER_EXAMPLE, checkout / "tools" / "nemo_launcher.sh")
+    proc = _run(
+        "bash", checkout / "tools" / "nemo_launcher.sh", cwd=tmp_path / "elsewhere", env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"{checkout}/resources_servers/" in _launcher_log(tmp_path)[0]
+
+
+def test_the_launcher_example_starts_no_launcher_after_a_failed_step(tmp_path):
+    """A step that fails (no example.jsonl to make the typed rows of) ends the script with its
+    status: no launcher is started."""
+    env = _launcher_stubs(tmp_path)
+    (tmp_path / "workbench" / "example.jsonl").unlink()
+    script = tmp_path / "checkout" / "docs" / "examples" / "nemo_launcher.sh"
+    proc = _run("bash", script, cwd=tmp_path / "elsewhere", env=env, timeout=120)
+    assert proc.returncode != 0
+    assert _launcher_log(tmp_path) == []
 
 
 def test_the_launcher_example_stop_gives_up_on_a_launcher_ignoring_sigint(tmp_path):
@@ -431,31 +507,51 @@ def test_my_agent_example_passes_under_the_plugin(tmp_path):
     assert "1 passed" in proc.stdout
 
 
-def _shell(name: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
-    cwd = _clone_like(tmp_path)
+def _shell(name: str, tmp_path: Path, **env: str) -> list[subprocess.CompletedProcess]:
+    """The example run twice in a row, as a user reruns it, in a clone-like directory
+    (``tmp_path/clone``) with ``$TMPDIR`` at ``tmp_path/tmp``: its two runs, after checking that
+    it left nothing in the checkout that git would show."""
+    cwd = _clone_like(tmp_path / "clone")
     variables = {**ENV, "EXAMPLES": str(EXAMPLES), "GRPCURL": str(VENV_BIN / "grpcurl"), **env}
-    return _run("bash", EXAMPLES / name, cwd=cwd, env=variables)
+    variables["TMPDIR"] = str(tmp_path / "tmp")
+    runs = [_run("bash", EXAMPLES / name, cwd=cwd, env=variables) for _ in range(2)]
+    assert _left_in_checkout(cwd) == [], runs[-1].stdout + runs[-1].stderr
+    return runs
 
 
-def test_generate_and_run(tmp_path):
-    proc = _shell("generate_and_run.sh", tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert len((tmp_path / "tasks.jsonl").read_text().splitlines()) == 500
+def _temporary(tmp_path: Path, name: str) -> list[Path]:
+    """The files ``name`` the runs of :func:`_shell` wrote under ``$TMPDIR``."""
+    return sorted((tmp_path / "tmp").glob(f"*/{name}"))
 
 
-def test_serve(tmp_path):
+@pytest.fixture
+def clone_dirs(tmp_path: Path) -> Path:
+    (tmp_path / "clone").mkdir()
+    (tmp_path / "tmp").mkdir()
+    return tmp_path
+
+
+def test_generate_and_run(clone_dirs):
+    for proc in _shell("generate_and_run.sh", clone_dirs):
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    tasks = _temporary(clone_dirs, "tasks.jsonl")
+    assert [len(t.read_text().splitlines()) for t in tasks] == [500, 500]
+
+
+def test_serve(clone_dirs):
     grpc, http = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    proc = _shell("serve.sh", tmp_path, GRPC=grpc, HTTP=http)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith('{"status":"ready"}')
-    assert proc.stdout.splitlines()[-1] == "reward 1.0"
+    for proc in _shell("serve.sh", clone_dirs, GRPC=grpc, HTTP=http):
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.startswith('{"status":"ready"}')
+        assert proc.stdout.splitlines()[-1] == "reward 1.0"
 
 
-def test_checkpoint(tmp_path):
-    proc = _shell("checkpoint.sh", tmp_path, GRPC=f"127.0.0.1:{free_port()}")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (tmp_path / "ckpt" / "manifest.json").exists()
-    assert '"output"' in proc.stdout.split("SESSION_STATE_SEEDED")[-1]  # s1 answers after restore
+def test_checkpoint(clone_dirs):
+    for proc in _shell("checkpoint.sh", clone_dirs, GRPC=f"127.0.0.1:{free_port()}"):
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        restored = proc.stdout.split("SESSION_STATE_SEEDED")[-1]
+        assert '"output"' in restored  # s1 answers after the restore
+    assert len(_temporary(clone_dirs, "manifest.json")) == 2
 
 
 @pytest.fixture(scope="module")
@@ -464,29 +560,75 @@ def data_from() -> str:
     return str(site_packages(nemo_python()))
 
 
-def test_real_data_example(tmp_path, data_from):
-    proc = _shell("real_data.sh", tmp_path, **_data_env(tmp_path, data_from))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert re.search(r"mean reward \(played\)\W+1\.0000", proc.stdout), proc.stdout
+def test_real_data_example(clone_dirs, data_from):
+    for proc in _shell("real_data.sh", clone_dirs, **_data_env(clone_dirs, data_from)):
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert re.search(r"mean reward \(played\)\W+1\.0000", proc.stdout), proc.stdout
 
 
-def test_episode_files_example(tmp_path):
-    rollouts = shared_file(WORKBENCH / "rollouts_public.jsonl")
-    shared_file(WORKBENCH / "tasks_public.jsonl")
-    proc = _shell("episode_files.sh", tmp_path, WORKPLACE_ENV_SHARED=str(rollouts.parents[2]))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+def test_episode_files_example(clone_dirs, data_from):
+    """Run where no project data is (``$WORKPLACE_ENV_SHARED`` names an empty directory): the
+    tasks come from ``data fetch``, and every one is played to a reward of 1.0."""
+    empty = clone_dirs / "no-shared"
+    empty.mkdir()
+    env = {**_data_env(clone_dirs, data_from), "WORKPLACE_ENV_SHARED": str(empty)}
+    for proc in _shell("episode_files.sh", clone_dirs, **env):
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    totals = [json.loads(t.read_text()) for t in _temporary(clone_dirs, "totals.json")]
+    assert [(t["played_episodes"], t["mean_reward"]) for t in totals] == [(5, 1.0)] * 2
 
 
-def test_model_run_example(tmp_path, data_from):
+def test_model_run_example(clone_dirs, data_from):
     with StandInModel({}) as standin:  # no script: every episode is a model failure, still run
-        proc = _shell(
+        runs = _shell(
             "model_run.sh",
-            tmp_path,
-            **_data_env(tmp_path, data_from),
+            clone_dirs,
+            **_data_env(clone_dirs, data_from),
             BASE_URL=standin.base_url,
             SKIP_LOCAL_MODEL="1",
         )
-    assert (tmp_path / "runs" / "model" / "rollouts.jsonl").exists(), proc.stderr
+    rollouts = clone_dirs / "clone" / "runs" / "model" / "rollouts.jsonl"
+    assert rollouts.exists(), runs[-1].stderr
+
+
+def test_model_standin_example_serves_every_example_task_its_ground_truth(tmp_path, data_from):
+    """The documented stand-in model, started as the page shows: every example task played
+    through it by ``run --policy model`` scores 1.0, twice in a row (it answers by the calls a
+    conversation holds, not by how often it was asked); Ctrl-C stops it."""
+    (tmp_path / "clone").mkdir()
+    cwd = _clone_like(tmp_path / "clone")
+    (cwd / "tests").symlink_to(REPO / "tests")
+    env = {**ENV, **_data_env(tmp_path, data_from), "PORT": str(free_port())}
+    standin = subprocess.Popen(
+        ["bash", str(EXAMPLES / "model_standin.sh")],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert standin.stdout is not None
+        said = standin.stdout.readline()  # once it listens
+        assert said.startswith("serving 5 tasks at http://127.0.0.1:"), standin.stderr.read()
+        base_url = said.split()[-1]
+        data = _run(VENV_BIN / "workplace-env", "data", "fetch", env=env).stdout.strip()
+        for attempt in range(2):
+            rollouts = tmp_path / f"rollouts{attempt}.jsonl"
+            proc = _run(
+                VENV_BIN / "workplace-env", "run", f"{data}/example.jsonl", "--data-dir", data,
+                "--policy", "model", "--base-url", base_url, "--model", "stand-in",
+                "--out", rollouts, env=env,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            lines = [json.loads(line) for line in rollouts.read_text().splitlines()]
+            assert [line["reward"] for line in lines] == [1.0] * 5
+    finally:
+        os.killpg(standin.pid, signal.SIGINT)
+        standin.wait(timeout=30)
+    assert standin.returncode == 0
+    assert _left_in_checkout(cwd, "tests") == []
 
 
 def _data_env(tmp_path: Path, source: str) -> dict[str, str]:
@@ -496,12 +638,16 @@ def _data_env(tmp_path: Path, source: str) -> dict[str, str]:
 
 def test_fuzz_long_example(tmp_path):
     """Run with 3 examples a target instead of 10,000: the script, not the fuzz, is checked."""
-    cwd = _clone_like(tmp_path)
+    (tmp_path / "clone").mkdir()
+    cwd = _clone_like(tmp_path / "clone")
     (cwd / "tests").symlink_to(REPO / "tests")
-    env = {**ENV, "WORKPLACE_ENV_FUZZ_EXAMPLES": "3"}
+    (tmp_path / "tmp").mkdir()
+    env = {**ENV, "WORKPLACE_ENV_FUZZ_EXAMPLES": "3", "TMPDIR": str(tmp_path / "tmp")}
     proc = _run("bash", EXAMPLES / "fuzz_long.sh", cwd=cwd, env=env, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert (cwd / "fuzz.json").stat().st_size > 0
+    report = Path(proc.stdout.splitlines()[-1].removeprefix("report: "))
+    assert report.parent.parent == tmp_path / "tmp" and report.stat().st_size > 0
+    assert _left_in_checkout(cwd, "tests") == []
 
 
 @needs_shared
@@ -512,6 +658,7 @@ def test_differential_example(tmp_path):
     env = {**ENV, "SEQUENCES": "3", "WORKPLACE_ENV_NEMO_VENV": str(nemo_python().parents[1])}
     proc = _run("bash", EXAMPLES / "differential.sh", cwd=cwd, env=env, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _left_in_checkout(cwd, "tests") == []
 
 
 # -- the README's shell blocks ----------------------------------------------------------------
@@ -524,7 +671,8 @@ def test_the_readme_shell_blocks_run_as_written(tmp_path, data_from):
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     blocks = [body for lang, body in FENCE.findall(readme) if lang == "sh"]
     assert len(blocks) >= 3
-    cwd = _clone_like(tmp_path)
+    (tmp_path / "clone").mkdir()
+    cwd = _clone_like(tmp_path / "clone")
     ran = 0
     for body in blocks:
         script = body.replace("./build.sh && ", "")
@@ -535,6 +683,7 @@ def test_the_readme_shell_blocks_run_as_written(tmp_path, data_from):
         assert proc.returncode == 0, f"{script}\n{proc.stdout}\n{proc.stderr}"
         ran += 1
     assert ran >= 1
+    assert _left_in_checkout(cwd) == []
 
 
 # -- screenshots ------------------------------------------------------------------------------

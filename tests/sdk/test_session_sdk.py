@@ -69,7 +69,7 @@ from workplace_env_client.channel import (
     refusal_wait,
 )
 from workplace_env_client.client import RETRIED_METHODS, SERVICE, Recovery, retry_service_config
-from workplace_env_client.errors import may_have_run
+from workplace_env_client.errors import HINTS, NO_HINT, SDK_WORDS, error_class, may_have_run
 
 #: The SDK flavours a session test runs on: (client, transport).
 FLAVORS = [(c, t) for c in ("sync", "async") for t in ("grpc", "in_process")]
@@ -996,3 +996,36 @@ def test_a_handle_whose_close_failed_is_closed_too(make_sdk_env):
     with pytest.raises(SessionClosedError):
         s.call_tool(*WRITE)
     assert env.client.close_session(s.id, s.episode) == "CLOSED"
+
+
+def test_a_full_server_refuses_a_seed_with_a_hint_naming_its_setting(make_sdk_env):
+    """CAPACITY_EXHAUSTED: the message says the server is full, the hint what to do (close
+    sessions, retry after the delay, or raise --max-sessions)."""
+    env: Env = make_sdk_env(max_sessions=1, retry_after_s=2.5)
+    env.raw.seed("full-1", EP, TID, TASK)
+    with pytest.raises(CapacityError) as refused:
+        env.raw.seed("full-2", ("r-full-2", 0), TID, TASK)
+    assert refused.value.reason == reasons.CAPACITY_EXHAUSTED.name
+    hint = refused.value.hint
+    assert "--max-sessions" in hint and "WORKPLACE_ENV_MAX_SESSIONS" in hint
+    assert "close the sessions" in hint and "retry" in hint
+    assert f"fix: {hint}" in refused.value.__notes__
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        *(r for r in reasons.REASONS.values() if r.sdk_class),
+        *reasons.BY_CODE.values(),
+    ],
+    ids=lambda r: r.name or r.code.name,
+)
+def test_every_sdk_error_of_the_registry_has_a_hint_or_says_why_not(row):
+    """Each registry row an SDK exception carries has a hint in the one table, or a reason in
+    NO_HINT why nothing the user types fixes it; the exception made for it carries the hint."""
+    code = row.code or grpc.StatusCode.INTERNAL
+    made = error_class(code, row.name)("refused", code, reason=row.name)
+    key = made.reason  # the row's name, or its status's name for a row without one
+    assert (key in HINTS) != (key in NO_HINT), key
+    told = HINTS.get(key, "").format(server="the client's target", **vars(SDK_WORDS))
+    assert made.hint == told
