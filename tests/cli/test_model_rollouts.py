@@ -1471,6 +1471,26 @@ def test_the_rerun_command_gives_a_replaced_option_its_new_value_once():
     assert said == ("workplace-env run t.jsonl --out=o.jsonl --model m --base-url http://HOST/v1")
 
 
+def test_the_rerun_command_of_a_cli_command_keeps_each_option_once_with_its_latest_value():
+    """Under a typer command, options are told apart by its parameters: a flag before the
+    positional argument keeps it positional, a flag and its --no- form are one option, a
+    repeated option keeps its latest value, and an added flag is set once."""
+    import typer
+    from typer.testing import CliRunner
+
+    said: list[str] = []
+    app = typer.Typer()
+
+    @app.command()
+    def run(file: str, concurrency: int = 1, overwrite: bool = False, out: str = "") -> None:
+        said.append(rerun_command(["x", *argv], add=("--overwrite",)))
+
+    argv = ["--no-overwrite", "t.jsonl", "--concurrency", "8", "--out=a", "--concurrency", "3"]
+    argv += ["--overwrite", "--out", "b"]
+    assert CliRunner().invoke(app, argv).exit_code == 0
+    assert said == ["workplace-env t.jsonl --concurrency 3 --out b --overwrite"]
+
+
 @pytest.mark.parametrize("status", REFUSED_STATUSES)
 def test_cli_stops_at_a_configuration_error_naming_url_status_retries_and_flags(
     server, tmp_path, status

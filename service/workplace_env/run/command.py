@@ -316,7 +316,9 @@ def run_scripted(
             f"{stop.stopped_text()} "
             + plain(
                 f"after {summary.episodes} of {counted(len(lines), 'episode')},"
-                f" {summary.not_started} not started; to play every line again: {rerun_command()}"
+                f" {summary.not_started} not started; to play every line again: "
+                # the summary just written is replaced by the next run's
+                + rerun_command(add=("--overwrite",) if json_out is not None else ())
             )
         )
         return stop.exit_status
