@@ -12,7 +12,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 import pytest
@@ -69,7 +69,7 @@ from workplace_env_client.channel import (
     refusal_wait,
 )
 from workplace_env_client.client import RETRIED_METHODS, SERVICE, Recovery, retry_service_config
-from workplace_env_client.errors import may_have_run
+from workplace_env_client.errors import failure_text, may_have_run
 
 #: The SDK flavours a session test runs on: (client, transport).
 FLAVORS = [(c, t) for c in ("sync", "async") for t in ("grpc", "in_process")]
@@ -877,6 +877,31 @@ def test_a_seed_with_an_unknown_outcome_is_fenced_and_warns_when_the_fence_fails
         pytest.fail("the block must not run")
     Faults.of(env.store).clear()
     assert env.store.live_count() == 0
+
+
+def test_a_failed_fence_warns_at_the_with_line(server):
+    """The fence's SessionLeftOpenWarning points at the caller's ``with`` (as the close's
+    does), never into the SDK's driver; its reason is the fence's error."""
+
+    def unavailable(*_args: Any, **_kwargs: Any) -> NoReturn:
+        raise UnavailableError("connection lost", grpc.StatusCode.UNAVAILABLE)
+
+    with EnvironmentClient(local(server.port), timeout_s=HANG_S) as client:
+        client.seed = client._close = unavailable  # type: ignore[method-assign]
+        with (
+            pytest.warns(SessionLeftOpenWarning, match=r"closed \(UNAVAILABLE: connection lo") as w,
+            pytest.raises(UnavailableError),
+            client.session(TASK, episode=EP),
+        ):
+            pytest.fail("the block must not run")
+    assert [x.filename for x in w if issubclass(x.category, SessionLeftOpenWarning)] == [__file__]
+
+
+def test_a_bare_interrupt_is_named_in_messages():
+    assert failure_text(asyncio.CancelledError()) == "cancelled"
+    assert failure_text(KeyboardInterrupt()) == "interrupted"
+    assert failure_text(LookupError()) == "LookupError"
+    assert failure_text(LookupError("k")) == "k"
 
 
 # -- closing a client ends its calls in flight with ClientClosedError ----------------------------
