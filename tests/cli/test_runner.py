@@ -8,6 +8,8 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
+import warnings
 
 import grpc
 import pytest
@@ -17,6 +19,7 @@ from tests.helpers import local, table_rows
 from workplace_env.config import Settings
 from workplace_env.interrupts import StopRequest
 from workplace_env.jsonl import read_jsonl
+from workplace_env.run.command import session_warnings_printed
 from workplace_env.run.report import print_summary
 from workplace_env.run.scripted import (
     FAILURE_KINDS,
@@ -30,6 +33,7 @@ from workplace_env_client import (
     CapacityError,
     DeadlineError,
     SessionHeaderMismatchError,
+    SessionLeftOpenWarning,
     SessionLostError,
     UnavailableError,
 )
@@ -561,3 +565,21 @@ def test_a_mismatch_line_shows_the_recorded_and_the_replayed_value(mismatch, sho
 def test_a_mismatch_line_clips_a_long_value():
     said = Mismatch("c", "output", "call 0 f", "x" * 10_000, "y").text()
     assert len(said) < 2 * SHOWN_VALUE_BYTES and said.endswith("replayed y")
+
+
+def test_a_session_warning_during_a_run_is_printed_as_a_run_message(capsys):
+    """A SessionLeftOpenWarning raised on an episode's thread is one of run's messages on
+    stderr, not a Python warning naming the SDK's source line; other warnings pass through."""
+
+    def left_open() -> None:
+        warnings.warn("session 's-1' was not closed (cancelled)", SessionLeftOpenWarning, 2)
+
+    with session_warnings_printed():
+        episode = threading.Thread(target=left_open)
+        episode.start()
+        episode.join()
+        with pytest.warns(DeprecationWarning):
+            warnings.warn("other", DeprecationWarning, 1)
+    said = capsys.readouterr().err
+    assert "warning: session 's-1' was not closed (cancelled)" in said
+    assert "SessionLeftOpenWarning" not in said and "threading.py" not in said
