@@ -70,9 +70,8 @@ async def _to_its_end(
         remaining = None if deadline is None else deadline - loop.time()
         if remaining is not None and remaining <= 0:
             inner.cancel()
-            raise asyncio.CancelledError(
-                f"cancelled, and the call did not end within {bound_s:g} s after"
-            )
+            later = f"cancelled, and the call had not ended {bound_s:g} s later"
+            raise asyncio.CancelledError(later)
         try:
             await asyncio.wait({inner}, timeout=remaining)
         except asyncio.CancelledError as cancelled:
