@@ -41,8 +41,9 @@ class Step(NamedTuple):
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = NO_KWARGS
     #: Run to its end even when the awaiting task is cancelled meanwhile (a session's close):
-    #: the async driver holds the cancellation (:func:`_to_its_end`) and raises it once the
-    #: operation ends.
+    #: the async driver holds the cancellation (:func:`_to_its_end`), the sync one sends the
+    #: call once more after a first KeyboardInterrupt; either is raised once the operation
+    #: ends.
     shielded: bool = False
 
 
@@ -84,17 +85,24 @@ async def _to_its_end(
 async def _drive(steps: Steps, awaits: bool) -> Any:
     """Run ``steps`` to their answer: each step performed (awaited when ``awaits``, an admin
     client's on a worker thread; a :attr:`Step.shielded` one to its end, bounded by its
-    target's ``timeout_s``, whatever cancels the awaiting task) and its result sent back, or
-    its exception thrown in. A cancellation held by a shielded step is raised once the steps
-    end, in place of their answer or their error."""
-    held: asyncio.CancelledError | None = None
+    target's ``timeout_s``, whatever cancels the awaiting task; a plain shielded call cut by a
+    first KeyboardInterrupt sent once more) and its result sent back, or its exception thrown
+    in. The cancellation or interrupt a shielded step held is raised once the steps end, in
+    place of their answer or their error."""
+    held: BaseException | None = None
     try:
         step = next(steps)
         while True:
             call = getattr(step.target, step.method)
             try:
                 if not awaits:
-                    result = call(*step.args, **step.kwargs)
+                    try:
+                        result = call(*step.args, **step.kwargs)
+                    except KeyboardInterrupt as interrupt:
+                        if not step.shielded or held is not None:
+                            raise
+                        held = interrupt  # a close sent again answers ALREADY_CLOSED if done
+                        result = call(*step.args, **step.kwargs)
                 elif isinstance(step.target, AdminClient):
                     result = await asyncio.to_thread(call, *step.args, **step.kwargs)
                 elif step.shielded:

@@ -897,6 +897,40 @@ def test_a_failed_fence_warns_at_the_with_line(server):
     assert [x.filename for x in w if issubclass(x.category, SessionLeftOpenWarning)] == [__file__]
 
 
+@pytest.mark.parametrize("reached", [False, True])
+def test_a_close_cut_by_ctrl_c_is_sent_again_then_the_interrupt_raised(server, reached):
+    """A first KeyboardInterrupt during the block's close (which may or may not have reached
+    the server) sends the close once more: the session is closed, nothing warns, and the
+    KeyboardInterrupt goes on; a second one is raised at once with the warning."""
+    with EnvironmentClient(local(server.port), timeout_s=HANG_S) as client:
+        real = client._close
+        cuts = [KeyboardInterrupt()]
+
+        def cut_once(*args: Any, **kwargs: Any) -> str:
+            if cuts:
+                if reached:
+                    real(*args, **kwargs)
+                raise cuts.pop()
+            return real(*args, **kwargs)
+
+        client._close = cut_once  # type: ignore[method-assign]
+        with warnings.catch_warnings(record=True) as recorded:
+            warnings.simplefilter("always")
+            with pytest.raises(KeyboardInterrupt), client.session(TASK, episode=EP) as s:
+                pass
+        assert not [w for w in recorded if issubclass(w.category, SessionLeftOpenWarning)]
+        assert client.close_session(s.id, EP) == "ALREADY_CLOSED"
+        cuts[:] = [KeyboardInterrupt(), KeyboardInterrupt()]
+        with (
+            pytest.warns(SessionLeftOpenWarning, match=r"not closed \(interrupted\)"),
+            pytest.raises(KeyboardInterrupt),
+            client.session(TASK, episode=EP) as s,
+        ):
+            pass
+        client._close = real  # type: ignore[method-assign]
+        client.close_session(s.id, EP)
+
+
 def test_a_bare_interrupt_is_named_in_messages():
     assert failure_text(asyncio.CancelledError()) == "cancelled"
     assert failure_text(KeyboardInterrupt()) == "interrupted"
