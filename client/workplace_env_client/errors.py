@@ -7,6 +7,7 @@ a bare ``grpc.RpcError``. The original error stays available as ``__cause__``.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import warnings
 from collections.abc import Iterable, Mapping
@@ -297,25 +298,41 @@ def left_open(session_id: str) -> str:
     return f"session {session_id!r} {_STAYS_OPEN}"
 
 
+#: What an error without a text of its own is called in a message.
+_UNSAID = {asyncio.CancelledError: "cancelled", KeyboardInterrupt: "interrupted"}
+
+
+def failure_text(error: BaseException) -> str:
+    """``error``'s text, never empty: a bare cancellation is ``cancelled``, a bare
+    KeyboardInterrupt ``interrupted``, any other bare error its class name."""
+    return str(error) or next(
+        (said for kind, said in _UNSAID.items() if isinstance(error, kind)), type(error).__name__
+    )
+
+
 def warn_left_open(
     session_id: str, closing: BaseException | None, abandoned: str = "", stacklevel: int = 3
 ) -> None:
     """Issue the :class:`SessionLeftOpenWarning` about ``session_id`` (at ``stacklevel``):
-    ``closing``, the error its close raised (None: it closed); ``abandoned``, why its episode
-    ended before its end (``""``: it did not)."""
+    ``closing``, the error its close raised (None: it closed; :func:`failure_text` names it);
+    ``abandoned``, why its episode ended before its end (``""``: it did not)."""
     left = f" after its episode was left unfinished ({abandoned})" if abandoned else ""
     if closing is None:
         text = f"session {session_id!r} was closed{left}: the episode is not scored"
     else:
-        text = f"session {session_id!r} was not closed ({closing}){left}; it {_STAYS_OPEN}"
+        text = (
+            f"session {session_id!r} was not closed ({failure_text(closing)}){left}; "
+            f"it {_STAYS_OPEN}"
+        )
     warnings.warn(text, SessionLeftOpenWarning, stacklevel=stacklevel + 1)
 
 
 def note_close_failed(in_flight: BaseException, session_id: str, error: BaseException) -> None:
     """Note on ``in_flight`` (an exception on its way out, never replaced) that closing
     ``session_id`` failed with ``error`` too, and how long the session may stay open."""
+    said = failure_text(error)
     in_flight.add_note(
-        f"closing session {session_id!r} also failed: {error}; {left_open(session_id)}"
+        f"closing session {session_id!r} also failed: {said}; {left_open(session_id)}"
     )
 
 

@@ -81,9 +81,12 @@ def open_block(
 ) -> Steps:
     """The steps of a client's ``session()`` up to its block: check the arguments (ArgumentError,
     nothing sent), seed, and when the seed fails with an unknown outcome
-    (:func:`~workplace_env_client.errors.may_have_run`), close an id generated here (the fence)
-    and raise the seed's error; a seed refused by a definite status, or never sent, made no
-    session and is raised as is. Returns ``(session id, episode, task id, task message)``."""
+    (:func:`~workplace_env_client.errors.may_have_run`), close an id generated here (the fence),
+    or any id when an interrupt (``KeyboardInterrupt``, a cancellation) ended the seed (the
+    block, left, would have closed it), and raise the seed's error; a seed refused by a
+    definite status, or never sent, made no session and is raised as is. A failed fence is the
+    SessionLeftOpenWarning at the caller's ``with``. Returns ``(session id, episode, task id,
+    task message)``."""
     sid, ep, task_msg, tid = session_identity(task, episode, task_id, session_id)
     check_recovery(recovery)
     check_admin(admin)
@@ -91,11 +94,12 @@ def open_block(
         yield Step(client, "seed", (sid, ep, tid, task_msg))
     except BaseException as failed:
         # Our own id: nobody retries it, so fencing it is safe.
-        if not session_id and may_have_run(failed):
+        if may_have_run(failed) and (not session_id or not isinstance(failed, Exception)):
             try:
-                yield Step(client, "_close", (sid, ep), {"retry_refusals": True})
-            except Exception as closing:
-                close_failed(sid, closing, failed)
+                yield Step(client, "_close", (sid, ep), {"retry_refusals": True}, shielded=True)
+            except BaseException as closing:
+                # The caller's with: above this generator, the driver, its runner, the entry.
+                close_failed(sid, closing, failed, stacklevel=6)
         raise
     return sid, ep, tid, task_msg
 
@@ -109,9 +113,11 @@ def close_block(
     naming the session and how long it may stay open, and a note on ``in_flight`` (the block's
     exception); after a completed block, an error other than an unreachable server is raised
     too (:func:`~workplace_env_client.errors.close_failed`), as is an interrupt
-    (``KeyboardInterrupt``, a cancellation) of the close."""
+    (``KeyboardInterrupt``) of the close. The async close runs to its end when the block's task
+    is cancelled meanwhile (:attr:`~workplace_env_client.steps.Step.shielded`, bounded by the
+    client's ``timeout_s``); that cancellation is raised after it."""
     try:
-        yield Step(client, "_close", (session_id, episode), {"retry_refusals": True})
+        yield Step(client, "_close", (session_id, episode), {"retry_refusals": True}, shielded=True)
     except BaseException as closing:
         # The caller's with: above this generator, the driver, its runner and the block's exit.
         close_failed(session_id, closing, in_flight, stacklevel=6)

@@ -40,6 +40,11 @@ class Step(NamedTuple):
     method: str
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = NO_KWARGS
+    #: Run to its end even when the awaiting task is cancelled meanwhile (a session's close):
+    #: the async driver holds the cancellation (:func:`_to_its_end`), the sync one sends the
+    #: call once more after a first KeyboardInterrupt; either is raised once the operation
+    #: ends.
+    shielded: bool = False
 
 
 #: An operation: it yields steps, is sent their results, and returns its answer.
@@ -51,18 +56,60 @@ Answer: TypeAlias = Generator[Step, Any, R]
 _PLANS: dict[Callable[..., Any], Callable[..., Steps]] = {}
 
 
+async def _to_its_end(
+    awaitable: Coroutine[Any, Any, Any], bound_s: float | None
+) -> tuple[asyncio.Future[Any], asyncio.CancelledError | None]:
+    """Await ``awaitable`` in a task of its own until it ends; return that task (its result or
+    error) and the cancellation of the awaiting task that arrived meanwhile (None: none). After
+    such a cancellation it is awaited at most ``bound_s`` seconds more (None: unbounded), then
+    cancelled, and a CancelledError saying so is raised."""
+    inner = asyncio.ensure_future(awaitable)
+    held: asyncio.CancelledError | None = None
+    loop = asyncio.get_running_loop()
+    deadline: float | None = None
+    while not inner.done():
+        remaining = None if deadline is None else deadline - loop.time()
+        if remaining is not None and remaining <= 0:
+            inner.cancel()
+            later = f"cancelled, and the call had not ended {bound_s:g} s later"
+            raise asyncio.CancelledError(later)
+        try:
+            await asyncio.wait({inner}, timeout=remaining)
+        except asyncio.CancelledError as cancelled:
+            held = held or cancelled
+            if deadline is None and bound_s is not None:
+                deadline = loop.time() + bound_s
+    return inner, held
+
+
 async def _drive(steps: Steps, awaits: bool) -> Any:
     """Run ``steps`` to their answer: each step performed (awaited when ``awaits``, an admin
-    client's on a worker thread) and its result sent back, or its exception thrown in."""
+    client's on a worker thread; a :attr:`Step.shielded` one to its end, bounded by its
+    target's ``timeout_s``, whatever cancels the awaiting task; a plain shielded call cut by a
+    first KeyboardInterrupt sent once more) and its result sent back, or its exception thrown
+    in. The cancellation or interrupt a shielded step held is raised once the steps end, in
+    place of their answer or their error."""
+    held: BaseException | None = None
     try:
         step = next(steps)
         while True:
             call = getattr(step.target, step.method)
             try:
                 if not awaits:
-                    result = call(*step.args, **step.kwargs)
+                    try:
+                        result = call(*step.args, **step.kwargs)
+                    except KeyboardInterrupt as interrupt:
+                        if not step.shielded or held is not None:
+                            raise
+                        held = interrupt  # a close sent again answers ALREADY_CLOSED if done
+                        result = call(*step.args, **step.kwargs)
                 elif isinstance(step.target, AdminClient):
                     result = await asyncio.to_thread(call, *step.args, **step.kwargs)
+                elif step.shielded:
+                    bound = getattr(step.target, "timeout_s", None)
+                    ended, cancelled = await _to_its_end(call(*step.args, **step.kwargs), bound)
+                    held = held or cancelled
+                    result = ended.result()
                 else:
                     result = await call(*step.args, **step.kwargs)
             except BaseException as exc:
@@ -70,7 +117,13 @@ async def _drive(steps: Steps, awaits: bool) -> Any:
             else:
                 step = steps.send(result)
     except StopIteration as done:
+        if held is not None:
+            raise held from None
         return done.value
+    except Exception as failed:
+        if held is not None:
+            raise held from failed
+        raise
 
 
 def run_steps(steps: Steps) -> Any:

@@ -58,7 +58,12 @@ from workplace_env.config import (
     unknown_env_vars,
 )
 from workplace_env.demo import run_demo
-from workplace_env.run.command import read_episodes, run_model_policy, run_scripted
+from workplace_env.run.command import (
+    read_episodes,
+    run_model_policy,
+    run_scripted,
+    session_warnings_printed,
+)
 from workplace_env.run.options import ModelRunOptions
 from workplace_env.run.rollout_files import run_outputs
 from workplace_env.run.scripted import POLICIES
@@ -555,6 +560,7 @@ def run(
             [("FILE", Path(file)), *_named("--config", config), *_data_dir_files(data_dir)],
             "nothing was played",
         )
+        held.enter_context(session_warnings_printed())
         # the model's --out has its own rule: the same plan resumes, another is refused
         json_outs = _named("--json-out", json_out)
         held.enter_context(writing_alone(json_outs, "nothing was played"))

@@ -14,12 +14,14 @@ reason :data:`SERVER_LOST`, and the command ends the same way with exit status 1
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import shlex
 import signal
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -139,26 +141,91 @@ def stop_on_signals(
             signal.signal(number, handler)
 
 
+def _running_command() -> Any:
+    """The click command this process runs (typer's bundled click first, then click's), None
+    outside one."""
+    for module in ("typer._click.globals", "click.globals"):
+        try:
+            context = importlib.import_module(module).get_current_context(silent=True)
+        except (ImportError, AttributeError):
+            continue
+        if context is not None:
+            return context.command
+    return None
+
+
+def _option_shapes(command: Any) -> dict[str, tuple[str, bool]]:
+    """Each option string of the click ``command`` (``--json-out``, ``--no-overwrite``) -> its
+    parameter's name and whether it takes a value; empty for None."""
+    shapes: dict[str, tuple[str, bool]] = {}
+    for param in getattr(command, "params", ()):
+        if param.param_type_name == "option":
+            takes_value = not (param.is_flag or param.count)
+            for opt in (*param.opts, *param.secondary_opts):
+                shapes[opt] = (str(param.name), takes_value)
+    return shapes
+
+
+def _option_groups(
+    args: Sequence[str], shapes: Mapping[str, tuple[str, bool]]
+) -> list[tuple[str | None, list[str]]]:
+    """``args`` cut into ``(key, tokens)``: an option with its value (``--opt value`` or
+    ``--opt=value``) keyed by its parameter's name, a positional argument keyed None. An option
+    ``shapes`` does not know is keyed by its own name and takes the next token as its value
+    unless that token starts with ``-``; after ``--`` every token is positional."""
+    groups: list[tuple[str | None, list[str]]] = []
+    at = 0
+    while at < len(args):
+        arg = args[at]
+        name, has_value, _ = arg.partition("=")
+        if arg == "--":
+            groups += [(None, [rest]) for rest in args[at:]]
+            break
+        at += 1
+        if not arg.startswith("-") or arg == "-":
+            groups.append((None, [arg]))
+            continue
+        key, takes_value = shapes.get(name, (name, None))
+        group = [arg]
+        if not has_value and at < len(args):
+            following = args[at]
+            if takes_value or (takes_value is None and not following.startswith("-")):
+                group.append(following)
+                at += 1
+        groups.append((key, group))
+    return groups
+
+
 def rerun_command(
     argv: Sequence[str] | None = None,
     drop: Sequence[str] = (),
     replace: Mapping[str, str] | None = None,
+    add: Sequence[str] = (),
 ) -> str:
     """The command line of this process (``argv``, default :data:`sys.argv`) as a shell line
-    starting ``workplace-env``, without the flags in ``drop`` (e.g. ``--overwrite``) and with
-    each option of ``replace`` (``{"--base-url": "http://HOST:PORT/v1"}``) given that value at
-    the end instead of its own (``--opt value`` or ``--opt=value``)."""
+    starting ``workplace-env``, each option once with its latest value (at its first place),
+    without the options in ``drop`` (e.g. ``--overwrite``: the flag and its ``--no-`` form),
+    with each option of ``replace`` (``{"--base-url": "http://HOST:PORT/v1"}``) given that
+    value at the end instead of its own, and each flag of ``add`` (``--overwrite``) set at the
+    end. Options are told apart by the running click command's parameters (the flag and its
+    ``--no-`` form are one); without one, an unknown option takes the next token as its value
+    unless it starts with ``-``."""
     args = list(sys.argv if argv is None else argv)[1:]
+    shapes = _option_shapes(_running_command())
     replace = replace or {}
-    kept: list[str] = []
-    skip_value = False
-    for arg in args:
-        if skip_value:
-            skip_value = False
-        elif arg in replace:
-            skip_value = True
-        elif arg not in drop and arg.split("=", 1)[0] not in replace:
-            kept.append(arg)
+
+    def key_of(option: str) -> str:
+        return shapes.get(option, (option, False))[0]
+
+    gone = {key_of(option) for option in (*drop, *replace, *add)}
+    kept: dict[str | int, list[str]] = {}
+    for at, (key, tokens) in enumerate(_option_groups(args, shapes)):
+        if key is None:
+            kept[at] = tokens
+        elif key not in gone:
+            kept[key] = tokens  # a repeated option keeps its first place, its latest value
+    words = [token for tokens in kept.values() for token in tokens]
     for option, value in replace.items():
-        kept += [option, value]
-    return shlex.join(["workplace-env", *kept])
+        words += [option, value]
+    words += list(add)
+    return shlex.join(["workplace-env", *words])

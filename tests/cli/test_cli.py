@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -901,6 +902,12 @@ def test_a_gateway_whose_backend_is_down_warns_once_naming_it_and_how_to_start_i
     assert record["message"].startswith(f"the gRPC server at {target} does not answer (UNAVAILABLE")
     assert f"start it with `workplace-env serve --address {target}`" in record["message"]
     assert sum("the gRPC server at" in line for line in process.lines) == 1
+    printed = shlex.split(record["message"].split("`")[1])
+    started = Process.start(printed[1:], _clean_env())  # the command, as printed
+    try:
+        started.wait_for(rf"workplace-env serving on {re.escape(target)}")
+    finally:
+        assert started.stop() == 0, started.lines
 
 
 def _seed_over_http(url: str) -> str:

@@ -1221,7 +1221,8 @@ def test_a_rollout_line_without_its_input_digest_is_another_plan(tmp_path):
     out = tmp_path / "rollouts.jsonl"
     line = {**item, "reward": 1.0, "mask_sample": False, "workplace_env": {}}
     out.write_text(json.dumps(line) + "\n")
-    with pytest.raises(PlanMismatch, match=r"1 of the 1 line differs in rollouts\.jsonl"):
+    named = r'1 of the 1 line differs in rollouts\.jsonl: line 1 \(id "t"\)'
+    with pytest.raises(PlanMismatch, match=named):
         check_plan(out, [item])
     line["workplace_env"]["input_sha256"] = input_digest(item)
     out.write_text(json.dumps(line) + "\n")
@@ -1249,7 +1250,8 @@ def test_a_changed_count_is_named_as_recorded_lines_against_episodes(tmp_path, m
         check_plan(Path("m1.jsonl"), again)
     said = str(refused.value)
     assert "m1_materialized_inputs.jsonl records 5 lines, this run has 10 episodes" in said
-    assert "(4 of the 5 common lines differ)" in said  # every line but the first moved
+    # every line but the first moved; the recorded ones named, with their ids
+    assert '(4 of the 5 common lines differ: line 2 (id "t1"), line 3 (id "t2"), ' in said
     assert "this --out's files in ./ (m1.jsonl, " in said
 
 
@@ -1262,9 +1264,20 @@ def test_a_changed_task_is_named_as_lines_that_differ_in_the_outs_directory(tmp_
     with pytest.raises(PlanMismatch) as refused:
         check_plan(out, [*items[:2], {**items[2], "prompt": "edited"}])
     said = str(refused.value)
-    assert "1 of the 3 lines differs in m1_materialized_inputs.jsonl;" in said
+    assert '1 of the 3 lines differs in m1_materialized_inputs.jsonl: line 3 (id "t2");' in said
     assert "this run has" not in said
     assert f"this --out's files in {tmp_path}/ (m1.jsonl, " in said
+
+
+def test_a_refused_plan_names_at_most_five_differing_lines(tmp_path):
+    out = tmp_path / "m1.jsonl"
+    items = _items(9)
+    _write_rows(materialized_inputs_path(out), items)
+    with pytest.raises(PlanMismatch) as refused:
+        check_plan(out, [{**i, "prompt": "edited"} for i in items])
+    said = str(refused.value)
+    assert "differs in" not in said and "9 lines differ in m1_materialized_inputs.jsonl: " in said
+    assert 'line 5 (id "t4") and 4 more;' in said and "line 6" not in said
 
 
 @pytest.mark.parametrize(
@@ -1469,6 +1482,26 @@ def test_the_rerun_command_gives_a_replaced_option_its_new_value_once():
     argv += ["--base-url=http://b/v1", "--model", "m"]
     said = rerun_command(argv, drop=("--overwrite",), replace={"--base-url": "http://HOST/v1"})
     assert said == ("workplace-env run t.jsonl --out=o.jsonl --model m --base-url http://HOST/v1")
+
+
+def test_the_rerun_command_of_a_cli_command_keeps_each_option_once_with_its_latest_value():
+    """Under a typer command, options are told apart by its parameters: a flag before the
+    positional argument keeps it positional, a flag and its --no- form are one option, a
+    repeated option keeps its latest value, and an added flag is set once."""
+    import typer
+    from typer.testing import CliRunner
+
+    said: list[str] = []
+    app = typer.Typer()
+
+    @app.command()
+    def run(file: str, concurrency: int = 1, overwrite: bool = False, out: str = "") -> None:
+        said.append(rerun_command(["x", *argv], add=("--overwrite",)))
+
+    argv = ["--no-overwrite", "t.jsonl", "--concurrency", "8", "--out=a", "--concurrency", "3"]
+    argv += ["--overwrite", "--out", "b"]
+    assert CliRunner().invoke(app, argv).exit_code == 0
+    assert said == ["workplace-env t.jsonl --concurrency 3 --out b --overwrite"]
 
 
 @pytest.mark.parametrize("status", REFUSED_STATUSES)
@@ -1735,7 +1768,9 @@ def test_after_a_ctrl_c_a_failed_model_request_is_not_retried(server, tmp_path):
         assert "flight (--timeout) (press Ctrl-C again to exit at once)" in said
         assert len(standin.scripts[rows[0]["prompt"]].requests) == 1  # no retry
         assert out.read_text() == ""
-        assert "stopped by SIGINT: 2 episodes not started" in said
+        # the episode in flight made its request: interrupted, not "not started"
+        assert "stopped by SIGINT: 1 episode interrupted, 1 episode not started" in said
+        assert "interrupted 1; not started 1" in said
         assert server.store.live_count() == 0
 
 

@@ -8,15 +8,18 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
+import warnings
 
 import grpc
 import pytest
 
 from tests.dying_server import dying_server
-from tests.helpers import table_rows
+from tests.helpers import local, table_rows
 from workplace_env.config import Settings
 from workplace_env.interrupts import StopRequest
 from workplace_env.jsonl import read_jsonl
+from workplace_env.run.command import session_warnings_printed
 from workplace_env.run.report import print_summary
 from workplace_env.run.scripted import (
     FAILURE_KINDS,
@@ -30,6 +33,7 @@ from workplace_env_client import (
     CapacityError,
     DeadlineError,
     SessionHeaderMismatchError,
+    SessionLeftOpenWarning,
     SessionLostError,
     UnavailableError,
 )
@@ -476,21 +480,23 @@ def _tasks_on_the_embedded_sandbox(sandbox, path, count: int) -> None:
 
 @pytest.mark.parametrize("concurrency", [1, 3])
 def test_a_run_whose_server_dies_stops_starting_episodes_and_says_how_to_resume(
-    sandbox, tmp_path, concurrency
+    sandbox, server, tmp_path, concurrency
 ):
     """The server is killed when the 3rd Verify arrives: the episodes in flight fail
     (server_unavailable), none starts after the failed health check, the summary and the
-    command that plays the file again are printed, and the run exits 1."""
+    command that plays the file again are printed, and the run exits 1. That command, each
+    option once with its latest value and --overwrite for the --json-out just written, plays
+    every line when pasted (against a live server)."""
     tasks, summary_file = tmp_path / "tasks.jsonl", tmp_path / "summary.json"
     _tasks_on_the_embedded_sandbox(sandbox, tasks, 12)
-    with dying_server(verifies=3) as (target, server):
+    with dying_server(verifies=3) as (target, dying):
         proc = subprocess.run(
             [sys.executable, "-m", "workplace_env.cli", "run", str(tasks), "--policy", "oracle",
-             "--target", target, "--concurrency", str(concurrency), "--json-out",
-             str(summary_file)],
+             "--concurrency", "8", "--target", target, "--concurrency", str(concurrency),
+             "--json-out", str(summary_file)],
             capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"},
         )  # fmt: skip
-        assert server.wait(timeout=30) == -signal.SIGKILL
+        assert dying.wait(timeout=30) == -signal.SIGKILL
     said = " ".join(proc.stderr.split())
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
@@ -507,6 +513,13 @@ def test_a_run_whose_server_dies_stops_starting_episodes_and_says_how_to_resume(
     assert "stopped: server lost" in said and "not started" in said
     again = shlex.split(said.split("to play every line again: ", 1)[1])
     assert again[:3] == ["workplace-env", "run", str(tasks)] and target in again
+    assert again.count("--concurrency") == 1
+    assert again[again.index("--concurrency") + 1] == str(concurrency)
+    assert again.count("--overwrite") == 1
+    again[again.index("--target") + 1] = local(server.port)  # the dead one's replacement
+    pasted = _run(*again[2:])
+    assert pasted.returncode == 0, pasted.stderr
+    assert json.loads(summary_file.read_text())["played_episodes"] == 12
 
 
 def test_an_unavailable_episode_with_a_server_that_answers_goes_on(sdk):
@@ -552,3 +565,21 @@ def test_a_mismatch_line_shows_the_recorded_and_the_replayed_value(mismatch, sho
 def test_a_mismatch_line_clips_a_long_value():
     said = Mismatch("c", "output", "call 0 f", "x" * 10_000, "y").text()
     assert len(said) < 2 * SHOWN_VALUE_BYTES and said.endswith("replayed y")
+
+
+def test_a_session_warning_during_a_run_is_printed_as_a_run_message(capsys):
+    """A SessionLeftOpenWarning raised on an episode's thread is one of run's messages on
+    stderr, not a Python warning naming the SDK's source line; other warnings pass through."""
+
+    def left_open() -> None:
+        warnings.warn("session 's-1' was not closed (cancelled)", SessionLeftOpenWarning, 2)
+
+    with session_warnings_printed():
+        episode = threading.Thread(target=left_open)
+        episode.start()
+        episode.join()
+        with pytest.warns(DeprecationWarning):
+            warnings.warn("other", DeprecationWarning, 1)
+    said = capsys.readouterr().err
+    assert "warning: session 's-1' was not closed (cancelled)" in said
+    assert "SessionLeftOpenWarning" not in said and "threading.py" not in said

@@ -320,3 +320,97 @@ def test_a_session_opened_in_another_event_loop_warns_nothing(server, target):
             asyncio.run(open_one())
     assert not [w for w in recorded if issubclass(w.category, SessionLeftOpenWarning)]
     asyncio.run(env.close())
+
+
+# -- a cancelled (or timed-out) session block still closes its session ---------------------------
+
+
+def _cancelled_at(served, point: str, session_id: str | None = None, body: bool = False):
+    """Run a session block on ``served`` whose server holds at ``point`` (a
+    :class:`Faults` point) until the test has cancelled the block's task; returns the block's
+    session id, the task's outcome and the SessionLeftOpenWarnings issued. ``body``: the
+    block makes a tool call (the point is reached by the close after it)."""
+    arrived, release = threading.Event(), threading.Event()
+    seen: list[str] = []
+
+    def hold(sid: str) -> None:
+        if not seen:
+            seen.append(sid)
+            arrived.set()
+            wait(release)
+
+    Faults.of(served.store).on(point, hold)
+
+    async def block(env: AsyncEnvironmentClient) -> None:
+        async with env.session(TASK, episode=EP, session_id=session_id) as s:
+            if body:
+                await s.call_tool(*SEND)
+
+    async def run() -> BaseException | None:
+        async with AsyncEnvironmentClient(served.target, timeout_s=HANG_S) as env:
+            task = asyncio.create_task(block(env))
+            await asyncio.to_thread(wait, arrived)
+            task.cancel()
+            release.set()
+            [outcome] = await asyncio.gather(task, return_exceptions=True)
+            return outcome  # type: ignore[no-any-return]
+
+    try:
+        with warnings.catch_warnings(record=True) as recorded:
+            warnings.simplefilter("always")
+            outcome = asyncio.run(run())
+    finally:
+        release.set()
+        Faults.of(served.store).clear()
+    left_open = [w for w in recorded if issubclass(w.category, SessionLeftOpenWarning)]
+    return seen[0], outcome, left_open
+
+
+def test_a_block_cancelled_during_its_close_waits_for_the_close_then_is_cancelled(make_server):
+    """The cancellation lands while the block's close is on the server: the close runs to its
+    answer, the session is closed, nothing warns, and the task ends cancelled."""
+    served = make_server()
+    sid, outcome, left_open = _cancelled_at(served, "release_wait", body=True)
+    assert isinstance(outcome, asyncio.CancelledError)
+    assert not left_open, [str(w.message) for w in left_open]
+    assert served.store.live_count() == 0
+    assert served.client.close_session(sid, EP) == "ALREADY_CLOSED"
+
+
+def test_a_block_cancelled_during_its_call_closes_its_session(make_server):
+    served = make_server()
+    sid, outcome, left_open = _cancelled_at(served, "tool", body=True)
+    assert isinstance(outcome, asyncio.CancelledError) and not left_open
+    assert served.client.close_session(sid, EP) == "ALREADY_CLOSED"
+
+
+@pytest.mark.parametrize("session_id", [None, "given-id"])
+def test_a_block_cancelled_during_its_seed_closes_that_id(make_server, session_id):
+    """The seed may have reached the server: its id is closed (the SDK's own or the caller's),
+    so the seed that completes there leaves no session."""
+    served = make_server()
+    sid, outcome, left_open = _cancelled_at(served, "build", session_id=session_id)
+    assert isinstance(outcome, asyncio.CancelledError) and not left_open
+    assert served.store.live_count() == 0
+    assert served.client.close_session(sid, EP) == "ALREADY_CLOSED"
+
+
+def test_a_block_timed_out_during_its_close_still_closes(make_server):
+    """``asyncio.timeout`` (as ``wait_for``) cancels the same way: a timeout expiring as the
+    close is sent lets the close run to its answer, then raises TimeoutError."""
+    served = make_server()
+
+    async def run() -> None:
+        async with (
+            AsyncEnvironmentClient(served.target, timeout_s=HANG_S) as env,
+            asyncio.timeout(None) as bound,
+            env.session(TASK, episode=EP),
+        ):
+            bound.reschedule(asyncio.get_running_loop().time())  # expires at the close
+
+    with warnings.catch_warnings(record=True) as recorded:
+        warnings.simplefilter("always")
+        with pytest.raises(TimeoutError):
+            asyncio.run(run())
+    assert not [w for w in recorded if issubclass(w.category, SessionLeftOpenWarning)]
+    assert served.store.live_count() == 0

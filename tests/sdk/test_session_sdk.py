@@ -12,7 +12,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 import pytest
@@ -69,7 +69,14 @@ from workplace_env_client.channel import (
     refusal_wait,
 )
 from workplace_env_client.client import RETRIED_METHODS, SERVICE, Recovery, retry_service_config
-from workplace_env_client.errors import HINTS, NO_HINT, SDK_WORDS, error_class, may_have_run
+from workplace_env_client.errors import (
+    HINTS,
+    NO_HINT,
+    SDK_WORDS,
+    error_class,
+    failure_text,
+    may_have_run,
+)
 
 #: The SDK flavours a session test runs on: (client, transport).
 FLAVORS = [(c, t) for c in ("sync", "async") for t in ("grpc", "in_process")]
@@ -877,6 +884,65 @@ def test_a_seed_with_an_unknown_outcome_is_fenced_and_warns_when_the_fence_fails
         pytest.fail("the block must not run")
     Faults.of(env.store).clear()
     assert env.store.live_count() == 0
+
+
+def test_a_failed_fence_warns_at_the_with_line(server):
+    """The fence's SessionLeftOpenWarning points at the caller's ``with`` (as the close's
+    does), never into the SDK's driver; its reason is the fence's error."""
+
+    def unavailable(*_args: Any, **_kwargs: Any) -> NoReturn:
+        raise UnavailableError("connection lost", grpc.StatusCode.UNAVAILABLE)
+
+    with EnvironmentClient(local(server.port), timeout_s=HANG_S) as client:
+        client.seed = client._close = unavailable  # type: ignore[method-assign]
+        with (
+            pytest.warns(SessionLeftOpenWarning, match=r"closed \(UNAVAILABLE: connection lo") as w,
+            pytest.raises(UnavailableError),
+            client.session(TASK, episode=EP),
+        ):
+            pytest.fail("the block must not run")
+    assert [x.filename for x in w if issubclass(x.category, SessionLeftOpenWarning)] == [__file__]
+
+
+@pytest.mark.parametrize("reached", [False, True])
+def test_a_close_cut_by_ctrl_c_is_sent_again_then_the_interrupt_raised(server, reached):
+    """A first KeyboardInterrupt during the block's close (which may or may not have reached
+    the server) sends the close once more: the session is closed, nothing warns, and the
+    KeyboardInterrupt goes on; a second one is raised at once with the warning."""
+    with EnvironmentClient(local(server.port), timeout_s=HANG_S) as client:
+        real = client._close
+        cuts = [KeyboardInterrupt()]
+
+        def cut_once(*args: Any, **kwargs: Any) -> str:
+            if cuts:
+                if reached:
+                    real(*args, **kwargs)
+                raise cuts.pop()
+            return real(*args, **kwargs)
+
+        client._close = cut_once  # type: ignore[method-assign]
+        with warnings.catch_warnings(record=True) as recorded:
+            warnings.simplefilter("always")
+            with pytest.raises(KeyboardInterrupt), client.session(TASK, episode=EP) as s:
+                pass
+        assert not [w for w in recorded if issubclass(w.category, SessionLeftOpenWarning)]
+        assert client.close_session(s.id, EP) == "ALREADY_CLOSED"
+        cuts[:] = [KeyboardInterrupt(), KeyboardInterrupt()]
+        with (
+            pytest.warns(SessionLeftOpenWarning, match=r"not closed \(interrupted\)"),
+            pytest.raises(KeyboardInterrupt),
+            client.session(TASK, episode=EP) as s,
+        ):
+            pass
+        client._close = real  # type: ignore[method-assign]
+        client.close_session(s.id, EP)
+
+
+def test_a_bare_interrupt_is_named_in_messages():
+    assert failure_text(asyncio.CancelledError()) == "cancelled"
+    assert failure_text(KeyboardInterrupt()) == "interrupted"
+    assert failure_text(LookupError()) == "LookupError"
+    assert failure_text(LookupError("k")) == "k"
 
 
 # -- closing a client ends its calls in flight with ClientClosedError ----------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import shlex
 import signal
 import sys
 import threading
@@ -237,7 +238,8 @@ def _listening(
         log_event(
             LIFECYCLE,
             f"the gRPC server at {grpc_target} does not answer ({why}): start it with "
-            f"`workplace-env serve --address {grpc_target}`, or point --grpc-target at the "
+            f"`{shlex.join(['workplace-env', 'serve', '--address', grpc_target])}`, or point "
+            "--grpc-target at the "
             "address it serves on; until it answers, /ready is 503 backend_unavailable and "
             "episodes fail",
             logging.WARNING,

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -73,6 +74,7 @@ from workplace_env_client import (
     EnvironmentClient,
     ModelPolicy,
     ServerSandbox,
+    SessionLeftOpenWarning,
     checks,
     openai_client,
 )
@@ -93,6 +95,25 @@ class EpisodeFile:
 
     lines: list[dict[str, Any]]
     line_numbers: list[int]
+
+
+@contextlib.contextmanager
+def session_warnings_printed() -> Iterator[None]:
+    """Within the block, a :class:`~workplace_env_client.SessionLeftOpenWarning` (from any
+    thread: an episode's session left open or closed unscored) is printed on stderr as the
+    run's other messages are (``warning: session '...' was not closed (...)``), not as a
+    Python warning naming the SDK's source line; other warnings are shown as before."""
+    shown = warnings.showwarning
+
+    def show(message: Warning | str, category: type[Warning], *rest: Any, **named: Any) -> None:
+        if issubclass(category, SessionLeftOpenWarning):
+            console.print(f"[yellow]warning:[/yellow] {plain(message)}")
+        else:
+            shown(message, category, *rest, **named)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 def read_episodes(file: Path) -> EpisodeFile:
@@ -316,7 +337,9 @@ def run_scripted(
             f"{stop.stopped_text()} "
             + plain(
                 f"after {summary.episodes} of {counted(len(lines), 'episode')},"
-                f" {summary.not_started} not started; to play every line again: {rerun_command()}"
+                f" {summary.not_started} not started; to play every line again: "
+                # the summary just written is replaced by the next run's
+                + rerun_command(add=("--overwrite",) if json_out is not None else ())
             )
         )
         return stop.exit_status
@@ -495,8 +518,9 @@ def _collect_and_report(
             f"episodes: {result.total}; played now {result.played} "
             f"({result.played - len(to_play_again)} finished, {len(to_play_again)} to play "
             "again); "
-            f"kept from an earlier run {result.skipped} (finished); not started "
-            f"{result.not_started}; {', '.join(written)}"
+            f"kept from an earlier run {result.skipped} (finished); "
+            + (f"interrupted {result.interrupted}; " if result.interrupted else "")
+            + f"not started {result.not_started}; {', '.join(written)}"
         )
     )
     if unwritten:
@@ -504,10 +528,11 @@ def _collect_and_report(
             f"{unwritten[0]}; the rollouts and the totals above are kept", exit_code=1
         )
     if stop():
-        console.print(
-            f"{stop.stopped_text()}: "
-            + plain(f"{counted(result.not_started, 'episode')} not started; to resume: {resume}")
-        )
+        left = [
+            *([f"{counted(result.interrupted, 'episode')} interrupted"] * bool(result.interrupted)),
+            f"{counted(result.not_started, 'episode')} not started",
+        ]
+        console.print(f"{stop.stopped_text()}: " + plain(f"{', '.join(left)}; to resume: {resume}"))
         return stop.exit_status
     if result.config_error is not None:
         not_started = result.not_started

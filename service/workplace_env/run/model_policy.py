@@ -58,10 +58,10 @@ from workplace_env_client.rollouts import (
 
 @dataclass
 class CollectResult:
-    """What a collection did: episodes played now, skipped as already finished, in total
-    (``total`` - ``played`` - ``skipped`` were not started after a configuration error);
-    ``keys`` identify this run's episodes among the file's lines
-    (:func:`~workplace_env.run.rollout_files.read_rollouts`)."""
+    """What a collection did: episodes played now, skipped as already finished, interrupted by
+    a stop (started, their next model request refused, unwritten), in total (the others were
+    not started: a stop, a configuration error); ``keys`` identify this run's episodes among
+    the file's lines (:func:`~workplace_env.run.rollout_files.read_rollouts`)."""
 
     played: int
     skipped: int
@@ -70,11 +70,15 @@ class CollectResult:
     #: Why the endpoint refused a model request for its configuration (the first such
     #: episode's reason); no episode started after it. None when none was refused so.
     config_error: str | None = None
+    #: Episodes started, then left by a stop before their end (no line written; a resume
+    #: plays them).
+    interrupted: int = 0
 
     @property
     def not_started(self) -> int:
-        """Episodes of the plan neither played now nor kept (a stop, a configuration error)."""
-        return self.total - self.played - self.skipped
+        """Episodes of the plan neither played now, kept nor interrupted (a stop, a
+        configuration error)."""
+        return self.total - self.played - self.skipped - self.interrupted
 
 
 def collect_rollouts(
@@ -104,7 +108,8 @@ def collect_rollouts(
     under ``workplace_env``. ``on_start(n)`` gets the
     number of episodes to play, ``on_done(line)`` each written line; once ``stop()`` is true no
     further episode starts (those in flight end and are written, but for one whose next model
-    request a stoppable client refuses: :class:`ModelCallsStopped`, left to a resume). A
+    request a stoppable client refuses: :class:`ModelCallsStopped`, counted ``interrupted`` and
+    left to a resume). A
     :class:`~workplace_env.interrupts.StopRequest` ``stop`` is also raised when an episode is
     masked ``workplace_env:environment_error`` and the server does not answer a health check
     (:meth:`~workplace_env.interrupts.StopRequest.check_server`). Raises
@@ -148,6 +153,7 @@ def collect_rollouts(
     lock = threading.Lock()
 
     played: list[int] = []
+    interrupted: list[int] = []
     config_errors: list[str] = []  # the first; no episode starts after it
 
     def one(item: dict[str, Any]) -> None:
@@ -172,6 +178,8 @@ def collect_rollouts(
                 task_id=("model", case),
             )
         except ModelCallsStopped:  # a stop refused its next model request: played on resume
+            with lock:
+                interrupted.append(1)
             return
         except WorkplaceEnvError as exc:  # seed or close refused: masked, played again on resume
             rollout = failed_rollout(
@@ -217,4 +225,5 @@ def collect_rollouts(
         total=len(inputs),
         keys=frozenset(rollout_key(i) for i in inputs),
         config_error=config_errors[0] if config_errors else None,
+        interrupted=len(interrupted),
     )

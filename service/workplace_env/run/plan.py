@@ -88,36 +88,39 @@ def check_plan(
     materialized = materialized_inputs_path(out)
     if materialized.exists():
         old = json_values(materialized)
-        differ = sum(
-            1
-            for line, digest in zip(old, digests, strict=False)  # the common lines
-            if not isinstance(line, dict) or input_digest(line) != digest
-        )
+        differing = [
+            (number, line)
+            for number, (line, digest) in enumerate(zip(old, digests, strict=False), 1)
+            if not isinstance(line, dict) or input_digest(line) != digest  # the common lines
+        ]
         common = min(len(old), len(digests))
         if len(old) != len(digests):
             found.append(
                 f"{materialized.name} records {counted(len(old), 'line')}, this run has"
                 f" {counted(len(digests), 'episode')} ("
-                f"{some_of(differ, common, 'common line', 'differs', 'differ')})"
+                f"{some_of(len(differing), common, 'common line', 'differs', 'differ')}"
+                f"{_named_lines(differing)})"
             )
-        elif differ:
+        elif differing:
             found.append(
-                f"{some_of(differ, len(old), 'line', 'differs', 'differ')} in {materialized.name}"
+                f"{some_of(len(differing), len(old), 'line', 'differs', 'differ')} in "
+                f"{materialized.name}{_named_lines(differing)}"
             )
     if out.exists():
         lines = own_rollout_lines(out)
-        differ = sum(
-            1
-            for line in lines
+        differing = [
+            (number, line)
+            for number, line in enumerate(lines, 1)
             # the plan first: every line's changes are named
             if (plan is not None and bool(_note_changes(line, plan, changes)))
             or want.get((line.get("_ng_task_index"), line.get("_ng_rollout_index")))
             != _line_digest(line)
             or _line_digest(line) is None
-        )
-        if differ:
+        ]
+        if differing:
             found.append(
-                f"{some_of(differ, len(lines), 'line', 'differs', 'differ')} in {out.name}"
+                f"{some_of(len(differing), len(lines), 'line', 'differs', 'differ')} in "
+                f"{out.name}{_named_lines(differing)}"
             )
     if found:
         changed = f" (changed: {'; '.join(list(changes)[:6])})" if changes else ""
@@ -129,6 +132,24 @@ def check_plan(
             f"or --overwrite to delete this --out's files in {where} "
             f"({', '.join(p.name for p in output_files(out))}) and start again."
         )
+
+
+#: How many differing lines a refused plan names.
+NAMED_LINES = 5
+
+
+def _named_lines(differing: Sequence[tuple[int, Any]]) -> str:
+    """``": line 2 (id "b"), line 4"``: the first :data:`NAMED_LINES` of ``differing``
+    (``(non-blank line number, its JSON value)``), each with its ``id`` when it has one, and
+    how many more; ``""`` for none."""
+    if not differing:
+        return ""
+    named = []
+    for number, line in differing[:NAMED_LINES]:
+        case = line.get("id") if isinstance(line, Mapping) else None
+        named.append(f"line {number}" + (f" (id {json.dumps(case)})" if case is not None else ""))
+    more = len(differing) - NAMED_LINES
+    return ": " + ", ".join(named) + (f" and {more} more" if more > 0 else "")
 
 
 def _note_changes(line: Any, plan: Mapping[str, Any], changes: dict[str, None]) -> list[str]:
