@@ -14,8 +14,10 @@ reference (docs/gen.py). A setting can be given, from strongest to weakest:
    settings both at its top level and under ``[server]`` is refused (which would win is a guess);
 4. the default below.
 
-``workplace-env config`` prints the effective settings and where each came from. Secrets
-(``cookie_secret``, ``admin_token``) are printed masked.
+A command reads and checks only the settings it uses (:func:`used_by`); one given to it that
+it does not use is warned about and left at its default. ``workplace-env config`` prints the
+effective settings and where each came from. Secrets (``cookie_secret``, ``admin_token``) are
+printed masked.
 """
 
 from __future__ import annotations
