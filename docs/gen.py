@@ -135,8 +135,8 @@ def _range(name: str) -> str:
 
 def configuration_page() -> str:
     """Every server setting with its config key, flag, variable, type, default, range, the
-    commands taking its flag, and its help (``serve``'s where it has one); all from
-    :data:`workplace_env.config.SPECS`."""
+    commands using it (taking its flag; "(env, file)": reading it from those only), and its
+    help (``serve``'s where it has one); all from :data:`workplace_env.config.SPECS`."""
     rows = []
     for f in dataclasses.fields(config.Settings):
         spec = config.SPECS[f.name]
@@ -150,7 +150,7 @@ def configuration_page() -> str:
                 f"`{f.type}`",
                 f"`{f.default!r}`",
                 _range(f.name),
-                ", ".join(spec.commands) or "-",
+                ", ".join([*spec.commands, *(f"{c} (env, file)" for c in spec.read_by)]) or "-",
                 spec.help_for(spec.commands[0] if spec.commands else "", f.default) + secret,
             ]
         )
@@ -170,7 +170,8 @@ def configuration_page() -> str:
         + f"environment variable `{config.ENV_PREFIX}<NAME>`, a key of the `--config` "
         + "TOML/YAML file (top level or under `[server]`, not both), or its default. "
         + "`workplace-env config` and `serve --print-config` print the effective values "
-        + "and their sources.\n\n"
+        + "and their sources. A command reads and checks only the settings it uses (the "
+        + "commands column); each other one given to it is warned about and ignored.\n\n"
         + "## Server settings (`workplace_env.config.Settings`)\n\n"
         + _table(
             ["config key", "flag", "variable", "type", "default", "range", "commands", "what"],

@@ -30,7 +30,7 @@ import gc
 import logging
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -305,12 +305,17 @@ def _settings(
     config_file: Path | None,
     log: logging.Logger | None = None,
     command: str | None = None,
+    uses: Collection[str] | None = None,
 ) -> tuple[Settings, dict[str, str]]:
-    """The effective settings; a bad one exits 2; a weak setting ``command`` takes (a short
-    admin token, :func:`~workplace_env.config.setting_warnings`; None: any) is warned about
-    (stderr; a JSON log record with ``log``)."""
+    """The effective settings of ``command`` (``uses``: the settings it uses, as
+    :func:`~workplace_env.config.load_settings` takes them); a bad one exits 2; one given
+    that it does not use, and a weak one it takes (a short admin token,
+    :func:`~workplace_env.config.setting_warnings`; None: any) is warned about (stderr; a JSON
+    log record with ``log``)."""
     try:
-        settings, sources = load_settings(flags, config_file)
+        settings, sources = load_settings(
+            flags, config_file, command=command, uses=uses, warn=lambda line: _warn(line, log)
+        )
     except ConfigError as exc:
         if log is not None:
             log.error(f"configuration error: {exc}")
@@ -348,13 +353,10 @@ def serve(
     _exit_promptly()
 
 
-def _credentials(
-    config: Path | None, flags: dict[str, Any], command: str
-) -> grpc.ChannelCredentials | None:
-    """The TLS credentials of ``command`` (``run``, ``checkpoint``) connecting to a server, from
-    its flags over ``WORKPLACE_ENV_TLS_CA`` / ``_TLS_CLIENT_CERT`` / ``_TLS_CLIENT_KEY`` over the
-    config file, as for the gateway; None: plaintext. A bad setting or unreadable file exits 2."""
-    settings, _ = _settings(flags, config, command=command)
+def _credentials(settings: Settings) -> grpc.ChannelCredentials | None:
+    """The TLS credentials of a command connecting to a server (``run --target``,
+    ``checkpoint``) from its settings (``tls_ca``, ``tls_client_cert``, ``tls_client_key``), as
+    for the gateway; None: plaintext. An unreadable file exits 2."""
     try:
         return client_credentials(settings)
     except (OSError, ValueError) as exc:
@@ -459,7 +461,7 @@ def run(
         OptStr,
         Opt(
             help="Admin token for the tables_after exports of --policy recorded (also "
-            "WORKPLACE_ENV_ADMIN_TOKEN)."
+            "WORKPLACE_ENV_ADMIN_TOKEN or the --config file's admin_token)."
         ),
     ] = None,
     base_url: Annotated[
@@ -552,7 +554,14 @@ def run(
         console.print(f"[red]--policy must be one of {', '.join(POLICIES)}, model[/red]")
         raise typer.Exit(2)
     _refuse_other_policys_flags(ctx, policy)
-    credentials = _credentials(config, flags, "run") if target else None
+    # the in-process server takes no settings: each one given is warned about
+    settings, _ = (
+        _settings(flags, config, command="run")
+        if target
+        else _settings(flags, config, command="run without --target", uses=())
+    )
+    credentials = _credentials(settings) if target else None
+    token = token or settings.admin_token
     out_path = _path(out) or Path(f"{Path(file).stem}_rollouts.jsonl")
     with _reported(), server_errors("run", target, RUN_WORDS), contextlib.ExitStack() as held:
         refuse_output_over_input(
@@ -692,7 +701,11 @@ def _admin_token(value: str | None) -> str | None:
 
 Token = Annotated[
     OptStr,
-    Opt(help="Admin bearer token (also WORKPLACE_ENV_ADMIN_TOKEN).", callback=_admin_token),
+    Opt(
+        help="Admin bearer token (also WORKPLACE_ENV_ADMIN_TOKEN or the --config file's "
+        "admin_token).",
+        callback=_admin_token,
+    ),
 ]
 
 
@@ -728,9 +741,10 @@ def checkpoint_save(
     Exits 1, after saving the others, when a session cannot be exported (each is named).
     The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
-    credentials = _credentials(config, flags, "checkpoint")
+    settings, _ = _settings(flags, config, command="checkpoint")
+    token = token or settings.admin_token
     with _reported(), server_errors("checkpoint save", target):
-        status = save_checkpoint(Path(directory), target, token, timeout_s, credentials)
+        status = save_checkpoint(Path(directory), target, token, timeout_s, _credentials(settings))
     _exit(status)
 
 
@@ -748,9 +762,10 @@ def checkpoint_restore(
 
     The TLS options are the gateway's (also WORKPLACE_ENV_TLS_CA, ... or the --config file).
     """
-    credentials = _credentials(config, flags, "checkpoint")
+    settings, _ = _settings(flags, config, command="checkpoint")
+    token = token or settings.admin_token
     with _reported(), server_errors("checkpoint restore", target):
-        restore_checkpoint(Path(directory), target, token, timeout_s, credentials)
+        restore_checkpoint(Path(directory), target, token, timeout_s, _credentials(settings))
 
 
 data_app = _command_group(

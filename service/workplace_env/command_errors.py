@@ -22,7 +22,7 @@ COMMAND_WORDS = HintWords(
     tls_ca=f"--tls-ca (or ${ENV_PREFIX}TLS_CA)",
     client_cert=f"--tls-client-cert and --tls-client-key (or ${ENV_PREFIX}TLS_CLIENT_CERT and "
     f"${ENV_PREFIX}TLS_CLIENT_KEY)",
-    token=f"--token (or ${ADMIN_TOKEN_ENV})",
+    token=f"--token (or ${ADMIN_TOKEN_ENV}, or admin_token in the --config file)",
     timeout="raise --timeout-s",
 )
 #: ``run``'s words: it has no deadline flag (each call waits the SDK's default).

@@ -14,8 +14,10 @@ reference (docs/gen.py). A setting can be given, from strongest to weakest:
    settings both at its top level and under ``[server]`` is refused (which would win is a guess);
 4. the default below.
 
-``workplace-env config`` prints the effective settings and where each came from. Secrets
-(``cookie_secret``, ``admin_token``) are printed masked.
+A command reads and checks only the settings it uses (:func:`used_by`); one given to it that
+it does not use is warned about and left at its default. ``workplace-env config`` prints the
+effective settings and where each came from. Secrets (``cookie_secret``, ``admin_token``) are
+printed masked.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import dataclasses
 import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -43,8 +45,8 @@ ENV_PREFIX = "WORKPLACE_ENV_"
 #: ``--token`` is given (the same variable as the server's ``admin_token`` setting).
 ADMIN_TOKEN_ENV = f"{ENV_PREFIX}ADMIN_TOKEN"
 #: ``WORKPLACE_ENV_*`` variables that are not settings: the config file, and those of the tests
-#: and tools (reference data, the NeMo Gym and verifiers venvs, fuzzing and differential runs)
-#: and ``data fetch``'s source.
+#: and tools (reference data, the NeMo Gym and verifiers venvs, fuzzing and differential runs),
+#: ``data fetch``'s source and the checkout the NeMo launcher example runs from.
 OTHER_ENV_VARS = frozenset(
     {
         *(
@@ -57,6 +59,7 @@ OTHER_ENV_VARS = frozenset(
                 "FUZZ_EXAMPLES",
                 "DIFF_SEQUENCES",
                 "VERIFIERS_VENV",
+                "ROOT",
             )
         ),
         NEMO_VENV_ENV,
@@ -102,6 +105,9 @@ class SettingSpec:
     ``help_in``: another help for some commands. ``low``/``strict``/``high``: its range (at
     least ``low``, above it when ``strict``, at most ``high``; numbers only). ``secret``:
     printed masked. ``commands``: the commands of :data:`COMMANDS` taking it as an option.
+    ``read_by``: other commands using it, from the environment or the config file only (the
+    gateway's log level; the admin token ``run`` and ``checkpoint`` send, their ``--token``
+    winning).
     ``session`` / ``gateway``: the field of :class:`SessionConfig` / ``GatewaySettings`` it
     sets (``session_unit``: that field's units in one of the setting's, e.g. bytes in a MiB).
     ``may_be_empty``: a text setting for which ``""`` is a value (else a blank one is refused:
@@ -118,6 +124,7 @@ class SettingSpec:
     session_unit: int = 1
     gateway: str | None = None
     may_be_empty: bool = False
+    read_by: tuple[str, ...] = ()
 
     def help_for(self, command: str, default: object) -> str:
         """The help of this setting's option in ``command``."""
@@ -138,12 +145,13 @@ def setting(
     session_unit: int = 1,
     gateway: str | None = None,
     may_be_empty: bool = False,
+    read_by: tuple[str, ...] = (),
 ) -> Any:
     """A :class:`Settings` field: its ``default`` and its :class:`SettingSpec` (``at_least``
     or ``above`` with ``at_most``: the range of a number; ``at_most`` defaults to
     :data:`MAX_DURATION_S` for a duration, a name ending in ``_s`` or ``_seconds``, else to
     :data:`MAX_COUNT`)."""
-    unknown = set(commands) - set(COMMANDS)
+    unknown = set(commands + read_by) - set(COMMANDS)
     if unknown:
         raise ValueError(f"not commands taking settings: {sorted(unknown)}")
     spec = SettingSpec(
@@ -158,6 +166,7 @@ def setting(
         session_unit=session_unit,
         gateway=gateway,
         may_be_empty=may_be_empty,
+        read_by=read_by,
     )
     return dataclasses.field(default=default, metadata={"setting": spec})
 
@@ -214,6 +223,7 @@ class Settings:
         5.0,
         "Seconds in-flight calls get on shutdown [{default:g}].",
         at_least=0,
+        read_by=("gateway",),
     )
     #: On SIGTERM, seconds of X2 (NOT_SERVING, seeds refused, all else served) before
     #: stopping: long enough for a proxy's health checks to take the replica out.
@@ -316,7 +326,10 @@ class Settings:
     tls_client_ca: str | None = setting(None, "PEM CA: require client certificates (mTLS).")
     #: bearer token of the admin RPCs (checkpoint, restore, retire)
     admin_token: str | None = setting(
-        None, "Bearer token of the admin RPCs; without one they are off.", secret=True
+        None,
+        "Bearer token of the admin RPCs; without one they are off.",
+        secret=True,
+        read_by=("run", "checkpoint"),
     )
     #: admin RPCs without a token (loopback addresses only); else off
     admin_open: bool = setting(False, "Admin RPCs without a token (loopback only).")
@@ -366,7 +379,7 @@ class Settings:
         gateway="max_connections",
     )
     # Logging
-    log_level: str = setting("INFO", "DEBUG logs every RPC [{default}].")
+    log_level: str = setting("INFO", "DEBUG logs every RPC [{default}].", read_by=("gateway",))
     # A command connecting to a server (the gateway, run --target, checkpoint): the CA bundle
     # it trusts (TLS when set; else plaintext), and its own certificate and key for a server
     # requiring them (mTLS)
@@ -399,6 +412,15 @@ SECRETS = frozenset(name for name, spec in SPECS.items() if spec.secret)
 _FIELDS = {f.name: f for f in fields(Settings)}
 
 
+def used_by(command: str) -> frozenset[str]:
+    """The settings ``command`` (one of :data:`COMMANDS`) uses: those it takes as options and
+    those it reads from the environment or config file only (:class:`SettingSpec`
+    ``commands`` and ``read_by``)."""
+    return frozenset(
+        name for name, spec in SPECS.items() if command in spec.commands + spec.read_by
+    )
+
+
 #: What a value of each setting type must be, as a config error names it.
 _EXPECTED = {
     "int": "an integer",
@@ -418,37 +440,31 @@ def origin(name: str, kind: str, config_file: str | Path | None = None) -> str:
     return f"file {config_file}" if kind == "file" else kind
 
 
-#: How a user takes back a value, by where it came from (:func:`origin`'s ``kind``).
-_TAKE_BACK = {"flag": "omit the flag", "env": "unset it", "file": "remove the line"}
+#: How a user takes back a value, by where it came from (:func:`origin`'s ``kind``; "key": a
+#: key of another program's config, as NeMo Gym's).
+_TAKE_BACK = {
+    "flag": "omit the flag",
+    "env": "unset it",
+    "file": "remove the line",
+    "key": "remove the key",
+}
 
 
 def take_back(kind: str) -> str:
-    """How to take back a value given as ``kind`` ("flag", "env", "file"): ``omit the flag``,
-    ``unset it``, ``remove the line``; any other kind: ``leave it out``."""
+    """How to take back a value given as ``kind`` ("flag", "env", "file", "key"): ``omit the
+    flag``, ``unset it``, ``remove the line``, ``remove the key``; else ``leave it out``."""
     return _TAKE_BACK.get(kind, "leave it out")
 
 
-def _coerce(name: str, value: Any, kind: str, config_file: str | Path | None = None) -> Any:
-    """``value`` of setting ``name`` given as ``kind`` (:func:`origin`'s) as the setting's type
-    (strings from env/flags are parsed). Raises ConfigError naming the setting and its source,
-    and for a value with nothing in it, how to take it back there."""
-    source = origin(name, kind, config_file)
+def parse_value(name: str, value: Any) -> Any:
+    """``value`` as setting ``name``'s type (a string is parsed; an integer must be spelled as
+    one: ``3.0`` and ``1e3`` are not). Raises ValueError saying what it is not, with the value
+    (``'abc' is not an integer``)."""
     field_type = str(_FIELDS[name].type)
-    default = _FIELDS[name].default
-    instead = "" if default is None else f" for the default {default!r}"
-    if value is None:
-        if "None" in field_type:
-            return None
-        raise ConfigError(f"{name} (from {source}) cannot be empty: {take_back(kind)}{instead}")
-    blank = blank_problem(value) if isinstance(value, str) else None
-    if blank and not SPECS[name].may_be_empty:
-        # a blank secret or path would show as set and act as unset (or as nothing): refused
-        fix = f"give one, or {take_back(kind)}{instead}"
-        raise ConfigError(f"{name} (from {source}): {blank}; {fix}")
     try:
         if field_type.startswith("int"):
             # an integer spelled as one, from every source alike: 3.0 and 1e3 are refused
-            # whether a file's float, an env string or a flag (typer refuses them too)
+            # whether a file's float, an env string or a flag
             if isinstance(value, bool | float):
                 raise ValueError("not an integer")
             return int(value)
@@ -467,12 +483,33 @@ def _coerce(name: str, value: Any, kind: str, config_file: str | Path | None = N
             number = float(value)
     except (TypeError, ValueError) as exc:
         expected = _EXPECTED[field_type.split()[0]]
-        raise ConfigError(f"{name} (from {source}): {value!r} is not {expected}") from exc
+        raise ValueError(f"{value!r} is not {expected}") from exc
     if field_type.startswith("float"):
         if not math.isfinite(number):  # NaN passes every range check; inf never elapses
-            raise ConfigError(f"{name} (from {source}): {value!r} is not a finite number")
+            raise ValueError(f"{value!r} is not a finite number")
         return number
     return str(value)
+
+
+def _coerce(name: str, value: Any, kind: str, source: str) -> Any:
+    """``value`` of setting ``name`` given as ``kind`` (:func:`origin`'s) at ``source`` (its
+    :func:`origin`) as the setting's type (:func:`parse_value`). Raises ConfigError naming the
+    setting and its source, and for a value with nothing in it, how to take it back there."""
+    default = _FIELDS[name].default
+    instead = "" if default is None else f" for the default {default!r}"
+    if value is None:
+        if "None" in str(_FIELDS[name].type):
+            return None
+        raise ConfigError(f"{name} (from {source}) cannot be empty: {take_back(kind)}{instead}")
+    blank = blank_problem(value) if isinstance(value, str) else None
+    if blank and not SPECS[name].may_be_empty:
+        # a blank secret or path would show as set and act as unset (or as nothing): refused
+        fix = f"give one, or {take_back(kind)}{instead}"
+        raise ConfigError(f"{name} (from {source}): {blank}; {fix}")
+    try:
+        return parse_value(name, value)
+    except ValueError as exc:
+        raise ConfigError(f"{name} (from {source}): {exc}") from exc
 
 
 def _load_yaml(text: str) -> Any:
@@ -520,6 +557,7 @@ def read_file(path: str | Path, argument: str = "--config") -> dict[str, Any]:
         raise ConfigError(f"config file {path} does not parse: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a table of settings")
+    _refuse_unknown_keys(path, data, [*_FIELDS, "server"])
     section = data.get("server", data)
     if section is not data:
         both = sorted(set(data) & set(_FIELDS))
@@ -533,50 +571,117 @@ def read_file(path: str | Path, argument: str = "--config") -> dict[str, Any]:
             raise ConfigError(f"config file {path}: {named}; put every setting in one place")
     if not isinstance(section, dict):
         raise ConfigError(f"config file {path}: [server] must be a table of settings")
-    unknown = sorted(set(section) - set(_FIELDS))
-    if unknown:
-        raise ConfigError(f"config file {path}: unknown settings {unknown}")
+    if section is not data:
+        _refuse_unknown_keys(path, section, _FIELDS, "[server] ")
     return dict(section)
+
+
+def _refuse_unknown_keys(
+    path: Path, table: Mapping[Any, Any], known: Iterable[str], where: str = ""
+) -> None:
+    """Raise ConfigError naming each key of ``table`` (at ``where`` in config file ``path``)
+    that is not one of ``known``, with the closest known one (:func:`closest`)."""
+    known = list(known)
+    unknown = sorted(str(key) for key in table if key not in known)
+    if unknown:
+        named = []
+        for key in unknown:
+            close = closest(key, known)
+            named.append(f"{key!r}" + (f" (did you mean {close}?)" if close else ""))
+        raise ConfigError(f"config file {path}: unknown {where}settings {', '.join(named)}")
 
 
 def load_settings(
     flags: Mapping[str, Any] | None = None,
     config_file: str | Path | None = None,
     environ: Mapping[str, str] | None = None,
+    *,
+    command: str | None = None,
+    uses: Collection[str] | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> tuple[Settings, dict[str, str]]:
     """The effective settings and the source of each (``flag``, ``env``, ``file``, ``default``).
 
     ``flags`` holds only the flags given (None values are ignored). ``config_file`` defaults to
-    ``WORKPLACE_ENV_CONFIG``. Raises ConfigError naming the bad setting.
+    ``WORKPLACE_ENV_CONFIG``. ``command``: the running command, as a warning names it (e.g.
+    ``run``); ``uses``: the settings it uses (default: :func:`used_by` it; no command: all).
+    Only those are read and checked; every other one given is left at its default and said to
+    ``warn`` (``max_sessions (from FILE) is not used by run and is ignored``). Raises
+    ConfigError naming the bad setting and its source.
     """
     environ = os.environ if environ is None else environ
     argument = "--config"
     if config_file is None and f"{ENV_PREFIX}CONFIG" in environ:
         config_file, argument = environ[f"{ENV_PREFIX}CONFIG"], f"{ENV_PREFIX}CONFIG"
-    values: dict[str, Any] = {}
-    sources = {name: "default" for name in _FIELDS}
+    given: list[tuple[str, str, Any]] = []  # (name, kind, value), weakest first
     if config_file is not None:
-        for name, value in read_file(config_file, argument).items():
-            values[name] = _coerce(name, value, "file", config_file)
-            sources[name] = "file"
+        given += [(n, "file", v) for n, v in read_file(config_file, argument).items()]
     for name in _FIELDS:
         raw = environ.get(f"{ENV_PREFIX}{name.upper()}")
         if raw is not None:
-            values[name], sources[name] = _coerce(name, raw, "env"), "env"
-    for name, value in (flags or {}).items():
-        if value is not None:
-            values[name], sources[name] = _coerce(name, value, "flag"), "flag"
+            given.append((name, "env", raw))
+    given += [(n, "flag", v) for n, v in (flags or {}).items() if v is not None]
+    origins = {name: origin(name, kind, config_file) for name, kind, _ in given}
+    return _settle(given, origins, command, uses, warn)
+
+
+def settings_at(values: Mapping[str, Any], where: str, command: str) -> Settings:
+    """The settings ``values`` (setting name to value, a mapping at path ``where`` of another
+    program's config, as NeMo Gym's ``<instance>.resources_servers.workplace_env.server``)
+    give ``command``, checked as :func:`load_settings` checks them. Raises ConfigError naming
+    the setting as ``WHERE.NAME``, or a setting ``command`` does not use."""
+    given = [(name, "key", value) for name, value in values.items() if value is not None]
+    origins = {name: f"{where}.{name}" for name, _, _ in given}
+
+    def refuse(line: str) -> None:
+        raise ConfigError(line)
+
+    return _settle(given, origins, command, None, refuse)[0]
+
+
+def _settle(
+    given: list[tuple[str, str, Any]],
+    origins: Mapping[str, str],
+    command: str | None,
+    uses: Collection[str] | None,
+    warn: Callable[[str], None] | None,
+) -> tuple[Settings, dict[str, str]]:
+    """:func:`load_settings` of the values ``given`` as ``(name, kind, value)``, weakest first,
+    each from ``origins[name]``."""
+    if uses is None:
+        uses = _FIELDS if command is None else used_by(command)
+    values: dict[str, Any] = {}
+    sources = {name: "default" for name in _FIELDS}
+    ignored = {}
+    for name, kind, value in given:
+        if name in uses:
+            values[name], sources[name] = _coerce(name, value, kind, origins[name]), kind
+        else:
+            ignored[name] = f"{name} (from {origins[name]}) is not used by {command} and is ignored"
+    for line in ignored.values() if warn is not None else ():
+        warn(line)
     settings = Settings(**values)
-    origins = {name: origin(name, kind, config_file) for name, kind in sources.items()}
+    _check_settings(
+        settings, {n: origins[n] if k != "default" else k for n, k in sources.items()}, sources
+    )
+    return settings, sources
+
+
+def _check_settings(
+    settings: Settings, origins: Mapping[str, str], sources: Mapping[str, str]
+) -> None:
+    """Raise ConfigError naming the first setting that cannot serve and its source: out of its
+    range, or in conflict with another (each setting not given is at its default, which
+    passes every check)."""
     _check_ranges(settings, origins, sources)
     # TLS with http_address is fine: the co-hosted gateway calls the servicer in-process.
-    if (settings.tls_cert is None) != (settings.tls_key is None):
-        raise ConfigError("tls_cert and tls_key (--tls-cert, --tls-key) must be given together")
-    if (settings.tls_client_cert is None) != (settings.tls_client_key is None):
-        raise ConfigError(
-            "tls_client_cert and tls_client_key (--tls-client-cert, --tls-client-key) must be "
-            "given together"
-        )
+    for cert, key in _TLS_PAIRS:
+        if (getattr(settings, cert) is None) != (getattr(settings, key) is None):
+            given, missing = (cert, key) if getattr(settings, key) is None else (key, cert)
+            raise ConfigError(
+                f"{given} (from {origins[given]}) needs {missing} "
+                f"(--{missing.replace('_', '-')}): {cert} and {key} must be given together"
+            )
     if settings.admin_open and not settings.admin_token:
         host = settings.address.rpartition(":")[0].strip("[]")
         if host not in _LOOPBACK_HOSTS:
@@ -592,7 +697,6 @@ def load_settings(
     ):
         raise ConfigError(f"data_dir (from {origins['data_dir']}): {problem}")
     _check_tls_files(settings, origins)
-    return settings, sources
 
 
 #: The TLS settings naming certificates (or CA bundles), and the certificate-key pairs.
@@ -718,17 +822,24 @@ def setting_warnings(settings: Settings, command: str | None = None) -> list[str
     """One line per setting that works but is weak: an admin token shorter than
     :data:`MIN_ADMIN_TOKEN_CHARS` characters (guessable; short ones remain usable in tests).
     With ``command`` (one of :data:`COMMANDS`), only of the settings that command takes (a
-    client command sends a token, it serves none); None: of every setting (``config``)."""
+    client command sends a token, it serves none); None: of every setting (``config``). Also
+    ``admin_open`` beside ``admin_token``, which it does not open."""
     token = settings.admin_token
     if command is not None and command not in SPECS["admin_token"].commands:
         return []
+    lines = []
     if token and len(token) < MIN_ADMIN_TOKEN_CHARS:
-        return [
+        lines.append(
             f"admin_token has {len(token)} characters, fewer than {MIN_ADMIN_TOKEN_CHARS}: "
             "anyone who guesses it can dump every session and retire any (use e.g. "
             "openssl rand -hex 32)"
-        ]
-    return []
+        )
+    if token and settings.admin_open:
+        lines.append(
+            "admin_open has no effect beside admin_token: the admin RPCs still need the "
+            "token; leave out admin_open (or admin_token, to serve them without one)"
+        )
+    return lines
 
 
 def mcp_path_collision(path: str) -> str | None:

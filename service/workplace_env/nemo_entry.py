@@ -23,7 +23,6 @@ shell (parent-death signal SIGTERM).
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import os
 import signal
 import sys
@@ -33,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from workplace_env.config import ENV_PREFIX, Settings
+from workplace_env.config import ENV_PREFIX, ConfigError, settings_at, used_by
 from workplace_env.errors import closest
 
 CONFIG_DICT_ENV = "NEMO_GYM_CONFIG_DICT"
@@ -43,7 +42,8 @@ SERVER_TYPE = "resources_servers"
 IMPLEMENTATION = "workplace_env"
 #: Settings the instance's own keys decide (``host`` and ``port``).
 _OWNED = frozenset({"http_address"})
-_SETTINGS = [f.name for f in dataclasses.fields(Settings)]
+#: The settings ``serve`` uses, those a ``server`` mapping may hold.
+_SETTINGS = sorted(used_by("serve"))
 _PR_SET_PDEATHSIG = 1
 
 
@@ -77,19 +77,26 @@ def http_address(block: Mapping[str, Any]) -> str:
 def settings_env(block: Mapping[str, Any], instance: str) -> dict[str, str]:
     """``WORKPLACE_ENV_<NAME>`` variables of the block's ``server`` settings (nulls left out).
 
-    Raises EntryError naming an unknown setting (with the closest one) or one NeMo owns."""
+    Raises EntryError naming, by its config path: an unknown setting (with the closest one),
+    one NeMo owns, or a value ``serve`` would refuse (checked as it checks them,
+    :func:`~workplace_env.config.settings_at`), before anything starts."""
     server = block.get("server") or {}
     where = f"{instance}.{SERVER_TYPE}.{IMPLEMENTATION}.server"
     if not isinstance(server, Mapping):
         raise EntryError(f"{where} must be a mapping of workplace-env serve settings")
     env: dict[str, str] = {}
-    for name, value in server.items():
+    for name in server:
         if name in _OWNED:
             raise EntryError(f"{where}.{name}: set by the instance's host and port")
         if name not in _SETTINGS:
             close = closest(str(name), _SETTINGS)
             hint = f" (did you mean {close}?)" if close else ""
             raise EntryError(f"{where}.{name}: not a workplace-env serve setting{hint}")
+    try:
+        settings_at(server, where, "serve")
+    except ConfigError as exc:
+        raise EntryError(f"configuration error: {exc}") from exc
+    for name, value in server.items():
         if value is None:
             continue
         if isinstance(value, bool):

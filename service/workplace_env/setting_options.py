@@ -18,7 +18,7 @@ from typing import Annotated, Any, Optional, TypeVar
 
 import typer
 
-from workplace_env.config import SPECS, Settings
+from workplace_env.config import SPECS, Settings, parse_value
 
 Command = TypeVar("Command", bound=Callable[..., Any])
 
@@ -33,7 +33,22 @@ def setting_option(name: str, command: str) -> Any:
     help_text = SPECS[name].help_for(command, field.default)
     flag = f"--{name.replace('_', '-')}"
     decls = (f"{flag}/--no-{flag[2:]}",) if kind is bool else ()
-    return Annotated[Optional[kind], typer.Option(*decls, help=help_text)]  # noqa: UP045
+    parsed = {"parser": _parser(name)} if kind in (int, float) else {}
+    return Annotated[Optional[kind], typer.Option(*decls, help=help_text, **parsed)]  # noqa: UP045
+
+
+def _parser(name: str) -> Callable[[str], Any]:
+    """The parser of setting ``name``'s number option: the value as every source is parsed
+    (:func:`~workplace_env.config.parse_value`); one that is not a number of the setting's
+    type is a usage error (exit 2) echoing it (``'1e3' is not an integer``)."""
+
+    def parse(text: str) -> Any:
+        try:
+            return parse_value(name, text)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    return parse
 
 
 def setting_options(command: str, **replaced: Any) -> Callable[[Command], Command]:

@@ -1259,7 +1259,17 @@ def test_checkpoint_save_and_restore_need_the_right_token(served, restore_target
 @pytest.mark.parametrize(
     ("args", "env", "says"),
     [
-        ([], {}, ["ADMIN_TOKEN_REQUIRED", "fix:", "--token", "$WORKPLACE_ENV_ADMIN_TOKEN"]),
+        (
+            [],
+            {},
+            [
+                "ADMIN_TOKEN_REQUIRED",
+                "fix:",
+                "--token",
+                "$WORKPLACE_ENV_ADMIN_TOKEN",
+                "admin_token in the --config file",
+            ],
+        ),
         (["--token", "nope"], {}, ["ADMIN_TOKEN_INVALID", "fix:", "--token", "--admin-token"]),
         ([], {"WORKPLACE_ENV_ADMIN_TOKEN": "nope"}, ["ADMIN_TOKEN_INVALID", "--token"]),
     ],

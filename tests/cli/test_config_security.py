@@ -26,11 +26,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from typer.testing import CliRunner
 
-from tests.helpers import HANG_S, serving
+from tests.helpers import HANG_S, REPO, serving
 from workplace.env.v1 import environment_pb2 as pb
 from workplace.env.v1 import environment_pb2_grpc as pb_grpc
 from workplace_env.cli import app
 from workplace_env.config import (
+    COMMANDS,
     MAX_COUNT,
     MAX_DURATION_S,
     RANGES,
@@ -41,6 +42,7 @@ from workplace_env.config import (
     load_settings,
     setting_warnings,
     unknown_env_vars,
+    used_by,
 )
 from workplace_env.gateway.settings import GatewaySettings
 from workplace_env.sessions import SessionConfig
@@ -910,3 +912,178 @@ def test_max_admin_rpcs_over_max_concurrent_rpcs_is_refused_when_set():
     # the default admin bound (16) is simply capped by a smaller total
     assert load_settings({"max_concurrent_rpcs": 1}, None, {})[0].max_admin_rpcs == 16
     assert load_settings({"max_admin_rpcs": 4, "max_concurrent_rpcs": 4}, None, {})[0]
+
+
+# -- each command reads and checks only the settings it uses --------------------------------------
+
+
+def _refused_value(name: str) -> str:
+    """A value of setting ``name`` that every command using it refuses."""
+    kind = str(_FIELDS_BY_NAME[name].type).split()[0]
+    return {"int": "x", "float": "x", "bool": "maybe"}.get(kind, "x" if name == "mcp_path" else " ")
+
+
+_FIELDS_BY_NAME = {f.name: f for f in dataclasses.fields(Settings)}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_setting_the_command_does_not_use_is_warned_about_and_never_checked(command):
+    """A shell set up for the client starts a server, and the reverse: each setting the
+    command does not use, even a value refused where it is used, is left at its default and
+    warned about once, naming its source."""
+    unused = sorted(set(SPECS) - used_by(command))
+    assert unused
+    for name in unused:
+        variable = f"WORKPLACE_ENV_{name.upper()}"
+        environ = {variable: _refused_value(name)}
+        with pytest.raises(ConfigError, match=variable):
+            load_settings({}, None, environ)  # the value is refused where it is used
+        warned: list[str] = []
+        settings, sources = load_settings({}, None, environ, command=command, warn=warned.append)
+        assert getattr(settings, name) == _FIELDS_BY_NAME[name].default, name
+        assert sources[name] == "default"
+        assert warned == [f"{name} (from {variable}) is not used by {command} and is ignored"]
+    for name in used_by(command):  # and each one it uses is checked, the gateway's log level too
+        variable = f"WORKPLACE_ENV_{name.upper()}"
+        with pytest.raises(ConfigError, match=variable):
+            load_settings({}, None, {variable: _refused_value(name)}, command=command)
+
+
+def test_the_reported_client_settings_start_a_server():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WORKPLACE_ENV_")}
+    for given in (
+        {"WORKPLACE_ENV_TLS_CLIENT_CERT": "/tmp/ca.pem"},
+        {"WORKPLACE_ENV_TLS_CA": "/bad"},
+    ):
+        shown = subprocess.run(
+            [sys.executable, "-m", "workplace_env.cli", "serve", "--print-config"],
+            capture_output=True,
+            text=True,
+            timeout=HANG_S,
+            env={**env, **given},
+        )
+        assert shown.returncode == 0, shown.stderr
+        [(variable, _)] = given.items()
+        name = variable.removeprefix("WORKPLACE_ENV_").lower()
+        assert f"{name} (from {variable}) is not used by serve" in shown.stderr
+
+
+def test_a_tls_pair_with_one_half_names_the_half_given_and_its_source():
+    with pytest.raises(ConfigError) as err:
+        load_settings(
+            {}, None, {"WORKPLACE_ENV_TLS_CLIENT_CERT": "/tmp/ca.pem"}, command="checkpoint"
+        )
+    assert str(err.value).startswith(
+        "tls_client_cert (from WORKPLACE_ENV_TLS_CLIENT_CERT) needs tls_client_key "
+        "(--tls-client-key)"
+    )
+
+
+@pytest.mark.parametrize("given", ["env", "file"])
+def test_run_warns_once_about_a_server_setting_its_in_process_server_does_not_take(tmp_path, given):
+    """``max_sessions = 1`` given to ``run`` is not applied by its in-process server: said,
+    once, naming where it came from."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("")
+    config = tmp_path / "server.toml"
+    config.write_text("max_sessions = 1\n")
+    args, env = ["run", str(tasks)], {"COLUMNS": "300"}
+    if given == "file":
+        args += ["--config", str(config)]
+    else:
+        env["WORKPLACE_ENV_MAX_SESSIONS"] = "1"
+    result = CliRunner().invoke(app, args, env=env)
+    source = f"file {config}" if given == "file" else "WORKPLACE_ENV_MAX_SESSIONS"
+    line = f"max_sessions (from {source}) is not used by run without --target and is ignored"
+    assert " ".join(result.output.split()).count(line) == 1, result.output
+
+
+@pytest.mark.parametrize("command", ["save", "restore"])
+def test_checkpoint_sends_the_admin_token_of_its_config_file(tmp_path, monkeypatch, command):
+    """A --config file's admin_token is the token ``checkpoint`` sends (``--token`` wins)."""
+    import workplace_env.cli as cli
+
+    sent: list[str | None] = []
+    monkeypatch.setattr(
+        cli, f"{command}_checkpoint", lambda _dir, _target, token, *_: sent.append(token) or 0
+    )
+    config = tmp_path / "server.toml"
+    config.write_text('admin_token = "from-the-file-0123456789"\n')
+    directory = tmp_path / "ck"
+    if command == "restore":
+        directory.mkdir()
+    env = {k: "" for k in os.environ if k.startswith("WORKPLACE_ENV_")}
+    for extra in ([], ["--token", "from-the-flag-0123456789"]):
+        result = CliRunner().invoke(
+            app, ["checkpoint", command, str(directory), "--config", str(config), *extra], env=env
+        )
+        assert result.exit_code == 0, result.output
+    assert sent == ["from-the-file-0123456789", "from-the-flag-0123456789"]
+
+
+def test_a_bad_admin_token_in_a_checkpoint_config_file_names_the_file(tmp_path):
+    config = tmp_path / "server.toml"
+    config.write_text('admin_token = " padded "\n')
+    result = CliRunner().invoke(
+        app, ["checkpoint", "save", str(tmp_path / "ck"), "--config", str(config)]
+    )
+    assert result.exit_code == 2
+    assert f"admin_token (from file {config}) begins or ends with whitespace" in " ".join(
+        result.output.split()
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("wrkers = 3\n", "unknown settings 'wrkers' (did you mean workers?)"),
+        ("[sever]\nworkers = 3\n", "unknown settings 'sever' (did you mean server?)"),
+        ("[server]\nwrkers = 3\n", "unknown [server] settings 'wrkers' (did you mean workers?)"),
+        ("qqq = 3\n", "unknown settings 'qqq'"),
+    ],
+)
+def test_an_unknown_config_file_key_names_the_closest_one(tmp_path, text, said):
+    path = tmp_path / "server.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_settings({}, path, {})
+    assert str(err.value) == f"config file {path}: {said}"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["serve", "--workers", "abc"], "'abc' is not an integer"),
+        (["serve", "--workers", "1e3"], "'1e3' is not an integer"),
+        (["serve", "--grace-s", "soon"], "'soon' is not a number"),
+        (["serve", "--idle-ttl-s", "inf"], "'inf' is not a finite number"),
+        (["gateway", "--max-verify-calls", "3.0"], "'3.0' is not an integer"),
+    ],
+)
+def test_a_number_option_that_is_no_number_echoes_the_value(args, said):
+    result = CliRunner().invoke(app, [*args, "--print-config"] if args[0] == "serve" else args)
+    assert result.exit_code == 2
+    assert said in result.output and f"'{args[1]}'" in result.output
+
+
+def test_admin_open_beside_admin_token_is_said_to_have_no_effect():
+    settings, _ = load_settings({"admin_open": True, "admin_token": "t" * 32}, None, {})
+    [line] = setting_warnings(settings, "serve")
+    assert line.startswith("admin_open has no effect beside admin_token")
+    result = CliRunner().invoke(
+        app, ["serve", "--admin-open", "--admin-token", "t" * 32, "--print-config"]
+    )
+    assert result.exit_code == 0 and "admin_open has no effect" in result.output
+
+
+def test_every_workplace_env_variable_the_repo_reads_is_a_setting_or_a_known_other():
+    """The scripts, docs and deploy files read no WORKPLACE_ENV_* variable the CLI would warn
+    is 'not a setting' (the tests' typos are not looked at)."""
+    seen = set()
+    for folder in ("docs", "deploy", "bench", "e2e", "service", "client", "resources_servers"):
+        for path in (REPO / folder).rglob("*"):
+            if path.is_file() and path.suffix in (".py", ".sh", ".md", ".yaml", ".yml", ".toml"):
+                seen |= set(re.findall(r"WORKPLACE_ENV_[A-Z][A-Z_]*[A-Z]", path.read_text()))
+    assert "WORKPLACE_ENV_ROOT" in seen
+    typo = "WORKPLACE_ENV_ADMIN_TOKN"  # unknown_env_vars's own example of a typo
+    assert unknown_env_vars(dict.fromkeys(seen - {typo}, "1")) == []

@@ -188,3 +188,46 @@ def test_typed_rows_refuses_a_line_that_is_no_dataset_row(tmp_path):
     )
     assert done.returncode == 1 and f"{tasks}:1: not a dataset row" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+_SERVER_KEY = "workplace_assistant.resources_servers.workplace_env.server"
+
+
+@pytest.mark.parametrize(
+    ("server", "said"),
+    [
+        (
+            {"max_sessions": "abc"},
+            f"max_sessions (from {_SERVER_KEY}.max_sessions): 'abc' is not an integer",
+        ),
+        ({"idle_ttl_s": 0}, f"idle_ttl_s (from {_SERVER_KEY}.idle_ttl_s) must be > 0"),
+        ({"admin_token": " "}, f"admin_token (from {_SERVER_KEY}.admin_token): "),
+        ({"tls_cert": "/x.pem"}, f"tls_cert (from {_SERVER_KEY}.tls_cert) needs tls_key"),
+        ({"tls_ca": "/x.pem"}, f"{_SERVER_KEY}.tls_ca: not a workplace-env serve setting"),
+    ],
+)
+def test_a_server_setting_serve_would_refuse_is_named_by_its_config_path(server, said):
+    """A value from the NeMo config is refused before the server starts, named by the key the
+    user wrote (a ``++...server.max_sessions=abc`` override), never by the variable the entry
+    passes it in."""
+    block = {"host": "127.0.0.1", "port": 8080, "server": server}
+    config = {"workplace_assistant": {"resources_servers": {"workplace_env": block}}}
+    environ = {
+        "NEMO_GYM_CONFIG_DICT": yaml.safe_dump(config),
+        "NEMO_GYM_CONFIG_PATH": "workplace_assistant",
+    }
+    with pytest.raises(ValueError) as err:  # EntryError
+        serve_command(environ)
+    assert said in str(err.value) and "WORKPLACE_ENV_" not in str(err.value)
+    if "max_sessions" in server:
+        done = subprocess.run(
+            [sys.executable, "-c", "from workplace_env.nemo_entry import main; main()"],
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=60,
+        )
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert done.stderr.strip() == (
+            f"workplace_env NeMo Gym entry: configuration error: {said}"
+        ), done.stderr

@@ -191,8 +191,9 @@ class RunFailure(Exception):
 #: Why a ``tables_after`` check needs the admin token (the message of its refusal).
 ADMIN_TOKEN_NEEDED = (
     "the tables_after check reads the session's tables through the admin export "
-    "(ExportSessions), which needs the server's admin token: pass it with --token or "
-    "$WORKPLACE_ENV_ADMIN_TOKEN (a server started without --admin-token has its admin RPCs off)"
+    "(ExportSessions), which needs the server's admin token: pass it with --token, "
+    "$WORKPLACE_ENV_ADMIN_TOKEN or the --config file's admin_token (a server started without "
+    "--admin-token has its admin RPCs off)"
 )
 
 
