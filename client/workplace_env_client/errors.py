@@ -529,9 +529,14 @@ def _status_details(error: grpc.RpcError) -> Iterable[any_pb2.Any]:
     return () if status is None else status.details
 
 
-#: gRPC's text when an answer is over this client's receive limit (``grpc.max_receive_message
-#: _length``): "(<size> vs. <limit>)". The server's own refusal of a request says "SERVER:".
-_OVER_RECEIVE_LIMIT = re.compile(r"CLIENT: Received message larger than max \((\d+) vs\. (\d+)\)")
+#: gRPC's text when an answer is over a message limit: this client's receive limit
+#: ("CLIENT: Received ...") or the server's send limit ("SERVER: Sent ..."), "(<size> vs.
+#: <limit>)". The server's refusal of a request over its limit says "SERVER: Received".
+_ANSWER_OVER_LIMIT = re.compile(
+    r"(CLIENT: Received|SERVER: Sent) message larger than max \((\d+) vs\. (\d+)\)"
+)
+#: Whose limit an answer was over, by the side gRPC names.
+_WHOSE_LIMIT = {"CLIENT: Received": "this client's", "SERVER: Sent": "the server's"}
 
 
 def error_class(code: grpc.StatusCode, reason: str) -> type[WorkplaceEnvError]:
@@ -552,17 +557,19 @@ def from_status(
 ) -> WorkplaceEnvError:
     """The typed SDK exception for a status: its ``code``, ``message`` and rich ``details``
     (``google.rpc.Status.details``: ErrorInfo, BadRequest, RetryInfo). An answer over this
-    client's own message limit (a server whose limit is larger) is CapacityError
-    ``RESPONSE_TOO_LARGE`` naming the size and the limit, as the server's refusal of an answer
-    over its limit: the RPC ran, only its answer was lost; gRPC's bare RESOURCE_EXHAUSTED would
-    read as a request too large."""
+    client's message limit, or over the server's own (gRPC's send limit, e.g. ListTools on a
+    server started with a tiny ``--max-message-bytes``), is CapacityError
+    ``RESPONSE_TOO_LARGE`` naming the size and whose limit, as the server's refusal of an
+    answer over its limit: the RPC ran, only its answer was lost; gRPC's bare
+    RESOURCE_EXHAUSTED would read as a request too large."""
     info = _details(details)
-    over = _OVER_RECEIVE_LIMIT.search(message)
+    over = _ANSWER_OVER_LIMIT.search(message)
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED and not info.reason and over:
-        size, limit = over.groups()
+        side, size, limit = over.groups()
         return CapacityError(
-            f"the answer is {size} bytes, over this client's message limit of {limit} bytes; "
-            "the call ran on the server (a retry with its call_id gets this answer again)",
+            f"the answer is {size} bytes, over {_WHOSE_LIMIT[side]} message limit of {limit} "
+            "bytes; the call ran on the server (a retry with its call_id gets this answer "
+            "again)",
             code,
             reason=reasons.RESPONSE_TOO_LARGE.name,
         )

@@ -33,7 +33,7 @@ from typing import Any
 
 import grpc
 
-from workplace_env.errors import closest
+from workplace_env.errors import clip_inline, closest
 from workplace_env.sandbox.source import NEMO_VENV_ENV, SOURCE_ENV, missing_csvs
 from workplace_env.server.guard import MAX_HEALTH_STREAMS
 from workplace_env.sessions import SessionConfig
@@ -458,14 +458,14 @@ def take_back(kind: str) -> str:
 
 def parse_value(name: str, value: Any) -> Any:
     """``value`` as setting ``name``'s type (a string is parsed; an integer must be spelled as
-    one: ``3.0`` and ``1e3`` are not). Raises ValueError saying what it is not, with the value
-    (``'abc' is not an integer``)."""
+    one, in ASCII digits: ``3.0``, ``1e3`` and ``'٣'`` are not; a number likewise). Raises
+    ValueError saying what it is not, with the value (``'abc' is not an integer``)."""
     field_type = str(_FIELDS[name].type)
     try:
         if field_type.startswith("int"):
             # an integer spelled as one, from every source alike: 3.0 and 1e3 are refused
             # whether a file's float, an env string or a flag
-            if isinstance(value, bool | float):
+            if isinstance(value, bool | float) or (isinstance(value, str) and not value.isascii()):
                 raise ValueError("not an integer")
             return int(value)
         if field_type.startswith("bool"):
@@ -478,8 +478,8 @@ def parse_value(name: str, value: Any) -> Any:
                 return False
             raise ValueError("not a boolean")
         if field_type.startswith("float"):
-            if isinstance(value, bool):
-                raise ValueError("a boolean is not a number")
+            if isinstance(value, bool) or (isinstance(value, str) and not value.isascii()):
+                raise ValueError("not a number")
             number = float(value)
     except (TypeError, ValueError) as exc:
         expected = _EXPECTED[field_type.split()[0]]
@@ -579,16 +579,24 @@ def read_file(path: str | Path, argument: str = "--config") -> dict[str, Any]:
 def _refuse_unknown_keys(
     path: Path, table: Mapping[Any, Any], known: Iterable[str], where: str = ""
 ) -> None:
-    """Raise ConfigError naming each key of ``table`` (at ``where`` in config file ``path``)
-    that is not one of ``known``, with the closest known one (:func:`closest`)."""
+    """Raise ConfigError naming the keys of ``table`` (at ``where`` in config file ``path``)
+    that are not one of ``known``, each with the closest known one (:func:`closest`): the first
+    :data:`_NAMED_KEYS` of them, each cut as an echoed value is (:func:`clip_inline`), then how
+    many more."""
     known = list(known)
     unknown = sorted(str(key) for key in table if key not in known)
     if unknown:
         named = []
-        for key in unknown:
+        for key in unknown[:_NAMED_KEYS]:
             close = closest(key, known)
-            named.append(f"{key!r}" + (f" (did you mean {close}?)" if close else ""))
+            named.append(f"{clip_inline(key)!r}" + (f" (did you mean {close}?)" if close else ""))
+        if len(unknown) > _NAMED_KEYS:
+            named.append(f"and {len(unknown) - _NAMED_KEYS:,} more")
         raise ConfigError(f"config file {path}: unknown {where}settings {', '.join(named)}")
+
+
+#: How many unknown keys of a config file a refusal names.
+_NAMED_KEYS = 5
 
 
 def load_settings(

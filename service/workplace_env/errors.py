@@ -7,6 +7,7 @@ session it concerns, and a message for people. Nothing here imports gRPC.
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -49,7 +50,11 @@ def clip(text: str, max_bytes: int = MAX_ECHO_BYTES) -> str:
 
 def clip_inline(text: str) -> str:
     """``text`` (a value the client sent: an id, a header, a path) as a sentence echoes it:
+    its invisible format characters (Unicode category Cf: bidi overrides such as U+202E,
+    zero-width ones) written as ``\\uXXXX`` escapes, so the sentence reads as sent, then
     :func:`clip` to :data:`MAX_INLINE_ECHO_BYTES`."""
+    if not text.isascii():
+        text = "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) == "Cf" else c for c in text)
     return clip(text, MAX_INLINE_ECHO_BYTES)
 
 

@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -196,6 +197,14 @@ def _option_groups(
     return groups
 
 
+def program(argv0: str | None = None) -> str:
+    """How to start ``workplace-env`` again as this process was started: ``argv0`` (default
+    ``sys.argv[0]``) when it is the console script (``.venv/bin/workplace-env`` as typed, so a
+    printed command runs without ``.venv/bin`` on PATH), else ``workplace-env``."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    return argv0 if Path(argv0).name == "workplace-env" else "workplace-env"
+
+
 def rerun_command(
     argv: Sequence[str] | None = None,
     drop: Sequence[str] = (),
@@ -203,14 +212,15 @@ def rerun_command(
     add: Sequence[str] = (),
 ) -> str:
     """The command line of this process (``argv``, default :data:`sys.argv`) as a shell line
-    starting ``workplace-env``, each option once with its latest value (at its first place),
-    without the options in ``drop`` (e.g. ``--overwrite``: the flag and its ``--no-`` form),
-    with each option of ``replace`` (``{"--base-url": "http://HOST:PORT/v1"}``) given that
-    value at the end instead of its own, and each flag of ``add`` (``--overwrite``) set at the
-    end. Options are told apart by the running click command's parameters (the flag and its
-    ``--no-`` form are one); without one, an unknown option takes the next token as its value
-    unless it starts with ``-``."""
-    args = list(sys.argv if argv is None else argv)[1:]
+    starting as it was started (:func:`program` of ``argv[0]``), each option once with its latest
+    value (at its first place), without the options in ``drop`` (e.g. ``--overwrite``: the
+    flag and its ``--no-`` form), with each option of ``replace`` (``{"--base-url":
+    "http://HOST:PORT/v1"}``) given that value at the end instead of its own, and each flag of
+    ``add`` (``--overwrite``) set at the end. Options are told apart by the running click
+    command's parameters (the flag and its ``--no-`` form are one); without one, an unknown
+    option takes the next token as its value unless it starts with ``-``."""
+    line = list(sys.argv if argv is None else argv)
+    args = line[1:]
     shapes = _option_shapes(_running_command())
     replace = replace or {}
 
@@ -228,4 +238,4 @@ def rerun_command(
     for option, value in replace.items():
         words += [option, value]
     words += list(add)
-    return shlex.join(["workplace-env", *words])
+    return shlex.join([program(line[0] if line else ""), *words])

@@ -1050,11 +1050,23 @@ def test_an_unknown_config_file_key_names_the_closest_one(tmp_path, text, said):
     assert str(err.value) == f"config file {path}: {said}"
 
 
+def test_many_or_huge_unknown_config_file_keys_are_named_within_bounds(tmp_path):
+    path = tmp_path / "server.toml"
+    path.write_text("a" * 300_000 + " = 1\n" + "".join(f"k{i} = 1\n" for i in range(5_000)))
+    with pytest.raises(ConfigError) as err:
+        load_settings({}, path, {})
+    said = str(err.value)
+    assert len(said) < 1_000 and "...(300000 characters)..." in said
+    assert said.endswith("and 4,996 more")
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
         (["serve", "--workers", "abc"], "'abc' is not an integer"),
         (["serve", "--workers", "1e3"], "'1e3' is not an integer"),
+        (["serve", "--workers", "\u0663"], "'\u0663' is not an integer"),  # Arabic-Indic 3
+        (["serve", "--grace-s", "\u0661.5"], "'\u0661.5' is not a number"),
         (["serve", "--grace-s", "soon"], "'soon' is not a number"),
         (["serve", "--idle-ttl-s", "inf"], "'inf' is not a finite number"),
         (["gateway", "--max-verify-calls", "3.0"], "'3.0' is not an integer"),

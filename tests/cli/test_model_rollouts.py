@@ -1940,3 +1940,17 @@ def test_a_model_runs_rollouts_replayed_by_the_recorded_policy_reproduce_their_r
     document = json.loads(totals.read_text())
     assert (document["played_episodes"], document["reward_mismatches"]) == (4, 0)
     assert document["mismatches"] == []
+
+
+@pytest.mark.parametrize(
+    ("argv0", "starts"),
+    [
+        (".venv/bin/workplace-env", ".venv/bin/workplace-env"),
+        ("/opt/x y/.venv/bin/workplace-env", "'/opt/x y/.venv/bin/workplace-env'"),
+        ("/repo/service/workplace_env/cli.py", "workplace-env"),
+        ("workplace-env", "workplace-env"),
+    ],
+)
+def test_the_rerun_command_starts_as_the_command_was_started(argv0: str, starts: str) -> None:
+    said = rerun_command([argv0, "run", "t.jsonl", "--concurrency", "8"])
+    assert said == f"{starts} run t.jsonl --concurrency 8"

@@ -150,3 +150,10 @@ def test_a_long_content_type_is_echoed_cut(http: httpx.Client):
     assert "'text/yyy" in msg
     assert "...(3005 characters)..." in msg
     assert len(msg) < 250
+
+
+def test_a_404_writes_invisible_format_characters_of_the_path_as_escapes(http: httpx.Client):
+    """A bidi override or zero-width character in an echoed path would make the detail read
+    otherwise than sent: each is written ``\\u202e``; other characters stay as sent."""
+    detail = http.post("/helth%E2%80%AE%E2%80%8B%F0%9F%98%80").json()["detail"]
+    assert detail.startswith("POST /helth\\u202e\\u200b\U0001f600 is no route")

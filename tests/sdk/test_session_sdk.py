@@ -508,6 +508,21 @@ def test_a_call_over_the_message_limit_carries_its_registry_reason(make_server, 
     assert str(refused.value).startswith("RESOURCE_EXHAUSTED REQUEST_TOO_LARGE: ")
 
 
+def test_an_answer_over_the_server_s_own_limit_is_a_response_too_large(make_server):
+    """gRPC's refusal to send an answer over the server's limit (ListTools' 18 KB on a server
+    limited to 2 KB) is CapacityError RESPONSE_TOO_LARGE naming the server's limit, not a
+    request too large."""
+    served = make_server(settings=Settings(max_message_bytes=2048))
+    target = f"127.0.0.1:{served.running.port}"
+    with (
+        EnvironmentClient(target, timeout_s=HANG_S) as client,
+        pytest.raises(CapacityError) as refused,
+    ):
+        client.list_tools()
+    assert refused.value.reason == reasons.RESPONSE_TOO_LARGE.name
+    assert "over the server's message limit of 2048 bytes" in str(refused.value)
+
+
 def _warned_left_open(warned: Any, session_id: str) -> None:
     """``warned`` holds one SessionLeftOpenWarning naming ``session_id`` and its TTL."""
     [warning] = [w for w in warned if issubclass(w.category, SessionLeftOpenWarning)]

@@ -32,6 +32,7 @@ from workplace_env.gateway.limits import (
 )
 from workplace_env.gateway.readiness import check_backend_soon
 from workplace_env.gateway.settings import GatewaySettings
+from workplace_env.interrupts import program
 from workplace_env.server.observability import LIFECYCLE, configure_logging, log_event
 from workplace_env.terminal import CommandError
 from workplace_env_client import EnvironmentClient
@@ -238,7 +239,7 @@ def _listening(
         log_event(
             LIFECYCLE,
             f"the gRPC server at {grpc_target} does not answer ({why}): start it with "
-            f"`{shlex.join(['workplace-env', 'serve', '--address', grpc_target])}`, or point "
+            f"`{shlex.join([program(), 'serve', '--address', grpc_target])}`, or point "
             "--grpc-target at the "
             "address it serves on; until it answers, /ready is 503 backend_unavailable and "
             "episodes fail",
