@@ -453,6 +453,52 @@ def test_no_infrastructure_error_is_counted_as_a_mismatch(sdk, where, error, kin
     assert failure.kind == kind
 
 
+class _Unclosable:
+    """The module's client whose ``close_session`` fails with ``close_error`` and whose
+    ``where`` RPC (``seed`` or ``call_tool``) fails with ``error`` first, when given."""
+
+    def __init__(self, client, close_error, where=None, error=None):
+        self.client, self.close_error, self.where, self.error = client, close_error, where, error
+        self.closing: list[str] = []
+
+    def __getattr__(self, name):
+        return getattr(self.client, name)
+
+    def seed(self, session_id, *args, **kwargs):
+        self.client.seed(session_id, *args, **kwargs)
+        if self.where == "seed":  # seeded, then the answer lost: the outcome is unknown
+            raise self.error
+
+    def call_tool(self, *args, **kwargs):
+        if self.where == "call_tool":
+            raise self.error
+        return self.client.call_tool(*args, **kwargs)
+
+    def close_session(self, session_id, episode):
+        self.closing.append(session_id)
+        raise self.close_error
+
+
+@pytest.mark.parametrize(
+    ("where", "error", "played"),
+    [(None, None, 1), ("call_tool", DEADLINE, 0), ("seed", DEADLINE, 0)],
+    ids=["after-a-played-episode", "after-a-failed-call", "after-a-seed-of-unknown-outcome"],
+)
+def test_a_session_run_could_not_close_is_named_as_left_open(sdk, where, error, played):
+    """An episode's close that fails (a server that stopped answering) is a warning naming
+    the session and how long it may stay open, whatever ended the episode; a seed whose
+    outcome is unknown is closed too."""
+    line = {**CHECKED, "calls": [{"name": LOOKUP, "arguments": "{}", "output": []}]}
+    del line["tables_after"]
+    client = _Unclosable(sdk, DEADLINE, where, error)
+    with pytest.warns(SessionLeftOpenWarning) as warned:
+        summary = run_lines(client, [line], admin_token=None)  # type: ignore[arg-type]
+    [session_id] = client.closing
+    [warning] = [w for w in warned if issubclass(w.category, SessionLeftOpenWarning)]
+    assert repr(session_id) in str(warning.message) and "idle TTL" in str(warning.message)
+    assert (summary.played_episodes, summary.failed_episodes) == (played, 1 - played)
+
+
 def test_every_failure_kind_is_shown_by_name(capsys):
     summary = run_lines(_GoneServer(), [{"ground_truth": []}])  # type: ignore[arg-type]
     summary.failed = dict.fromkeys(FAILURE_KINDS, 1)

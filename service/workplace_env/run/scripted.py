@@ -56,6 +56,7 @@ from workplace_env_client import (
     checks,
     reasons,
 )
+from workplace_env_client.errors import close_failed, may_have_run
 from workplace_env_client.messages import task_from_row
 from workplace_env_client.rows import RunTotals
 
@@ -447,6 +448,11 @@ def run_episode(
         raise  # routing, not the line: a failure of the episode
     except InvalidRequestError as exc:  # the task row is the line (its id: case_id or id)
         raise _renamed(exc.violations, lineno, {"task": ""}, exc.message) from exc
+    except BaseException as exc:
+        if may_have_run(exc):  # the session may exist: close it, or say it may stay open
+            _close(client, session_id, episode, exc)
+        raise
+    in_flight: BaseException | None = None
     try:
         for i, call in enumerate(calls):
             problem = _call_mismatch(client, session_id, i, call, check=policy == "recorded")
@@ -477,9 +483,29 @@ def run_episode(
             result.mismatches.append(
                 Mismatch(case_id, "reward", "reward differs", line["reward"], verified.reward)
             )
+    except BaseException as exc:
+        in_flight = exc
+        raise
     finally:
-        client.close_session(session_id, episode)
+        _close(client, session_id, episode, in_flight)
     return result
+
+
+def _close(
+    client: EnvironmentClient,
+    session_id: str,
+    episode: tuple[str, int],
+    in_flight: BaseException | None,
+) -> None:
+    """Close an episode's session; a close that fails is the SDK's
+    :class:`~workplace_env_client.SessionLeftOpenWarning` naming the session and how long it
+    may stay open (which ``run`` prints), a note on ``in_flight`` (the episode's own error,
+    which goes on), and after a completed episode that error raised unless the server is out
+    of reach (:func:`~workplace_env_client.errors.close_failed`)."""
+    try:
+        client.close_session(session_id, episode)
+    except WorkplaceEnvError as closing:
+        close_failed(session_id, closing, in_flight)
 
 
 def admin_refusal(client: EnvironmentClient, admin_token: str | None) -> str | None:
