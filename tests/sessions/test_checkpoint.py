@@ -889,7 +889,7 @@ def _fenced(store: SessionStore, sid: str) -> bool:
     return False
 
 
-def test_export_fences_gives_each_fence_its_age_and_episode(sandbox, fclock):
+def test_an_export_gives_each_fence_its_age_and_episode(sandbox, fclock):
     store = _store(sandbox, fclock)
     store.seed("typed", FEP, FTID, Task("t1"))
     store.close("typed", FEP)
@@ -898,14 +898,14 @@ def test_export_fences_gives_each_fence_its_age_and_episode(sandbox, fclock):
     fclock.now += 20
     store.close("gone", FEP)
     fclock.now += 50  # "typed" is exactly the TTL old: still a fence
-    assert store.export_fences() == [
+    assert store.export_checkpoint().fences == [
         FenceSnapshot("typed", 100.0, FEP),
         FenceSnapshot("never", 70.0, None),
         FenceSnapshot("gone", 50.0, None),
     ]
-    assert store.export_fences(["gone", "live"]) == [FenceSnapshot("gone", 50.0, None)]
+    assert store.export_checkpoint(["gone", "live"]).fences == [FenceSnapshot("gone", 50.0, None)]
     fclock.now += 1  # "typed" is past the TTL: not exported
-    assert [f.session_id for f in store.export_fences()] == ["never", "gone"]
+    assert [f.session_id for f in store.export_checkpoint().fences] == ["never", "gone"]
 
 
 def test_a_restored_fence_ends_when_the_original_would_have(sandbox, fclock):
@@ -936,7 +936,7 @@ def test_restored_fences_keep_time_order_and_the_newest_max_fences(sandbox, fclo
     fclock.now += 50
     store.close("own-new", FEP)
     store.restore([], [FenceSnapshot("oldest", 70.0), FenceSnapshot("mid", 20.0)])
-    assert [s.session_id for s in store.export_fences()] == ["own-old", "mid", "own-new"]
+    assert [s.session_id for s in store.export_checkpoint().fences] == ["own-old", "mid", "own-new"]
     assert not _fenced(store, "oldest")
     fclock.now += 51  # "own-old" expired; "mid" (closed 20 s before the restore) not yet
     assert not _fenced(store, "own-old")
@@ -968,7 +968,7 @@ def test_a_restored_fence_never_ends_a_live_session(sandbox, fclock):
     store = _store(sandbox, fclock)
     store.seed("live", FEP, FTID, Task("t1"))
     store.restore([], [FenceSnapshot("live", 1.0, FEP)])
-    assert store.export_fences() == []
+    assert store.export_checkpoint().fences == []
     assert store.seed("live", FEP, FTID, Task("t1")).already_seeded
 
 
@@ -991,7 +991,7 @@ def test_K2_an_invalid_fence_installs_nothing_naming_it(sandbox, fclock, fence, 
     with pytest.raises(errors.InvalidRequest) as err:
         store.restore(snapshots, [FenceSnapshot("f0", 1.0), fence])
     assert [v.field for v in err.value.violations] == [field]
-    assert store.live_count() == 0 and store.export_fences() == []
+    assert store.live_count() == 0 and store.export_checkpoint().fences == []
 
 
 def test_a_refused_batch_installs_none_of_its_fences(sandbox, fclock):
@@ -1001,7 +1001,7 @@ def test_a_refused_batch_installs_none_of_its_fences(sandbox, fclock):
     store.seed("snap", FEP, FTID, Task("t1"))
     with pytest.raises(errors.SessionLive):
         store.restore(source.export()[0], [FenceSnapshot("f0", 1.0)])
-    assert store.export_fences() == []
+    assert store.export_checkpoint().fences == []
 
 
 # -- a save under load: each id is a snapshot or a fence, never both (K1) ----------------------

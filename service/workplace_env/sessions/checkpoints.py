@@ -161,13 +161,6 @@ class Checkpoints:
                     failures.append((session.session_id, SEEDED_AGAIN))
         return ExportedCheckpoint(snapshots, missing, failures, fences)
 
-    def export_fences(self, session_ids: Sequence[str] = ()) -> list[FenceSnapshot]:
-        """The fences of this store (of ``session_ids`` only, when given), oldest first, each
-        with its age now (C1, C3; :meth:`export_checkpoint` exports them with the snapshots)."""
-        now = self.scope.clock()
-        with self.scope.lock:
-            return self._fences(session_ids, now)
-
     def _fences(self, session_ids: Sequence[str], now: float) -> list[FenceSnapshot]:
         """The fences (of ``session_ids`` only, when given) at ``now`` (store lock held)."""
         self.records.prune(now)

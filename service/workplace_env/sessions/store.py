@@ -4,7 +4,7 @@ Owns :class:`SessionStore`, the object the gRPC servicer, the HTTP gateway's in-
 backend, the runner and the CLI hold. It builds the parts, each with one job, over one
 :class:`~.scope.StoreScope` (lock, clock, bounds, hooks), and hands each operation to its part:
 :class:`~.lifecycle.LifeCycle` (seed, call_tool, verify, close),
-:class:`~.checkpoints.Checkpoints` (export, export_checkpoint, export_fences, restore, retire),
+:class:`~.checkpoints.Checkpoints` (export, export_checkpoint, restore, retire),
 :class:`~.sweep.IdleSweep` (evict_idle) and :class:`~.table.SessionTable` (live_count,
 state_counts, start_draining).
 """
@@ -143,10 +143,6 @@ class SessionStore:
         """Snapshots, ids not held, failures and fences as one picture (K1):
         :meth:`.Checkpoints.export_checkpoint`."""
         return self.checkpoints.export_checkpoint(session_ids, active)
-
-    def export_fences(self, session_ids: Sequence[str] = ()) -> list[FenceSnapshot]:
-        """The fences with their ages (K1): :meth:`.Checkpoints.export_fences`."""
-        return self.checkpoints.export_fences(session_ids)
 
     def restore(self, snapshots: Sequence[Snapshot], fences: Sequence[FenceSnapshot] = ()) -> int:
         """Install snapshots all or none (K2, K3): :meth:`.Checkpoints.restore`."""
